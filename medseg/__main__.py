@@ -1,0 +1,5 @@
+import sys
+
+from medseg.cli import main
+
+sys.exit(main())

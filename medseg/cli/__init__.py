@@ -1,0 +1,54 @@
+"""Command line: ``medseg <command> ...``.
+
+Each command lives in its own module in this package and exposes
+``register(subparsers)``, which adds its sub-parser and sets ``func`` (a callable taking
+the parsed args and returning an exit code). Commands are discovered, so adding one
+never touches this file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+import sys
+
+from medseg import __version__
+from medseg.errors import MedsegError
+
+# Explicit so that frozen builds (PyInstaller) know every command module.
+COMMAND_MODULES = sorted(m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_"))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="medseg", description="CT segmentation with a resolution-adaptive U-Net.")
+    parser.add_argument("--version", action="version", version=f"medseg {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        module = importlib.import_module(f"{__name__}.{name}")
+        module.register(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        # No command: the desktop app, if the GUI command is available.
+        if "gui" in COMMAND_MODULES:
+            args = parser.parse_args(["gui", *(argv or [])])
+        else:
+            parser.print_help()
+            return 2
+    try:
+        return int(args.func(args) or 0)
+    except MedsegError as error:
+        print(f"medseg: error: {error}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("medseg: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,70 @@
+"""The one error family users see.
+
+Every failure a user can cause (a bad file, a wrong model, out of memory, a cancel)
+is a :class:`MedsegError` whose message says what went wrong, which file it concerns
+and what the user can do. The GUI shows it in a dialog, the CLI prints it and exits
+non-zero.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class MedsegError(Exception):
+    """Base class: a message a clinician can act on, optionally naming a file and a hint."""
+
+    def __init__(self, message: str, path: str | Path | None = None, hint: str | None = None):
+        self.message = message
+        self.path = Path(path) if path is not None else None
+        self.hint = hint
+        super().__init__(self.__str__())
+
+    def __str__(self) -> str:
+        text = f"{self.path}: {self.message}" if self.path is not None else self.message
+        if self.hint:
+            text += f" ({self.hint})"
+        return text
+
+
+class DicomError(MedsegError):
+    """A DICOM file or series cannot be read or is not usable."""
+
+
+class UnsupportedTransferSyntax(DicomError):
+    """Pixel data is encoded in a way no installed decoder handles."""
+
+
+class NotAVolumeError(DicomError):
+    """The files do not form a 3D volume (duplicate positions, mixed orientations, ...)."""
+
+
+class ImageFormatError(MedsegError):
+    """A NIfTI/NRRD/MHA file cannot be read or written."""
+
+
+class GeometryError(MedsegError):
+    """Two images or an image and a mask do not share a usable geometry."""
+
+
+class ModelError(MedsegError):
+    """A model package or nnU-Net folder is missing, malformed or unsupported."""
+
+
+class UnsafeModelError(ModelError):
+    """A model file would execute code when loaded; it is refused."""
+
+
+class DeviceError(MedsegError):
+    """A compute device (CUDA, DirectML) is unavailable or ran out of memory."""
+
+
+class DatasetError(MedsegError):
+    """A training dataset is malformed (missing labels, mismatched grids, ...)."""
+
+
+class Cancelled(MedsegError):
+    """The user cancelled a long-running job; nothing was changed."""
+
+    def __init__(self, message: str = "cancelled by the user"):
+        super().__init__(message)

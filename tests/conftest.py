@@ -1,0 +1,34 @@
+"""Shared test fixtures. Tests run offscreen and use the real CT in ../shared/data."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+# Must be set before any QApplication exists (pytest-qt has no ini option for it).
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SHARED_DATA = Path(os.environ.get("MEDSEG_SHARED_DATA", REPO_ROOT.parent / "shared" / "data"))
+ARTIFACTS = REPO_ROOT / "test-artifacts"
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """The real CT data. Missing data is a failure, never a skip: the tests exist to run on it."""
+    if not (SHARED_DATA / "README.md").is_file():
+        pytest.fail(f"real test data not found at {SHARED_DATA} (set MEDSEG_SHARED_DATA)")
+    return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def ct_dir(shared_data: Path) -> Path:
+    return shared_data / "ct"
+
+
+@pytest.fixture(scope="session")
+def artifacts_dir() -> Path:
+    ARTIFACTS.mkdir(exist_ok=True)
+    return ARTIFACTS
