@@ -1,5 +1,25 @@
 """Image input/output: the Volume type, DICOM discovery and loading, NIfTI/NRRD/MHA."""
 
+from medseg.io.dicom_load import load_series, middle_out
+from medseg.io.dicom_scan import ScanResult, SeriesInfo, SkippedFile, scan
+from medseg.io.image_files import read_image, write_image
+from medseg.io.load import choose_series, load
+from medseg.io.resample import resample_to
 from medseg.io.volume import GeometryFinding, Volume, VolumeMeta
 
-__all__ = ["GeometryFinding", "Volume", "VolumeMeta"]
+__all__ = [
+    "GeometryFinding",
+    "ScanResult",
+    "SeriesInfo",
+    "SkippedFile",
+    "Volume",
+    "VolumeMeta",
+    "choose_series",
+    "load",
+    "load_series",
+    "middle_out",
+    "read_image",
+    "resample_to",
+    "scan",
+    "write_image",
+]

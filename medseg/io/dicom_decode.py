@@ -1,0 +1,193 @@
+"""Pixel decoding of one DICOM file into Hounsfield units.
+
+Three paths, fastest first:
+1. native little-endian pixel data at an offset found during the scan: read the bytes
+   and view them with numpy (no second header parse);
+2. pydicom with its decoder plugins (pylibjpeg-openjpeg/-libjpeg, pyjpegls, RLE);
+3. SimpleITK/GDCM for what pydicom cannot decode (JPEG Process 6/8 and 10/12).
+Anything else is an :class:`UnsupportedTransferSyntax` naming the syntax and the
+package that adds it.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import warnings
+
+import numpy as np
+import pydicom
+import SimpleITK as sitk
+
+from medseg.errors import DicomError, UnsupportedTransferSyntax
+from medseg.io.dicom_headers import SliceHeader
+from medseg.io.dicom_sources import open_ref, split_ref
+
+# pydicom warns about non-conformant values (e.g. hashed UIDs) that are harmless here.
+warnings.filterwarnings("ignore", message="Invalid value for VR", module="pydicom")
+
+TRANSFER_SYNTAX_NAMES = {
+    "1.2.840.10008.1.2": "Implicit VR Little Endian",
+    "1.2.840.10008.1.2.1": "Explicit VR Little Endian",
+    "1.2.840.10008.1.2.1.99": "Deflated Explicit VR Little Endian",
+    "1.2.840.10008.1.2.2": "Explicit VR Big Endian",
+    "1.2.840.10008.1.2.4.50": "JPEG Baseline (Process 1)",
+    "1.2.840.10008.1.2.4.51": "JPEG Extended (Process 2 & 4)",
+    "1.2.840.10008.1.2.4.53": "JPEG Spectral Selection (Process 6 & 8)",
+    "1.2.840.10008.1.2.4.55": "JPEG Full Progression (Process 10 & 12)",
+    "1.2.840.10008.1.2.4.57": "JPEG Lossless (Process 14)",
+    "1.2.840.10008.1.2.4.70": "JPEG Lossless SV1",
+    "1.2.840.10008.1.2.4.80": "JPEG-LS Lossless",
+    "1.2.840.10008.1.2.4.81": "JPEG-LS Near-Lossless",
+    "1.2.840.10008.1.2.4.90": "JPEG 2000 Lossless",
+    "1.2.840.10008.1.2.4.91": "JPEG 2000",
+    "1.2.840.10008.1.2.4.201": "HTJ2K Lossless",
+    "1.2.840.10008.1.2.4.202": "HTJ2K Lossless RPCL",
+    "1.2.840.10008.1.2.4.203": "HTJ2K",
+    "1.2.840.10008.1.2.5": "RLE Lossless",
+}
+# What to install when a syntax cannot be decoded.
+DECODER_HINTS = {
+    "1.2.840.10008.1.2.4.5": "pip install pylibjpeg pylibjpeg-libjpeg (or python-gdcm)",
+    "1.2.840.10008.1.2.4.7": "pip install pylibjpeg pylibjpeg-libjpeg",
+    "1.2.840.10008.1.2.4.8": "pip install pyjpegls",
+    "1.2.840.10008.1.2.4.9": "pip install pylibjpeg pylibjpeg-openjpeg",
+    "1.2.840.10008.1.2.4.20": "pip install pylibjpeg pylibjpeg-openjpeg",
+}
+
+
+def syntax_name(uid: str) -> str:
+    name = TRANSFER_SYNTAX_NAMES.get(uid)
+    return f"{name} ({uid})" if name else uid or "unknown transfer syntax"
+
+
+def _hint_for(uid: str) -> str:
+    for prefix, hint in DECODER_HINTS.items():
+        if uid.startswith(prefix):
+            return hint
+    return "convert the series to an uncompressed transfer syntax (e.g. with dcmdjpeg or gdcmconv --raw)"
+
+
+def hu_dtype(slices: list[SliceHeader]) -> np.dtype:
+    """int16 when every Rescale Slope/Intercept is integral (CT HU fit int16), float32 otherwise."""
+    for s in slices:
+        if s.slope != int(s.slope) or s.intercept != int(s.intercept):
+            return np.dtype(np.float32)
+    return np.dtype(np.int16)
+
+
+def to_hu(stored: np.ndarray, header: SliceHeader, dtype: np.dtype) -> np.ndarray:
+    """Apply Rescale Slope/Intercept, giving ``dtype`` (int16 or float32)."""
+    if dtype == np.int16:
+        if header.slope == 1 and header.intercept == 0 and stored.dtype == np.int16:
+            return stored
+        hu = stored.astype(np.int32)
+        if header.slope != 1:
+            hu *= int(header.slope)
+        hu += int(header.intercept)
+        # Physical HU always fit int16; only padding values of 16-bit stored data could fall outside.
+        np.clip(hu, -32768, 32767, out=hu)
+        return hu.astype(np.int16)
+    hu = stored.astype(np.float32)
+    if header.slope != 1:
+        hu *= np.float32(header.slope)
+    hu += np.float32(header.intercept)
+    return hu
+
+
+def _native_read(header: SliceHeader) -> np.ndarray:
+    """Pixel data read straight from the file at the offset the scan found."""
+    count = header.rows * header.columns
+    nbytes = count * 2
+    with open_ref(header.ref) as fp:
+        fp.seek(header.pixel_offset)
+        data = fp.read(nbytes)
+    if len(data) < nbytes:
+        raise DicomError(f"the pixel data is truncated ({len(data)} of {nbytes} bytes)", path=header.ref,
+                         hint="the file was probably cut short while copying; copy it again")
+    dtype = "<i2" if header.pixel_representation else "<u2"
+    return np.frombuffer(data, dtype=dtype).reshape(header.rows, header.columns)
+
+
+def _pydicom_read(ref: str, n_frames: int) -> np.ndarray:
+    with open_ref(ref) as fp:
+        ds = pydicom.dcmread(fp)
+    if "PixelData" not in ds:
+        raise DicomError("the file has no pixel data", path=ref)
+    array = ds.pixel_array
+    if n_frames > 1 or ds.get("NumberOfFrames") not in (None, "", 1, "1"):
+        array = array.reshape(-1, *array.shape[-2:])
+    return array
+
+
+def _sitk_read_hu(ref: str) -> np.ndarray:
+    """GDCM (via SimpleITK) for syntaxes pydicom cannot decode; GDCM applies the rescale itself."""
+    path, member = split_ref(ref)
+    if member is None:
+        image = sitk.ReadImage(path)
+    else:
+        with open_ref(ref) as fp, tempfile.NamedTemporaryFile(suffix=".dcm", delete=False) as tmp:
+            tmp.write(fp.read())
+        try:
+            image = sitk.ReadImage(tmp.name)
+        finally:
+            os.unlink(tmp.name)
+    if image.GetNumberOfComponentsPerPixel() != 1:
+        raise DicomError("colour pixel data is not a CT image", path=ref)
+    return sitk.GetArrayFromImage(image)
+
+
+def decode_hu(headers: list[SliceHeader], dtype: np.dtype) -> list[np.ndarray]:
+    """HU images for the given frames of ONE file (a single header for single-frame files)."""
+    first = headers[0]
+    ref = first.ref
+    if first.pixel_offset is not None and first.bits_allocated == 16 and first.samples_per_pixel == 1:
+        return [to_hu(_native_read(first), first, dtype)]
+    shape = (first.rows, first.columns)
+    try:
+        stored = _pydicom_read(ref, len(headers))
+    except DicomError:
+        raise
+    except NotImplementedError as error:
+        # No pydicom decoder for this syntax: GDCM (inside SimpleITK) may have one.
+        hu = _gdcm_fallback(ref, first, error)
+        return _split_frames(hu, headers, shape, dtype, already_hu=True)
+    except MemoryError as error:
+        raise DicomError("the pixel data is too large or its length field is corrupt", path=ref) from error
+    except Exception as error:  # codecs and pydicom raise many types on corrupt data
+        raise DicomError(f"the pixel data cannot be decoded ({type(error).__name__}: {error})"[:400], path=ref,
+                         hint="the file may be truncated or corrupt") from error
+    return _split_frames(stored, headers, shape, dtype, already_hu=False)
+
+
+def _gdcm_fallback(ref: str, header: SliceHeader, cause: Exception) -> np.ndarray:
+    try:
+        return _sitk_read_hu(ref)
+    except DicomError:
+        raise
+    except Exception as error:  # SimpleITK raises RuntimeError; anything else is also a decode failure
+        raise UnsupportedTransferSyntax(
+            f"the pixel data is encoded as {syntax_name(header.transfer_syntax)}, which neither pydicom's "
+            f"plugins nor GDCM could decode ({cause}; GDCM: {str(error).strip().splitlines()[-1] if str(error).strip() else error})"[:500],
+            path=ref, hint=_hint_for(header.transfer_syntax)) from error
+
+
+def _split_frames(array: np.ndarray, headers: list[SliceHeader], shape: tuple[int, int], dtype: np.dtype,
+                  already_hu: bool) -> list[np.ndarray]:
+    ref = headers[0].ref
+    if array.ndim == 2:
+        array = array[np.newaxis]
+    if array.ndim != 3 or array.shape[1:] != shape:
+        raise DicomError(f"decoded pixel data has shape {array.shape}, expected {len(headers)} x {shape}", path=ref,
+                         hint="colour or corrupt pixel data")
+    frames: list[np.ndarray] = []
+    for header in headers:
+        index = header.frame or 0
+        if index >= array.shape[0]:
+            raise DicomError(f"frame {index + 1} is missing from the pixel data ({array.shape[0]} decoded)", path=ref)
+        frame = array[index]
+        if already_hu:
+            frames.append(np.clip(np.rint(frame), -32768, 32767).astype(dtype) if dtype == np.int16 else frame.astype(dtype))
+        else:
+            frames.append(to_hu(frame, header, dtype))
+    return frames

@@ -1,0 +1,166 @@
+"""Load one scanned DICOM series into a Volume of Hounsfield units.
+
+Decoding runs in a thread pool, middle slice first and then outwards, and each slice
+is handed to ``on_slice`` as soon as it is ready, so a viewer can show the middle of
+the study while the rest is still loading.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import defaultdict
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from typing import Callable
+
+import numpy as np
+
+from medseg.errors import Cancelled, DicomError, MedsegError, NotAVolumeError
+from medseg.io.dicom_decode import decode_hu, hu_dtype, syntax_name
+from medseg.io.dicom_headers import SliceHeader
+from medseg.io.dicom_scan import SeriesInfo
+from medseg.io.regularize import regularize_stack
+from medseg.io.volume import GeometryFinding, Volume, VolumeMeta
+from medseg.progress import CancelToken, ProgressCallback, report
+
+SliceCallback = Callable[[int, np.ndarray], None]
+
+
+def middle_out(n: int) -> list[int]:
+    """Indices 0..n-1 ordered by distance from the middle slice (middle first)."""
+    middle = (n - 1) // 2 if n else 0
+    return sorted(range(n), key=lambda i: (abs(i - middle), i))
+
+
+def _check_loadable(series: SeriesInfo) -> None:
+    if series.loadable:
+        return
+    where = series.files[0] if series.files else None
+    reasons = "; ".join(f.message for f in series.findings if f.kind in
+                        ("duplicate_positions", "localizer_excluded", "secondary_capture")) or series.kind
+    error_type = NotAVolumeError if series.kind == "not_a_volume" else DicomError
+    raise error_type(f"series {series.series_description or series.key!r} ({series.n_files} files) is not a "
+                     f"loadable CT volume: {reasons}", path=where,
+                     hint="choose another series (see `medseg info`)")
+
+
+def load_series(
+    series: SeriesInfo,
+    progress: ProgressCallback | None = None,
+    cancel: CancelToken | None = None,
+    regularize: bool = True,
+    on_slice: SliceCallback | None = None,
+) -> Volume:
+    """Decode ``series`` into a Volume (HU, int16 or float32) with its metadata.
+
+    ``on_slice(z, hu_slice)`` is called from worker threads with indices of the acquired
+    stack (sorted along the slice normal). When the stack is irregular and ``regularize``
+    is true, the returned Volume is resampled onto a regular grid (see meta.findings).
+    """
+    _check_loadable(series)
+    geometry = series.geometry
+    slices = series.slices
+    if geometry is None or not slices:
+        raise DicomError("the series has no images", path=series.files[0] if series.files else None)
+    dtype = hu_dtype(slices)
+    n = len(slices)
+    rows, cols = slices[0].rows, slices[0].columns
+    stack = np.empty((n, rows, cols), dtype=dtype)
+
+    # One task per file (a multi-frame file decodes all its frames at once), middle first.
+    z_of: dict[int, int] = {id(s): z for z, s in enumerate(slices)}
+    by_file: dict[str, list[SliceHeader]] = defaultdict(list)
+    for s in slices:
+        by_file[s.ref].append(s)
+    task_order = list(dict.fromkeys(slices[z].ref for z in middle_out(n)))
+
+    done_count = 0
+    lock = threading.Lock()
+
+    def work(ref: str) -> None:
+        if cancel is not None and cancel.cancelled:
+            raise Cancelled()
+        headers = by_file[ref]
+        try:
+            images = decode_hu(headers, dtype)
+        except MedsegError:
+            raise
+        except Exception as error:  # a last line of defence: every failure names the file
+            raise DicomError(f"cannot decode the image ({type(error).__name__}: {error})"[:400], path=ref) from error
+        nonlocal done_count
+        zs = [z_of[id(h)] for h in headers]
+        for z, image in sorted(zip(zs, images), key=lambda item: abs(item[0] - (n - 1) // 2)):
+            stack[z] = image
+            if on_slice is not None:
+                on_slice(z, stack[z])
+        with lock:
+            done_count += len(headers)
+            count = done_count
+        if count % 8 == 0 or count == n:
+            report(progress, count / n, f"decoded {count} of {n} images", "decode")
+
+    report(progress, 0.0, f"decoding {n} images", "decode")
+    workers = min(len(task_order), max(4, 2 * (os.cpu_count() or 2)), 16)
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="medseg-decode") as pool:
+        futures = [pool.submit(work, ref) for ref in task_order]
+        finished, pending = wait(futures, return_when=FIRST_EXCEPTION)
+        failure = next((f.exception() for f in finished if f.exception() is not None), None)
+        if failure is not None:
+            for future in pending:
+                future.cancel()
+            if cancel is not None and cancel.cancelled:
+                raise Cancelled()
+            raise failure
+    if cancel is not None:
+        cancel.raise_if_cancelled()
+
+    findings = list(series.findings)
+    spacing, origin, array = geometry.spacing_mm, geometry.origin_mm, stack
+    extra: dict = {"series_key": series.key, "raw_stack": True}
+    if geometry.needs_regularization and n > 1:
+        if regularize:
+            report(progress, 1.0, "resampling the irregular stack onto a regular grid", "regularize")
+            array, spacing, origin, details = regularize_stack(stack, geometry)
+            reasons = [f.kind for f in series.findings if f.kind in ("gantry_tilt", "missing_slices", "variable_spacing")]
+            findings.append(GeometryFinding(
+                "regularized",
+                f"Resampled onto a regular grid ({', '.join(reasons)}): {details['size_xyz'][2]} slices "
+                f"{details['slice_step_mm']} mm apart along the slice normal; load with regularize=False for the raw stack.",
+                {**details, "reasons": reasons}))
+            extra["raw_stack"] = False
+        else:
+            findings.append(GeometryFinding(
+                "raw_stack", "The irregular stack was kept as acquired (regularize=False): the voxel grid "
+                "assumes an even slice spacing, so distances along z are approximate."))
+    meta = _meta(series, findings, extra)
+    volume = Volume(array, spacing, origin, geometry.direction.copy(), meta)
+    report(progress, 1.0, "loaded", "decode")
+    return volume
+
+
+def _meta(series: SeriesInfo, findings: list[GeometryFinding], extra: dict) -> VolumeMeta:
+    slices = series.slices
+    middle = slices[(len(slices) - 1) // 2]
+    window = middle.window
+    return VolumeMeta(
+        modality=series.modality,
+        study_uid=series.study_uid,
+        series_uid=series.series_uid,
+        frame_of_reference_uid=series.frame_of_reference_uid,
+        sop_class_uid=series.sop_class_uid,
+        sop_instance_uids=[s.sop_instance_uid for s in slices],
+        source_files=[s.ref for s in slices],
+        patient_name=series.patient_name,
+        patient_id=series.patient_id,
+        study_description=series.study_description,
+        series_description=series.series_description,
+        series_number=series.series_number,
+        study_date=series.study_date,
+        manufacturer=series.manufacturer,
+        window_center=window[0] if window else None,
+        window_width=window[1] if window else None,
+        transfer_syntaxes=list(series.transfer_syntaxes),
+        findings=findings,
+        extra={**extra, "frames": [s.frame for s in slices] if slices[0].frame is not None else None,
+               "transfer_syntax_names": [syntax_name(t) for t in series.transfer_syntaxes]},
+    )

@@ -1,0 +1,354 @@
+"""DICOM discovery: a header-only, parallel scan that groups images into series.
+
+Headers are read with pydicom's ``stop_before_pixels`` in a thread pool (the work is
+mostly file I/O). Images are grouped by Series Instance UID, and further split by frame
+of reference, orientation, pixel spacing, rows/columns and series number/description,
+so blank or duplicated UIDs (anonymised data) still give one series per stack.
+Localizers, secondary captures and non-image objects never reach a volume; each is
+reported with the reason.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import struct
+from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+import pydicom
+from pydicom.errors import InvalidDicomError
+
+from medseg.errors import Cancelled, DicomError
+from medseg.io.dicom_geometry import StackGeometry, analyze_stack
+from medseg.io.dicom_headers import (
+    IMPLICIT_VR_LE,
+    NATIVE_LITTLE_ENDIAN,
+    NON_IMAGE_SOP_CLASSES,
+    SECONDARY_CAPTURE_PREFIX,
+    STRUCTURED_REPORT_PREFIX,
+    SliceHeader,
+    image_type,
+    slice_headers,
+)
+from medseg.io.dicom_sources import expand_sources, open_ref
+from medseg.io.volume import GeometryFinding
+from medseg.progress import CancelToken, ProgressCallback, report
+
+PIXEL_DATA_TAG = b"\xe0\x7f\x10\x00"
+
+
+@dataclass(frozen=True)
+class SkippedFile:
+    path: str
+    reason: str
+
+
+@dataclass
+class SeriesInfo:
+    """One series as found by the scan: what to show in a list and what load_series needs."""
+
+    key: str  # unique within a scan, even when the Series Instance UID is blank or shared
+    series_uid: str
+    study_uid: str
+    modality: str
+    series_description: str
+    series_number: str
+    patient_name: str  # display only: never log it
+    patient_id: str  # display only: never log it
+    study_description: str
+    study_date: str
+    files: list[str]  # source references, in slice order
+    n_files: int
+    size_xyz: tuple[int, int, int]  # of the acquired stack (columns, rows, images)
+    spacing_mm: tuple[float, float, float]  # (x, y, typical slice step)
+    origin_mm: tuple[float, float, float]
+    direction: np.ndarray  # 3x3, columns = x, y, z index axes (LPS)
+    transfer_syntaxes: list[str]
+    findings: list[GeometryFinding]
+    kind: str  # "volume", "single_slice", "localizer", "secondary_capture", "not_a_volume"
+    loadable: bool
+    frame_of_reference_uid: str = ""
+    sop_class_uid: str = ""
+    manufacturer: str = ""
+    slices: list[SliceHeader] = field(default_factory=list, repr=False)  # sorted along the normal
+    geometry: StackGeometry | None = field(default=None, repr=False)
+
+    @property
+    def n_slices(self) -> int:
+        return len(self.slices)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready summary (used by ``medseg info --json``)."""
+        return {
+            "key": self.key,
+            "series_uid": self.series_uid,
+            "study_uid": self.study_uid,
+            "modality": self.modality,
+            "series_description": self.series_description,
+            "series_number": self.series_number,
+            "kind": self.kind,
+            "loadable": self.loadable,
+            "n_files": self.n_files,
+            "n_slices": self.n_slices,
+            "size_xyz": list(self.size_xyz),
+            "spacing_mm": [round(v, 6) for v in self.spacing_mm],
+            "origin_mm": [round(v, 6) for v in self.origin_mm],
+            "direction": [round(float(v), 6) for v in np.asarray(self.direction).reshape(-1)],
+            "transfer_syntaxes": self.transfer_syntaxes,
+            "findings": [{"kind": f.kind, "message": f.message, "details": f.details} for f in self.findings],
+        }
+
+
+@dataclass
+class ScanResult:
+    series: list[SeriesInfo]
+    skipped: list[SkippedFile]
+
+    def find(self, key_or_uid: str) -> SeriesInfo:
+        """The series whose key or Series Instance UID is ``key_or_uid``."""
+        for series in self.series:
+            if series.key == key_or_uid:
+                return series
+        matches = [s for s in self.series if s.series_uid == key_or_uid]
+        if len(matches) == 1:
+            return matches[0]
+        known = ", ".join(s.key for s in self.series) or "none"
+        if matches:
+            raise DicomError(f"several series share the UID {key_or_uid}; choose one by key ({known})")
+        raise DicomError(f"no series {key_or_uid!r} was found (series found: {known})")
+
+
+@dataclass
+class _FileHeader:
+    ref: str
+    ds: Any
+    slices: list[SliceHeader]
+
+
+def _pixel_offset(fp: Any, ds: Any, transfer_syntax: str) -> int | None:
+    """Byte offset of native little-endian Pixel Data right after the header, or None."""
+    if transfer_syntax not in NATIVE_LITTLE_ENDIAN:
+        return None
+    position = fp.tell()
+    head = fp.read(12)
+    if len(head) < 8 or head[:4] != PIXEL_DATA_TAG:
+        return None
+    if transfer_syntax == IMPLICIT_VR_LE:
+        return position + 8 if struct.unpack("<I", head[4:8])[0] != 0xFFFFFFFF else None
+    if len(head) < 12 or head[4:6] not in (b"OW", b"OB"):
+        return None
+    return position + 12 if struct.unpack("<I", head[8:12])[0] != 0xFFFFFFFF else None
+
+
+def _read_one(ref: str) -> _FileHeader | SkippedFile:
+    """Read one file's header; never raises for bad input (the reason is returned)."""
+    try:
+        with open_ref(ref) as fp:
+            try:
+                ds = pydicom.dcmread(fp, stop_before_pixels=True)
+            except InvalidDicomError:
+                return SkippedFile(ref, "not a DICOM file (no DICM preamble)")
+            transfer_syntax = str(getattr(getattr(ds, "file_meta", None), "TransferSyntaxUID", "") or "")
+            if not transfer_syntax:
+                return SkippedFile(ref, "DICOM file without a transfer syntax in its file meta information")
+            offset = _pixel_offset(fp, ds, transfer_syntax) if not ds.get("NumberOfFrames") else None
+            reason = _non_image_reason(ds)
+            if reason:
+                return SkippedFile(ref, reason)
+            return _FileHeader(ref, ds, slice_headers(ds, ref, offset))
+    except DicomError as error:
+        return SkippedFile(ref, error.message)
+    except Exception as error:  # pydicom raises many exception types on malformed files
+        return SkippedFile(ref, f"unreadable DICOM header ({type(error).__name__}: {error})"[:300])
+
+
+def _non_image_reason(ds: Any) -> str | None:
+    sop_class = str(ds.get("SOPClassUID", "") or "")
+    if sop_class in NON_IMAGE_SOP_CLASSES:
+        return NON_IMAGE_SOP_CLASSES[sop_class]
+    if sop_class.startswith(STRUCTURED_REPORT_PREFIX):
+        return "a structured report, not an image"
+    if not ds.get("Rows") or not ds.get("Columns"):
+        return f"not an image (no Rows/Columns; SOP class {sop_class or 'empty'})"
+    return None
+
+
+def _category(ds: Any, first: SliceHeader) -> str:
+    sop_class = str(ds.get("SOPClassUID", "") or "")
+    if sop_class.startswith(SECONDARY_CAPTURE_PREFIX) or first.samples_per_pixel > 1:
+        return "secondary_capture"
+    if "LOCALIZER" in image_type(ds):
+        return "localizer"
+    return "image"
+
+
+def _text(ds: Any, keyword: str) -> str:
+    value = ds.get(keyword, "")
+    return "" if value is None else str(value).strip()
+
+
+def _group_key(header: _FileHeader) -> tuple:
+    ds, first = header.ds, header.slices[0]
+    orientation = tuple(np.round(first.orientation, 3)) if first.orientation is not None else None
+    spacing = tuple(round(v, 4) for v in first.pixel_spacing) if first.pixel_spacing else None
+    category = _category(ds, first)
+    multi_frame = header.ref if first.frame is not None else ""  # each multi-frame object is one stack
+    return (_text(ds, "SeriesInstanceUID"), _text(ds, "FrameOfReferenceUID"), orientation, spacing,
+            first.rows, first.columns, _text(ds, "SeriesNumber"), _text(ds, "SeriesDescription"),
+            category, multi_frame)
+
+
+def _build_series(key: str, members: list[_FileHeader], category: str) -> SeriesInfo:
+    ds = members[0].ds
+    findings: list[GeometryFinding] = []
+    # The same SOP instance twice (a copied file) is one image, not a duplicate position.
+    seen: set[str] = set()
+    slices: list[SliceHeader] = []
+    duplicates = 0
+    for member in members:
+        for s in member.slices:
+            uid_key = f"{s.sop_instance_uid}/{s.frame}" if s.sop_instance_uid else None
+            if uid_key and uid_key in seen:
+                duplicates += 1
+                continue
+            if uid_key:
+                seen.add(uid_key)
+            slices.append(s)
+    if duplicates:
+        findings.append(GeometryFinding("duplicate_files", f"{duplicates} duplicate copies of the same image were ignored."))
+    series_uid = _text(ds, "SeriesInstanceUID")
+    if not series_uid:
+        findings.append(GeometryFinding(
+            "blank_uids",
+            "The Series Instance UID is empty (anonymised data); images were grouped by frame of reference, "
+            "orientation, pixel spacing, size and series number/description.",
+            {"study_uid_blank": not _text(ds, "StudyInstanceUID"), "sop_instance_uid_blank": not _text(ds, "SOPInstanceUID")}))
+    tilt_tag = None
+    try:
+        tilt_value = ds.get("GantryDetectorTilt")
+        tilt_tag = float(tilt_value) if tilt_value not in (None, "") else None
+    except (TypeError, ValueError):
+        tilt_tag = None
+    geometry = analyze_stack(slices, tilt_tag)
+    findings.extend(geometry.findings)
+    if category == "localizer":
+        kind, loadable = "localizer", False
+        findings.append(GeometryFinding("localizer_excluded", "Localizer (scout) image: not part of a volume."))
+    elif category == "secondary_capture":
+        kind, loadable = "secondary_capture", False
+        findings.append(GeometryFinding(
+            "secondary_capture", "Secondary capture or colour image (e.g. a dose report): not a CT volume."))
+    elif geometry.not_a_volume:
+        kind, loadable = "not_a_volume", False
+    elif len(geometry.slices) == 1:
+        kind, loadable = "single_slice", True
+    else:
+        kind, loadable = "volume", True
+    ordered = geometry.slices
+    files = list(dict.fromkeys(s.ref for s in ordered))
+    first = ordered[0]
+    return SeriesInfo(
+        key=key,
+        series_uid=series_uid,
+        study_uid=_text(ds, "StudyInstanceUID"),
+        modality=_text(ds, "Modality"),
+        series_description=_text(ds, "SeriesDescription"),
+        series_number=_text(ds, "SeriesNumber"),
+        patient_name=_text(ds, "PatientName"),
+        patient_id=_text(ds, "PatientID"),
+        study_description=_text(ds, "StudyDescription"),
+        study_date=_text(ds, "StudyDate"),
+        files=files,
+        n_files=len(files),
+        size_xyz=(first.columns, first.rows, len(ordered)),
+        spacing_mm=geometry.spacing_mm,
+        origin_mm=geometry.origin_mm,
+        direction=geometry.direction,
+        transfer_syntaxes=sorted({s.transfer_syntax for s in ordered}),
+        findings=findings,
+        kind=kind,
+        loadable=loadable,
+        frame_of_reference_uid=_text(ds, "FrameOfReferenceUID"),
+        sop_class_uid=_text(ds, "SOPClassUID"),
+        manufacturer=_text(ds, "Manufacturer"),
+        slices=ordered,
+        geometry=geometry,
+    )
+
+
+def _mark_orientation_localizers(series: list[SeriesInfo]) -> None:
+    """A few images in a series whose orientation differs from its main stack are localizers."""
+    by_uid: dict[str, list[SeriesInfo]] = defaultdict(list)
+    for s in series:
+        if s.series_uid:
+            by_uid[s.series_uid].append(s)
+    for group in by_uid.values():
+        if len(group) < 2:
+            continue
+        main = max(group, key=lambda s: s.n_slices)
+        for s in group:
+            if s is main or s.kind not in ("single_slice", "volume") or s.n_slices > 3:
+                continue
+            if not np.allclose(s.direction[:, 2], main.direction[:, 2], atol=0.05) and main.n_slices > s.n_slices:
+                s.kind, s.loadable = "localizer", False
+                s.findings.append(GeometryFinding(
+                    "localizer_excluded", "Orientation differs from the rest of the series: treated as a localizer."))
+
+
+def _series_key(group_key: tuple, uid_count: dict[str, int]) -> str:
+    uid = group_key[0]
+    if uid and uid_count[uid] == 1:
+        return uid
+    digest = hashlib.sha1(repr(group_key).encode()).hexdigest()[:8]
+    return f"{uid or 'blank-uid'}#{digest}"
+
+
+def scan(
+    paths: str | os.PathLike | Sequence[str | os.PathLike],
+    progress: ProgressCallback | None = None,
+    cancel: CancelToken | None = None,
+) -> ScanResult:
+    """Find the DICOM series in a folder (recursive), files, a .zip or a DICOMDIR."""
+    refs = expand_sources(paths)
+    report(progress, 0.0, f"reading {len(refs)} file headers", "scan")
+    results: list[_FileHeader | SkippedFile] = []
+    workers = min(16, 2 * (os.cpu_count() or 2), max(1, len(refs)))
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="medseg-scan") as pool:
+        futures = [pool.submit(_read_one, ref) for ref in refs]
+        try:
+            for done, future in enumerate(as_completed(futures), 1):
+                if cancel is not None and cancel.cancelled:
+                    raise Cancelled()
+                results.append(future.result())
+                if done % 16 == 0 or done == len(refs):
+                    report(progress, done / max(1, len(refs)), f"read {done} of {len(refs)} headers", "scan")
+        except BaseException:
+            for future in futures:
+                future.cancel()
+            raise
+    order = {ref: i for i, ref in enumerate(refs)}
+    results.sort(key=lambda r: order[r.path if isinstance(r, SkippedFile) else r.ref])
+    skipped = [r for r in results if isinstance(r, SkippedFile)]
+    headers = [r for r in results if isinstance(r, _FileHeader)]
+
+    groups: dict[tuple, list[_FileHeader]] = defaultdict(list)
+    for header in headers:
+        groups[_group_key(header)].append(header)
+    uid_count: dict[str, int] = defaultdict(int)
+    for group_key in groups:
+        uid_count[group_key[0]] += 1
+    series = [_build_series(_series_key(k, uid_count), members, k[8]) for k, members in groups.items()]
+    _mark_orientation_localizers(series)
+    series.sort(key=lambda s: (s.study_uid, _number(s.series_number), s.series_description, -s.n_slices, s.key))
+    return ScanResult(series, skipped)
+
+
+def _number(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        return float("inf")

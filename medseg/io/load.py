@@ -1,0 +1,83 @@
+"""``load(path)``: one entry point for anything a user may open.
+
+A NIfTI/NRRD/MHA file is read as is. Anything else is treated as DICOM (a folder, files,
+a .zip, a DICOMDIR): the folder is scanned and one series is loaded, either the one
+asked for or the loadable volume with the most slices. What was chosen and what was
+left out is recorded in the Volume's findings, never silently.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Sequence
+
+from medseg.errors import DicomError
+from medseg.io.dicom_load import SliceCallback, load_series
+from medseg.io.dicom_scan import ScanResult, SeriesInfo, scan
+from medseg.io.image_files import image_suffix, read_image
+from medseg.io.volume import GeometryFinding, Volume
+from medseg.progress import CancelToken, Progress, ProgressCallback, report
+
+SCAN_SHARE = 0.3  # of the progress bar
+
+
+def choose_series(result: ScanResult, source: str | os.PathLike | None = None) -> SeriesInfo:
+    """The loadable volume with the most slices (single slices only when nothing else is there)."""
+    candidates = [s for s in result.series if s.loadable]
+    if not candidates:
+        reasons = [f"{s.kind}: {s.series_description or s.key}" for s in result.series]
+        reasons += [f"{Path(k.path).name}: {k.reason}" for k in result.skipped[:5]]
+        raise DicomError("no loadable CT volume was found" + (f" ({'; '.join(reasons)[:600]})" if reasons else
+                                                              " (no files)"),
+                         path=source, hint="open a folder that contains a CT series, or a NIfTI/NRRD/MHA file")
+    return max(candidates, key=lambda s: (s.kind == "volume", s.n_slices, s.series_uid != ""))
+
+
+def _scaled(progress: ProgressCallback | None, start: float, share: float) -> ProgressCallback | None:
+    if progress is None:
+        return None
+    return lambda p: progress(Progress(start + share * p.fraction, p.text, p.stage))
+
+
+def load(
+    path: str | os.PathLike | Sequence[str | os.PathLike],
+    series_uid: str | None = None,
+    progress: ProgressCallback | None = None,
+    cancel: CancelToken | None = None,
+    regularize: bool = True,
+    on_slice: SliceCallback | None = None,
+) -> Volume:
+    """Load an image file or a DICOM series (chosen by UID/key, else the largest volume)."""
+    single = isinstance(path, (str, os.PathLike))
+    if single and image_suffix(path) is not None and Path(path).is_file():
+        report(progress, 0.0, "reading image", "read")
+        volume = read_image(path)
+        report(progress, 1.0, "loaded", "read")
+        return volume
+    result = scan(path, progress=_scaled(progress, 0.0, SCAN_SHARE), cancel=cancel)
+    source = path if single else None
+    series = result.find(series_uid) if series_uid else choose_series(result, source)
+    volume = load_series(series, progress=_scaled(progress, SCAN_SHARE, 1.0 - SCAN_SHARE), cancel=cancel,
+                         regularize=regularize, on_slice=on_slice)
+    others = [s for s in result.series if s is not series]
+    if others:
+        volume.meta.findings.append(GeometryFinding(
+            "series_chosen",
+            f"Loaded series {series.series_description or series.key!r} ({series.n_slices} images); "
+            f"{len(others)} other series were found and not loaded.",
+            {"key": series.key, "others": [{"key": s.key, "kind": s.kind, "n_slices": s.n_slices,
+                                            "description": s.series_description} for s in others]}))
+        excluded = [s for s in others if s.kind in ("localizer", "secondary_capture")]
+        if excluded:
+            volume.meta.findings.append(GeometryFinding(
+                "localizer_excluded",
+                f"{len(excluded)} localizer/secondary-capture series were excluded from the volume.",
+                {"keys": [s.key for s in excluded]}))
+    if result.skipped:
+        volume.meta.findings.append(GeometryFinding(
+            "non_image_skipped",
+            f"{len(result.skipped)} file(s) were skipped (not DICOM images).",
+            {"files": [{"path": k.path, "reason": k.reason} for k in result.skipped[:50]]}))
+    volume.meta.extra["chosen_series_key"] = series.key
+    return volume
