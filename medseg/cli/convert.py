@@ -1,0 +1,47 @@
+"""``medseg convert PATH OUT [--series UID]``: any supported input to NIfTI, NRRD or MHA."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from medseg.errors import ImageFormatError
+from medseg.io import load, write_image
+from medseg.io.image_files import WRITE_SUFFIXES, image_suffix
+from medseg.progress import Progress
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "convert", help="convert a DICOM series or image file to NIfTI/NRRD/MHA",
+        description="Load PATH (DICOM folder, files, .zip, DICOMDIR or image file) and write it to OUT; the "
+                    "format follows OUT's suffix (.nii.gz, .nii, .nrrd, .mha).")
+    parser.add_argument("path", help="input: DICOM folder, file, .zip, DICOMDIR or NIfTI/NRRD/MHA file")
+    parser.add_argument("out", help="output file (.nii.gz, .nii, .nrrd or .mha)")
+    parser.add_argument("--series", metavar="UID", help="Series Instance UID or series key (see `medseg info`)")
+    parser.add_argument("--raw-stack", action="store_true",
+                        help="keep an irregular (tilted, gapped) stack as acquired instead of regularizing it")
+    parser.add_argument("--quiet", action="store_true", help="no progress output")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if image_suffix(args.out) not in WRITE_SUFFIXES:
+        raise ImageFormatError("unsupported output format (by its name)", path=args.out,
+                               hint="use .nii.gz, .nii, .nrrd or .mha")
+    last = [-1]
+
+    def show(progress: Progress) -> None:
+        percent = int(progress.fraction * 100)
+        if percent // 10 != last[0] // 10:
+            last[0] = percent
+            print(f"  {percent:3d}% {progress.text}", file=sys.stderr)
+
+    volume = load(args.path, series_uid=args.series, regularize=not args.raw_stack,
+                  progress=None if args.quiet else show)
+    written = write_image(volume, args.out)
+    for finding in volume.meta.findings:
+        print(f"finding [{finding.kind}]: {finding.message}", file=sys.stderr)
+    print(f"wrote {written} size {list(volume.size_xyz)} spacing_mm "
+          f"{[round(v, 4) for v in volume.spacing_mm]} {volume.array.dtype}")
+    return 0
