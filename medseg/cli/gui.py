@@ -1,0 +1,27 @@
+"""``medseg gui [PATH]``: the desktop app (also what plain ``medseg`` starts)."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("gui", help="start the desktop app (optionally opening a study)")
+    parser.add_argument("path", nargs="?", help="DICOM folder, zip, DICOMDIR, or NIfTI/NRRD/MHA file to open")
+    parser.add_argument("--screenshot", metavar="PNG", help="save a screenshot once the study is shown, then quit")
+    parser.add_argument("--quit-after", metavar="SECONDS", type=float, help="close the window after this many seconds")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from medseg.gui.app import display_available, run_gui
+
+    if not display_available() and not args.screenshot:
+        print("medseg: no display found (no $DISPLAY or $WAYLAND_DISPLAY). "
+              "Use `medseg demo` for a screenshot, or the command-line tools (`medseg --help`).")
+        return 1
+    if not display_available():
+        import os
+
+        os.environ["QT_QPA_PLATFORM"] = "offscreen"
+    return run_gui(args.path, screenshot=args.screenshot, quit_after=args.quit_after)

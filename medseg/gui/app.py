@@ -1,0 +1,87 @@
+"""Start the desktop app: ``run_gui(path)`` (``medseg`` / ``medseg gui``) and the demo."""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+
+def display_available() -> bool:
+    """False when Qt would abort for lack of a display (stack-notes §2.2)."""
+    if os.environ.get("QT_QPA_PLATFORM"):
+        return True
+    if sys.platform.startswith("linux"):
+        return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
+    return True
+
+
+def _application():
+    from PySide6.QtWidgets import QApplication
+
+    from medseg.gui.app_shell import APPLICATION, ORGANIZATION
+
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    app.setOrganizationName(ORGANIZATION)
+    app.setApplicationName(APPLICATION)
+    return app
+
+
+def run_gui(path: str | None = None, demo: bool = False, screenshot: str | None = None,
+            quit_after: float | None = None) -> int:
+    """Show the main window (optionally opening ``path`` or the demo) and run the event loop.
+
+    ``screenshot``: save a PNG of the window once the study is shown (and quit when
+    ``quit_after`` is not given). ``quit_after``: close after that many seconds.
+    """
+    from PySide6.QtCore import QTimer
+
+    from medseg.gui.app_shell import setup_logging
+    from medseg.gui.main_window import MainWindow
+
+    app = _application()
+    log_path = setup_logging()
+    log.info("medseg GUI starting (log %s)", log_path)
+    window = MainWindow()
+    window.show()
+    state = {"code": 0}
+
+    def save_screenshot() -> None:
+        if screenshot:
+            app.processEvents()
+            Path(screenshot).parent.mkdir(parents=True, exist_ok=True)
+            window.grab().save(str(screenshot))
+            print(f"screenshot saved to {screenshot}", flush=True)
+        if quit_after is None and screenshot:
+            window.close()
+
+    def on_failed(error) -> None:
+        if screenshot or quit_after is not None:
+            print(f"medseg: error: {error}", file=sys.stderr)
+            state["code"] = 1
+            save_screenshot()
+
+    window.loader.study_loaded.connect(lambda _volume: QTimer.singleShot(300, save_screenshot))
+    window.loader.failed.connect(on_failed)
+    window.error_shown.connect(lambda _m: None)
+    if demo:
+        window.open_demo()
+    elif path:
+        window.open_path(path, auto_load=True)
+    elif screenshot:
+        QTimer.singleShot(500, save_screenshot)
+    if quit_after is not None:
+        QTimer.singleShot(int(quit_after * 1000), window.close)
+    app.exec()
+    # Tear the widgets down while Python is still fully alive: letting the interpreter's
+    # final garbage collection destroy Qt objects crashed PySide6 6.12 once in our runs.
+    window.deleteLater()
+    app.processEvents()
+    del window
+    import gc
+
+    gc.collect()
+    return state["code"]

@@ -1,0 +1,144 @@
+"""Application shell pieces: settings, the log file, About and the shortcut list."""
+
+from __future__ import annotations
+
+import logging
+import platform
+import sys
+from logging.handlers import RotatingFileHandler
+from pathlib import Path
+
+from PySide6.QtCore import QSettings, QStandardPaths, qVersion
+from PySide6.QtWidgets import QMessageBox, QWidget
+
+from medseg import __version__
+from medseg.edit.document import DEFAULT_PRESETS
+
+ORGANIZATION, APPLICATION = "medseg", "medseg"
+MAX_RECENT = 10
+
+SHORTCUTS = (
+    ("Open DICOM folder", "Ctrl+Shift+O"),
+    ("Open files (DICOM, NIfTI, NRRD, MHA)", "Ctrl+O"),
+    ("Open label map onto the image", "Ctrl+L"),
+    ("Scroll slices", "Mouse wheel, Up/Down, Left/Right; Page Up/Down = 10 slices"),
+    ("Set crosshair (all views follow)", "Left click / drag"),
+    ("Window/level", "Right-drag (or Shift + left-drag): → wider, ↓ higher level"),
+    ("Pan", "Middle-drag"),
+    ("Zoom", "Ctrl + wheel"),
+    ("Maximise a view / back", "Double-click the view, or F7"),
+    ("Layouts 1×3 / 2×2 / single", "F5 / F6 / F7"),
+    ("Reset zoom and pan", "R"),
+    ("Presets: auto, soft tissue, lung, bone, brain, liver, mediastinum", "0, 1, 2, 3, 4, 5, 6"),
+    ("Toggle the label overlay", "O"),
+    ("Keyboard shortcuts", "F1"),
+)
+
+
+def settings() -> QSettings:
+    return QSettings(ORGANIZATION, APPLICATION)
+
+
+def recent_studies() -> list[str]:
+    value = settings().value("recent", [])
+    if isinstance(value, str):
+        value = [value]
+    return [str(v) for v in (value or [])]
+
+
+def add_recent_study(path: str) -> list[str]:
+    recent = [path] + [p for p in recent_studies() if p != path]
+    recent = recent[:MAX_RECENT]
+    settings().setValue("recent", recent)
+    return recent
+
+
+def load_presets() -> dict[str, tuple[float, float]]:
+    store = settings()
+    presets = dict(DEFAULT_PRESETS)
+    size = store.beginReadArray("presets")
+    for index in range(size):
+        store.setArrayIndex(index)
+        try:
+            presets[str(store.value("name"))] = (float(store.value("center")), float(store.value("width")))
+        except (TypeError, ValueError):
+            continue  # a hand-edited settings file must not stop the app
+    store.endArray()
+    return presets
+
+
+def save_presets(presets: dict[str, tuple[float, float]]) -> None:
+    store = settings()
+    store.remove("presets")
+    store.beginWriteArray("presets", len(presets))
+    for index, (name, (center, width)) in enumerate(presets.items()):
+        store.setArrayIndex(index)
+        store.setValue("name", name)
+        store.setValue("center", center)
+        store.setValue("width", width)
+    store.endArray()
+
+
+def readme_path() -> Path | None:
+    """The README next to the package (source checkout or bundle), if there is one."""
+    for folder in Path(__file__).resolve().parents:
+        candidate = folder / "README.md"
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def log_directory() -> Path:
+    base = QStandardPaths.writableLocation(QStandardPaths.StandardLocation.AppDataLocation)
+    return Path(base or Path.home() / ".medseg") / "logs"
+
+
+def setup_logging() -> Path:
+    """Log to a rotating file. Log calls never pass patient names or IDs (by convention,
+    checked in the tests), so the file can be attached to a bug report."""
+    folder = log_directory()
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "medseg.log"
+    root = logging.getLogger("medseg")
+    if not any(isinstance(h, RotatingFileHandler) for h in root.handlers):
+        handler = RotatingFileHandler(path, maxBytes=2_000_000, backupCount=3, encoding="utf-8")
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        root.addHandler(handler)
+        root.setLevel(logging.INFO)
+    return path
+
+
+def versions_text() -> str:
+    import numpy
+    import pydicom
+    import SimpleITK
+
+    parts = [
+        f"medseg {__version__}",
+        f"Python {platform.python_version()} ({sys.platform})",
+        f"Qt {qVersion()}",
+        f"numpy {numpy.__version__}",
+        f"pydicom {pydicom.__version__}",
+        f"SimpleITK {SimpleITK.Version_VersionString()}",
+    ]
+    try:
+        import torch
+
+        parts.append(f"torch {torch.__version__}")
+    except ImportError:
+        pass
+    return "\n".join(parts)
+
+
+def about_box(parent: QWidget) -> QMessageBox:
+    box = QMessageBox(QMessageBox.Icon.Information, "About medseg",
+                      "medseg — desktop CT segmentation.\n\nNot a medical device: for research use.\n\n" + versions_text(),
+                      QMessageBox.StandardButton.Ok, parent)
+    return box
+
+
+def shortcuts_box(parent: QWidget) -> QMessageBox:
+    rows = "".join(f"<tr><td>{what}</td><td><b>{keys}</b></td></tr>" for what, keys in SHORTCUTS)
+    box = QMessageBox(QMessageBox.Icon.NoIcon, "Keyboard and mouse", f"<table cellspacing=6>{rows}</table>",
+                      QMessageBox.StandardButton.Ok, parent)
+    return box

@@ -1,0 +1,535 @@
+"""The main window: tabs Segment and Train & Export, menus, toolbar, status bar."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+from PySide6.QtCore import Qt, QUrl, Signal, Slot
+from PySide6.QtGui import QAction, QActionGroup, QDesktopServices, QKeySequence
+from PySide6.QtWidgets import (
+    QFileDialog,
+    QHBoxLayout,
+    QLabel,
+    QMainWindow,
+    QMessageBox,
+    QProgressBar,
+    QPushButton,
+    QSplitter,
+    QTabWidget,
+    QVBoxLayout,
+    QWidget,
+)
+
+from medseg.edit.document import AUTO_PRESET, ViewerDocument
+from medseg.errors import Cancelled, MedsegError
+from medseg.gui import app_shell
+from medseg.gui.banners import Banner, findings_text
+from medseg.gui.jobs import Job
+from medseg.gui.panels import PRESET_KEYS, OverlayPanel, WindowPanel
+from medseg.gui.presets_dialog import PresetsDialog
+from medseg.gui.series_browser import SeriesBrowser
+from medseg.gui.study_loader import LabelMapResult, StudyLoader, is_image_file
+from medseg.gui.viewer import ViewerPanel
+from medseg.io.volume import Volume
+
+log = logging.getLogger(__name__)
+
+IMAGE_FILTER = "Images (*.dcm *.nii *.nii.gz *.nrrd *.nhdr *.mha *.mhd);;All files (*)"
+LABEL_FILTER = "Label maps (*.nii *.nii.gz *.nrrd *.nhdr *.mha *.mhd);;All files (*)"
+ARCHIVE_FILTER = "Zip archives or DICOMDIR (*.zip DICOMDIR);;All files (*)"
+
+
+class TrainExportTab(QWidget):
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        text = QLabel(
+            "<h3>Train &amp; Export</h3><p>Collecting corrected cases, fine-tuning the model with live curves and "
+            "exporting it (ONNX, TorchScript, medseg package) arrive here with the training engine.</p>", self)
+        text.setWordWrap(True)
+        text.setAlignment(Qt.AlignmentFlag.AlignTop)
+        QVBoxLayout(self).addWidget(text)
+
+
+class MainWindow(QMainWindow):
+    error_shown = Signal(str)  # GUI thread: the message of an error dialog
+    demo_ready = Signal(object)  # GUI thread: the demo study folder
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.setWindowTitle("medseg")
+        self.setAcceptDrops(True)
+        self.document = ViewerDocument()
+        self.document.presets = app_shell.load_presets()
+        self.loader = StudyLoader(self.document, self)
+        self.viewer = ViewerPanel(self.document, self)
+        self.window_panel = WindowPanel(self.document, self)
+        self.overlay_panel = OverlayPanel(self.document, self)
+        self.findings_banner = Banner("background: #ffe08a; border: 1px solid #c9a227;", self)
+        self.notice_banner = Banner("background: #bfe3ff; border: 1px solid #5a9bd5;", self)
+        self.demo_banner = Banner("background: #ffb3b3; border: 1px solid #c04040;", self)
+        self.browser: SeriesBrowser | None = None
+        self.error_box: QMessageBox | None = None
+        self.dialog: QMessageBox | None = None
+        self.demo_job: Job | None = None
+        self._auto_load_synthetic = False
+        self._hover: tuple[tuple[int, int, int] | None, str] = (None, "axial")
+        self._build_tabs()
+        self._build_status_bar()
+        self._build_actions()
+        self._connect()
+        self._restore_settings()
+        self._update_status()
+
+    # --- construction ----------------------------------------------------------------------
+    def _build_tabs(self) -> None:
+        side = QWidget(self)
+        side_layout = QVBoxLayout(side)
+        side_layout.setContentsMargins(4, 0, 0, 0)
+        side_layout.addWidget(self.window_panel)
+        side_layout.addWidget(self.overlay_panel, 1)
+        side.setMinimumWidth(260)
+        side.setMaximumWidth(380)
+        splitter = QSplitter(Qt.Orientation.Horizontal, self)
+        splitter.addWidget(self.viewer)
+        splitter.addWidget(side)
+        splitter.setStretchFactor(0, 1)
+        segment = QWidget(self)
+        layout = QVBoxLayout(segment)
+        layout.setContentsMargins(4, 4, 4, 4)
+        for banner in (self.demo_banner, self.findings_banner, self.notice_banner):
+            layout.addWidget(banner)
+        layout.addWidget(splitter, 1)
+        self.tabs = QTabWidget(self)
+        self.tabs.addTab(segment, "Segment")
+        self.tabs.addTab(TrainExportTab(self), "Train && Export")
+        self.setCentralWidget(self.tabs)
+
+    def _build_status_bar(self) -> None:
+        self.position_label = QLabel(self)
+        self.position_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.progress_bar = QProgressBar(self)
+        self.progress_bar.setRange(0, 1000)
+        self.progress_bar.setMaximumWidth(220)
+        self.progress_text = QLabel(self)
+        self.cancel_button = QPushButton("Cancel", self)
+        self.cancel_button.clicked.connect(self.loader.cancel)
+        bar = self.statusBar()
+        bar.addWidget(self.position_label, 1)
+        for widget in (self.progress_text, self.progress_bar, self.cancel_button):
+            bar.addPermanentWidget(widget)
+            widget.hide()
+
+    def _action(self, text: str, slot, shortcut: str | QKeySequence | None = None, tip: str = "") -> QAction:
+        action = QAction(text, self)
+        if shortcut:
+            action.setShortcut(QKeySequence(shortcut))
+        action.setStatusTip(tip or text)
+        action.triggered.connect(slot)
+        self.addAction(action)  # shortcuts work even without a visible menu
+        return action
+
+    def _build_actions(self) -> None:
+        self.open_folder_action = self._action("Open DICOM folder…", self.open_dicom_folder, "Ctrl+Shift+O")
+        self.open_files_action = self._action("Open files…", self.open_files, QKeySequence.StandardKey.Open,
+                                              "Open DICOM, NIfTI, NRRD or MHA files")
+        self.open_archive_action = self._action("Open zip / DICOMDIR…", self.open_archive)
+        self.open_label_action = self._action("Open label map…", self.open_label_map, "Ctrl+L",
+                                              "Open a NIfTI/NRRD/MHA label map onto the loaded image")
+        self.demo_action = self._action("Demo study", self.open_demo, tip="The built-in synthetic demo study")
+        self.quit_action = self._action("Quit", self.close, QKeySequence.StandardKey.Quit)
+        self.recent_menu_actions: list[QAction] = []
+
+        file_menu = self.menuBar().addMenu("&File")
+        for action in (self.open_folder_action, self.open_files_action, self.open_archive_action):
+            file_menu.addAction(action)
+        self.recent_menu = file_menu.addMenu("Recent studies")
+        file_menu.addAction(self.demo_action)
+        file_menu.addSeparator()
+        file_menu.addAction(self.open_label_action)
+        file_menu.addSeparator()
+        file_menu.addAction(self.quit_action)
+
+        view_menu = self.menuBar().addMenu("&View")
+        self.layout_group = QActionGroup(self)
+        self.layout_actions = {}
+        for name, text, key in (("1x3", "Layout 1 × 3", "F5"), ("2x2", "Layout 2 × 2", "F6"), ("single", "Single view (maximised)", "F7")):
+            action = self._action(text, lambda _=False, n=name: self.set_layout(n), key)
+            action.setCheckable(True)
+            self.layout_group.addAction(action)
+            view_menu.addAction(action)
+            self.layout_actions[name] = action
+        view_menu.addSeparator()
+        self.reset_action = self._action("Reset zoom and pan", self.viewer.reset_views, "R")
+        view_menu.addAction(self.reset_action)
+        self.overlay_action = self._action("Show label overlay", self._toggle_overlay, "O")
+        view_menu.addAction(self.overlay_action)
+        presets_menu = view_menu.addMenu("Window presets")
+        self.preset_actions = {}
+        for name in [AUTO_PRESET, *self.document.presets]:
+            action = self._action(name, lambda _=False, n=name: self.apply_preset(n), PRESET_KEYS.get(name))
+            presets_menu.addAction(action)
+            self.preset_actions[name] = action
+        presets_menu.addSeparator()
+        presets_menu.addAction(self._action("Edit presets…", self.edit_presets))
+
+        help_menu = self.menuBar().addMenu("&Help")
+        help_menu.addAction(self._action("README", self.open_readme))
+        help_menu.addAction(self._action("Keyboard and mouse…", self.show_shortcuts, "F1"))
+        help_menu.addAction(self._action("Log folder", self.open_log_folder))
+        help_menu.addAction(self._action("About medseg", self.show_about))
+
+        toolbar = self.addToolBar("Main")
+        toolbar.setObjectName("main-toolbar")
+        for action in (self.open_folder_action, self.open_files_action, self.open_archive_action, self.demo_action):
+            toolbar.addAction(action)
+        toolbar.addSeparator()
+        toolbar.addAction(self.open_label_action)
+        toolbar.addSeparator()
+        for action in self.layout_actions.values():
+            toolbar.addAction(action)
+
+    def _connect(self) -> None:
+        loader = self.loader
+        loader.busy_changed.connect(self._on_busy)
+        loader.progressed.connect(self._on_progress)
+        loader.study_loaded.connect(self._on_study_loaded)
+        loader.label_map_loaded.connect(self._on_label_map_loaded)
+        loader.failed.connect(self._on_failed)
+        self.viewer.hovered.connect(self._on_hover)
+        self.viewer.layout_changed.connect(self._on_layout_changed)
+        self.window_panel.edit_presets_requested.connect(self.edit_presets)
+        self.overlay_panel.name_set_changed.connect(self._on_name_set)
+        self.document.cursor_changed.connect(self._update_status)
+        self.document.volume_changed.connect(self._on_volume_changed)
+        self.document.window_changed.connect(self._update_info)
+
+    # --- opening -----------------------------------------------------------------------------
+    def open_dicom_folder(self) -> None:
+        folder = QFileDialog.getExistingDirectory(self, "Open DICOM folder", self._last_folder())
+        if folder:
+            self.open_path(folder)
+
+    def open_files(self) -> None:
+        paths, _ = QFileDialog.getOpenFileNames(self, "Open files", self._last_folder(), IMAGE_FILTER)
+        if paths:
+            self.open_paths(paths)
+
+    def open_archive(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Open zip or DICOMDIR", self._last_folder(), ARCHIVE_FILTER)
+        if path:
+            self.open_path(path)
+
+    def open_label_map(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Open label map", self._last_folder(), LABEL_FILTER)
+        if path:
+            self.loader.load_label_map(path)
+
+    def open_paths(self, paths: Sequence[str]) -> None:
+        """Files dropped or chosen: one image file loads directly, DICOM goes to the browser."""
+        paths = [str(p) for p in paths]
+        if len(paths) == 1:
+            self.open_path(paths[0])
+        elif all(is_image_file(p) for p in paths):
+            self.open_path(paths[0])
+        else:
+            self.browse(paths)
+
+    def open_path(self, path: str | Path, auto_load: bool = False, synthetic: bool = False) -> None:
+        path = str(path)
+        app_shell.settings().setValue("last_folder", str(Path(path).parent if Path(path).is_file() else path))
+        if is_image_file(path):
+            if self._refuse_when_busy():
+                return
+            self.loader.load_image_file(path, synthetic=synthetic)
+        else:
+            self.browse([path], auto_load=auto_load, synthetic=synthetic)
+
+    def browse(self, paths: Sequence[str], auto_load: bool = False, synthetic: bool = False) -> SeriesBrowser:
+        """Scan in the series browser; with auto_load, load the largest volume without asking."""
+        if self.browser is not None:
+            self.browser.shutdown()
+            self.browser.deleteLater()
+        self.browser = SeriesBrowser(paths, self)
+        source = paths[0] if len(paths) == 1 else str(Path(paths[0]).parent)
+        self.browser.series_chosen.connect(lambda s: self._load_series(s, source, synthetic))
+        self.browser.scan_failed.connect(self._on_failed)
+        if auto_load:
+            self.browser.scan_finished.connect(lambda result: self._auto_load(result, source, synthetic))
+        else:
+            self.browser.open()  # window-modal, never blocks the event loop
+        self.browser.start_scan()
+        return self.browser
+
+    def _auto_load(self, result: Any, source: str, synthetic: bool) -> None:
+        volumes = [s for s in result.series if s.loadable]
+        if not volumes:
+            self.browser.open()  # let the user see why nothing can be loaded
+            return
+        largest = max(volumes, key=lambda s: int(np.prod(s.size_xyz)))
+        self._load_series(largest, source, synthetic)
+
+    def _load_series(self, series: Any, source: str, synthetic: bool) -> None:
+        if self._refuse_when_busy():
+            return
+        self.loader.load_series(series, source=source, synthetic=synthetic)
+
+    def open_demo(self) -> None:
+        """Generate (once) and open the synthetic demo study."""
+        from medseg.io.phantom import demo_study_path
+
+        if self.demo_job is not None or self._refuse_when_busy():
+            return
+
+        def work(progress=None, cancel=None):
+            return demo_study_path(progress=progress, cancel=cancel)
+
+        self.demo_job = Job("demo", work, self)
+        self.demo_job.progressed.connect(self._on_progress)
+        self.demo_job.finished_ok.connect(self._on_demo_ready)
+        self.demo_job.finished_error.connect(self._on_demo_failed)
+        self._on_busy()
+        self.demo_job.start()
+
+    @Slot(object)
+    def _on_demo_ready(self, folder: Path) -> None:
+        self.demo_job = None
+        self._on_busy()
+        self.demo_ready.emit(folder)
+        self.open_path(folder, auto_load=True, synthetic=True)
+
+    @Slot(object)
+    def _on_demo_failed(self, error: BaseException) -> None:
+        self.demo_job = None
+        self._on_busy()
+        self._on_failed(error)
+
+    def _refuse_when_busy(self) -> bool:
+        if self.loader.busy:
+            self.statusBar().showMessage("Still loading: wait or press Cancel first.", 5000)
+            return True
+        return False
+
+    def _last_folder(self) -> str:
+        return str(app_shell.settings().value("last_folder", str(Path.home())))
+
+    # drag and drop --------------------------------------------------------------------------
+    def dragEnterEvent(self, event) -> None:  # noqa: N802
+        if event.mimeData().hasUrls():
+            event.acceptProposedAction()
+
+    def dropEvent(self, event) -> None:  # noqa: N802
+        paths = [url.toLocalFile() for url in event.mimeData().urls() if url.isLocalFile()]
+        if paths:
+            event.acceptProposedAction()
+            self.open_paths(paths)
+
+    # --- results -----------------------------------------------------------------------------
+    @Slot()
+    def _on_busy(self) -> None:
+        busy = self.loader.busy or self.demo_job is not None
+        for widget in (self.progress_text, self.progress_bar, self.cancel_button):
+            widget.setVisible(busy)
+        self.cancel_button.setEnabled(self.loader.busy)
+        if busy:
+            self.progress_bar.setValue(0)
+
+    @Slot(float, str)
+    def _on_progress(self, fraction: float, text: str) -> None:
+        self.progress_bar.setValue(int(fraction * 1000))
+        self.progress_text.setText(text)
+
+    def _on_volume_changed(self) -> None:
+        self.demo_banner.setVisible(False)
+        if self.document.is_synthetic:
+            self.demo_banner.show_message("SYNTHETIC DEMO STUDY — a computer-generated phantom, not patient data.")
+        self._update_info()
+        self._update_status()
+
+    @Slot(object)
+    def _on_study_loaded(self, volume: Volume) -> None:
+        summary, details = findings_text(volume.meta.findings)
+        if summary:
+            self.findings_banner.show_message(summary, details)
+        else:
+            self.findings_banner.hide()
+        self.notice_banner.hide()
+        if self.loader.source and not self.document.is_synthetic:
+            self._set_recent(app_shell.add_recent_study(self.loader.source))
+        title = volume.meta.series_description or (Path(self.loader.source).name if self.loader.source else "")
+        self.setWindowTitle(f"medseg — {title}" if title else "medseg")
+
+    @Slot(object)
+    def _on_label_map_loaded(self, result: LabelMapResult) -> None:
+        name = Path(result.source).name
+        labels = len(self.document.labels)
+        self.overlay_panel.set_source(f"{name}: {labels} label{'s' if labels != 1 else ''}")
+        if result.resampled:
+            self.notice_banner.show_message(
+                f"The label map {name} was stored on a different grid or orientation; it was resampled "
+                "(nearest neighbour) onto the image grid for display.")
+        self._update_status()
+
+    @Slot(object)
+    def _on_failed(self, error: BaseException) -> None:
+        if isinstance(error, Cancelled):
+            self.statusBar().showMessage("Cancelled; nothing was changed.", 5000)
+            return
+        if isinstance(error, MedsegError):
+            message = error.message
+            detail = "\n".join(t for t in (f"File: {error.path}" if error.path else "", error.hint or "") if t)
+        else:  # a bug: still shown, never swallowed
+            message = f"Unexpected error: {type(error).__name__}: {error}"
+            detail = "Please report this with the log file (Help ▸ Log folder)."
+            log.exception("unexpected error", exc_info=error)
+        self.error_box = QMessageBox(QMessageBox.Icon.Critical, "medseg", message, QMessageBox.StandardButton.Ok, self)
+        if detail:
+            self.error_box.setInformativeText(detail)
+        self.error_box.open()
+        self.error_shown.emit(message)
+
+    def _on_name_set(self, name_set: str) -> None:
+        self.loader.label_name_set = name_set
+        from medseg.gui.label_table import build_label_table
+
+        if self.document.label_map is not None:
+            old = self.document.labels
+            table = build_label_table(list(old), self.document.label_map.meta.labels, name_set)
+            for value, entry in table.items():
+                entry.visible, entry.color = old[value].visible, old[value].color
+            self.document.labels = table
+            self.document.labels_changed.emit()
+
+    # --- view commands -------------------------------------------------------------------------
+    def set_layout(self, name: str) -> None:
+        if name == "single" and self.viewer.layout_name != "single":
+            self.viewer._layout_before_single = self.viewer.layout_name
+        self.viewer.set_layout(name)
+
+    def _on_layout_changed(self, name: str) -> None:
+        self.layout_actions[name].setChecked(True)
+
+    def apply_preset(self, name: str) -> None:
+        if self.document.volume is not None:
+            self.document.apply_preset(name)
+
+    def _toggle_overlay(self) -> None:
+        self.document.set_overlay_visible(not self.document.overlay_visible)
+
+    def edit_presets(self) -> None:
+        self.dialog = PresetsDialog(self.document.presets, self)
+        self.dialog.accepted.connect(self._on_presets_edited)
+        self.dialog.open()
+
+    def _on_presets_edited(self) -> None:
+        self.document.presets = self.dialog.presets()
+        app_shell.save_presets(self.document.presets)
+        self.window_panel.refresh_presets()
+
+    def _set_recent(self, recent: list[str]) -> None:
+        self.recent_menu.clear()
+        for path in recent:
+            action = self.recent_menu.addAction(path)
+            action.triggered.connect(lambda _=False, p=path: self.open_path(p))
+        self.recent_menu.setEnabled(bool(recent))
+
+    # --- status and info -----------------------------------------------------------------------
+    @Slot(object, str)
+    def _on_hover(self, xyz: Any, view: str) -> None:
+        self._hover = (xyz, view)
+        self._update_status()
+
+    def status_text(self) -> str:
+        doc = self.document
+        if doc.volume is None:
+            return "No image open. File ▸ Open DICOM folder…, drop files here, or File ▸ Demo study."
+        xyz, view_name = self._hover
+        if xyz is None:
+            xyz, view_name = doc.cursor_xyz, self.viewer.active_view
+        view = self.viewer.views[view_name]
+        axes = view.axes
+        physical = doc.volume.index_to_physical(xyz)
+        parts = []
+        if axes is not None:
+            normal_lps = int(np.argmax(np.abs(doc.volume.direction[:, axes.normal_axis])))
+            parts.append(f"{view_name.capitalize()} slice {xyz[axes.normal_axis] + 1}/{view.slice_count}")
+            parts.append(f"{'LPS'[normal_lps].lower()} = {physical[normal_lps]:.1f} mm")
+        parts.append(f"voxel ({xyz[0]}, {xyz[1]}, {xyz[2]})")
+        parts.append("LPS ({:.1f}, {:.1f}, {:.1f}) mm".format(*physical))
+        value = doc.value_at(xyz)
+        unit = "HU" if doc.volume.meta.modality in ("CT", "") else ""
+        parts.append(f"{value:.0f} {unit}".strip() if value is not None else "")
+        label = doc.label_at(xyz)
+        if label:
+            entry = doc.labels.get(label)
+            parts.append(f"label {label}" + (f" {entry.name}" if entry else ""))
+        return "   |   ".join(p for p in parts if p)
+
+    def _update_status(self) -> None:
+        self.position_label.setText(self.status_text())
+
+    def _update_info(self) -> None:
+        volume = self.document.volume
+        if volume is None:
+            self.viewer.info_pane.setText("No image open.")
+            return
+        meta = volume.meta
+        rows = [
+            ("Patient", " ".join(t for t in (meta.patient_name, f"({meta.patient_id})" if meta.patient_id else "") if t)),
+            ("Study", " ".join(t for t in (meta.study_description, meta.study_date) if t)),
+            ("Series", " ".join(t for t in (str(meta.series_number or ""), meta.series_description) if t)),
+            ("Modality", meta.modality),
+            ("Manufacturer", meta.manufacturer),
+            ("Size", " × ".join(str(n) for n in volume.size_xyz) + " voxels"),
+            ("Spacing", " × ".join(f"{s:.3g}" for s in volume.spacing_mm) + " mm"),
+            ("Window", f"L {self.document.window_center:.0f} / W {self.document.window_width:.0f}"),
+            ("Findings", "; ".join(f.message for f in meta.findings) or "none"),
+        ]
+        if self.document.is_synthetic:
+            rows.insert(0, ("Note", "synthetic demo study, not patient data"))
+        self.viewer.info_pane.setText("<table>" + "".join(
+            f"<tr><td><b>{k}</b>&nbsp;&nbsp;</td><td>{v}</td></tr>" for k, v in rows if v) + "</table>")
+
+    # --- help --------------------------------------------------------------------------------
+    def show_about(self) -> None:
+        self.dialog = app_shell.about_box(self)
+        self.dialog.open()
+
+    def show_shortcuts(self) -> None:
+        self.dialog = app_shell.shortcuts_box(self)
+        self.dialog.open()
+
+    def open_readme(self) -> None:
+        readme = app_shell.readme_path()
+        if readme is None or not QDesktopServices.openUrl(QUrl.fromLocalFile(str(readme))):
+            self.show_shortcuts()
+
+    def open_log_folder(self) -> None:
+        QDesktopServices.openUrl(QUrl.fromLocalFile(str(app_shell.log_directory())))
+
+    # --- settings ------------------------------------------------------------------------------
+    def _restore_settings(self) -> None:
+        store = app_shell.settings()
+        geometry = store.value("window/geometry")
+        if geometry is not None:
+            self.restoreGeometry(geometry)
+        else:
+            self.resize(1400, 820)
+        layout = str(store.value("view/layout", "1x3"))
+        self.set_layout(layout if layout in self.layout_actions else "1x3")
+        self.document.set_overlay_opacity(float(store.value("view/overlay_opacity", 0.5)))
+        self._set_recent(app_shell.recent_studies())
+
+    def closeEvent(self, event) -> None:  # noqa: N802
+        store = app_shell.settings()
+        store.setValue("window/geometry", self.saveGeometry())
+        store.setValue("view/layout", self.viewer.layout_name if self.viewer.layout_name != "single" else "1x3")
+        store.setValue("view/overlay_opacity", self.document.overlay_opacity)
+        self.loader.shutdown()
+        if self.browser is not None:
+            self.browser.shutdown()
+        if self.demo_job is not None:
+            self.demo_job.wait_stopped()
+        super().closeEvent(event)

@@ -1,0 +1,216 @@
+"""Side panels of the Segment tab: window/level presets and the label overlay.
+
+Each panel writes to the document and redraws from its events, with Qt signals blocked
+while it updates itself so that the two never chase each other (ITK-SNAP's coupling).
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QColor, QPixmap, QIcon
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QCheckBox,
+    QColorDialog,
+    QComboBox,
+    QDoubleSpinBox,
+    QFormLayout,
+    QGroupBox,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QPushButton,
+    QRadioButton,
+    QSlider,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from medseg.edit.document import AUTO_PRESET, ViewerDocument
+from medseg.gui.label_table import NAME_SETS
+
+PRESET_KEYS = {"Soft tissue": "1", "Lung": "2", "Bone": "3", "Brain": "4", "Liver": "5", "Mediastinum": "6", AUTO_PRESET: "0"}
+
+
+class WindowPanel(QGroupBox):
+    edit_presets_requested = Signal()
+
+    def __init__(self, document: ViewerDocument, parent: QWidget | None = None) -> None:
+        super().__init__("Window / level", parent)
+        self.document = document
+        self.preset_box = QComboBox(self)
+        self.center_box = QDoubleSpinBox(self)
+        self.width_box = QDoubleSpinBox(self)
+        for box in (self.center_box, self.width_box):
+            box.setRange(-5000, 10000)
+            box.setDecimals(0)
+            box.setSuffix(" HU")
+        self.width_box.setMinimum(1)
+        edit_button = QPushButton("Edit presets…", self)
+        edit_button.clicked.connect(self.edit_presets_requested)
+        form = QFormLayout(self)
+        form.addRow("Preset", self.preset_box)
+        form.addRow("Level (centre)", self.center_box)
+        form.addRow("Width", self.width_box)
+        form.addRow(edit_button)
+        self.refresh_presets()
+        self.preset_box.activated.connect(self._on_preset_chosen)
+        self.center_box.valueChanged.connect(self._on_spin)
+        self.width_box.valueChanged.connect(self._on_spin)
+        document.window_changed.connect(self._sync)
+        document.volume_changed.connect(self._sync)
+        self._sync()
+
+    def refresh_presets(self) -> None:
+        self.preset_box.blockSignals(True)
+        self.preset_box.clear()
+        self.preset_box.addItem("(custom)")
+        for name in [AUTO_PRESET, *self.document.presets]:
+            key = PRESET_KEYS.get(name)
+            self.preset_box.addItem(f"{name}  [{key}]" if key else name, name)
+        self.preset_box.blockSignals(False)
+        self._sync()
+
+    def _on_preset_chosen(self, index: int) -> None:
+        name = self.preset_box.itemData(index)
+        if name:
+            self.document.apply_preset(name)
+
+    def _on_spin(self) -> None:
+        self.document.set_window(self.center_box.value(), self.width_box.value())
+
+    def _sync(self) -> None:
+        doc = self.document
+        for box, value in ((self.center_box, doc.window_center), (self.width_box, doc.window_width)):
+            box.blockSignals(True)
+            box.setValue(value)
+            box.blockSignals(False)
+        current = (doc.window_center, doc.window_width)
+        match = 0
+        for index in range(1, self.preset_box.count()):
+            name = self.preset_box.itemData(index)
+            window = doc.auto_window() if name == AUTO_PRESET else doc.presets.get(name)
+            if window is not None and tuple(map(float, window)) == current:
+                match = index
+                break
+        self.preset_box.blockSignals(True)
+        self.preset_box.setCurrentIndex(match)
+        self.preset_box.blockSignals(False)
+
+
+def _swatch(color: tuple[int, int, int]) -> QIcon:
+    pixmap = QPixmap(14, 14)
+    pixmap.fill(QColor(*color))
+    return QIcon(pixmap)
+
+
+class OverlayPanel(QGroupBox):
+    name_set_changed = Signal(str)
+
+    def __init__(self, document: ViewerDocument, parent: QWidget | None = None) -> None:
+        super().__init__("Label overlay", parent)
+        self.document = document
+        self.show_box = QCheckBox("Show labels", self)
+        self.show_box.setChecked(True)
+        self.opacity_slider = QSlider(Qt.Orientation.Horizontal, self)
+        self.opacity_slider.setRange(0, 100)
+        self.opacity_label = QLabel(self)
+        self.fill_button = QRadioButton("Fill", self)
+        self.outline_button = QRadioButton("Outline", self)
+        self.fill_button.setChecked(True)
+        self.names_box = QComboBox(self)
+        self.names_box.addItems(NAME_SETS)
+        self.source_label = QLabel("No label map. File ▸ Open label map…", self)
+        self.source_label.setWordWrap(True)
+        self.table = QTableWidget(0, 3, self)
+        self.table.setHorizontalHeaderLabels(("", "Value", "Name"))
+        self.table.verticalHeader().setVisible(False)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.horizontalHeader().setSectionResizeMode(0, QHeaderView.ResizeMode.ResizeToContents)
+        self.table.horizontalHeader().setSectionResizeMode(1, QHeaderView.ResizeMode.ResizeToContents)
+        self.table.horizontalHeader().setStretchLastSection(True)
+        all_button, none_button = QPushButton("All", self), QPushButton("None", self)
+        all_button.clicked.connect(lambda: document.set_all_labels_visible(True))
+        none_button.clicked.connect(lambda: document.set_all_labels_visible(False))
+
+        opacity_row = QHBoxLayout()
+        opacity_row.addWidget(QLabel("Opacity", self))
+        opacity_row.addWidget(self.opacity_slider, 1)
+        opacity_row.addWidget(self.opacity_label)
+        mode_row = QHBoxLayout()
+        mode_row.addWidget(self.fill_button)
+        mode_row.addWidget(self.outline_button)
+        mode_row.addStretch(1)
+        mode_row.addWidget(all_button)
+        mode_row.addWidget(none_button)
+        names_row = QHBoxLayout()
+        names_row.addWidget(QLabel("Names", self))
+        names_row.addWidget(self.names_box, 1)
+        layout = QVBoxLayout(self)
+        layout.addWidget(self.source_label)
+        layout.addWidget(self.show_box)
+        layout.addLayout(opacity_row)
+        layout.addLayout(mode_row)
+        layout.addLayout(names_row)
+        layout.addWidget(self.table, 1)
+
+        self.show_box.toggled.connect(document.set_overlay_visible)
+        self.opacity_slider.valueChanged.connect(lambda v: document.set_overlay_opacity(v / 100.0))
+        self.outline_button.toggled.connect(document.set_overlay_outline)
+        self.names_box.currentTextChanged.connect(self.name_set_changed)
+        self.table.itemChanged.connect(self._on_item_changed)
+        self.table.cellDoubleClicked.connect(self._on_double_click)
+        document.overlay_changed.connect(self._sync_overlay)
+        document.labels_changed.connect(self._fill_table)
+        self._sync_overlay()
+
+    def _sync_overlay(self) -> None:
+        doc = self.document
+        for widget, setter in ((self.opacity_slider, lambda: self.opacity_slider.setValue(round(doc.overlay_opacity * 100))),
+                               (self.outline_button, lambda: self.outline_button.setChecked(doc.overlay_outline)),
+                               (self.fill_button, lambda: self.fill_button.setChecked(not doc.overlay_outline)),
+                               (self.show_box, lambda: self.show_box.setChecked(doc.overlay_visible))):
+            widget.blockSignals(True)
+            setter()
+            widget.blockSignals(False)
+        self.opacity_label.setText(f"{round(doc.overlay_opacity * 100)} %")
+
+    def _fill_table(self) -> None:
+        self.table.blockSignals(True)
+        labels = self.document.labels
+        self.table.setRowCount(len(labels))
+        for row, entry in enumerate(labels.values()):
+            visible = QTableWidgetItem()
+            visible.setFlags(Qt.ItemFlag.ItemIsUserCheckable | Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsSelectable)
+            visible.setCheckState(Qt.CheckState.Checked if entry.visible else Qt.CheckState.Unchecked)
+            visible.setIcon(_swatch(entry.color))
+            visible.setToolTip("visible; double-click to change the colour")
+            value = QTableWidgetItem(str(entry.value))
+            value.setFlags(Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsSelectable)
+            name = QTableWidgetItem(entry.name)
+            for column, item in enumerate((visible, value, name)):
+                item.setData(Qt.ItemDataRole.UserRole, entry.value)
+                self.table.setItem(row, column, item)
+        self.table.blockSignals(False)
+
+    def _on_item_changed(self, item: QTableWidgetItem) -> None:
+        value = item.data(Qt.ItemDataRole.UserRole)
+        if value not in self.document.labels:
+            return
+        if item.column() == 0:
+            self.document.set_label_visible(value, item.checkState() == Qt.CheckState.Checked)
+        elif item.column() == 2:
+            self.document.rename_label(value, item.text())
+
+    def _on_double_click(self, row: int, column: int) -> None:
+        if column != 0:
+            return
+        value = self.table.item(row, 0).data(Qt.ItemDataRole.UserRole)
+        color = QColorDialog.getColor(QColor(*self.document.labels[value].color), self, "Label colour")
+        if color.isValid():
+            self.document.set_label_color(value, (color.red(), color.green(), color.blue()))
+
+    def set_source(self, text: str) -> None:
+        self.source_label.setText(text)

@@ -1,0 +1,254 @@
+"""One slice view (axial, coronal or sagittal) of the document, with Slicer-like mouse.
+
+Mouse and keys (as in 3D Slicer / ITK-SNAP): wheel or Up/Down/PageUp/PageDown scroll
+slices, left click/drag sets the crosshair in all views, right-drag (or shift +
+left-drag) changes window/level, middle-drag pans, ctrl+wheel zooms, double-click
+maximises the view. The image is drawn with its physical aspect (mm, not voxels).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from PySide6.QtCore import QPointF, QRectF, Qt, Signal
+from PySide6.QtGui import QColor, QFont, QImage, QMouseEvent, QPainter, QPen, QWheelEvent, QKeyEvent
+from PySide6.QtWidgets import QSizePolicy, QWidget
+
+from medseg.edit.document import ViewerDocument
+from medseg.gui.slice_render import SliceRenderer, qimage_of
+from medseg.gui.view_axes import ViewAxes
+
+# Slicer's view colours, so users recognise which crosshair belongs to which view.
+VIEW_COLORS = {"axial": QColor(240, 80, 80), "coronal": QColor(110, 200, 90), "sagittal": QColor(235, 200, 60)}
+
+
+class SliceView(QWidget):
+    hovered = Signal(object)  # (x, y, z) voxel index under the mouse, or None
+    maximise_requested = Signal(str)
+    activated = Signal(str)
+
+    def __init__(self, name: str, document: ViewerDocument, renderer: SliceRenderer, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.name = name
+        self.document = document
+        self.renderer = renderer
+        self.axes: ViewAxes | None = None
+        self.display_values: np.ndarray | None = None  # int16 (z, y, x) shared by all views
+        self.display_labels: np.ndarray | None = None  # uint8 (z, y, x) or None
+        self.image: QImage | None = None  # this view's slice at one pixel per voxel
+        self._words: np.ndarray | None = None  # keeps the QImage's buffer alive
+        self._render_key: tuple | None = None
+        self.zoom = 1.0
+        self.pan = QPointF(0.0, 0.0)
+        self._drag_button: Qt.MouseButton | None = None
+        self._drag_start = QPointF()
+        self._drag_window = (0.0, 0.0)
+        self._drag_pan = QPointF()
+        self.setMinimumSize(160, 160)
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Expanding)
+        self.setMouseTracking(True)
+        self.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
+        self.setAttribute(Qt.WidgetAttribute.WA_OpaquePaintEvent)
+
+    # --- data from the controller -------------------------------------------------------
+    def set_data(self, values: np.ndarray | None, labels: np.ndarray | None, axes: ViewAxes | None) -> None:
+        self.display_values, self.display_labels, self.axes = values, labels, axes
+        self.invalidate()
+
+    def invalidate(self) -> None:
+        self._render_key = None
+        self.update()
+
+    def reset_view(self) -> None:
+        self.zoom, self.pan = 1.0, QPointF(0.0, 0.0)
+        self.update()
+
+    # --- geometry ------------------------------------------------------------------------
+    @property
+    def slice_position(self) -> int:
+        assert self.axes is not None
+        return self.document.cursor_xyz[self.axes.normal_axis]
+
+    @property
+    def slice_count(self) -> int:
+        if self.axes is None or self.document.volume is None:
+            return 0
+        return self.document.volume.size_xyz[self.axes.normal_axis]
+
+    def image_rect(self) -> QRectF:
+        """Where the slice image is drawn, in widget coordinates (physical aspect kept)."""
+        volume = self.document.volume
+        if volume is None or self.axes is None:
+            return QRectF()
+        columns, rows = self.axes.shape_of(volume.size_xyz)
+        mm_x, mm_y = self.axes.pixel_spacing(volume.spacing_mm)
+        width_mm, height_mm = columns * mm_x, rows * mm_y
+        scale = min(self.width() / width_mm, self.height() / height_mm) * self.zoom
+        w, h = width_mm * scale, height_mm * scale
+        return QRectF((self.width() - w) / 2 + self.pan.x(), (self.height() - h) / 2 + self.pan.y(), w, h)
+
+    def widget_to_index(self, point: QPointF) -> tuple[int, int, int] | None:
+        volume = self.document.volume
+        if volume is None or self.axes is None:
+            return None
+        rect = self.image_rect()
+        columns, rows = self.axes.shape_of(volume.size_xyz)
+        column = (point.x() - rect.left()) / rect.width() * columns
+        row = (point.y() - rect.top()) / rect.height() * rows
+        if not (0 <= column < columns and 0 <= row < rows):
+            return None
+        xyz = self.axes.pixel_to_index(int(column), int(row), self.slice_position, volume.size_xyz)
+        return tuple(int(v) for v in xyz)  # type: ignore[return-value]
+
+    def index_to_widget(self, xyz: tuple[float, float, float]) -> QPointF:
+        """Centre of voxel ``xyz`` projected into this view, in widget coordinates."""
+        volume = self.document.volume
+        assert volume is not None and self.axes is not None
+        column, row = self.axes.index_to_pixel(xyz, volume.size_xyz)
+        columns, rows = self.axes.shape_of(volume.size_xyz)
+        rect = self.image_rect()
+        return QPointF(rect.left() + (column + 0.5) / columns * rect.width(), rect.top() + (row + 0.5) / rows * rect.height())
+
+    # --- rendering -----------------------------------------------------------------------
+    def _current_key(self) -> tuple:
+        doc = self.document
+        return (self.slice_position, doc.window_center, doc.window_width, doc.overlay_opacity,
+                doc.overlay_outline, doc.overlay_visible, id(self.display_values), id(self.display_labels),
+                getattr(self, "_labels_version", 0))
+
+    def mark_labels_changed(self) -> None:
+        self._labels_version = getattr(self, "_labels_version", 0) + 1
+        self.invalidate()
+
+    def render_slice(self) -> QImage | None:
+        """Re-render the slice image if anything it depends on changed."""
+        if self.display_values is None or self.axes is None:
+            self.image = None
+            return None
+        key = self._current_key()
+        if key != self._render_key or self.image is None:
+            position = self.slice_position
+            values = self.axes.slice_of(self.display_values, position)
+            labels = None
+            if self.display_labels is not None and self.document.overlay_visible:
+                labels = self.axes.slice_of(self.display_labels, position)
+            self._words = self.renderer.render(values, labels, self.document.overlay_outline)
+            self.image = qimage_of(self._words)
+            self._render_key = key
+        return self.image
+
+    def paintEvent(self, _event) -> None:  # noqa: N802 - Qt naming
+        painter = QPainter(self)
+        painter.fillRect(self.rect(), Qt.GlobalColor.black)
+        image = self.render_slice()
+        color = VIEW_COLORS.get(self.name, QColor(200, 200, 200))
+        if image is not None:
+            rect = self.image_rect()
+            painter.setRenderHint(QPainter.RenderHint.SmoothPixmapTransform, True)
+            painter.drawImage(rect, image)
+            self._draw_crosshair(painter, rect)
+            self._draw_letters(painter)
+            self._draw_corner_text(painter, color)
+        else:
+            painter.setPen(QColor(150, 150, 150))
+            painter.drawText(self.rect(), Qt.AlignmentFlag.AlignCenter, f"{self.name.capitalize()}\n(no image open)")
+        painter.setPen(QPen(color, 2 if self.hasFocus() else 1))
+        painter.drawRect(self.rect().adjusted(0, 0, -1, -1))
+        painter.end()
+
+    def _draw_crosshair(self, painter: QPainter, rect: QRectF) -> None:
+        center = self.index_to_widget(self.document.cursor_xyz)
+        painter.setPen(QPen(QColor(255, 255, 0, 150), 1, Qt.PenStyle.DashLine))
+        gap = 8.0  # leave the voxel itself visible
+        painter.drawLine(QPointF(rect.left(), center.y()), QPointF(center.x() - gap, center.y()))
+        painter.drawLine(QPointF(center.x() + gap, center.y()), QPointF(rect.right(), center.y()))
+        painter.drawLine(QPointF(center.x(), rect.top()), QPointF(center.x(), center.y() - gap))
+        painter.drawLine(QPointF(center.x(), center.y() + gap), QPointF(center.x(), rect.bottom()))
+
+    def _draw_letters(self, painter: QPainter) -> None:
+        assert self.axes is not None
+        left, right, top, bottom = self.axes.letters
+        font = QFont(self.font())
+        font.setPointSize(12)
+        font.setBold(True)
+        painter.setFont(font)
+        painter.setPen(QColor(255, 220, 120))
+        w, h, m = self.width(), self.height(), 6
+        painter.drawText(QRectF(m, 0, 30, h), Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft, left)
+        painter.drawText(QRectF(w - 30 - m, 0, 30, h), Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignRight, right)
+        painter.drawText(QRectF(0, m, w, 24), Qt.AlignmentFlag.AlignHCenter | Qt.AlignmentFlag.AlignTop, top)
+        painter.drawText(QRectF(0, h - 24 - m, w, 24), Qt.AlignmentFlag.AlignHCenter | Qt.AlignmentFlag.AlignBottom, bottom)
+
+    def _draw_corner_text(self, painter: QPainter, color: QColor) -> None:
+        font = QFont(self.font())
+        font.setPointSize(9)
+        painter.setFont(font)
+        painter.setPen(color)
+        painter.drawText(QPointF(8, 16), f"{self.name.capitalize()}  {self.slice_position + 1} / {self.slice_count}")
+        painter.setPen(QColor(210, 210, 210))
+        doc = self.document
+        painter.drawText(QPointF(8, self.height() - 8), f"W {doc.window_width:.0f}  L {doc.window_center:.0f}")
+
+    # --- mouse and keys -------------------------------------------------------------------
+    def mousePressEvent(self, event: QMouseEvent) -> None:  # noqa: N802
+        self.setFocus()
+        self.activated.emit(self.name)
+        button = event.button()
+        if button == Qt.MouseButton.LeftButton and event.modifiers() & Qt.KeyboardModifier.ShiftModifier:
+            button = Qt.MouseButton.RightButton  # shift + left = window/level (one-button mice)
+        self._drag_button = button
+        self._drag_start = event.position()
+        self._drag_window = (self.document.window_center, self.document.window_width)
+        self._drag_pan = QPointF(self.pan)
+        if button == Qt.MouseButton.LeftButton:
+            self._set_cursor_at(event.position())
+
+    def mouseMoveEvent(self, event: QMouseEvent) -> None:  # noqa: N802
+        self.hovered.emit(self.widget_to_index(event.position()))
+        delta = event.position() - self._drag_start
+        if self._drag_button == Qt.MouseButton.LeftButton:
+            self._set_cursor_at(event.position())
+        elif self._drag_button == Qt.MouseButton.RightButton:
+            center, width = self._drag_window
+            # Slicer's feel: right = wider window, down = higher level; scaled to the window.
+            sensitivity = max(width, 50.0) / 300.0
+            self.document.set_window(center + delta.y() * sensitivity, width + delta.x() * sensitivity)
+        elif self._drag_button == Qt.MouseButton.MiddleButton:
+            self.pan = self._drag_pan + delta
+            self.update()
+
+    def mouseReleaseEvent(self, _event: QMouseEvent) -> None:  # noqa: N802
+        self._drag_button = None
+
+    def leaveEvent(self, _event) -> None:  # noqa: N802
+        self.hovered.emit(None)
+
+    def mouseDoubleClickEvent(self, _event: QMouseEvent) -> None:  # noqa: N802
+        self.maximise_requested.emit(self.name)
+
+    def _set_cursor_at(self, point: QPointF) -> None:
+        xyz = self.widget_to_index(point)
+        if xyz is not None:
+            self.document.set_cursor(xyz)
+
+    def wheelEvent(self, event: QWheelEvent) -> None:  # noqa: N802
+        steps = event.angleDelta().y() / 120.0
+        if not steps:
+            return
+        if event.modifiers() & Qt.KeyboardModifier.ControlModifier:
+            self.zoom = float(np.clip(self.zoom * (1.15 ** steps), 0.25, 20.0))
+            self.update()
+        else:
+            self.scroll(int(np.sign(steps)) * max(1, int(abs(steps))))
+
+    def scroll(self, slices: int) -> None:
+        if self.axes is not None:
+            self.document.move_cursor(self.axes.normal_axis, slices)
+
+    def keyPressEvent(self, event: QKeyEvent) -> None:  # noqa: N802
+        steps = {Qt.Key.Key_Up: 1, Qt.Key.Key_Down: -1, Qt.Key.Key_PageUp: 10, Qt.Key.Key_PageDown: -10,
+                 Qt.Key.Key_Right: 1, Qt.Key.Key_Left: -1}
+        if event.key() in steps:
+            self.scroll(steps[event.key()])
+        else:
+            super().keyPressEvent(event)
+

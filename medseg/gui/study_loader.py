@@ -1,0 +1,248 @@
+"""Loading images and label maps into the document, in worker threads.
+
+Progressive loading: the IO layer calls ``on_slice(z, hu)`` from its decoder threads
+(middle slice first). Those calls only put the slice in a thread-safe queue; a GUI
+timer drains the queue into a preview volume that the views already show, so the
+middle slice appears as soon as it is decoded and the GUI thread never waits.
+A cancelled or failed load puts the document back exactly as it was.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from PySide6.QtCore import QObject, QTimer, Signal, Slot
+
+from medseg import io as medseg_io
+from medseg.edit.document import LabelEntry, ViewerDocument
+from medseg.errors import Cancelled
+from medseg.gui.jobs import Job
+from medseg.gui.label_table import build_label_table
+from medseg.io.volume import Volume, VolumeMeta
+
+log = logging.getLogger(__name__)
+
+IMAGE_SUFFIXES = (".nii", ".nii.gz", ".nrrd", ".nhdr", ".mha", ".mhd")
+
+
+def is_image_file(path: str | Path) -> bool:
+    name = str(path).lower()
+    return Path(path).is_file() and name.endswith(IMAGE_SUFFIXES)
+
+
+@dataclass
+class LabelMapResult:
+    label_map: Volume
+    values: list[int]
+    resampled: bool
+    source: str
+
+
+def fit_label_map(label_map: Volume, image: Volume, source: str, progress=None, cancel=None) -> LabelMapResult:
+    """Put a label map on the image's grid (nearest neighbour) when it is not already."""
+    resampled = not label_map.same_grid(image)
+    if resampled:
+        label_map = medseg_io.resample_to(label_map, image, interpolation="nearest")
+    if cancel is not None:
+        cancel.raise_if_cancelled()
+    values = [int(v) for v in np.unique(label_map.array)]
+    return LabelMapResult(label_map, values, resampled, source)
+
+
+@dataclass
+class _Snapshot:
+    volume: Volume | None
+    label_map: Volume | None
+    labels: dict[int, LabelEntry]
+    cursor: tuple[int, int, int]
+    window: tuple[float, float]
+    synthetic: bool
+
+
+class StudyLoader(QObject):
+    """Starts load jobs and applies their results to the document (GUI thread)."""
+
+    busy_changed = Signal()  # read .busy (no bool-typed signals: see run_gui)
+    progressed = Signal(float, str)
+    study_loaded = Signal(object)  # Volume
+    label_map_loaded = Signal(object)  # LabelMapResult
+    failed = Signal(object)  # the exception (MedsegError, Cancelled, ...)
+
+    def __init__(self, document: ViewerDocument, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.document = document
+        self.job: Job | None = None
+        self.source: str | None = None  # what the current image was opened from
+        self.label_name_set = "From file"
+        self._slices: queue.Queue = queue.Queue()
+        self._preview: Volume | None = None
+        self._snapshot: _Snapshot | None = None
+        self._synthetic = False
+        self._drain_timer = QTimer(self)
+        self._drain_timer.setInterval(30)
+        self._drain_timer.timeout.connect(self._drain_slices)
+
+    @property
+    def busy(self) -> bool:
+        return self.job is not None
+
+    def _start(self, name: str, function, on_done) -> bool:
+        if self.busy:
+            return False
+        self.job = Job(name, function, self)
+        self.job.progressed.connect(self.progressed)
+        self.job.finished_ok.connect(on_done)
+        self.job.finished_error.connect(self._on_error)
+        self.busy_changed.emit()
+        self.job.start()
+        return True
+
+    def cancel(self) -> None:
+        if self.job is not None:
+            self.job.cancel()
+
+    def shutdown(self) -> None:
+        if self.job is not None:
+            self.job.wait_stopped()
+
+    def _finish_job(self) -> None:
+        if self.job is not None:
+            self.job.deleteLater()
+        self.job = None
+        self._drain_timer.stop()
+        self.busy_changed.emit()
+
+    # --- images -----------------------------------------------------------------------------
+    def load_image_file(self, path: str | Path, synthetic: bool = False) -> bool:
+        """A NIfTI/NRRD/MHA file, or a DICOM folder/zip/DICOMDIR with one series."""
+        source = str(path)
+        self._synthetic = synthetic
+        self._snapshot = self._take_snapshot()
+
+        def work(progress=None, cancel=None):
+            return medseg_io.load(source, progress=progress, cancel=cancel)
+
+        started = self._start("load", work, self._on_volume_loaded)
+        if started:
+            self.source = source
+        return started
+
+    def load_series(self, series: Any, source: str | None = None, synthetic: bool = False) -> bool:
+        """One series from a scan, with progressive display of decoded slices."""
+        self._synthetic = synthetic
+        self._snapshot = self._take_snapshot()
+        self._slices = queue.Queue()
+        slices = self._slices
+
+        def on_slice(z_index: int, hu_slice: np.ndarray) -> None:
+            slices.put((z_index, hu_slice))  # worker thread: only the queue is touched
+
+        def work(progress=None, cancel=None):
+            return medseg_io.load_series(series, progress=progress, cancel=cancel, on_slice=on_slice)
+
+        if not self._start("load-series", work, self._on_volume_loaded):
+            return False
+        self.source = source
+        self._show_preview(series)
+        self._drain_timer.start()
+        return True
+
+    def _show_preview(self, series: Any) -> None:
+        nx, ny, nz = (int(n) for n in series.size_xyz)
+        if nx * ny * nz == 0:
+            return
+        array = np.full((nz, ny, nx), -1024, dtype=np.int16)
+        meta = VolumeMeta(modality=series.modality, series_description=series.series_description,
+                          study_description=series.study_description)
+        self._preview = Volume(array, series.spacing_mm, series.origin_mm, series.direction, meta)
+        self.document.set_volume(self._preview, synthetic=self._synthetic)
+
+    @Slot()
+    def _drain_slices(self) -> None:
+        preview, changed = self._preview, False
+        while True:
+            try:
+                z_index, hu_slice = self._slices.get_nowait()
+            except queue.Empty:
+                break
+            if preview is not None and 0 <= z_index < preview.array.shape[0] and hu_slice.shape == preview.array.shape[1:]:
+                preview.array[z_index] = np.clip(hu_slice, -32768, 32767)
+                changed = True
+        if changed and self.document.volume is preview:
+            self.document.notify_pixels_changed()
+
+    @Slot(object)
+    def _on_volume_loaded(self, volume: Volume) -> None:
+        self._finish_job()
+        self._drain_slices()
+        self._preview = None
+        keep_view = False
+        self.document.set_volume(volume, synthetic=self._synthetic, keep_view=keep_view)
+        log.info("image loaded: %s voxels, spacing %s mm", volume.size_xyz, tuple(round(s, 3) for s in volume.spacing_mm))
+        self.study_loaded.emit(volume)
+
+    @Slot(object)
+    def _on_error(self, error: BaseException) -> None:
+        was_image_job = self.job is not None and self.job.name.startswith("load")
+        self._finish_job()
+        if was_image_job and self._snapshot is not None:
+            self._restore(self._snapshot)
+        self._preview = None
+        if not isinstance(error, Cancelled):
+            log.warning("job failed: %s", type(error).__name__)
+        self.failed.emit(error)
+
+    def _take_snapshot(self) -> _Snapshot:
+        doc = self.document
+        return _Snapshot(doc.volume, doc.label_map, dict(doc.labels), doc.cursor_xyz,
+                         (doc.window_center, doc.window_width), doc.is_synthetic)
+
+    def _restore(self, snapshot: _Snapshot) -> None:
+        doc = self.document
+        if snapshot.volume is None:
+            doc.volume = None
+            doc.label_map = None
+            doc.labels = {}
+            doc.is_synthetic = False
+            doc.volume_changed.emit()
+            doc.label_map_changed.emit()
+            return
+        doc.set_volume(snapshot.volume, synthetic=snapshot.synthetic, keep_view=True)
+        if snapshot.label_map is not None:
+            doc.set_label_map(snapshot.label_map, snapshot.labels)
+        doc.set_cursor(snapshot.cursor)
+        doc.set_window(*snapshot.window)
+
+    # --- label maps -------------------------------------------------------------------------
+    def load_label_map(self, path: str | Path) -> bool:
+        image = self.document.volume
+        if image is None:
+            from medseg.errors import GeometryError
+
+            self.failed.emit(GeometryError("open an image first, then open its label map", path=path))
+            return False
+        source = str(path)
+
+        def work(progress=None, cancel=None):
+            label_map = medseg_io.load(source, progress=progress, cancel=cancel)
+            return fit_label_map(label_map, image, source, progress, cancel)
+
+        self._snapshot = None
+        return self._start("label-map", work, self._on_label_map_loaded)
+
+    @Slot(object)
+    def _on_label_map_loaded(self, result: LabelMapResult) -> None:
+        self._finish_job()
+        table = build_label_table(result.values, result.label_map.meta.labels, self.label_name_set)
+        try:
+            self.document.set_label_map(result.label_map, table)
+        except Exception as error:  # a GeometryError the user must see
+            self.failed.emit(error)
+            return
+        log.info("label map loaded: %d labels, resampled=%s", len(table), result.resampled)
+        self.label_map_loaded.emit(result)

@@ -1,0 +1,148 @@
+"""The three linked slice views and their layout (1×3, 2×2 with an info pane, single).
+
+The views never talk to each other: they observe the document (napari style). This
+panel keeps the int16/uint8 arrays the views slice from, made once per image or label
+map, so scrolling never copies the volume.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import QGridLayout, QLabel, QWidget
+
+from medseg.edit.document import ViewerDocument
+from medseg.gui.label_table import color_arrays
+from medseg.gui.slice_render import SliceRenderer
+from medseg.gui.slice_view import SliceView
+from medseg.gui.view_axes import VIEW_NAMES, view_axes
+
+LAYOUTS = ("1x3", "2x2", "single")
+
+
+def display_array(array: np.ndarray) -> np.ndarray:
+    """The int16 array the views slice from: the image itself when it is int16 already."""
+    if array.dtype == np.int16:
+        return array
+    return np.clip(np.rint(array), -32768, 32767).astype(np.int16)
+
+
+class ViewerPanel(QWidget):
+    hovered = Signal(object, str)  # voxel (x, y, z) or None, view name
+    layout_changed = Signal(str)
+
+    def __init__(self, document: ViewerDocument, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.document = document
+        self.renderer = SliceRenderer()
+        self.views = {name: SliceView(name, document, self.renderer, self) for name in VIEW_NAMES}
+        self.info_pane = QLabel(self)
+        self.info_pane.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
+        self.info_pane.setWordWrap(True)
+        self.info_pane.setStyleSheet("QLabel { background: #151515; color: #d0d0d0; padding: 10px; }")
+        self.layout_name = "1x3"
+        self.active_view = "axial"
+        self._grid = QGridLayout(self)
+        self._grid.setContentsMargins(0, 0, 0, 0)
+        self._grid.setSpacing(2)
+        for name, view in self.views.items():
+            view.hovered.connect(lambda xyz, n=name: self.hovered.emit(xyz, n))
+            view.maximise_requested.connect(self._toggle_maximise)
+            view.activated.connect(self._set_active)
+        document.volume_changed.connect(self._on_volume_changed)
+        document.pixels_changed.connect(self._on_pixels_changed)
+        document.label_map_changed.connect(self._on_label_map_changed)
+        document.labels_changed.connect(self._on_labels_changed)
+        document.window_changed.connect(self._on_window_changed)
+        document.overlay_changed.connect(self._on_labels_changed)
+        document.cursor_changed.connect(self._repaint_all)
+        self.set_layout("1x3")
+        self._on_window_changed()
+
+    # --- layout ---------------------------------------------------------------------------
+    def set_layout(self, name: str, view: str | None = None) -> None:
+        if name not in LAYOUTS:
+            raise ValueError(f"unknown layout {name!r}")
+        if view is not None:
+            self.active_view = view
+        self.layout_name = name
+        for widget in (*self.views.values(), self.info_pane):
+            self._grid.removeWidget(widget)
+            widget.hide()
+        for row in range(2):
+            self._grid.setRowStretch(row, 0)
+        for column in range(3):
+            self._grid.setColumnStretch(column, 0)
+        if name == "1x3":
+            places = {n: (0, i) for i, n in enumerate(VIEW_NAMES)}
+        elif name == "2x2":
+            places = {"axial": (0, 0), "coronal": (0, 1), "sagittal": (1, 0)}
+        else:
+            places = {self.active_view: (0, 0)}
+        for view_name, (row, column) in places.items():
+            self._grid.addWidget(self.views[view_name], row, column)
+            self.views[view_name].show()
+            self._grid.setRowStretch(row, 1)
+            self._grid.setColumnStretch(column, 1)
+        if name == "2x2":
+            self._grid.addWidget(self.info_pane, 1, 1)
+            self.info_pane.show()
+        self.layout_changed.emit(name)
+
+    def _toggle_maximise(self, view: str) -> None:
+        if self.layout_name == "single":
+            self.set_layout(getattr(self, "_layout_before_single", "1x3"))
+        else:
+            self._layout_before_single = self.layout_name
+            self.set_layout("single", view)
+
+    def _set_active(self, view: str) -> None:
+        self.active_view = view
+
+    def reset_views(self) -> None:
+        for view in self.views.values():
+            view.reset_view()
+
+    # --- document events ------------------------------------------------------------------
+    def _on_volume_changed(self) -> None:
+        volume = self.document.volume
+        values = display_array(volume.array) if volume is not None else None
+        labels = self._label_array()
+        for name, view in self.views.items():
+            axes = view_axes(name, volume.direction) if volume is not None else None
+            view.set_data(values, labels, axes)
+        self._on_window_changed()
+
+    def _on_pixels_changed(self) -> None:
+        volume = self.document.volume
+        if volume is not None and volume.array.dtype != np.int16:
+            self._on_volume_changed()
+            return
+        for view in self.views.values():
+            view.invalidate()
+
+    def _label_array(self) -> np.ndarray | None:
+        label_map = self.document.label_map
+        if label_map is None:
+            return None
+        array = label_map.array
+        return array if array.dtype == np.uint8 else array.astype(np.uint8)
+
+    def _on_label_map_changed(self) -> None:
+        labels = self._label_array()
+        for view in self.views.values():
+            view.set_data(view.display_values, labels, view.axes)
+
+    def _on_labels_changed(self) -> None:
+        colors, visible = color_arrays(self.document.labels)
+        self.renderer.set_labels(colors, visible, self.document.overlay_opacity)
+        for view in self.views.values():
+            view.mark_labels_changed()
+
+    def _on_window_changed(self) -> None:
+        self.renderer.set_window(self.document.window_center, self.document.window_width)
+        self._repaint_all()
+
+    def _repaint_all(self) -> None:
+        for view in self.views.values():
+            view.update()

@@ -1,0 +1,94 @@
+"""Fixtures for GUI tests: a real MainWindow with settings isolated from the user's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from PySide6.QtCore import QStandardPaths
+from PySide6.QtWidgets import QFileDialog
+
+from medseg.gui.main_window import MainWindow
+
+
+@pytest.fixture
+def window(qtbot, tmp_path, monkeypatch):
+    QStandardPaths.setTestModeEnabled(True)  # QSettings and the log go to test locations
+    from medseg.gui import app_shell
+
+    monkeypatch.setattr(app_shell, "log_directory", lambda: tmp_path / "logs")
+    app_shell.settings().clear()
+    app_shell.setup_logging()
+    main = MainWindow()
+    qtbot.addWidget(main)
+    main.resize(1400, 820)
+    main.show()
+    qtbot.waitExposed(main)
+    yield main
+    main.close()
+
+
+class Driver:
+    """Drives the window through the same actions a click uses (file dialogs answered)."""
+
+    def __init__(self, qtbot, window: MainWindow, monkeypatch) -> None:
+        self.qtbot, self.window, self.monkeypatch = qtbot, window, monkeypatch
+
+    def open_folder(self, folder: Path):
+        return open_folder(self.qtbot, self.window, self.monkeypatch, folder)
+
+    def load_row(self, browser, row: int):
+        return load_row(self.qtbot, self.window, browser, row)
+
+    def open_series(self, folder: Path, description: str | None = None):
+        """Open a folder and load its (described) loadable series; returns the Volume."""
+        browser = self.open_folder(folder)
+        rows = [i for i, s in enumerate(browser.result.series)
+                if s.loadable and (description is None or description in s.series_description)]
+        assert rows, f"no loadable series in {folder}"
+        return self.load_row(browser, rows[0])
+
+    def open_image_file(self, path: Path):
+        return open_image_file(self.qtbot, self.window, self.monkeypatch, path)
+
+    def open_label_map(self, path: Path):
+        return open_label_map(self.qtbot, self.window, self.monkeypatch, path)
+
+
+@pytest.fixture
+def driver(qtbot, window, monkeypatch) -> Driver:
+    return Driver(qtbot, window, monkeypatch)
+
+
+def open_folder(qtbot, window: MainWindow, monkeypatch, folder: Path):
+    """File ▸ Open DICOM folder… with the dialog answered; returns the scanned browser."""
+    monkeypatch.setattr(QFileDialog, "getExistingDirectory", lambda *a, **k: str(folder))
+    window.open_folder_action.trigger()
+    browser = window.browser
+    assert browser is not None
+    if browser.result is None:
+        with qtbot.waitSignal(browser.scan_finished, timeout=60_000):
+            pass
+    return browser
+
+
+def load_row(qtbot, window: MainWindow, browser, row: int):
+    """Double-click a row of the series browser and wait for the study to be shown."""
+    with qtbot.waitSignal(window.loader.study_loaded, timeout=120_000) as blocker:
+        browser.table.cellDoubleClicked.emit(row, 0)
+    return blocker.args[0]
+
+
+def open_image_file(qtbot, window: MainWindow, monkeypatch, path: Path):
+    """File ▸ Open files… with the dialog answered by one NIfTI/NRRD file."""
+    monkeypatch.setattr(QFileDialog, "getOpenFileNames", lambda *a, **k: ([str(path)], ""))
+    with qtbot.waitSignal(window.loader.study_loaded, timeout=120_000) as blocker:
+        window.open_files_action.trigger()
+    return blocker.args[0]
+
+
+def open_label_map(qtbot, window: MainWindow, monkeypatch, path: Path):
+    monkeypatch.setattr(QFileDialog, "getOpenFileName", lambda *a, **k: (str(path), ""))
+    with qtbot.waitSignal(window.loader.label_map_loaded, timeout=120_000) as blocker:
+        window.open_label_action.trigger()
+    return blocker.args[0]

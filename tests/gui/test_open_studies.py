@@ -1,0 +1,209 @@
+"""Open every real study of shared/data through the window, as a user would."""
+
+from __future__ import annotations
+
+import numpy as np
+import pydicom
+import pytest
+import SimpleITK as sitk
+from PySide6.QtCore import Qt
+
+from medseg.gui.series_browser import KIND_TEXT
+
+
+def _hu_in_status(window) -> float:
+    text = window.status_text()
+    token = [part for part in text.split("|") if part.strip().endswith("HU")][0]
+    return float(token.split()[0])
+
+
+def _coronal_aspect(view) -> float:
+    rect = view.image_rect()
+    return rect.width() / rect.height()
+
+
+def test_totalsegmentator_series_slices_aspect_and_hu(driver, window, ct_dir):
+    folder = ct_dir / "totalsegmentator" / "example_ct_dicom"
+    volume = driver.open_series(folder)
+    axial, coronal = window.viewer.views["axial"], window.viewer.views["coronal"]
+    assert axial.slice_count == 20 and coronal.slice_count == 512
+    # 512 × 0.977 mm wide, 20 × 2 mm high: the coronal view keeps that physical shape.
+    assert _coronal_aspect(coronal) == pytest.approx(512 * 0.977 / (20 * 2.0), rel=0.02)
+    # HU under the crosshair equals the HU pydicom decodes from the file of that slice.
+    window.document.set_cursor((300, 260, 7))
+    reference = pydicom.dcmread(volume.meta.source_files[7])
+    hu = reference.pixel_array[260, 300] * float(reference.RescaleSlope) + float(reference.RescaleIntercept)
+    assert _hu_in_status(window) == pytest.approx(hu)
+    assert "Axial slice 8/20" in window.status_text()
+    assert axial.axes.letters == ("R", "L", "A", "P")
+    assert coronal.axes.letters == ("R", "L", "S", "I")
+    assert window.viewer.views["sagittal"].axes.letters == ("A", "P", "S", "I")
+
+
+def test_browser_lists_localizer_and_secondary_captures_as_not_loadable(driver, window, ct_dir):
+    browser = driver.open_folder(ct_dir / "dcm_qa_ct" / "Philips_Ingenuity_phantom_mixed_series")
+    kinds = {s.kind for s in browser.result.series}
+    assert "localizer" in kinds
+    not_loadable = [i for i, s in enumerate(browser.result.series) if not s.loadable]
+    assert not_loadable
+    row = not_loadable[0]
+    assert "not a volume" in browser.table.item(row, 8).text() or browser.table.item(row, 8).text() in KIND_TEXT.values()
+    # Double-clicking a localizer does not load it.
+    browser.table.cellDoubleClicked.emit(row, 0)
+    assert window.document.volume is None and not window.loader.busy
+    # The 5 mm series: 28 slices of 512² at 0.451 mm.
+    five_mm = next(i for i, s in enumerate(browser.result.series) if s.loadable and s.size_xyz[2] == 28)
+    driver.load_row(browser, five_mm)
+    coronal = window.viewer.views["coronal"]
+    assert window.viewer.views["axial"].slice_count == 28
+    spacing_x = window.document.volume.spacing_mm[0]
+    assert spacing_x == pytest.approx(0.451, abs=0.001)
+    assert _coronal_aspect(coronal) == pytest.approx(512 * spacing_x / (28 * 5.0), rel=0.02)
+
+
+@pytest.mark.parametrize(
+    "relative, slices",
+    [
+        ("dcm_qa_ct/Philips_Ingenuity_phantom_mixed_series", 16),  # the 1 mm subset
+        ("dcmqi_ct3slice_masks/image", 3),
+        ("dicom2nifti_testdata/gantry_tilt_siemens_iop_only", None),
+        ("dicom2nifti_testdata/missing_slice_ge_lightspeed16", None),
+        ("dicom2nifti_testdata/missing_slice_tilted_siemens", None),
+        ("dcm_qa_ct/GE_HiSpeedDual_head_tilt_varspacing", None),
+    ],
+)
+def test_each_real_dicom_series_opens(driver, window, ct_dir, relative, slices):
+    folder = ct_dir / relative
+    browser = driver.open_folder(folder)
+    rows = [i for i, s in enumerate(browser.result.series) if s.loadable and (slices is None or s.size_xyz[2] == slices)]
+    volume = driver.load_row(browser, rows[0])
+    axial = window.viewer.views["axial"]
+    assert axial.slice_count == volume.size_xyz[2]
+    if slices is not None:
+        assert axial.slice_count == slices
+    # Every view shows an image with the physical aspect of its plane.
+    for view in window.viewer.views.values():
+        image = view.render_slice()
+        columns, rows_ = view.axes.shape_of(volume.size_xyz)
+        assert (image.width(), image.height()) == (columns, rows_)
+        mm_x, mm_y = view.axes.pixel_spacing(volume.spacing_mm)
+        rect = view.image_rect()
+        assert rect.width() / rect.height() == pytest.approx(columns * mm_x / (rows_ * mm_y), rel=0.02)
+    # Irregular series are reported in the banner, never silently.
+    if volume.meta.findings:
+        assert window.findings_banner.isVisible()
+        assert volume.meta.findings[0].message in window.findings_banner.details
+    # The HU readout is the voxel's value.
+    x, y, z = window.document.cursor_xyz
+    assert _hu_in_status(window) == pytest.approx(float(volume.array[z, y, x]))
+
+
+def test_missing_slice_is_reported(driver, window, ct_dir):
+    volume = driver.open_series(ct_dir / "dicom2nifti_testdata" / "missing_slice_ge_lightspeed16")
+    assert any("missing" in f.kind or "missing" in f.message.lower() for f in volume.meta.findings)
+    assert window.findings_banner.isVisible()
+    assert "missing" in window.findings_banner.label.text().lower()
+
+
+def test_not_a_volume_is_listed_and_not_loadable(driver, window, ct_dir):
+    browser = driver.open_folder(ct_dir / "dicom2nifti_testdata" / "duplicate_positions_siemens")
+    assert browser.result.series and not any(s.loadable for s in browser.result.series)
+    assert not browser.load_button.isEnabled()
+    browser.table.cellDoubleClicked.emit(0, 0)
+    assert window.document.volume is None
+
+
+def test_nrrd_lung_ct_opens_with_thick_slice_aspect(driver, window, ct_dir):
+    path = ct_dir / "pyradiomics_lung1" / "lung1_image.nrrd"
+    volume = driver.open_image_file(path)
+    coronal = window.viewer.views["coronal"]
+    assert window.viewer.views["axial"].slice_count == 48
+    assert _coronal_aspect(coronal) == pytest.approx(512 * 0.570 / (48 * 5.0), rel=0.02)
+    reference = sitk.GetArrayFromImage(sitk.ReadImage(str(path)))
+    window.document.set_cursor((100, 200, 30))
+    assert _hu_in_status(window) == pytest.approx(float(reference[30, 200, 100]))
+
+
+def test_ras_nifti_is_shown_in_radiological_convention(driver, window, ct_dir):
+    """example_ct.nii.gz is stored RAS: the screen's left must still be the patient's right."""
+    volume = driver.open_image_file(ct_dir / "totalsegmentator" / "example_ct.nii.gz")
+    assert window.viewer.views["axial"].slice_count == volume.size_xyz[2] == 112
+    for name in ("axial", "coronal", "sagittal"):
+        view = window.viewer.views[name]
+        rect = view.image_rect()
+        middle_y, middle_x = rect.center().y(), rect.center().x()
+        left = view.widget_to_index(rect.topLeft() + (rect.bottomLeft() - rect.topLeft()) / 2 + _dx(2))
+        right = view.widget_to_index(rect.topRight() + (rect.bottomRight() - rect.topRight()) / 2 - _dx(2))
+        top = view.widget_to_index(rect.topLeft() + (rect.topRight() - rect.topLeft()) / 2 + _dy(2))
+        bottom = view.widget_to_index(rect.bottomLeft() + (rect.bottomRight() - rect.bottomLeft()) / 2 - _dy(2))
+        lps = {k: volume.index_to_physical(v) for k, v in dict(left=left, right=right, top=top, bottom=bottom).items()}
+        if name in ("axial", "coronal"):
+            assert lps["left"][0] < lps["right"][0]  # LPS x grows to the patient's left
+        else:
+            assert lps["left"][1] < lps["right"][1]  # anterior on the left of a sagittal view
+        if name == "axial":
+            assert lps["top"][1] < lps["bottom"][1]  # anterior up
+        else:
+            assert lps["top"][2] > lps["bottom"][2]  # superior up
+        assert middle_x > 0 and middle_y > 0
+
+
+def _dx(d):
+    from PySide6.QtCore import QPointF
+
+    return QPointF(d, 0)
+
+
+def _dy(d):
+    from PySide6.QtCore import QPointF
+
+    return QPointF(0, d)
+
+
+def test_bad_file_shows_error_dialog_naming_the_file(driver, window, tmp_path, qtbot):
+    bad = tmp_path / "broken.nii.gz"
+    bad.write_bytes(b"this is not a NIfTI file")
+    with qtbot.waitSignal(window.error_shown, timeout=30_000):
+        window.open_path(bad)
+    assert window.error_box is not None and window.error_box.isVisible()
+    assert "broken.nii.gz" in window.error_box.text() + window.error_box.informativeText()
+    assert window.document.volume is None
+
+
+def test_mouse_and_keys_scroll_crosshair_and_window(driver, window, ct_dir, qtbot):
+    driver.open_series(ct_dir / "totalsegmentator" / "example_ct_dicom")
+    doc, axial = window.document, window.viewer.views["axial"]
+    z0 = doc.cursor_xyz[2]
+    axial.setFocus()
+    qtbot.keyClick(axial, Qt.Key.Key_Up)
+    assert doc.cursor_xyz[2] == z0 + 1
+    qtbot.keyClick(axial, Qt.Key.Key_Down)
+    qtbot.keyClick(axial, Qt.Key.Key_Down)
+    assert doc.cursor_xyz[2] == z0 - 1
+    # Left click sets the crosshair at the voxel under the mouse (all views follow).
+    target = axial.index_to_widget((100, 200, doc.cursor_xyz[2]))
+    qtbot.mouseClick(axial, Qt.MouseButton.LeftButton, pos=target.toPoint())
+    assert doc.cursor_xyz[:2] == pytest.approx((100, 200), abs=1)
+    assert window.viewer.views["sagittal"].slice_position == doc.cursor_xyz[0]
+    # Right-drag changes window/level.
+    before = (doc.window_center, doc.window_width)
+    qtbot.mousePress(axial, Qt.MouseButton.RightButton, pos=target.toPoint())
+    from PySide6.QtGui import QMouseEvent
+    from PySide6.QtCore import QEvent, QPointF
+
+    move = QMouseEvent(QEvent.Type.MouseMove, QPointF(target.x() + 60, target.y() + 30), QPointF(), Qt.MouseButton.NoButton,
+                       Qt.MouseButton.RightButton, Qt.KeyboardModifier.NoModifier)
+    axial.mouseMoveEvent(move)
+    qtbot.mouseRelease(axial, Qt.MouseButton.RightButton)
+    assert doc.window_width > before[1] and doc.window_center > before[0]
+    # Layouts: F6 shows the info pane, double-click maximises a view, F5 goes back.
+    from PySide6.QtGui import QKeySequence
+
+    assert window.layout_actions["2x2"].shortcut() == QKeySequence("F6")
+    window.layout_actions["2x2"].trigger()
+    assert window.viewer.info_pane.isVisible() and window.viewer.layout_name == "2x2"
+    qtbot.mouseDClick(window.viewer.views["coronal"], Qt.MouseButton.LeftButton)
+    assert window.viewer.layout_name == "single" and not axial.isVisible()
+    window.layout_actions["1x3"].trigger()
+    assert all(v.isVisible() for v in window.viewer.views.values())
+    assert np.isfinite(doc.window_center)
