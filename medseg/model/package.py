@@ -1,0 +1,414 @@
+"""medseg model packages: plans + labels + weights, stored as data that never runs code.
+
+A package is a folder, or a zip (``.zip`` / ``.medseg``) holding the same files:
+
+    model.json           format, name, configurations (Plan dicts), labels (value -> name),
+                         colours, fold names per configuration, provenance
+    weights.safetensors  one tensor per parameter, keyed "<configuration>/<fold index>/<name>"
+    model_<config>.onnx  optional exported network per configuration
+
+Loading reads JSON and safetensors only; nothing is unpickled. Folds of one
+configuration are an ensemble: inference averages their outputs.
+"""
+
+from __future__ import annotations
+
+import colorsys
+import json
+import os
+import shutil
+import tempfile
+import zipfile
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any, Sequence
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load as load_safetensors_bytes
+from safetensors.torch import save as save_safetensors_bytes
+
+from medseg.errors import ModelError
+from medseg.model.plan import Plan, select_configuration
+from medseg.model.unet import UNet, build_network
+
+FORMAT_NAME = "medseg-model"
+FORMAT_VERSION = 1
+MODEL_JSON = "model.json"
+WEIGHTS_FILE = "weights.safetensors"
+ZIP_SUFFIXES = (".zip", ".medseg")
+_KEY_SEPARATOR = "/"
+
+
+def onnx_filename(config_name: str) -> str:
+    return f"model_{config_name}.onnx"
+
+
+@dataclass
+class ModelPackage:
+    """A segmentation model: configurations, labels, per-fold weights and provenance."""
+
+    name: str
+    configurations: dict[str, Plan]
+    labels: dict[int, str]
+    colors: dict[int, tuple[int, int, int]] = field(default_factory=dict)
+    weights: dict[str, list[dict[str, torch.Tensor]]] = field(default_factory=dict)
+    onnx: dict[str, bytes | Path] = field(default_factory=dict)
+    provenance: dict[str, Any] = field(default_factory=dict)
+    source_path: Path | None = None
+
+    def __post_init__(self) -> None:
+        self.labels = {int(k): str(v) for k, v in self.labels.items()}
+        for value in self.labels:
+            self.colors.setdefault(value, default_label_color(value))
+        self.colors = {int(k): tuple(int(c) for c in v) for k, v in self.colors.items()}  # type: ignore[misc]
+
+    @property
+    def num_classes(self) -> int:
+        """Network outputs: one per label, background included (labels are 0..N-1)."""
+        return len(self.labels)
+
+    def num_folds(self, config_name: str) -> int:
+        return len(self.weights.get(config_name, []))
+
+    def select(self, spacing_zyx: Sequence[float]) -> Plan:
+        """The configuration that suits a series of this spacing (among those with weights)."""
+        usable = {name: plan for name, plan in self.configurations.items() if self.num_folds(name)}
+        return select_configuration(usable or self.configurations, spacing_zyx)
+
+    def validate(self, where: str | Path | None = None) -> None:
+        """Raise ModelError if labels, configurations and weights do not fit together."""
+        values = sorted(self.labels)
+        if not values or values != list(range(len(values))) or values[0] != 0:
+            raise ModelError(f"labels must be numbered 0..N-1 with 0 = background, got {values}", path=where)
+        if len(values) < 2:
+            raise ModelError("a segmentation model needs at least one foreground label", path=where)
+        if not self.configurations:
+            raise ModelError("the model has no configurations", path=where)
+        for config_name, folds in self.weights.items():
+            if config_name not in self.configurations:
+                raise ModelError(f"weights for unknown configuration {config_name!r}", path=where)
+            expected = _expected_shapes(self.configurations[config_name], self.num_classes)
+            for index, state in enumerate(folds):
+                _check_state_dict(state, expected, f"configuration {config_name!r}, fold {index}", where)
+        for config_name in self.onnx:
+            if config_name not in self.configurations:
+                raise ModelError(f"ONNX model for unknown configuration {config_name!r}", path=where)
+
+
+def default_label_color(value: int) -> tuple[int, int, int]:
+    """The app's default colour for a label value (resources/label_colors.json, else a hue wheel)."""
+    if value == 0:
+        return (0, 0, 0)  # background is never drawn
+    table = _color_table()
+    if str(value) in table:
+        return tuple(int(c) for c in table[str(value)])  # type: ignore[return-value]
+    hue = (value * 0.618033988749895) % 1.0  # golden-ratio steps keep neighbours distinct
+    r, g, b = colorsys.hsv_to_rgb(hue, 0.65, 0.95)
+    return (round(r * 255), round(g * 255), round(b * 255))
+
+
+_COLOR_TABLE: dict[str, Any] | None = None
+
+
+def _color_table() -> dict[str, Any]:
+    global _COLOR_TABLE
+    if _COLOR_TABLE is None:
+        try:
+            text = (resources.files("medseg.resources") / "label_colors.json").read_text()
+            _COLOR_TABLE = dict(json.loads(text).get("colors", {}))
+        except (OSError, ValueError, ModuleNotFoundError):
+            _COLOR_TABLE = {}
+    return _COLOR_TABLE
+
+
+# --- weights validation ---------------------------------------------------------------
+def _expected_shapes(plan: Plan, num_classes: int) -> dict[str, tuple[int, ...]]:
+    # Built on the meta device: shapes without allocating or initialising any weights.
+    with torch.device("meta"):
+        network = UNet(plan, num_classes)
+    return {key: tuple(tensor.shape) for key, tensor in network.state_dict().items()}
+
+
+def _check_state_dict(state: dict[str, torch.Tensor], expected: dict[str, tuple[int, ...]], what: str,
+                      where: str | Path | None) -> None:
+    missing = sorted(set(expected) - set(state))
+    unexpected = sorted(set(state) - set(expected))
+    if missing or unexpected:
+        raise ModelError(
+            f"{what}: weights do not fit the network "
+            f"(missing {missing[:3]}{'...' if len(missing) > 3 else ''}, "
+            f"unexpected {unexpected[:3]}{'...' if len(unexpected) > 3 else ''})",
+            path=where,
+        )
+    for key, shape in expected.items():
+        if tuple(state[key].shape) != shape:
+            raise ModelError(f"{what}: {key} has shape {tuple(state[key].shape)}, the plan needs {shape}", path=where)
+
+
+# --- loading --------------------------------------------------------------------------
+def load_package(path: str | Path) -> ModelPackage:
+    """Read a package folder or zip. Never unpickles; weights are checked against the plans."""
+    path = Path(path)
+    if path.is_dir():
+        files = _FolderFiles(path)
+    elif path.is_file():
+        if not zipfile.is_zipfile(path):
+            raise ModelError("not a medseg model package (expected a folder or a zip with model.json)", path=path)
+        files = _ZipFiles(path)
+    else:
+        raise ModelError("model package not found", path=path)
+    with files:
+        manifest = _read_manifest(files, path)
+        configurations = {
+            name: _plan_from_manifest(name, data, path) for name, data in manifest["configurations"].items()
+        }
+        weights = _read_weights(files, manifest, path)
+        onnx: dict[str, bytes | Path] = {}
+        for config_name, member in manifest.get("onnx", {}).items():
+            onnx[config_name] = files.reference(member)
+    package = ModelPackage(
+        name=str(manifest["name"]),
+        configurations=configurations,
+        labels={int(k): v for k, v in manifest["labels"].items()},
+        colors={int(k): tuple(v) for k, v in manifest.get("colors", {}).items()},  # type: ignore[misc]
+        weights=weights,
+        onnx=onnx,
+        provenance=dict(manifest.get("provenance", {})),
+        source_path=path,
+    )
+    package.validate(path)
+    return package
+
+
+def _read_manifest(files: "_PackageFiles", path: Path) -> dict[str, Any]:
+    try:
+        manifest = json.loads(files.read(MODEL_JSON).decode("utf-8"))
+    except KeyError:
+        raise ModelError(f"not a medseg model package: {MODEL_JSON} is missing", path=path) from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ModelError(f"{MODEL_JSON} is not valid JSON: {error}", path=path) from error
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT_NAME:
+        raise ModelError(f"{MODEL_JSON} does not describe a {FORMAT_NAME}", path=path)
+    version = manifest.get("format_version")
+    if not isinstance(version, int) or version > FORMAT_VERSION:
+        raise ModelError(f"model format version {version} is newer than this medseg understands ({FORMAT_VERSION})",
+                         path=path, hint="update medseg")
+    for key in ("name", "configurations", "labels", "folds"):
+        if key not in manifest:
+            raise ModelError(f"{MODEL_JSON} lacks {key!r}", path=path)
+    return manifest
+
+
+def _plan_from_manifest(name: str, data: Any, path: Path) -> Plan:
+    if not isinstance(data, dict):
+        raise ModelError(f"configuration {name!r} is not an object", path=path)
+    try:
+        return Plan.from_dict(data)
+    except ModelError as error:
+        raise ModelError(f"configuration {name!r}: {error.message}", path=path) from error
+
+
+def _read_weights(files: "_PackageFiles", manifest: dict[str, Any], path: Path) -> dict[str, list[dict[str, torch.Tensor]]]:
+    try:
+        raw = files.read(WEIGHTS_FILE)
+    except KeyError:
+        raise ModelError(f"{WEIGHTS_FILE} is missing", path=path) from None
+    try:
+        tensors = load_safetensors_bytes(raw)
+    except (SafetensorError, ValueError) as error:
+        raise ModelError(f"{WEIGHTS_FILE} is damaged: {error}", path=path) from error
+    weights: dict[str, list[dict[str, torch.Tensor]]] = {}
+    for config_name, fold_names in manifest["folds"].items():
+        weights[config_name] = [{} for _ in fold_names]
+    for key, tensor in tensors.items():
+        parts = key.split(_KEY_SEPARATOR, 2)
+        if len(parts) != 3 or parts[0] not in weights or not parts[1].isdigit() or int(parts[1]) >= len(weights[parts[0]]):
+            raise ModelError(f"{WEIGHTS_FILE} has a tensor {key!r} that belongs to no listed fold", path=path)
+        weights[parts[0]][int(parts[1])][parts[2]] = tensor
+    return weights
+
+
+class _PackageFiles:
+    def read(self, name: str) -> bytes:  # KeyError when absent
+        raise NotImplementedError
+
+    def reference(self, name: str) -> bytes | Path:
+        raise NotImplementedError
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        pass
+
+
+class _FolderFiles(_PackageFiles):
+    def __init__(self, root: Path):
+        self.root = root
+
+    def _path(self, name: str) -> Path:
+        if Path(name).name != name:  # names come from model.json: no paths, no "..".
+            raise ModelError(f"package member {name!r} is not a plain file name", path=self.root)
+        return self.root / name
+
+    def read(self, name: str) -> bytes:
+        member = self._path(name)
+        if not member.is_file():
+            raise KeyError(name)
+        return member.read_bytes()
+
+    def reference(self, name: str) -> Path:
+        member = self._path(name)
+        if not member.is_file():
+            raise ModelError(f"{name} is listed in {MODEL_JSON} but missing", path=self.root)
+        return member
+
+
+class _ZipFiles(_PackageFiles):
+    def __init__(self, path: Path):
+        self.path = path
+        try:
+            self.archive = zipfile.ZipFile(path)
+        except zipfile.BadZipFile as error:
+            raise ModelError(f"damaged zip: {error}", path=path) from error
+
+    def read(self, name: str) -> bytes:
+        try:
+            return self.archive.read(name)
+        except zipfile.BadZipFile as error:
+            raise ModelError(f"damaged zip member {name}: {error}", path=self.path) from error
+
+    def reference(self, name: str) -> bytes:
+        try:
+            return self.read(name)
+        except KeyError:
+            raise ModelError(f"{name} is listed in {MODEL_JSON} but missing", path=self.path) from None
+
+    def __exit__(self, *exc) -> None:
+        self.archive.close()
+
+
+# --- saving ---------------------------------------------------------------------------
+def save_package(pkg: ModelPackage, path: str | Path) -> Path:
+    """Write a package atomically: a folder, or a zip when the name ends in .zip/.medseg."""
+    path = Path(path)
+    pkg.validate()
+    members = _package_members(pkg)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.suffix.lower() in ZIP_SUFFIXES:
+        _write_zip_atomically(path, members)
+    else:
+        _write_folder_atomically(path, members)
+    return path
+
+
+def _package_members(pkg: ModelPackage) -> dict[str, bytes]:
+    tensors: dict[str, torch.Tensor] = {}
+    for config_name, folds in pkg.weights.items():
+        for index, state in enumerate(folds):
+            for key, tensor in state.items():
+                # safetensors refuses shared or strided storage: store standalone copies.
+                tensors[_KEY_SEPARATOR.join((config_name, str(index), key))] = tensor.detach().cpu().contiguous().clone()
+    onnx_members = {}
+    for config_name, model in pkg.onnx.items():
+        onnx_members[onnx_filename(config_name)] = model if isinstance(model, bytes) else Path(model).read_bytes()
+    provenance = dict(pkg.provenance)
+    manifest = {
+        "format": FORMAT_NAME,
+        "format_version": FORMAT_VERSION,
+        "name": pkg.name,
+        "configurations": {name: plan.to_dict() for name, plan in pkg.configurations.items()},
+        "labels": {str(k): v for k, v in sorted(pkg.labels.items())},
+        "colors": {str(k): list(v) for k, v in sorted(pkg.colors.items())},
+        "folds": {name: [f"fold_{i}" for i in range(len(folds))] for name, folds in pkg.weights.items()},
+        "onnx": {name: onnx_filename(name) for name in pkg.onnx},
+        "provenance": provenance,
+    }
+    members = {MODEL_JSON: json.dumps(manifest, indent=1).encode("utf-8"),
+               WEIGHTS_FILE: save_safetensors_bytes(tensors, metadata={"format": FORMAT_NAME})}
+    members.update(onnx_members)
+    return members
+
+
+def _write_zip_atomically(path: Path, members: dict[str, bytes]) -> None:
+    handle, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(handle, "wb") as raw:
+            # Weights barely compress; storing them keeps loading a plain read.
+            with zipfile.ZipFile(raw, "w", compression=zipfile.ZIP_STORED) as archive:
+                for name, data in members.items():
+                    archive.writestr(name, data)
+            raw.flush()
+            os.fsync(raw.fileno())
+        os.replace(temp_name, path)
+    except BaseException:
+        Path(temp_name).unlink(missing_ok=True)
+        raise
+
+
+def _write_folder_atomically(path: Path, members: dict[str, bytes]) -> None:
+    temp_dir = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    try:
+        for name, data in members.items():
+            with open(temp_dir / name, "wb") as out:
+                out.write(data)
+                out.flush()
+                os.fsync(out.fileno())
+        if path.exists():
+            if not (path / MODEL_JSON).is_file():
+                raise ModelError("refusing to replace a folder that is not a medseg model package", path=path)
+            old = path.with_name(f".{path.name}.old")
+            if old.exists():
+                shutil.rmtree(old)
+            os.replace(path, old)
+            os.replace(temp_dir, path)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(temp_dir, path)
+    except BaseException:
+        shutil.rmtree(temp_dir, ignore_errors=True)
+        raise
+
+
+# --- networks -------------------------------------------------------------------------
+def build_networks(pkg: ModelPackage, config_name: str, device: str | torch.device = "cpu") -> list[torch.nn.Module]:
+    """One network per fold of a configuration, weights loaded strictly, in eval mode."""
+    if config_name not in pkg.configurations:
+        raise ModelError(f"model {pkg.name!r} has no configuration {config_name!r} "
+                         f"(it has {', '.join(sorted(pkg.configurations))})", path=pkg.source_path)
+    folds = pkg.weights.get(config_name, [])
+    if not folds:
+        raise ModelError(f"configuration {config_name!r} of model {pkg.name!r} has no trained weights",
+                         path=pkg.source_path)
+    plan = pkg.configurations[config_name]
+    networks = []
+    for index, state in enumerate(folds):
+        network = build_network(plan, pkg.num_classes)
+        try:
+            network.load_state_dict(state, strict=True)
+        except RuntimeError as error:
+            raise ModelError(f"fold {index} of {config_name!r} does not fit its plan: {error}",
+                             path=pkg.source_path) from error
+        networks.append(network.to(device).eval())
+    return networks
+
+
+def package_summary(pkg: ModelPackage) -> str:
+    """One line per configuration, for CLI output."""
+    lines = [f"model {pkg.name!r}: {pkg.num_classes - 1} labels ({', '.join(pkg.labels[v] for v in sorted(pkg.labels) if v)})"]
+    for name, plan in pkg.configurations.items():
+        folds = pkg.num_folds(name)
+        onnx = ", ONNX" if name in pkg.onnx else ""
+        spacing = " x ".join(f"{s:.3g}" for s in plan.target_spacing_zyx)
+        lines.append(f"  {name}: {plan.dim}D, {plan.num_stages} stages, patch {tuple(plan.patch_size)}, "
+                     f"spacing {spacing} mm, {folds} fold(s){onnx}")
+    return "\n".join(lines)
+
+
+__all__ = [
+    "ModelPackage", "load_package", "save_package", "build_networks", "package_summary", "default_label_color",
+    "onnx_filename",
+    "FORMAT_NAME", "FORMAT_VERSION", "MODEL_JSON", "WEIGHTS_FILE",
+]
