@@ -182,3 +182,28 @@ def test_select_configuration_by_anisotropy_and_spacing():
     assert select_configuration({"2d": both["2d"]}, (0.8, 0.8, 0.8)).name == "2d"
     with pytest.raises(ModelError):
         select_configuration({}, (1.0, 1.0, 1.0))
+
+
+def test_cli_plan_for_spacing_and_shape(capsys):
+    from medseg.cli import main as cli_main
+
+    assert cli_main(["plan", "--spacing", "2.5", "0.78", "0.78", "--shape", "200", "512", "512", "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["selected"] == "3d_fullres"
+    fullres = Plan.from_dict(document["configurations"]["3d_fullres"])
+    assert fullres.patch_size == (64, 192, 160)
+    assert cli_main(["plan"]) == 1
+    assert "--spacing" in capsys.readouterr().err
+
+
+def test_cli_plan_for_a_real_dicom_series(ct_dir, capsys):
+    from medseg.cli import main as cli_main
+
+    # Siemens abdomen CT: 20 slices at 2 mm, 0.977 mm pixels.
+    assert cli_main(["plan", str(ct_dir / "totalsegmentator" / "example_ct_dicom")]) == 0
+    text = capsys.readouterr().out
+    assert "spacing (z, y, x) 2 x 0.977 x 0.977 mm" in text
+    assert "shape 20 x 512 x 512" in text
+    expected = plan_from_spacing((2.0, 0.9765625, 0.9765625), (20, 512, 512), num_training_cases=1)
+    assert str(expected) in text
+    assert "selected for this spacing: 3d_fullres" in text

@@ -1,0 +1,71 @@
+"""``medseg plan PATH [--json]``: the U-Net plan (nnU-Net v2 rules) for a series' spacing and shape."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from medseg.errors import MedsegError
+from medseg.model.plan import REFERENCE_VAL_3D, plan_from_fingerprint, select_configuration
+
+NNUNET_REFERENCE_GB = 8.0  # nnU-Net's reference activation counts correspond to an 8 GB GPU
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "plan", help="show the U-Net plan for a series (stages, strides, kernels, patch)",
+        description="Plan a U-Net for the series at PATH (or for --spacing/--shape) with nnU-Net v2's rules: "
+                    "target spacing, patch size, per-stage strides and kernels, batch size. With --model, "
+                    "also show which configuration of that model the series would use.")
+    parser.add_argument("path", nargs="?", help="DICOM folder/file, .zip or NIfTI/NRRD/MHA image")
+    parser.add_argument("--spacing", nargs=3, type=float, metavar=("Z", "Y", "X"), help="voxel spacing in mm")
+    parser.add_argument("--shape", nargs=3, type=int, metavar=("Z", "Y", "X"), help="image size in voxels")
+    parser.add_argument("--gpu-memory-gb", type=float, default=NNUNET_REFERENCE_GB,
+                        help="memory budget the patch is sized for (default: 8, as nnU-Net)")
+    parser.add_argument("--model", help="a medseg model package: report the configuration it would select")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of text")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.path is None and (args.spacing is None or args.shape is None):
+        raise MedsegError("give a PATH to an image/series, or both --spacing Z Y X and --shape Z Y X")
+    if args.gpu_memory_gb <= 0:
+        raise MedsegError("--gpu-memory-gb must be positive")
+    if args.path is not None:
+        from medseg.io import load  # imported here: the --spacing form needs no image stack
+
+        volume = load(args.path)
+        spacing, shape = tuple(volume.spacing_zyx), tuple(volume.shape_zyx)
+    else:
+        spacing, shape = tuple(args.spacing), tuple(args.shape)
+    reference = REFERENCE_VAL_3D * args.gpu_memory_gb / NNUNET_REFERENCE_GB
+    configurations = plan_from_fingerprint([spacing], [shape], reference)
+    selected = select_configuration(configurations, spacing)
+    model_choice = None
+    if args.model:
+        from medseg.model.package import load_package
+
+        package = load_package(args.model)
+        model_choice = {"model": package.name, "configuration": package.select(spacing).name}
+
+    if args.json:
+        document = {
+            "spacing_zyx": list(spacing),
+            "shape_zyx": list(shape),
+            "gpu_memory_gb": args.gpu_memory_gb,
+            "selected": selected.name,
+            "configurations": {name: plan.to_dict() for name, plan in configurations.items()},
+        }
+        if model_choice:
+            document["model_selection"] = model_choice
+        print(json.dumps(document, indent=1))
+        return 0
+    print(f"series: spacing (z, y, x) {' x '.join(f'{s:.3g}' for s in spacing)} mm, "
+          f"shape {' x '.join(str(n) for n in shape)} voxels")
+    for plan in configurations.values():
+        print(plan)
+    print(f"selected for this spacing: {selected.name}")
+    if model_choice:
+        print(f"model {model_choice['model']!r} would use its configuration {model_choice['configuration']!r}")
+    return 0
