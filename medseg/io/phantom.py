@@ -65,7 +65,7 @@ TISSUE_HU: dict[str, float] = {
     "cortical_bone": 900.0,
     "dense_cortical_bone": 1100.0,
     "posterior_elements": 700.0,
-    "table_shell": 300.0,
+    "table_shell": 500.0,
     "table_foam": -900.0,
 }
 
@@ -188,8 +188,8 @@ def _draw_table(canvas: _Canvas) -> None:
     top = 123.0 - 0.0006 * x**2  # curves up towards the patient at the sides
     depth = y - top
     shape = (z.shape[0], y.shape[1], x.shape[2])
-    shell = np.broadcast_to(((depth >= 0) & (depth < 2.5)) | ((depth >= 14.5) & (depth < 17.0)), shape)
-    foam = np.broadcast_to((depth >= 2.5) & (depth < 14.5), shape)
+    shell = np.broadcast_to(((depth >= 0) & (depth < 3.0)) | ((depth >= 15.0) & (depth < 18.0)), shape)
+    foam = np.broadcast_to((depth >= 3.0) & (depth < 15.0), shape)
     canvas.paint((slices, foam), TISSUE_HU["table_foam"], _BACKGROUND)
     canvas.paint((slices, shell), TISSUE_HU["table_shell"], _BACKGROUND)
 
@@ -345,8 +345,9 @@ def make_phantom(
     _draw_chest(canvas, rng)
     _draw_skeleton(canvas)
 
-    # a little blur gives the soft edges (partial volume) of a reconstructed CT, then noise
-    blur_voxels = [0.35 * 1.5 / s for s in (spacing[2], spacing[1], spacing[0])]
+    # blur by the scanner's point spread (about 0.8 mm in-plane, 1.2 mm along z for the slice
+    # profile) gives the soft, partial-volumed edges of a reconstructed CT; then noise
+    blur_voxels = [1.2 / spacing[2], 0.8 / spacing[1], 0.8 / spacing[0]]
     hu = ndimage.gaussian_filter(canvas.hu, sigma=blur_voxels, mode="nearest")
     hu += rng.normal(0.0, NOISE_SD_HU, size=hu.shape).astype(np.float32)
     hu = np.clip(np.rint(hu), -1024, 3071).astype(np.float32)

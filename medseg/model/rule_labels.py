@@ -1,0 +1,221 @@
+"""Rule-based body / lungs / bones labels: the training targets of the starter model.
+
+Body, lungs and bones can be labelled on any CT from Hounsfield units alone, so medseg
+can train a useful model offline from unlabelled scans. The rules, in order:
+
+**Body** (the patient without the table)
+  1. ``HU > -500`` (every tissue, not air or lung).
+  2. A 2D opening with a disk of 6 mm radius, done on a coarser in-plane grid (about
+     3 mm) for speed. It cuts the thin shells and pads of the patient table (a few mm)
+     away from the patient, while the torso, arms and legs (centimetres) survive.
+  3. 3D connected components of the opened mask; every component with at least 10 %
+     of the largest one's volume is the patient (arms lying beside the torso are their
+     own components; table pieces that survive the opening are small).
+  4. Back on the full grid: the voxels of step 1 within 6 mm of the kept components,
+     restricted to the connected pieces that touch the kept core. This restores the
+     skin surface the opening rounded off without letting a table that lies within
+     those 6 mm back in (it does not touch the patient at full resolution).
+  5. 2D hole filling in every axial slice, so lungs, airways and bowel gas enclosed
+     by the body count as body.
+
+**Lungs** (air inside the body that is lung, not bowel gas or the trachea)
+  1. ``HU < -400`` inside the filled body; 3D connected components.
+  2. A component is lung when it holds at least 10 ml and its median HU is above
+     -950. Aerated lung is tissue plus air (about -850 HU, -950 only in severe
+     emphysema), while gas in the stomach, bowel and trachea is pure air (about -1000).
+     Small pockets (< 10 ml) are dropped: at the lung bases that loses little, and it
+     keeps small partial-volumed gas bubbles out.
+  3. 2D hole filling per slice, so vessels and airways inside the lung are lung (as in
+     TotalSegmentator's lung lobes).
+
+**Bones** (dense tissue)
+  1. ``HU > 250`` inside the body: cortical bone (700-1200), most trabecular bone near
+     the cortex and partial-volumed thin bone. The threshold sits above contrast-filled
+     vessels (an arterial-phase aorta is about 150-250 HU, ``example_ct_dicom``'s is
+     median 151) so that vessels are not called bone; the price is that trabecular
+     bone below 250 HU is taken only where step 2 or 3 recovers it.
+  2. Growing by one voxel in-plane into ``HU > 150``: the partial-volumed rim of the
+     cortex and trabecular bone touching it.
+  3. 2D hole filling per slice, keeping only filled voxels above 100 HU: the marrow
+     cavity inside a cortical ring is bone, the spinal canal (CSF, cord, about 30 HU)
+     inside a closed vertebral arch is not.
+  4. 3D components smaller than 0.1 ml are dropped (noise, tiny calcifications).
+  Known confusions: calcified plaques, excreted contrast in the kidneys and bladder, and
+  metal are labelled bone; strongly osteoporotic trabecular bone may be missed.
+
+Bones and lungs take precedence over body in the label map.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import ndimage
+
+from medseg.errors import MedsegError
+from medseg.io.volume import Volume
+from medseg.progress import CancelToken, ProgressCallback, report
+
+STARTER_LABELS: dict[int, str] = {0: "background", 1: "body", 2: "lungs", 3: "bones"}
+# Skin and bone as in 3D Slicer's GenericAnatomyColors; lungs blue rather than Slicer's
+# beige, which is hard to tell from the body colour in an overlay.
+STARTER_COLORS: dict[int, tuple[int, int, int]] = {1: (177, 122, 101), 2: (70, 150, 230), 3: (241, 214, 145)}
+
+BODY_MIN_HU = -500.0
+TABLE_OPENING_RADIUS_MM = 6.0
+COARSE_SPACING_MM = 3.0
+BODY_COMPONENT_MIN_FRACTION = 0.10
+LUNG_MAX_HU = -400.0
+LUNG_MIN_VOLUME_ML = 10.0
+GAS_MEDIAN_HU = -950.0
+BONE_MIN_HU = 200.0
+BONE_RIM_MIN_HU = 150.0
+MARROW_MIN_HU = 100.0
+BONE_CLOSING_RADIUS_MM = 3.0
+BONE_MIN_VOLUME_ML = 0.1
+
+_IN_PLANE_4 = np.zeros((3, 3, 3), dtype=bool)  # 4-connectivity within a slice, none across slices
+_IN_PLANE_4[1] = ndimage.generate_binary_structure(2, 1)
+
+
+def _disk(radius_voxels: int) -> np.ndarray:
+    r = np.arange(-radius_voxels, radius_voxels + 1)
+    return (r[:, None] ** 2 + r[None, :] ** 2 <= radius_voxels**2)[None]
+
+
+def _dilate_in_plane(mask: np.ndarray, radius: int) -> np.ndarray:
+    """Dilation by a (2r+1)-square in every slice: two running maxima, cost independent of r."""
+    grown = ndimage.maximum_filter1d(mask.view(np.uint8), 2 * radius + 1, axis=1)
+    return ndimage.maximum_filter1d(grown, 2 * radius + 1, axis=2).view(bool)
+
+
+def _closing_in_plane(mask: np.ndarray, radius: int) -> np.ndarray:
+    """Closing by a (2r+1)-square in every slice (dilation, then erosion as the dual)."""
+    grown = _dilate_in_plane(mask, radius)
+    shrunk = ndimage.minimum_filter1d(grown.view(np.uint8), 2 * radius + 1, axis=1, mode="nearest")
+    return ndimage.minimum_filter1d(shrunk, 2 * radius + 1, axis=2, mode="nearest").view(bool)
+
+
+def fill_holes_per_slice(mask: np.ndarray) -> np.ndarray:
+    """2D hole filling of every axial slice: background not reachable from the slice's edge.
+
+    Labelling the background once with in-plane connectivity is much faster than
+    calling ``binary_fill_holes`` slice by slice.
+    """
+    background, _ = ndimage.label(~mask, structure=_IN_PLANE_4)
+    edge = np.concatenate([background[:, 0, :], background[:, -1, :], background[:, :, 0], background[:, :, -1]], axis=1)
+    outside = np.zeros(int(background.max()) + 1, dtype=bool)
+    outside[np.unique(edge)] = True
+    outside[0] = False  # label 0 is the mask itself
+    return mask | (~outside[background] & (background > 0))
+
+
+def _block_any_half(mask: np.ndarray, fy: int, fx: int) -> np.ndarray:
+    """Downsample in-plane by (fy, fx): a coarse voxel is set when half its fine voxels are."""
+    if fy == fx == 1:
+        return mask
+    nz, ny, nx = mask.shape
+    padded = np.zeros((nz, -(-ny // fy) * fy, -(-nx // fx) * fx), dtype=np.float32)
+    padded[:, :ny, :nx] = mask
+    return padded.reshape(nz, padded.shape[1] // fy, fy, padded.shape[2] // fx, fx).mean(axis=(2, 4)) >= 0.5
+
+
+def _upsample(mask: np.ndarray, fy: int, fx: int, shape: tuple[int, ...]) -> np.ndarray:
+    return np.repeat(np.repeat(mask, fy, axis=1), fx, axis=2)[:, : shape[1], : shape[2]]
+
+
+def body_mask(hu: np.ndarray, spacing_xyz: tuple[float, float, float]) -> np.ndarray:
+    """The patient without the table, with internal air filled (rules: module docstring)."""
+    tissue = hu > BODY_MIN_HU
+    fx = max(1, int(COARSE_SPACING_MM / spacing_xyz[0]))
+    fy = max(1, int(COARSE_SPACING_MM / spacing_xyz[1]))
+    coarse = _block_any_half(tissue, fy, fx)
+    radius = max(1, int(round(TABLE_OPENING_RADIUS_MM / (spacing_xyz[0] * fx))))
+    opened = ndimage.binary_opening(coarse, structure=_disk(radius))
+    components, count = ndimage.label(opened)
+    if count == 0:
+        return np.zeros_like(tissue)
+    sizes = np.bincount(components.ravel())
+    sizes[0] = 0
+    keep = sizes >= BODY_COMPONENT_MIN_FRACTION * sizes.max()
+    core_coarse = keep[components]
+    # one coarse voxel of margin undoes the blockiness of the coarse grid; more would let
+    # a table that lies against the back (and so survives within the margin) back in
+    near_coarse = ndimage.binary_dilation(core_coarse, structure=_disk(1))
+    core = _upsample(core_coarse, fy, fx, tissue.shape) & tissue
+    candidate = _upsample(near_coarse, fy, fx, tissue.shape) & tissue
+    pieces, _ = ndimage.label(candidate)
+    touching = np.unique(pieces[core])
+    body = np.isin(pieces, touching[touching > 0])
+    return fill_holes_per_slice(body)
+
+
+def lung_mask(hu: np.ndarray, body: np.ndarray, voxel_volume_ml: float) -> np.ndarray:
+    """Aerated lung inside the body; bowel gas and the trachea are left out (rules: module docstring)."""
+    air = (hu < LUNG_MAX_HU) & body
+    components, count = ndimage.label(air)
+    if count == 0:
+        return air
+    sizes = np.bincount(components.ravel())
+    # "median above -950 HU" is counted as "less than half of the voxels below -950 HU":
+    # the same rule, but a bincount instead of a sort per component
+    pure_gas = np.bincount(components[hu < GAS_MEDIAN_HU], minlength=sizes.size)
+    is_lung = (sizes * voxel_volume_ml >= LUNG_MIN_VOLUME_ML) & (pure_gas < 0.5 * sizes)
+    is_lung[0] = False
+    lungs = is_lung[components]
+    return fill_holes_per_slice(lungs) & body
+
+
+def bone_mask(hu: np.ndarray, body: np.ndarray, spacing_xyz: tuple[float, float, float]) -> np.ndarray:
+    """Dense bone with its marrow inside the body (rules: module docstring)."""
+    voxel_volume_ml = float(np.prod(spacing_xyz)) / 1000.0
+    dense = (hu > BONE_MIN_HU) & body
+    rim = _dilate_in_plane(dense, 1) & (hu > BONE_RIM_MIN_HU) & body
+    bones = dense | rim
+    # a cortical ring is often not closed at thick slices or low dose: close small gaps first
+    radius = max(1, int(round(BONE_CLOSING_RADIUS_MM / min(spacing_xyz[0], spacing_xyz[1]))))
+    closed = _closing_in_plane(bones, radius)
+    holes = fill_holes_per_slice(closed) & ~bones
+    bones |= holes & (hu > MARROW_MIN_HU)
+    components, count = ndimage.label(bones, structure=np.ones((3, 3, 3), dtype=bool))
+    if count == 0:
+        return bones
+    sizes = np.bincount(components.ravel())
+    keep = sizes * voxel_volume_ml >= BONE_MIN_VOLUME_ML
+    keep[0] = False
+    return keep[components]
+
+
+def rule_label_map(
+    volume: Volume,
+    *,
+    progress: ProgressCallback | None = None,
+    cancel: CancelToken | None = None,
+) -> Volume:
+    """Label a CT (in HU) as 0 background, 1 body, 2 lungs, 3 bones (:data:`STARTER_LABELS`).
+
+    Returns a uint8 label map on the same grid as ``volume``.
+    """
+    hu = np.asarray(volume.array)
+    if hu.size == 0 or not np.issubdtype(hu.dtype, np.number):
+        raise MedsegError("the rule-based labeller needs a CT image, got an empty or non-numeric volume")
+    if float(hu.min()) > BODY_MIN_HU:
+        raise MedsegError(
+            f"this does not look like a CT in Hounsfield units (no air below {BODY_MIN_HU:g} HU; lowest value {float(hu.min()):g})",
+            hint="rule labels need a CT that shows air around or inside the patient",
+        )
+    report(progress, 0.0, "finding the body", "body")
+    body = body_mask(hu, volume.spacing_mm)
+    if cancel is not None:
+        cancel.raise_if_cancelled()
+    report(progress, 0.4, "finding the lungs", "lungs")
+    lungs = lung_mask(hu, body, volume.voxel_volume_ml)
+    if cancel is not None:
+        cancel.raise_if_cancelled()
+    report(progress, 0.7, "finding the bones", "bones")
+    bones = bone_mask(hu, body, volume.spacing_mm)
+    labels = np.zeros(hu.shape, dtype=np.uint8)
+    labels[body] = 1
+    labels[lungs] = 2
+    labels[bones] = 3
+    report(progress, 1.0, "rule labels done", "done")
+    return volume.with_array(labels, modality="SEG", labels=dict(STARTER_LABELS), window_center=None, window_width=None)
