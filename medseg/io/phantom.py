@@ -42,7 +42,7 @@ DEFAULT_SHAPE_ZYX: tuple[int, int, int] = (96, 256, 256)
 DEFAULT_SPACING_XYZ: tuple[float, float, float] = (1.5, 1.5, 2.5)
 NOISE_SD_HU = 12.0
 RESCALE_INTERCEPT = -1024.0
-COMPLETE_MARKER = "medseg-demo-complete.json"  # written last: its presence means the folder is whole
+COMPLETE_MARKER = "complete.json"  # "<folder>.complete.json" beside the folder, written last
 
 # Ground-truth labels drawn with the image. Liver is extra: the fine-tuning example adds it.
 PHANTOM_LABELS: dict[int, str] = {0: "background", 1: "body", 2: "lungs", 3: "bones", 4: "liver"}
@@ -512,22 +512,39 @@ def cache_root() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "medseg"
 
 
+def _marker_of(folder: Path) -> Path:
+    # beside the series, not in it: a loader scanning the folder must find only DICOM files
+    return folder.parent / f"{folder.name}.{COMPLETE_MARKER}"
+
+
 def _is_complete(folder: Path) -> bool:
-    marker = folder / COMPLETE_MARKER
     try:
-        facts = json.loads(marker.read_text(encoding="utf-8"))
+        facts = json.loads(_marker_of(folder).read_text(encoding="utf-8"))
         names = list(facts["files"])
     except (OSError, ValueError, KeyError, TypeError):
         return False
     return facts.get("version") == PHANTOM_VERSION and bool(names) and all((folder / n).is_file() for n in names)
 
 
+def _write_marker(folder: Path, files: list[Path]) -> None:
+    facts = {
+        "version": PHANTOM_VERSION,
+        "note": SYNTHETIC_NOTE,
+        "files": [f.name for f in files],
+        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    }
+    partial = _marker_of(folder).with_suffix(f".partial-{os.getpid()}")
+    partial.write_text(json.dumps(facts, indent=1), encoding="utf-8")
+    os.replace(partial, _marker_of(folder))
+
+
 def demo_study_path(*, progress: ProgressCallback | None = None, cancel: CancelToken | None = None) -> Path:
     """The folder of the built-in demo study, generated on first use and reused afterwards.
 
-    The series is written into a temporary sibling folder, a marker file is written last,
-    and the folder is then renamed into place; a folder without a valid marker (an
-    interrupted older write, deleted files) is regenerated.
+    The series is written into a temporary sibling folder and renamed into place; a
+    marker file beside it, written last, lists the files. A folder whose marker is
+    missing or whose files are not all there (an interrupted write, deleted files) is
+    regenerated.
     """
     folder = cache_root() / PHANTOM_VERSION
     if _is_complete(folder):
@@ -540,20 +557,15 @@ def demo_study_path(*, progress: ProgressCallback | None = None, cancel: CancelT
     shutil.rmtree(staging, ignore_errors=True)
     try:
         files = write_demo_phantom(staging, progress=progress, cancel=cancel)
-        facts = {
-            "version": PHANTOM_VERSION,
-            "note": SYNTHETIC_NOTE,
-            "files": [f.name for f in files],
-            "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        }
-        (staging / COMPLETE_MARKER).write_text(json.dumps(facts, indent=1), encoding="utf-8")
-        if folder.exists() and not _is_complete(folder):
-            shutil.rmtree(folder, ignore_errors=True)
+        _marker_of(folder).unlink(missing_ok=True)
+        shutil.rmtree(folder, ignore_errors=True)
         try:
             staging.rename(folder)
         except OSError:
-            if not _is_complete(folder):  # not another process finishing first: a real failure
+            # another process renamed its identical copy into place first: use that one
+            if not all((folder / f.name).is_file() for f in files):
                 raise
+        _write_marker(folder, [folder / f.name for f in files])
     except OSError as exc:
         raise MedsegError(f"cannot write the demo study ({exc.strerror})", path=folder, hint="set MEDSEG_CACHE_DIR") from exc
     finally:

@@ -11,8 +11,8 @@ import pytest
 import SimpleITK as sitk
 from scipy import ndimage
 
-from medseg.errors import MedsegError
-from medseg.io import phantom
+from medseg.errors import Cancelled, MedsegError
+from medseg.io import load, phantom
 from medseg.io.phantom import (
     COMPLETE_MARKER,
     DEFAULT_SHAPE_ZYX,
@@ -23,6 +23,7 @@ from medseg.io.phantom import (
     make_phantom,
     write_demo_phantom,
 )
+from medseg.progress import CancelToken, Progress
 
 
 @pytest.fixture(scope="module")
@@ -158,9 +159,10 @@ def test_demo_study_is_generated_once_then_reused(tmp_path: Path, monkeypatch: p
     monkeypatch.setenv("MEDSEG_CACHE_DIR", str(tmp_path / "cache"))
     folder = demo_study_path()
     assert folder == tmp_path / "cache" / "demo-phantom-v1"
-    marker = json.loads((folder / COMPLETE_MARKER).read_text())
+    marker = json.loads((tmp_path / "cache" / f"demo-phantom-v1.{COMPLETE_MARKER}").read_text())
     assert len(marker["files"]) == DEFAULT_SHAPE_ZYX[0]
-    assert not list((tmp_path / "cache").glob(".*partial*"))  # the staging folder is gone
+    assert sorted(p.name for p in folder.iterdir()) == sorted(marker["files"])  # nothing but the series
+    assert not list((tmp_path / "cache").glob("*partial*"))  # the staging folder is gone
 
     def must_not_write(*args: object, **kwargs: object) -> list[Path]:
         raise AssertionError("a complete demo study was regenerated")
@@ -178,8 +180,35 @@ def test_demo_study_is_regenerated_when_incomplete(tmp_path: Path, monkeypatch: 
     assert demo_study_path() == folder
     assert _pixel_bytes(sorted(folder.glob("CT.*.dcm"))) == reference
 
-    (folder / COMPLETE_MARKER).unlink()  # an interrupted write never reached the marker
+    marker = tmp_path / f"demo-phantom-v1.{COMPLETE_MARKER}"
+    marker.unlink()  # an interrupted write never reached the marker
     (folder / "CT.0050.dcm").write_bytes(b"half written")
     assert demo_study_path() == folder
     assert _pixel_bytes(sorted(folder.glob("CT.*.dcm"))) == reference
-    assert (folder / COMPLETE_MARKER).is_file()
+    assert marker.is_file()
+
+
+def test_a_cancelled_generation_leaves_nothing_behind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MEDSEG_CACHE_DIR", str(tmp_path))
+    token = CancelToken()
+    seen: list[Progress] = []
+
+    def cancel_midway(update: Progress) -> None:
+        seen.append(update)
+        if update.stage == "write" and update.fraction > 0.5:
+            token.cancel()
+
+    with pytest.raises(Cancelled):
+        demo_study_path(progress=cancel_midway, cancel=token)
+    assert seen and seen[0].fraction == 0.0
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_medseg_loads_the_demo_study_as_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, demo: phantom.Phantom) -> None:
+    monkeypatch.setenv("MEDSEG_CACHE_DIR", str(tmp_path))
+    volume = load(demo_study_path())
+    assert volume.same_grid(demo.image)
+    np.testing.assert_array_equal(volume.array, demo.image.array)
+    assert volume.meta.findings == []  # a clean series: nothing to warn the user about
+    assert volume.meta.modality == "CT"
+    assert "SYNTHETIC" in volume.meta.series_description and "SYNTHETIC" in volume.meta.study_description
