@@ -100,6 +100,10 @@ def setup_logging() -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "medseg.log"
     root = logging.getLogger("medseg")
+    for old in [h for h in root.handlers if isinstance(h, RotatingFileHandler)]:
+        if Path(old.baseFilename) != path:  # the log folder moved (settings, tests)
+            root.removeHandler(old)
+            old.close()
     if not any(isinstance(h, RotatingFileHandler) for h in root.handlers):
         handler = RotatingFileHandler(path, maxBytes=2_000_000, backupCount=3, encoding="utf-8")
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))

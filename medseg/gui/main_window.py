@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import sys
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -59,6 +60,10 @@ class MainWindow(QMainWindow):
 
     def __init__(self) -> None:
         super().__init__()
+        # Decoder threads hold the GIL in turns; a shorter switch interval lets the GUI
+        # thread (which gives up the GIL in every Qt call) get it back sooner.
+        if sys.getswitchinterval() > 0.001:
+            sys.setswitchinterval(0.001)
         self.setWindowTitle("medseg")
         self.setAcceptDrops(True)
         self.document = ViewerDocument()

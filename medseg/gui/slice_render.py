@@ -26,6 +26,7 @@ class SliceRenderer:
         self.label_visible = np.zeros(256, dtype=bool)
         self.opacity = 0.5
         self.blended = np.zeros(256 * 256, dtype=np.uint32)
+        self._blend_stale = True  # rebuilt on first use: window drags without labels stay cheap
         self.set_window(40.0, 400.0)
 
     def set_window(self, center: float, width: float) -> None:
@@ -34,7 +35,7 @@ class SliceRenderer:
         self.grey_of_value = np.rint(grey).astype(np.uint8)
         g = self.grey_of_value.astype(np.uint32)
         self.rgb_of_value = _OPAQUE | (g << 16) | (g << 8) | g
-        self._rebuild_blend()
+        self._blend_stale = True
 
     def set_labels(self, colors: np.ndarray, visible: np.ndarray, opacity: float) -> None:
         """colors: (256, 3) uint8 per label value; visible: (256,) bool; opacity 0..1."""
@@ -42,7 +43,7 @@ class SliceRenderer:
         self.label_visible = np.asarray(visible, dtype=bool).reshape(256).copy()
         self.label_visible[0] = False  # background is never coloured
         self.opacity = float(opacity)
-        self._rebuild_blend()
+        self._blend_stale = True
 
     def _rebuild_blend(self) -> None:
         grey = np.arange(256, dtype=np.float32)[None, :, None]  # (1, grey, 1)
@@ -51,12 +52,15 @@ class SliceRenderer:
         rgb = np.rint(grey * (1.0 - alpha) + color * alpha).astype(np.uint32)  # (label, grey, 3)
         words = _OPAQUE | (rgb[..., 0] << 16) | (rgb[..., 1] << 8) | rgb[..., 2]
         self.blended = np.ascontiguousarray(words.reshape(-1))
+        self._blend_stale = False
 
     def render(self, values: np.ndarray, labels: np.ndarray | None = None, outline: bool = False) -> np.ndarray:
         """RGB32 words, shape of ``values``. ``values`` int16, ``labels`` uint8 (same shape)."""
         codes = values.view(np.uint16) if values.dtype == np.int16 else values.astype(np.int16).view(np.uint16)
         if labels is None:
             return self.rgb_of_value.take(codes)
+        if self._blend_stale:
+            self._rebuild_blend()
         if outline:
             labels = outline_of(labels)
         index = labels.astype(np.uint16)

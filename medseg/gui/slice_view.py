@@ -9,8 +9,8 @@ maximises the view. The image is drawn with its physical aspect (mm, not voxels)
 from __future__ import annotations
 
 import numpy as np
-from PySide6.QtCore import QPointF, QRectF, Qt, Signal
-from PySide6.QtGui import QColor, QFont, QImage, QMouseEvent, QPainter, QPen, QWheelEvent, QKeyEvent
+from PySide6.QtCore import QLineF, QPointF, QRectF, Qt, Signal
+from PySide6.QtGui import QColor, QFont, QImage, QKeyEvent, QMouseEvent, QPainter, QPen, QPixmap, QWheelEvent
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
 from medseg.edit.document import ViewerDocument
@@ -19,6 +19,11 @@ from medseg.gui.view_axes import ViewAxes
 
 # Slicer's view colours, so users recognise which crosshair belongs to which view.
 VIEW_COLORS = {"axial": QColor(240, 80, 80), "coronal": QColor(110, 200, 90), "sagittal": QColor(235, 200, 60)}
+_PENS = {
+    "crosshair": QPen(QColor(255, 255, 0, 150), 1, Qt.PenStyle.DashLine),
+    "text": QPen(QColor(210, 210, 210)),
+    "empty": QPen(QColor(150, 150, 150)),
+}
 
 
 class SliceView(QWidget):
@@ -137,55 +142,67 @@ class SliceView(QWidget):
         return self.image
 
     def paintEvent(self, _event) -> None:  # noqa: N802 - Qt naming
+        # Few Qt calls per frame: each one releases and retakes the GIL, which is slow
+        # while decoder threads are busy, so fonts, pens and the letters are cached.
         painter = QPainter(self)
         painter.fillRect(self.rect(), Qt.GlobalColor.black)
         image = self.render_slice()
-        color = VIEW_COLORS.get(self.name, QColor(200, 200, 200))
         if image is not None:
             rect = self.image_rect()
             painter.setRenderHint(QPainter.RenderHint.SmoothPixmapTransform, True)
             painter.drawImage(rect, image)
             self._draw_crosshair(painter, rect)
-            self._draw_letters(painter)
-            self._draw_corner_text(painter, color)
+            painter.drawPixmap(0, 0, self._letters_pixmap())
+            self._draw_corner_text(painter)
         else:
-            painter.setPen(QColor(150, 150, 150))
+            painter.setPen(_PENS["empty"])
             painter.drawText(self.rect(), Qt.AlignmentFlag.AlignCenter, f"{self.name.capitalize()}\n(no image open)")
-        painter.setPen(QPen(color, 2 if self.hasFocus() else 1))
+        painter.setPen(self._border_pen())
         painter.drawRect(self.rect().adjusted(0, 0, -1, -1))
         painter.end()
 
+    def _border_pen(self) -> QPen:
+        return QPen(VIEW_COLORS.get(self.name, QColor(200, 200, 200)), 2 if self.hasFocus() else 1)
+
     def _draw_crosshair(self, painter: QPainter, rect: QRectF) -> None:
         center = self.index_to_widget(self.document.cursor_xyz)
-        painter.setPen(QPen(QColor(255, 255, 0, 150), 1, Qt.PenStyle.DashLine))
         gap = 8.0  # leave the voxel itself visible
-        painter.drawLine(QPointF(rect.left(), center.y()), QPointF(center.x() - gap, center.y()))
-        painter.drawLine(QPointF(center.x() + gap, center.y()), QPointF(rect.right(), center.y()))
-        painter.drawLine(QPointF(center.x(), rect.top()), QPointF(center.x(), center.y() - gap))
-        painter.drawLine(QPointF(center.x(), center.y() + gap), QPointF(center.x(), rect.bottom()))
+        painter.setPen(_PENS["crosshair"])
+        painter.drawLines([
+            QLineF(rect.left(), center.y(), center.x() - gap, center.y()),
+            QLineF(center.x() + gap, center.y(), rect.right(), center.y()),
+            QLineF(center.x(), rect.top(), center.x(), center.y() - gap),
+            QLineF(center.x(), center.y() + gap, center.x(), rect.bottom()),
+        ])
 
-    def _draw_letters(self, painter: QPainter) -> None:
+    def _letters_pixmap(self) -> QPixmap:
+        """Orientation letters at the edge midpoints, drawn once per size."""
         assert self.axes is not None
-        left, right, top, bottom = self.axes.letters
-        font = QFont(self.font())
-        font.setPointSize(12)
-        font.setBold(True)
-        painter.setFont(font)
-        painter.setPen(QColor(255, 220, 120))
-        w, h, m = self.width(), self.height(), 6
-        painter.drawText(QRectF(m, 0, 30, h), Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft, left)
-        painter.drawText(QRectF(w - 30 - m, 0, 30, h), Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignRight, right)
-        painter.drawText(QRectF(0, m, w, 24), Qt.AlignmentFlag.AlignHCenter | Qt.AlignmentFlag.AlignTop, top)
-        painter.drawText(QRectF(0, h - 24 - m, w, 24), Qt.AlignmentFlag.AlignHCenter | Qt.AlignmentFlag.AlignBottom, bottom)
+        key = (self.width(), self.height(), self.axes.letters)
+        if getattr(self, "_letters_key", None) != key:
+            pixmap = QPixmap(self.size())
+            pixmap.fill(Qt.GlobalColor.transparent)
+            painter = QPainter(pixmap)
+            font = QFont(self.font())
+            font.setPointSize(12)
+            font.setBold(True)
+            painter.setFont(font)
+            painter.setPen(QColor(255, 220, 120))
+            left, right, top, bottom = self.axes.letters
+            w, h, m = self.width(), self.height(), 6
+            painter.drawText(QRectF(m, 0, 30, h), Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft, left)
+            painter.drawText(QRectF(w - 30 - m, 0, 30, h), Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignRight, right)
+            painter.drawText(QRectF(0, m, w, 24), Qt.AlignmentFlag.AlignHCenter | Qt.AlignmentFlag.AlignTop, top)
+            painter.drawText(QRectF(0, h - 24 - m, w, 24), Qt.AlignmentFlag.AlignHCenter | Qt.AlignmentFlag.AlignBottom, bottom)
+            painter.end()
+            self._letters, self._letters_key = pixmap, key
+        return self._letters
 
-    def _draw_corner_text(self, painter: QPainter, color: QColor) -> None:
-        font = QFont(self.font())
-        font.setPointSize(9)
-        painter.setFont(font)
-        painter.setPen(color)
-        painter.drawText(QPointF(8, 16), f"{self.name.capitalize()}  {self.slice_position + 1} / {self.slice_count}")
-        painter.setPen(QColor(210, 210, 210))
+    def _draw_corner_text(self, painter: QPainter) -> None:
         doc = self.document
+        painter.setPen(VIEW_COLORS.get(self.name, QColor(200, 200, 200)))
+        painter.drawText(QPointF(8, 16), f"{self.name.capitalize()}  {self.slice_position + 1} / {self.slice_count}")
+        painter.setPen(_PENS["text"])
         painter.drawText(QPointF(8, self.height() - 8), f"W {doc.window_width:.0f}  L {doc.window_center:.0f}")
 
     # --- mouse and keys -------------------------------------------------------------------

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import queue
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -91,7 +92,8 @@ class StudyLoader(QObject):
     def busy(self) -> bool:
         return self.job is not None
 
-    def _start(self, name: str, function, on_done) -> bool:
+    def _start(self, name: str, function, on_done, delay_ms: int = 0) -> bool:
+        """Start a job; ``delay_ms`` lets the GUI paint first (decoder threads compete for the GIL)."""
         if self.busy:
             return False
         self.job = Job(name, function, self)
@@ -99,7 +101,10 @@ class StudyLoader(QObject):
         self.job.finished_ok.connect(on_done)
         self.job.finished_error.connect(self._on_error)
         self.busy_changed.emit()
-        self.job.start()
+        if delay_ms:
+            QTimer.singleShot(delay_ms, self.job.start)
+        else:
+            self.job.start()
         return True
 
     def cancel(self) -> None:
@@ -145,10 +150,12 @@ class StudyLoader(QObject):
         def work(progress=None, cancel=None):
             return medseg_io.load_series(series, progress=progress, cancel=cancel, on_slice=on_slice)
 
-        if not self._start("load-series", work, self._on_volume_loaded):
+        if self.busy:
             return False
-        self.source = source
+        # Preview first: once the decoder threads run, they compete for the GIL.
         self._show_preview(series)
+        self._start("load-series", work, self._on_volume_loaded, delay_ms=40)
+        self.source = source
         self._drain_timer.start()
         return True
 
@@ -165,13 +172,14 @@ class StudyLoader(QObject):
     @Slot()
     def _drain_slices(self) -> None:
         preview, changed = self._preview, False
-        while True:
+        deadline = time.perf_counter() + 0.010  # keep each tick short; the rest waits 30 ms
+        while time.perf_counter() < deadline:
             try:
                 z_index, hu_slice = self._slices.get_nowait()
             except queue.Empty:
                 break
             if preview is not None and 0 <= z_index < preview.array.shape[0] and hu_slice.shape == preview.array.shape[1:]:
-                preview.array[z_index] = np.clip(hu_slice, -32768, 32767)
+                preview.array[z_index] = hu_slice
                 changed = True
         if changed and self.document.volume is preview:
             self.document.notify_pixels_changed()
@@ -179,7 +187,6 @@ class StudyLoader(QObject):
     @Slot(object)
     def _on_volume_loaded(self, volume: Volume) -> None:
         self._finish_job()
-        self._drain_slices()
         self._preview = None
         keep_view = False
         self.document.set_volume(volume, synthetic=self._synthetic, keep_view=keep_view)

@@ -1,0 +1,159 @@
+"""Window presets and the TotalSegmentator label map over its DICOM series."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import SimpleITK as sitk
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QColor
+
+from medseg.gui.label_table import default_color
+
+LIVER = 5
+
+
+def _pixel(view, xyz) -> QColor:
+    image = view.render_slice()
+    column, row = view.axes.index_to_pixel(xyz, view.document.volume.size_xyz)
+    return image.pixelColor(int(column), int(row))
+
+
+def _expected_blend(grey: int, color, opacity: float) -> tuple[int, int, int]:
+    return tuple(int(round(grey * (1 - opacity) + c * opacity)) for c in color)
+
+
+def _grey(center: float, width: float, hu: float) -> int:
+    return int(round(np.clip((hu - (center - width / 2)) * 255.0 / width, 0, 255)))
+
+
+@pytest.fixture
+def ct_with_liver(driver, window, ct_dir):
+    """The TotalSegmentator DICOM series with its LAS-stored label map opened onto it."""
+    folder = ct_dir / "totalsegmentator"
+    volume = driver.open_series(folder / "example_ct_dicom")
+    result = driver.open_label_map(folder / "example_seg_dicom.nii.gz")
+    return volume, result
+
+
+def test_label_map_lines_up_and_colours_liver(ct_with_liver, window, ct_dir, qtbot):
+    volume, result = ct_with_liver
+    doc = window.document
+    assert result.resampled  # stored LAS: resampled onto the DICOM grid, with a notice
+    assert window.notice_banner.isVisible() and "resampled" in window.notice_banner.label.text()
+    assert LIVER in doc.labels and len(doc.labels) == 31
+    liver = doc.label_map.array == LIVER
+    # Done right the liver reads about 89 HU (data README); flipped it would read about -75.
+    assert 80 < float(volume.array[liver].mean()) < 100
+    # Independent check of the voxel correspondence: physical point of a liver voxel in
+    # the NIfTI (read by SimpleITK) maps to a liver voxel of the display.
+    seg = sitk.ReadImage(str(ct_dir / "totalsegmentator" / "example_seg_dicom.nii.gz"))
+    seg_array = sitk.GetArrayFromImage(seg)
+    z, y, x = (int(v) for v in np.argwhere(seg_array == LIVER)[len(np.argwhere(seg_array == LIVER)) // 2])
+    point = seg.TransformIndexToPhysicalPoint((x, y, z))
+    index = tuple(int(round(v)) for v in volume.physical_to_index(point))
+    assert doc.label_map.array[index[2], index[1], index[0]] == LIVER
+    # Click on it in the axial view: the crosshair goes there and the status names it.
+    axial = window.viewer.views["axial"]
+    window.viewer.set_layout("single", "axial")  # > 1 screen pixel per voxel, so a click is exact
+    qtbot.wait(20)
+    doc.set_cursor((0, 0, index[2]))
+    qtbot.mouseClick(axial, Qt.MouseButton.LeftButton, pos=axial.index_to_widget(index).toPoint())
+    assert doc.cursor_xyz == index
+    assert f"label {LIVER}" in window.status_text()
+    window.overlay_panel.names_box.setCurrentText("TotalSegmentator v2 (total)")
+    assert "liver" in window.status_text()
+    window.viewer.set_layout("1x3")
+    # The pixel at the liver voxel is grey blended with the liver colour at the opacity.
+    hu = float(volume.array[index[2], index[1], index[0]])
+    grey = _grey(doc.window_center, doc.window_width, hu)
+    color = _pixel(axial, index)
+    expected = _expected_blend(grey, default_color(LIVER), doc.overlay_opacity)
+    assert (color.red(), color.green(), color.blue()) == pytest.approx(expected, abs=1)
+    # Same voxel in the coronal and sagittal views.
+    for name in ("coronal", "sagittal"):
+        c = _pixel(window.viewer.views[name], index)
+        assert (c.red(), c.green(), c.blue()) == pytest.approx(expected, abs=1)
+    # Opacity slider: 100 % shows the pure label colour.
+    window.overlay_panel.opacity_slider.setValue(100)
+    c = _pixel(axial, index)
+    assert (c.red(), c.green(), c.blue()) == default_color(LIVER)
+    # Per-label visibility: hiding the liver shows plain grey there.
+    row = list(doc.labels).index(LIVER)
+    window.overlay_panel.table.item(row, 0).setCheckState(Qt.CheckState.Unchecked)
+    assert not doc.labels[LIVER].visible
+    c = _pixel(axial, index)
+    assert (c.red(), c.green(), c.blue()) == (grey, grey, grey)
+
+
+def test_outline_mode_colours_only_the_border(ct_with_liver, window):
+    doc = window.document
+    axial = window.viewer.views["axial"]
+    liver = doc.label_map.array == LIVER
+    z = int(np.argmax(liver.sum(axis=(1, 2))))
+    from scipy import ndimage
+
+    interior = ndimage.binary_erosion(liver[z], iterations=3)
+    y, x = (int(v) for v in np.argwhere(interior)[0])
+    window.overlay_panel.outline_button.setChecked(True)
+    assert doc.overlay_outline
+    c = _pixel(axial, (x, y, z))
+    assert c.red() == c.green() == c.blue()  # inside: grey
+    border = liver[z] & ~ndimage.binary_erosion(liver[z])
+    by, bx = (int(v) for v in np.argwhere(border)[0])
+    c = _pixel(axial, (bx, by, z))
+    assert not (c.red() == c.green() == c.blue())  # border: coloured
+
+
+def test_presets_change_the_pixels(driver, window, ct_dir, qtbot):
+    volume = driver.open_series(ct_dir / "totalsegmentator" / "example_ct_dicom")
+    doc, axial = window.document, window.viewer.views["axial"]
+    xyz = doc.cursor_xyz
+    before = axial.render_slice().copy()
+    hu = float(volume.array[xyz[2], xyz[1], xyz[0]])
+    for name, key in (("Lung", Qt.Key.Key_2), ("Bone", Qt.Key.Key_3), ("Brain", Qt.Key.Key_4)):
+        window.preset_actions[name].trigger()  # what the menu and the key (see shortcut) do
+        assert window.preset_actions[name].shortcut().toString() == chr(key)
+        center, width = doc.presets[name]
+        assert (doc.window_center, doc.window_width) == (center, width)
+        grey = _grey(center, width, hu)
+        c = _pixel(axial, xyz)
+        assert (c.red(), c.green(), c.blue()) == (grey, grey, grey)
+        assert window.window_panel.preset_box.currentData() == name
+    assert axial.render_slice() != before
+    # The panel's spin boxes edit the window too, and the views follow.
+    window.window_panel.width_box.setValue(123)
+    assert doc.window_width == 123
+    # Auto: the DICOM header's window.
+    window.preset_actions["Auto (header)"].trigger()
+    if volume.meta.window_center is not None:
+        assert (doc.window_center, doc.window_width) == (volume.meta.window_center, volume.meta.window_width)
+
+
+def test_user_edited_preset_is_saved(window):
+    from medseg.gui import app_shell
+
+    window.edit_presets()
+    dialog = window.dialog
+    dialog._append("Stroke", 35, 30)
+    dialog.accept()
+    assert window.document.presets["Stroke"] == (35.0, 30.0)
+    assert app_shell.load_presets()["Stroke"] == (35.0, 30.0)
+    assert any(window.window_panel.preset_box.itemData(i) == "Stroke" for i in range(window.window_panel.preset_box.count()))
+
+
+def test_screenshot_with_real_ct_and_overlay(ct_with_liver, window, artifacts_dir, qtbot):
+    doc = window.document
+    window.overlay_panel.names_box.setCurrentText("TotalSegmentator v2 (total)")
+    liver = np.argwhere(doc.label_map.array == LIVER)
+    z, y, x = (int(v) for v in liver[len(liver) // 2])
+    doc.set_cursor((x, y, z))
+    window.preset_actions["Soft tissue"].trigger()
+    qtbot.wait(50)
+    path = artifacts_dir / "gui_ct_overlay_1x3.png"
+    assert window.grab().save(str(path))
+    window.layout_actions["2x2"].trigger()
+    qtbot.wait(50)
+    path2 = artifacts_dir / "gui_ct_overlay_2x2.png"
+    assert window.grab().save(str(path2))
+    assert path.stat().st_size > 50_000 and path2.stat().st_size > 50_000
