@@ -182,7 +182,7 @@ def test_contrast_enhanced_vessels_are_mostly_not_bone(ct_dir: Path, artifacts_d
     _save_montage(image, labels, artifacts_dir / "rule_labels_example_ct_dicom.png", "rule labels on example_ct_dicom (IV contrast)")
     vessels = np.isin(reference, TS_VESSELS)
     assert np.median(image.array[reference == 52]) > 120  # the aorta is contrast-enhanced
-    assert (labels[vessels] == BONES).mean() <= 0.15  # calcified plaque only
+    assert (labels[vessels] == BONES).mean() <= 0.15  # calcified plaque and walls touching bone (11 % measured)
     bones, ts_bones = labels == BONES, np.isin(reference, TS_BONES)
     assert dice(bones, ts_bones) >= 0.65
     organs = reference > 0
