@@ -11,6 +11,7 @@ package that adds it.
 
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
 import warnings
@@ -23,6 +24,10 @@ from medseg.errors import DicomError, UnsupportedTransferSyntax
 from medseg.io.dicom_headers import SliceHeader
 from medseg.io.dicom_sources import open_ref, split_ref
 
+# pydicom logs every decode failure with a traceback; medseg raises a DicomError naming the file
+# instead. Without a handler Python would print those records to stderr (logging.lastResort);
+# an application that configures logging still receives them.
+logging.getLogger("pydicom").addHandler(logging.NullHandler())
 # pydicom warns about non-conformant values (e.g. hashed UIDs) that are harmless here.
 warnings.filterwarnings("ignore", message="Invalid value for VR", module="pydicom")
 

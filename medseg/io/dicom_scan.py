@@ -122,10 +122,19 @@ class ScanResult:
         raise DicomError(f"no series {key_or_uid!r} was found (series found: {known})")
 
 
+# Header text medseg keeps per file. Read eagerly inside the scan's error handling: pydicom
+# converts values lazily, and a corrupt value must not raise later, outside it.
+_TEXT_KEYWORDS = ("SeriesInstanceUID", "StudyInstanceUID", "FrameOfReferenceUID", "SOPClassUID", "SOPInstanceUID",
+                  "Modality", "SeriesDescription", "SeriesNumber", "PatientName", "PatientID", "StudyDescription",
+                  "StudyDate", "Manufacturer")
+
+
 @dataclass
 class _FileHeader:
     ref: str
-    ds: Any
+    facts: dict[str, str]
+    category: str
+    gantry_tilt: float | None
     slices: list[SliceHeader]
 
 
@@ -159,7 +168,9 @@ def _read_one(ref: str) -> _FileHeader | SkippedFile:
             reason = _non_image_reason(ds)
             if reason:
                 return SkippedFile(ref, reason)
-            return _FileHeader(ref, ds, slice_headers(ds, ref, offset))
+            slices = slice_headers(ds, ref, offset)
+            facts = {keyword: _text(ds, keyword) for keyword in _TEXT_KEYWORDS}
+            return _FileHeader(ref, facts, _category(ds, slices[0]), _gantry_tilt(ds), slices)
     except DicomError as error:
         return SkippedFile(ref, error.message)
     except Exception as error:  # pydicom raises many exception types on malformed files
@@ -186,24 +197,31 @@ def _category(ds: Any, first: SliceHeader) -> str:
     return "image"
 
 
+def _gantry_tilt(ds: Any) -> float | None:
+    try:
+        value = ds.get("GantryDetectorTilt")
+        return float(value) if value not in (None, "") else None
+    except (TypeError, ValueError):
+        return None
+
+
 def _text(ds: Any, keyword: str) -> str:
     value = ds.get(keyword, "")
     return "" if value is None else str(value).strip()
 
 
 def _group_key(header: _FileHeader) -> tuple:
-    ds, first = header.ds, header.slices[0]
+    facts, first = header.facts, header.slices[0]
     orientation = tuple(np.round(first.orientation, 3)) if first.orientation is not None else None
     spacing = tuple(round(v, 4) for v in first.pixel_spacing) if first.pixel_spacing else None
-    category = _category(ds, first)
     multi_frame = header.ref if first.frame is not None else ""  # each multi-frame object is one stack
-    return (_text(ds, "SeriesInstanceUID"), _text(ds, "FrameOfReferenceUID"), orientation, spacing,
-            first.rows, first.columns, _text(ds, "SeriesNumber"), _text(ds, "SeriesDescription"),
-            category, multi_frame)
+    return (facts["SeriesInstanceUID"], facts["FrameOfReferenceUID"], orientation, spacing,
+            first.rows, first.columns, facts["SeriesNumber"], facts["SeriesDescription"],
+            header.category, multi_frame)
 
 
 def _build_series(key: str, members: list[_FileHeader], category: str) -> SeriesInfo:
-    ds = members[0].ds
+    facts = members[0].facts
     findings: list[GeometryFinding] = []
     # The same SOP instance twice (a copied file) is one image, not a duplicate position.
     seen: set[str] = set()
@@ -220,20 +238,14 @@ def _build_series(key: str, members: list[_FileHeader], category: str) -> Series
             slices.append(s)
     if duplicates:
         findings.append(GeometryFinding("duplicate_files", f"{duplicates} duplicate copies of the same image were ignored."))
-    series_uid = _text(ds, "SeriesInstanceUID")
+    series_uid = facts["SeriesInstanceUID"]
     if not series_uid:
         findings.append(GeometryFinding(
             "blank_uids",
             "The Series Instance UID is empty (anonymised data); images were grouped by frame of reference, "
             "orientation, pixel spacing, size and series number/description.",
-            {"study_uid_blank": not _text(ds, "StudyInstanceUID"), "sop_instance_uid_blank": not _text(ds, "SOPInstanceUID")}))
-    tilt_tag = None
-    try:
-        tilt_value = ds.get("GantryDetectorTilt")
-        tilt_tag = float(tilt_value) if tilt_value not in (None, "") else None
-    except (TypeError, ValueError):
-        tilt_tag = None
-    geometry = analyze_stack(slices, tilt_tag)
+            {"study_uid_blank": not facts["StudyInstanceUID"], "sop_instance_uid_blank": not facts["SOPInstanceUID"]}))
+    geometry = analyze_stack(slices, members[0].gantry_tilt)
     findings.extend(geometry.findings)
     if category == "localizer":
         kind, loadable = "localizer", False
@@ -254,14 +266,14 @@ def _build_series(key: str, members: list[_FileHeader], category: str) -> Series
     return SeriesInfo(
         key=key,
         series_uid=series_uid,
-        study_uid=_text(ds, "StudyInstanceUID"),
-        modality=_text(ds, "Modality"),
-        series_description=_text(ds, "SeriesDescription"),
-        series_number=_text(ds, "SeriesNumber"),
-        patient_name=_text(ds, "PatientName"),
-        patient_id=_text(ds, "PatientID"),
-        study_description=_text(ds, "StudyDescription"),
-        study_date=_text(ds, "StudyDate"),
+        study_uid=facts["StudyInstanceUID"],
+        modality=facts["Modality"],
+        series_description=facts["SeriesDescription"],
+        series_number=facts["SeriesNumber"],
+        patient_name=facts["PatientName"],
+        patient_id=facts["PatientID"],
+        study_description=facts["StudyDescription"],
+        study_date=facts["StudyDate"],
         files=files,
         n_files=len(files),
         size_xyz=(first.columns, first.rows, len(ordered)),
@@ -272,9 +284,9 @@ def _build_series(key: str, members: list[_FileHeader], category: str) -> Series
         findings=findings,
         kind=kind,
         loadable=loadable,
-        frame_of_reference_uid=_text(ds, "FrameOfReferenceUID"),
-        sop_class_uid=_text(ds, "SOPClassUID"),
-        manufacturer=_text(ds, "Manufacturer"),
+        frame_of_reference_uid=facts["FrameOfReferenceUID"],
+        sop_class_uid=facts["SOPClassUID"],
+        manufacturer=facts["Manufacturer"],
         slices=ordered,
         geometry=geometry,
     )
