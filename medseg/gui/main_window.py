@@ -126,6 +126,9 @@ class MainWindow(QMainWindow):
         for widget in (self.progress_text, self.progress_bar, self.cancel_button):
             bar.addPermanentWidget(widget)
             widget.hide()
+        # A fixed height: showing the progress widgets must not resize (and so re-render)
+        # the views at the moment a load starts.
+        bar.setFixedHeight(max(w.sizeHint().height() for w in (self.progress_bar, self.cancel_button)) + 6)
 
     def _action(self, text: str, slot, shortcut: str | QKeySequence | None = None, tip: str = "") -> QAction:
         action = QAction(text, self)
@@ -335,11 +338,12 @@ class MainWindow(QMainWindow):
     @Slot()
     def _on_busy(self) -> None:
         busy = self.loader.busy or self.demo_job is not None
+        if busy and not self.progress_bar.isVisible():
+            self.progress_bar.setValue(0)  # while hidden: a visible QProgressBar repaints synchronously
+            self.progress_text.setText("")
         for widget in (self.progress_text, self.progress_bar, self.cancel_button):
             widget.setVisible(busy)
         self.cancel_button.setEnabled(self.loader.busy)
-        if busy:
-            self.progress_bar.setValue(0)
 
     @Slot(float, str)
     def _on_progress(self, fraction: float, text: str) -> None:

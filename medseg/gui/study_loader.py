@@ -85,7 +85,7 @@ class StudyLoader(QObject):
         self._snapshot: _Snapshot | None = None
         self._synthetic = False
         self._drain_timer = QTimer(self)
-        self._drain_timer.setInterval(30)
+        self._drain_timer.setInterval(100)  # 10 previews a second: each repaint costs GIL hand-offs
         self._drain_timer.timeout.connect(self._drain_slices)
 
     @property
@@ -172,7 +172,7 @@ class StudyLoader(QObject):
     @Slot()
     def _drain_slices(self) -> None:
         preview, changed = self._preview, False
-        deadline = time.perf_counter() + 0.010  # keep each tick short; the rest waits 30 ms
+        deadline = time.perf_counter() + 0.010  # keep each tick short; the rest waits for the next tick
         while time.perf_counter() < deadline:
             try:
                 z_index, hu_slice = self._slices.get_nowait()

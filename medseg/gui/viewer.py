@@ -118,8 +118,11 @@ class ViewerPanel(QWidget):
         if volume is not None and volume.array.dtype != np.int16:
             self._on_volume_changed()
             return
-        for view in self.views.values():
-            view.invalidate()
+        # One view per preview update, in turn: the three repaints then fall in separate
+        # event-loop passes instead of one long one while decoder threads hold the GIL.
+        names = [n for n in VIEW_NAMES if self.views[n].isVisible()] or list(VIEW_NAMES)
+        self._preview_turn = (getattr(self, "_preview_turn", -1) + 1) % len(names)
+        self.views[names[self._preview_turn]].invalidate()
 
     def _label_array(self) -> np.ndarray | None:
         label_map = self.document.label_map
