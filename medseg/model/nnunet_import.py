@@ -5,8 +5,9 @@ The folder is what nnU-Net's training leaves in ``nnUNet_results/DatasetXXX_Name
 pre-2024 format) and ``fold_*/checkpoint_final.pth`` (or ``checkpoint_best.pth``).
 
 Checkpoints are read with the safe loader (weights_only, minimal allow-list); only
-architectures medseg builds are accepted (PlainConvUNet with nnU-Net's InstanceNorm +
-LeakyReLU blocks, from trainers that build the network from the plans). Everything else
+architectures medseg builds are accepted (PlainConvUNet and ResidualEncoderUNet with
+BasicBlockD, nnU-Net's InstanceNorm + LeakyReLU, from trainers that build the network
+from the plans). Everything else
 gets a ModelError that says what is unsupported.
 """
 
@@ -26,8 +27,9 @@ from medseg.model.safe_checkpoint import load_checkpoint
 from medseg.model.unet import canonical_state_dict
 
 CHECKPOINT_NAMES = ("checkpoint_final.pth", "checkpoint_best.pth")
-SUPPORTED_NETWORK = "PlainConvUNet"
-KNOWN_UNSUPPORTED_NETWORKS = ("ResidualEncoderUNet", "ResidualUNet", "Primus", "MedNeXt", "UMamba", "SwinUNETR")
+SUPPORTED_NETWORKS = ("PlainConvUNet", "ResidualEncoderUNet")
+KNOWN_UNSUPPORTED_NETWORKS = ("ResidualUNet", "Primus", "MedNeXt", "UMamba", "SwinUNETR", "nnFormer", "UNETR")
+_ENCODER_COUNT_KEY = {"PlainConvUNet": "n_conv_per_stage", "ResidualEncoderUNet": "n_blocks_per_stage"}
 SUPPORTED_RESAMPLING = "resample_data_or_seg_to_shape"
 SUPPORTED_PREPROCESSOR = "DefaultPreprocessor"
 
@@ -243,8 +245,7 @@ def _legacy_to_current(config: dict[str, Any], path: Path) -> dict[str, Any]:
                 "conv_op": f"torch.nn.modules.conv.Conv{dim}d",
                 "kernel_sizes": config["conv_kernel_sizes"],
                 "strides": config["pool_op_kernel_sizes"],
-                ("n_conv_per_stage" if class_name == SUPPORTED_NETWORK else "n_blocks_per_stage"):
-                    config["n_conv_per_stage_encoder"],
+                _ENCODER_COUNT_KEY.get(class_name, "n_conv_per_stage"): config["n_conv_per_stage_encoder"],
                 "n_conv_per_stage_decoder": config["n_conv_per_stage_decoder"],
                 "conv_bias": True,
                 "norm_op": f"torch.nn.modules.instancenorm.InstanceNorm{dim}d",
@@ -262,14 +263,14 @@ def _legacy_to_current(config: dict[str, Any], path: Path) -> dict[str, Any]:
     return converted
 
 
-def _check_architecture(arch: dict[str, Any], dim: int, path: Path) -> dict[str, Any]:
+def _check_architecture(arch: dict[str, Any], dim: int, path: Path) -> tuple[str, dict[str, Any]]:
     class_name = str(arch.get("network_class_name", ""))
     short = class_name.rsplit(".", 1)[-1]
-    if short != SUPPORTED_NETWORK:
+    if short not in SUPPORTED_NETWORKS:
         known = short in KNOWN_UNSUPPORTED_NETWORKS
         raise ModelError(
             f"network {short or class_name!r} is {'not supported yet' if known else 'unknown'}; "
-            f"medseg runs nnU-Net's {SUPPORTED_NETWORK}",
+            f"medseg runs nnU-Net's {' and '.join(SUPPORTED_NETWORKS)}",
             path=path,
         )
     kwargs = arch.get("arch_kwargs")
@@ -294,13 +295,22 @@ def _check_architecture(arch: dict[str, Any], dim: int, path: Path) -> dict[str,
         problems.append("convolutions without bias")
     if kwargs.get("nonlin_first", False):
         problems.append("nonlin_first")
-    for key in ("n_stages", "features_per_stage", "kernel_sizes", "strides", "n_conv_per_stage",
+    for key in ("n_stages", "features_per_stage", "kernel_sizes", "strides", _ENCODER_COUNT_KEY[short],
                 "n_conv_per_stage_decoder"):
         if key not in kwargs:
             problems.append(f"missing {key}")
+    if short == "ResidualEncoderUNet":
+        if not str(kwargs.get("block", "BasicBlockD")).endswith("BasicBlockD"):
+            problems.append(f"block {kwargs.get('block')!r} (BasicBlockD expected)")
+        if kwargs.get("bottleneck_channels") is not None:
+            problems.append("bottleneck_channels")
+        features = kwargs.get("features_per_stage")
+        stem = kwargs.get("stem_channels")
+        if stem is not None and isinstance(features, (list, tuple)) and stem != features[0]:
+            problems.append(f"stem_channels {stem} != features_per_stage[0]")
     if problems:
-        raise ModelError("unsupported PlainConvUNet settings: " + ", ".join(problems), path=path)
-    return kwargs
+        raise ModelError(f"unsupported {short} settings: " + ", ".join(problems), path=path)
+    return short, kwargs
 
 
 def _per_stage(value: Any, n: int) -> list:
@@ -311,7 +321,7 @@ def _plan_from_nnunet(plans: dict[str, Any], name: str, config: dict[str, Any], 
                       path: Path) -> Plan:
     patch = [int(p) for p in config["patch_size"]]
     dim = len(patch)
-    kwargs = _check_architecture(config["architecture"], dim, path)
+    architecture, kwargs = _check_architecture(config["architecture"], dim, path)
     n = int(kwargs["n_stages"])
     if config.get("preprocessor_name", SUPPORTED_PREPROCESSOR) != SUPPORTED_PREPROCESSOR:
         raise ModelError(f"preprocessor {config['preprocessor_name']!r} is not supported", path=path)
@@ -340,7 +350,7 @@ def _plan_from_nnunet(plans: dict[str, Any], name: str, config: dict[str, Any], 
         strides=[_per_stage(s, dim) for s in _per_stage(kwargs["strides"], n)],
         kernel_sizes=[_per_stage(k, dim) for k in _per_stage(kwargs["kernel_sizes"], n)],
         features_per_stage=_per_stage(kwargs["features_per_stage"], n),
-        n_conv_per_stage_encoder=_per_stage(kwargs["n_conv_per_stage"], n),
+        n_conv_per_stage_encoder=_per_stage(kwargs[_ENCODER_COUNT_KEY[architecture]], n),
         n_conv_per_stage_decoder=_per_stage(kwargs["n_conv_per_stage_decoder"], n - 1),
         batch_size=int(config.get("batch_size", 2)),
         normalization=_normalization(plans, config, path),
@@ -353,6 +363,7 @@ def _plan_from_nnunet(plans: dict[str, Any], name: str, config: dict[str, Any], 
         mirror_axes=mirror,
         median_shape=tuple(int(round(m)) for m in config["median_image_size_in_voxels"])
         if config.get("median_image_size_in_voxels") is not None else None,
+        architecture=architecture,
     )
 
 

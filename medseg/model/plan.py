@@ -60,6 +60,7 @@ NORMALIZATION_SCHEMES = (
     "RescaleTo01Normalization",
     "RGBTo01Normalization",
 )
+ARCHITECTURES = ("PlainConvUNet", "ResidualEncoderUNet")
 CT_NORMALIZATION_KEYS = ("mean", "std", "percentile_00_5", "percentile_99_5")
 
 
@@ -88,6 +89,9 @@ class Plan:
     # None (the default) means all axes.
     mirror_axes: tuple[int, ...] | None = None
     median_shape: tuple[int, ...] | None = None
+    # "PlainConvUNet" (n_conv_per_stage_encoder = convs per stage) or "ResidualEncoderUNet"
+    # (nnU-Net's ResEnc presets: n_conv_per_stage_encoder = residual blocks per stage).
+    architecture: str = "PlainConvUNet"
 
     def __post_init__(self) -> None:
         self.target_spacing_zyx = tuple(float(s) for s in self.target_spacing_zyx)  # type: ignore[assignment]
@@ -134,6 +138,8 @@ class Plan:
             problems.append("kernel sizes must be odd (same padding)")
         if len(self.patch_size) != self.dim:
             problems.append(f"patch_size {self.patch_size} does not have {self.dim} axes")
+        if self.architecture not in ARCHITECTURES:
+            problems.append(f"architecture {self.architecture!r} is not one of {', '.join(ARCHITECTURES)}")
         scheme = self.normalization.get("scheme")
         if scheme not in NORMALIZATION_SCHEMES:
             problems.append(f"unknown normalization scheme {scheme!r}")
@@ -197,11 +203,12 @@ class Plan:
         axes = "zyx" if self.dim == 3 else "yx"
         spacing = " x ".join(f"{s:.3g}" for s in self.target_spacing_zyx)
         lines = [
-            f"Plan {self.name!r} ({self.dim}D U-Net, {self.num_stages} stages)",
+            f"Plan {self.name!r} ({self.dim}D U-Net, {self.num_stages} stages"
+            + ("" if self.architecture == "PlainConvUNet" else ", residual encoder") + ")",
             f"  target spacing (z, y, x): {spacing} mm",
             f"  patch ({', '.join(axes)}): {' x '.join(str(p) for p in self.patch_size)}   batch size {self.batch_size}",
             f"  normalization: {self._normalization_text()}",
-            "  stage  features  stride   kernel  convs",
+            f"  stage  features  stride   kernel  {'convs' if self.architecture == 'PlainConvUNet' else 'res. blocks'}",
         ]
         for s in range(self.num_stages):
             lines.append(

@@ -6,8 +6,9 @@ transposed conv whose kernel equals the stride, concatenates the skip (upsampled
 skip second) and applies its own conv stack; 1x1 heads give the logits, one per decoder
 stage so deep supervision can be switched on for training.
 
-The module tree mirrors nnU-Net v2's PlainConvUNet (dynamic_network_architectures), so
-its parameter names are nnU-Net's names minus two kinds of alias that nnU-Net's tree
+The module tree mirrors nnU-Net v2's PlainConvUNet and ResidualEncoderUNet (BasicBlockD
+blocks; dynamic_network_architectures), so its parameter names are nnU-Net's names
+minus two kinds of alias that nnU-Net's tree
 registers twice: ``...all_modules.{0,1}`` (the same conv and norm again) and
 ``decoder.encoder.*`` (the whole encoder again). :func:`canonical_state_dict` drops
 those aliases after checking that they really hold the same values, and ``UNet`` does
@@ -35,15 +36,20 @@ def _conv_class(dim: int) -> type[nn.Module]:
 
 
 class ConvNormAct(nn.Module):
-    """conv -> InstanceNorm(affine) -> LeakyReLU, with "same" padding for odd kernels."""
+    """conv -> InstanceNorm(affine) -> LeakyReLU, with "same" padding for odd kernels.
 
-    def __init__(self, dim: int, in_channels: int, out_channels: int, kernel: list[int], stride: list[int]):
+    ``activation=False`` leaves out the LeakyReLU (second conv and projection of a
+    residual block); ``bias=False`` is the residual projection's bias-free conv.
+    """
+
+    def __init__(self, dim: int, in_channels: int, out_channels: int, kernel: list[int], stride: list[int],
+                 activation: bool = True, bias: bool = True):
         super().__init__()
         conv = _conv_class(dim)
         norm = nn.InstanceNorm3d if dim == 3 else nn.InstanceNorm2d
-        self.conv = conv(in_channels, out_channels, kernel, stride, padding=[(k - 1) // 2 for k in kernel], bias=True)
+        self.conv = conv(in_channels, out_channels, kernel, stride, padding=[(k - 1) // 2 for k in kernel], bias=bias)
         self.norm = norm(out_channels, eps=INSTANCE_NORM_EPS, affine=True)
-        self.nonlin = nn.LeakyReLU(LEAKY_RELU_SLOPE, inplace=True)
+        self.nonlin = nn.LeakyReLU(LEAKY_RELU_SLOPE, inplace=True) if activation else nn.Identity()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.nonlin(self.norm(self.conv(x)))
@@ -78,6 +84,69 @@ class Encoder(nn.Module):
         self.stages = nn.ModuleList(stages)
 
     def forward(self, x: torch.Tensor) -> list[torch.Tensor]:
+        skips = []
+        for stage in self.stages:
+            x = stage(x)
+            skips.append(x)
+        return skips
+
+
+class ResidualBlock(nn.Module):
+    """ResNet-D basic block as nnU-Net's ResEnc: conv-norm-act, conv-norm, + skip, act.
+
+    The skip average-pools when the block strides and projects with a bias-free 1x1 conv
+    + norm when the channel count changes.
+    """
+
+    def __init__(self, dim: int, in_channels: int, out_channels: int, kernel: list[int], stride: list[int]):
+        super().__init__()
+        self.conv1 = ConvNormAct(dim, in_channels, out_channels, kernel, stride)
+        self.conv2 = ConvNormAct(dim, out_channels, out_channels, kernel, [1] * dim, activation=False)
+        strided = any(s != 1 for s in stride)
+        skip_ops: list[nn.Module] = []
+        if strided:
+            pool = nn.AvgPool3d if dim == 3 else nn.AvgPool2d
+            skip_ops.append(pool(stride, stride))
+        if in_channels != out_channels:
+            skip_ops.append(ConvNormAct(dim, in_channels, out_channels, [1] * dim, [1] * dim,
+                                        activation=False, bias=False))
+        self.skip = nn.Sequential(*skip_ops) if skip_ops else nn.Identity()
+        self.nonlin2 = nn.LeakyReLU(LEAKY_RELU_SLOPE, inplace=True)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        residual = self.skip(x)
+        return self.nonlin2(self.conv2(self.conv1(x)) + residual)
+
+
+class ResidualStage(nn.Module):
+    def __init__(self, dim: int, n_blocks: int, in_channels: int, out_channels: int, kernel: list[int],
+                 stride: list[int]):
+        super().__init__()
+        blocks = [ResidualBlock(dim, in_channels, out_channels, kernel, stride)]
+        blocks += [ResidualBlock(dim, out_channels, out_channels, kernel, [1] * dim) for _ in range(n_blocks - 1)]
+        self.blocks = nn.Sequential(*blocks)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.blocks(x)
+
+
+class ResidualEncoder(nn.Module):
+    """nnU-Net's ResidualEncoder: a one-conv stem, then residual stages (first block strides)."""
+
+    def __init__(self, plan: Plan):
+        super().__init__()
+        features = plan.features_per_stage
+        self.stem = ConvStack(plan.dim, 1, plan.num_input_channels, features[0], plan.kernel_sizes[0], [1] * plan.dim)
+        stages = []
+        in_channels = features[0]
+        for s in range(plan.num_stages):
+            stages.append(ResidualStage(plan.dim, plan.n_conv_per_stage_encoder[s], in_channels, features[s],
+                                        plan.kernel_sizes[s], plan.strides[s]))
+            in_channels = features[s]
+        self.stages = nn.ModuleList(stages)
+
+    def forward(self, x: torch.Tensor) -> list[torch.Tensor]:
+        x = self.stem(x)
         skips = []
         for stage in self.stages:
             x = stage(x)
@@ -121,7 +190,11 @@ class Decoder(nn.Module):
 
 
 class UNet(nn.Module):
-    """Plain-conv U-Net for a Plan; input (B, C, *patch), output logits (B, num_classes, *patch)."""
+    """U-Net for a Plan; input (B, C, *patch), output logits (B, num_classes, *patch).
+
+    The encoder is plain (nnU-Net's PlainConvUNet) or residual (its ResidualEncoderUNet)
+    as ``plan.architecture`` says; the decoder is the same for both.
+    """
 
     def __init__(self, plan: Plan, num_classes: int, deep_supervision: bool = False):
         super().__init__()
@@ -131,7 +204,7 @@ class UNet(nn.Module):
             raise ModelError(f"plan {plan.name!r} has {plan.num_stages} stage(s); a U-Net needs at least 2")
         self.plan = plan
         self.num_classes = num_classes
-        self.encoder = Encoder(plan)
+        self.encoder = ResidualEncoder(plan) if plan.architecture == "ResidualEncoderUNet" else Encoder(plan)
         self.decoder = Decoder(plan, num_classes, deep_supervision)
         self.register_load_state_dict_pre_hook(_drop_nnunet_aliases)
 

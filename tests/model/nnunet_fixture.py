@@ -50,8 +50,13 @@ def fixture_plans(
     configuration: str = "3d_fullres",
     intensity: dict | None = None,
     plans_format: str = "current",
+    network: str = "PlainConvUNet",
 ) -> dict:
-    """nnU-Net plans.json content for one small configuration (3D, or 2D with a 2-value patch)."""
+    """nnU-Net plans.json content for one small configuration (3D, or 2D with a 2-value patch).
+
+    ``network="ResidualEncoderUNet"`` gives a ResEnc configuration (blocks 1, 3, 4, 6, ...
+    per stage and one decoder conv, as nnU-Net's ResEnc presets).
+    """
     dim = len(patch_size)
     spacing = list(map(float, spacing_zyx))[3 - dim:]
     _, strides, kernels, padded, _ = get_pool_and_conv_props(spacing, list(patch_size), 4, 999999)
@@ -83,17 +88,22 @@ def fixture_plans(
         "resampling_fn_probabilities_kwargs": {"is_seg": False, "order": 1, "order_z": 0, "force_separate_z": None},
         "batch_dice": False,
     }
+    residual = network == "ResidualEncoderUNet"
+    if not residual and network != "PlainConvUNet":
+        raise ValueError(f"network must be PlainConvUNet or ResidualEncoderUNet, not {network!r}")
+    encoder_counts = [(1, 3, 4, 6, 6, 6, 6)[i] for i in range(n_stages)] if residual else [2] * n_stages
+    decoder_counts = [1 if residual else 2] * (n_stages - 1)
     if plans_format == "current":
         config["architecture"] = {
-            "network_class_name": "dynamic_network_architectures.architectures.unet.PlainConvUNet",
+            "network_class_name": f"dynamic_network_architectures.architectures.unet.{network}",
             "arch_kwargs": {
                 "n_stages": n_stages,
                 "features_per_stage": features,
                 "conv_op": f"torch.nn.modules.conv.{conv}",
                 "kernel_sizes": kernels,
                 "strides": strides,
-                "n_conv_per_stage": [2] * n_stages,
-                "n_conv_per_stage_decoder": [2] * (n_stages - 1),
+                ("n_blocks_per_stage" if residual else "n_conv_per_stage"): encoder_counts,
+                "n_conv_per_stage_decoder": decoder_counts,
                 "conv_bias": True,
                 "norm_op": f"torch.nn.modules.instancenorm.{norm}",
                 "norm_op_kwargs": {"eps": 1e-05, "affine": True},
@@ -106,10 +116,10 @@ def fixture_plans(
         }
     elif plans_format == "legacy":  # nnU-Net v2 before Feb 2024
         config.update({
-            "UNet_class_name": "PlainConvUNet",
+            "UNet_class_name": network,
             "UNet_base_num_features": base_features,
-            "n_conv_per_stage_encoder": [2] * n_stages,
-            "n_conv_per_stage_decoder": [2] * (n_stages - 1),
+            "n_conv_per_stage_encoder": encoder_counts,
+            "n_conv_per_stage_decoder": decoder_counts,
             "num_pool_per_axis": [int(sum(1 for s in strides if s[a] == 2)) for a in range(dim)],
             "pool_op_kernel_sizes": strides,
             "conv_kernel_sizes": kernels,
@@ -156,17 +166,24 @@ def make_nnunet_result_folder(
     seed: int = 0,
     trainer_name: str = "nnUNetTrainer",
     checkpoint_name: str = "checkpoint_final.pth",
+    network: str = "PlainConvUNet",
 ) -> Path:
     """Write an nnU-Net v2 result folder and return it (the folder nnUNetPredictor takes)."""
-    plans = fixture_plans(spacing_zyx, patch_size, n_stages, base_features, configuration, intensity, plans_format)
+    plans = fixture_plans(spacing_zyx, patch_size, n_stages, base_features, configuration, intensity, plans_format,
+                          network)
     dataset_json = fixture_dataset_json(labels)
     folder = Path(root) / DATASET_NAME / f"{trainer_name}__{PLANS_NAME}__{configuration}"
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "plans.json").write_text(json.dumps(plans, indent=2))
     (folder / "dataset.json").write_text(json.dumps(dataset_json, indent=2))
     dim = len(patch_size)
+    # The network comes from the current-format plans: a legacy file describes the same
+    # network, but nnU-Net 2.8.1 cannot locate a legacy ResidualEncoderUNet class path
+    # without importing every architecture module (one needs torchvision).
+    network_plans = plans if plans_format == "current" else fixture_plans(
+        spacing_zyx, patch_size, n_stages, base_features, configuration, intensity, "current", network)
     for fold in folds:
-        network = build_nnunet_network(plans, configuration, len(labels), seed=seed * 1000 + fold)
+        network = build_nnunet_network(network_plans, configuration, len(labels), seed=seed * 1000 + fold)
         fold_dir = folder / f"fold_{fold}"
         fold_dir.mkdir(exist_ok=True)
         torch.save(
@@ -178,7 +195,7 @@ def make_nnunet_result_folder(
 
 def build_nnunet_network(plans: dict, configuration: str, num_classes: int, seed: int = 0,
                          deep_supervision: bool = True) -> torch.nn.Module:
-    """nnU-Net's PlainConvUNet for a plans dict, as the trainer builds it (He init, seeded)."""
+    """nnU-Net's network for a plans dict, as the trainer builds it (He init, seeded)."""
     manager = PlansManager(copy.deepcopy(plans)).get_configuration(configuration)
     torch.manual_seed(seed)
     network = get_network_from_plans(
@@ -186,12 +203,16 @@ def build_nnunet_network(plans: dict, configuration: str, num_classes: int, seed
         manager.network_arch_init_kwargs_req_import, 1, num_classes, allow_init=True,
         deep_supervision=deep_supervision,
     )
-    # He init leaves the norms at weight 1 / bias 0; perturb them so a mix-up would show.
+    # He init leaves the norms at weight 1 / bias 0 (ResEnc: 0 for the last norm of a block);
+    # perturb them so that a mix-up of parameters would show in the outputs.
     with torch.no_grad():
         generator = torch.Generator().manual_seed(seed + 17)
         for name, parameter in network.named_parameters():
-            if ".norm." in name:
-                parameter.add_(torch.randn(parameter.shape, generator=generator) * 0.1)
+            if ".norm." not in name:
+                continue
+            if name.endswith("weight") and not parameter.any():
+                parameter.fill_(1.0)
+            parameter.add_(torch.randn(parameter.shape, generator=generator) * 0.1)
     return network
 
 

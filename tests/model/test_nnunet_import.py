@@ -142,7 +142,7 @@ def _edit_plans(folder: Path, tmp_path: Path, edit) -> Path:
 
 @pytest.mark.parametrize(
     ("class_name", "message"),
-    [("dynamic_network_architectures.architectures.unet.ResidualEncoderUNet", "not supported yet"),
+    [("dynamic_network_architectures.architectures.primus.Primus", "not supported yet"),
      ("my_lab.networks.FancyTransformerNet", "unknown")],
 )
 def test_unsupported_architectures_are_refused(nnunet_folder, tmp_path, class_name, message):
@@ -208,3 +208,22 @@ def test_cli_import_model_writes_a_loadable_package(nnunet_folder, tmp_path, cap
     assert json.loads(capsys.readouterr().out)["model_selection"]["configuration"] == "3d_fullres"
     assert cli_main(["import-model", str(tmp_path / "missing"), str(tmp_path / "x.medseg")]) == 1
     assert "not found" in capsys.readouterr().err
+
+
+def test_import_residual_encoder_unet(tmp_path):
+    folder = make_nnunet_result_folder(tmp_path / "current", network="ResidualEncoderUNet")
+    package = import_nnunet(folder)
+    plan = package.configurations["3d_fullres"]
+    assert plan.architecture == "ResidualEncoderUNet"
+    assert plan.n_conv_per_stage_encoder == [1, 3, 4, 6]
+    assert plan.n_conv_per_stage_decoder == [1, 1, 1]
+    x = torch.randn(1, 1, 32, 64, 64)
+    with torch.no_grad():
+        ours = build_networks(package, "3d_fullres")[0](x)
+    assert torch.max(torch.abs(ours - nnunet_outputs(folder, 0, x))) < 1e-5
+    # The pre-2024 plans of the same network (same seed, same weights) import identically.
+    legacy = import_nnunet(make_nnunet_result_folder(tmp_path / "legacy", network="ResidualEncoderUNet",
+                                                     plans_format="legacy"))
+    assert legacy.configurations == package.configurations
+    for key, tensor in package.weights["3d_fullres"][0].items():
+        assert torch.equal(tensor, legacy.weights["3d_fullres"][0][key])

@@ -142,3 +142,36 @@ def test_network_needs_two_stages():
                 kernel_sizes=[[3, 3]], features_per_stage=[4], n_conv_per_stage_encoder=[1], n_conv_per_stage_decoder=[])
     with pytest.raises(ModelError, match="at least 2"):
         UNet(plan, 2)
+
+
+def nnunet_resenc_network(plan: Plan, num_classes: int) -> torch.nn.Module:
+    from dynamic_network_architectures.architectures.unet import ResidualEncoderUNet
+
+    conv, norm = (torch.nn.Conv3d, torch.nn.InstanceNorm3d) if plan.dim == 3 else (torch.nn.Conv2d, torch.nn.InstanceNorm2d)
+    torch.manual_seed(2)
+    net = ResidualEncoderUNet(
+        plan.num_input_channels, plan.num_stages, plan.features_per_stage, conv, plan.kernel_sizes, plan.strides,
+        plan.n_conv_per_stage_encoder, num_classes, plan.n_conv_per_stage_decoder, conv_bias=True, norm_op=norm,
+        norm_op_kwargs={"eps": 1e-5, "affine": True}, nonlin=torch.nn.LeakyReLU, nonlin_kwargs={"inplace": True},
+    )
+    net.apply(net.initialize)
+    with torch.no_grad():  # ResEnc zero-inits the last norm of each block; make every path count
+        for name, parameter in net.named_parameters():
+            if ".norm." in name:
+                parameter.copy_(torch.randn_like(parameter) * 0.2 + (1.0 if name.endswith("weight") else 0.0))
+    return net.eval()
+
+
+@pytest.mark.parametrize("dim", [3, 2])
+def test_residual_encoder_matches_nnunet_resenc(dim):
+    plan = small_plan(dim)
+    plan.architecture = "ResidualEncoderUNet"
+    plan.n_conv_per_stage_encoder = [1, 3, 2, 2]  # residual blocks per stage, as the ResEnc presets
+    plan.n_conv_per_stage_decoder = [1] * (plan.num_stages - 1)
+    reference = nnunet_resenc_network(plan, num_classes=3)
+    ours = build_network(plan, 3).eval()
+    ours.load_state_dict(reference.state_dict(), strict=True)
+    assert any(".skip.1.conv.weight" in k for k in ours.state_dict())  # strided + projected skip
+    x = torch.randn(2, 1, *plan.patch_size)
+    with torch.no_grad():
+        assert torch.max(torch.abs(ours(x) - reference(x))) < 1e-5
