@@ -1,0 +1,133 @@
+"""``medseg train DATASET --out MODEL [--from BASE] [--epochs N] [--device ...] [--resume]``.
+
+Trains (or fine-tunes) a model package on a dataset (nnU-Net raw folder, image/label
+folder, editor cases, or a dataset manifest .json) and prints progress with an ETA.
+Runs unchanged under ``torchrun --nproc_per_node N -m medseg train ...`` (DDP; only rank 0
+prints and writes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+
+from medseg.errors import MedsegError
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "train", help="train or fine-tune a model on a labelled dataset",
+        description="Train a resolution-adaptive U-Net (nnU-Net v2 recipe) on DATASET and write a medseg "
+                    "model package to --out. With --from, fine-tune an existing package (a changed label "
+                    "set replaces the output heads). Works under torchrun for multi-GPU/multi-process DDP.")
+    parser.add_argument("dataset", help="nnU-Net raw folder, images/labels folder, editor cases, or a dataset .json")
+    parser.add_argument("--out", required=True, help="model package folder to write")
+    parser.add_argument("--from", dest="base", help="fine-tune from this model package")
+    parser.add_argument("--epochs", type=int, default=50)
+    parser.add_argument("--iterations", type=int, default=250, help="optimiser steps per epoch (default 250)")
+    parser.add_argument("--batch-size", type=int, help="global batch size (default: the plan's)")
+    parser.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N (default auto)")
+    parser.add_argument("--resume", action="store_true", help="continue from the last checkpoint")
+    parser.add_argument("--data-root", help="root for relative paths in a dataset .json")
+    parser.add_argument("--work-dir", help="checkpoint folder (default: OUT.training)")
+    parser.add_argument("--optimizer", choices=("sgd", "adamw"), default="sgd")
+    parser.add_argument("--lr", type=float, help="initial learning rate (default 1e-2 SGD, 1e-3 AdamW)")
+    parser.add_argument("--seed", type=int, default=12345)
+    parser.add_argument("--validate-every", type=int, default=1, help="epochs between validations (default 1)")
+    parser.add_argument("--no-augment", action="store_true", help="turn augmentation off")
+    parser.add_argument("--no-amp", action="store_true", help="no mixed precision on CUDA")
+    parser.add_argument("--threads", type=int, help="CPU threads per process")
+    plan = parser.add_argument_group("planning (ignored with --from: the base model's plan is kept)")
+    plan.add_argument("--configuration", choices=("3d_fullres", "2d"), default="3d_fullres")
+    plan.add_argument("--target-spacing", nargs=3, type=float, metavar=("Z", "Y", "X"),
+                      help="plan at this spacing (mm) instead of the dataset's median")
+    plan.add_argument("--memory-gb", type=float, default=8.0, help="memory the patch is sized for (default 8)")
+    plan.add_argument("--base-features", type=int, help="channels of the first stage (nnU-Net: 32)")
+    plan.add_argument("--max-features", type=int, help="cap on channels per stage (nnU-Net: 320)")
+    plan.add_argument("--stages", type=int, help="at most this many resolution stages")
+    parser.add_argument("--json", action="store_true", help="print one JSON object per epoch")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import torch
+
+    from medseg.model.augment import NO_AUGMENTATION, AugmentConfig
+    from medseg.model.datasets import open_dataset
+    from medseg.model.plan import REFERENCE_VAL_3D
+    from medseg.model.train import EpochEvent, IterationEvent, MessageEvent, TrainConfig, train
+
+    if args.epochs < 1 or args.iterations < 1:
+        raise MedsegError("--epochs and --iterations must be at least 1")
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    is_main = int(os.environ.get("RANK", "0")) == 0
+    dataset = open_dataset(args.dataset, args.data_root)
+    base = None
+    if args.base:
+        from medseg.model.package import load_package
+
+        base = load_package(args.base)
+    config = TrainConfig(
+        epochs=args.epochs, iterations_per_epoch=args.iterations, batch_size=args.batch_size,
+        optimizer=args.optimizer, learning_rate=args.lr, seed=args.seed, device=args.device,
+        amp=not args.no_amp, validate_every=args.validate_every, augmentation=NO_AUGMENTATION if args.no_augment else AugmentConfig(),
+    )
+    plan_options = {
+        "configuration": args.configuration,
+        "target_spacing_zyx": args.target_spacing,
+        "memory_reference": REFERENCE_VAL_3D * args.memory_gb / 8.0,
+        "base_features": args.base_features,
+        "max_features": args.max_features,
+        "num_stages": args.stages,
+    }
+    if is_main:
+        print(f"dataset {dataset.name!r}: {len(dataset.training_specs)} training, {len(dataset.validation_specs)} "
+              f"validation cases; labels {', '.join(n for v, n in sorted(dataset.labels.items()) if v)}", flush=True)
+    started = time.monotonic()
+    first_step: tuple[float, int] | None = None  # ETA from the training steps only (not the loading)
+    last_print = 0.0
+    for event in train(dataset, args.out, config, base_package=base, resume=args.resume,
+                       plan_options=plan_options, work_dir=args.work_dir):
+        if not is_main:
+            continue
+        if isinstance(event, MessageEvent):
+            print(event.text, flush=True)
+        elif isinstance(event, IterationEvent):
+            now = time.monotonic()
+            if first_step is None:
+                first_step = (now, event.step)
+            if now - last_print >= 10 or event.step == first_step[1]:
+                last_print = now
+                done = event.step - first_step[1]
+                eta = (now - first_step[0]) / done * (event.total_steps - event.step - 1) if done else math.nan
+                print(f"  epoch {event.epoch + 1} step {event.iteration + 1}/{config.iterations_per_epoch} "
+                      f"loss {event.loss:.4f} lr {event.learning_rate:.2e} ETA "
+                      f"{_hms(eta) if not math.isnan(eta) else '...'}", flush=True)
+        elif isinstance(event, EpochEvent):
+            if args.json:
+                print(json.dumps({"epoch": event.epoch + 1, "train_loss": event.train_loss,
+                                  "validation_dice": event.validation_dice,
+                                  "mean_dice": None if math.isnan(event.mean_dice) else event.mean_dice,
+                                  "seconds": event.seconds, "eta_seconds": event.eta_seconds}), flush=True)
+            else:
+                dice = " ".join(f"{k} {v:.3f}" for k, v in event.validation_dice.items())
+                print(f"epoch {event.epoch + 1}/{event.epochs}: loss {event.train_loss:.4f}"
+                      f"{'  dice ' + dice if dice else ''}{'  (best)' if event.is_best else ''}  "
+                      f"{event.seconds:.0f} s, {event.patches_per_second:.2f} patches/s, ETA {_hms(event.eta_seconds)}",
+                      flush=True)
+    if is_main:
+        print(f"done in {_hms(time.monotonic() - started)}: model package {Path(args.out)}", file=sys.stdout, flush=True)
+    return 0
+
+
+def _hms(seconds: float) -> str:
+    seconds = max(0, int(seconds))
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}"

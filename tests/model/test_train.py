@@ -1,0 +1,214 @@
+"""Training engine on a real (small) CT: loss, augmentation geometry, sampling, checkpoints, resume, cancel."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from medseg.errors import Cancelled
+from medseg.model.augment import NO_AUGMENTATION, AugmentConfig, augmented_patch, extract_patch
+from medseg.model.datasets import open_dataset
+from medseg.model.losses import DeepSupervisionLoss, DiceCELoss, deep_supervision_weights
+from medseg.model.package import load_package
+from medseg.model.plan import Plan
+from medseg.model.train import (
+    CHECKPOINT_LAST, DistributedContext, EpochEvent, IterationEvent, MessageEvent, TrainConfig,
+    adapt_state_to_labels, draw_sample, load_checkpoint, prepare_case, run_training, train,
+)
+from medseg.model.unet import build_network
+from medseg.progress import CancelToken
+
+TS = "totalsegmentator"
+
+
+def tiny_plan(normalization: dict | None = None) -> Plan:
+    """A 2D plan small enough to train a few steps in seconds on the CPU."""
+    return Plan(
+        name="2d", dim=2, target_spacing_zyx=(3.0, 6.0, 6.0), patch_size=(48, 48),
+        strides=[[1, 1], [2, 2], [2, 2]], kernel_sizes=[[3, 3]] * 3, features_per_stage=[8, 16, 32],
+        n_conv_per_stage_encoder=[2, 2, 2], n_conv_per_stage_decoder=[2, 2], batch_size=4,
+        normalization=normalization or {"scheme": "CTNormalization", "mean": 0.0, "std": 300.0,
+                                        "percentile_00_5": -1000.0, "percentile_99_5": 1200.0},
+    )
+
+
+@pytest.fixture()
+def small_dataset(ct_dir: Path, tmp_path: Path):
+    manifest = tmp_path / "small.json"
+    manifest.write_text(json.dumps({
+        "name": "small", "data_root": str(ct_dir), "labels": ["body", "lungs", "bones"],
+        "cases": [{"name": "sm", "image": f"{TS}/example_ct_sm.nii.gz", "label_rule": "starter"},
+                  {"name": "ct3", "image": "dcmqi_ct3slice_masks/image", "label_rule": "starter"}],
+        "validation": ["ct3"]}))
+    return open_dataset(manifest)
+
+
+# --- loss ---------------------------------------------------------------------------------------
+
+
+def test_deep_supervision_weights_are_nnunets() -> None:
+    assert deep_supervision_weights(4) == pytest.approx([1 / 1.75, 0.5 / 1.75, 0.25 / 1.75, 0.0])
+    assert deep_supervision_weights(1) == [1.0]
+
+
+def test_dice_ce_rewards_the_right_answer() -> None:
+    target = torch.zeros(2, 1, 16, 16, dtype=torch.long)
+    target[:, :, 4:12, 4:12] = 1
+    target[1, :, 0:3, 0:3] = 2
+    perfect = torch.nn.functional.one_hot(target[:, 0], 3).permute(0, 3, 1, 2).float() * 50
+    wrong = perfect.roll(shifts=5, dims=2)
+    loss = DiceCELoss()
+    assert loss(perfect, target) < 0.01
+    assert loss(wrong, target) > 1.0
+    # with deep supervision the half-resolution output is scored against a nearest-downsampled target
+    outputs = [perfect, perfect[:, :, ::2, ::2]]
+    assert DeepSupervisionLoss()(outputs, target) < 0.02
+
+
+# --- augmentation geometry ------------------------------------------------------------------------
+
+
+def test_patch_extraction_conventions() -> None:
+    image = torch.arange(20 * 30, dtype=torch.float32).reshape(1, 20, 30)
+    label = (image > 300).to(torch.uint8)
+    sliced, sliced_label = extract_patch(image, label, (10, 15), (8, 8), None, -1.0)
+    assert torch.equal(sliced, image[:, 6:14, 11:19])
+    # The interpolating path with an identity transform reads exactly the same voxels ...
+    resampled, resampled_label = extract_patch(image, label, (10, 15), (8, 8), np.eye(2), -1.0)
+    assert torch.allclose(resampled, sliced, atol=1e-3)
+    assert torch.equal(resampled_label, sliced_label)
+    # ... a 90 degree rotation is a rot90 of the patch, and outside the image reads the pad value.
+    rotation = np.array([[0.0, -1.0], [1.0, 0.0]])
+    rotated, _ = extract_patch(image, label, (10, 15), (7, 7), rotation, -1.0)
+    upright, _ = extract_patch(image, label, (10, 15), (7, 7), None, -1.0)
+    assert torch.allclose(rotated, torch.rot90(upright, 1, dims=(1, 2)), atol=1e-3) or torch.allclose(
+        rotated, torch.rot90(upright, -1, dims=(1, 2)), atol=1e-3)
+    corner, corner_label = extract_patch(image, label, (0, 0), (8, 8), None, -1.0)
+    assert corner[0, 0, 0] == -1.0 and corner_label[0, 0, 0] == 0
+
+
+def test_augmentation_is_reproducible_per_seed() -> None:
+    image = torch.randn(1, 32, 32, 32)
+    label = (image > 1).to(torch.uint8)
+    config = AugmentConfig(p_rotation=1.0, p_scale=1.0, p_noise=1.0, p_gamma=1.0)
+    first = augmented_patch(image, label, (16, 16, 16), (16, 16, 16), (3, 1, 1), -3.0,
+                            np.random.default_rng([1, 2, 3]), config)
+    again = augmented_patch(image, label, (16, 16, 16), (16, 16, 16), (3, 1, 1), -3.0,
+                            np.random.default_rng([1, 2, 3]), config)
+    other = augmented_patch(image, label, (16, 16, 16), (16, 16, 16), (3, 1, 1), -3.0,
+                            np.random.default_rng([1, 2, 4]), config)
+    assert torch.equal(first[0], again[0]) and torch.equal(first[1], again[1])
+    assert not torch.equal(first[0], other[0])
+    assert set(torch.unique(first[1]).tolist()) <= {0, 1}  # labels stay labels (nearest neighbour)
+
+
+def test_foreground_oversampling_last_third(small_dataset) -> None:
+    plan = tiny_plan()
+    case = prepare_case(small_dataset.load(small_dataset.training_specs[0]), plan)
+    config = TrainConfig(augmentation=NO_AUGMENTATION, seed=7)
+    batch = 6  # indices 4 and 5 (the last third) are forced onto a labelled voxel
+    for iteration in range(20):
+        for index in (4, 5):
+            _, label = draw_sample([case], plan, config, batch, 0, iteration, index)
+            assert label[0, 24, 24] > 0  # the patch centre is foreground
+    # and the sampled centre of a random patch is background some of the time (air around the body)
+    centres = [int(draw_sample([case], plan, config, batch, 0, i, 0)[1][0, 24, 24]) for i in range(40)]
+    assert 0 in centres
+
+
+# --- the loop ----------------------------------------------------------------------------------------
+
+
+def _events(dataset, out: Path, config: TrainConfig, **kwargs):
+    return list(train(dataset, out, config, plan=tiny_plan(), **kwargs))
+
+
+def test_training_learns_checkpoints_and_exports(small_dataset, tmp_path: Path) -> None:
+    config = TrainConfig(epochs=3, iterations_per_epoch=8, batch_size=4, seed=3)
+    events = _events(small_dataset, tmp_path / "model", config)
+    iterations = [e for e in events if isinstance(e, IterationEvent)]
+    epochs = [e for e in events if isinstance(e, EpochEvent)]
+    assert len(iterations) == 24 and len(epochs) == 3
+    assert np.mean([e.loss for e in iterations[-8:]]) < np.mean([e.loss for e in iterations[:8]])
+    assert iterations[-1].learning_rate < iterations[0].learning_rate  # poly decay
+    assert set(epochs[-1].validation_dice) == {"body", "lungs", "bones"}
+    assert epochs[-1].validation_dice["body"] > 0.5  # sliding-window validation on the held-out case
+    package = load_package(tmp_path / "model")
+    assert package.labels == {0: "background", 1: "body", 2: "lungs", 3: "bones"}
+    assert package.provenance["dataset"]["validation_cases"] == ["ct3"]
+    history = json.loads((tmp_path / "model.training" / "history.json").read_text())
+    assert [h["epoch"] for h in history] == [0, 1, 2]
+
+
+def test_resume_continues_exactly_and_cancel_keeps_last_checkpoint(small_dataset, tmp_path: Path) -> None:
+    straight = TrainConfig(epochs=2, iterations_per_epoch=3, batch_size=4, seed=11)
+    small_dataset.validation = []  # speed: no validation needed here
+    _events(small_dataset, tmp_path / "a", straight)
+    final_a, _, meta_a = load_checkpoint(tmp_path / "a.training" / CHECKPOINT_LAST)
+    assert meta_a["epoch"] == 1
+
+    # Run B is cancelled during its second epoch: the checkpoint of epoch 1 survives intact.
+    cancel = CancelToken()
+    seen = []
+    with pytest.raises(Cancelled):
+        for event in train(small_dataset, tmp_path / "b", straight, plan=tiny_plan(), cancel=cancel):
+            seen.append(event)
+            if isinstance(event, IterationEvent) and event.epoch == 1 and event.iteration == 1:
+                cancel.cancel()
+    after_cancel, _, meta_b = load_checkpoint(tmp_path / "b.training" / CHECKPOINT_LAST)
+    assert meta_b["epoch"] == 0
+    assert not list((tmp_path / "b.training").glob("*.tmp"))
+    assert not (tmp_path / "b").exists()  # no half-made package
+
+    # Resuming B finishes the run with the same weights as the uninterrupted run A.
+    events = _events(small_dataset, tmp_path / "b", straight, resume=True)
+    assert any(isinstance(e, MessageEvent) and "resumed" in e.text for e in events)
+    final_b, _, _ = load_checkpoint(tmp_path / "b.training" / CHECKPOINT_LAST)
+    for key in final_a:
+        assert torch.allclose(final_a[key], final_b[key], atol=1e-6), key
+
+
+def test_fine_tuning_with_a_new_label_replaces_the_heads(small_dataset, tmp_path: Path, ct_dir: Path) -> None:
+    plan = tiny_plan()
+    torch.manual_seed(0)
+    base = build_network(plan, 4, deep_supervision=True)
+    state = {k: v.clone() for k, v in base.state_dict().items()}
+    new_labels = {0: "background", 1: "liver", 2: "body", 3: "bones"}
+    target = build_network(plan, 4, deep_supervision=True)
+    adapted, message = adapt_state_to_labels(state, target, {0: "background", 1: "body", 2: "lungs", 3: "bones"},
+                                             new_labels)
+    assert message is not None and "output heads replaced" in message and "liver" in message and "lungs" in message
+    head = "decoder.seg_layers.1.weight"
+    assert torch.equal(adapted[head][2], state[head][1])  # body keeps its trained row
+    assert torch.equal(adapted[head][3], state[head][3])  # bones too
+    assert not torch.equal(adapted[head][1], state[head][1])  # liver is new
+    encoder = "encoder.stages.0.0.convs.0.conv.weight"
+    assert torch.equal(adapted[encoder], state[encoder])
+    same, none = adapt_state_to_labels(state, target, new_labels, new_labels)
+    assert none is None and same.keys() == state.keys()
+
+    # End to end: a package fine-tuned on a dataset with one more label says what it did.
+    config = TrainConfig(epochs=1, iterations_per_epoch=2, batch_size=4, seed=1)
+    small_dataset.validation = []
+    run_training(small_dataset, tmp_path / "base", config, plan=plan)
+    base_package = load_package(tmp_path / "base")
+    manifest = tmp_path / "liver.json"
+    manifest.write_text(json.dumps({
+        "data_root": str(ct_dir / TS), "labels": ["body", "lungs", "bones", "liver"],
+        "cases": [{"name": "sm", "image": "example_ct_sm.nii.gz", "label": "example_seg.nii.gz",
+                   "label_values": {"5": "liver"}, "label_rule": "starter"}]}))
+    result = run_training(open_dataset(manifest), tmp_path / "tuned", config, base_package=base_package)
+    assert any("output heads replaced" in m for m in result.messages)
+    tuned = load_package(tmp_path / "tuned")
+    assert tuned.labels[4] == "liver" and tuned.configurations["2d"].patch_size == (48, 48)
+    assert math.isnan(result.best_mean_dice)  # no validation cases: the final weights are kept
+
+
+def test_distributed_context_defaults_to_one_process() -> None:
+    context = DistributedContext()
+    assert context.is_main and not context.distributed
