@@ -171,7 +171,10 @@ class Plan:
         return divisor
 
     def target_spacing_for(self, image_spacing_zyx: Sequence[float]) -> tuple[float, float, float]:
-        """The spacing an image is resampled to. 2D plans keep the image's own axis-0 spacing."""
+        """The spacing an image is resampled to. 2D plans keep the image's own axis-0 spacing.
+
+        Both the argument and the result are in the plan's (transposed) axis order.
+        """
         if self.dim == 3:
             return self.target_spacing_zyx
         return (float(image_spacing_zyx[0]), self.target_spacing_zyx[1], self.target_spacing_zyx[2])
@@ -520,9 +523,11 @@ def select_configuration(configs: dict[str, Plan], spacing_zyx: Sequence[float])
 
     def distance(plan: Plan) -> tuple[float, int, str]:
         # The full target (also for 2D, whose axis 0 is the 3D target) so that a 2D and a
-        # 3D plan of the same spacing tie and the 3D one wins.
+        # 3D plan of the same spacing tie and the 3D one wins. Targets are stored in the
+        # plan's transposed axis order.
         target = plan.target_spacing_zyx
-        log_gap = sum(abs(math.log(s / t)) for s, t in zip(spacing_zyx, target))
+        series = [spacing_zyx[axis] for axis in plan.transpose_forward]
+        log_gap = sum(abs(math.log(s / t)) for s, t in zip(series, target))
         return (round(log_gap, 9), 0 if plan.dim == 3 else 1, plan.name)
 
     return min(candidates, key=distance)

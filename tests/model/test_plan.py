@@ -182,6 +182,12 @@ def test_select_configuration_by_anisotropy_and_spacing():
     assert select_configuration({"2d": both["2d"]}, (0.8, 0.8, 0.8)).name == "2d"
     with pytest.raises(ModelError):
         select_configuration({}, (1.0, 1.0, 1.0))
+    # Plans with a transposed axis order compare the series spacing in that order.
+    coarse_x = plan_from_fingerprint(*FINGERPRINTS["coarse_x_axis"])
+    thick_z = plan_from_spacing((4.0, 0.8, 0.8), (70, 512, 512), name="a_thick_z")
+    configs = {"coarse_x": coarse_x["3d_fullres"], "a_thick_z": thick_z}
+    assert select_configuration(configs, (0.8, 0.8, 4.0)).transpose_forward == [2, 0, 1]
+    assert select_configuration(configs, (4.0, 0.8, 0.8)).name == "a_thick_z"
 
 
 def test_cli_plan_for_spacing_and_shape(capsys):
