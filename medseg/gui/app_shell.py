@@ -113,24 +113,15 @@ def setup_logging() -> Path:
 
 
 def versions_text() -> str:
-    import numpy
-    import pydicom
-    import SimpleITK
+    """Versions of the stack, read from package metadata (importing torch would take seconds)."""
+    from importlib.metadata import PackageNotFoundError, version
 
-    parts = [
-        f"medseg {__version__}",
-        f"Python {platform.python_version()} ({sys.platform})",
-        f"Qt {qVersion()}",
-        f"numpy {numpy.__version__}",
-        f"pydicom {pydicom.__version__}",
-        f"SimpleITK {SimpleITK.Version_VersionString()}",
-    ]
-    try:
-        import torch
-
-        parts.append(f"torch {torch.__version__}")
-    except ImportError:
-        pass
+    parts = [f"medseg {__version__}", f"Python {platform.python_version()} ({sys.platform})", f"Qt {qVersion()}"]
+    for package in ("PySide6-Essentials", "numpy", "pydicom", "SimpleITK", "torch", "onnxruntime"):
+        try:
+            parts.append(f"{package} {version(package)}")
+        except PackageNotFoundError:
+            parts.append(f"{package} not installed")
     return "\n".join(parts)
 
 

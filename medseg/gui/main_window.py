@@ -526,8 +526,8 @@ class MainWindow(QMainWindow):
             self.restoreGeometry(geometry)
         else:
             self.resize(1400, 820)
-        layout = str(store.value("view/layout", "1x3"))
-        self.set_layout(layout if layout in self.layout_actions else "1x3")
+        layout = str(store.value("view/layout", "2x2"))  # the biggest views on a wide screen
+        self.set_layout(layout if layout in self.layout_actions else "2x2")
         self.document.set_overlay_opacity(float(store.value("view/overlay_opacity", 0.5)))
         self._set_recent(app_shell.recent_studies())
 

@@ -207,3 +207,31 @@ def test_mouse_and_keys_scroll_crosshair_and_window(driver, window, ct_dir, qtbo
     window.layout_actions["1x3"].trigger()
     assert all(v.isVisible() for v in window.viewer.views.values())
     assert np.isfinite(doc.window_center)
+
+
+def test_drag_and_drop_and_recent_studies(window, ct_dir, qtbot):
+    from PySide6.QtCore import QMimeData, QPointF, QUrl
+    from PySide6.QtGui import QDropEvent
+
+    path = ct_dir / "pyradiomics_lung1" / "lung1_image.nrrd"
+    mime = QMimeData()
+    mime.setUrls([QUrl.fromLocalFile(str(path))])
+    drop = QDropEvent(QPointF(300, 300), Qt.DropAction.CopyAction, mime, Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier)
+    with qtbot.waitSignal(window.loader.study_loaded, timeout=60_000):
+        window.dropEvent(drop)
+    assert window.document.volume.size_xyz == (512, 512, 48)
+    recent = [a.text() for a in window.recent_menu.actions()]
+    assert recent[0] == str(path)
+    # Reopen from File ▸ Recent studies.
+    window.document.clear_label_map()
+    with qtbot.waitSignal(window.loader.study_loaded, timeout=60_000):
+        window.recent_menu.actions()[0].trigger()
+    assert window.loader.source == str(path)
+
+
+def test_help_menu_about_and_shortcuts(window):
+    window.show_about()
+    assert "Qt" in window.dialog.text() and "medseg" in window.dialog.text()
+    window.show_shortcuts()
+    assert "Window/level" in window.dialog.text() and "Ctrl + wheel" in window.dialog.text()
+    assert window.tabs.tabText(1) == "Train && Export"

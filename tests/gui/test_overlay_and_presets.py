@@ -149,6 +149,7 @@ def test_screenshot_with_real_ct_and_overlay(ct_with_liver, window, artifacts_di
     z, y, x = (int(v) for v in liver[len(liver) // 2])
     doc.set_cursor((x, y, z))
     window.preset_actions["Soft tissue"].trigger()
+    window.layout_actions["1x3"].trigger()
     qtbot.wait(50)
     path = artifacts_dir / "gui_ct_overlay_1x3.png"
     assert window.grab().save(str(path))

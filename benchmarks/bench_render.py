@@ -1,0 +1,162 @@
+"""Slice rendering: int16 slice (+ label map) → QImage, per view, and scroll frame rate.
+
+Real CT (pyradiomics lung1, 512×512×48, with its label map) is stacked along z to a
+512×512×600 study, and upsampled in-plane to 1024² for the large case. medseg's LUT
+path is timed against the peers' ways of doing the same: pyqtgraph's makeARGB +
+makeQImage (what ImageView does) and a straightforward float numpy window/level.
+Run: .venv/bin/python benchmarks/bench_render.py
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+import numpy as np  # noqa: E402
+from PySide6.QtWidgets import QApplication  # noqa: E402
+
+from medseg.gui.slice_render import SliceRenderer, qimage_of  # noqa: E402
+from medseg.gui.view_axes import VIEW_NAMES, view_axes  # noqa: E402
+from medseg.io import read_image  # noqa: E402
+
+DATA = Path(os.environ.get("MEDSEG_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")) / "ct"
+CENTER, WIDTH = 40.0, 400.0
+
+
+def percentiles(times: list[float]) -> tuple[float, float]:
+    p50, p95 = np.percentile(np.asarray(times) * 1000.0, [50, 95])
+    return float(p50), float(p95)
+
+
+def study(in_plane: int, slices: int) -> tuple[np.ndarray, np.ndarray]:
+    image = read_image(DATA / "pyradiomics_lung1" / "lung1_image.nrrd").array.astype(np.int16)
+    labels = read_image(DATA / "pyradiomics_lung1" / "lung1_label.nrrd").array.astype(np.uint8)
+    # The nodule is tiny; add the body (HU > -400) as label 2 so the overlay covers a real area.
+    labels = np.where(labels > 0, labels, (image > -400).astype(np.uint8) * 2).astype(np.uint8)
+    reps = -(-slices // image.shape[0])
+    image, labels = np.tile(image, (reps, 1, 1))[:slices], np.tile(labels, (reps, 1, 1))[:slices]
+    if in_plane != image.shape[1]:
+        factor = in_plane // image.shape[1]
+        image = image.repeat(factor, axis=1).repeat(factor, axis=2)
+        labels = labels.repeat(factor, axis=1).repeat(factor, axis=2)
+    return np.ascontiguousarray(image), np.ascontiguousarray(labels)
+
+
+def medseg_render(renderer: SliceRenderer, values: np.ndarray, labels: np.ndarray | None):
+    words = renderer.render(values, labels)
+    return qimage_of(words), words
+
+
+def pyqtgraph_render(values: np.ndarray, labels: np.ndarray | None, label_lut: np.ndarray):
+    import pyqtgraph as pg
+
+    argb, _alpha = pg.functions.makeARGB(values, levels=(CENTER - WIDTH / 2, CENTER + WIDTH / 2))
+    if labels is not None:  # a second ImageItem with a colour LUT, composited by Qt in pyqtgraph
+        over, _ = pg.functions.makeARGB(labels, lut=label_lut, levels=(0, 255))
+        alpha = over[..., 3:4].astype(np.float32) / 255.0
+        argb[..., :3] = (argb[..., :3] * (1 - alpha) + over[..., :3] * alpha).astype(np.uint8)
+    return pg.functions.makeQImage(argb, alpha=False, transpose=False), argb
+
+
+def float_numpy_render(values: np.ndarray, labels: np.ndarray | None, colors: np.ndarray):
+    grey = np.clip((values.astype(np.float32) - (CENTER - WIDTH / 2)) / WIDTH * 255.0, 0, 255)
+    rgb = np.repeat(grey[..., None], 3, axis=2)
+    if labels is not None:
+        mask = labels > 0
+        rgb[mask] = rgb[mask] * 0.5 + colors[labels[mask]] * 0.5
+    rgba = np.empty(values.shape + (4,), np.uint8)
+    rgba[..., :3] = rgb[..., ::-1]
+    rgba[..., 3] = 255
+    return qimage_of(rgba.view(np.uint32)[..., 0]), rgba
+
+
+def scroll_times(image: np.ndarray, labels: np.ndarray | None, method) -> dict[str, tuple[float, float]]:
+    """Render every slice of every view (a scroll through the whole volume)."""
+    results = {}
+    for name in VIEW_NAMES:
+        axes = view_axes(name, np.eye(3))
+        count = image.shape[2 - axes.normal_axis]
+        step = max(1, count // 200)  # at most 200 slices per view keeps the run short
+        times = []
+        for position in range(0, count, step):
+            values = axes.slice_of(image, position)
+            label_plane = axes.slice_of(labels, position) if labels is not None else None
+            start = time.perf_counter()
+            method(values, label_plane)
+            times.append(time.perf_counter() - start)
+        results[name] = percentiles(times)
+    return results
+
+
+def frame_rate(image: np.ndarray, labels: np.ndarray) -> tuple[float, float, float]:
+    """Scroll the axial view through the study with all three views repainting."""
+    from medseg.edit.document import LabelEntry, ViewerDocument
+    from medseg.gui.viewer import ViewerPanel
+    from medseg.io.volume import Volume
+
+    doc = ViewerDocument()
+    panel = ViewerPanel(doc)
+    panel.resize(1200, 800)
+    panel.set_layout("2x2")
+    panel.show()
+    volume = Volume(image, (0.57, 0.57, 5.0))
+    doc.set_volume(volume)
+    doc.set_label_map(volume.with_array(labels), {v: LabelEntry(v, str(v), (220, 90, 60)) for v in (1, 2)})
+    doc.set_cursor((256, 256, 0))
+    QApplication.processEvents()
+    times = []
+    for _ in range(image.shape[0] - 1):
+        start = time.perf_counter()
+        doc.move_cursor(2, 1)
+        for view in panel.views.values():
+            view.repaint()
+        times.append(time.perf_counter() - start)
+    p50, p95 = percentiles(times)
+    return 1000.0 / p50, p50, p95
+
+
+def main() -> int:
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    renderer = SliceRenderer()
+    renderer.set_window(CENTER, WIDTH)
+    colors = np.zeros((256, 3), np.uint8)
+    colors[1], colors[2] = (255, 60, 60), (220, 130, 100)
+    visible = np.ones(256, bool)
+    renderer.set_labels(colors, visible, 0.5)
+    label_lut = np.zeros((256, 4), np.uint8)
+    label_lut[:, :3] = colors
+    label_lut[1:, 3] = 128
+    methods = {
+        "medseg LUT": lambda v, l: medseg_render(renderer, v, l),
+        "pyqtgraph makeARGB": lambda v, l: pyqtgraph_render(v, l, label_lut),
+        "numpy float": lambda v, l: float_numpy_render(v, l, colors.astype(np.float32)),
+    }
+    print(f"CPU threads available: {os.cpu_count()}; numpy {np.__version__}")
+    for in_plane, slices in ((512, 600), (1024, 96)):
+        image, labels = study(in_plane, slices)
+        print(f"\n== {in_plane}×{in_plane}×{slices} int16 study (lung1 CT, tiled), slice render → QImage, ms p50 / p95 ==")
+        for overlay in (False, True):
+            rows = {}
+            for name, method in methods.items():
+                rows[name] = scroll_times(image, labels if overlay else None, method)
+            print(f"-- {'with' if overlay else 'without'} label overlay")
+            base = rows["medseg LUT"]
+            for name, per_view in rows.items():
+                cells = "  ".join(f"{view} {p50:6.2f} / {p95:6.2f}" for view, (p50, p95) in per_view.items())
+                ratio = "  ".join(f"{per_view[v][1] / base[v][1]:4.1f}x" for v in VIEW_NAMES)
+                print(f"  {name:20s} {cells}   p95 vs medseg: {ratio}")
+        del image, labels
+    image, labels = study(512, 120)
+    fps, p50, p95 = frame_rate(image, labels)
+    print(f"\n== scroll frame rate, three views repainting (2x2 layout, 1200×800, 512² slices with overlay, offscreen) ==")
+    print(f"  per step p50 {p50:.2f} ms, p95 {p95:.2f} ms → {fps:.0f} frames/s (p50)")
+    app.quit()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
