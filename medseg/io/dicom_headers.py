@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from pydicom.datadict import tag_for_keyword
 
 # Transfer syntaxes whose pixel data is stored raw, little endian (read with numpy directly).
 NATIVE_LITTLE_ENDIAN = {"1.2.840.10008.1.2", "1.2.840.10008.1.2.1"}
@@ -51,6 +52,34 @@ class SliceHeader:
     pixel_offset: int | None = None  # byte offset of native little-endian pixel data, if known
     bits_stored: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
+
+
+def ascii_value(owner: Any, keyword: str) -> str | None:
+    """A DS/IS/UI/CS value as text, straight from the raw bytes (None when absent).
+
+    pydicom converts values lazily, through validation hooks that cost more than the
+    whole header parse; these VRs are ASCII by definition, so the scan reads them raw.
+    """
+    if owner is None:
+        return None
+    element = owner.get_item(tag_for_keyword(keyword))
+    if element is None:
+        return None
+    value = element.value
+    if isinstance(value, (bytes, bytearray)):
+        return value.decode("ascii", "replace").strip(" \x00")
+    if value is None:
+        return ""
+    if isinstance(value, (list, tuple)) or type(value).__name__ == "MultiValue":
+        return "\\".join(str(v) for v in value)
+    return str(value).strip()
+
+
+def ascii_numbers(owner: Any, keyword: str) -> list[str] | None:
+    text = ascii_value(owner, keyword)
+    if text is None or text == "":
+        return None
+    return [part.strip() for part in text.split("\\")]
 
 
 def _floats(value: Any, count: int) -> np.ndarray | None:
@@ -110,19 +139,20 @@ def slice_headers(ds: Any, ref: str, pixel_offset: int | None) -> list[SliceHead
     transfer_syntax = str(getattr(getattr(ds, "file_meta", None), "TransferSyntaxUID", "") or "")
     rows = _int_or_none(ds.get("Rows"))
     columns = _int_or_none(ds.get("Columns"))
+    num = ascii_numbers
     common = dict(
         ref=ref,
         rows=rows or 0,
         columns=columns or 0,
-        sop_instance_uid=str(ds.get("SOPInstanceUID", "") or ""),
-        instance_number=_int_or_none(ds.get("InstanceNumber")),
+        sop_instance_uid=ascii_value(ds, "SOPInstanceUID") or "",
+        instance_number=_int_or_none((num(ds, "InstanceNumber") or [None])[0]),
         transfer_syntax=transfer_syntax,
         bits_allocated=_int_or_none(ds.get("BitsAllocated")) or 16,
         pixel_representation=_int_or_none(ds.get("PixelRepresentation")) or 0,
         samples_per_pixel=_int_or_none(ds.get("SamplesPerPixel")) or 1,
         bits_stored=_int_or_none(ds.get("BitsStored")) or 0,
     )
-    n_frames = _int_or_none(ds.get("NumberOfFrames")) or 1
+    n_frames = _int_or_none((num(ds, "NumberOfFrames") or [None])[0]) or 1
     per_frame_groups = ds.get("PerFrameFunctionalGroupsSequence")
     shared = _item(ds, "SharedFunctionalGroupsSequence")
     if n_frames > 1 or per_frame_groups:
@@ -136,22 +166,22 @@ def slice_headers(ds: Any, ref: str, pixel_offset: int | None) -> list[SliceHead
             voi = _functional(per, shared, "FrameVOILUTSequence")
             headers.append(SliceHeader(
                 frame=index,
-                position=_floats(position.get("ImagePositionPatient"), 3) if position else _floats(ds.get("ImagePositionPatient", []), 3),
-                orientation=_orientation(orientation.get("ImageOrientationPatient")) if orientation else _orientation(ds.get("ImageOrientationPatient")),
-                pixel_spacing=_spacing(measures.get("PixelSpacing") if measures else ds.get("PixelSpacing")),
-                slope=_first_float(rescale.get("RescaleSlope") if rescale else ds.get("RescaleSlope")) or 1.0,
-                intercept=_first_float(rescale.get("RescaleIntercept") if rescale else ds.get("RescaleIntercept")) or 0.0,
-                window=_window(voi if voi else ds),
+                position=_floats(num(position or ds, "ImagePositionPatient"), 3),
+                orientation=_orientation(num(orientation or ds, "ImageOrientationPatient")),
+                pixel_spacing=_spacing(num(measures or ds, "PixelSpacing")),
+                slope=_first_float(num(rescale or ds, "RescaleSlope")) or 1.0,
+                intercept=_first_float(num(rescale or ds, "RescaleIntercept")) or 0.0,
+                window=_window(voi or ds),
                 **common,
             ))
         return headers
     return [SliceHeader(
         frame=None,
-        position=_floats(ds.get("ImagePositionPatient", []), 3),
-        orientation=_orientation(ds.get("ImageOrientationPatient")),
-        pixel_spacing=_spacing(ds.get("PixelSpacing")),
-        slope=_first_float(ds.get("RescaleSlope")) or 1.0,
-        intercept=_first_float(ds.get("RescaleIntercept")) or 0.0,
+        position=_floats(num(ds, "ImagePositionPatient"), 3),
+        orientation=_orientation(num(ds, "ImageOrientationPatient")),
+        pixel_spacing=_spacing(num(ds, "PixelSpacing")),
+        slope=_first_float(num(ds, "RescaleSlope")) or 1.0,
+        intercept=_first_float(num(ds, "RescaleIntercept")) or 0.0,
         window=_window(ds),
         pixel_offset=pixel_offset,
         **common,
@@ -166,15 +196,12 @@ def _spacing(value: Any) -> tuple[float, float] | None:
 
 
 def _window(owner: Any) -> tuple[float, float] | None:
-    center = _first_float(owner.get("WindowCenter"))
-    width = _first_float(owner.get("WindowWidth"))
+    center = _first_float(ascii_numbers(owner, "WindowCenter"))
+    width = _first_float(ascii_numbers(owner, "WindowWidth"))
     if center is None or width is None or width <= 0:
         return None
     return center, width
 
 
 def image_type(ds: Any) -> list[str]:
-    value = ds.get("ImageType") or []
-    if isinstance(value, str):
-        value = value.split("\\")
-    return [str(v).upper() for v in value]
+    return [v.upper() for v in (ascii_numbers(ds, "ImageType") or [])]

@@ -76,23 +76,33 @@ def load_series(
 
     done_count = 0
     lock = threading.Lock()
+    # The middle slice is decoded first, but another worker may finish first: gate the others'
+    # delivery on it so a viewer always receives the middle slice first.
+    middle_ref = slices[(n - 1) // 2].ref
+    middle_delivered = threading.Event()
 
     def work(ref: str) -> None:
-        if cancel is not None and cancel.cancelled:
-            raise Cancelled()
         headers = by_file[ref]
         try:
-            images = decode_hu(headers, dtype)
-        except MedsegError:
-            raise
-        except Exception as error:  # a last line of defence: every failure names the file
-            raise DicomError(f"cannot decode the image ({type(error).__name__}: {error})"[:400], path=ref) from error
+            if cancel is not None and cancel.cancelled:
+                raise Cancelled()
+            try:
+                images = decode_hu(headers, dtype)
+            except MedsegError:
+                raise
+            except Exception as error:  # a last line of defence: every failure names the file
+                raise DicomError(f"cannot decode the image ({type(error).__name__}: {error})"[:400], path=ref) from error
+            if ref != middle_ref:
+                middle_delivered.wait()
+            zs = [z_of[id(h)] for h in headers]
+            for z, image in sorted(zip(zs, images), key=lambda item: abs(item[0] - (n - 1) // 2)):
+                stack[z] = image
+                if on_slice is not None:
+                    on_slice(z, stack[z])
+        finally:
+            if ref == middle_ref:
+                middle_delivered.set()
         nonlocal done_count
-        zs = [z_of[id(h)] for h in headers]
-        for z, image in sorted(zip(zs, images), key=lambda item: abs(item[0] - (n - 1) // 2)):
-            stack[z] = image
-            if on_slice is not None:
-                on_slice(z, stack[z])
         with lock:
             done_count += len(headers)
             count = done_count

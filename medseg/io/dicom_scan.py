@@ -31,6 +31,7 @@ from medseg.io.dicom_headers import (
     SECONDARY_CAPTURE_PREFIX,
     STRUCTURED_REPORT_PREFIX,
     SliceHeader,
+    ascii_value,
     image_type,
     slice_headers,
 )
@@ -129,6 +130,16 @@ _TEXT_KEYWORDS = ("SeriesInstanceUID", "StudyInstanceUID", "FrameOfReferenceUID"
                   "StudyDate", "Manufacturer")
 
 
+# Only these elements are parsed during the scan: skipping the rest (large private groups,
+# dose and protocol details) halves pydicom's header parse time.
+SCAN_KEYWORDS = sorted({*_TEXT_KEYWORDS, "SpecificCharacterSet", "ImageType", "InstanceNumber", "NumberOfFrames",
+                        "ImagePositionPatient", "ImageOrientationPatient", "PixelSpacing", "RescaleSlope",
+                        "RescaleIntercept", "WindowCenter", "WindowWidth", "GantryDetectorTilt", "Rows", "Columns",
+                        "BitsAllocated", "BitsStored", "PixelRepresentation", "SamplesPerPixel",
+                        "PhotometricInterpretation", "SharedFunctionalGroupsSequence",
+                        "PerFrameFunctionalGroupsSequence"})
+
+
 @dataclass
 class _FileHeader:
     ref: str
@@ -158,7 +169,7 @@ def _read_one(ref: str) -> _FileHeader | SkippedFile:
     try:
         with open_ref(ref) as fp:
             try:
-                ds = pydicom.dcmread(fp, stop_before_pixels=True)
+                ds = pydicom.dcmread(fp, stop_before_pixels=True, specific_tags=SCAN_KEYWORDS)
             except InvalidDicomError:
                 return SkippedFile(ref, "not a DICOM file (no DICM preamble)")
             transfer_syntax = str(getattr(getattr(ds, "file_meta", None), "TransferSyntaxUID", "") or "")
@@ -178,7 +189,7 @@ def _read_one(ref: str) -> _FileHeader | SkippedFile:
 
 
 def _non_image_reason(ds: Any) -> str | None:
-    sop_class = str(ds.get("SOPClassUID", "") or "")
+    sop_class = _text(ds, "SOPClassUID")
     if sop_class in NON_IMAGE_SOP_CLASSES:
         return NON_IMAGE_SOP_CLASSES[sop_class]
     if sop_class.startswith(STRUCTURED_REPORT_PREFIX):
@@ -189,7 +200,7 @@ def _non_image_reason(ds: Any) -> str | None:
 
 
 def _category(ds: Any, first: SliceHeader) -> str:
-    sop_class = str(ds.get("SOPClassUID", "") or "")
+    sop_class = _text(ds, "SOPClassUID")
     if sop_class.startswith(SECONDARY_CAPTURE_PREFIX) or first.samples_per_pixel > 1:
         return "secondary_capture"
     if "LOCALIZER" in image_type(ds):
@@ -205,7 +216,13 @@ def _gantry_tilt(ds: Any) -> float | None:
         return None
 
 
+_ASCII_KEYWORDS = {"SeriesInstanceUID", "StudyInstanceUID", "FrameOfReferenceUID", "SOPClassUID", "SOPInstanceUID",
+                   "Modality", "SeriesNumber", "StudyDate"}
+
+
 def _text(ds: Any, keyword: str) -> str:
+    if keyword in _ASCII_KEYWORDS:
+        return ascii_value(ds, keyword) or ""
     value = ds.get(keyword, "")
     return "" if value is None else str(value).strip()
 
@@ -328,7 +345,7 @@ def scan(
     refs = expand_sources(paths)
     report(progress, 0.0, f"reading {len(refs)} file headers", "scan")
     results: list[_FileHeader | SkippedFile] = []
-    workers = min(16, 2 * (os.cpu_count() or 2), max(1, len(refs)))
+    workers = min(8, 4 * (os.cpu_count() or 2), max(1, len(refs)))
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="medseg-scan") as pool:
         futures = [pool.submit(_read_one, ref) for ref in refs]
         try:

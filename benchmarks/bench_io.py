@@ -1,0 +1,142 @@
+"""DICOM series loading: SimpleITK vs a plain pydicom loop vs medseg, on a realistic series.
+
+Builds a 512x512x300 CT series in a temporary folder from a real slice of shared/data
+(re-written with new positions and UIDs), then times in one run:
+  * SimpleITK: GetGDCMSeriesFileNames + ImageSeriesReader (GDCM, C++);
+  * a plain sequential pydicom loop (read, rescale, sort by position, stack);
+  * medseg.io.load (scan + parallel middle-first decode), and load_series alone,
+    with the time until the middle slice is displayable (on_slice).
+Run: .venv/bin/python benchmarks/bench_io.py [--slices 300] [--repeats 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pydicom
+import SimpleITK as sitk
+from pydicom.uid import ExplicitVRLittleEndian, generate_uid
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+from medseg.io import load, load_series, scan  # noqa: E402
+
+SHARED = Path(os.environ.get("MEDSEG_SHARED_DATA", REPO.parent / "shared" / "data"))
+SOURCE_SLICE = SHARED / "ct" / "cornerstone_testimages" / "CTImage.dcm"  # GE chest CT, 512x512
+
+
+def build_series(folder: Path, n_slices: int) -> None:
+    template = pydicom.dcmread(SOURCE_SLICE)
+    template.file_meta.TransferSyntaxUID = ExplicitVRLittleEndian
+    study, series, frame = generate_uid(), generate_uid(), generate_uid()
+    x0, y0, z0 = (float(v) for v in template.ImagePositionPatient)
+    rng = np.random.default_rng(0)
+    pixels = template.pixel_array
+    for index in rng.permutation(n_slices):  # written in random order, named by random UIDs
+        ds = template.copy()
+        uid = generate_uid()
+        ds.SOPInstanceUID = uid
+        ds.file_meta.MediaStorageSOPInstanceUID = uid
+        ds.StudyInstanceUID, ds.SeriesInstanceUID, ds.FrameOfReferenceUID = study, series, frame
+        ds.ImageOrientationPatient = [1, 0, 0, 0, 1, 0]
+        ds.ImagePositionPatient = [x0, y0, z0 - 1.25 * float(index)]
+        ds.SliceLocation = z0 - 1.25 * float(index)
+        ds.InstanceNumber = int(index) + 1
+        ds.PixelData = np.roll(pixels, int(index), axis=1).astype(pixels.dtype).tobytes()  # not all identical
+        ds.save_as(folder / f"{uid}.dcm", enforce_file_format=True)
+
+
+def time_simpleitk(folder: Path) -> sitk.Image:
+    files = sitk.ImageSeriesReader.GetGDCMSeriesFileNames(str(folder))
+    reader = sitk.ImageSeriesReader()
+    reader.SetFileNames(files)
+    image = reader.Execute()
+    sitk.GetArrayViewFromImage(image)  # numpy access without a copy (the image must stay alive)
+    return image
+
+
+def time_pydicom_loop(folder: Path) -> np.ndarray:
+    slices = []
+    for path in sorted(folder.iterdir()):
+        ds = pydicom.dcmread(path)
+        hu = ds.pixel_array.astype(np.int16) * int(ds.RescaleSlope) + int(ds.RescaleIntercept)
+        normal = np.cross(np.asarray(ds.ImageOrientationPatient[:3], float), np.asarray(ds.ImageOrientationPatient[3:], float))
+        slices.append((float(np.dot(normal, np.asarray(ds.ImagePositionPatient, float))), hu))
+    slices.sort(key=lambda item: item[0])
+    return np.stack([hu for _, hu in slices])
+
+
+class FirstSlice:
+    def __init__(self, middle: int) -> None:
+        self.middle, self.start, self.at = middle, 0.0, None
+
+    def __call__(self, z: int, image: np.ndarray) -> None:
+        if z == self.middle and self.at is None:
+            self.at = time.perf_counter() - self.start
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--slices", type=int, default=300)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="medseg-bench-io-") as tmp:
+        folder = Path(tmp)
+        t0 = time.perf_counter()
+        build_series(folder, args.slices)
+        size_mb = sum(p.stat().st_size for p in folder.iterdir()) / 1e6
+        print(f"series: {args.slices} x 512x512 Explicit VR LE from {SOURCE_SLICE.name}, {size_mb:.0f} MB "
+              f"(built in {time.perf_counter() - t0:.1f} s); CPUs: {os.cpu_count()}; best of {args.repeats}, files in page cache")
+        reference = sitk.GetArrayFromImage(time_simpleitk(folder))  # also warms the page cache
+        timings: dict[str, list[float]] = {"simpleitk": [], "pydicom_loop": [], "medseg_load": [], "medseg_scan": [],
+                                           "medseg_load_series": []}
+        first_load: list[float] = []
+        first_series: list[float] = []
+        middle = (args.slices - 1) // 2
+        for _ in range(args.repeats):
+            start = time.perf_counter()
+            time_simpleitk(folder)
+            timings["simpleitk"].append(time.perf_counter() - start)
+
+            start = time.perf_counter()
+            loop = time_pydicom_loop(folder)
+            timings["pydicom_loop"].append(time.perf_counter() - start)
+
+            probe = FirstSlice(middle)
+            probe.start = start = time.perf_counter()
+            volume = load(folder, on_slice=probe)
+            timings["medseg_load"].append(time.perf_counter() - start)
+            first_load.append(probe.at / timings["medseg_load"][-1])
+
+            start = time.perf_counter()
+            series = scan(folder).series[0]
+            timings["medseg_scan"].append(time.perf_counter() - start)
+            probe = FirstSlice(middle)
+            probe.start = start = time.perf_counter()
+            load_series(series, on_slice=probe)
+            timings["medseg_load_series"].append(time.perf_counter() - start)
+            first_series.append(probe.at / timings["medseg_load_series"][-1])
+        assert np.array_equal(volume.array, reference) and np.array_equal(loop, reference), "results differ"
+
+        best = {name: min(values) for name, values in timings.items()}
+        for name, value in best.items():
+            print(f"  {name:<20} {value:7.3f} s   (runs: {', '.join(f'{v:.3f}' for v in timings[name])})")
+        print(f"ratio medseg_load / simpleitk        = {best['medseg_load'] / best['simpleitk']:.2f}x  (target <= 1.0)")
+        print(f"ratio pydicom_loop / simpleitk       = {best['pydicom_loop'] / best['simpleitk']:.2f}x")
+        print(f"ratio medseg_load / pydicom_loop     = {best['medseg_load'] / best['pydicom_loop']:.2f}x")
+        print(f"first displayable (middle) slice, load():        {statistics.median(first_load) * 100:.1f}% of its total "
+              "(includes the header scan, which must finish before the middle is known)")
+        print(f"first displayable (middle) slice, load_series(): {statistics.median(first_series) * 100:.1f}% of its total "
+              "(target <= 10%)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
