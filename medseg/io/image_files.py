@@ -142,6 +142,3 @@ def _first_line(error: Exception) -> str:
     # ITK messages end with the useful line; the first ones are source locations.
     return lines[-1] if lines else type(error).__name__
 
-
-def is_label_array(array: np.ndarray) -> bool:
-    return np.issubdtype(array.dtype, np.integer) and array.dtype.itemsize <= 2

@@ -73,3 +73,25 @@ def test_blank_uids_series_is_grouped_and_reported(ct_dir: Path) -> None:
     assert "blank_uids" in {f.kind for f in series.findings}
     volume = load(ct_dir / "totalsegmentator/example_ct_dicom", series_uid=series.key)
     assert volume.size_xyz == (512, 512, 20)
+
+
+# Irregular stacks: SimpleITK reads them as an (incorrectly) evenly spaced, sheared stack, so only
+# the acquired voxels, their order and the first slice's position and in-plane axes are comparable.
+IRREGULAR_SERIES = [
+    "dcm_qa_ct/GE_HiSpeedDual_head_tilt_varspacing",
+    "dicom2nifti_testdata/gantry_tilt_siemens_iop_only",
+    "dicom2nifti_testdata/missing_slice_ge_lightspeed16",
+    "dicom2nifti_testdata/missing_slice_tilted_siemens",
+]
+
+
+@pytest.mark.parametrize("folder", IRREGULAR_SERIES)
+def test_raw_stacks_of_irregular_series_match_simpleitk_voxels(ct_dir: Path, folder: str) -> None:
+    raw = load(ct_dir / folder, regularize=False)
+    reference = sitk_series(ct_dir / folder)
+    assert raw.size_xyz == reference.GetSize()
+    np.testing.assert_array_equal(raw.array, sitk.GetArrayFromImage(reference))
+    np.testing.assert_allclose(raw.origin_mm, reference.GetOrigin(), atol=1e-3)
+    np.testing.assert_allclose(raw.direction[:, :2], np.asarray(reference.GetDirection()).reshape(3, 3)[:, :2],
+                               atol=1e-5)
+    assert "raw_stack" in {f.kind for f in raw.meta.findings}
