@@ -682,7 +682,7 @@ def _train(dataset, out_dir, config, ctx, plan, base_package, resume, plan_optio
         per_epoch = (time.monotonic() - run_started) / epochs_done_here
         record = {"epoch": epoch, "train_loss": float(np.mean(losses)), "validation_dice": dice,
                   "mean_dice": None if math.isnan(mean) else mean, "seconds": seconds,
-                  "learning_rate": lr, "patches_per_second": global_batch * config.iterations_per_epoch / train_seconds}
+                  "learning_rate": lr, "iteration_losses": losses, "patches_per_second": global_batch * config.iterations_per_epoch / train_seconds}
         history.append(record)
         if ctx.is_main:
             meta = {"epoch": epoch, "epochs": config.epochs, "history": history, "plan": plan.to_dict(),
