@@ -150,7 +150,10 @@ class _FileHeader:
 
 
 def _pixel_offset(fp: Any, ds: Any, transfer_syntax: str) -> int | None:
-    """Byte offset of native little-endian Pixel Data right after the header, or None."""
+    """Byte offset of native little-endian 16-bit Pixel Data right after the header, or None.
+
+    None sends the file through pydicom's full decode, which also reports malformed data.
+    """
     if transfer_syntax not in NATIVE_LITTLE_ENDIAN:
         return None
     position = fp.tell()
@@ -158,10 +161,19 @@ def _pixel_offset(fp: Any, ds: Any, transfer_syntax: str) -> int | None:
     if len(head) < 8 or head[:4] != PIXEL_DATA_TAG:
         return None
     if transfer_syntax == IMPLICIT_VR_LE:
-        return position + 8 if struct.unpack("<I", head[4:8])[0] != 0xFFFFFFFF else None
-    if len(head) < 12 or head[4:6] not in (b"OW", b"OB"):
+        header_size, length = 8, struct.unpack("<I", head[4:8])[0]
+    elif len(head) == 12 and head[4:6] in (b"OW", b"OB"):
+        header_size, length = 12, struct.unpack("<I", head[8:12])[0]
+    else:
         return None
-    return position + 12 if struct.unpack("<I", head[8:12])[0] != 0xFFFFFFFF else None
+    try:
+        needed = int(ds.Rows) * int(ds.Columns) * 2
+    except (AttributeError, TypeError, ValueError):
+        return None
+    # The declared length must hold one 16-bit frame (undefined length 0xFFFFFFFF is not native).
+    if length == 0xFFFFFFFF or length < needed:
+        return None
+    return position + header_size
 
 
 def _read_one(ref: str) -> _FileHeader | SkippedFile:

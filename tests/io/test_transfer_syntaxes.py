@@ -113,3 +113,33 @@ def test_single_slices_match_simpleitk(ct_dir: Path, name: str) -> None:
     np.testing.assert_allclose(volume.direction[:, :2].T.reshape(-1),
                                np.asarray(reference.GetDirection()).reshape(3, 3)[:, :2].T.reshape(-1), atol=1e-5)
     assert "single_slice" in {f.kind for f in volume.meta.findings}
+
+
+@pytest.mark.parametrize("name", [
+    "cornerstone_testimages/CTImage.dcm",  # implicit VR, signed
+    "pydicom_data/693_UNCR.dcm",  # explicit VR, signed, 14 bits stored
+    "dcm_qa_ct/Philips_Ingenuity_phantom_mixed_series/S2010_I10",  # unsigned, 12 bits stored
+    "dcmqi_ct3slice_masks/image/01.dcm",
+])
+def test_native_fast_path_equals_pydicom_decode(ct_dir: Path, name: str) -> None:
+    import pydicom
+
+    from medseg.io import scan
+
+    path = ct_dir / name
+    (series,) = scan(path).series
+    assert series.slices[0].pixel_offset is not None  # read straight from the file, no second parse
+    ds = pydicom.dcmread(path)
+    expected = ds.pixel_array.astype(np.int32) * int(ds.RescaleSlope) + int(ds.RescaleIntercept)
+    np.testing.assert_array_equal(load(path).array[0], expected)
+
+
+def test_truncated_native_pixel_data_names_the_file(ct_dir: Path, tmp_path: Path) -> None:
+    from medseg.errors import DicomError
+
+    data = (ct_dir / "pydicom_data/693_UNCR.dcm").read_bytes()
+    cut = tmp_path / "cut.dcm"
+    cut.write_bytes(data[: len(data) - 1000])
+    with pytest.raises(DicomError) as caught:
+        load(cut)
+    assert str(cut) in str(caught.value) and "truncated" in str(caught.value)
