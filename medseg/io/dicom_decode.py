@@ -116,7 +116,7 @@ def _native_read(header: SliceHeader) -> np.ndarray:
 
 def _pydicom_read(ref: str, n_frames: int) -> np.ndarray:
     with open_ref(ref) as fp:
-        ds = pydicom.dcmread(fp)
+        ds = pydicom.dcmread(fp, force=True)  # the scan already established this is DICOM
     if "PixelData" not in ds:
         raise DicomError("the file has no pixel data", path=ref)
     array = ds.pixel_array

@@ -20,7 +20,9 @@ from typing import Any, Sequence
 
 import numpy as np
 import pydicom
+from pydicom.dataset import FileMetaDataset
 from pydicom.errors import InvalidDicomError
+from pydicom.uid import ExplicitVRLittleEndian, ImplicitVRLittleEndian
 
 from medseg.errors import Cancelled, DicomError
 from medseg.io.dicom_geometry import StackGeometry, analyze_stack
@@ -176,6 +178,25 @@ def _pixel_offset(fp: Any, ds: Any, transfer_syntax: str) -> int | None:
     return position + header_size
 
 
+def _read_without_preamble(fp: Any) -> Any:
+    """A bare little-endian dataset without preamble and file meta (old ACR-NEMA style exports).
+
+    Only tried when the file starts with a group 0008 element, so arbitrary files are not
+    parsed as DICOM by force.
+    """
+    fp.seek(0)
+    if fp.read(2) != b"\x08\x00":
+        return None
+    fp.seek(0)
+    ds = pydicom.dcmread(fp, stop_before_pixels=True, specific_tags=SCAN_KEYWORDS, force=True)
+    implicit, little = ds.original_encoding
+    if not little or "Rows" not in ds:
+        return None
+    ds.file_meta = FileMetaDataset()
+    ds.file_meta.TransferSyntaxUID = ImplicitVRLittleEndian if implicit else ExplicitVRLittleEndian
+    return ds
+
+
 def _read_one(ref: str) -> _FileHeader | SkippedFile:
     """Read one file's header; never raises for bad input (the reason is returned)."""
     try:
@@ -183,7 +204,9 @@ def _read_one(ref: str) -> _FileHeader | SkippedFile:
             try:
                 ds = pydicom.dcmread(fp, stop_before_pixels=True, specific_tags=SCAN_KEYWORDS)
             except InvalidDicomError:
-                return SkippedFile(ref, "not a DICOM file (no DICM preamble)")
+                ds = _read_without_preamble(fp)
+                if ds is None:
+                    return SkippedFile(ref, "not a DICOM file (no DICM preamble)")
             transfer_syntax = str(getattr(getattr(ds, "file_meta", None), "TransferSyntaxUID", "") or "")
             if not transfer_syntax:
                 return SkippedFile(ref, "DICOM file without a transfer syntax in its file meta information")

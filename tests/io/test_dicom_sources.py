@@ -120,3 +120,19 @@ def test_cancel_stops_loading(ct_dir: Path) -> None:
     token_scan.cancel()
     with pytest.raises(Cancelled):
         scan(ct_dir / PHILIPS, cancel=token_scan)
+
+
+def test_dataset_without_preamble_or_file_meta_is_read(ct_dir: Path, tmp_path: Path) -> None:
+    import pydicom
+    from pydicom.dataset import FileMetaDataset
+
+    source = ct_dir / "dcmqi_ct3slice_masks/image"
+    for path in sorted(source.iterdir()):
+        ds = pydicom.dcmread(path)
+        ds.file_meta = FileMetaDataset()
+        ds.preamble = None
+        ds.save_as(tmp_path / path.name, implicit_vr=True, little_endian=True, enforce_file_format=False)
+    assert (tmp_path / "01.dcm").read_bytes()[128:132] != b"DICM"
+    bare = load(tmp_path)
+    np.testing.assert_array_equal(bare.array, load(source).array)
+    assert bare.origin_mm == load(source).origin_mm
