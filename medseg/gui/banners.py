@@ -44,13 +44,18 @@ class Banner(QFrame):
         self.details_box.open()  # non-blocking
 
 
+def join_messages(messages: list[str]) -> str:
+    """Sentences joined without doubled punctuation ("a.; b." reads badly)."""
+    return " ".join(m.strip() if m.strip().endswith((".", "!", "?")) else m.strip() + "." for m in messages if m.strip())
+
+
 def findings_text(findings: list[GeometryFinding]) -> tuple[str, str]:
     """(one line for the banner, the full details)."""
     if not findings:
         return "", ""
-    summary = "Geometry: " + "; ".join(f.message for f in findings[:3])
+    summary = "Geometry: " + join_messages([f.message for f in findings[:3]])
     if len(findings) > 3:
-        summary += f"; and {len(findings) - 3} more"
+        summary += f" (and {len(findings) - 3} more)"
     details = "\n\n".join(
         f.message + ("\n" + "\n".join(f"  {k}: {v}" for k, v in f.details.items()) if f.details else "") for f in findings
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import time
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -27,7 +28,7 @@ from PySide6.QtWidgets import (
 from medseg.edit.document import AUTO_PRESET, ViewerDocument
 from medseg.errors import Cancelled, MedsegError
 from medseg.gui import app_shell
-from medseg.gui.banners import Banner, findings_text
+from medseg.gui.banners import Banner, findings_text, join_messages
 from medseg.gui.jobs import Job
 from medseg.gui.panels import PRESET_KEYS, OverlayPanel, WindowPanel
 from medseg.gui.presets_dialog import PresetsDialog
@@ -347,6 +348,11 @@ class MainWindow(QMainWindow):
 
     @Slot(float, str)
     def _on_progress(self, fraction: float, text: str) -> None:
+        # At most ~10 updates a second: a visible QProgressBar repaints synchronously.
+        now = time.monotonic()
+        if fraction < 1.0 and now - getattr(self, "_last_progress", 0.0) < 0.1:
+            return
+        self._last_progress = now
         self.progress_bar.setValue(int(fraction * 1000))
         self.progress_text.setText(text)
 
@@ -494,7 +500,7 @@ class MainWindow(QMainWindow):
             ("Size", " × ".join(str(n) for n in volume.size_xyz) + " voxels"),
             ("Spacing", " × ".join(f"{s:.3g}" for s in volume.spacing_mm) + " mm"),
             ("Window", f"L {self.document.window_center:.0f} / W {self.document.window_width:.0f}"),
-            ("Findings", "; ".join(f.message for f in meta.findings) or "none"),
+            ("Findings", join_messages([f.message for f in meta.findings]) or "none"),
         ]
         if self.document.is_synthetic:
             rows.insert(0, ("Note", "synthetic demo study, not patient data"))

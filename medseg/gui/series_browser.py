@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
 
 from medseg import io as medseg_io
 from medseg.errors import Cancelled
+from medseg.gui.banners import join_messages
 from medseg.gui.jobs import Job
 
 COLUMNS = ("Patient", "Study", "Series", "Modality", "Description", "Slices", "Size", "Spacing (mm)", "Type", "Findings")
@@ -136,7 +137,7 @@ class SeriesBrowser(QDialog):
         self.table.setRowCount(len(result.series))
         grey = QBrush(QColor(140, 140, 140))
         for row, series in enumerate(result.series):
-            findings = "; ".join(f.message for f in series.findings)
+            findings = join_messages([f.message for f in series.findings])
             patient = series.patient_name or series.patient_id or "(anonymous)"
             cells = (
                 patient,

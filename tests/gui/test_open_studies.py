@@ -72,7 +72,7 @@ def test_browser_lists_localizer_and_secondary_captures_as_not_loadable(driver, 
         ("dcm_qa_ct/GE_HiSpeedDual_head_tilt_varspacing", None),
     ],
 )
-def test_each_real_dicom_series_opens(driver, window, ct_dir, relative, slices):
+def test_each_real_dicom_series_opens(driver, window, ct_dir, relative, slices, artifacts_dir):
     folder = ct_dir / relative
     browser = driver.open_folder(folder)
     rows = [i for i, s in enumerate(browser.result.series) if s.loadable and (slices is None or s.size_xyz[2] == slices)]
@@ -96,6 +96,7 @@ def test_each_real_dicom_series_opens(driver, window, ct_dir, relative, slices):
     # The HU readout is the voxel's value.
     x, y, z = window.document.cursor_xyz
     assert _hu_in_status(window) == pytest.approx(float(volume.array[z, y, x]))
+    window.grab().save(str(artifacts_dir / f"gui_series_{folder.name}.png"))
 
 
 def test_missing_slice_is_reported(driver, window, ct_dir):
