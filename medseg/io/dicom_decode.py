@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 import tempfile
 import warnings
 
@@ -112,6 +113,37 @@ def _native_read(header: SliceHeader) -> np.ndarray:
                          hint="the file was probably cut short while copying; copy it again")
     dtype = "<i2" if header.pixel_representation else "<u2"
     return np.frombuffer(data, dtype=dtype).reshape(header.rows, header.columns)
+
+
+def read_native_into(header: SliceHeader, out: np.ndarray) -> bool:
+    """Read native 16-bit pixel data straight into ``out`` (an int16 HU slice) and rescale in place.
+
+    The fastest path (one read, no temporary arrays): used when the scan found the pixel
+    data offset, the slope is 1 and the stored values fit int16. Returns False when the
+    slice needs the general path instead.
+    """
+    if (header.pixel_offset is None or header.bits_allocated != 16 or header.samples_per_pixel != 1
+            or out.dtype != np.int16 or header.slope != 1 or header.intercept != int(header.intercept)
+            or (not header.pixel_representation and not 0 < header.bits_stored <= 15)):
+        return False
+    nbytes = header.rows * header.columns * 2
+    with open_ref(header.ref) as fp:
+        fp.seek(header.pixel_offset)
+        count = fp.readinto(memoryview(out).cast("B"))
+    if count < nbytes:
+        raise DicomError(f"the pixel data is truncated ({count} of {nbytes} bytes)", path=header.ref,
+                         hint="the file was probably cut short while copying; copy it again")
+    if sys.byteorder != "little":
+        out.byteswap(inplace=True)
+    low, high = int(out.min()), int(out.max())
+    intercept = int(header.intercept)
+    if not header.pixel_representation and low < 0:
+        out[...] = to_hu(out.view(np.uint16).copy(), header, out.dtype)  # bits above Bits Stored are set
+    elif low + intercept < -32768 or high + intercept > 32767:
+        out[...] = to_hu(out.copy(), header, out.dtype)  # would overflow int16: clip
+    elif intercept:
+        np.add(out, np.int16(intercept), out=out)
+    return True
 
 
 def _pydicom_read(ref: str, n_frames: int) -> np.ndarray:

@@ -16,7 +16,7 @@ from typing import Callable
 import numpy as np
 
 from medseg.errors import Cancelled, DicomError, MedsegError, NotAVolumeError
-from medseg.io.dicom_decode import decode_hu, hu_dtype, syntax_name
+from medseg.io.dicom_decode import decode_hu, hu_dtype, read_native_into, syntax_name
 from medseg.io.dicom_headers import SliceHeader
 from medseg.io.dicom_scan import SeriesInfo
 from medseg.io.regularize import regularize_stack
@@ -87,7 +87,8 @@ def load_series(
             if cancel is not None and cancel.cancelled:
                 raise Cancelled()
             try:
-                images = decode_hu(headers, dtype)
+                direct = len(headers) == 1 and read_native_into(headers[0], stack[z_of[id(headers[0])]])
+                images = None if direct else decode_hu(headers, dtype)
             except MedsegError:
                 raise
             except Exception as error:  # a last line of defence: every failure names the file
@@ -95,8 +96,9 @@ def load_series(
             if ref != middle_ref:
                 middle_delivered.wait()
             zs = [z_of[id(h)] for h in headers]
-            for z, image in sorted(zip(zs, images), key=lambda item: abs(item[0] - (n - 1) // 2)):
-                stack[z] = image
+            for z, image in sorted(zip(zs, images or [None]), key=lambda item: abs(item[0] - (n - 1) // 2)):
+                if image is not None:
+                    stack[z] = image
                 if on_slice is not None:
                     on_slice(z, stack[z])
         finally:
