@@ -1,0 +1,98 @@
+"""``medseg segment PATH --model M -o OUT``: segment a CT series or image file and write the label map."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from medseg.errors import ModelError
+from medseg.progress import Progress
+
+DEVICE_CHOICES = ("auto", "cpu", "cuda", "directml", "onnx-cpu", "mps")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "segment", help="segment a CT with a model and write the label map",
+        description="Load a DICOM series folder or a NIfTI/NRRD/MHA file, segment it with a medseg model "
+                    "package or an nnU-Net v2 result folder, write the label map (format by the output's "
+                    "extension: .nii.gz, .nii, .nrrd, .mha) on the input's grid, and print the volume of "
+                    "each label in ml.")
+    parser.add_argument("path", help="DICOM folder or image file")
+    parser.add_argument("--model", "-m", required=True,
+                        help="medseg package (.medseg/.zip file or folder) or nnU-Net v2 result folder")
+    parser.add_argument("-o", "--output", required=True, help="label map to write (.nii.gz, .nii, .nrrd, .mha)")
+    parser.add_argument("--device", default="auto", choices=DEVICE_CHOICES, help="compute device (default: auto)")
+    parser.add_argument("--configuration", help="model configuration to use (default: chosen by the series' spacing)")
+    parser.add_argument("--step", type=float, default=0.5, help="tile step as a fraction of the patch (default 0.5)")
+    parser.add_argument("--mirror", action="store_true", help="mirroring test-time augmentation (slower)")
+    parser.add_argument("--tile-batch", type=int, help="tiles per forward pass (default: 1 on CPU, 2 on GPUs)")
+    parser.add_argument("--threads", type=int, help="CPU threads for PyTorch / ONNX Runtime")
+    parser.add_argument("--json", action="store_true", help="print a JSON document instead of text")
+    parser.set_defaults(func=run)
+
+
+def load_model(source: str | Path):
+    """A medseg package, or an nnU-Net result folder converted on the fly (nothing is unpickled)."""
+    from medseg.model.nnunet_import import import_nnunet
+    from medseg.model.package import load_package
+
+    path = Path(source)
+    if path.is_dir() and (path / "plans.json").is_file() and (path / "dataset.json").is_file():
+        return import_nnunet(path)
+    if path.exists():
+        return load_package(path)
+    raise ModelError("no such model package or nnU-Net result folder", path=path)
+
+
+def _progress_printer():
+    last = {"decile": -1, "stage": ""}
+
+    def show(progress: Progress) -> None:
+        decile = int(progress.fraction * 10)
+        if progress.stage != last["stage"] or decile != last["decile"]:
+            last.update(decile=decile, stage=progress.stage)
+            print(f"[{progress.fraction:4.0%}] {progress.text}", file=sys.stderr, flush=True)
+
+    return show
+
+
+def run(args: argparse.Namespace) -> int:
+    import torch
+
+    from medseg.io import load, write_image
+    from medseg.model.infer import segment
+
+    if args.threads:
+        torch.set_num_threads(int(args.threads))
+    volume = load(args.path)
+    package = load_model(args.model)
+    result = segment(
+        volume, package, device=args.device, configuration=args.configuration, step_size=args.step,
+        mirror=args.mirror, tile_batch=args.tile_batch, progress=None if args.json else _progress_printer(),
+    )  # fmt: skip
+    written = write_image(result.label_map, args.output)
+    if args.json:
+        print(json.dumps({
+            "input": str(args.path),
+            "output": str(written),
+            "model": package.name,
+            "configuration": result.configuration,
+            "device": result.device_used,
+            "fallbacks": result.fallbacks,
+            "seconds": round(result.seconds, 3),
+            "size_xyz": list(result.label_map.size_xyz),
+            "spacing_mm": list(result.label_map.spacing_mm),
+            "labels": {str(k): v for k, v in sorted(package.labels.items())},
+            "volumes_ml": {name: round(ml, 3) for name, ml in result.volumes_ml.items()},
+        }, indent=1))
+        return 0
+    for note in result.fallbacks:
+        print(f"note: {note}", file=sys.stderr)
+    print(f"{package.name} [{result.configuration}] on {result.device_used}, {result.seconds:.1f} s -> {written}")
+    width = max((len(name) for name in result.volumes_ml), default=5)
+    for name, ml in result.volumes_ml.items():
+        print(f"  {name:<{width}}  {ml:10.1f} ml")
+    return 0

@@ -1,0 +1,191 @@
+"""Compute devices and the tile runners that execute a network on them.
+
+A *runner* maps a batch of tiles (B, C, *patch) float32 to logits (B, K, *patch). The
+sliding window does not care which engine is behind it:
+
+* ``TorchRunner``: PyTorch on CUDA (fp16 autocast, as nnU-Net), Apple MPS or the CPU;
+* ``OnnxRunner``: ONNX Runtime with the DirectML provider (AMD/Intel/NVIDIA GPUs on
+  Windows) or the CPU provider, from an exported model (``medseg.model.export``).
+
+Several folds of one configuration are averaged per tile (nnU-Net averages the stitched
+fold logits; the Gaussian stitching is linear, so this is the same up to rounding and
+needs one accumulator instead of one per fold).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+from pathlib import Path
+from typing import Protocol, Sequence
+
+import numpy as np
+import torch
+from torch import nn
+
+from medseg.errors import DeviceError
+
+DEVICES = ("auto", "cuda", "directml", "onnx-cpu", "cpu", "mps")
+DIRECTML_PROVIDER = "DmlExecutionProvider"
+
+
+class TileRunner(Protocol):
+    name: str  # the device as the user names it: "cuda", "directml", "onnx-cpu", "cpu", "mps"
+    device: torch.device  # where input tiles must be and where logits come back
+
+    def __call__(self, tiles: torch.Tensor) -> torch.Tensor: ...
+
+
+def onnx_providers() -> list[str]:
+    try:
+        import onnxruntime
+    except ImportError:  # onnxruntime is a dependency, but a broken install must not stop torch devices
+        return []
+    return list(onnxruntime.get_available_providers())
+
+
+def cuda_available() -> bool:
+    return torch.cuda.is_available()
+
+
+def mps_available() -> bool:
+    return bool(getattr(torch.backends, "mps", None) and torch.backends.mps.is_available())
+
+
+def directml_available() -> bool:
+    return DIRECTML_PROVIDER in onnx_providers()
+
+
+def available_devices() -> list[str]:
+    """The devices that would work on this machine, best first (for menus and `medseg info`)."""
+    found = []
+    if cuda_available():
+        found.append("cuda")
+    if directml_available():
+        found.append("directml")
+    if mps_available():
+        found.append("mps")
+    found += ["cpu", "onnx-cpu"] if onnx_providers() else ["cpu"]
+    return found
+
+
+def resolve_device(requested: str) -> str:
+    """Turn "auto" into a concrete device and check an explicit one exists (DeviceError if not)."""
+    requested = (requested or "auto").lower()
+    if requested not in DEVICES:
+        raise DeviceError(f"unknown device {requested!r}", hint=f"choose one of {', '.join(DEVICES)}")
+    if requested == "auto":
+        # MPS is not chosen automatically: ConvTranspose3d support differs between PyTorch versions.
+        if cuda_available():
+            return "cuda"
+        if directml_available():
+            return "directml"
+        # On the CPU, ONNX Runtime runs nnU-Net's networks about 2-3x faster than PyTorch's
+        # CPU kernels (anisotropic 1x3x3 convolutions and instance norm; benchmarks/bench_infer.py).
+        if "CPUExecutionProvider" in onnx_providers():
+            return "onnx-cpu"
+        return "cpu"
+    if requested == "cuda" and not cuda_available():
+        raise DeviceError("CUDA was requested but no CUDA GPU is usable by PyTorch", hint="use --device cpu or auto")
+    if requested == "directml" and not directml_available():
+        raise DeviceError(
+            "DirectML was requested but ONNX Runtime's DmlExecutionProvider is not installed",
+            hint="on Windows install onnxruntime-directml (it replaces onnxruntime), or use --device cpu",
+        )
+    if requested == "onnx-cpu" and "CPUExecutionProvider" not in onnx_providers():
+        raise DeviceError("ONNX Runtime is not installed", hint="pip install onnxruntime, or use --device cpu")
+    if requested == "mps" and not mps_available():
+        raise DeviceError("Apple MPS was requested but is not available", hint="use --device cpu")
+    return requested
+
+
+def uses_onnx(device: str) -> bool:
+    return device in ("directml", "onnx-cpu")
+
+
+def is_out_of_memory(error: BaseException) -> bool:
+    """True for a device out-of-memory error from PyTorch or ONNX Runtime (which has no own type)."""
+    if isinstance(error, torch.OutOfMemoryError):
+        return True
+    text = str(error).lower()
+    return isinstance(error, RuntimeError) and any(
+        marker in text for marker in ("out of memory", "e_outofmemory", "failed to allocate", "bad_alloc")
+    )
+
+
+def free_device_memory(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    elif device.type == "mps":
+        torch.mps.empty_cache()
+
+
+class TorchRunner:
+    """PyTorch networks (the folds of one configuration) on one device."""
+
+    def __init__(self, networks: Sequence[nn.Module], device: str | torch.device, name: str | None = None):
+        if not networks:
+            raise DeviceError("no network to run")
+        self.device = torch.device(device)
+        self.name = name or self.device.type
+        self.networks = [network.to(self.device).eval() for network in networks]
+        # fp16 autocast on CUDA only, as nnU-Net: CPU autocast is slow on most CPUs, MPS lacks it.
+        self.autocast = self.device.type == "cuda"
+        if self.autocast:
+            torch.backends.cudnn.benchmark = True
+
+    def __call__(self, tiles: torch.Tensor) -> torch.Tensor:
+        context = torch.autocast("cuda") if self.autocast else contextlib.nullcontext()
+        with torch.inference_mode(), context:
+            logits = self.networks[0](tiles)
+            for network in self.networks[1:]:
+                logits += network(tiles)
+            if len(self.networks) > 1:
+                logits /= len(self.networks)
+        return logits
+
+
+class OnnxRunner:
+    """An exported model (folds already averaged inside it) in ONNX Runtime."""
+
+    def __init__(self, model: bytes | str | Path, device: str, threads: int | None = None):
+        import onnxruntime
+
+        if device == "directml":
+            providers = [DIRECTML_PROVIDER, "CPUExecutionProvider"]
+        else:
+            providers = ["CPUExecutionProvider"]
+        options = onnxruntime.SessionOptions()
+        options.intra_op_num_threads = threads or torch.get_num_threads()
+        if device == "directml":
+            # DirectML requires these (ONNX Runtime docs: no memory pattern, sequential execution).
+            options.enable_mem_pattern = False
+            options.execution_mode = onnxruntime.ExecutionMode.ORT_SEQUENTIAL
+        source = model if isinstance(model, bytes) else os.fspath(model)
+        try:
+            self.session = onnxruntime.InferenceSession(source, options, providers=providers)
+        except Exception as error:  # ORT raises its own exception types, not importable by name
+            raise DeviceError(f"ONNX Runtime could not load the model on {device}: {error}") from error
+        self.input_name = self.session.get_inputs()[0].name
+        self.name = device
+        self.device = torch.device("cpu")  # ORT takes and returns host memory
+
+    def __call__(self, tiles: torch.Tensor) -> torch.Tensor:
+        batch = np.ascontiguousarray(tiles.detach().cpu().numpy(), dtype=np.float32)
+        try:
+            (logits,) = self.session.run(None, {self.input_name: batch})[:1]
+        except Exception as error:
+            if "memory" in str(error).lower() or "alloc" in str(error).lower():
+                raise RuntimeError(f"out of memory in ONNX Runtime: {error}") from error
+            raise DeviceError(f"ONNX Runtime failed on {self.name}: {error}") from error
+        return torch.from_numpy(logits)
+
+
+def onnx_bytes(model: bytes | str | Path | io.BytesIO) -> bytes | str:
+    """Normalize what a package stores for a configuration's ONNX model."""
+    if isinstance(model, io.BytesIO):
+        return model.getvalue()
+    if isinstance(model, (bytes, bytearray)):
+        return bytes(model)
+    return os.fspath(model)

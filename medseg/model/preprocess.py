@@ -1,0 +1,307 @@
+"""Preprocessing as nnU-Net v2 does it, and its exact inverse.
+
+Forward (``preprocess``): transpose to the plan's axis order, crop to the non-zero
+bounding box, normalize (CT: clip to the stored 0.5/99.5 percentiles, z-score with the
+stored mean/std), resample to the plan's spacing (cubic B-spline, with nearest
+neighbour along a much coarser axis: nnU-Net's "separate z").
+
+Inverse (``logits_to_label_map``): resample the logits back to the cropped original
+shape (linear, nearest along the coarse axis), argmax, paste into the uncropped volume,
+transpose back. nnU-Net converts the whole C-channel logit array to float64 for this,
+which is what runs large CTs out of memory; here it is done in slabs along one axis.
+Linear interpolation is separable and local, so slab-wise is exact: each output slab
+only needs the input slices that bracket it.
+
+Every function works in the array's (z, y, x) index space, like nnU-Net's
+SimpleITK reader, so a mask lands on exactly the grid and geometry of the input.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from scipy import ndimage
+
+from medseg.errors import ModelError
+from medseg.io.volume import Volume
+
+# nnU-Net's ANISO_THRESHOLD: an axis this many times coarser than the finest is resampled
+# separately (in-plane spline, nearest neighbour across).
+ANISOTROPY_THRESHOLD = 3.0
+# nnU-Net's default resampling orders: data cubic / nearest across, logits linear / nearest across.
+DATA_ORDER, DATA_ORDER_ACROSS = 3, 0
+# Output voxels per slab when resampling logits back (bounds the float32 working set).
+SLAB_VOXELS = 16 * 1024 * 1024
+
+
+@dataclass
+class PreprocessedImage:
+    """The network's input and everything needed to put its output back on the original grid.
+
+    All shapes and spacings are in the plan's (transposed) axis order.
+    """
+
+    data: np.ndarray  # (C, z, y, x) float32, normalized, at the plan's spacing
+    transpose_forward: tuple[int, ...]
+    spacing_original: tuple[float, float, float]
+    spacing_network: tuple[float, float, float]
+    shape_before_crop: tuple[int, int, int]
+    bbox: tuple[slice, slice, slice]  # crop inside shape_before_crop
+    original_shape_zyx: tuple[int, int, int]  # the input Volume's array shape
+
+    @property
+    def shape_after_crop(self) -> tuple[int, int, int]:
+        return tuple(s.stop - s.start for s in self.bbox)  # type: ignore[return-value]
+
+
+# --- plan access (the Plan dataclass lives in medseg.model.plan) ---------------------------------------
+
+
+def plan_transpose(plan: Any) -> tuple[int, int, int]:
+    transpose = getattr(plan, "transpose_forward", None)
+    return tuple(int(a) for a in transpose) if transpose else (0, 1, 2)
+
+
+def network_spacing(plan: Any, spacing_transposed: Sequence[float]) -> tuple[float, float, float]:
+    """The spacing the network runs at; a 2D plan keeps the slice axis as it is (as nnU-Net)."""
+    if hasattr(plan, "target_spacing_for"):
+        return tuple(float(s) for s in plan.target_spacing_for(spacing_transposed))  # type: ignore[return-value]
+    target = [float(s) for s in plan.target_spacing_zyx][-3:]
+    if int(plan.dim) == 2:
+        target = [float(spacing_transposed[0]), *target[-2:]]
+    return tuple(target)  # type: ignore[return-value]
+
+
+# --- cropping -----------------------------------------------------------------------------------------
+
+
+def nonzero_bbox(data: np.ndarray) -> tuple[slice, slice, slice]:
+    """Half-open bounding box of the voxels that are non-zero in any channel.
+
+    nnU-Net fills holes in the mask first; filling holes never grows a bounding box, so
+    it is skipped here (it costs seconds and a full-size mask on a large CT).
+    """
+    nonzero = np.any(data != 0, axis=0) if data.ndim == 4 else data != 0
+    slices = []
+    for axis in range(nonzero.ndim):
+        other = tuple(a for a in range(nonzero.ndim) if a != axis)
+        present = np.flatnonzero(np.any(nonzero, axis=other))
+        if present.size == 0:  # an all-zero image: keep everything, as there is nothing to crop to
+            return tuple(slice(0, n) for n in nonzero.shape)  # type: ignore[return-value]
+        slices.append(slice(int(present[0]), int(present[-1]) + 1))
+    return tuple(slices)  # type: ignore[return-value]
+
+
+# --- normalization ------------------------------------------------------------------------------------
+
+
+def normalize(data: np.ndarray, normalization: dict[str, Any] | None) -> np.ndarray:
+    """Normalize a (C, ...) float32 array in place with the plan's scheme and stored statistics."""
+    scheme = (normalization or {}).get("scheme", "CTNormalization")
+    if scheme == "CTNormalization":
+        try:
+            low, high = float(normalization["percentile_00_5"]), float(normalization["percentile_99_5"])
+            mean, std = float(normalization["mean"]), float(normalization["std"])
+        except (KeyError, TypeError) as error:
+            raise ModelError(f"CT normalization in the model lacks {error}") from None
+        np.clip(data, low, high, out=data)
+        data -= np.float32(mean)
+        data /= np.float32(max(std, 1e-8))
+    elif scheme in ("ZScoreNormalization", "ZScore"):
+        for channel in data:  # per-image statistics, as nnU-Net (no mask for CT-sized crops)
+            mean, std = float(channel.mean()), float(channel.std())
+            channel -= np.float32(mean)
+            channel /= np.float32(max(std, 1e-8))
+    elif scheme in ("NoNormalization", "none"):
+        pass
+    else:
+        raise ModelError(f"the model uses the intensity normalization {scheme!r}, which medseg does not implement")
+    return data
+
+
+# --- resampling: shapes and the separate-axis rule (nnU-Net's) --------------------------------------------
+
+
+def compute_new_shape(shape: Sequence[int], spacing: Sequence[float], new_spacing: Sequence[float]) -> tuple[int, ...]:
+    return tuple(int(round(s / n * k)) for s, n, k in zip(spacing, new_spacing, shape))
+
+
+def _is_anisotropic(spacing: Sequence[float]) -> bool:
+    return bool(np.max(spacing) / np.min(spacing) > ANISOTROPY_THRESHOLD)
+
+
+def _coarse_axis(spacing: Sequence[float]) -> int | None:
+    spacing = np.asarray(spacing, dtype=np.float64)
+    coarsest = np.flatnonzero(spacing.max() / spacing == 1)
+    # two or three axes share the coarsest spacing: no single axis to treat separately
+    return int(coarsest[0]) if coarsest.size == 1 else None
+
+
+def separate_axis(current_spacing: Sequence[float], new_spacing: Sequence[float]) -> int | None:
+    """The axis resampled with nearest neighbour, or None (nnU-Net's determine_do_sep_z_and_axis)."""
+    if _is_anisotropic(current_spacing):
+        return _coarse_axis(current_spacing)
+    if _is_anisotropic(new_spacing):
+        return _coarse_axis(new_spacing)
+    return None
+
+
+def nearest_source_indices(n_in: int, n_out: int) -> np.ndarray:
+    """Source index of each output slice for nearest-neighbour resampling along one axis.
+
+    Uses scipy's own order-0 rounding on nnU-Net's (align_corners=False) coordinates so
+    ties (.5) resolve exactly as nnU-Net's map_coordinates does.
+    """
+    coords = (np.arange(n_out, dtype=np.float64) + 0.5) * (float(n_in) / n_out) - 0.5
+    source = ndimage.map_coordinates(np.arange(n_in, dtype=np.float64), coords[None], order=0, mode="nearest")
+    return source.astype(np.int64)
+
+
+def _spline_resize(image: np.ndarray, new_shape: Sequence[int], order: int) -> np.ndarray:
+    """skimage.transform.resize(order, mode='edge', anti_aliasing=False, clip=True) into float32.
+
+    scipy computes in float64 internally whatever the output dtype, so writing float32
+    directly gives the same numbers as nnU-Net's float64 result stored as float32.
+    """
+    zoom = [1.0 / (i / o) for i, o in zip(image.shape, new_shape)]
+    out = ndimage.zoom(image, zoom, output=np.float32, order=order, mode="nearest", grid_mode=True)
+    np.clip(out, image.min(), image.max(), out=out)
+    return out
+
+
+def resample_image(
+    data: np.ndarray, new_shape: Sequence[int], current_spacing: Sequence[float], new_spacing: Sequence[float]
+) -> np.ndarray:
+    """Resample a (C, z, y, x) float32 image as nnU-Net's resample_data_or_seg_to_shape (order 3, order_z 0)."""
+    new_shape = tuple(int(n) for n in new_shape)
+    if tuple(data.shape[1:]) == new_shape:
+        return data
+    axis = separate_axis(current_spacing, new_spacing)
+    out = np.empty((data.shape[0], *new_shape), dtype=np.float32)
+    for c, channel in enumerate(data):
+        if axis is None:
+            out[c] = _spline_resize(channel, new_shape, DATA_ORDER)
+            continue
+        plane_shape = [n for a, n in enumerate(new_shape) if a != axis]
+        source = nearest_source_indices(channel.shape[axis], new_shape[axis])
+        resized: dict[int, np.ndarray] = {}
+        out_c = np.moveaxis(out[c], axis, 0)
+        for k, index in enumerate(source):
+            # each source slice is resized once, however many output slices copy it
+            if index not in resized:
+                resized.clear()
+                resized[index] = _spline_resize(np.take(channel, index, axis=axis), plane_shape, DATA_ORDER)
+            out_c[k] = resized[index]
+    return out
+
+
+# --- the forward pipeline ------------------------------------------------------------------------------
+
+
+def preprocess(volume: Volume, plan: Any) -> PreprocessedImage:
+    """Crop, normalize and resample a CT Volume for the plan's network."""
+    channels = int(getattr(plan, "num_input_channels", 1) or 1)
+    if channels != 1:
+        raise ModelError(f"the model expects {channels} input channels; medseg segments single CT volumes")
+    transpose = plan_transpose(plan)
+    spacing = tuple(float(volume.spacing_zyx[a]) for a in transpose)
+    image = np.transpose(volume.array, transpose)[None]
+    bbox = nonzero_bbox(image)
+    # float32 copy of the cropped region only (the input may be int16 and large)
+    data = np.array(image[(slice(None), *bbox)], dtype=np.float32, order="C")
+    normalize(data, getattr(plan, "normalization", None))
+    target = network_spacing(plan, spacing)
+    new_shape = compute_new_shape(data.shape[1:], spacing, target)
+    data = resample_image(data, new_shape, spacing, target)
+    return PreprocessedImage(
+        data=data,
+        transpose_forward=transpose,
+        spacing_original=spacing,  # type: ignore[arg-type]
+        spacing_network=target,
+        shape_before_crop=tuple(image.shape[1:]),  # type: ignore[arg-type]
+        bbox=bbox,
+        original_shape_zyx=volume.shape_zyx,
+    )
+
+
+# --- the inverse: logits back to the original grid -------------------------------------------------------
+
+
+def _slab_plan(n_out: int, n_in: int, axis_mode: str, slab: int) -> Iterator[tuple[int, int, np.ndarray, np.ndarray, np.ndarray]]:
+    """Per output slab along the slab axis: (out_start, out_stop, lower index, upper index, weight)."""
+    if n_in == n_out:
+        lower = np.arange(n_out)
+        upper, weight = lower, np.zeros(n_out, dtype=np.float32)
+    elif axis_mode == "nearest":
+        lower = nearest_source_indices(n_in, n_out)
+        upper, weight = lower, np.zeros(n_out, dtype=np.float32)
+    else:  # linear, align_corners=False, edges clamped (scipy mode='nearest' == torch's clamp)
+        coords = np.maximum((np.arange(n_out, dtype=np.float64) + 0.5) * (n_in / n_out) - 0.5, 0.0)
+        lower = np.minimum(np.floor(coords).astype(np.int64), n_in - 1)
+        upper = np.minimum(lower + 1, n_in - 1)
+        weight = (coords - lower).astype(np.float32)
+    for start in range(0, n_out, slab):
+        stop = min(n_out, start + slab)
+        yield start, stop, lower[start:stop], upper[start:stop], weight[start:stop]
+
+
+def _resampled_slabs(
+    logits: torch.Tensor, out_shape: Sequence[int], current_spacing: Sequence[float], new_spacing: Sequence[float]
+) -> Iterator[tuple[int, int, int, torch.Tensor]]:
+    """Yield (axis, start, stop, float32 logits of that output slab, slab axis first)."""
+    axis = separate_axis(current_spacing, new_spacing)
+    axis_mode = "nearest" if axis is not None else "linear"
+    axis = 0 if axis is None else axis
+    moved = logits.movedim(axis + 1, 1)  # (C, n_axis, a, b)
+    plane_out = [n for a, n in enumerate(out_shape) if a != axis]
+    n_in, n_out = moved.shape[1], int(out_shape[axis])
+    per_slice = int(np.prod(plane_out)) * max(1, moved.shape[0])
+    slab = max(1, SLAB_VOXELS // per_slice)
+    for start, stop, lower, upper, weight in _slab_plan(n_out, n_in, axis_mode, slab):
+        needed = np.unique(np.concatenate([lower, upper]))
+        source = moved[:, torch.from_numpy(needed)].float()  # (C, k, a, b) float32
+        if list(source.shape[2:]) != plane_out:
+            # in-plane linear, align_corners=False == skimage/scipy order 1 with mode 'edge'
+            source = F.interpolate(source.permute(1, 0, 2, 3), size=plane_out, mode="bilinear", align_corners=False)
+            source = source.permute(1, 0, 2, 3)
+        position = {int(index): i for i, index in enumerate(needed)}
+        low = source[:, [position[int(i)] for i in lower]]
+        if np.any(weight):
+            high = source[:, [position[int(i)] for i in upper]]
+            w = torch.from_numpy(weight).view(1, -1, 1, 1)
+            low = low * (1 - w) + high * w
+        yield axis, start, stop, low
+
+
+def logits_to_label_map(
+    logits: torch.Tensor, prep: PreprocessedImage, label_dtype: np.dtype | None = None
+) -> np.ndarray:
+    """Argmax label map on the original (z, y, x) grid from network-space logits (C, z, y, x).
+
+    The resampled logits are rounded to float16 before the argmax, as nnU-Net stores them,
+    so ties break the same way (lowest label).
+    """
+    n_classes = int(logits.shape[0])
+    dtype = label_dtype or (np.uint8 if n_classes <= 255 else np.uint16)
+    full = np.zeros(prep.shape_before_crop, dtype=dtype)
+    cropped = full[prep.bbox]
+    for axis, start, stop, slab in _resampled_slabs(logits, prep.shape_after_crop, prep.spacing_network, prep.spacing_original):
+        labels = slab.half().argmax(dim=0).cpu().numpy().astype(dtype, copy=False)  # (k, a, b)
+        np.moveaxis(cropped, axis, 0)[start:stop] = labels
+    return np.ascontiguousarray(np.transpose(full, np.argsort(prep.transpose_forward)))
+
+
+def logits_to_probabilities(logits: torch.Tensor, prep: PreprocessedImage) -> np.ndarray:
+    """Softmax probabilities (C, z, y, x) float32 on the original grid; background is 1 outside the crop."""
+    n_classes = int(logits.shape[0])
+    full = np.zeros((n_classes, *prep.shape_before_crop), dtype=np.float32)
+    full[0] = 1.0
+    cropped = full[(slice(None), *prep.bbox)]
+    for axis, start, stop, slab in _resampled_slabs(logits, prep.shape_after_crop, prep.spacing_network, prep.spacing_original):
+        np.moveaxis(cropped, axis + 1, 1)[:, start:stop] = torch.softmax(slab.half().float(), dim=0).cpu().numpy()
+    order = [0, *(int(a) + 1 for a in np.argsort(prep.transpose_forward))]
+    return np.ascontiguousarray(np.transpose(full, order))
