@@ -9,6 +9,7 @@ re-emits GUI-thread signals. Tests wait on those, never on the worker's own sign
 
 from __future__ import annotations
 
+import gc
 import logging
 from typing import Any, Callable
 
@@ -17,6 +18,25 @@ from PySide6.QtCore import QObject, QThread, Signal, Slot
 from medseg.progress import CancelToken, Progress
 
 log = logging.getLogger(__name__)
+
+# While any job runs, Python's cyclic garbage collector is paused: decoding creates
+# many objects, and a full collection (tens of ms, holding the GIL) in the middle of a
+# load is what stalled the GUI in our measurements. Reference counting still frees
+# almost everything at once; the collector resumes when the last job ends.
+_running_jobs = 0
+
+
+def _pause_gc() -> None:
+    global _running_jobs
+    _running_jobs += 1
+    gc.disable()
+
+
+def _resume_gc() -> None:
+    global _running_jobs
+    _running_jobs = max(0, _running_jobs - 1)
+    if _running_jobs == 0:
+        gc.enable()
 
 # A job function takes progress= and cancel= keywords (medseg/progress.py convention).
 JobFunction = Callable[..., Any]
@@ -70,6 +90,7 @@ class Job(QObject):
 
     def start(self) -> None:
         self.running = True
+        _pause_gc()
         log.info("job %s started", self.name)
         self._worker_thread.start()
 
@@ -77,6 +98,8 @@ class Job(QObject):
         self.cancel_token.cancel()
 
     def _stop_thread(self) -> None:
+        if self.running:
+            _resume_gc()
         self.running = False
         self._worker_thread.quit()
         self._worker_thread.wait()
@@ -103,3 +126,5 @@ class Job(QObject):
             self.cancel()
             self._worker_thread.quit()
             self._worker_thread.wait()
+            self.running = False
+            _resume_gc()

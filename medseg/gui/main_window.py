@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import logging
 import sys
 import time
@@ -65,6 +66,11 @@ class MainWindow(QMainWindow):
         # thread (which gives up the GIL in every Qt call) get it back sooner.
         if sys.getswitchinterval() > 0.001:
             sys.setswitchinterval(0.001)
+        # The imports (SimpleITK, scipy, pydicom, Qt) leave ~80k long-lived objects; a full
+        # garbage collection walks them all (100+ ms here) at random moments, e.g. mid-load.
+        # Freezing them keeps later collections short so the GUI never stalls on them.
+        gc.collect()
+        gc.freeze()
         self.setWindowTitle("medseg")
         self.setAcceptDrops(True)
         self.document = ViewerDocument()
