@@ -236,3 +236,23 @@ def test_help_menu_about_and_shortcuts(window):
     window.show_shortcuts()
     assert "Window/level" in window.dialog.text() and "Ctrl + wheel" in window.dialog.text()
     assert window.tabs.tabText(1) == "Train && Export"
+
+
+def test_open_zip_archive(window, ct_dir, tmp_path, qtbot, monkeypatch):
+    import zipfile
+
+    from PySide6.QtWidgets import QFileDialog
+
+    archive = tmp_path / "study.zip"
+    with zipfile.ZipFile(archive, "w") as zf:
+        for path in sorted((ct_dir / "dcmqi_ct3slice_masks" / "image").iterdir()):
+            zf.write(path, f"ct/{path.name}")
+    monkeypatch.setattr(QFileDialog, "getOpenFileName", lambda *a, **k: (str(archive), ""))
+    window.open_archive_action.trigger()
+    browser = window.browser
+    with qtbot.waitSignal(browser.scan_finished, timeout=60_000):
+        pass
+    assert browser.isVisible() and browser.table.rowCount() == 1
+    with qtbot.waitSignal(window.loader.study_loaded, timeout=60_000):
+        browser.load_button.click()
+    assert window.document.volume.size_xyz == (512, 512, 3)
