@@ -32,6 +32,8 @@ from medseg.progress import CancelToken, ProgressCallback, report
 # nnU-Net fixed an fp16 overflow in 2023).
 GAUSSIAN_SIGMA_SCALE = 1.0 / 8
 GAUSSIAN_PEAK = 10.0
+# nnU-Net stitches in float16 (half the memory of float32); same here, for identical labels.
+ACCUMULATOR_DTYPE = torch.float16
 
 
 @dataclass
@@ -152,7 +154,7 @@ def _accumulate(
     input_device = getattr(runner, "device", torch.device("cpu"))
     image = image.to(results_device)  # host stitching keeps the image in host memory too
     gaussian = gaussian_importance_map(patch_size, results_device)
-    weight_sum = torch.zeros(image.shape[1:], dtype=torch.float16, device=results_device)
+    weight_sum = torch.zeros(image.shape[1:], dtype=ACCUMULATOR_DTYPE, device=results_device)
     logits_sum: torch.Tensor | None = None
     done, total = 0, len(slicers)
     while done < total:
@@ -172,7 +174,7 @@ def _accumulate(
             continue
         predictions = predictions.to(results_device)
         if logits_sum is None:
-            logits_sum = torch.zeros((predictions.shape[1], *image.shape[1:]), dtype=torch.float16, device=results_device)
+            logits_sum = torch.zeros((predictions.shape[1], *image.shape[1:]), dtype=ACCUMULATOR_DTYPE, device=results_device)
         # Same operations and order as nnU-Net: fp32 (or fp16 under autocast) prediction times the
         # fp16 Gaussian, added into fp16 sums, tile after tile.
         for prediction, slicer in zip(predictions, batch_slicers):
