@@ -35,7 +35,7 @@ ANISOTROPY_THRESHOLD = 3.0
 # nnU-Net's default resampling orders: data cubic / nearest across, logits linear / nearest across.
 DATA_ORDER, DATA_ORDER_ACROSS = 3, 0
 # Output voxels per slab when resampling logits back (bounds the float32 working set).
-SLAB_VOXELS = 16 * 1024 * 1024
+SLAB_VOXELS = 4 * 1024 * 1024
 
 
 @dataclass
