@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from medseg.errors import GeometryError
+from medseg.errors import DatasetError, GeometryError
 from medseg.io.volume import Volume
+from medseg.progress import CancelToken, ProgressCallback, report
 
 
 @dataclass(frozen=True)
@@ -107,3 +108,41 @@ def mean_dice(scores: Iterable[CaseScore]) -> dict[str, float]:
             if not math.isnan(label.dice):
                 collected[label.name].append(label.dice)
     return {name: (float(np.mean(values)) if values else math.nan) for name, values in collected.items()}
+
+
+def evaluate_model(
+    package: Any,
+    dataset: Any,
+    *,
+    specs: Sequence[Any] | None = None,
+    device: str = "auto",
+    progress: ProgressCallback | None = None,
+    cancel: CancelToken | None = None,
+) -> list[CaseScore]:
+    """Segment every case of ``dataset`` (or ``specs``) with ``package`` and score it.
+
+    Labels are matched by name: a label the model has and the dataset does not is not
+    scored, and the reverse raises (the model cannot be judged on a label it never makes).
+    """
+    from medseg.model.infer import segment
+
+    model_index = {name: value for value, name in package.labels.items() if value != 0}
+    dataset_names = {value: name for value, name in dataset.labels.items() if value != 0}
+    missing = sorted(set(dataset_names.values()) - set(model_index))
+    if missing:
+        raise DatasetError(f"the model does not segment {missing} (it knows {sorted(model_index)})")
+    specs = list(specs) if specs is not None else list(dataset.specs)
+    scores = []
+    for number, spec in enumerate(specs):
+        if cancel is not None:
+            cancel.raise_if_cancelled()
+        report(progress, number / max(len(specs), 1), f"case {number + 1} of {len(specs)}: {spec.name}", "evaluate")
+        case = dataset.load(spec)
+        result = segment(case.image, package, device=device, cancel=cancel)
+        reference = np.zeros(case.label_map.shape_zyx, dtype=np.uint16)
+        for value, name in dataset_names.items():
+            reference[case.label_map.array == value] = model_index[name]
+        scored = {model_index[name]: name for name in dataset_names.values()}
+        scores.append(score_case(result.label_map, case.label_map.with_array(reference), scored, spec.name))
+    report(progress, 1.0, "evaluated", "evaluate")
+    return scores

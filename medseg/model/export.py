@@ -4,6 +4,10 @@ ONNX (for ONNX Runtime: DirectML on AMD/Intel/NVIDIA GPUs under Windows, and the
 opset 17, the highest DirectML supports; the tile shape is fixed to the plan's patch,
 the batch (tiles per pass) is dynamic. The legacy TorchScript-based exporter is used
 because it writes one self-contained file and needs no onnxscript at run time.
+
+TorchScript (for LibTorch deployments): a traced module, same tile contract. Every export
+can be verified by :func:`check_parity`: the exported runtime and torch segment the same
+CT and must agree on >= 99.99 % of voxels (:func:`export_model` refuses to write otherwise).
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import copy
 import io
 import os
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, Sequence
 
@@ -98,3 +103,173 @@ def package_onnx(package: Any, configuration: str) -> bytes | str:
     if isinstance(stored, (bytes, bytearray)):
         return bytes(stored)
     return os.fspath(stored)
+
+
+# --- TorchScript, packages, and the parity check (training/export engine) ---------------------------
+
+PARITY_REQUIRED = 0.9999  # exported runtimes must give the same label on >= 99.99 % of voxels
+EXPORT_FORMATS = ("onnx", "torchscript", "package")
+
+
+def export_torchscript(network: nn.Module | Sequence[nn.Module], plan: Any, path: str | Path | BinaryIO) -> str | Path | BinaryIO:
+    """Write ``network`` (or the mean of several folds) as a traced TorchScript module for LibTorch.
+
+    Traced at the plan's patch with a batch of 1; the traced graph holds no fixed batch
+    size, so any number of tiles per pass works (the parity check runs several).
+    """
+    model = network if isinstance(network, nn.Module) else FoldEnsemble(list(network))
+    model = copy.deepcopy(model).to("cpu").float().eval()
+    if hasattr(model, "deep_supervision"):
+        model.deep_supervision = False  # one logits tensor out, as inference wants
+    channels = int(getattr(plan, "num_input_channels", 1) or 1)
+    example = torch.zeros(1, channels, *[int(p) for p in plan.patch_size])
+    target = os.fspath(path) if isinstance(path, (str, Path)) else path
+    try:
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # tracer notes about python values in the graph
+            traced = torch.jit.trace(model, example, check_trace=False)
+            torch.jit.save(traced, target)
+    except Exception as error:  # the tracer raises many types; the user needs one message
+        raise ModelError(f"the network could not be exported to TorchScript: {error}",
+                         path=path if isinstance(path, (str, Path)) else None) from error
+    return path
+
+
+def load_torchscript(path: str | Path | BinaryIO, device: str | torch.device = "cpu") -> torch.jit.ScriptModule:
+    """A TorchScript export, loaded for inference (TorchScript archives hold code and tensors, no pickle)."""
+    try:
+        module = torch.jit.load(path if not isinstance(path, Path) else os.fspath(path), map_location=device)
+    except Exception as error:  # noqa: BLE001 - corrupt or foreign file
+        raise ModelError(f"cannot load TorchScript model: {error}", path=path if isinstance(path, (str, Path)) else None) from error
+    return module.eval()
+
+
+@dataclass
+class ParityReport:
+    """How closely an exported runtime reproduces the torch labels on one CT."""
+
+    runtime: str  # "onnxruntime-cpu" or "torchscript"
+    voxels: int
+    differing: int
+    max_abs_logit_difference: float
+    image: str  # what was segmented (never a patient name)
+
+    @property
+    def agreement(self) -> float:
+        return 1.0 - self.differing / max(self.voxels, 1)
+
+    @property
+    def passed(self) -> bool:
+        return self.agreement >= PARITY_REQUIRED
+
+    def __str__(self) -> str:
+        verdict = "PASS" if self.passed else "FAIL"
+        return (f"parity {self.runtime} vs torch on {self.image}: {100 * self.agreement:.4f} % of "
+                f"{self.voxels} voxels agree ({self.differing} differ), max |logit difference| "
+                f"{self.max_abs_logit_difference:.2e} - {verdict} (needs >= {100 * PARITY_REQUIRED:.2f} %)")
+
+
+def check_parity(
+    package: Any, configuration: str, volume: Any, runtime: str, exported: bytes | str | Path | None = None,
+    image_name: str = "image", step_size: float = 0.5,
+) -> ParityReport:
+    """Segment ``volume`` with torch and with the exported runtime; count voxels whose label differs.
+
+    ``runtime`` is "onnx" (ONNX Runtime, CPU provider) or "torchscript". ``exported`` is the
+    exported model (bytes or a path); by default it is exported from the package here.
+    """
+    import numpy as np
+
+    from medseg.model import backends
+    from medseg.model.infer import sliding_window_logits
+    from medseg.model.package import build_networks
+    from medseg.model.preprocess import logits_to_label_map, preprocess
+
+    plan = package.configurations[configuration]
+    prep = preprocess(volume, plan)
+    image = torch.from_numpy(prep.data)
+    torch_runner = backends.TorchRunner(build_networks(package, configuration, "cpu"), "cpu")
+    if runtime == "onnx":
+        model = exported if exported is not None else package_onnx(package, configuration)
+        other = backends.OnnxRunner(os.fspath(model) if isinstance(model, Path) else model, "onnx-cpu")
+        name = "onnxruntime-cpu"
+    elif runtime == "torchscript":
+        if exported is None:
+            buffer = io.BytesIO()
+            export_torchscript(build_networks(package, configuration, "cpu"), plan, buffer)
+            buffer.seek(0)
+            exported = buffer
+        elif isinstance(exported, bytes):
+            exported = io.BytesIO(exported)
+        other = backends.TorchRunner([load_torchscript(exported)], "cpu", name="torchscript")
+        name = "torchscript"
+    else:
+        raise ModelError(f"unknown runtime {runtime!r} (use onnx or torchscript)")
+    reference_logits = sliding_window_logits(torch_runner, image, plan, step_size=step_size)
+    other_logits = sliding_window_logits(other, image, plan, step_size=step_size)
+    reference = logits_to_label_map(reference_logits, prep)
+    labels = logits_to_label_map(other_logits, prep)
+    difference = float((reference_logits.float() - other_logits.float()).abs().max())
+    return ParityReport(name, int(reference.size), int(np.count_nonzero(reference != labels)), difference, image_name)
+
+
+@dataclass
+class ExportResult:
+    path: Path
+    format: str
+    parity: list[ParityReport]
+
+
+def export_model(
+    package: Any, fmt: str, out: str | Path, check_volume: Any | None = None, check_name: str = "image",
+    configuration: str | None = None,
+) -> ExportResult:
+    """Export a package as ONNX, TorchScript or a medseg package, then verify it on ``check_volume``.
+
+    ONNX and TorchScript write one file for one configuration (``configuration`` or the
+    package's first); "package" writes the safetensors package with every configuration's
+    ONNX model inside (so the DirectML path needs no export on the user's machine).
+    A failed parity check raises ModelError and leaves no output behind.
+    """
+    from medseg.model.package import save_package
+
+    if fmt not in EXPORT_FORMATS:
+        raise ModelError(f"unknown export format {fmt!r} (use {', '.join(EXPORT_FORMATS)})")
+    out = Path(out)
+    names = [configuration] if configuration else list(package.configurations)
+    if configuration is not None and configuration not in package.configurations:
+        raise ModelError(f"model {package.name!r} has no configuration {configuration!r}")
+    reports: list[ParityReport] = []
+    if fmt == "package":
+        for name in names:
+            add_onnx_to_package(package, name)
+            if check_volume is not None:
+                reports.append(check_parity(package, name, check_volume, "onnx", package.onnx[name], check_name))
+        _require_parity(reports, out)
+        save_package(package, out)
+        return ExportResult(out, fmt, reports)
+    name = names[0]
+    from medseg.model.package import build_networks
+
+    networks = build_networks(package, name, "cpu")
+    buffer = io.BytesIO()
+    if fmt == "onnx":
+        export_onnx(networks, package.configurations[name], buffer)
+    else:
+        export_torchscript(networks, package.configurations[name], buffer)
+    data = buffer.getvalue()
+    if check_volume is not None:
+        reports.append(check_parity(package, name, check_volume, "onnx" if fmt == "onnx" else "torchscript",
+                                    data, check_name))
+    _require_parity(reports, out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    temporary = out.with_name(out.name + ".tmp")
+    temporary.write_bytes(data)
+    os.replace(temporary, out)
+    return ExportResult(out, fmt, reports)
+
+
+def _require_parity(reports: Sequence[ParityReport], out: Path) -> None:
+    failed = [r for r in reports if not r.passed]
+    if failed:
+        raise ModelError(f"the export failed its parity check: {failed[0]}", path=out)

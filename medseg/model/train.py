@@ -57,7 +57,6 @@ from medseg.progress import CancelToken, ProgressCallback, report
 CHECKPOINT_LAST = "checkpoint_last.safetensors"
 CHECKPOINT_BEST = "checkpoint_best.safetensors"
 HISTORY_FILE = "history.json"
-AIR_HU = -1024.0
 CLASS_LOCATIONS_PER_LABEL = 10_000  # nnU-Net samples at most this many voxels per class and case
 POLY_EXPONENT = 0.9
 
@@ -266,7 +265,7 @@ class PreparedCase:
     label: torch.Tensor
     class_locations: dict[int, np.ndarray]  # label index -> (N, 3) voxel indices (z, y, x)
     spacing_zyx: tuple[float, float, float]
-    pad_value: float  # normalised air
+    pad_value: float  # what patches read outside the image (0, the inference padding)
 
 
 def prepare_case(case: Case, plan: Plan, seed: int = 0) -> PreparedCase:
@@ -279,7 +278,6 @@ def prepare_case(case: Case, plan: Plan, seed: int = 0) -> PreparedCase:
     # Nearest neighbour on the same (align_corners=False) coordinates as the image resampling.
     indices = [preprocess.nearest_source_indices(n_in, n_out) for n_in, n_out in zip(labels.shape, new_shape)]
     labels = np.ascontiguousarray(labels[np.ix_(*indices)], dtype=np.uint8)
-    air = preprocess.normalize(np.full((1, 1), AIR_HU, dtype=np.float32), plan.normalization)
     rng = np.random.default_rng(seed)
     locations = {}
     for value in np.unique(labels):
@@ -295,7 +293,9 @@ def prepare_case(case: Case, plan: Plan, seed: int = 0) -> PreparedCase:
         torch.from_numpy(labels)[None],
         locations,
         tuple(float(s) for s in prep.spacing_network),
-        float(air.reshape(-1)[0]),
+        # Outside the image reads 0, as in nnU-Net and as the sliding window pads at inference
+        # (a model trained on air padding mistakes a zero-padded frame for tissue).
+        0.0,
     )
 
 
@@ -323,6 +323,13 @@ def draw_sample(
         center = [float(c) for c in locations[int(rng.integers(len(locations)))]]
     else:
         center = [float(rng.uniform(0, n - 1)) if n > 1 else 0.0 for n in shape]
+    # Along an axis shorter than the patch, place the image in the patch exactly as the sliding
+    # window does at inference (centred, zero-padded): the model must see that frame in training.
+    spatial = shape[1:] if plan.dim == 2 else shape
+    offset = 1 if plan.dim == 2 else 0
+    for axis, (n, p) in enumerate(zip(spatial, plan.patch_size)):
+        if n < p:
+            center[axis + offset] = float(p // 2 - (p - n) // 2)
     if plan.dim == 2:
         z = int(round(center[0]))
         image, label = case.image[:, z], case.label[:, z]
@@ -443,6 +450,24 @@ def load_checkpoint(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, Any]
     model = {k[len("model."):]: v for k, v in tensors.items() if k.startswith("model.")}
     optimizer = _unflatten_optimizer(tensors, metadata.pop("optimizer")) if "optimizer" in metadata else None
     return model, optimizer, metadata
+
+
+def package_from_checkpoint(
+    path: str | Path, name: str, colors: Mapping[int, Sequence[int]] | None = None,
+    provenance: Mapping[str, Any] | None = None,
+) -> Any:
+    """A model package from a training checkpoint (e.g. the best one of a run that is still going)."""
+    from medseg.model.package import ModelPackage
+
+    state, _, meta = load_checkpoint(Path(path))
+    plan = Plan.from_dict(meta["plan"])
+    labels = {int(k): v for k, v in meta["labels"].items()}
+    record = {"trained_with": "medseg train", "weights": f"checkpoint {Path(path).name} after epoch "
+              f"{int(meta['epoch']) + 1} of {meta.get('epochs')}", "config": meta.get("config"),
+              "history": meta.get("history"), **dict(provenance or {})}
+    return ModelPackage(name=name, configurations={plan.name: plan}, labels=labels,
+                        colors={int(k): tuple(v) for k, v in (colors or {}).items()},
+                        weights={plan.name: [state]}, provenance=record)
 
 
 # --------------------------------------------------------------------------------------------
