@@ -15,7 +15,6 @@ needs one accumulator instead of one per fold).
 from __future__ import annotations
 
 import contextlib
-import io
 import os
 from pathlib import Path
 from typing import Protocol, Sequence
@@ -180,12 +179,3 @@ class OnnxRunner:
                 raise RuntimeError(f"out of memory in ONNX Runtime: {error}") from error
             raise DeviceError(f"ONNX Runtime failed on {self.name}: {error}") from error
         return torch.from_numpy(logits)
-
-
-def onnx_bytes(model: bytes | str | Path | io.BytesIO) -> bytes | str:
-    """Normalize what a package stores for a configuration's ONNX model."""
-    if isinstance(model, io.BytesIO):
-        return model.getvalue()
-    if isinstance(model, (bytes, bytearray)):
-        return bytes(model)
-    return os.fspath(model)
