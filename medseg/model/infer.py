@@ -144,7 +144,7 @@ def _accumulate(
     slicers: list[tuple[Any, ...]],
     patch_size: Sequence[int],
     results_device: torch.device,
-    tile_batch: int,
+    batching: dict[str, int],
     flips: list[tuple[int, ...]],
     progress: ProgressCallback | None,
     cancel: CancelToken | None,
@@ -157,6 +157,7 @@ def _accumulate(
     weight_sum = torch.zeros(image.shape[1:], dtype=ACCUMULATOR_DTYPE, device=results_device)
     logits_sum: torch.Tensor | None = None
     done, total = 0, len(slicers)
+    tile_batch = batching["tiles"]
     while done < total:
         if cancel is not None:
             cancel.raise_if_cancelled()
@@ -169,7 +170,7 @@ def _accumulate(
                 raise
             del tiles
             backends.free_device_memory(input_device)
-            tile_batch = max(1, tile_batch // 2)
+            tile_batch = batching["tiles"] = max(1, tile_batch // 2)  # kept if stitching moves to host
             fallbacks.append(f"out of memory on {getattr(runner, 'name', 'the device')}: now {tile_batch} tile(s) per pass")
             continue
         predictions = predictions.to(results_device)
@@ -222,19 +223,19 @@ def sliding_window_logits(
     padded, unpad = pad_to_patch(tensor, patch)
     slicers = tile_slicers(padded.shape[1:], patch, step_size)
     device = getattr(runner, "device", torch.device("cpu"))
-    on_device = device.type != "cpu" if accumulate_on_device is None else bool(accumulate_on_device and device.type != "cpu")
-    batch = int(tile_batch or (1 if device.type == "cpu" else 2))
+    on_device = device.type != "cpu" if accumulate_on_device is None else bool(accumulate_on_device)
+    batching = {"tiles": int(tile_batch or (1 if device.type == "cpu" else 2))}
     flips = mirror_combinations(mirror_axes)
     if on_device:
         try:
-            logits = _accumulate(runner, padded, slicers, patch, device, batch, flips, progress, cancel, fallbacks)
+            logits = _accumulate(runner, padded, slicers, patch, device, batching, flips, progress, cancel, fallbacks)
             return logits[unpad]
         except Exception as error:
             if not backends.is_out_of_memory(error):
                 raise
             backends.free_device_memory(device)
             fallbacks.append(f"out of memory stitching on {getattr(runner, 'name', device.type)}: stitching in host memory")
-    logits = _accumulate(runner, padded, slicers, patch, torch.device("cpu"), batch, flips, progress, cancel, fallbacks)
+    logits = _accumulate(runner, padded, slicers, patch, torch.device("cpu"), batching, flips, progress, cancel, fallbacks)
     return logits[unpad]
 
 

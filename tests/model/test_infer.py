@@ -134,6 +134,28 @@ def test_out_of_memory_halves_tiles_per_pass_and_says_so(package, abdomen):
     assert torch.allclose(logits.float(), reference.float(), atol=1e-2)
 
 
+def test_out_of_memory_while_stitching_on_device_moves_the_sums_to_host(package, abdomen):
+    plan = package.configurations["3d_fullres"]
+    image = torch.from_numpy(preprocess(abdomen, plan).data)
+    network = build_networks(package, "3d_fullres")[0]
+    reference = sliding_window_logits(network, image, plan)
+    runner, fallbacks = _CountingRunner(network), []
+    real_call = runner.__call__
+
+    class FailsOnce:
+        name, device, failed = "fake-gpu", torch.device("cpu"), False
+
+        def __call__(self, tiles):
+            if len(runner.calls) == 1 and not self.failed:  # the second tile hits a full device
+                self.failed = True
+                raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 1.00 GiB")
+            return real_call(tiles)
+
+    logits = sliding_window_logits(FailsOnce(), image, plan, accumulate_on_device=True, fallbacks=fallbacks)
+    assert fallbacks == ["out of memory stitching on fake-gpu: stitching in host memory"]
+    assert torch.equal(logits, reference)
+
+
 def test_cancel_stops_between_tiles(package, abdomen):
     plan = package.configurations["3d_fullres"]
     image = torch.from_numpy(preprocess(abdomen, plan).data)
