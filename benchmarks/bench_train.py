@@ -1,0 +1,142 @@
+"""Training throughput (patches/s) and peak memory for the starter model's plan.
+
+CPU, fp32: one process (2 threads) against two DDP processes over gloo (1 thread each,
+the same global batch and the same 2 cores), each run in a fresh process so peak RSS is
+its own. Where CUDA is available, also fp32 against AMP on the GPU. Patches are real:
+example_ct_sm from shared/data with rule-based labels, sampled and augmented exactly as
+``medseg train`` does.
+
+    .venv/bin/python benchmarks/bench_train.py [--steps 8] [--batch 6]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import socket
+import sys
+import time
+from importlib import resources
+from pathlib import Path
+
+import torch
+import torch.multiprocessing as mp
+
+REPO = Path(__file__).resolve().parents[1]
+DATA = Path(os.environ.get("MEDSEG_SHARED_DATA", REPO.parent / "shared" / "data"))
+STARTER = Path(str(resources.files("medseg.resources") / "models" / "starter"))
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _worker(rank: int, world: int, port: int, steps: int, batch: int, device: str, amp: bool, threads: int,
+            results: "mp.Queue") -> None:
+    import torch.distributed as dist
+
+    from medseg.io import load
+    from medseg.model.datasets import Case
+    from medseg.model.losses import DeepSupervisionLoss
+    from medseg.model.package import load_package
+    from medseg.model.rule_labels import rule_label_map
+    from medseg.model.train import DistributedContext, TrainConfig, local_batch, prepare_case
+    from medseg.model.unet import build_network
+
+    torch.set_num_threads(threads)
+    if world > 1:
+        os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+        dist.init_process_group("gloo", rank=rank, world_size=world)
+    package = load_package(STARTER)
+    plan = next(iter(package.configurations.values()))
+    image = load(DATA / "ct" / "totalsegmentator" / "example_ct_sm.nii.gz")
+    case = prepare_case(Case("example_ct_sm", image, rule_label_map(image)), plan)
+    context = DistributedContext(rank, world, torch.device(device))
+    network = build_network(plan, package.num_classes, deep_supervision=True).to(device)
+    model = torch.nn.parallel.DistributedDataParallel(network) if world > 1 else network
+    optimizer = torch.optim.SGD(network.parameters(), lr=1e-2, momentum=0.99, nesterov=True)
+    scaler = torch.amp.GradScaler("cuda", enabled=amp)
+    loss_fn = DeepSupervisionLoss()
+    config = TrainConfig(seed=1)
+
+    def step(iteration: int) -> None:
+        images, targets = local_batch([case], plan, config, batch, 0, iteration, context)
+        optimizer.zero_grad(set_to_none=True)
+        with torch.autocast(device.split(":")[0], enabled=amp):
+            outputs = model(images)
+        loss = loss_fn(outputs, targets)
+        scaler.scale(loss).backward()
+        scaler.unscale_(optimizer)
+        torch.nn.utils.clip_grad_norm_(network.parameters(), 12.0)
+        scaler.step(optimizer)
+        scaler.update()
+
+    for warmup in range(2):
+        step(warmup)
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+    started = time.perf_counter()
+    for iteration in range(steps):
+        step(2 + iteration)
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+    elapsed = time.perf_counter() - started
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    gpu_mb = torch.cuda.max_memory_allocated() / 2**20 if device.startswith("cuda") else 0.0
+    results.put({"rank": rank, "seconds": elapsed, "peak_rss_mb": peak_mb, "gpu_peak_mb": gpu_mb})
+    if world > 1:
+        dist.destroy_process_group()
+
+
+def run(world: int, steps: int, batch: int, device: str = "cpu", amp: bool = False, threads: int = 1) -> dict:
+    context = mp.get_context("spawn")
+    results = context.Queue()
+    port = _free_port()
+    processes = [context.Process(target=_worker, args=(r, world, port, steps, batch, device, amp, threads, results))
+                 for r in range(world)]
+    for process in processes:
+        process.start()
+    records = [results.get(timeout=1800) for _ in processes]
+    for process in processes:
+        process.join()
+    seconds = max(r["seconds"] for r in records)
+    return {"patches_per_s": batch * steps / seconds, "peak_rss_mb_per_process": max(r["peak_rss_mb"] for r in records),
+            "peak_rss_mb_total": sum(r["peak_rss_mb"] for r in records),
+            "gpu_peak_mb": max(r["gpu_peak_mb"] for r in records)}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=8)
+    parser.add_argument("--batch", type=int, default=6, help="global batch (the starter was trained with 6)")
+    args = parser.parse_args()
+    from medseg.model.package import load_package
+
+    plan = next(iter(load_package(STARTER).configurations.values()))
+    print(f"starter plan: {plan.dim}D, patch {plan.patch_size}, features {plan.features_per_stage}; "
+          f"global batch {args.batch}, {args.steps} timed steps after 2 warm-up steps; {os.cpu_count()} CPUs")
+    one = run(1, args.steps, args.batch, threads=2)
+    two = run(2, args.steps, args.batch, threads=1)
+    print(f"{'run':<34} {'patches/s':>10} {'peak RSS/process MB':>20} {'peak RSS total MB':>18}")
+    for name, record in (("CPU fp32, 1 process x 2 threads", one), ("CPU fp32, 2 processes (gloo) x 1", two)):
+        print(f"{name:<34} {record['patches_per_s']:10.2f} {record['peak_rss_mb_per_process']:20.0f} "
+              f"{record['peak_rss_mb_total']:18.0f}")
+    print(f"ratio 2 processes / 1 process: throughput {two['patches_per_s'] / one['patches_per_s']:.2f}x, "
+          f"total peak memory {two['peak_rss_mb_total'] / one['peak_rss_mb_total']:.2f}x")
+    if torch.cuda.is_available():
+        fp32 = run(1, args.steps * 4, args.batch, "cuda", amp=False)
+        amp = run(1, args.steps * 4, args.batch, "cuda", amp=True)
+        print(f"CUDA fp32 {fp32['patches_per_s']:.1f} patches/s ({fp32['gpu_peak_mb']:.0f} MB), AMP "
+              f"{amp['patches_per_s']:.1f} patches/s ({amp['gpu_peak_mb']:.0f} MB): AMP/fp32 "
+              f"{amp['patches_per_s'] / fp32['patches_per_s']:.2f}x")
+    else:
+        print("CUDA: not available on this machine (AMP throughput not measured)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
