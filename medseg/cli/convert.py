@@ -8,7 +8,7 @@ import sys
 from medseg.errors import ImageFormatError
 from medseg.io import load, write_image
 from medseg.io.image_files import WRITE_SUFFIXES, image_suffix
-from medseg.progress import Progress
+from medseg.cli._console import progress_printer
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -29,16 +29,8 @@ def run(args: argparse.Namespace) -> int:
     if image_suffix(args.out) not in WRITE_SUFFIXES:
         raise ImageFormatError("unsupported output format (by its name)", path=args.out,
                                hint="use .nii.gz, .nii, .nrrd or .mha")
-    last = [-1]
-
-    def show(progress: Progress) -> None:
-        percent = int(progress.fraction * 100)
-        if percent // 10 != last[0] // 10:
-            last[0] = percent
-            print(f"  {percent:3d}% {progress.text}", file=sys.stderr)
-
     volume = load(args.path, series_uid=args.series, regularize=not args.raw_stack,
-                  progress=None if args.quiet else show)
+                  progress=None if args.quiet else progress_printer())
     written = write_image(volume, args.out)
     for finding in volume.meta.findings:
         print(f"finding [{finding.kind}]: {finding.message}", file=sys.stderr)

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from medseg.errors import ModelError
-from medseg.progress import Progress
+from medseg.cli._console import progress_printer
 
 DEVICE_CHOICES = ("auto", "cpu", "cuda", "directml", "onnx-cpu", "mps")
 
@@ -47,18 +47,6 @@ def load_model(source: str | Path):
     raise ModelError("no such model package or nnU-Net result folder", path=path)
 
 
-def _progress_printer():
-    last = {"decile": -1, "stage": ""}
-
-    def show(progress: Progress) -> None:
-        decile = int(progress.fraction * 10)
-        if progress.stage != last["stage"] or decile != last["decile"]:
-            last.update(decile=decile, stage=progress.stage)
-            print(f"[{progress.fraction:4.0%}] {progress.text}", file=sys.stderr, flush=True)
-
-    return show
-
-
 def run(args: argparse.Namespace) -> int:
     import torch
 
@@ -71,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
     package = load_model(args.model)
     result = segment(
         volume, package, device=args.device, configuration=args.configuration, step_size=args.step,
-        mirror=args.mirror, tile_batch=args.tile_batch, progress=None if args.json else _progress_printer(),
+        mirror=args.mirror, tile_batch=args.tile_batch, progress=None if args.json else progress_printer(),
     )  # fmt: skip
     written = write_image(result.label_map, args.output)
     if args.json:
