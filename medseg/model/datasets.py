@@ -64,6 +64,9 @@ class CaseSpec:
     label_values: dict[int, str] | None = None  # file value -> label name (None: the dataset's table)
     label_rule: str | None = None  # "starter": rule-based labels under the file labels
     phantom: dict[str, Any] | None = None  # keyword arguments for the synthetic phantom
+    # How often training draws this case relative to the others (nnU-Net draws cases
+    # uniformly; a 2D model learns more from a 112-slice scan than from a single slice).
+    weight: float = 1.0
 
 
 @dataclass
@@ -76,6 +79,7 @@ class Dataset:
     specs: list[CaseSpec]
     validation: list[str] = field(default_factory=list)  # case names held out of training
     source: str = ""
+    description: str = ""  # what the data is and where it comes from (a manifest's "description")
 
     @property
     def num_classes(self) -> int:
@@ -413,7 +417,7 @@ def open_manifest(path: Path, data_root: str | Path | None = None) -> Dataset:
          "cases": [{"name": "lung1", "image": "ct/.../lung1_image.nrrd", "label_rule": "starter"},
                    {"name": "liver", "image": "...", "label": "...", "label_values": {"5": "liver"}},
                    {"name": "dicom", "image": "series_dir/", "label": "seg.dcm"},
-                   {"name": "phantom", "phantom": {}, "label_rule": "starter"}],
+                   {"name": "phantom", "phantom": {}, "label_rule": "starter", "weight": 0.5}],
          "validation": ["lung1"]}
     """
     record = _read_json(path)
@@ -429,14 +433,18 @@ def open_manifest(path: Path, data_root: str | Path | None = None) -> Dataset:
             if member is not None and not member.exists():
                 raise DatasetError(f"case '{name}': file not found", path=member)
         values = _parse_label_names(entry["label_values"], path) if "label_values" in entry else None
-        specs.append(CaseSpec(name, image, label, values, entry.get("label_rule"), entry.get("phantom")))
+        weight = entry.get("weight", 1.0)
+        if not isinstance(weight, (int, float)) or isinstance(weight, bool) or not weight > 0:
+            raise DatasetError(f"case '{name}': weight must be a positive number, not {weight!r}", path=path)
+        specs.append(CaseSpec(name, image, label, values, entry.get("label_rule"), entry.get("phantom"),
+                              float(weight)))
     labels = label_table(record.get("labels", []))
     validation = list(record.get("validation", []))
     unknown = set(validation) - {s.name for s in specs}
     if unknown:
         raise DatasetError(f"validation names unknown cases: {sorted(unknown)}", path=path)
     return Dataset(record.get("name", path.stem), labels, default_colors(labels, record.get("colors")), specs,
-                   validation, source=str(path))
+                   validation, source=str(path), description=str(record.get("description", "")))
 
 
 def _resolve_root(raw: str | None, manifest: Path) -> Path:

@@ -266,9 +266,10 @@ class PreparedCase:
     class_locations: dict[int, np.ndarray]  # label index -> (N, 3) voxel indices (z, y, x)
     spacing_zyx: tuple[float, float, float]
     pad_value: float  # what patches read outside the image (0, the inference padding)
+    weight: float = 1.0  # relative sampling frequency (the manifest's "weight")
 
 
-def prepare_case(case: Case, plan: Plan, seed: int = 0) -> PreparedCase:
+def prepare_case(case: Case, plan: Plan, seed: int = 0, weight: float = 1.0) -> PreparedCase:
     """Preprocess exactly as inference does (medseg.model.preprocess); label map by nearest neighbour."""
     from medseg.model import preprocess
 
@@ -296,6 +297,7 @@ def prepare_case(case: Case, plan: Plan, seed: int = 0) -> PreparedCase:
         # Outside the image reads 0, as in nnU-Net and as the sliding window pads at inference
         # (a model trained on air padding mistakes a zero-padded frame for tissue).
         0.0,
+        float(weight),
     )
 
 
@@ -307,13 +309,22 @@ def sample_rng(seed: int, epoch: int, iteration: int, index: int) -> np.random.G
     return np.random.default_rng([seed, epoch, iteration, index])
 
 
+def pick_case(cases: Sequence[PreparedCase], rng: np.random.Generator) -> PreparedCase:
+    """A case drawn in proportion to its weight (uniformly, as nnU-Net does, when all are equal)."""
+    weights = [c.weight for c in cases]
+    if len(set(weights)) <= 1:
+        return cases[int(rng.integers(len(cases)))]
+    cumulative = np.cumsum(weights)
+    return cases[min(int(np.searchsorted(cumulative, rng.random() * cumulative[-1], side="right")), len(cases) - 1)]
+
+
 def draw_sample(
     cases: Sequence[PreparedCase], plan: Plan, config: TrainConfig, global_batch: int,
     epoch: int, iteration: int, index: int,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Sample ``index`` of the global batch: the same patch whichever process draws it."""
     rng = sample_rng(config.seed, epoch, iteration, index)
-    case = cases[int(rng.integers(len(cases)))]
+    case = pick_case(cases, rng)
     shape = case.image.shape[1:]
     # nnU-Net: the last `oversample_foreground` of the batch is forced onto a labelled voxel.
     force_foreground = index >= round(global_batch * (1.0 - config.oversample_foreground))
@@ -545,6 +556,7 @@ def train(
     progress: ProgressCallback | None = None,
     cancel: CancelToken | None = None,
     result: list[TrainResult] | None = None,
+    provenance: Mapping[str, Any] | None = None,
 ) -> Iterator[TrainEvent]:
     """Train a model on ``dataset`` into the package folder ``out_dir`` (a generator of events).
 
@@ -552,7 +564,8 @@ def train(
     ``plan`` fixes the plan; otherwise the dataset's fingerprint is planned with
     ``plan_options`` (see :func:`plan_for_dataset`). Checkpoints go to ``work_dir``
     (default: ``<out_dir>.training`` beside the package). ``result``, if given, receives the
-    :class:`TrainResult` when the generator finishes.
+    :class:`TrainResult` when the generator finishes. ``provenance`` adds entries to the
+    package's provenance (the CLI records its command line there).
     """
     config = config or TrainConfig()
     out_dir = Path(out_dir)
@@ -560,7 +573,7 @@ def train(
     messages: list[str] = []
     try:
         yield from _train(dataset, out_dir, config, ctx, plan, base_package, resume, plan_options or {},
-                          progress, cancel, messages, result, work_dir)
+                          progress, cancel, messages, result, work_dir, dict(provenance or {}))
     finally:
         if ctx.initialized_here and dist.is_initialized():
             dist.destroy_process_group()
@@ -572,7 +585,7 @@ def default_work_dir(out_dir: Path) -> Path:
 
 
 def _train(dataset, out_dir, config, ctx, plan, base_package, resume, plan_options, progress, cancel, messages,
-           result, work_dir):
+           result, work_dir, extra_provenance):
     work_dir = Path(work_dir) if work_dir is not None else default_work_dir(out_dir)
     if ctx.is_main:
         work_dir.mkdir(parents=True, exist_ok=True)
@@ -608,7 +621,8 @@ def _train(dataset, out_dir, config, ctx, plan, base_package, resume, plan_optio
     if global_batch % ctx.world_size:
         raise DatasetError(f"the global batch size {global_batch} does not split evenly over "
                            f"{ctx.world_size} processes")
-    cases = [prepare_case(case, plan, seed=config.seed) for case in raw_cases]
+    cases = [prepare_case(case, plan, seed=config.seed, weight=spec.weight)
+             for case, spec in zip(raw_cases, training_specs)]
     del raw_cases
     validation_cases = []
     for spec in dataset.validation_specs:
@@ -736,7 +750,7 @@ def _train(dataset, out_dir, config, ctx, plan, base_package, resume, plan_optio
         provenance = {
             "trained_with": "medseg train",
             "weights": chosen,
-            "dataset": {"name": dataset.name, "source": dataset.source,
+            "dataset": {"name": dataset.name, "source": dataset.source, "description": dataset.description,
                         "training_cases": [s.name for s in training_specs],
                         "validation_cases": [s.name for s in dataset.validation_specs]},
             "fingerprint": fingerprint.to_dict(),
@@ -745,6 +759,7 @@ def _train(dataset, out_dir, config, ctx, plan, base_package, resume, plan_optio
             "base_model": getattr(base_package, "name", None),
             "history": history,
             "messages": messages,
+            **extra_provenance,
         }
         package = ModelPackage(
             name=dataset.name, configurations={plan.name: plan}, labels=labels, colors=dict(dataset.colors),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -10,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from medseg.errors import Cancelled
+from medseg.errors import Cancelled, DatasetError
 from medseg.model.augment import NO_AUGMENTATION, AugmentConfig, augmented_patch, extract_patch
 from medseg.model.datasets import open_dataset
 from medseg.model.losses import DeepSupervisionLoss, DiceCELoss, deep_supervision_weights
@@ -18,7 +19,8 @@ from medseg.model.package import load_package
 from medseg.model.plan import Plan
 from medseg.model.train import (
     CHECKPOINT_LAST, DistributedContext, EpochEvent, IterationEvent, MessageEvent, TrainConfig,
-    adapt_state_to_labels, draw_sample, load_checkpoint, prepare_case, run_training, train,
+    adapt_state_to_labels, draw_sample, load_checkpoint, pick_case, prepare_case, run_training, sample_rng,
+    train,
 )
 from medseg.model.unet import build_network
 from medseg.progress import CancelToken
@@ -119,6 +121,22 @@ def test_foreground_oversampling_last_third(small_dataset) -> None:
     # and the sampled centre of a random patch is background some of the time (air around the body)
     centres = [int(draw_sample([case], plan, config, batch, 0, i, 0)[1][0, 24, 24]) for i in range(40)]
     assert 0 in centres
+
+
+def test_case_weights_set_how_often_a_case_is_drawn(small_dataset, tmp_path: Path, ct_dir: Path) -> None:
+    plan = tiny_plan()
+    single = prepare_case(small_dataset.load(small_dataset.validation_specs[0]), plan, weight=1.0)  # 3 slices
+    volume = prepare_case(small_dataset.load(small_dataset.training_specs[0]), plan, weight=4.0)  # 30 slices
+    picks = [pick_case([single, volume], sample_rng(5, 0, i, 0)) for i in range(1000)]
+    share = sum(case is volume for case in picks) / len(picks)
+    assert 0.75 < share < 0.85, share  # 4 : 1 -> 80 %
+    equal = dataclasses.replace(volume, weight=1.0), dataclasses.replace(single, weight=1.0)
+    assert pick_case(equal, sample_rng(5, 0, 0, 0)) is equal[int(sample_rng(5, 0, 0, 0).integers(2))]  # nnU-Net's
+    (tmp_path / "w.json").write_text(json.dumps({
+        "data_root": str(ct_dir), "labels": ["body"],
+        "cases": [{"name": "x", "image": f"{TS}/example_ct_sm.nii.gz", "label_rule": "starter", "weight": 0}]}))
+    with pytest.raises(DatasetError, match="weight must be a positive number"):
+        open_dataset(tmp_path / "w.json")
 
 
 # --- the loop ----------------------------------------------------------------------------------------
