@@ -40,6 +40,8 @@ def main(argv: list[str] | None = None) -> int:
         else:
             parser.print_help()
             return 2
+    # What was typed, for provenance (``medseg train`` records its own command line).
+    args.argv = list(argv) if argv is not None else sys.argv[1:]
     try:
         return int(args.func(args) or 0)
     except MedsegError as error:

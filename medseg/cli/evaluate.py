@@ -18,6 +18,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--held-out", action="store_true", help="only the dataset's validation (held-out) cases")
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, directml, onnx-cpu (default auto)")
     parser.add_argument("--json", action="store_true", help="print JSON for scripts")
+    parser.add_argument("--record", action="store_true",
+                        help="also write the scores into the model's provenance (model.json), for its model card")
     parser.set_defaults(func=run)
 
 
@@ -31,6 +33,8 @@ def run(args: argparse.Namespace) -> int:
     specs = dataset.validation_specs if args.held_out else dataset.specs
     scores = evaluate_model(package, dataset, specs=specs, device=args.device)
     means = mean_dice(scores)
+    if args.record:
+        _record(package, args, dataset, scores, means)
     if args.json:
         print(json.dumps({"model": package.name, "dataset": dataset.name, "cases": [s.to_dict() for s in scores],
                           "mean_dice": {k: (None if math.isnan(v) else v) for k, v in means.items()}}, indent=1))
@@ -45,3 +49,26 @@ def run(args: argparse.Namespace) -> int:
                   f"{label.predicted_ml:13.1f} {diff:>8}")
     print("  mean Dice: " + ", ".join(f"{k} {v:.4f}" for k, v in means.items() if not math.isnan(v)))
     return 0
+
+
+def _record(package, args: argparse.Namespace, dataset, scores, means) -> None:
+    """Keep the evaluation with the model: provenance["evaluations"], one entry per dataset and scope."""
+    from medseg.errors import MedsegError
+    from medseg.model.package import save_package
+
+    if package.source_path is None or package.source_path.suffix:
+        raise MedsegError("--record needs a model package folder (a .zip package is not rewritten)",
+                          hint="unzip it, or run without --record")
+    entry = {
+        "dataset": dataset.name, "held_out_only": bool(args.held_out), "command": "medseg " + " ".join(args.argv),
+        "mean_dice": {k: (None if math.isnan(v) else round(v, 4)) for k, v in means.items()},
+        "cases": {case.case: {label.name: {"dice": None if math.isnan(label.dice) else round(label.dice, 4),
+                                           "reference_ml": round(label.reference_ml, 1),
+                                           "predicted_ml": round(label.predicted_ml, 1)}
+                              for label in case.labels}
+                  for case in scores},
+    }
+    evaluations = [e for e in package.provenance.get("evaluations", [])
+                   if (e.get("dataset"), e.get("held_out_only")) != (entry["dataset"], entry["held_out_only"])]
+    package.provenance["evaluations"] = [*evaluations, entry]
+    save_package(package, package.source_path)

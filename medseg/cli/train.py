@@ -9,9 +9,11 @@ prints and writes).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import os
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -40,6 +42,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--seed", type=int, default=12345)
     parser.add_argument("--validate-every", type=int, default=1, help="epochs between validations (default 1)")
     parser.add_argument("--no-augment", action="store_true", help="turn augmentation off")
+    parser.add_argument("--no-mirror", action="store_true",
+                        help="no mirroring augmentation (for labels that differ left and right, e.g. liver vs spleen)")
     parser.add_argument("--no-amp", action="store_true", help="no mixed precision on CUDA")
     parser.add_argument("--threads", type=int, help="CPU threads per process")
     plan = parser.add_argument_group("planning (ignored with --from: the base model's plan is kept)")
@@ -73,10 +77,13 @@ def run(args: argparse.Namespace) -> int:
         from medseg.model.package import load_package
 
         base = load_package(args.base)
+    augmentation = NO_AUGMENTATION if args.no_augment else AugmentConfig()
+    if args.no_mirror:
+        augmentation = dataclasses.replace(augmentation, p_mirror=0.0)
     config = TrainConfig(
         epochs=args.epochs, iterations_per_epoch=args.iterations, batch_size=args.batch_size,
         optimizer=args.optimizer, learning_rate=args.lr, seed=args.seed, device=args.device,
-        amp=not args.no_amp, validate_every=args.validate_every, augmentation=NO_AUGMENTATION if args.no_augment else AugmentConfig(),
+        amp=not args.no_amp, validate_every=args.validate_every, augmentation=augmentation,
     )
     plan_options = {
         "configuration": args.configuration,
@@ -93,7 +100,8 @@ def run(args: argparse.Namespace) -> int:
     first_step: tuple[float, int] | None = None  # ETA from the training steps only (not the loading)
     last_print = 0.0
     for event in train(dataset, args.out, config, base_package=base, resume=args.resume,
-                       plan_options=plan_options, work_dir=args.work_dir):
+                       plan_options=plan_options, work_dir=args.work_dir,
+                       provenance={"training_command": "medseg " + shlex.join(args.argv)}):
         if not is_main:
             continue
         if isinstance(event, MessageEvent):

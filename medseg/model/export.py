@@ -246,6 +246,8 @@ def export_model(
             if check_volume is not None:
                 reports.append(check_parity(package, name, check_volume, "onnx", package.onnx[name], check_name))
         _require_parity(reports, out)
+        if reports:  # the package says how its ONNX model was verified
+            package.provenance["export_parity"] = [str(report) for report in reports]
         save_package(package, out)
         return ExportResult(out, fmt, reports)
     name = names[0]

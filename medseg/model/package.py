@@ -359,6 +359,16 @@ def _write_folder_atomically(path: Path, members: dict[str, bytes]) -> None:
         if path.exists():
             if not (path / MODEL_JSON).is_file():
                 raise ModelError("refusing to replace a folder that is not a medseg model package", path=path)
+            # Files the package does not own (a model card, the training manifest) stay with it;
+            # stale ONNX exports of the old weights do not.
+            for extra in path.iterdir():
+                owned = extra.name in (MODEL_JSON, WEIGHTS_FILE) or (extra.name.startswith("model_")
+                                                                    and extra.suffix == ".onnx")
+                if not owned and extra.name not in members:
+                    if extra.is_dir():
+                        shutil.copytree(extra, temp_dir / extra.name, symlinks=True)
+                    else:
+                        shutil.copy2(extra, temp_dir / extra.name, follow_symlinks=False)
             old = path.with_name(f".{path.name}.old")
             if old.exists():
                 shutil.rmtree(old)
@@ -412,3 +422,24 @@ __all__ = [
     "onnx_filename",
     "FORMAT_NAME", "FORMAT_VERSION", "MODEL_JSON", "WEIGHTS_FILE",
 ]
+
+
+def starter_model_path() -> Path:
+    """The built-in starter model (body, lungs, bones) that ships with medseg."""
+    from importlib import resources
+
+    return Path(str(resources.files("medseg.resources") / "models" / "starter"))
+
+
+def load_model(source: str | Path | None = None) -> ModelPackage:
+    """A medseg package, an nnU-Net v2 result folder converted on the fly (nothing is
+    unpickled), or with no source the built-in starter model."""
+    from medseg.model.nnunet_import import import_nnunet
+
+    path = Path(source) if source is not None else starter_model_path()
+    if path.is_dir() and (path / "plans.json").is_file() and (path / "dataset.json").is_file():
+        return import_nnunet(path)
+    if path.exists():
+        return load_package(path)
+    raise ModelError("no such model package or nnU-Net result folder", path=path)
+

@@ -148,9 +148,13 @@ def test_failed_save_leaves_existing_package_intact(tmp_path):
 def test_folder_package_is_replaced_atomically(tmp_path):
     target = tmp_path / "pkg"
     save_package(small_package(seed=1), target)
+    (target / "README.md").write_text("model card written by hand")  # not the package's: it stays
+    (target / "model_3d_fullres.onnx").write_bytes(b"an export of the old weights")  # the package's: it goes
     save_package(small_package(seed=2), target)
     assert load_package(target).provenance["seed"] == 2
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pkg"]
+    assert (target / "README.md").read_text() == "model card written by hand"
+    assert not (target / "model_3d_fullres.onnx").exists()
     other = tmp_path / "not_a_package"
     other.mkdir()
     (other / "notes.txt").write_text("keep me")
