@@ -5,9 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
-from medseg.errors import ModelError
 from medseg.cli._console import progress_printer
 
 DEVICE_CHOICES = ("auto", "cpu", "cuda", "directml", "onnx-cpu", "mps")
@@ -21,8 +19,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "extension: .nii.gz, .nii, .nrrd, .mha) on the input's grid, and print the volume of "
                     "each label in ml.")
     parser.add_argument("path", help="DICOM folder or image file")
-    parser.add_argument("--model", "-m", required=True,
-                        help="medseg package (.medseg/.zip file or folder) or nnU-Net v2 result folder")
+    parser.add_argument("--model", "-m",
+                        help="medseg package (.medseg/.zip file or folder) or nnU-Net v2 result folder "
+                             "(default: the built-in starter model: body, lungs, bones)")
     parser.add_argument("-o", "--output", required=True, help="label map to write (.nii.gz, .nii, .nrrd, .mha)")
     parser.add_argument("--device", default="auto", choices=DEVICE_CHOICES, help="compute device (default: auto)")
     parser.add_argument("--configuration", help="model configuration to use (default: chosen by the series' spacing)")
@@ -34,24 +33,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
-def load_model(source: str | Path):
-    """A medseg package, or an nnU-Net result folder converted on the fly (nothing is unpickled)."""
-    from medseg.model.nnunet_import import import_nnunet
-    from medseg.model.package import load_package
-
-    path = Path(source)
-    if path.is_dir() and (path / "plans.json").is_file() and (path / "dataset.json").is_file():
-        return import_nnunet(path)
-    if path.exists():
-        return load_package(path)
-    raise ModelError("no such model package or nnU-Net result folder", path=path)
-
-
 def run(args: argparse.Namespace) -> int:
     import torch
 
     from medseg.io import load, write_image
     from medseg.model.infer import segment
+    from medseg.model.package import load_model
 
     if args.threads:
         torch.set_num_threads(int(args.threads))

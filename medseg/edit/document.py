@@ -114,6 +114,19 @@ class ViewerDocument:
         self.label_map_changed.emit()
         self.labels_changed.emit()
 
+    def label_volumes_ml(self) -> dict[int, float]:
+        """Volume of every label value in ml (cached until the label map changes)."""
+        if self.label_map is None or self.volume is None:
+            return {}
+        cached = getattr(self, "_volumes_cache", None)
+        if cached is not None and cached[0] is self.label_map:
+            return cached[1]
+        counts = np.bincount(np.asarray(self.label_map.array).ravel().astype(np.int64, copy=False))
+        voxel_ml = self.volume.voxel_volume_ml
+        volumes = {int(v): float(counts[v] * voxel_ml) for v in np.nonzero(counts)[0] if v != 0}
+        self._volumes_cache = (self.label_map, volumes)
+        return volumes
+
     def _drop_label_map(self) -> None:
         self.label_map = None
         self.labels = {}

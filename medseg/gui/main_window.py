@@ -154,6 +154,10 @@ class MainWindow(QMainWindow):
         self.open_label_action = self._action("Open label map…", self.open_label_map, "Ctrl+L",
                                               "Open a NIfTI/NRRD/MHA label map onto the loaded image")
         self.demo_action = self._action("Demo study", self.open_demo, tip="The built-in synthetic demo study")
+        self.segment_action = self._action("Segment", self.segment, "Ctrl+G",
+                                           "Segment the open image with the current model (in the background)")
+        self.choose_model_action = self._action("Choose model…", self.choose_model,
+                                                tip="A medseg model package or an nnU-Net v2 result folder")
         self.quit_action = self._action("Quit", self.close, QKeySequence.StandardKey.Quit)
         self.recent_menu_actions: list[QAction] = []
 
@@ -166,6 +170,10 @@ class MainWindow(QMainWindow):
         file_menu.addAction(self.open_label_action)
         file_menu.addSeparator()
         file_menu.addAction(self.quit_action)
+
+        model_menu = self.menuBar().addMenu("&Segmentation")
+        model_menu.addAction(self.segment_action)
+        model_menu.addAction(self.choose_model_action)
 
         view_menu = self.menuBar().addMenu("&View")
         self.layout_group = QActionGroup(self)
@@ -202,6 +210,7 @@ class MainWindow(QMainWindow):
             toolbar.addAction(action)
         toolbar.addSeparator()
         toolbar.addAction(self.open_label_action)
+        toolbar.addAction(self.segment_action)
         toolbar.addSeparator()
         for action in self.layout_actions.values():
             toolbar.addAction(action)
@@ -212,6 +221,7 @@ class MainWindow(QMainWindow):
         loader.progressed.connect(self._on_progress)
         loader.study_loaded.connect(self._on_study_loaded)
         loader.label_map_loaded.connect(self._on_label_map_loaded)
+        loader.segmented.connect(self._on_segmented)
         loader.failed.connect(self._on_failed)
         self.viewer.hovered.connect(self._on_hover)
         self.viewer.layout_changed.connect(self._on_layout_changed)
@@ -340,6 +350,34 @@ class MainWindow(QMainWindow):
         if paths:
             event.acceptProposedAction()
             self.open_paths(paths)
+
+    # --- segmentation ------------------------------------------------------------------------
+    def model_path(self) -> str | None:
+        """The chosen model package (None: the built-in starter model)."""
+        value = app_shell.settings().value("model/path", "")
+        return str(value) if value else None
+
+    def choose_model(self) -> None:
+        folder = QFileDialog.getExistingDirectory(self, "Choose a model package or nnU-Net result folder",
+                                                  self.model_path() or self._last_folder())
+        if folder:
+            app_shell.settings().setValue("model/path", folder)
+            self.statusBar().showMessage(f"Model: {folder}", 5000)
+
+    def segment(self) -> None:
+        if self._refuse_when_busy():
+            return
+        self.loader.segment(self.model_path())
+
+    @Slot(object)
+    def _on_segmented(self, result: Any) -> None:
+        found = sum(1 for ml in result.volumes_ml.values() if ml > 0)
+        self.overlay_panel.set_source(f"Model {result.model_name}: {found} label{'s' if found != 1 else ''} "
+                                      f"found ({result.device}, {result.seconds:.1f} s)")
+        if result.fallbacks:
+            self.notice_banner.show_message("Segmentation fell back: " + "; ".join(result.fallbacks))
+        self.statusBar().showMessage(f"Segmented in {result.seconds:.1f} s on {result.device}.", 8000)
+        self._update_status()
 
     # --- results -----------------------------------------------------------------------------
     @Slot()

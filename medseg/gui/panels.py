@@ -124,13 +124,14 @@ class OverlayPanel(QGroupBox):
         self.names_box.addItems(NAME_SETS)
         self.source_label = QLabel("No label map. File ▸ Open label map…", self)
         self.source_label.setWordWrap(True)
-        self.table = QTableWidget(0, 3, self)
-        self.table.setHorizontalHeaderLabels(("", "Value", "Name"))
+        self.table = QTableWidget(0, 4, self)
+        self.table.setHorizontalHeaderLabels(("", "Value", "Name", "ml"))
         self.table.verticalHeader().setVisible(False)
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.table.horizontalHeader().setSectionResizeMode(0, QHeaderView.ResizeMode.ResizeToContents)
         self.table.horizontalHeader().setSectionResizeMode(1, QHeaderView.ResizeMode.ResizeToContents)
-        self.table.horizontalHeader().setStretchLastSection(True)
+        self.table.horizontalHeader().setSectionResizeMode(2, QHeaderView.ResizeMode.Stretch)
+        self.table.horizontalHeader().setSectionResizeMode(3, QHeaderView.ResizeMode.ResizeToContents)
         all_button, none_button = QPushButton("All", self), QPushButton("None", self)
         all_button.clicked.connect(lambda: document.set_all_labels_visible(True))
         none_button.clicked.connect(lambda: document.set_all_labels_visible(False))
@@ -180,6 +181,7 @@ class OverlayPanel(QGroupBox):
     def _fill_table(self) -> None:
         self.table.blockSignals(True)
         labels = self.document.labels
+        volumes = self.document.label_volumes_ml()
         self.table.setRowCount(len(labels))
         for row, entry in enumerate(labels.values()):
             visible = QTableWidgetItem()
@@ -190,7 +192,11 @@ class OverlayPanel(QGroupBox):
             value = QTableWidgetItem(str(entry.value))
             value.setFlags(Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsSelectable)
             name = QTableWidgetItem(entry.name)
-            for column, item in enumerate((visible, value, name)):
+            volume = QTableWidgetItem(f"{volumes.get(entry.value, 0.0):.1f}")
+            volume.setFlags(Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsSelectable)
+            volume.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+            volume.setToolTip("volume in millilitres (voxel count × voxel volume)")
+            for column, item in enumerate((visible, value, name, volume)):
                 item.setData(Qt.ItemDataRole.UserRole, entry.value)
                 self.table.setItem(row, column, item)
         self.table.blockSignals(False)

@@ -65,6 +65,17 @@ class _Snapshot:
     synthetic: bool
 
 
+@dataclass
+class SegmentResult:
+    label_map: Volume
+    labels: dict[int, LabelEntry]
+    model_name: str
+    device: str
+    seconds: float
+    volumes_ml: dict[str, float]
+    fallbacks: list[str]
+
+
 class StudyLoader(QObject):
     """Starts load jobs and applies their results to the document (GUI thread)."""
 
@@ -72,6 +83,7 @@ class StudyLoader(QObject):
     progressed = Signal(float, str)
     study_loaded = Signal(object)  # Volume
     label_map_loaded = Signal(object)  # LabelMapResult
+    segmented = Signal(object)  # SegmentResult
     failed = Signal(object)  # the exception (MedsegError, Cancelled, ...)
 
     def __init__(self, document: ViewerDocument, parent: QObject | None = None) -> None:
@@ -253,3 +265,40 @@ class StudyLoader(QObject):
             return
         log.info("label map loaded: %d labels, resampled=%s", len(table), result.resampled)
         self.label_map_loaded.emit(result)
+
+    # --- segmentation -------------------------------------------------------------------------
+    def segment(self, model: str | Path | None = None, device: str = "auto") -> bool:
+        """Segment the open image with a model package (default: the built-in starter) in a worker."""
+        image = self.document.volume
+        if image is None:
+            from medseg.errors import GeometryError
+
+            self.failed.emit(GeometryError("open an image first, then press Segment"))
+            return False
+
+        def work(progress=None, cancel=None):
+            from medseg.model.infer import segment
+            from medseg.model.package import load_model
+            from medseg.progress import report
+
+            report(progress, 0.0, "loading the model", "model")
+            package = load_model(model)
+            result = segment(image, package, device=device, progress=progress, cancel=cancel)
+            present = set(np.unique(result.label_map.array).tolist())
+            labels = {value: LabelEntry(value, name, tuple(package.colors.get(value, (255, 0, 0))), True)
+                      for value, name in sorted(package.labels.items()) if value != 0 and value in present}
+            return SegmentResult(result.label_map, labels, package.name, result.device_used, result.seconds,
+                                 dict(result.volumes_ml), list(result.fallbacks))
+
+        self._snapshot = None
+        return self._start("segment", work, self._on_segmented)
+
+    @Slot(object)
+    def _on_segmented(self, result: SegmentResult) -> None:
+        self._finish_job()
+        if self.document.volume is None or not result.label_map.same_grid(self.document.volume):
+            return  # the image was closed or replaced meanwhile
+        self.document.set_label_map(result.label_map, result.labels)
+        log.info("segmented with %s on %s in %.1f s", result.model_name, result.device, result.seconds)
+        self.segmented.emit(result)
+
