@@ -21,9 +21,13 @@ can train a useful model offline from unlabelled scans. The rules, in order:
 
 **Lungs** (air inside the body that is lung, not bowel gas or the trachea)
   1. ``HU < -400`` inside the filled body; 3D connected components.
-  2. A component is lung when it holds at least 10 ml and its median HU is above
-     -950. Aerated lung is tissue plus air (about -850 HU, -950 only in severe
-     emphysema), while gas in the stomach, bowel and trachea is pure air (about -1000).
+  2. A component is lung when it holds at least 10 ml and at most 30 % of its voxels
+     read below -950 HU. Aerated lung is tissue plus air (about -850 HU; measured 0-3 %
+     of voxels below -950 on the shared CTs, up to about a quarter in severe emphysema),
+     while gas in the stomach, bowel and trachea is pure air (about -1000) with a
+     partial-volumed rim: 39-71 % below -950 measured. (A median rule, "half below -950",
+     took the 13-17 ml gas pockets of ``example_ct_dicom``'s stomach and transverse colon,
+     45-47 % below -950 at 3 mm slices, for lung; TotalSegmentator finds no lung there.)
      Small pockets (< 10 ml) are dropped: at the lung bases that loses little, and it
      keeps small partial-volumed gas bubbles out.
   3. 2D hole filling per slice, so vessels and airways inside the lung are lung (as in
@@ -73,7 +77,8 @@ COARSE_SPACING_MM = 3.0
 BODY_COMPONENT_MIN_FRACTION = 0.10
 LUNG_MAX_HU = -400.0
 LUNG_MIN_VOLUME_ML = 10.0
-GAS_MEDIAN_HU = -950.0
+GAS_HU = -950.0  # pure gas reads below this
+LUNG_MAX_GAS_FRACTION = 0.3  # a lung component has at most this share of pure-gas voxels
 BONE_MIN_HU = 200.0
 BONE_RIM_MIN_HU = 150.0
 MARROW_MIN_HU = 100.0
@@ -163,10 +168,8 @@ def lung_mask(hu: np.ndarray, body: np.ndarray, voxel_volume_ml: float) -> np.nd
     if count == 0:
         return air
     sizes = np.bincount(components.ravel())
-    # "median above -950 HU" is counted as "less than half of the voxels below -950 HU":
-    # the same rule, but a bincount instead of a sort per component
-    pure_gas = np.bincount(components[hu < GAS_MEDIAN_HU], minlength=sizes.size)
-    is_lung = (sizes * voxel_volume_ml >= LUNG_MIN_VOLUME_ML) & (pure_gas < 0.5 * sizes)
+    pure_gas = np.bincount(components[hu < GAS_HU], minlength=sizes.size)
+    is_lung = (sizes * voxel_volume_ml >= LUNG_MIN_VOLUME_ML) & (pure_gas <= LUNG_MAX_GAS_FRACTION * sizes)
     is_lung[0] = False
     lungs = is_lung[components]
     return fill_holes_per_slice(lungs) & body
