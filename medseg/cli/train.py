@@ -42,6 +42,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--seed", type=int, default=12345)
     parser.add_argument("--validate-every", type=int, default=1, help="epochs between validations (default 1)")
     parser.add_argument("--no-augment", action="store_true", help="turn augmentation off")
+    parser.add_argument("--tissue-shift", type=float, nargs=2, metavar=("LOW", "HIGH"),
+                        help="augment: shift soft tissue (0-300 HU) by a random LOW..HIGH HU in half of the patches, "
+                             "as contrast enhancement does (e.g. -20 60 to train on non-contrast CT for contrast CT)")
     parser.add_argument("--no-mirror", action="store_true",
                         help="no mirroring augmentation (for labels that differ left and right, e.g. liver vs spleen)")
     parser.add_argument("--no-amp", action="store_true", help="no mixed precision on CUDA")
@@ -80,6 +83,8 @@ def run(args: argparse.Namespace) -> int:
     augmentation = NO_AUGMENTATION if args.no_augment else AugmentConfig()
     if args.no_mirror:
         augmentation = dataclasses.replace(augmentation, p_mirror=0.0)
+    if args.tissue_shift and not args.no_augment:
+        augmentation = dataclasses.replace(augmentation, p_tissue_shift=0.5, tissue_shift_hu=tuple(args.tissue_shift))
     config = TrainConfig(
         epochs=args.epochs, iterations_per_epoch=args.iterations, batch_size=args.batch_size,
         optimizer=args.optimizer, learning_rate=args.lr, seed=args.seed, device=args.device,

@@ -1,5 +1,6 @@
 """On-the-fly training augmentation in torch: patch extraction with rotation/scaling,
-mirroring, intensity noise, brightness, contrast and gamma.
+mirroring, intensity noise, brightness, contrast and gamma (and, when asked for, a soft-tissue
+HU shift that mimics contrast enhancement).
 
 The probabilities and ranges are nnU-Net v2's defaults (``nnUNetTrainer.get_training_transforms``):
 rotation ±30° per axis and scaling 0.7–1.4 each with p 0.2, Gaussian noise (variance
@@ -44,6 +45,14 @@ class AugmentConfig:
     gamma_range: tuple[float, float] = (0.7, 1.5)
     p_mirror: float = 0.5
     mirror_axes: tuple[int, ...] | None = None  # spatial axes; None = all
+    # Soft-tissue shift (not in nnU-Net, off by default): voxels between 0 and 300 HU (ramping
+    # to nothing at -100 and 400) move by one random amount in this range, as organs do
+    # between non-contrast and contrast-enhanced scans (liver 46 HU in example_ct_sm, 93 in
+    # example_ct_dicom), while air, fat and dense bone stay put. It needs the CT
+    # normalisation (mean, std), which the trainer fills in from the plan.
+    p_tissue_shift: float = 0.0
+    tissue_shift_hu: tuple[float, float] = (0.0, 0.0)
+    ct_mean_std: tuple[float, float] | None = None
 
 
 NO_AUGMENTATION = AugmentConfig(enabled=False)
@@ -143,6 +152,11 @@ def augment_intensity(patch: torch.Tensor, rng: np.random.Generator, config: Aug
     """Noise, brightness, contrast and gamma on one (C, *spatial) patch."""
     if not config.enabled:
         return patch
+    if config.p_tissue_shift > 0 and config.ct_mean_std is not None and rng.random() < config.p_tissue_shift:
+        mean, std = config.ct_mean_std
+        hu = patch * std + mean
+        weight = ((hu + 100.0) / 100.0).clamp(0, 1) * ((400.0 - hu) / 100.0).clamp(0, 1)
+        patch = patch + weight * (float(rng.uniform(*config.tissue_shift_hu)) / std)
     if rng.random() < config.p_noise:
         variance = rng.uniform(*config.noise_variance)
         generator = torch.Generator().manual_seed(int(rng.integers(2**31)))

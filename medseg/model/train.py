@@ -351,9 +351,13 @@ def draw_sample(
 
 
 def _augment_for(plan: Plan, config: TrainConfig) -> AugmentConfig:
-    if config.augmentation.mirror_axes is None and plan.mirror_axes is not None:
-        return dataclasses.replace(config.augmentation, mirror_axes=tuple(plan.mirror_axes))
-    return config.augmentation
+    augmentation = config.augmentation
+    if augmentation.mirror_axes is None and plan.mirror_axes is not None:
+        augmentation = dataclasses.replace(augmentation, mirror_axes=tuple(plan.mirror_axes))
+    norm = plan.normalization or {}
+    if augmentation.p_tissue_shift > 0 and augmentation.ct_mean_std is None and norm.get("scheme") == "CTNormalization":
+        augmentation = dataclasses.replace(augmentation, ct_mean_std=(float(norm["mean"]), float(norm["std"])))
+    return augmentation
 
 
 def local_batch(

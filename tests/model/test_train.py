@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from medseg.errors import Cancelled, DatasetError
-from medseg.model.augment import NO_AUGMENTATION, AugmentConfig, augmented_patch, extract_patch
+from medseg.model.augment import NO_AUGMENTATION, AugmentConfig, augment_intensity, augmented_patch, extract_patch
 from medseg.model.datasets import open_dataset
 from medseg.model.losses import DeepSupervisionLoss, DiceCELoss, deep_supervision_weights
 from medseg.model.package import load_package
@@ -107,6 +107,17 @@ def test_augmentation_is_reproducible_per_seed() -> None:
     assert torch.equal(first[0], again[0]) and torch.equal(first[1], again[1])
     assert not torch.equal(first[0], other[0])
     assert set(torch.unique(first[1]).tolist()) <= {0, 1}  # labels stay labels (nearest neighbour)
+
+
+def test_tissue_shift_moves_soft_tissue_only() -> None:
+    mean, std = -100.0, 400.0
+    hu = torch.tensor([[-1000.0, -100.0, 50.0, 250.0, 1000.0]])
+    config = AugmentConfig(p_noise=0, p_brightness=0, p_contrast=0, p_gamma=0, p_gamma_inverted=0,
+                           p_tissue_shift=1.0, tissue_shift_hu=(40.0, 40.0), ct_mean_std=(mean, std))
+    shifted = augment_intensity((hu - mean) / std, np.random.default_rng(0), config) * std + mean
+    assert torch.allclose(shifted, torch.tensor([[-1000.0, -100.0, 90.0, 290.0, 1000.0]]), atol=1e-3)
+    off = dataclasses.replace(config, p_tissue_shift=0.0)  # the default: nnU-Net's augmentation unchanged
+    assert torch.equal(augment_intensity((hu - mean) / std, np.random.default_rng(0), off), (hu - mean) / std)
 
 
 def test_foreground_oversampling_last_third(small_dataset) -> None:
