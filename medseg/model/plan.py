@@ -92,6 +92,9 @@ class Plan:
     # "PlainConvUNet" (n_conv_per_stage_encoder = convs per stage) or "ResidualEncoderUNet"
     # (nnU-Net's ResEnc presets: n_conv_per_stage_encoder = residual blocks per stage).
     architecture: str = "PlainConvUNet"
+    # Array orientation the network works in ("LPS", see medseg.io.orientation); None = the
+    # image array as stored, as nnU-Net does (imported nnU-Net models).
+    orientation: str | None = None
 
     def __post_init__(self) -> None:
         self.target_spacing_zyx = tuple(float(s) for s in self.target_spacing_zyx)  # type: ignore[assignment]

@@ -27,6 +27,7 @@ import torch.nn.functional as F
 from scipy import ndimage
 
 from medseg.errors import ModelError
+from medseg.io.orientation import Reorientation, reoriented, reorientation_to
 from medseg.io.volume import Volume
 
 # nnU-Net's ANISO_THRESHOLD: an axis this many times coarser than the finest is resampled
@@ -52,6 +53,8 @@ class PreprocessedImage:
     shape_before_crop: tuple[int, int, int]
     bbox: tuple[slice, slice, slice]  # crop inside shape_before_crop
     original_shape_zyx: tuple[int, int, int]  # the input Volume's array shape
+    # Plan.orientation: the input array was first reoriented by this (None: used as stored)
+    reorientation: Reorientation | None = None
 
     @property
     def shape_after_crop(self) -> tuple[int, int, int]:
@@ -207,6 +210,11 @@ def preprocess(volume: Volume, plan: Any) -> PreprocessedImage:
     channels = int(getattr(plan, "num_input_channels", 1) or 1)
     if channels != 1:
         raise ModelError(f"the model expects {channels} input channels; medseg segments single CT volumes")
+    original_shape = volume.shape_zyx
+    reorientation = None
+    if getattr(plan, "orientation", None):
+        reorientation = reorientation_to(volume, plan.orientation)
+        volume = reoriented(volume, reorientation)
     transpose = plan_transpose(plan)
     spacing = tuple(float(volume.spacing_zyx[a]) for a in transpose)
     image = np.transpose(volume.array, transpose)[None]
@@ -224,7 +232,8 @@ def preprocess(volume: Volume, plan: Any) -> PreprocessedImage:
         spacing_network=target,
         shape_before_crop=tuple(image.shape[1:]),  # type: ignore[arg-type]
         bbox=bbox,
-        original_shape_zyx=volume.shape_zyx,
+        original_shape_zyx=original_shape,
+        reorientation=reorientation,
     )
 
 
@@ -300,7 +309,8 @@ def logits_to_label_map(
     for axis, start, stop, values, rows in _resampled_slabs(logits, prep.shape_after_crop, prep.spacing_network, prep.spacing_original):
         labels = values.half().argmax(dim=1).cpu().numpy().astype(dtype, copy=False)  # (n, a, b)
         np.moveaxis(cropped, axis, 0)[start:stop] = labels[rows.numpy()]
-    return np.ascontiguousarray(np.transpose(full, np.argsort(prep.transpose_forward)))
+    labels = np.transpose(full, np.argsort(prep.transpose_forward))
+    return prep.reorientation.undo(labels) if prep.reorientation else np.ascontiguousarray(labels)
 
 
 def logits_to_probabilities(logits: torch.Tensor, prep: PreprocessedImage) -> np.ndarray:
@@ -313,4 +323,5 @@ def logits_to_probabilities(logits: torch.Tensor, prep: PreprocessedImage) -> np
         probabilities = torch.softmax(values[rows].half().float(), dim=1).movedim(1, 0)  # (C, k, a, b)
         np.moveaxis(cropped, axis + 1, 1)[:, start:stop] = probabilities.cpu().numpy()
     order = [0, *(int(a) + 1 for a in np.argsort(prep.transpose_forward))]
-    return np.ascontiguousarray(np.transpose(full, order))
+    probabilities = np.transpose(full, order)
+    return prep.reorientation.undo(probabilities) if prep.reorientation else np.ascontiguousarray(probabilities)

@@ -59,6 +59,7 @@ CHECKPOINT_BEST = "checkpoint_best.safetensors"
 HISTORY_FILE = "history.json"
 CLASS_LOCATIONS_PER_LABEL = 10_000  # nnU-Net samples at most this many voxels per class and case
 POLY_EXPONENT = 0.9
+CANONICAL_ORIENTATION = "LPS"  # every medseg-trained plan (see medseg.io.orientation)
 
 
 # --------------------------------------------------------------------------------------------
@@ -233,6 +234,8 @@ def plan_for_dataset(
         plan = plan_from_spacing(target, median, reference, dim, num_classes=num_classes,
                                  num_training_cases=len(shapes), normalization=normalization,
                                  target_spacing_zyx=target, name=configuration)
+    # medseg-trained networks see every image in one orientation (medseg.io.orientation).
+    plan = dataclasses.replace(plan, orientation=CANONICAL_ORIENTATION)
     if num_stages is not None and num_stages < plan.num_stages:
         plan = _truncate_stages(plan, num_stages)
     if base_features is not None or max_features is not None:
@@ -274,7 +277,10 @@ def prepare_case(case: Case, plan: Plan, seed: int = 0, weight: float = 1.0) -> 
     from medseg.model import preprocess
 
     prep = preprocess.preprocess(case.image, plan)
-    labels = np.transpose(np.asarray(case.label_map.array), prep.transpose_forward)[prep.bbox]
+    labels = np.asarray(case.label_map.array)
+    if prep.reorientation is not None:
+        labels = prep.reorientation.apply(labels)
+    labels = np.transpose(labels, prep.transpose_forward)[prep.bbox]
     new_shape = prep.data.shape[1:]
     # Nearest neighbour on the same (align_corners=False) coordinates as the image resampling.
     indices = [preprocess.nearest_source_indices(n_in, n_out) for n_in, n_out in zip(labels.shape, new_shape)]
@@ -618,6 +624,11 @@ def _train(dataset, out_dir, config, ctx, plan, base_package, resume, plan_optio
         base_labels = dict(base_package.labels)
         base_state = dict(base_package.weights[configuration][0])
         yield _log(ctx, messages, f"fine-tuning from '{base_package.name}' (configuration {configuration})")
+        if plan.orientation is None:
+            plan = dataclasses.replace(plan, orientation=CANONICAL_ORIENTATION)
+            yield _log(ctx, messages, f"the base model reads arrays as stored; the fine-tuned model reads every image "
+                                      f"in {CANONICAL_ORIENTATION} orientation (a RAS NIfTI and an LPS DICOM then "
+                                      "look the same to it)")
     fingerprint = fingerprint_cases(raw_cases, seed=config.seed)
     if plan is None:
         plan = plan_for_dataset(fingerprint, num_classes, **dict(plan_options))

@@ -241,3 +241,28 @@ def test_fine_tuning_with_a_new_label_replaces_the_heads(small_dataset, tmp_path
 def test_distributed_context_defaults_to_one_process() -> None:
     context = DistributedContext()
     assert context.is_main and not context.distributed
+
+
+def test_medseg_plans_see_every_image_in_one_orientation(ct_dir: Path) -> None:
+    """A RAS NIfTI and its LPS twin (same voxels, axes reversed) get the same segmentation."""
+    from medseg.io import load
+    from medseg.io.orientation import reorientation_to, reoriented
+    from medseg.model.infer import segment
+    from medseg.model.package import ModelPackage
+
+    ras = load(ct_dir / TS / "example_ct_sm.nii.gz")
+    change = reorientation_to(ras, "LPS")
+    lps = reoriented(ras, change)
+    assert not np.array_equal(lps.array, ras.array)
+    results = {}
+    for orientation in (None, "LPS"):
+        plan = dataclasses.replace(tiny_plan(), orientation=orientation)
+        torch.manual_seed(0)
+        state = build_network(plan, 4, deep_supervision=False).state_dict()
+        package = ModelPackage("random", {"2d": plan}, {0: "background", 1: "a", 2: "b", 3: "c"}, weights={"2d": [state]})
+        on_ras = segment(ras, package, device="cpu").label_map
+        on_lps = segment(lps, package, device="cpu").label_map
+        assert on_ras.same_grid(ras) and on_lps.same_grid(lps)  # results are on each input's own grid
+        results[orientation] = np.mean(change.apply(on_ras.array) == on_lps.array)
+    assert results["LPS"] == 1.0
+    assert results[None] < 0.99  # read as stored, the random network sees two different images
