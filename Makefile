@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup run test lint bench clean
+.PHONY: setup run test lint bench starter liver clean
 
 $(STAMP): pyproject.toml .ci/system-deps
 	bash .ci/system-deps
@@ -26,6 +26,27 @@ test: $(STAMP)
 
 bench: $(STAMP)
 	for b in benchmarks/bench_*.py; do $(PY) $$b || exit 1; done
+
+# Retrain the shipped starter model from ../shared/data (see resources/models/starter/README.md):
+# train, score on the held-out scans (recorded in model.json), add the verified ONNX export.
+# About 20 minutes on a free 2-core CPU. The result lands in build/starter; copy model.json,
+# weights.safetensors and model_2d.onnx into resources/models/starter to ship it.
+DATA ?= ../shared/data
+STARTER_TRAIN := --data-root $(DATA) --epochs 40 --iterations 40 --batch-size 6 --configuration 2d \
+	--target-spacing 3 2 2 --memory-gb 0.35 --base-features 16 --max-features 64 --validate-every 10 --threads 2
+starter: $(STAMP)
+	$(PY) -m medseg train resources/models/starter/training_set.json --out build/starter $(STARTER_TRAIN)
+	$(PY) -m medseg evaluate build/starter resources/models/starter/training_set.json --data-root $(DATA) --held-out --record
+	$(PY) -m medseg export build/starter --format package -o build/starter \
+		--check-image $(DATA)/ct/totalsegmentator/example_ct_dicom
+
+# Fine-tune the starter model with a new label, the liver, and score it on another patient
+# (tests/model/test_finetune_liver.py runs the same recipe).
+LIVER_TRAIN := --epochs 20 --iterations 40 --batch-size 6 --validate-every 100 --no-mirror --tissue-shift -20 60
+liver: $(STAMP)
+	$(PY) -m medseg train resources/datasets/liver_finetune.json --data-root $(DATA) --out build/liver \
+		--from resources/models/starter $(LIVER_TRAIN)
+	$(PY) -m medseg evaluate build/liver resources/datasets/liver_finetune.json --data-root $(DATA) --held-out --record
 
 clean:
 	rm -rf $(VENV) build *.egg-info test-artifacts

@@ -1,55 +1,63 @@
 """Fine-tuning the starter model with a new label (liver) and judging it on another patient.
 
-Train: example_ct_sm (TotalSegmentator's liver, label 5, over rule-based body/lungs/bones).
+Train: ``resources/datasets/liver_finetune.json``: example_ct_sm with TotalSegmentator's liver
+(label 5) over rule-based body/lungs/bones, plus liver-free starter scans as rehearsal.
 Judge: example_ct_dicom, a different patient (contrast-enhanced, Siemens), against
 example_seg_dicom, which is stored LAS and is resampled onto the DICOM grid first.
+This is the issue's whole recipe (``make liver``), run for real on every CI run.
 """
 
 from __future__ import annotations
 
 import json
-from importlib import resources
+import re
+import shlex
 from pathlib import Path
 
 import pytest
 
 from medseg.cli import main
+from medseg.model.package import load_package, starter_model_path
 
-STARTER = str(resources.files("medseg.resources") / "models" / "starter")
-TS = "totalsegmentator"
-# CI-sized run (60 optimiser steps). Measured by hand with exactly these arguments: training loss
-# 1.31 -> 0.88 per epoch; on example_ct_dicom body 0.80, bones 0.78, liver 0.0015 Dice. The issue's
-# liver Dice >= 0.7 is NOT reached by a run this short (nor was a longer one possible in this
-# build's CPU budget); this test guards the fine-tuning pipeline, not the liver figure.
-CI_TRAINING = ["--epochs", "6", "--iterations", "10", "--batch-size", "6", "--seed", "3", "--validate-every", "100"]
+ROOT = Path(__file__).resolve().parents[2]
+MANIFEST = ROOT / "resources" / "datasets" / "liver_finetune.json"
+# The recipe, the same as the Makefile's LIVER_TRAIN (checked below).
+RECIPE = ["--epochs", "20", "--iterations", "40", "--batch-size", "6", "--validate-every", "100",
+          "--no-mirror", "--tissue-shift", "-20", "60"]
+LIVER_TARGET = 0.7
+
+
+def test_the_makefile_runs_the_same_recipe() -> None:
+    makefile = (ROOT / "Makefile").read_text()
+    match = re.search(r"^LIVER_TRAIN := (.+)$", makefile, re.MULTILINE)
+    assert match and shlex.split(match.group(1)) == RECIPE
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)  # about 9 minutes on a free 2-core CPU (800 optimiser steps)
 def test_starter_learns_the_liver_on_another_patient(ct_dir: Path, tmp_path: Path, capsys) -> None:
-    manifest = tmp_path / "liver.json"
-    liver_case = lambda name, image, label: {  # noqa: E731 - a small table of cases
-        "name": name, "image": f"{TS}/{image}", "label": f"{TS}/{label}", "label_values": {"5": "liver"},
-        "label_rule": "starter"}
-    manifest.write_text(json.dumps({
-        "name": "starter-plus-liver", "data_root": str(ct_dir), "labels": ["body", "lungs", "bones", "liver"],
-        "cases": [liver_case("example_ct_sm", "example_ct_sm.nii.gz", "example_seg.nii.gz"),
-                  liver_case("example_ct_dicom", "example_ct_dicom", "example_seg_dicom.nii.gz")],
-        "validation": ["example_ct_dicom"]}))
-
-    assert main(["train", str(manifest), "--out", str(tmp_path / "liver_model"), "--from", STARTER,
-                 *CI_TRAINING]) == 0
+    model = tmp_path / "liver_model"
+    data_root = str(ct_dir.parent)
+    assert main(["train", str(MANIFEST), "--data-root", data_root, "--out", str(model),
+                 "--from", str(starter_model_path()), *RECIPE]) == 0
     out = capsys.readouterr().out
     assert "output heads replaced" in out and "liver" in out
     assert "resampled onto the image grid (nearest neighbour)" in out  # the LAS label map, said
 
-    history = json.loads((tmp_path / "liver_model.training" / "history.json").read_text())
-    assert history[-1]["train_loss"] < 0.8 * history[0]["train_loss"]  # it learns (measured 1.31 -> 0.88)
-
-    assert main(["evaluate", str(tmp_path / "liver_model"), str(manifest), "--held-out", "--json"]) == 0
+    assert main(["evaluate", str(model), str(MANIFEST), "--data-root", data_root, "--held-out", "--json",
+                 "--record"]) == 0
     report = json.loads(capsys.readouterr().out)
     (case,) = report["cases"]
     assert case["case"] == "example_ct_dicom"
     scores = {label["name"]: label for label in case["labels"]}
     assert set(scores) == {"body", "lungs", "bones", "liver"}
-    assert scores["liver"]["reference_ml"] > 600  # the LAS reference landed on the DICOM grid (about 700 ml)
-    assert scores["bones"]["dice"] > 0.7  # fine-tuning kept what the starter knew (measured 0.78)
+    assert 600 < scores["liver"]["reference_ml"] < 800  # the LAS reference landed on the DICOM grid
+    assert scores["liver"]["dice"] >= LIVER_TARGET, scores["liver"]
+    assert scores["bones"]["dice"] > 0.7  # fine-tuning kept what the starter knew
+
+    package = load_package(model)  # the package says where it came from and how it scored
+    assert package.configurations["2d"].orientation == "LPS"  # RAS training scan, LPS judged scan: one orientation
+    assert package.provenance["base_model"] == load_package(starter_model_path()).name
+    assert package.provenance["training_command"].startswith("medseg train ")
+    (recorded,) = package.provenance["evaluations"]
+    assert recorded["cases"]["example_ct_dicom"]["liver"]["dice"] == round(scores["liver"]["dice"], 4)
