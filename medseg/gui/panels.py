@@ -124,6 +124,8 @@ class OverlayPanel(QGroupBox):
         self.names_box.addItems(NAME_SETS)
         self.source_label = QLabel("No label map. File ▸ Open label map…", self)
         self.source_label.setWordWrap(True)
+        # two lines always fit: a long model name must not be clipped by the table below
+        self.source_label.setMinimumHeight(2 * self.source_label.fontMetrics().lineSpacing() + 4)
         self.table = QTableWidget(0, 4, self)
         self.table.setHorizontalHeaderLabels(("", "Value", "Name", "ml"))
         self.table.verticalHeader().setVisible(False)
