@@ -56,7 +56,7 @@ def _record(package, args: argparse.Namespace, dataset, scores, means) -> None:
     from medseg.errors import MedsegError
     from medseg.model.package import save_package
 
-    if package.source_path is None or package.source_path.suffix:
+    if package.source_path is None or not package.source_path.is_dir():
         raise MedsegError("--record needs a model package folder (a .zip package is not rewritten)",
                           hint="unzip it, or run without --record")
     entry = {

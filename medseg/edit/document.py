@@ -68,6 +68,7 @@ class ViewerDocument:
         self.overlay_opacity = 0.5
         self.overlay_outline = False
         self.overlay_visible = True
+        self._volumes_cache: tuple[Volume, dict[int, float]] | None = None  # (label map, its volumes)
         self.presets: dict[str, tuple[float, float]] = dict(DEFAULT_PRESETS)
         self.is_synthetic = False  # the demo study: the UI must say so
 
@@ -118,10 +119,10 @@ class ViewerDocument:
         """Volume of every label value in ml (cached until the label map changes)."""
         if self.label_map is None or self.volume is None:
             return {}
-        cached = getattr(self, "_volumes_cache", None)
+        cached = self._volumes_cache
         if cached is not None and cached[0] is self.label_map:
             return cached[1]
-        counts = np.bincount(np.asarray(self.label_map.array).ravel().astype(np.int64, copy=False))
+        counts = np.bincount(np.asarray(self.label_map.array).ravel())
         voxel_ml = self.volume.voxel_volume_ml
         volumes = {int(v): float(counts[v] * voxel_ml) for v in np.nonzero(counts)[0] if v != 0}
         self._volumes_cache = (self.label_map, volumes)
