@@ -43,6 +43,10 @@ class ImageFormatError(MedsegError):
     """A NIfTI/NRRD/MHA file cannot be read or written."""
 
 
+class SaveError(MedsegError):
+    """A file could not be written; the previous file (if any) is unchanged."""
+
+
 class GeometryError(MedsegError):
     """Two images or an image and a mask do not share a usable geometry."""
 

@@ -2,29 +2,13 @@
 
 from __future__ import annotations
 
-import json
-from functools import lru_cache
-from importlib import resources
 
 import numpy as np
 
 from medseg.edit.document import LabelEntry
+from medseg.io.label_colors import color_for, totalsegmentator_name
 
 NAME_SETS = ("From file", "TotalSegmentator v2 (total)")
-
-
-@lru_cache(maxsize=1)
-def _table() -> dict:
-    return json.loads((resources.files("medseg.resources") / "label_colors.json").read_text())
-
-
-def default_color(value: int) -> tuple[int, int, int]:
-    r, g, b = _table()["colors"].get(str(value), (200, 200, 200))
-    return int(r), int(g), int(b)
-
-
-def totalsegmentator_name(value: int) -> str | None:
-    return _table()["totalsegmentator_v2_total_names"].get(str(value))
 
 
 def build_label_table(values: list[int], names: dict[int, str], name_set: str = "From file") -> dict[int, LabelEntry]:
@@ -34,7 +18,7 @@ def build_label_table(values: list[int], names: dict[int, str], name_set: str = 
         name = names.get(value)
         if name_set == NAME_SETS[1]:
             name = totalsegmentator_name(value) or name
-        table[value] = LabelEntry(value, name or f"label {value}", default_color(value), True)
+        table[value] = LabelEntry(value, name or f"label {value}", color_for(value, name), True)
     return table
 
 

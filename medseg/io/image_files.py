@@ -12,14 +12,14 @@ from __future__ import annotations
 import gzip
 import os
 import struct
-import tempfile
 import zlib
 from pathlib import Path
 
 import numpy as np
 import SimpleITK as sitk
 
-from medseg.errors import ImageFormatError
+from medseg.errors import ImageFormatError, SaveError
+from medseg.io.atomic import atomic_path
 from medseg.io.volume import Volume, VolumeMeta
 
 IMAGE_SUFFIXES = (".nii.gz", ".nii", ".nrrd", ".nhdr", ".mha", ".mhd")
@@ -74,16 +74,12 @@ def write_image(volume: Volume, path: str | os.PathLike) -> Path:
     if not path.parent.is_dir():
         raise ImageFormatError("the folder does not exist", path=path.parent)
     image = volume.to_sitk()
-    fd, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix, dir=path.parent)
-    os.close(fd)
     try:
-        sitk.WriteImage(image, temp_name, useCompression=suffix in (".nii.gz", ".nrrd", ".mha"))
-        with open(temp_name, "rb+") as handle:
-            os.fsync(handle.fileno())
-        os.replace(temp_name, path)
+        with atomic_path(path, suffix=suffix) as temp:
+            sitk.WriteImage(image, str(temp), useCompression=suffix in (".nii.gz", ".nrrd", ".mha"))
+    except SaveError:
+        raise
     except Exception as error:
-        if os.path.exists(temp_name):
-            os.unlink(temp_name)
         raise ImageFormatError(f"cannot write the image ({_first_line(error)})", path=path,
                                hint="check free disk space and write permission") from error
     return path

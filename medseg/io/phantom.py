@@ -33,6 +33,7 @@ from pydicom.uid import CTImageStorage, ExplicitVRLittleEndian, PYDICOM_IMPLEMEN
 from scipy import ndimage
 
 from medseg.errors import MedsegError
+from medseg.io.atomic import atomic_write_text
 from medseg.io.volume import Volume, VolumeMeta
 from medseg.progress import CancelToken, ProgressCallback, report
 
@@ -533,9 +534,7 @@ def _write_marker(folder: Path, files: list[Path]) -> None:
         "files": [f.name for f in files],
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     }
-    partial = _marker_of(folder).with_suffix(f".partial-{os.getpid()}")
-    partial.write_text(json.dumps(facts, indent=1), encoding="utf-8")
-    os.replace(partial, _marker_of(folder))
+    atomic_write_text(_marker_of(folder), json.dumps(facts, indent=1))
 
 
 def demo_study_path(*, progress: ProgressCallback | None = None, cancel: CancelToken | None = None) -> Path:

@@ -33,17 +33,13 @@ import numpy as np
 import SimpleITK as sitk
 
 from medseg.errors import DatasetError, MedsegError
+from medseg.io.atomic import atomic_write_text
+from medseg.io.label_colors import color_for
 from medseg.io.volume import Volume, VolumeMeta
 
 IMAGE_SUFFIXES = (".nii.gz", ".nii", ".nrrd", ".nhdr", ".mha", ".mhd")
 LABEL_TAGS = ("_label", "_labels", "_seg", "_mask")
 CASE_FILE = "case.json"
-DEFAULT_COLORS = [
-    (230, 190, 140), (80, 160, 230), (240, 240, 220), (200, 70, 60), (120, 200, 90), (230, 160, 40),
-    (170, 90, 200), (60, 200, 200), (240, 110, 170), (150, 150, 60),
-]
-
-
 @dataclass
 class Case:
     """One training/validation case: CT image and label map (training indices) on the same grid."""
@@ -122,7 +118,7 @@ def default_colors(labels: Mapping[int, str], known: Mapping[str, Sequence[int]]
         elif known and name in known:
             colors[index] = tuple(int(c) for c in known[name])  # type: ignore[assignment]
         else:
-            colors[index] = DEFAULT_COLORS[(index - 1) % len(DEFAULT_COLORS)]
+            colors[index] = color_for(index, name)
     return colors
 
 
@@ -405,7 +401,7 @@ def save_case(
         for v, n in labels.items() if v != 0
     }
     record = {"name": name or folder.name, "image": "image.nii.gz", "label": "label.nii.gz", "labels": entries}
-    (folder / CASE_FILE).write_text(json.dumps(record, indent=2))
+    atomic_write_text(folder / CASE_FILE, json.dumps(record, indent=2))
     return folder
 
 

@@ -24,6 +24,7 @@ import torch
 from torch import nn
 
 from medseg.errors import ModelError
+from medseg.io.atomic import atomic_write_bytes
 
 ONNX_OPSET = 17
 ONNX_INPUT = "image"
@@ -265,9 +266,7 @@ def export_model(
                                     data, check_name))
     _require_parity(reports, out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    temporary = out.with_name(out.name + ".tmp")
-    temporary.write_bytes(data)
-    os.replace(temporary, out)
+    atomic_write_bytes(out, data)
     return ExportResult(out, fmt, reports)
 
 

@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from medseg.errors import ModelError
-from medseg.model.package import ModelPackage, default_label_color
+from medseg.io.label_colors import color_for
+from medseg.model.package import ModelPackage
 from medseg.model.plan import ANISOTROPY_THRESHOLD, Plan
 from medseg.model.safe_checkpoint import load_checkpoint
 from medseg.model.unet import canonical_state_dict
@@ -83,7 +84,7 @@ def import_nnunet(folder: str | Path, folds: Sequence[int | str] | None = None) 
         name=f"{dataset_name}__{configuration}",
         configurations={configuration: plan},
         labels=labels,
-        colors={value: default_label_color(value) for value in labels},
+        colors={value: color_for(value, name) for value, name in labels.items()},
         weights={configuration: weights},
         provenance={
             "source": "nnU-Net v2 result folder",

@@ -13,14 +13,12 @@ configuration are an ensemble: inference averages their outputs.
 
 from __future__ import annotations
 
-import colorsys
 import json
 import os
 import shutil
 import tempfile
 import zipfile
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -30,6 +28,8 @@ from safetensors.torch import load as load_safetensors_bytes
 from safetensors.torch import save as save_safetensors_bytes
 
 from medseg.errors import ModelError
+from medseg.io.atomic import atomic_open
+from medseg.io.label_colors import color_for
 from medseg.model.plan import Plan, select_configuration
 from medseg.model.unet import UNet, build_network
 
@@ -61,7 +61,7 @@ class ModelPackage:
     def __post_init__(self) -> None:
         self.labels = {int(k): str(v) for k, v in self.labels.items()}
         for value in self.labels:
-            self.colors.setdefault(value, default_label_color(value))
+            self.colors.setdefault(value, color_for(value, self.labels[value]))
         self.colors = {int(k): tuple(int(c) for c in v) for k, v in self.colors.items()}  # type: ignore[misc]
 
     @property
@@ -95,32 +95,6 @@ class ModelPackage:
         for config_name in self.onnx:
             if config_name not in self.configurations:
                 raise ModelError(f"ONNX model for unknown configuration {config_name!r}", path=where)
-
-
-def default_label_color(value: int) -> tuple[int, int, int]:
-    """The app's default colour for a label value (resources/label_colors.json, else a hue wheel)."""
-    if value == 0:
-        return (0, 0, 0)  # background is never drawn
-    table = _color_table()
-    if str(value) in table:
-        return tuple(int(c) for c in table[str(value)])  # type: ignore[return-value]
-    hue = (value * 0.618033988749895) % 1.0  # golden-ratio steps keep neighbours distinct
-    r, g, b = colorsys.hsv_to_rgb(hue, 0.65, 0.95)
-    return (round(r * 255), round(g * 255), round(b * 255))
-
-
-_COLOR_TABLE: dict[str, Any] | None = None
-
-
-def _color_table() -> dict[str, Any]:
-    global _COLOR_TABLE
-    if _COLOR_TABLE is None:
-        try:
-            text = (resources.files("medseg.resources") / "label_colors.json").read_text()
-            _COLOR_TABLE = dict(json.loads(text).get("colors", {}))
-        except (OSError, ValueError, ModuleNotFoundError):
-            _COLOR_TABLE = {}
-    return _COLOR_TABLE
 
 
 # --- weights validation ---------------------------------------------------------------
@@ -333,19 +307,11 @@ def _package_members(pkg: ModelPackage) -> dict[str, bytes]:
 
 
 def _write_zip_atomically(path: Path, members: dict[str, bytes]) -> None:
-    handle, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(handle, "wb") as raw:
-            # Weights barely compress; storing them keeps loading a plain read.
-            with zipfile.ZipFile(raw, "w", compression=zipfile.ZIP_STORED) as archive:
-                for name, data in members.items():
-                    archive.writestr(name, data)
-            raw.flush()
-            os.fsync(raw.fileno())
-        os.replace(temp_name, path)
-    except BaseException:
-        Path(temp_name).unlink(missing_ok=True)
-        raise
+    with atomic_open(path) as raw:
+        # Weights barely compress; storing them keeps loading a plain read.
+        with zipfile.ZipFile(raw, "w", compression=zipfile.ZIP_STORED) as archive:
+            for name, data in members.items():
+                archive.writestr(name, data)
 
 
 def _write_folder_atomically(path: Path, members: dict[str, bytes]) -> None:
@@ -356,6 +322,7 @@ def _write_folder_atomically(path: Path, members: dict[str, bytes]) -> None:
                 out.write(data)
                 out.flush()
                 os.fsync(out.fileno())
+            # (a folder package is committed by renaming the whole folder, below)
         if path.exists():
             if not (path / MODEL_JSON).is_file():
                 raise ModelError("refusing to replace a folder that is not a medseg model package", path=path)
@@ -418,7 +385,7 @@ def package_summary(pkg: ModelPackage) -> str:
 
 
 __all__ = [
-    "ModelPackage", "load_package", "save_package", "build_networks", "package_summary", "default_label_color",
+    "ModelPackage", "load_package", "save_package", "build_networks", "package_summary",
     "onnx_filename",
     "FORMAT_NAME", "FORMAT_VERSION", "MODEL_JSON", "WEIGHTS_FILE",
 ]

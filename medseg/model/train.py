@@ -45,6 +45,7 @@ import torch.distributed as dist
 from safetensors.torch import load_file, save_file
 
 from medseg.errors import Cancelled, DatasetError, DeviceError, ModelError
+from medseg.io.atomic import atomic_path, atomic_write_text
 from medseg.io.volume import Volume
 from medseg.model.augment import AugmentConfig, augmented_patch
 from medseg.model.datasets import Case, Dataset, Fingerprint, fingerprint_cases
@@ -451,11 +452,8 @@ def save_checkpoint(
     optimizer_tensors, optimizer_meta = _flatten_optimizer(optimizer.state_dict())
     tensors.update(optimizer_tensors)
     metadata = {"medseg_checkpoint": json.dumps({**meta, "optimizer": optimizer_meta})}
-    temporary = path.with_name(path.name + ".tmp")
-    save_file(tensors, str(temporary), metadata=metadata)
-    with open(temporary, "rb+") as handle:
-        os.fsync(handle.fileno())
-    os.replace(temporary, path)
+    with atomic_path(path) as temporary:
+        save_file(tensors, str(temporary), metadata=metadata)
 
 
 def load_checkpoint(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, Any] | None, dict[str, Any]]:
@@ -745,7 +743,7 @@ def _train(dataset, out_dir, config, ctx, plan, base_package, resume, plan_optio
             save_checkpoint(last_path, network, optimizer, meta)
             if is_best:
                 save_checkpoint(best_path, network, optimizer, meta)
-            (work_dir / HISTORY_FILE).write_text(json.dumps(history, indent=1))
+            atomic_write_text(work_dir / HISTORY_FILE, json.dumps(history, indent=1))
         if ctx.distributed:
             dist.barrier()
         yield EpochEvent(epoch, config.epochs, record["train_loss"], dice, mean,

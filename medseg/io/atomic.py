@@ -1,0 +1,117 @@
+"""The one atomic write: temp file in the same folder, fsync the file, rename, fsync the folder.
+
+A crash, a kill or a full disk at any moment leaves either the old file or the new one,
+never half of either. Every writer of user data (images, label maps, segmentations,
+model packages, checkpoints, journals' snapshots, dataset cases) goes through here.
+
+- :func:`atomic_path` yields a temporary path for writers that want a file name
+  (SimpleITK, safetensors, highdicom's ``save_as``); the file is committed on a clean exit.
+- :func:`atomic_open` yields an open binary handle.
+- :func:`atomic_write_bytes` / :func:`atomic_write_text` for data already in memory.
+
+A failure raises :class:`~medseg.errors.MedsegError` naming the destination, and the
+destination is untouched.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO, Iterator
+
+from medseg.errors import SaveError
+
+
+def _hint(error: OSError) -> str:
+    if error.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+        return "the disk is full or the file is too large; free some space or choose another folder"
+    if error.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return "the folder is not writable; choose another folder"
+    if error.errno == errno.ENOENT:
+        return "the folder no longer exists; choose another folder"
+    return "check free disk space and write permission"
+
+
+def fsync_folder(folder: Path) -> None:
+    """Make a rename inside ``folder`` durable (no-op where folders cannot be opened)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def check_writable(path: str | os.PathLike) -> Path:
+    """Fail now, not after an hour of work, when ``path`` cannot be written (folder missing or read-only)."""
+    path = Path(path)
+    folder = path.parent if str(path.parent) else Path(".")
+    if not folder.is_dir():
+        raise SaveError("the folder does not exist", path=folder, hint="create it or choose another folder")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".probe", dir=folder)
+    except OSError as error:
+        raise SaveError(f"cannot write here ({error.strerror})", path=folder, hint=_hint(error)) from error
+    os.close(fd)
+    os.unlink(probe)
+    return path
+
+
+@contextmanager
+def atomic_path(path: str | os.PathLike, suffix: str | None = None) -> Iterator[Path]:
+    """Yield a temporary file path beside ``path``; on a clean exit it replaces ``path``.
+
+    ``suffix`` (default: ``path``'s full suffix, e.g. ``.nii.gz``) lets writers that pick the
+    format from the name see the right one.
+    """
+    path = Path(path)
+    if suffix is None:
+        suffix = "".join(path.suffixes) or ".tmp"
+    try:
+        fd, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix, dir=path.parent)
+        os.close(fd)
+    except OSError as error:
+        raise SaveError(f"cannot write ({error.strerror})", path=path, hint=_hint(error)) from error
+    temp = Path(temp_name)
+    try:
+        yield temp
+        with open(temp, "rb+") as handle:
+            os.fsync(handle.fileno())
+        os.replace(temp, path)
+        fsync_folder(path.parent)
+    except OSError as error:
+        temp.unlink(missing_ok=True)
+        raise SaveError(f"cannot write ({error.strerror or error})", path=path, hint=_hint(error)) from error
+    except BaseException:
+        temp.unlink(missing_ok=True)
+        raise
+
+
+@contextmanager
+def atomic_open(path: str | os.PathLike) -> Iterator[IO[bytes]]:
+    """Yield a binary handle whose contents replace ``path`` on a clean exit."""
+    with atomic_path(path) as temp:
+        with open(temp, "wb") as handle:
+            yield handle
+            handle.flush()
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> Path:
+    with atomic_open(path) as handle:
+        handle.write(data)
+    return Path(path)
+
+
+def atomic_write_text(path: str | os.PathLike, text: str, encoding: str = "utf-8") -> Path:
+    return atomic_write_bytes(path, text.encode(encoding))
+
+
+__all__ = ["SaveError", "atomic_path", "atomic_open", "atomic_write_bytes", "atomic_write_text",
+           "check_writable", "fsync_folder"]
