@@ -17,11 +17,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Iterable
 
 import numpy as np
 
 from medseg.edit.delta import Box, Delta, box_slices
+from medseg.edit.events import Event
 from medseg.edit.history import DEFAULT_BUDGET_BYTES, History
 from medseg.edit.journal import Journal
 from medseg.edit.label_map import LabelEntry, LabelMap, build_label_table
@@ -41,23 +42,6 @@ DEFAULT_PRESETS: dict[str, tuple[float, float]] = {
 }
 AUTO_PRESET = "Auto (header)"
 MAX_LABEL_VALUE = 255  # the overlay colour table has one row per value 0..255 (LabelMap itself holds up to 65535)
-
-
-class Event:
-    """A minimal observer list: ``connect(callback)``, ``emit(*args)``."""
-
-    def __init__(self) -> None:
-        self._callbacks: list[Callable[..., Any]] = []
-
-    def connect(self, callback: Callable[..., Any]) -> None:
-        self._callbacks.append(callback)
-
-    def disconnect(self, callback: Callable[..., Any]) -> None:
-        self._callbacks.remove(callback)
-
-    def emit(self, *args: Any) -> None:
-        for callback in list(self._callbacks):
-            callback(*args)
 
 
 @dataclass(frozen=True)
@@ -90,6 +74,10 @@ class ViewerDocument:
         self.unsaved = False  # edits since the label map was opened, segmented or saved
         self.active_label = 1
         self.paint_rules = PaintRules()
+        self._stroke: Delta | None = None
+        from medseg.edit.interaction import ToolController  # it drives this document: imported late
+
+        self.tools = ToolController(self)  # the active tool and its options; views forward the mouse here
 
         self.volume_changed = Event()  # a new image (geometry may differ)
         self.pixels_changed = Event()  # same image, new voxels (progressive loading)
@@ -248,7 +236,33 @@ class ViewerDocument:
         if added:
             self.labels_changed.emit()
 
+    # --- a stroke: many small writes while the mouse moves, one undo step at the end -----------
+    def stroke_apply(self, delta: Delta | None) -> None:
+        """Write part of a running stroke now (the user sees it); :meth:`end_stroke` makes it one step."""
+        if delta is None or delta.count == 0:
+            return
+        self._write(delta, delta.new)
+        self._journal(delta)
+        label_map = self.label_map
+        assert label_map is not None
+        if self._stroke is None:
+            self._stroke = delta
+        else:
+            dtype = np.promote_types(self._stroke.new.dtype, delta.new.dtype)
+            self._stroke = Delta.merge(self._stroke, delta, label_map.shape_zyx, dtype)
+
+    def end_stroke(self, description: str) -> bool:
+        stroke, self._stroke = self._stroke, None
+        if stroke is None or stroke.count == 0:
+            return False
+        self.history.push(description, stroke)
+        self.unsaved = True
+        self.history_changed.emit()
+        return True
+
     def undo(self) -> bool:
+        if self._stroke is not None:
+            self.end_stroke("stroke")
         step = self.history.pop_undo()
         if step is None:
             return False
@@ -279,12 +293,29 @@ class ViewerDocument:
         if self.volume is None or not result.same_grid(self.volume):
             raise GeometryError("the segmentation does not fit the open image (it changed while segmenting)")
         target = self.new_label_map()
+        proposed = np.asarray(result.array)
+        # a result value already used here for another structure gets a free value instead
+        remap: dict[int, int] = {}
+        taken = set(target.labels) | set(labels)
         for value, entry in labels.items():
+            mine = target.labels.get(value)
+            if mine is not None and mine.name.strip().lower() != entry.name.strip().lower():
+                free = max(taken) + 1
+                taken.add(free)
+                remap[value] = free
+        if remap:
+            table = np.arange(max(int(proposed.max(initial=0)) + 1, max(remap) + 1), dtype=np.int64)
+            for old, new in remap.items():
+                table[old] = new
+            proposed = table[proposed].astype(np.promote_types(proposed.dtype, np.uint8 if max(remap.values()) < 256 else np.uint16))
+        if values is not None:
+            values = [remap.get(int(v), int(v)) for v in values]
+        for value, entry in labels.items():
+            value = remap.get(value, value)
             if value not in target.labels:
                 target.labels[value] = LabelEntry(value, entry.name, entry.color, entry.visible)
         target.labels = dict(sorted(target.labels.items()))
         current = target.array
-        proposed = np.asarray(result.array)
         if values is None:
             after = proposed.astype(np.promote_types(current.dtype, proposed.dtype), copy=True)
         else:

@@ -14,6 +14,8 @@ from PySide6.QtCore import Qt, QUrl, Signal, Slot
 from PySide6.QtGui import QAction, QActionGroup, QDesktopServices, QKeySequence
 from PySide6.QtWidgets import (
     QFileDialog,
+    QFrame,
+    QScrollArea,
     QHBoxLayout,
     QLabel,
     QMainWindow,
@@ -88,9 +90,12 @@ class MainWindow(QMainWindow):
         self.demo_job: Job | None = None
         self._auto_load_synthetic = False
         self._hover: tuple[tuple[int, int, int] | None, str] = (None, "axial")
-        self._build_tabs()
         self._build_status_bar()
         self._build_actions()
+        from medseg.gui.edit_session import install as install_editing
+
+        self.editing = install_editing(self)
+        self._build_tabs()
         self._connect()
         self._restore_settings()
         self._update_status()
@@ -101,12 +106,18 @@ class MainWindow(QMainWindow):
         side_layout = QVBoxLayout(side)
         side_layout.setContentsMargins(4, 0, 0, 0)
         side_layout.addWidget(self.window_panel)
+        side_layout.addWidget(self.editing.panel)
         side_layout.addWidget(self.overlay_panel, 1)
-        side.setMinimumWidth(260)
-        side.setMaximumWidth(380)
+        side_scroll = QScrollArea(self)  # on a short screen the panels scroll instead of being squeezed
+        side_scroll.setWidget(side)
+        side_scroll.setWidgetResizable(True)
+        side_scroll.setFrameShape(QFrame.Shape.NoFrame)
+        side_scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        side_scroll.setMinimumWidth(300)
+        side_scroll.setMaximumWidth(420)
         splitter = QSplitter(Qt.Orientation.Horizontal, self)
         splitter.addWidget(self.viewer)
-        splitter.addWidget(side)
+        splitter.addWidget(side_scroll)
         splitter.setStretchFactor(0, 1)
         segment = QWidget(self)
         layout = QVBoxLayout(segment)
@@ -249,7 +260,7 @@ class MainWindow(QMainWindow):
 
     def open_label_map(self) -> None:
         path, _ = QFileDialog.getOpenFileName(self, "Open label map", self._last_folder(), LABEL_FILTER)
-        if path:
+        if path and self.editing.may_discard_edits("Open a label map"):
             self.loader.load_label_map(path)
 
     def open_paths(self, paths: Sequence[str]) -> None:
@@ -266,7 +277,7 @@ class MainWindow(QMainWindow):
         path = str(path)
         app_shell.settings().setValue("last_folder", str(Path(path).parent if Path(path).is_file() else path))
         if is_image_file(path):
-            if self._refuse_when_busy():
+            if self._refuse_when_busy() or not self.editing.may_discard_edits("Open another image"):
                 return
             self.loader.load_image_file(path, synthetic=synthetic)
         else:
@@ -297,7 +308,7 @@ class MainWindow(QMainWindow):
         self._load_series(largest, source, synthetic)
 
     def _load_series(self, series: Any, source: str, synthetic: bool) -> None:
-        if self._refuse_when_busy():
+        if self._refuse_when_busy() or not self.editing.may_discard_edits("Open another series"):
             return
         self.loader.load_series(series, source=source, synthetic=synthetic)
 
@@ -365,7 +376,7 @@ class MainWindow(QMainWindow):
             self.statusBar().showMessage(f"Model: {folder}", 5000)
 
     def segment(self) -> None:
-        if self._refuse_when_busy():
+        if self._refuse_when_busy() or not self.editing.may_segment():
             return
         self.loader.segment(self.model_path())
 
@@ -575,6 +586,11 @@ class MainWindow(QMainWindow):
         self._set_recent(app_shell.recent_studies())
 
     def closeEvent(self, event) -> None:  # noqa: N802
+        if self.document.unsaved:
+            event.ignore()
+            self.editing.ask_then_close()
+            return
+        self.editing.closing()
         store = app_shell.settings()
         store.setValue("window/geometry", self.saveGeometry())
         store.setValue("view/layout", self.viewer.layout_name if self.viewer.layout_name != "single" else "1x3")

@@ -1,7 +1,9 @@
 """One slice view (axial, coronal or sagittal) of the document, with Slicer-like mouse.
 
 Mouse and keys (as in 3D Slicer / ITK-SNAP): wheel or Up/Down/PageUp/PageDown scroll
-slices, left click/drag sets the crosshair in all views, right-drag (or shift +
+slices, left click/drag goes to the document's active tool (brush, eraser, fill, …) or,
+with the Navigate tool, sets the crosshair in all views; ctrl-click picks the label under
+the mouse as the active one; right-drag (or shift +
 left-drag) changes window/level, middle-drag pans, ctrl+wheel zooms, double-click
 maximises the view. The image is drawn with its physical aspect (mm, not voxels).
 """
@@ -42,6 +44,7 @@ class SliceView(QWidget):
         self.image: QImage | None = None  # this view's slice at one pixel per voxel
         self._words: np.ndarray | None = None  # keeps the QImage's buffer alive
         self._render_key: tuple | None = None
+        self._data_version = 0
         self.zoom = 1.0
         self.pan = QPointF(0.0, 0.0)
         self._drag_button: Qt.MouseButton | None = None
@@ -57,6 +60,7 @@ class SliceView(QWidget):
     # --- data from the controller -------------------------------------------------------
     def set_data(self, values: np.ndarray | None, labels: np.ndarray | None, axes: ViewAxes | None) -> None:
         self.display_values, self.display_labels, self.axes = values, labels, axes
+        self._data_version += 1  # new arrays: a render key by id() could match a freed array's reused id
         self.invalidate()
 
     def invalidate(self) -> None:
@@ -91,6 +95,19 @@ class SliceView(QWidget):
         w, h = width_mm * scale, height_mm * scale
         return QRectF((self.width() - w) / 2 + self.pan.x(), (self.height() - h) / 2 + self.pan.y(), w, h)
 
+    def widget_to_continuous(self, point: QPointF) -> tuple[float, float, float] | None:
+        """The continuous voxel position (x, y, z) under a widget point (voxel centres at integers)."""
+        volume = self.document.volume
+        if volume is None or self.axes is None:
+            return None
+        rect = self.image_rect()
+        columns, rows = self.axes.shape_of(volume.size_xyz)
+        column = (point.x() - rect.left()) / rect.width() * columns - 0.5
+        row = (point.y() - rect.top()) / rect.height() * rows - 0.5
+        if not (-0.5 <= column < columns - 0.5 and -0.5 <= row < rows - 0.5):
+            return None
+        return self.axes.pixel_to_index(column, row, self.slice_position, volume.size_xyz)
+
     def widget_to_index(self, point: QPointF) -> tuple[int, int, int] | None:
         volume = self.document.volume
         if volume is None or self.axes is None:
@@ -117,8 +134,7 @@ class SliceView(QWidget):
     def _current_key(self) -> tuple:
         doc = self.document
         return (self.slice_position, doc.window_center, doc.window_width, doc.overlay_opacity,
-                doc.overlay_outline, doc.overlay_visible, id(self.display_values), id(self.display_labels),
-                getattr(self, "_labels_version", 0))
+                doc.overlay_outline, doc.overlay_visible, self._data_version, getattr(self, "_labels_version", 0))
 
     def mark_labels_changed(self) -> None:
         self._labels_version = getattr(self, "_labels_version", 0) + 1
@@ -216,13 +232,23 @@ class SliceView(QWidget):
         self._drag_start = event.position()
         self._drag_window = (self.document.window_center, self.document.window_width)
         self._drag_pan = QPointF(self.pan)
+        self._tool_drag = False
         if button == Qt.MouseButton.LeftButton:
-            self._set_cursor_at(event.position())
+            xyz = self.widget_to_continuous(event.position())
+            ctrl = bool(event.modifiers() & Qt.KeyboardModifier.ControlModifier)
+            if xyz is not None and self.axes is not None and self.document.tools.press(xyz, self.axes.normal_axis, ctrl):
+                self._tool_drag = True
+            else:
+                self._set_cursor_at(event.position())
 
     def mouseMoveEvent(self, event: QMouseEvent) -> None:  # noqa: N802
         self.hovered.emit(self.widget_to_index(event.position()))
         delta = event.position() - self._drag_start
-        if self._drag_button == Qt.MouseButton.LeftButton:
+        if self._drag_button == Qt.MouseButton.LeftButton and getattr(self, "_tool_drag", False):
+            xyz = self.widget_to_continuous(event.position())
+            if xyz is not None:
+                self.document.tools.drag(xyz)
+        elif self._drag_button == Qt.MouseButton.LeftButton:
             self._set_cursor_at(event.position())
         elif self._drag_button == Qt.MouseButton.RightButton:
             center, width = self._drag_window
@@ -234,6 +260,9 @@ class SliceView(QWidget):
             self.update()
 
     def mouseReleaseEvent(self, _event: QMouseEvent) -> None:  # noqa: N802
+        if getattr(self, "_tool_drag", False):
+            self._tool_drag = False
+            self.document.tools.release()
         self._drag_button = None
 
     def leaveEvent(self, _event) -> None:  # noqa: N802

@@ -207,7 +207,7 @@ class StudyLoader(QObject):
         self._finish_job()
         self._preview = None
         keep_view = False
-        self.document.set_volume(volume, synthetic=self._synthetic, keep_view=keep_view)
+        self.document.set_volume(volume, synthetic=self._synthetic, keep_view=keep_view, source=self.source)
         log.info("image loaded: %s voxels, spacing %s mm", volume.size_xyz, tuple(round(s, 3) for s in volume.spacing_mm))
         self.study_loaded.emit(volume)
 

@@ -1,0 +1,56 @@
+"""``bind(widget, prop)``: couple a widget to a Qt-free Property, both ways, without feedback loops.
+
+The widget shows the property's value, range and enabled state; a user change sets the
+property; a property change (from code, another widget, a test) updates the widget with
+its signals blocked, so neither side echoes the other (ITK-SNAP's coupling, napari's
+``connect_setattr``). Supported: QDoubleSpinBox, QSpinBox, QCheckBox, QRadioButton/QAbstractButton
+(checkable, for bool), QComboBox (for choices).
+"""
+
+from __future__ import annotations
+
+from PySide6.QtWidgets import QAbstractButton, QComboBox, QDoubleSpinBox, QSpinBox, QWidget
+
+from medseg.edit.properties import Property
+
+
+def _quiet(widget: QWidget, apply) -> None:
+    blocked = widget.blockSignals(True)
+    try:
+        apply()
+    finally:
+        widget.blockSignals(blocked)
+
+
+def bind(widget: QWidget, prop: Property) -> QWidget:
+    if isinstance(widget, (QDoubleSpinBox, QSpinBox)):
+        if prop.minimum is not None and prop.maximum is not None:
+            widget.setRange(prop.minimum, prop.maximum)
+        if isinstance(widget, QDoubleSpinBox):
+            widget.setDecimals(prop.decimals)
+        if prop.step:
+            widget.setSingleStep(prop.step)
+        if prop.unit:
+            widget.setSuffix(f" {prop.unit}")
+        widget.setValue(prop.value)
+        widget.valueChanged.connect(prop.set)
+        prop.changed.connect(lambda v: _quiet(widget, lambda: widget.setValue(v)))
+    elif isinstance(widget, QComboBox):
+        choices = list(prop.choices or ())
+        if widget.count() == 0:
+            widget.addItems([str(c) for c in choices])
+        widget.setCurrentIndex(choices.index(prop.value))
+        widget.currentIndexChanged.connect(lambda i: prop.set(choices[i]) if 0 <= i < len(choices) else None)
+        prop.changed.connect(lambda v: _quiet(widget, lambda: widget.setCurrentIndex(choices.index(v))))
+    elif isinstance(widget, QAbstractButton):
+        widget.setCheckable(True)
+        widget.setChecked(bool(prop.value))
+        widget.toggled.connect(lambda checked: prop.set(bool(checked)))
+        prop.changed.connect(lambda v: _quiet(widget, lambda: widget.setChecked(bool(v))))
+    else:
+        raise TypeError(f"bind() does not know {type(widget).__name__}")
+    if prop.label and not widget.toolTip():
+        widget.setToolTip(prop.label)
+    widget.setEnabled(prop.enabled)
+    prop.enabled_changed.connect(widget.setEnabled)
+    return widget

@@ -1,0 +1,160 @@
+"""Editing in the main window: the Edit panel, undo/redo shortcuts, the autosave journal,
+the recovery offer after a crash, and asking before unsaved edits are lost.
+
+Kept apart from main_window.py, which only calls :func:`install` and
+:meth:`EditSession.may_discard_edits`.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from PySide6.QtCore import QObject, QStandardPaths, QTimer, Slot
+from PySide6.QtGui import QKeySequence
+from PySide6.QtWidgets import QMessageBox
+
+from medseg.edit.journal import discard, find_sessions, recover
+from medseg.edit.label_map import LabelMap
+from medseg.errors import MedsegError
+from medseg.gui.edit_tools import EditToolsPanel
+
+log = logging.getLogger(__name__)
+
+
+def journal_root() -> Path:
+    """``sessions`` in the user's data folder (Qt's test mode moves it for tests)."""
+    base = QStandardPaths.writableLocation(QStandardPaths.StandardLocation.AppDataLocation)
+    return Path(base or Path.home() / ".medseg") / "sessions"
+
+
+class EditSession(QObject):
+    def __init__(self, window) -> None:
+        super().__init__(window)
+        self.window = window
+        document = window.document
+        self.document = document
+        document.journal_root = journal_root()  # autosave: on by default
+        self.panel = EditToolsPanel(document, window)
+        self.panel.error.connect(window._on_failed)
+        self.undo_action = window._action("Undo", self.undo, QKeySequence("Ctrl+Z"), "Undo the last edit")
+        self.redo_action = window._action("Redo", self.redo, QKeySequence("Ctrl+Shift+Z"), "Redo")
+        menu = window.menuBar().addMenu("&Edit")
+        menu.addAction(self.undo_action)
+        menu.addAction(self.redo_action)
+        window.menuBar().insertMenu(window.menuBar().actions()[1], menu)
+        document.history_changed.connect(self._sync_actions)
+        window.loader.study_loaded.connect(self._on_study_loaded)
+        self._recovering: tuple[Path, LabelMap] | None = None
+        self.recovery_box: QMessageBox | None = None
+        self.close_box: QMessageBox | None = None
+        self._sync_actions()
+        QTimer.singleShot(0, self.offer_recovery)
+
+    def _sync_actions(self) -> None:
+        history = self.document.history
+        self.undo_action.setEnabled(history.can_undo())
+        self.redo_action.setEnabled(history.can_redo())
+        self.undo_action.setText(f"Undo {history.next_undo()}" if history.can_undo() else "Undo")
+        self.redo_action.setText(f"Redo {history.next_redo()}" if history.can_redo() else "Redo")
+
+    def undo(self) -> None:
+        self.document.undo()
+
+    def redo(self) -> None:
+        self.document.redo()
+
+    # --- unsaved edits --------------------------------------------------------------------
+    def may_discard_edits(self, what: str) -> bool:
+        """True when there are no unsaved edits or the user agrees to lose them."""
+        if not self.document.unsaved:
+            return True
+        answer = QMessageBox.question(
+            self.window, "Unsaved edits",
+            f"The segmentation has unsaved edits ({self.document.history.summary().lower()}). {what} anyway and lose them?",
+            QMessageBox.StandardButton.Discard | QMessageBox.StandardButton.Cancel, QMessageBox.StandardButton.Cancel)
+        return answer == QMessageBox.StandardButton.Discard
+
+    def ask_then_close(self) -> None:
+        """Quitting with unsaved edits: ask in a window-modal box (never blocking), close on Discard."""
+        self.close_box = QMessageBox(
+            QMessageBox.Icon.Warning, "Unsaved edits",
+            f"The segmentation has unsaved edits ({self.document.history.summary().lower()}). Quit and lose them?",
+            QMessageBox.StandardButton.Discard | QMessageBox.StandardButton.Cancel, self.window)
+        self.close_box.setDefaultButton(QMessageBox.StandardButton.Cancel)
+        self.close_box.finished.connect(self._on_close_answer)
+        self.close_box.open()
+
+    def _on_close_answer(self, result: int) -> None:
+        if result == QMessageBox.StandardButton.Discard:
+            self.document.mark_saved()
+            self.window.close()
+
+    def may_segment(self) -> bool:
+        """Segment over edits replaces every unlocked label (one undoable step): ask first."""
+        if self.document.label_map is None or not self.document.history.depth:
+            return True
+        answer = QMessageBox.question(
+            self.window, "Segment over your edits",
+            "The segmentation has edits. Segment replaces every label that is not locked (lock the ones to keep); "
+            "it is one step you can undo. Segment now?",
+            QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.Cancel, QMessageBox.StandardButton.Cancel)
+        return answer == QMessageBox.StandardButton.Yes
+
+    def closing(self) -> None:
+        """A clean quit: the journal is not needed for recovery."""
+        self.document.close_journal(discard=True)
+
+    # --- recovery -------------------------------------------------------------------------
+    @Slot()
+    def offer_recovery(self) -> None:
+        root = self.document.journal_root
+        sessions = [s for s in find_sessions(root) if self.document.journal is None
+                    or s.folder != self.document.journal.folder]
+        if not sessions:
+            return
+        newest = sessions[0]
+        self.recovery_box = QMessageBox(
+            QMessageBox.Icon.Question, "Recover edits",
+            f"medseg did not close cleanly. Recover the segmentation you were editing "
+            f"({newest.records} edits) on {Path(newest.image_source).name or 'the image'}?",
+            QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.Discard, self.window)
+        self.recovery_box.setInformativeText(f"Image: {newest.image_source}")
+        self.recovery_box.finished.connect(lambda result, s=newest: self._on_recovery_answer(result, s))
+        self.recovery_box.open()
+
+    def _on_recovery_answer(self, result: int, session) -> None:
+        if result != QMessageBox.StandardButton.Yes:
+            discard(session.folder)
+            return
+        self.recover(session.folder)
+
+    def recover(self, folder: Path) -> None:
+        try:
+            source, label_map = recover(folder)
+        except MedsegError as error:
+            self.window._on_failed(error)
+            return
+        self._recovering = (folder, label_map)
+        self.window.open_path(source, auto_load=True)
+
+    @Slot(object)
+    def _on_study_loaded(self, volume) -> None:
+        if self._recovering is None:
+            return
+        folder, label_map = self._recovering
+        self._recovering = None
+        if not label_map.same_grid(volume):
+            self.window._on_failed(MedsegError("the recovered segmentation does not fit the image opened from its "
+                                               "source (it changed on disk?); the autosave is kept", path=folder))
+            return
+        self.document.set_label_map(label_map, description="recovered")
+        self.document.unsaved = True  # recovered work has not been saved by the user
+        self.document.history_changed.emit()
+        discard(folder)
+        self.window.statusBar().showMessage("Recovered the segmentation from the autosave journal.", 8000)
+        log.info("recovered an autosaved session")
+
+
+def install(window) -> EditSession:
+    return EditSession(window)

@@ -1,0 +1,234 @@
+"""The Edit panel: tools, their options, the active label and its table actions, undo/redo.
+
+Every widget is bound to a Property of the document's tool controller or calls one
+document method: the panel holds no editing state of its own.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QColor, QIcon, QPixmap
+from PySide6.QtWidgets import (
+    QButtonGroup,
+    QCheckBox,
+    QComboBox,
+    QDoubleSpinBox,
+    QGridLayout,
+    QGroupBox,
+    QHBoxLayout,
+    QInputDialog,
+    QLabel,
+    QPushButton,
+    QSizePolicy,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from medseg.edit.document import ViewerDocument
+from medseg.edit.interaction import TOOL_NAMES, TOOLS
+from medseg.gui.bind import bind
+
+OPERATIONS = (("grow", "Grow"), ("shrink", "Shrink"), ("keep_largest", "Keep largest"),
+              ("remove_small", "Remove small"), ("fill_holes", "Fill holes"), ("interpolate", "Interpolate"),
+              ("smooth", "Smooth"))
+TOOL_KEYS = {"navigate": "N", "brush": "B", "eraser": "E", "fill": "F", "keep_island": "K"}
+
+
+def _swatch(color: tuple[int, int, int]) -> QIcon:
+    pixmap = QPixmap(14, 14)
+    pixmap.fill(QColor(*color))
+    return QIcon(pixmap)
+
+
+class EditToolsPanel(QGroupBox):
+    error = Signal(object)  # a MedsegError from an operation, for the window's error dialog
+
+    def __init__(self, document: ViewerDocument, parent: QWidget | None = None) -> None:
+        super().__init__("Edit", parent)
+        self.document = document
+        controller = document.tools
+        self.tool_buttons: dict[str, QToolButton] = {}
+        group = QButtonGroup(self)
+        group.setExclusive(True)
+        tool_row = QHBoxLayout()
+        for name in TOOLS:
+            button = QToolButton(self)
+            button.setText(TOOL_NAMES[name])
+            button.setCheckable(True)
+            button.setToolTip(f"{TOOL_NAMES[name]} ({TOOL_KEYS[name]})")
+            button.setShortcut(TOOL_KEYS[name])
+            group.addButton(button)
+            button.clicked.connect(lambda _=False, n=name: controller.tool.set(n))
+            tool_row.addWidget(button)
+            self.tool_buttons[name] = button
+        controller.tool.changed.connect(self._sync_tool)
+        self._sync_tool(controller.tool.value)
+
+        self.label_box = QComboBox(self)
+        self.label_box.setToolTip("The active label: what the brush and fill paint (ctrl-click a voxel to pick)")
+        self.label_box.currentIndexChanged.connect(self._on_label_chosen)
+        add = QPushButton("Add", self)
+        add.clicked.connect(self.add_label)
+        self.lock_box = QCheckBox("Locked", self)
+        self.lock_box.setToolTip("A locked label is never overwritten or changed by any tool")
+        self.lock_box.toggled.connect(self._on_lock)
+        delete = QPushButton("Delete", self)
+        delete.clicked.connect(self.delete_label)
+        self.merge_box = QComboBox(self)
+        self.merge_box.setToolTip("Merge the active label into this one")
+        merge = QPushButton("Merge into", self)
+        merge.clicked.connect(self.merge_label)
+        label_grid = QGridLayout()
+        label_grid.addWidget(QLabel("Label", self), 0, 0)
+        label_grid.addWidget(self.label_box, 0, 1, 1, 2)
+        label_grid.addWidget(add, 0, 3)
+        label_grid.addWidget(self.lock_box, 1, 0, 1, 2)
+        label_grid.addWidget(delete, 1, 3)
+        label_grid.addWidget(merge, 2, 0)
+        label_grid.addWidget(self.merge_box, 2, 1, 1, 3)
+
+        self.radius = bind(QDoubleSpinBox(self), controller.radius_mm)
+        self.sphere = bind(QCheckBox("3D sphere", self), controller.sphere)
+        self.hu_masked = bind(QCheckBox("HU from", self), controller.hu_masked)
+        self.hu_low = bind(QDoubleSpinBox(self), controller.hu_low)
+        self.hu_high = bind(QDoubleSpinBox(self), controller.hu_high)
+        self.only_background = bind(QCheckBox("Only over background", self), controller.only_background)
+        self.fill_3d = bind(QCheckBox("Fill in 3D", self), controller.fill_3d)
+        self.fill_by_hu = bind(QCheckBox("Fill by HU range", self), controller.fill_by_hu)
+        form = QGridLayout()
+        form.addWidget(QLabel("Brush", self), 0, 0)
+        form.addWidget(self.radius, 0, 1, 1, 2)
+        form.addWidget(self.sphere, 0, 3)
+        form.addWidget(self.hu_masked, 1, 0)
+        form.addWidget(self.hu_low, 1, 1)
+        form.addWidget(QLabel("to", self), 1, 2)
+        form.addWidget(self.hu_high, 1, 3)
+        form.addWidget(self.only_background, 2, 0, 1, 2)
+        form.addWidget(self.fill_3d, 2, 2, 1, 2)
+        form.addWidget(self.fill_by_hu, 3, 0, 1, 4)
+        form.setColumnStretch(1, 1)
+        form.setColumnStretch(3, 1)
+        self.margin = bind(QDoubleSpinBox(self), controller.margin_mm)
+        self.island_ml = bind(QDoubleSpinBox(self), controller.island_ml)
+        self.smooth_mm = bind(QDoubleSpinBox(self), controller.smooth_mm)
+        self.operation_buttons: dict[str, QPushButton] = {}
+        ops = QGridLayout()
+        for i, (name, text) in enumerate(OPERATIONS):
+            button = QPushButton(text, self)
+            button.clicked.connect(lambda _=False, n=name: self.run_operation(n))
+            ops.addWidget(button, i // 4, i % 4)
+            self.operation_buttons[name] = button
+        params = QHBoxLayout()
+        for text, widget in (("margin", self.margin), ("islands <", self.island_ml), ("σ", self.smooth_mm)):
+            params.addWidget(QLabel(text, self))
+            params.addWidget(widget, 1)
+
+        self.undo_button = QPushButton("Undo", self)
+        self.redo_button = QPushButton("Redo", self)
+        self.undo_button.clicked.connect(document.undo)
+        self.redo_button.clicked.connect(document.redo)
+        self.history_label = QLabel(self)
+        self.history_label.setToolTip("Undo steps kept and the memory they use (oldest are forgotten past the budget)")
+        undo_row = QHBoxLayout()
+        undo_row.addWidget(self.undo_button)
+        undo_row.addWidget(self.redo_button)
+        undo_row.addWidget(self.history_label, 1)
+
+        layout = QVBoxLayout(self)
+        layout.addLayout(tool_row)
+        layout.addLayout(label_grid)
+        layout.addLayout(form)
+        layout.addLayout(params)
+        layout.addLayout(ops)
+        layout.addLayout(undo_row)
+
+        # never squeezed below its size: the label table below takes what height is left
+        self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Minimum)
+        document.labels_changed.connect(self._fill_labels)
+        document.label_map_changed.connect(self._fill_labels)
+        document.active_label_changed.connect(self._fill_labels)
+        document.history_changed.connect(self._sync_history)
+        self._fill_labels()
+        self._sync_history()
+
+    # --- sync from the document ------------------------------------------------------------
+    def _sync_tool(self, name: str) -> None:
+        button = self.tool_buttons[name]
+        blocked = button.blockSignals(True)
+        button.setChecked(True)
+        button.blockSignals(blocked)
+
+    def _fill_labels(self) -> None:
+        doc = self.document
+        for box in (self.label_box, self.merge_box):
+            box.blockSignals(True)
+            box.clear()
+        for value, entry in doc.labels.items():
+            self.label_box.addItem(_swatch(entry.color), f"{value}  {entry.name}", value)
+            if value != doc.active_label:
+                self.merge_box.addItem(_swatch(entry.color), f"{value}  {entry.name}", value)
+        index = self.label_box.findData(doc.active_label)
+        if index < 0 and doc.volume is not None:
+            self.label_box.addItem(f"{doc.active_label}  (new)", doc.active_label)
+            index = self.label_box.count() - 1
+        self.label_box.setCurrentIndex(index)
+        for box in (self.label_box, self.merge_box):
+            box.blockSignals(False)
+        entry = doc.labels.get(doc.active_label)
+        self.lock_box.blockSignals(True)
+        self.lock_box.setChecked(bool(entry and entry.locked))
+        self.lock_box.setEnabled(entry is not None)
+        self.lock_box.blockSignals(False)
+
+    def _sync_history(self) -> None:
+        history = self.document.history
+        self.undo_button.setEnabled(history.can_undo())
+        self.redo_button.setEnabled(history.can_redo())
+        self.undo_button.setToolTip(f"Undo {history.next_undo()} (Ctrl+Z)" if history.can_undo() else "Nothing to undo")
+        self.redo_button.setToolTip(f"Redo {history.next_redo()} (Ctrl+Shift+Z)" if history.can_redo() else "Nothing to redo")
+        text = history.summary()
+        if history.evicted:
+            text += f" ({history.evicted} oldest forgotten)"
+        self.history_label.setText(text)
+
+    # --- user actions -----------------------------------------------------------------------
+    def _on_label_chosen(self, index: int) -> None:
+        value = self.label_box.itemData(index)
+        if value is not None:
+            self.document.set_active_label(int(value))
+
+    def _on_lock(self, locked: bool) -> None:
+        if self.document.active_label in self.document.labels:
+            self.document.set_label_locked(self.document.active_label, locked)
+
+    def add_label(self, name: str | None = None) -> None:
+        if self.document.volume is None:
+            return
+        if not name:
+            name, ok = QInputDialog.getText(self, "New label", "Name of the new label:")
+            if not ok or not name.strip():
+                return
+        self._guard(lambda: self.document.add_label(name.strip()))
+
+    def delete_label(self) -> None:
+        value = self.document.active_label
+        if value in self.document.labels:
+            self._guard(lambda: self.document.delete_label(value))
+
+    def merge_label(self) -> None:
+        target = self.merge_box.currentData()
+        if target is not None and self.document.active_label in self.document.labels:
+            source = self.document.active_label
+            self._guard(lambda: (self.document.merge_labels(source, int(target)), self.document.set_active_label(int(target))))
+
+    def run_operation(self, name: str) -> None:
+        self._guard(lambda: self.document.tools.run_operation(name))
+
+    def _guard(self, action) -> None:
+        from medseg.errors import MedsegError
+
+        try:
+            action()
+        except MedsegError as error:
+            self.error.emit(error)
