@@ -117,7 +117,7 @@ class EditToolsPanel(QGroupBox):
         for i, (name, text) in enumerate(OPERATIONS):
             button = QPushButton(text, self)
             button.clicked.connect(lambda _=False, n=name: self.run_operation(n))
-            ops.addWidget(button, i // 4, i % 4)
+            ops.addWidget(button, i // 3, i % 3)
             self.operation_buttons[name] = button
         params = QHBoxLayout()
         for text, widget in (("margin", self.margin), ("islands <", self.island_ml), ("σ", self.smooth_mm)):

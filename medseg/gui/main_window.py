@@ -105,7 +105,11 @@ class MainWindow(QMainWindow):
         side = QWidget(self)
         side_layout = QVBoxLayout(side)
         side_layout.setContentsMargins(4, 0, 0, 0)
+        from medseg.gui.segment_panel import SegmentPanel
+
+        self.segment_panel = SegmentPanel(self.document, self, self)
         side_layout.addWidget(self.window_panel)
+        side_layout.addWidget(self.segment_panel)
         side_layout.addWidget(self.editing.panel)
         side_layout.addWidget(self.overlay_panel, 1)
         side_scroll = QScrollArea(self)  # on a short screen the panels scroll instead of being squeezed
@@ -114,7 +118,7 @@ class MainWindow(QMainWindow):
         side_scroll.setFrameShape(QFrame.Shape.NoFrame)
         side_scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         side_scroll.setMinimumWidth(300)
-        side_scroll.setMaximumWidth(420)
+        side_scroll.setMaximumWidth(460)
         splitter = QSplitter(Qt.Orientation.Horizontal, self)
         splitter.addWidget(self.viewer)
         splitter.addWidget(side_scroll)
@@ -374,11 +378,12 @@ class MainWindow(QMainWindow):
         if folder:
             app_shell.settings().setValue("model/path", folder)
             self.statusBar().showMessage(f"Model: {folder}", 5000)
+            self.segment_panel.refresh()
 
     def segment(self) -> None:
         if self._refuse_when_busy() or not self.editing.may_segment():
             return
-        self.loader.segment(self.model_path())
+        self.loader.segment(self.model_path(), self.segment_panel.device)
 
     @Slot(object)
     def _on_segmented(self, result: Any) -> None:

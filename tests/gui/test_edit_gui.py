@@ -217,3 +217,28 @@ def test_recovery_offer_after_a_crash(qtbot, tmp_path, monkeypatch, ct_dir):
     assert window.document.unsaved
     window.document.mark_saved()
     window.close()
+
+
+def test_segment_panel_shows_the_plan_for_this_series(window, chest, artifacts_dir):
+    from medseg.model.infer import compute_steps
+    from medseg.model.package import load_package, starter_model_path
+
+    panel = window.segment_panel
+    starter = load_package(starter_model_path())
+    plan = starter.select(chest.spacing_zyx)
+    text = panel.plan_label.toPlainText()
+    assert plan.name in text and starter.name in panel.model_label.text()
+    assert " × ".join(str(p) for p in plan.patch_size) in text
+    assert f"{len(plan.strides)} stages" in text
+    # tiles, computed here from the plan with nnU-Net's step rule
+    resampled = [max(1, round(n * s / t)) for n, s, t in zip(chest.shape_zyx, chest.spacing_zyx, plan.target_spacing_zyx)]
+    patch = list(plan.patch_size)
+    if plan.dim == 2:
+        steps = compute_steps([max(a, b) for a, b in zip(resampled[1:], patch)], patch, 0.5)
+        tiles = resampled[0] * int(np.prod([len(s) for s in steps]))
+    else:
+        tiles = int(np.prod([len(s) for s in compute_steps([max(a, b) for a, b in zip(resampled, patch)], patch, 0.5)]))
+    assert f"{tiles} tiles" in text
+    devices = [panel.device_box.itemData(i) for i in range(panel.device_box.count())]
+    assert devices[0] == "auto" and "cpu" in devices
+    window.grab().save(str(artifacts_dir / "gui_segment_plan_panel.png"))

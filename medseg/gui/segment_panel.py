@@ -1,0 +1,131 @@
+"""The Segment panel: the model, the compute devices actually present, and the plan that
+will run for the open series (configuration and why, target spacing, patch, stages with
+per-axis strides, tiles, memory estimate) — shown before pressing Segment.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Any
+
+import numpy as np
+from PySide6.QtWidgets import QComboBox, QGroupBox, QHBoxLayout, QLabel, QPushButton, QSizePolicy, QTextBrowser, QVBoxLayout, QWidget
+
+from medseg.edit.document import ViewerDocument
+
+
+def available_devices() -> list[tuple[str, str]]:
+    """(device id for segment(), what the user sees) for what this machine really has."""
+    import onnxruntime
+    import torch
+
+    devices = [("auto", "Automatic (best available)")]
+    if torch.cuda.is_available():
+        for index in range(torch.cuda.device_count()):
+            props = torch.cuda.get_device_properties(index)
+            devices.append(("cuda", f"CUDA: {props.name}, {props.total_memory / 2**30:.0f} GB"))
+    if "DmlExecutionProvider" in onnxruntime.get_available_providers():
+        devices.append(("directml", "DirectML (ONNX Runtime)"))
+    threads = torch.get_num_threads()
+    devices.append(("cpu", f"CPU (PyTorch, {threads} threads of {os.cpu_count()})"))
+    devices.append(("onnx-cpu", f"CPU (ONNX Runtime, {os.cpu_count()} cores)"))
+    return devices
+
+
+def plan_summary(package: Any, spacing_zyx: tuple[float, float, float], shape_zyx: tuple[int, int, int],
+                 step_size: float = 0.5) -> str:
+    """The plan this series would run with, as rich text."""
+    from medseg.model.infer import compute_steps
+
+    plan = package.select(spacing_zyx)
+    names = list(package.configurations)
+    target = plan.target_spacing_zyx
+    why = ("the model's only configuration" if len(names) == 1 else
+           f"chosen of {', '.join(names)} by the series' spacing")
+    resampled = [max(1, round(n * s / t)) for n, s, t in zip(shape_zyx, spacing_zyx, target)]
+    patch = list(plan.patch_size)
+    if plan.dim == 2:
+        plane = resampled[1:]
+        steps = compute_steps([max(a, b) for a, b in zip(plane, patch)], patch, step_size)
+        tiles = resampled[0] * math.prod(len(s) for s in steps)
+    else:
+        steps = compute_steps([max(a, b) for a, b in zip(resampled, patch)], patch, step_size)
+        tiles = math.prod(len(s) for s in steps)
+    classes = len(package.labels)
+    stitching_mb = np.prod(resampled) * classes * 4 / 1e6  # float32 logits of the whole (resampled) series
+    tile_mb = np.prod(patch) * (plan.features_per_stage[0] * 6 + classes) * 4 / 1e6  # first-stage activations
+    strides = "".join(f"<tr><td>{i}</td><td>{'×'.join(str(v) for v in stride)}</td><td>{f}</td></tr>"
+                      for i, (stride, f) in enumerate(zip(plan.strides, plan.features_per_stage)))
+    axes = "z, y, x" if plan.dim == 3 else "y, x"
+    return (
+        f"<b>{plan.name}</b> ({plan.dim}D U-Net)<br>{why}<br>"
+        f"spacing (z, y, x): series {' × '.join(f'{s:.3g}' for s in spacing_zyx)} mm<br>"
+        f"→ target {' × '.join(f'{s:.3g}' for s in target)} mm<br>patch ({axes}) {' × '.join(str(p) for p in patch)}, {len(plan.strides)} stages, "
+        f"{tiles} tiles at step {step_size:g}<br>"
+        f"memory ≈ {stitching_mb + tile_mb:.0f} MB<br>({stitching_mb:.0f} MB stitching, {tile_mb:.0f} MB per tile)"
+        f"<table><tr><th>stage</th><th>stride</th><th>features</th></tr>{strides}</table>"
+    )
+
+
+class SegmentPanel(QGroupBox):
+    def __init__(self, document: ViewerDocument, window, parent: QWidget | None = None) -> None:
+        super().__init__("Segment", parent)
+        self.document = document
+        self.window = window
+        self.model_label = QLabel(self)
+        self.model_label.setWordWrap(False)
+        choose = QPushButton("Model…", self)
+        choose.clicked.connect(window.choose_model_action.trigger)
+        self.device_box = QComboBox(self)
+        self.device_box.setToolTip("Where the model runs; only what this machine has is listed")
+        self.plan_label = QTextBrowser(self)  # fixed height: a rich-text QLabel is squeezed inside the scroll area
+        self.plan_label.setPlainText("Open an image to see the plan.")
+        self.plan_label.setFixedHeight(190)
+        self.run_button = QPushButton("Segment", self)
+        self.run_button.clicked.connect(window.segment_action.trigger)
+        top = QHBoxLayout()
+        top.addWidget(self.model_label, 1)
+        top.addWidget(choose)
+        layout = QVBoxLayout(self)
+        layout.addLayout(top)
+        layout.addWidget(self.device_box)
+        layout.addWidget(self.plan_label)
+        layout.addWidget(self.run_button)
+        self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Minimum)
+        self._package = None
+        self._package_source: object = ()
+        self._devices_filled = False
+        document.volume_changed.connect(self.refresh)
+        self.refresh()
+
+    @property
+    def device(self) -> str:
+        return self.device_box.currentData() or "auto"
+
+    def refresh(self) -> None:
+        """Model name, devices and plan for the open series (the model is read once per choice)."""
+        source = self.window.model_path()
+        if self.document.volume is None and not self._devices_filled:
+            self.model_label.setText(f"Model: {'built-in starter' if source is None else source}")
+            return
+        from medseg.errors import MedsegError
+
+        try:
+            if not self._devices_filled:
+                for device, text in available_devices():
+                    self.device_box.addItem(text, device)
+                self._devices_filled = True
+            if source != self._package_source or self._package is None:
+                from medseg.model.package import load_model
+
+                self._package = load_model(source)
+                self._package_source = source
+            self.model_label.setText(f"Model: <b>{self._package.name}</b>")
+            self.model_label.setToolTip(f"{len(self._package.labels) - 1} labels: "
+                                        + ", ".join(n for v, n in sorted(self._package.labels.items()) if v))
+            volume = self.document.volume
+            if volume is not None:
+                self.plan_label.setHtml(plan_summary(self._package, volume.spacing_zyx, volume.shape_zyx))
+        except MedsegError as error:
+            self.plan_label.setPlainText(f"Cannot plan: {error}")
