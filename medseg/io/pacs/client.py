@@ -1,0 +1,149 @@
+"""One front for both protocols: echo, query, retrieve into the cache, send.
+
+Callers (the CLI, the GUI's workers) use these functions and never care whether the PACS
+speaks DICOMweb or DIMSE. Long calls take a progress callback and a cancel token.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from pathlib import Path
+from typing import Callable
+
+from medseg.io.pacs import dicomweb, dimse
+from medseg.io.pacs.cache import SeriesCache, check_uid
+from medseg.io.pacs.credentials import Credentials, credentials_for
+from medseg.io.pacs.errors import PacsError
+from medseg.io.pacs.records import QueryFilters, QueryPage, RetrieveResult, SendResult, SeriesRecord, StudyRecord
+from medseg.io.pacs.servers import PacsServer
+from medseg.progress import CancelToken, ProgressCallback, report
+
+log = logging.getLogger(__name__)
+_UNSET = object()
+
+
+def _creds(server: PacsServer, credentials) -> Credentials | None:
+    if server.protocol != "dicomweb":
+        return None
+    return credentials_for(server) if credentials is _UNSET else credentials
+
+
+def echo(server: PacsServer, credentials=_UNSET) -> str:
+    """Test the connection: C-ECHO or a one-study QIDO request. Returns a one-line result."""
+    if server.protocol == "dicomweb":
+        return dicomweb.echo(server, _creds(server, credentials))
+    return dimse.echo(server)
+
+
+def query_studies(server: PacsServer, filters: QueryFilters = QueryFilters(), *, limit: int = 50, offset: int = 0,
+                  credentials=_UNSET, cancel: CancelToken | None = None) -> QueryPage:
+    if limit < 1 or offset < 0:
+        raise PacsError(f"bad page (limit {limit}, offset {offset})")
+    if server.protocol == "dicomweb":
+        studies, more = dicomweb.find_studies(server, _creds(server, credentials), filters, limit, offset)
+    else:
+        studies, more = dimse.find_studies(server, filters, limit, offset, cancel)
+    return QueryPage(studies=studies, offset=offset, more=more)
+
+
+def query_series(server: PacsServer, study_uid: str, *, credentials=_UNSET,
+                 cancel: CancelToken | None = None) -> list[SeriesRecord]:
+    check_uid(study_uid, "Study Instance UID")
+    if server.protocol == "dicomweb":
+        series = dicomweb.find_series(server, _creds(server, credentials), study_uid)
+    else:
+        series = dimse.find_series(server, study_uid, cancel)
+    return sorted(series, key=lambda s: (_number(s.number), s.series_uid))
+
+
+def _number(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        return 1 << 30
+
+
+def list_instances(server: PacsServer, study_uid: str, series_uid: str, *, credentials=_UNSET,
+                   cancel: CancelToken | None = None) -> list[str]:
+    if server.protocol == "dicomweb":
+        return dicomweb.find_instances(server, _creds(server, credentials), study_uid, series_uid)
+    return dimse.find_instances(server, study_uid, series_uid, cancel)
+
+
+def retrieve_series(server: PacsServer, study_uid: str, series_uid: str, cache: SeriesCache, *,
+                    method: str | None = None, credentials=_UNSET, progress: ProgressCallback | None = None,
+                    cancel: CancelToken | None = None) -> RetrieveResult:
+    """Bring one series into the cache and mark it complete, resuming an interrupted retrieval.
+
+    ``method``: "wado" for DICOMweb; "get" or "move" for DIMSE (default: the server's setting).
+    The PACS's instance list is the reference: the series is marked complete only when every
+    listed instance is in the cache folder; otherwise :class:`PacsError` says how many are
+    missing and the partial folder stays unmarked for the next call to resume.
+    """
+    check_uid(study_uid, "Study Instance UID")
+    check_uid(series_uid, "Series Instance UID")
+    method = method or ("wado" if server.protocol == "dicomweb" else server.retrieve)
+    if (server.protocol == "dicomweb") != (method == "wado"):
+        raise PacsError(f"retrieval method '{method}' does not fit the {server.protocol} server '{server.name}'")
+    folder = cache.folder(study_uid, series_uid)
+    start = time.perf_counter()
+    if cache.is_complete(study_uid, series_uid):
+        count = len(cache.present(study_uid, series_uid))
+        report(progress, 1.0, f"already in the cache ({count} instances)", "cached")
+        return RetrieveResult(str(folder), count, 0, count, True)
+    creds = _creds(server, credentials)
+    report(progress, 0.0, "asking the PACS for the series' instances", "query")
+    listed = list_instances(server, study_uid, series_uid, credentials=creds, cancel=cancel)
+    expected = {check_uid(uid, "SOP Instance UID") for uid in listed}
+    if not expected:
+        raise PacsError(f"{server.name} lists no instances for this series", hint="query again; it may have been deleted")
+    cache.prepare(study_uid, series_uid)
+    already = cache.present(study_uid, series_uid) & expected
+    missing = sorted(expected - already)
+    state = {"received": 0, "nbytes": 0}
+    total = len(expected)
+
+    def sink(sop_uid: str, data: bytes) -> None:
+        cache.write_instance(study_uid, series_uid, sop_uid, data)
+        state["received"] += 1
+        state["nbytes"] += len(data)
+        done = len(already) + state["received"]
+        report(progress, done / total, f"received {done} of {total} instances", "retrieve")
+
+    if already:
+        log.info("resuming a retrieval: %d of %d instances already cached", len(already), total)
+    subset = missing if already else None  # whole series in one request when nothing is cached yet
+    if missing:
+        if method == "wado":
+            dicomweb.retrieve(server, creds, study_uid, series_uid, subset, sink, cancel)
+        elif method == "get":
+            dimse.get(server, study_uid, series_uid, subset, sink, cancel)
+        else:
+            dimse.move(server, study_uid, series_uid, subset, sink, cancel)
+    still_missing = sorted(expected - cache.present(study_uid, series_uid))
+    result = RetrieveResult(str(folder), total, state["received"], len(already), not still_missing,
+                            time.perf_counter() - start, state["nbytes"], still_missing)
+    if still_missing:
+        raise PacsError(f"{server.name}: {len(still_missing)} of {total} instances did not arrive; the series is not "
+                        "complete", path=folder, hint="retrieve again to fetch only the missing instances")
+    cache.mark_complete(study_uid, series_uid, sorted(expected), server.name)
+    cache.enforce_limit(keep=folder)
+    report(progress, 1.0, f"retrieved {total} instances", "done")
+    return result
+
+
+def send_files(server: PacsServer, paths: list[str | os.PathLike], *, credentials=_UNSET,
+               cancel: CancelToken | None = None,
+               on_result: Callable[[SendResult], None] | None = None) -> list[SendResult]:
+    """Send DICOM files (e.g. a DICOM SEG) by STOW-RS or C-STORE; one result per file."""
+    files = [Path(p) for p in paths]
+    for path in files:
+        if not path.is_file():
+            raise PacsError("no such file to send", path=path)
+    if not files:
+        raise PacsError("no files to send")
+    if server.protocol == "dicomweb":
+        return dicomweb.store(server, _creds(server, credentials), files, cancel, on_result)
+    return dimse.store(server, files, cancel, on_result)
