@@ -27,9 +27,25 @@ STUDY_FIELDS = ["StudyInstanceUID", "PatientID", "PatientName", "PatientBirthDat
 SERIES_FIELDS = ["SeriesInstanceUID", "Modality", "SeriesNumber", "SeriesDescription", "NumberOfSeriesRelatedInstances"]
 
 
+def _client_class():
+    from urllib.parse import urlencode
+
+    from dicomweb_client.api import DICOMwebClient
+
+    class Client(DICOMwebClient):
+        """Keeps ``*`` wildcards literal in query strings: requests encodes them as %2A, which
+        some servers (Orthanc 1.10) do not decode, so "SMITH*" silently matched nothing."""
+
+        def _http_get(self, url, params=None, headers=None, stream=False):
+            if params:
+                url = f"{url}{'&' if '?' in url else '?'}{urlencode(params, doseq=True, safe='*,')}"
+            return super()._http_get(url, params=None, headers=headers, stream=stream)
+
+    return Client
+
+
 def client(server: PacsServer, credentials: Credentials | None):
     import requests
-    from dicomweb_client.api import DICOMwebClient
 
     session = requests.Session()
     if server.ca_file:
@@ -40,7 +56,7 @@ def client(server: PacsServer, credentials: Credentials | None):
             session.auth = (credentials.username, credentials.secret)
         else:
             headers["Authorization"] = f"Bearer {credentials.secret}"
-    web = DICOMwebClient(server.url, session=session, headers=headers or None, timeout=server.timeout_s)
+    web = _client_class()(server.url, session=session, headers=headers or None, timeout=server.timeout_s)
     web.set_http_retry_params(retry=False)  # fail fast with our message; the user retries
     return web
 
@@ -64,6 +80,9 @@ def http_errors(server: PacsServer, doing: str) -> Iterator[None]:
     except requests.exceptions.ReadTimeout:
         raise PacsError(f"{server.name}: the server stopped answering for {server.timeout_s:g} s while {doing}",
                         hint="the PACS is slow or stopped; try again (a retrieval resumes where it stopped)") from None
+    except requests.exceptions.ChunkedEncodingError:
+        raise PacsError(f"{server.name}: the connection was lost while {doing}",
+                        hint="the PACS stopped or the network failed; try again (a retrieval resumes where it stopped)") from None
     except requests.exceptions.ConnectionError as error:
         refused = "refused" in str(error).lower()
         what = "nothing is listening at" if refused else "the connection failed or was lost with"
