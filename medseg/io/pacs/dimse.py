@@ -103,6 +103,18 @@ def _application_entity(server: PacsServer):
     return ae
 
 
+def _check_established(server: PacsServer, assoc) -> None:
+    if assoc.is_established:
+        return
+    titles = f"called AE '{server.called_aet}', our AE '{server.our_aet}'"
+    if assoc.is_rejected:
+        raise PacsAuthError(f"{server.name} refused the association ({titles})",
+                            hint="check the PACS's AE title, and that our AE title is registered in the PACS")
+    raise PacsError(f"{server.name}: the association with {server.host}:{server.port} failed ({titles})",
+                    hint="the PACS ended it at once: check that our AE title is registered in the PACS, "
+                         "and whether this port needs TLS")
+
+
 @contextmanager
 def _associate(server: PacsServer, contexts: list[tuple[UID, list[UID]]], roles=None) -> Iterator:
     _probe(server)
@@ -111,13 +123,7 @@ def _associate(server: PacsServer, contexts: list[tuple[UID, list[UID]]], roles=
         ae.add_requested_context(abstract, syntaxes)
     tls_args = (_tls_context(server), server.host) if server.tls else None
     assoc = ae.associate(server.host, server.port, ae_title=server.called_aet, ext_neg=roles, tls_args=tls_args)
-    if not assoc.is_established:
-        if assoc.is_rejected:
-            raise PacsAuthError(
-                f"{server.name} refused the association (called AE '{server.called_aet}', our AE '{server.our_aet}')",
-                hint="check the PACS's AE title, and that our AE title is registered in the PACS")
-        raise PacsError(f"{server.name}: the association with {server.host}:{server.port} failed",
-                        hint="the PACS aborted it or did not answer; check TLS, AE titles and the PACS's log")
+    _check_established(server, assoc)
     try:
         yield assoc
     finally:
@@ -290,10 +296,7 @@ def get(server: PacsServer, study_uid: str, series_uid: str, sop_uids: list[str]
     tls_args = (_tls_context(server), server.host) if server.tls else None
     assoc = ae.associate(server.host, server.port, ae_title=server.called_aet, ext_neg=roles, tls_args=tls_args,
                          evt_handlers=[(evt.EVT_C_STORE, _store_handler(sink, errors))])
-    if not assoc.is_established:
-        raise PacsAuthError(f"{server.name} refused the association (called AE '{server.called_aet}', "
-                            f"our AE '{server.our_aet}')",
-                            hint="check the PACS's AE title, and that our AE title is registered in the PACS")
+    _check_established(server, assoc)
     try:
         identifier = _retrieve_identifier(study_uid, series_uid, sop_uids)
         _drive_retrieve(server, assoc.send_c_get(identifier, STUDY_GET), assoc, cancel, errors, "C-GET")
