@@ -76,8 +76,10 @@ def test_cache_marks_complete_only_with_every_instance(tmp_path):
     cache.write_instance(STUDY, SERIES, "1.2.3.4.2", b"b" * 10)
     cache.mark_complete(STUDY, SERIES, ["1.2.3.4.1", "1.2.3.4.2"], "pacs")
     assert cache.is_complete(STUDY, SERIES)
-    (cache.folder(STUDY, SERIES) / "1.2.3.4.2.dcm").unlink()  # the user deleted a file by hand
+    (cache.folder(STUDY, SERIES) / "1.2.3.4.2.dcm").write_bytes(b"")  # what a power cut can leave
     assert not cache.is_complete(STUDY, SERIES)
+    assert not cache.usable_instance(STUDY, SERIES, "1.2.3.4.2")  # and the resume fetches it again
+    assert cache.present(STUDY, SERIES) == {"1.2.3.4.1"}
     for hostile in ("../etc", "1.2/3", "", "1..2"):
         with pytest.raises(PacsError, match="not a valid DICOM UID"):
             check_uid(hostile, "Series Instance UID")

@@ -4,7 +4,11 @@ Layout: ``<root>/<StudyInstanceUID>/<SeriesInstanceUID>/<SOPInstanceUID>.dcm`` a
 ``<root>/<StudyInstanceUID>/<SeriesInstanceUID>.complete.json``. Each instance is written
 with the one atomic write, so a file that exists is whole; a series is complete only when
 its marker exists, and the marker is written last, after every instance the query listed
-has arrived. An interrupted retrieval leaves a folder without a marker, which the next
+has arrived. The marker (written durably) records every instance's size, and a series
+counts as complete only while each file still has that size: instances are renamed into
+place whole but not fsynced one by one (16 ms per file here, three times the network time
+of a CT slice on loopback), so a power cut can leave an empty file, which this check
+catches and the next retrieval fetches again. An interrupted retrieval leaves a folder without a marker, which the next
 retrieval resumes (it fetches only the missing instances) and which is never loaded as if
 it were whole. Patient data in the cache is the user's: :meth:`SeriesCache.clear` deletes it.
 """
@@ -55,10 +59,13 @@ class SeriesCache:
     def is_complete(self, study_uid: str, series_uid: str) -> bool:
         try:
             facts = json.loads(self.marker(study_uid, series_uid).read_text(encoding="utf-8"))
-            expected = set(facts["instances"])
-        except (OSError, ValueError, KeyError, TypeError):
+            sizes = {str(uid): int(size) for uid, size in facts["instances"].items()}
+            if len(sizes) != int(facts["count"]) or not sizes:
+                return False
+            folder = self.folder(study_uid, series_uid)
+            return all((folder / f"{uid}.dcm").stat().st_size == size for uid, size in sizes.items())
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
             return False
-        return len(expected) == int(facts["count"]) and expected <= self.present(study_uid, series_uid)
 
     def prepare(self, study_uid: str, series_uid: str) -> Path:
         folder = self.folder(study_uid, series_uid)
@@ -70,8 +77,26 @@ class SeriesCache:
         return folder
 
     def write_instance(self, study_uid: str, series_uid: str, sop_uid: str, data: bytes) -> Path:
+        """Write one instance durably (for single writes; a retrieval uses :meth:`writer`)."""
         path = self.folder(study_uid, series_uid) / f"{check_uid(sop_uid, 'SOP Instance UID')}.dcm"
         return atomic_write_bytes(path, data)
+
+    def writer(self, study_uid: str, series_uid: str) -> "SeriesWriter":
+        return SeriesWriter(self.prepare(study_uid, series_uid))
+
+    def usable_instance(self, study_uid: str, series_uid: str, sop_uid: str) -> bool:
+        """Whether a file left by an interrupted retrieval is a readable instance of that UID
+        (a power cut can leave a renamed but never flushed file empty); if not, it is deleted."""
+        from pydicom import dcmread
+
+        path = self.folder(study_uid, series_uid) / f"{sop_uid}.dcm"
+        try:
+            ok = path.stat().st_size > 0 and str(dcmread(path, stop_before_pixels=True).SOPInstanceUID) == sop_uid
+        except Exception:  # any unreadable file is simply fetched again
+            ok = False
+        if not ok:
+            path.unlink(missing_ok=True)
+        return ok
 
     def mark_complete(self, study_uid: str, series_uid: str, instances: list[str], server: str) -> Path:
         """Write the marker; refuses unless every listed instance is in the folder."""
@@ -80,7 +105,9 @@ class SeriesCache:
         if missing:
             raise PacsError(f"{len(missing)} of {len(set(instances))} instances are missing; the series is not "
                             "marked complete", path=self.folder(study_uid, series_uid))
-        facts = {"count": len(set(instances)), "instances": sorted(set(instances)), "server": server,
+        folder = self.folder(study_uid, series_uid)
+        sizes = {uid: (folder / f"{uid}.dcm").stat().st_size for uid in sorted(set(instances))}
+        facts = {"count": len(sizes), "instances": sizes, "server": server,
                  "completed": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
         return atomic_write_text(self.marker(study_uid, series_uid), json.dumps(facts, indent=0))
 
@@ -124,3 +151,15 @@ class SeriesCache:
                         marker.unlink(missing_ok=True)
                     shutil.rmtree(study, ignore_errors=True)
         return freed
+
+
+
+class SeriesWriter:
+    """Writes a retrieval's instances into their series folder, each renamed into place whole."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+
+    def write(self, sop_uid: str, data: bytes) -> Path:
+        path = self.folder / f"{check_uid(sop_uid, 'SOP Instance UID')}.dcm"
+        return atomic_write_bytes(path, data, sync=False)

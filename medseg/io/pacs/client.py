@@ -99,14 +99,15 @@ def retrieve_series(server: PacsServer, study_uid: str, series_uid: str, cache: 
     expected = {check_uid(uid, "SOP Instance UID") for uid in listed}
     if not expected:
         raise PacsError(f"{server.name} lists no instances for this series", hint="query again; it may have been deleted")
-    cache.prepare(study_uid, series_uid)
-    already = cache.present(study_uid, series_uid) & expected
+    writer = cache.writer(study_uid, series_uid)
+    already = {uid for uid in cache.present(study_uid, series_uid) & expected
+               if cache.usable_instance(study_uid, series_uid, uid)}
     missing = sorted(expected - already)
     state = {"received": 0, "nbytes": 0}
     total = len(expected)
 
     def sink(sop_uid: str, data: bytes) -> None:
-        cache.write_instance(study_uid, series_uid, sop_uid, data)
+        writer.write(sop_uid, data)
         state["received"] += 1
         state["nbytes"] += len(data)
         done = len(already) + state["received"]

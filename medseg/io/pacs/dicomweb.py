@@ -11,8 +11,7 @@ import io
 from contextlib import contextmanager
 from typing import Callable, Iterator
 
-from pydicom import dcmread, dcmwrite
-from pydicom.dataset import Dataset
+from pydicom import dcmread
 
 from medseg.io.pacs.credentials import Credentials
 from medseg.io.pacs.errors import PacsAuthError, PacsError
@@ -40,6 +39,18 @@ def _client_class():
             if params:
                 url = f"{url}{'&' if '?' in url else '?'}{urlencode(params, doseq=True, safe='*,')}"
             return super()._http_get(url, params=None, headers=headers, stream=stream)
+
+        def _http_get_multipart_application_dicom(self, url, media_types=None, params=None, stream=False):
+            """The parts as the server sent them (bytes), not parsed and re-encoded by pydicom:
+            re-encoding cost 17 ms per CT slice, more than its transfer. (Overrides a private
+            method of dicomweb-client, pinned in pyproject.toml; iter_series and
+            retrieve_instance hand its items through unchanged.)"""
+            accept = self._build_multipart_accept_header_field_value(
+                media_types or AS_STORED, {"1.2.840.10008.1.2.1": "application/dicom"})
+            response = self._http_get(url, params=params, headers={"Accept": accept}, stream=stream)
+            if response.headers.get("Content-Type", "").startswith("application/dicom"):
+                return iter([response.content])  # a single part sent without the multipart envelope
+            return self._decode_multipart_message(response, stream=stream)
 
     return Client
 
@@ -163,12 +174,9 @@ def find_instances(server: PacsServer, credentials: Credentials | None, study_ui
     return [_value(i, "SOPInstanceUID") for i in found]
 
 
-def _encoded(ds: Dataset) -> bytes:
-    # dicomweb-client hands us parsed datasets; writing them back "like the original" gives
-    # the bytes the server sent (elements are kept raw, never re-encoded).
-    buffer = io.BytesIO()
-    dcmwrite(buffer, ds, enforce_file_format=False)
-    return buffer.getvalue()
+def _sop_uid(part: bytes) -> str:
+    ds = dcmread(io.BytesIO(part), stop_before_pixels=True, specific_tags=["SOPInstanceUID"])
+    return str(ds.SOPInstanceUID)
 
 
 def retrieve(server: PacsServer, credentials: Credentials | None, study_uid: str, series_uid: str,
@@ -177,16 +185,16 @@ def retrieve(server: PacsServer, credentials: Credentials | None, study_uid: str
     web = client(server, credentials)
     with http_errors(server, "retrieving a series"):
         if sop_uids is None:
-            for ds in web.iter_series(study_uid, series_uid, media_types=AS_STORED):
+            for part in web.iter_series(study_uid, series_uid, media_types=AS_STORED):
                 if cancel is not None:
                     cancel.raise_if_cancelled()
-                sink(str(ds.SOPInstanceUID), _encoded(ds))
+                sink(_sop_uid(part), part)
         else:
             for sop_uid in sop_uids:
                 if cancel is not None:
                     cancel.raise_if_cancelled()
-                ds = web.retrieve_instance(study_uid, series_uid, sop_uid, media_types=AS_STORED)
-                sink(str(ds.SOPInstanceUID), _encoded(ds))
+                part = web.retrieve_instance(study_uid, series_uid, sop_uid, media_types=AS_STORED)
+                sink(_sop_uid(part), part)
 
 
 def store(server: PacsServer, credentials: Credentials | None, paths: list, cancel: CancelToken | None = None,
