@@ -192,12 +192,14 @@ def run_get(args: argparse.Namespace) -> int:
         raise PacsError("give exactly one Study Instance UID", hint="medseg pacs get SERVER STUDY_UID -o DIR")
     server = _server(args, name)
     study_uid = rest[0]
-    series_uids = args.series or [s.series_uid for s in query_series(server, study_uid)]
+    counts = {s.series_uid: s.instance_count for s in query_series(server, study_uid)}
+    series_uids = args.series or list(counts)
     if not series_uids:
         raise PacsError(f"{server.name} lists no series for study {study_uid}")
     cache = SeriesCache(args.out)
     for series_uid in series_uids:
         result = retrieve_series(server, study_uid, series_uid, cache, method=args.method,
+                                 instance_count=counts.get(series_uid),
                                  progress=None if args.quiet else progress_printer())
         rate = f", {result.nbytes / 1e6 / result.seconds:.1f} MB/s" if result.received and result.seconds else ""
         print(f"{result.folder}: {result.expected} instances ({result.received} retrieved, "

@@ -462,7 +462,7 @@ class PacsDialog(QDialog):
 
         def work(progress=None, cancel=None):
             return retrieve_series(server, series.study_uid, series.series_uid, cache, credentials=creds,
-                                   progress=progress, cancel=cancel)
+                                   instance_count=series.instance_count, progress=progress, cancel=cancel)
 
         def done(result) -> None:
             self._update_cache_label()

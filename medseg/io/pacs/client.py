@@ -72,15 +72,24 @@ def list_instances(server: PacsServer, study_uid: str, series_uid: str, *, crede
     return dimse.find_instances(server, study_uid, series_uid, cancel)
 
 
+def _series_count(server: PacsServer, study_uid: str, series_uid: str, creds, cancel) -> int | None:
+    for series in query_series(server, study_uid, credentials=creds, cancel=cancel):
+        if series.series_uid == series_uid:
+            return series.instance_count
+    raise PacsError(f"{server.name} does not list this series (any more)", hint="query again; it may have been deleted")
+
+
 def retrieve_series(server: PacsServer, study_uid: str, series_uid: str, cache: SeriesCache, *,
-                    method: str | None = None, credentials=_UNSET, progress: ProgressCallback | None = None,
-                    cancel: CancelToken | None = None) -> RetrieveResult:
+                    method: str | None = None, instance_count: int | None = None, credentials=_UNSET,
+                    progress: ProgressCallback | None = None, cancel: CancelToken | None = None) -> RetrieveResult:
     """Bring one series into the cache and mark it complete, resuming an interrupted retrieval.
 
     ``method``: "wado" for DICOMweb; "get" or "move" for DIMSE (default: the server's setting).
-    The PACS's instance list is the reference: the series is marked complete only when every
-    listed instance is in the cache folder; otherwise :class:`PacsError` says how many are
-    missing and the partial folder stays unmarked for the next call to resume.
+    The query is the reference. A first retrieval asks for the whole series and is complete
+    when as many distinct instances arrived as the series query counted (``instance_count``,
+    if the caller already has it). A resumed one lists the series' instances and fetches only
+    the missing ones. Otherwise :class:`PacsError` says how many are missing and the partial
+    folder stays unmarked for the next call to resume.
     """
     check_uid(study_uid, "Study Instance UID")
     check_uid(series_uid, "Series Instance UID")
@@ -94,42 +103,53 @@ def retrieve_series(server: PacsServer, study_uid: str, series_uid: str, cache: 
         report(progress, 1.0, f"already in the cache ({count} instances)", "cached")
         return RetrieveResult(str(folder), count, 0, count, True)
     creds = _creds(server, credentials)
-    report(progress, 0.0, "asking the PACS for the series' instances", "query")
-    listed = list_instances(server, study_uid, series_uid, credentials=creds, cancel=cancel)
-    expected = {check_uid(uid, "SOP Instance UID") for uid in listed}
-    if not expected:
-        raise PacsError(f"{server.name} lists no instances for this series", hint="query again; it may have been deleted")
+    report(progress, 0.0, "asking the PACS about the series", "query")
     writer = cache.writer(study_uid, series_uid)
-    already = {uid for uid in cache.present(study_uid, series_uid) & expected
-               if cache.usable_instance(study_uid, series_uid, uid)}
-    missing = sorted(expected - already)
+    leftovers = cache.present(study_uid, series_uid)
+    expected: set[str] | None = None
+    total = instance_count if not leftovers else None
+    if total is None and not leftovers:
+        total = _series_count(server, study_uid, series_uid, creds, cancel)
+    if total is None:  # resuming (or the PACS gives no count): the instance list is the reference
+        listed = list_instances(server, study_uid, series_uid, credentials=creds, cancel=cancel)
+        expected = {check_uid(uid, "SOP Instance UID") for uid in listed}
+        total = len(expected)
+    if not total:
+        raise PacsError(f"{server.name} lists no instances for this series", hint="query again; it may have been deleted")
+    already = set() if expected is None else {
+        uid for uid in leftovers & expected if cache.usable_instance(study_uid, series_uid, uid)}
+    missing = None if expected is None else sorted(expected - already)
     state = {"received": 0, "nbytes": 0}
-    total = len(expected)
 
     def sink(sop_uid: str, data: bytes) -> None:
         writer.write(sop_uid, data)
         state["received"] += 1
         state["nbytes"] += len(data)
         done = len(already) + state["received"]
-        report(progress, done / total, f"received {done} of {total} instances", "retrieve")
+        report(progress, min(done / total, 1.0), f"received {done} of {total} instances", "retrieve")
 
     if already:
         log.info("resuming a retrieval: %d of %d instances already cached", len(already), total)
     subset = missing if already else None  # whole series in one request when nothing is cached yet
-    if missing:
+    if missing is None or missing:
         if method == "wado":
             dicomweb.retrieve(server, creds, study_uid, series_uid, subset, sink, cancel)
         elif method == "get":
             dimse.get(server, study_uid, series_uid, subset, sink, cancel)
         else:
             dimse.move(server, study_uid, series_uid, subset, sink, cancel)
-    still_missing = sorted(expected - cache.present(study_uid, series_uid))
-    result = RetrieveResult(str(folder), total, state["received"], len(already), not still_missing,
-                            time.perf_counter() - start, state["nbytes"], still_missing)
-    if still_missing:
-        raise PacsError(f"{server.name}: {len(still_missing)} of {total} instances did not arrive; the series is not "
-                        "complete", path=folder, hint="retrieve again to fetch only the missing instances")
-    cache.mark_complete(study_uid, series_uid, sorted(expected), server.name)
+    present = cache.present(study_uid, series_uid)
+    arrived = present if expected is None else present & expected
+    absent = total - len(arrived) if expected is None else len(expected - present)
+    result = RetrieveResult(str(folder), total, state["received"], len(already), absent == 0,
+                            time.perf_counter() - start, state["nbytes"],
+                            [] if expected is None else sorted(expected - present))
+    if absent != 0:
+        what = (f"{len(arrived)} instances arrived where the PACS counted {total}" if expected is None
+                else f"{absent} of {total} instances did not arrive")
+        raise PacsError(f"{server.name}: {what}; the series is not complete", path=folder,
+                        hint="retrieve again to fetch only the missing instances")
+    cache.mark_complete(study_uid, series_uid, sorted(arrived), server.name)
     cache.enforce_limit(keep=folder)
     report(progress, 1.0, f"retrieved {total} instances", "done")
     return result
