@@ -8,6 +8,7 @@ may carry patient IDs) go into the message.
 from __future__ import annotations
 
 import io
+import logging
 from contextlib import contextmanager
 from typing import Callable, Iterator
 
@@ -18,6 +19,8 @@ from medseg.io.pacs.errors import PacsAuthError, PacsError
 from medseg.io.pacs.records import QueryFilters, SendResult, SeriesRecord, StudyRecord
 from medseg.io.pacs.servers import PacsServer
 from medseg.progress import CancelToken
+
+logging.getLogger("dicomweb_client").setLevel(logging.WARNING)  # its debug lines carry query URLs (patient IDs)
 
 # Ask for every instance as stored: no transcoding on the server, byte-identical files.
 AS_STORED = (("application/dicom", "*"),)
