@@ -123,3 +123,38 @@ def test_pacs_stopped_mid_transfer_then_resumed(orthanc, philips, ct_dir, tmp_pa
     assert result.complete and result.already_cached == len(second) and result.received == 16 - len(second)
     original = load(copy_files(philips_1mm_files(ct_dir), tmp_path / "original"))
     np.testing.assert_array_equal(load(result.folder).array, original.array)
+
+
+def test_stalled_pacs_times_out_with_a_message(orthanc):
+    import signal
+
+    orthanc.process.send_signal(signal.SIGSTOP)  # accepts connections (kernel backlog), answers nothing
+    try:
+        with pytest.raises(PacsError, match="no answer to our association request within 2 s"):
+            echo(dimse_server(orthanc, timeout_s=2))
+        with pytest.raises(PacsError, match="stopped answering for 2 s"):
+            query_studies(web_server(orthanc, timeout_s=2))
+    finally:
+        orthanc.process.send_signal(signal.SIGCONT)
+    assert "C-ECHO OK" in echo(dimse_server(orthanc))
+
+
+@pytest.mark.parametrize("method", ["wado", "get"])
+def test_cancel_leaves_an_unmarked_partial_series_that_resumes(orthanc, philips, tmp_path, method):
+    from medseg.errors import Cancelled
+    from medseg.progress import CancelToken
+
+    server = web_server(orthanc) if method == "wado" else dimse_server(orthanc)
+    study, series = philips.StudyInstanceUID, philips.SeriesInstanceUID
+    cache, token = SeriesCache(tmp_path / "cache"), CancelToken()
+
+    def cancel_at_4(event):
+        if event.text.startswith("received 4 of"):
+            token.cancel()
+
+    with pytest.raises(Cancelled):
+        retrieve_series(server, study, series, cache, method=method, progress=cancel_at_4, cancel=token)
+    partial = cache.present(study, series)
+    assert 4 <= len(partial) < 16 and not cache.is_complete(study, series)
+    result = retrieve_series(server, study, series, cache, method=method)
+    assert result.complete and result.already_cached == len(partial) and result.received == 16 - len(partial)

@@ -10,6 +10,8 @@ from __future__ import annotations
 import logging
 import socket
 import ssl
+import threading
+import time
 from contextlib import contextmanager
 from typing import Callable, Iterator
 
@@ -103,10 +105,13 @@ def _application_entity(server: PacsServer):
     return ae
 
 
-def _check_established(server: PacsServer, assoc) -> None:
+def _check_established(server: PacsServer, assoc, started: float) -> None:
     if assoc.is_established:
         return
     titles = f"called AE '{server.called_aet}', our AE '{server.our_aet}'"
+    if time.monotonic() - started >= server.timeout_s * 0.95:
+        raise PacsError(f"{server.name}: no answer to our association request within {server.timeout_s:g} s",
+                        hint="the PACS is overloaded or stopped; try again later or raise the timeout")
     if assoc.is_rejected:
         raise PacsAuthError(f"{server.name} refused the association ({titles})",
                             hint="check the PACS's AE title, and that our AE title is registered in the PACS")
@@ -122,8 +127,9 @@ def _associate(server: PacsServer, contexts: list[tuple[UID, list[UID]]], roles=
     for abstract, syntaxes in contexts:
         ae.add_requested_context(abstract, syntaxes)
     tls_args = (_tls_context(server), server.host) if server.tls else None
+    started = time.monotonic()
     assoc = ae.associate(server.host, server.port, ae_title=server.called_aet, ext_neg=roles, tls_args=tls_args)
-    _check_established(server, assoc)
+    _check_established(server, assoc, started)
     try:
         yield assoc
     finally:
@@ -209,8 +215,9 @@ def find_studies(server: PacsServer, filters: QueryFilters, limit: int, offset: 
         modalities=_values(m, "ModalitiesInStudy"),
         series_count=_count(m, "NumberOfStudyRelatedSeries"), instance_count=_count(m, "NumberOfStudyRelatedInstances"),
     ) for m in matches]
-    studies.sort(key=lambda s: (s.study_date, s.study_uid), reverse=True)
-    return studies[offset:offset + limit], len(studies) > offset + limit
+    # C-FIND has no paging: pages are cut from the server's order, newest first within a page
+    page = sorted(studies[offset:offset + limit], key=lambda s: (s.study_date, s.study_uid), reverse=True)
+    return page, len(studies) > offset + limit
 
 
 def find_series(server: PacsServer, study_uid: str, cancel: CancelToken | None = None) -> list[SeriesRecord]:
@@ -275,6 +282,8 @@ def _drive_retrieve(server: PacsServer, responses, assoc, cancel: CancelToken | 
         if code not in (0x0000, 0xB000):  # B000: some sub-operations failed, counted by the caller
             raise PacsError(f"{server.name}: {what} failed with status {_status_text(status)}",
                             hint="; ".join(errors[:3]) or "see the PACS's log")
+    if errors:
+        raise PacsError(f"{len(errors)} received instances could not be stored: {errors[0]}")
 
 
 def _storage_contexts() -> list[tuple[UID, list[UID]]]:
@@ -294,9 +303,10 @@ def get(server: PacsServer, study_uid: str, series_uid: str, sop_uids: list[str]
     for abstract, syntaxes in contexts:
         ae.add_requested_context(abstract, syntaxes)
     tls_args = (_tls_context(server), server.host) if server.tls else None
+    started = time.monotonic()
     assoc = ae.associate(server.host, server.port, ae_title=server.called_aet, ext_neg=roles, tls_args=tls_args,
                          evt_handlers=[(evt.EVT_C_STORE, _store_handler(sink, errors))])
-    _check_established(server, assoc)
+    _check_established(server, assoc, started)
     try:
         identifier = _retrieve_identifier(study_uid, series_uid, sop_uids)
         _drive_retrieve(server, assoc.send_c_get(identifier, STUDY_GET), assoc, cancel, errors, "C-GET")
@@ -318,14 +328,24 @@ class StorageSCP:
         for context in AllStoragePresentationContexts:
             ae.add_supported_context(context.abstract_syntax, ALL_TRANSFER_SYNTAXES)
         try:
-            self._server = ae.start_server((bind_host, server.storage_port), block=False,
-                                           evt_handlers=[(evt.EVT_C_STORE, _store_handler(sink, self.errors))])
+            self._server = ae.make_server((bind_host, server.storage_port),
+                                          evt_handlers=[(evt.EVT_C_STORE, _store_handler(sink, self.errors))])
         except OSError as error:
             raise PacsError(f"cannot listen on our storage port {server.storage_port} ({error.strerror or error})",
                             hint="another program uses it; choose another storage port (and register it in the PACS)") from error
+        # our own thread with a short poll: start_server's 0.5 s poll made every C-MOVE wait for it on shutdown
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.02},
+                                        name="medseg-storage-scp", daemon=True)
+        self._thread.start()
 
     def close(self) -> None:
-        self._server.shutdown()
+        import socketserver
+
+        # the plain socketserver shutdown: pynetdicom's also unregisters from an AE's
+        # start_server list, which make_server never joined
+        socketserver.BaseServer.shutdown(self._server)
+        self._server.server_close()
+        self._thread.join()
 
 
 def move(server: PacsServer, study_uid: str, series_uid: str, sop_uids: list[str] | None, sink: InstanceSink,
