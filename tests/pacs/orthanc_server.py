@@ -129,3 +129,64 @@ class Orthanc:
             if entry["Type"] == "Instance":
                 return entry["ID"]
         return None
+
+
+class TlsProxy:
+    """HTTPS in front of Orthanc's HTTP port (Orthanc's own HTTPS crashes in this build): a
+    thread per connection relays bytes between the TLS client and 127.0.0.1:<target>."""
+
+    def __init__(self, certificate: Path, key: Path, port: int, target: int):
+        import ssl
+        import threading
+
+        self.context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        self.context.load_cert_chain(str(certificate), str(key))
+        self.target = target
+        self.listener = socket.create_server(("127.0.0.1", port))
+        self.listener.settimeout(0.2)
+        self.running = True
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        import threading
+
+        while self.running:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                continue
+            threading.Thread(target=self._relay, args=(client,), daemon=True).start()
+
+    def _relay(self, client: socket.socket) -> None:
+        import ssl
+        import threading
+
+        try:
+            client.settimeout(10)
+            tls = self.context.wrap_socket(client, server_side=True)
+        except (ssl.SSLError, OSError):
+            client.close()
+            return
+        upstream = socket.create_connection(("127.0.0.1", self.target))
+
+        def pump(source, sink):
+            try:
+                while data := source.recv(65536):
+                    sink.sendall(data)
+            except OSError:
+                pass
+            finally:
+                for s in (source, sink):
+                    try:
+                        s.close()
+                    except OSError:
+                        pass
+
+        threading.Thread(target=pump, args=(upstream, tls), daemon=True).start()
+        pump(tls, upstream)
+
+    def close(self) -> None:
+        self.running = False
+        self.thread.join()
+        self.listener.close()

@@ -67,6 +67,25 @@ def test_tls_mismatch_and_trust(orthanc, secure_orthanc, memory_keyring):
     assert "C-ECHO OK" in echo(dimse_server(secure_orthanc, tls=True, ca_file=ca))
 
 
+def test_dicomweb_over_https_checks_the_certificate(orthanc, secure_orthanc, tmp_path):
+    from orthanc_server import TlsProxy
+
+    folder = secure_orthanc.folder
+    proxy = TlsProxy(folder / "pacs.crt", folder / "pacs.key", 8443, orthanc.http_port)
+    try:
+        url = "https://127.0.0.1:8443/dicom-web"
+        with pytest.raises(PacsError, match="certificate is not trusted.*CA file"):
+            echo(web_server(orthanc, url=url))
+        assert "QIDO-RS OK" in echo(web_server(orthanc, url=url, ca_file=str(folder / "pacs.crt")))
+        missing = tmp_path / "missing.pem"
+        with pytest.raises(PacsError, match="missing.pem: cannot read the CA file"):
+            echo(web_server(orthanc, url=url, ca_file=str(missing)))
+        with pytest.raises(PacsError, match="missing.pem: cannot read the CA file"):
+            echo(dimse_server(orthanc, tls=True, ca_file=str(missing)))
+    finally:
+        proxy.close()
+
+
 def test_credentials(secure_orthanc, memory_keyring, monkeypatch):
     server = web_server(secure_orthanc, auth="basic", username=USER)
     with pytest.raises(PacsError, match="needs a basic login but none is stored"):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import logging
+import os
 from contextlib import contextmanager
 from typing import Callable, Iterator
 
@@ -61,9 +62,19 @@ def _client_class():
 def client(server: PacsServer, credentials: Credentials | None):
     import requests
 
-    session = requests.Session()
-    if server.ca_file:
-        session.verify = server.ca_file
+    class Session(requests.Session):
+        """A CA file set for the server wins: plain requests lets $REQUESTS_CA_BUNDLE override a
+        session's ``verify``, so the PACS's own CA was silently ignored where that is set."""
+
+        def merge_environment_settings(self, url, proxies, stream, verify, cert):
+            settings = super().merge_environment_settings(url, proxies, stream, verify, cert)
+            if server.ca_file:
+                settings["verify"] = server.ca_file
+            return settings
+
+    if server.ca_file and not os.access(server.ca_file, os.R_OK):
+        raise PacsError("cannot read the CA file", path=server.ca_file, hint="choose the PEM file of the PACS's CA")
+    session = Session()
     headers = {}
     if credentials is not None:
         if credentials.kind == "basic":
@@ -109,6 +120,9 @@ def http_errors(server: PacsServer, doing: str) -> Iterator[None]:
                                 hint="check the user name and password/token (File > PACS)") from None
         raise PacsError(f"{server.name}: HTTP {code} while {doing}",
                         hint="the URL may not be the DICOMweb root (e.g. .../dicom-web)") from None
+    except OSError as error:  # e.g. the CA file cannot be read
+        raise PacsError(f"{server.name}: {error.strerror or error} while {doing}", path=getattr(error, "filename", None),
+                        hint="check the CA file") from None
     except (requests.exceptions.RequestException, ValueError) as error:
         raise PacsError(f"{server.name}: {type(error).__name__} while {doing}") from None
 
