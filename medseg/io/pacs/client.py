@@ -16,7 +16,7 @@ from medseg.io.pacs import dicomweb, dimse
 from medseg.io.pacs.cache import SeriesCache, check_uid
 from medseg.io.pacs.credentials import Credentials, credentials_for
 from medseg.io.pacs.errors import PacsError
-from medseg.io.pacs.records import QueryFilters, QueryPage, RetrieveResult, SendResult, SeriesRecord, StudyRecord
+from medseg.io.pacs.records import QueryFilters, QueryPage, RetrieveResult, SendResult, SeriesRecord
 from medseg.io.pacs.servers import PacsServer
 from medseg.progress import CancelToken, ProgressCallback, report
 
