@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import logging
 import os
+import queue
+import threading
 import time
 from pathlib import Path
 from typing import Callable
@@ -72,6 +74,38 @@ def list_instances(server: PacsServer, study_uid: str, series_uid: str, *, crede
     return dimse.find_instances(server, study_uid, series_uid, cancel)
 
 
+class _BackgroundWriter:
+    """Writes received instances on a thread of its own, so the network side never waits for
+    the disk: over C-GET the PACS sends the next instance only after our answer to the last
+    one, and writing in line doubled the retrieval time of a 300-slice series."""
+
+    def __init__(self, write: Callable[[str, bytes], None], queued: int = 32):
+        self._write = write
+        self._queue: queue.Queue = queue.Queue(maxsize=queued)  # bounds the memory held in flight
+        self.errors: list[BaseException] = []
+        self._thread = threading.Thread(target=self._run, name="medseg-pacs-writer", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while (item := self._queue.get()) is not None:
+            try:
+                self._write(*item)
+            except BaseException as error:  # reported by put() and close()
+                self.errors.append(error)
+
+    def put(self, sop_uid: str, data: bytes) -> None:
+        if self.errors:
+            raise self.errors[0]
+        self._queue.put((sop_uid, data))
+
+    def close(self) -> None:
+        """Wait until everything queued is written; raise the first write error."""
+        self._queue.put(None)
+        self._thread.join()
+        if self.errors:
+            raise self.errors[0]
+
+
 def _series_count(server: PacsServer, study_uid: str, series_uid: str, creds, cancel) -> int | None:
     for series in query_series(server, study_uid, credentials=creds, cancel=cancel):
         if series.series_uid == series_uid:
@@ -121,7 +155,7 @@ def retrieve_series(server: PacsServer, study_uid: str, series_uid: str, cache: 
     missing = None if expected is None else sorted(expected - already)
     state = {"received": 0, "nbytes": 0}
 
-    def sink(sop_uid: str, data: bytes) -> None:
+    def write(sop_uid: str, data: bytes) -> None:
         writer.write(sop_uid, data)
         state["received"] += 1
         state["nbytes"] += len(data)
@@ -132,12 +166,16 @@ def retrieve_series(server: PacsServer, study_uid: str, series_uid: str, cache: 
         log.info("resuming a retrieval: %d of %d instances already cached", len(already), total)
     subset = missing if already else None  # whole series in one request when nothing is cached yet
     if missing is None or missing:
-        if method == "wado":
-            dicomweb.retrieve(server, creds, study_uid, series_uid, subset, sink, cancel)
-        elif method == "get":
-            dimse.get(server, study_uid, series_uid, subset, sink, cancel)
-        else:
-            dimse.move(server, study_uid, series_uid, subset, sink, cancel)
+        background = _BackgroundWriter(write)
+        try:
+            if method == "wado":
+                dicomweb.retrieve(server, creds, study_uid, series_uid, subset, background.put, cancel)
+            elif method == "get":
+                dimse.get(server, study_uid, series_uid, subset, background.put, cancel)
+            else:
+                dimse.move(server, study_uid, series_uid, subset, background.put, cancel)
+        finally:
+            background.close()  # what arrived is written, also when the transfer failed
     present = cache.present(study_uid, series_uid)
     arrived = present if expected is None else present & expected
     absent = total - len(arrived) if expected is None else len(expected - present)
