@@ -35,6 +35,14 @@ def require_private_netns() -> str | None:
     return None
 
 
+def _die_with_parent() -> None:
+    """In the child before exec: Orthanc gets SIGKILL when the test process dies, however it dies."""
+    import ctypes
+
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
 def make_certificate(folder: Path, name: str = "pacs") -> tuple[Path, Path, Path]:
     """A self-signed certificate for 127.0.0.1: (certificate, key, certificate+key PEM).
     For DICOM TLS only: Debian's Orthanc 1.10.1 crashes (SIGSEGV) on any HTTPS connection."""
@@ -84,7 +92,8 @@ class Orthanc:
 
     def start(self, timeout_s: float = 30.0) -> "Orthanc":
         self.process = subprocess.Popen([ORTHANC, f"--logdir={self.folder / 'log'}", str(self.config_path)],
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                        preexec_fn=_die_with_parent)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:  # poll until both servers answer (Orthanc has no readiness signal)
             if self.process.poll() is not None:

@@ -155,25 +155,25 @@ def retrieve_series(server: PacsServer, study_uid: str, series_uid: str, cache: 
     missing = None if expected is None else sorted(expected - already)
     state = {"received": 0, "nbytes": 0}
 
-    def write(sop_uid: str, data: bytes) -> None:
-        writer.write(sop_uid, data)
+    def received(sop_uid: str, data: bytes) -> None:  # network side: count, report, hand to the writer
         state["received"] += 1
         state["nbytes"] += len(data)
         done = len(already) + state["received"]
         report(progress, min(done / total, 1.0), f"received {done} of {total} instances", "retrieve")
+        background.put(sop_uid, data)
 
     if already:
         log.info("resuming a retrieval: %d of %d instances already cached", len(already), total)
     subset = missing if already else None  # whole series in one request when nothing is cached yet
     if missing is None or missing:
-        background = _BackgroundWriter(write)
+        background = _BackgroundWriter(writer.write)
         try:
             if method == "wado":
-                dicomweb.retrieve(server, creds, study_uid, series_uid, subset, background.put, cancel)
+                dicomweb.retrieve(server, creds, study_uid, series_uid, subset, received, cancel)
             elif method == "get":
-                dimse.get(server, study_uid, series_uid, subset, background.put, cancel)
+                dimse.get(server, study_uid, series_uid, subset, received, cancel)
             else:
-                dimse.move(server, study_uid, series_uid, subset, background.put, cancel)
+                dimse.move(server, study_uid, series_uid, subset, received, cancel)
         finally:
             background.close()  # what arrived is written, also when the transfer failed
     present = cache.present(study_uid, series_uid)
