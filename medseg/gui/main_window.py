@@ -151,6 +151,8 @@ class MainWindow(QMainWindow):
         self.open_files_action = self._action("Open files…", self.open_files, QKeySequence.StandardKey.Open,
                                               "Open DICOM, NIfTI, NRRD or MHA files")
         self.open_archive_action = self._action("Open zip / DICOMDIR…", self.open_archive)
+        self.pacs_action = self._action("PACS…", self.open_pacs, "Ctrl+Shift+P",
+                                        "Find a study on a PACS, retrieve and open it, send a DICOM SEG back")
         self.open_label_action = self._action("Open label map…", self.open_label_map, "Ctrl+L",
                                               "Open a NIfTI/NRRD/MHA label map onto the loaded image")
         self.demo_action = self._action("Demo study", self.open_demo, tip="The built-in synthetic demo study")
@@ -162,7 +164,7 @@ class MainWindow(QMainWindow):
         self.recent_menu_actions: list[QAction] = []
 
         file_menu = self.menuBar().addMenu("&File")
-        for action in (self.open_folder_action, self.open_files_action, self.open_archive_action):
+        for action in (self.open_folder_action, self.open_files_action, self.open_archive_action, self.pacs_action):
             file_menu.addAction(action)
         self.recent_menu = file_menu.addMenu("Recent studies")
         file_menu.addAction(self.demo_action)
@@ -300,6 +302,21 @@ class MainWindow(QMainWindow):
         if self._refuse_when_busy():
             return
         self.loader.load_series(series, source=source, synthetic=synthetic)
+
+    def open_pacs(self):
+        """The PACS dialog (one per window, kept so a running retrieval survives closing it)."""
+        from medseg.gui.pacs_dialog import PacsDialog
+
+        if getattr(self, "pacs_dialog", None) is None:
+            self.pacs_dialog = PacsDialog(self)
+            self.pacs_dialog.series_retrieved.connect(self._on_pacs_series)
+        self.pacs_dialog.show()
+        self.pacs_dialog.raise_()
+        return self.pacs_dialog
+
+    @Slot(str)
+    def _on_pacs_series(self, folder: str) -> None:
+        self.open_path(folder, auto_load=True)
 
     def open_demo(self) -> None:
         """Generate (once) and open the synthetic demo study."""
