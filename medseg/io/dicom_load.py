@@ -141,6 +141,10 @@ def load_series(
                 {**details, "reasons": reasons}))
             extra["raw_stack"] = False
         else:
+            # The grid's even z step is a stand-in: keep each slice's true position so that a
+            # segmentation saved from it (DICOM SEG) is placed where the slices really are.
+            extra["slice_positions_mm"] = [[float(v) for v in s.position] for s in slices
+                                           if s.position is not None] or None
             findings.append(GeometryFinding(
                 "raw_stack", "The irregular stack was kept as acquired (regularize=False): the voxel grid "
                 "assumes an even slice spacing, so distances along z are approximate."))
