@@ -35,7 +35,7 @@ import SimpleITK as sitk
 from medseg.errors import DatasetError, MedsegError
 from medseg.io.atomic import atomic_write_text
 from medseg.io.label_colors import color_for
-from medseg.io.volume import Volume, VolumeMeta
+from medseg.io.volume import Volume
 
 IMAGE_SUFFIXES = (".nii.gz", ".nii", ".nrrd", ".nhdr", ".mha", ".mhd")
 LABEL_TAGS = ("_label", "_labels", "_seg", "_mask")
