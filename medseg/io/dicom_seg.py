@@ -41,7 +41,7 @@ from medseg.io.segment_info import Coded, SegmentInfo, default_segments
 from medseg.io.volume import Volume, VolumeMeta
 
 __all__ = ["SegmentInfo", "Coded", "SegWriteResult", "SegReadResult", "write_dicom_seg", "read_dicom_seg",
-           "is_dicom_seg", "regularization_note", "default_segments"]
+           "is_dicom_seg", "regularization_note", "check_can_reference", "default_segments"]
 
 MANUFACTURER = "medseg"
 CT_IMAGE_STORAGE = "1.2.840.10008.5.1.4.1.1.2"
@@ -88,6 +88,13 @@ def regularization_note(image: Volume) -> dict | None:
 
 # --------------------------------------------------------------------------------------------
 # Writing
+
+
+def check_can_reference(image: Volume, path: str | os.PathLike | None = None) -> None:
+    """A DICOM SEG needs the DICOM series it was drawn on; say so before any work is done."""
+    if not image.meta.source_files or image.meta.extra.get("format"):
+        raise SaveError("a DICOM SEG must reference the DICOM series it was drawn on, and this image was not "
+                        "loaded from DICOM", path=path, hint="save as NIfTI or NRRD instead")
 
 
 def _source_datasets(image: Volume) -> list[Any]:
@@ -232,6 +239,7 @@ def write_dicom_seg(
         raise SaveError("the segmentation is empty: there is nothing to save as DICOM SEG", path=path,
                         hint="draw or segment something first, or save a NIfTI label map")
     notes: list[str] = []
+    check_can_reference(image, path)
     datasets = _source_datasets(image)
     _fill_blank_uids(datasets, notes)
     if any("SliceThickness" not in ds or not ds.SliceThickness for ds in datasets):

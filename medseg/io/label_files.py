@@ -175,3 +175,34 @@ def open_segmentation(path: str | os.PathLike, image: Volume) -> LabelFileResult
             return LabelFileResult(result.label_map, result.segments, result.notes, None, result.placement)
         raise MedsegError("not a segmentation: open a DICOM SEG or a NIfTI/NRRD/MHA label map", path=path)
     return read_label_map(path, image)
+
+
+SEG_SUFFIXES = (".dcm",)
+
+
+def segmentation_format(path: str | os.PathLike) -> str:
+    """"dicom-seg" or "label-map" by the name's suffix; anything else is refused now, not after the work."""
+    name = str(path).lower()
+    if name.endswith(SEG_SUFFIXES):
+        return "dicom-seg"
+    if image_suffix(path) in (".nii.gz", ".nii", ".nrrd", ".mha"):
+        return "label-map"
+    raise ImageFormatError("cannot save a segmentation in this format (by its name)", path=path,
+                           hint="use .dcm (DICOM SEG), .nii.gz, .nii, .nrrd or .mha")
+
+
+def save_segmentation(label_map: Volume, image: Volume, path: str | os.PathLike,
+                      segments: list[SegmentInfo] | None = None) -> list[str]:
+    """Save as DICOM SEG (.dcm) or as a label map with its sidecar; returns notes for the user."""
+    from medseg.io.dicom_seg import write_dicom_seg
+
+    if segmentation_format(path) == "dicom-seg":
+        result = write_dicom_seg(label_map, image, path, segments)
+        return [f"DICOM SEG with {len(result.segments)} segments, {result.n_frames} frames "
+                f"({'frames reference their source images' if result.mode == 'acquired' else 'frames on the regular grid'})",
+                *result.notes]
+    written, sidecar = write_label_map(label_map, path, segments, image)
+    notes = [f"label names in {sidecar.name}"]
+    if regularization_note(image):
+        notes.append("the series was regularised; the sidecar records how")
+    return notes
