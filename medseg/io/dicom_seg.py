@@ -416,6 +416,7 @@ def read_dicom_seg(path: str | os.PathLike, image: Volume) -> SegReadResult:
     else:
         along_planes = planes @ normal
         step = _typical_step(along_planes, image.spacing_mm[2])
+        frame_planes = _frame_planes(frames, normal)
         outside = 0
         inexact = 0
         for frame in frames:
@@ -424,12 +425,11 @@ def read_dicom_seg(path: str | os.PathLike, image: Volume) -> SegReadResult:
                 continue
             along = float(frame.position @ normal)
             k_near = int(np.argmin(np.abs(along_planes - along)))
-            distance = abs(along_planes[k_near] - along)
-            if distance <= POSITION_TOLERANCE_VOXEL * step:
-                targets = [k_near]
-            else:
+            # A frame covers the image slices nearer to it than to any other frame (one slice when the SEG
+            # has the image's planes; several when its planes are sparser, e.g. drawn on acquired slices).
+            targets = _nearest_slices(along_planes, along, frame_planes)
+            if abs(along_planes[k_near] - along) > POSITION_TOLERANCE_VOXEL * step or len(targets) > 1:
                 inexact += 1
-                targets = _nearest_slices(along_planes, along, _frame_step(frames, normal, step))
             if not targets:
                 outside += 1
                 continue
@@ -438,7 +438,8 @@ def read_dicom_seg(path: str | os.PathLike, image: Volume) -> SegReadResult:
                     outside += 1
         if inexact:
             placement = "nearest_plane"
-            notes.append(f"{inexact} SEG frames lie between the image's slices: placed on the nearest slices")
+            notes.append(f"{inexact} SEG frames do not coincide with the image's slices: each was placed on the "
+                         "image slices nearest to it")
         if outside:
             notes.append(f"{outside} SEG frames lie (partly) outside the open image and were cut")
     if not label.any():
@@ -493,7 +494,7 @@ def _typical_step(along: np.ndarray, fallback: float) -> float:
     return float(np.median(steps)) if steps.size else float(fallback)
 
 
-def _frame_step(frames: list[_Frame], normal: np.ndarray, fallback: float) -> np.ndarray:
+def _frame_planes(frames: list[_Frame], normal: np.ndarray) -> np.ndarray:
     """The SEG's distinct plane positions along the normal (sorted)."""
     return np.unique(np.round([float(f.position @ normal) for f in frames], 3))
 
@@ -502,10 +503,18 @@ def _nearest_slices(along_planes: np.ndarray, along: float, frame_planes: np.nda
     """Image slices whose nearest SEG plane is this one (half the local plane step either side)."""
     i = int(np.argmin(np.abs(frame_planes - along)))
     steps = np.diff(frame_planes)
-    typical = float(np.median(steps)) if steps.size else float(np.median(np.diff(along_planes))) if along_planes.size > 1 else 1.0
-    # A step far above the typical one is a run of omitted (empty) frames, not a wider plane.
-    below = min(steps[i - 1], 1.5 * typical) if i > 0 else typical
-    above = min(steps[i], 1.5 * typical) if i < steps.size else typical
+    if steps.size == 0:
+        steps = np.diff(along_planes)[:1] if along_planes.size > 1 else np.array([1.0])
+        i = 0
+
+    def gap(j: int) -> float:
+        """Step j, capped: a step far above both its neighbours is a run of omitted (empty) frames."""
+        j = min(max(j, 0), steps.size - 1)
+        neighbours = [steps[n] for n in (j - 1, j + 1) if 0 <= n < steps.size]
+        return float(min(steps[j], 1.5 * max(neighbours))) if neighbours else float(steps[j])
+
+    below = gap(i - 1) if i > 0 else gap(0)
+    above = gap(i) if i < steps.size else gap(steps.size - 1)
     lo, hi = along - below / 2.0, along + above / 2.0
     return [int(k) for k in np.nonzero((along_planes >= lo - 1e-6) & (along_planes < hi - 1e-6))[0]]
 

@@ -90,7 +90,15 @@ def read_sidecar(path: str | os.PathLike) -> tuple[list[SegmentInfo], dict] | No
         return None
     try:
         data = json.loads(sidecar.read_text(encoding="utf-8"))
-        return [SegmentInfo.from_dict(item) for item in data.get("labels", [])], data
+        if isinstance(data.get("labels"), list):
+            return [SegmentInfo.from_dict(item) for item in data["labels"]], data
+        # The plain form `medseg edit` writes: {"<value>": {"name": ..., "color": [...], "locked": ...}}.
+        infos = [SegmentInfo.from_dict({"value": int(value), **row}) for value, row in data.items()
+                 if str(value).isdigit() and isinstance(row, dict)]
+        for info in infos:
+            row = data[str(info.value)]
+            info.extra = {k: row[k] for k in ("locked", "visible") if k in row}
+        return infos, {}
     except (OSError, ValueError, KeyError, TypeError) as error:
         raise ImageFormatError(f"the label-name sidecar is not readable ({error})", path=sidecar,
                                hint="fix or delete it; the label map itself is fine") from error

@@ -79,6 +79,7 @@ class SegmentInfo:
             "type": info.type.as_dict() if info.type else None,
             "algorithm_type": info.algorithm_type, "algorithm_name": info.algorithm_name,
             "algorithm_version": info.algorithm_version,
+            **{k: v for k, v in info.extra.items() if k in ("locked", "visible")},
         }
 
     @classmethod
@@ -90,7 +91,8 @@ class SegmentInfo:
             Coded.from_dict(data["category"]) if data.get("category") else None,
             Coded.from_dict(data["type"]) if data.get("type") else None,
             str(data.get("algorithm_type") or "MANUAL"), str(data.get("algorithm_name") or ""),
-            str(data.get("algorithm_version") or ""))
+            str(data.get("algorithm_version") or ""),
+            {k: bool(data[k]) for k in ("locked", "visible") if k in data})
 
 
 # Names people and models use that the SNOMED dictionary spells differently.
