@@ -74,7 +74,7 @@ class MainWindow(QMainWindow):
         self.setWindowTitle("medseg")
         self.setAcceptDrops(True)
         self.document = ViewerDocument()
-        self.document.presets = app_shell.load_presets()
+        self.document.set_presets(app_shell.load_presets())
         self.loader = StudyLoader(self.document, self)
         self.viewer = ViewerPanel(self.document, self)
         self.window_panel = WindowPanel(self.document, self)
@@ -451,15 +451,8 @@ class MainWindow(QMainWindow):
 
     def _on_name_set(self, name_set: str) -> None:
         self.loader.label_name_set = name_set
-        from medseg.gui.label_table import build_label_table
-
         if self.document.label_map is not None:
-            old = self.document.labels
-            table = build_label_table(list(old), self.document.label_map.meta.labels, name_set)
-            for value, entry in table.items():
-                entry.visible, entry.color = old[value].visible, old[value].color
-            self.document.labels = table
-            self.document.labels_changed.emit()
+            self.document.rename_labels_from(name_set)
 
     # --- view commands -------------------------------------------------------------------------
     def set_layout(self, name: str) -> None:
@@ -483,7 +476,7 @@ class MainWindow(QMainWindow):
         self.dialog.open()
 
     def _on_presets_edited(self) -> None:
-        self.document.presets = self.dialog.presets()
+        self.document.set_presets(self.dialog.presets())
         app_shell.save_presets(self.document.presets)
         self.window_panel.refresh_presets()
 

@@ -14,14 +14,14 @@ import queue
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
 from medseg import io as medseg_io
 from medseg.edit.document import LabelEntry, ViewerDocument
-from medseg.errors import Cancelled
+from medseg.errors import Cancelled, MedsegError
 from medseg.gui.jobs import Job
 from medseg.gui.label_table import build_label_table
 from medseg.io.volume import Volume, VolumeMeta
@@ -76,6 +76,10 @@ class SegmentResult:
     fallbacks: list[str]
 
 
+class ImageChangedError(MedsegError):
+    """A job's result belongs to an image that is no longer the open one."""
+
+
 class StudyLoader(QObject):
     """Starts load jobs and applies their results to the document (GUI thread)."""
 
@@ -92,6 +96,8 @@ class StudyLoader(QObject):
         self.job: Job | None = None
         self.source: str | None = None  # what the current image was opened from
         self.label_name_set = "From file"
+        # Which result labels a Segment adds (None: replace every unlocked voxel); the Segment panel sets it.
+        self.merge_values: Callable[[SegmentResult], list[int] | None] | None = None
         self._slices: queue.Queue = queue.Queue()
         self._preview: Volume | None = None
         self._snapshot: _Snapshot | None = None
@@ -224,12 +230,7 @@ class StudyLoader(QObject):
     def _restore(self, snapshot: _Snapshot) -> None:
         doc = self.document
         if snapshot.volume is None:
-            doc.volume = None
-            doc.label_map = None
-            doc.labels = {}
-            doc.is_synthetic = False
-            doc.volume_changed.emit()
-            doc.label_map_changed.emit()
+            doc.close_image()
             return
         doc.set_volume(snapshot.volume, synthetic=snapshot.synthetic, keep_view=True)
         if snapshot.label_map is not None:
@@ -291,14 +292,21 @@ class StudyLoader(QObject):
                                  dict(result.volumes_ml), list(result.fallbacks))
 
         self._snapshot = None
+        self._segment_generation = self.document.image_generation
         return self._start("segment", work, self._on_segmented)
 
     @Slot(object)
     def _on_segmented(self, result: SegmentResult) -> None:
         self._finish_job()
-        if self.document.volume is None or not result.label_map.same_grid(self.document.volume):
-            return  # the image was closed or replaced meanwhile
-        self.document.set_label_map(result.label_map, result.labels)
+        doc = self.document
+        if (doc.volume is None or doc.image_generation != getattr(self, "_segment_generation", None)
+                or not result.label_map.same_grid(doc.volume)):
+            self.failed.emit(ImageChangedError(
+                "the image changed while it was being segmented, so the result was not applied",
+                hint="press Segment again for the image now open"))
+            return
+        values = self.merge_values(result) if self.merge_values is not None else None
+        doc.merge_segmentation(result.label_map, result.labels, values, f"Segment ({result.model_name})")
         log.info("segmented with %s on %s in %.1f s", result.model_name, result.device, result.seconds)
         self.segmented.emit(result)
 
