@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,12 +26,31 @@ from typing import IO, Iterator
 from medseg.errors import SaveError
 
 
+def _errno_of(error: BaseException) -> int | None:
+    """The OS error number, also when a writer (pydicom) re-raised it with its own message."""
+    seen = error
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.errno:
+            return seen.errno
+        match = re.search(r"\[Errno (\d+)\]", str(seen))
+        if match:
+            return int(match.group(1))
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+def _reason(error: OSError) -> str:
+    number = _errno_of(error)
+    return os.strerror(number) if number else (error.strerror or str(error).splitlines()[0][:200])
+
+
 def _hint(error: OSError) -> str:
-    if error.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+    number = _errno_of(error)
+    if number in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
         return "the disk is full or the file is too large; free some space or choose another folder"
-    if error.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+    if number in (errno.EACCES, errno.EPERM, errno.EROFS):
         return "the folder is not writable; choose another folder"
-    if error.errno == errno.ENOENT:
+    if number == errno.ENOENT:
         return "the folder no longer exists; choose another folder"
     return "check free disk space and write permission"
 
@@ -88,7 +108,7 @@ def atomic_path(path: str | os.PathLike, suffix: str | None = None) -> Iterator[
         fsync_folder(path.parent)
     except OSError as error:
         temp.unlink(missing_ok=True)
-        raise SaveError(f"cannot write ({error.strerror or error})", path=path, hint=_hint(error)) from error
+        raise SaveError(f"cannot write ({_reason(error)})", path=path, hint=_hint(error)) from error
     except BaseException:
         temp.unlink(missing_ok=True)
         raise

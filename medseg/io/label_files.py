@@ -21,8 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-from medseg.errors import GeometryError, ImageFormatError, MedsegError
-from medseg.io.atomic import atomic_write_text
+from medseg.errors import GeometryError, ImageFormatError, MedsegError, SaveError
+from medseg.io.atomic import atomic_write_text, check_writable
 from medseg.io.dicom_seg import regularization_note
 from medseg.io.image_files import IMAGE_SUFFIXES, image_suffix, read_image, write_image
 from medseg.io.resample import resample_to
@@ -79,9 +79,26 @@ def write_label_map(label_map: Volume, path: str | os.PathLike, segments: list[S
     if array.dtype not in (np.uint8, np.uint16):
         dtype = np.uint8 if (array.max(initial=0) <= 255 and array.min(initial=0) >= 0) else np.uint16
         label_map = label_map.with_array(array.astype(dtype))
-    written = write_image(label_map, path)
+    try:
+        written = write_image(label_map, path)
+    except SaveError:
+        raise
+    except ImageFormatError as error:
+        raise _save_error(path, error) from error
     sidecar = atomic_write_text(sidecar_path(path), json.dumps(_sidecar(label_map, image, infos), indent=1) + "\n")
     return written, sidecar
+
+
+def _save_error(path: Path, error: ImageFormatError) -> SaveError:
+    """ITK does not say why a write failed: find out what can be found out, and say so."""
+    if not path.parent.is_dir():
+        return SaveError("the folder does not exist", path=path.parent, hint="create it or choose another folder")
+    try:
+        check_writable(path)
+    except SaveError as writable:
+        return writable
+    return SaveError(f"cannot write the label map ({error.message})", path=path,
+                     hint="the disk may be full or the file too large; free some space or choose another folder")
 
 
 def read_sidecar(path: str | os.PathLike) -> tuple[list[SegmentInfo], dict] | None:
