@@ -89,6 +89,12 @@ def test_highdicom_reads_every_seg_medseg_writes(case) -> None:
         assert first.algorithm_type.value == "SEMIAUTOMATIC"
         assert first.segmented_property_type.meaning == "Bone"
     assert seg.FrameOfReferenceUID
+    # The step the SEG states is the one its frames have (sources may carry a stale Spacing Between Slices).
+    measures = seg.SharedFunctionalGroupsSequence[0].PixelMeasuresSequence[0]
+    if image.meta.extra.get("slice_positions_mm") is not None:
+        assert "SpacingBetweenSlices" not in measures  # acquired steps vary: no single step is true
+    elif "SpacingBetweenSlices" in measures and image.shape_zyx[0] > 1:
+        assert float(measures.SpacingBetweenSlices) == pytest.approx(image.spacing_mm[2], abs=1e-3)
     series_refs = [item.SeriesInstanceUID for item in seg.ReferencedSeriesSequence]
     assert len(series_refs) == 1 and series_refs[0]
 
