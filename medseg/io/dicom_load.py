@@ -137,7 +137,8 @@ def load_series(
             findings.append(GeometryFinding(
                 "regularized",
                 f"Resampled onto a regular grid ({', '.join(reasons)}): {details['size_xyz'][2]} slices "
-                f"{details['slice_step_mm']} mm apart along the slice normal; load with regularize=False for the raw stack.",
+                f"{details['slice_step_mm']} mm apart along the slice normal. The acquired slices can be shown instead "
+                f"(View > Acquired slices; --raw-stack on the command line).",
                 {**details, "reasons": reasons}))
             extra["raw_stack"] = False
         else:
