@@ -69,6 +69,22 @@ def fsync_folder(folder: Path) -> None:
         os.close(fd)
 
 
+def _file_mode(path: Path) -> int:
+    """The replaced file's mode, else what open() would give a new file (0666 less the umask)."""
+    try:
+        return path.stat().st_mode & 0o7777
+    except OSError:
+        pass
+    umask = 0o022
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                umask = int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    return 0o666 & ~umask
+
+
 def check_writable(path: str | os.PathLike) -> Path:
     """Fail now, not after an hour of work, when ``path`` cannot be written (folder missing or read-only)."""
     path = Path(path)
@@ -96,6 +112,10 @@ def atomic_path(path: str | os.PathLike, suffix: str | None = None) -> Iterator[
         suffix = "".join(path.suffixes) or ".tmp"
     try:
         fd, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix, dir=path.parent)
+        try:
+            os.fchmod(fd, _file_mode(path))  # mkstemp makes 0600: a saved file must be as readable as any other
+        except (OSError, AttributeError):
+            pass
         os.close(fd)
     except OSError as error:
         raise SaveError(f"cannot write ({error.strerror})", path=path, hint=_hint(error)) from error

@@ -37,7 +37,7 @@ import numpy as np
 
 from medseg.errors import GeometryError, MedsegError, SaveError
 from medseg.io.atomic import atomic_path
-from medseg.io.segment_info import Coded, SegmentInfo, default_segments
+from medseg.io.segment_info import Coded, SegmentInfo, default_segments, label_values, remap_values
 from medseg.io.volume import Volume, VolumeMeta
 
 __all__ = ["SegmentInfo", "Coded", "SegWriteResult", "SegReadResult", "write_dicom_seg", "read_dicom_seg",
@@ -244,7 +244,7 @@ def write_dicom_seg(
     if not path.parent.is_dir():
         raise SaveError("the folder does not exist", path=path.parent, hint="create it or choose another folder")
     array = np.asarray(label_map.array)
-    present = [int(v) for v in np.nonzero(np.bincount(array.ravel()))[0] if v != 0]
+    present = label_values(array)
     given = {s.value: s for s in (segments or [])}
     names = dict(label_map.meta.labels)
     infos = [given[v].resolved() if v in given else default_segments([v], names)[0] for v in present]
@@ -265,7 +265,7 @@ def write_dicom_seg(
     lut = np.zeros(int(array.max()) + 1, dtype=np.uint16 if len(infos) > 255 else np.uint8)
     for number, info in enumerate(infos, start=1):
         lut[info.value] = number
-    numbered = lut[array]
+    numbered = remap_values(array, lut)
     if any(info.value != number for number, info in enumerate(infos, start=1)):
         notes.append("label values were renumbered 1..N as DICOM requires: " +
                      ", ".join(f"{info.value}->{n}" for n, info in enumerate(infos, start=1) if info.value != n))
@@ -275,7 +275,7 @@ def write_dicom_seg(
     regular = regularization_note(image)
     if acquired is not None:
         sources, order = acquired
-        pixel_array: Any = numbered[order]
+        pixel_array: Any = numbered if order == list(range(len(order))) else numbered[order]
         mode = "acquired"
         # The source's own Spacing Between Slices can be stale (copied headers, overlapping reconstructions):
         # the SEG states the step it really has, and none where the acquired steps vary.

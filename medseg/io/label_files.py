@@ -26,7 +26,7 @@ from medseg.io.atomic import atomic_write_text, check_writable
 from medseg.io.dicom_seg import regularization_note
 from medseg.io.image_files import IMAGE_SUFFIXES, image_suffix, read_image, write_image
 from medseg.io.resample import resample_to
-from medseg.io.segment_info import SegmentInfo, default_segments
+from medseg.io.segment_info import SegmentInfo, default_segments, label_values
 from medseg.io.volume import Volume, VolumeMeta
 
 SIDECAR_SUFFIX = ".labels.json"
@@ -71,7 +71,7 @@ def write_label_map(label_map: Volume, path: str | os.PathLike, segments: list[S
     """Write the label map (format by suffix) and its ``.labels.json`` sidecar, both atomically."""
     path = Path(path)
     array = np.asarray(label_map.array)
-    present = [int(v) for v in np.unique(array) if v != 0]
+    present = label_values(array)
     given = {s.value: s.resolved() for s in segments or []}
     described = sorted(set(present) | set(given))
     names = dict(label_map.meta.labels)
@@ -152,7 +152,7 @@ def read_label_map(path: str | os.PathLike, image: Volume) -> LabelFileResult:
                                 hint="open the image it was drawn on")
     dtype = np.uint8 if array.max(initial=0) <= 255 else np.uint16
     array = np.ascontiguousarray(array.astype(dtype, copy=False))
-    present = [int(v) for v in np.unique(array) if v != 0]
+    present = label_values(array)
     if sidecar is not None:
         segments, data = sidecar
         by_value = {s.value: s for s in segments}

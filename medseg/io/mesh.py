@@ -24,6 +24,7 @@ from scipy import ndimage
 
 from medseg.errors import MedsegError, SaveError
 from medseg.io.atomic import atomic_write_bytes
+from medseg.io.segment_info import label_values
 from medseg.io.volume import Volume
 
 FORMATS = ("stl", "obj")
@@ -40,18 +41,22 @@ class MeshResult:
     bbox_max_lps: tuple[float, float, float]
 
 
-def label_surface(label_map: Volume, value: int) -> tuple[np.ndarray, np.ndarray]:
-    """(vertices (N, 3) in LPS mm, faces (M, 3)) of the surface around voxels equal to ``value``."""
+def label_surface(label_map: Volume, value: int, box: tuple[slice, ...] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(vertices (N, 3) in LPS mm, faces (M, 3)) of the surface around voxels equal to ``value``.
+
+    ``box``: the label's bounding box (z, y, x slices) when already known (scipy's find_objects).
+    """
     from skimage.measure import marching_cubes
 
-    mask = np.asarray(label_map.array) == value
-    boxes = ndimage.find_objects(mask.astype(np.uint8))
-    if not boxes or boxes[0] is None:
+    labels = np.asarray(label_map.array)
+    if box is None:
+        boxes = ndimage.find_objects((labels == value).astype(np.uint8))
+        box = boxes[0] if boxes else None
+    if box is None:
         return np.zeros((0, 3)), np.zeros((0, 3), dtype=np.int64)
-    box = boxes[0]
     start = np.array([s.start for s in box])  # (z, y, x)
     # One voxel of background around the crop closes the surface at the volume's edges.
-    cropped = np.pad(mask[box], 1).astype(np.float32)
+    cropped = np.pad(labels[box] == value, 1).astype(np.float32)
     verts_zyx, faces, _, _ = marching_cubes(cropped, level=0.5, method="lewiner", allow_degenerate=False)
     index_zyx = verts_zyx - 1.0 + start
     vertices = label_map.index_to_physical(index_zyx[:, ::-1])
@@ -82,10 +87,15 @@ def write_label_meshes(label_map: Volume, folder: str | os.PathLike, names: dict
     if not folder.is_dir():
         raise SaveError("the folder does not exist", path=folder, hint="create it or choose another folder")
     names = names or dict(label_map.meta.labels)
-    present = [int(v) for v in np.unique(label_map.array) if v != 0]
+    present = label_values(label_map.array)
+    labels = np.asarray(label_map.array)
+    boxes = ndimage.find_objects(labels if labels.dtype.kind in "ui" else labels.astype(np.int32))
     results = []
     for value in values if values is not None else present:
-        vertices, faces = label_surface(label_map, value)
+        box = boxes[value - 1] if 0 < value <= len(boxes) else None
+        if box is None:
+            continue
+        vertices, faces = label_surface(label_map, value, box)
         if len(faces) == 0:
             continue
         name = names.get(value, f"label_{value}")

@@ -13,6 +13,8 @@ import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+import numpy as np
+
 from medseg.io.label_colors import color_for
 
 ALGORITHM_TYPES = ("AUTOMATIC", "SEMIAUTOMATIC", "MANUAL")
@@ -141,3 +143,26 @@ def default_segments(values: list[int], names: dict[int, str] | None = None,
     return [SegmentInfo(int(v), names.get(int(v)) or f"label {int(v)}", None, None, None,
                         algorithm_type, algorithm_name, algorithm_version).resolved()
             for v in sorted(set(int(v) for v in values)) if v != 0]
+
+
+def label_values(array: np.ndarray) -> list[int]:
+    """The non-zero values present in a label array, slice by slice (np.unique sorts all voxels and
+    fancy indexing makes an 8-byte index per voxel: both cost seconds and gigabytes on a large CT)."""
+    array = np.asarray(array)
+    if array.dtype.kind not in "ui" or array.dtype.itemsize > 2 or array.ndim == 0:
+        return [int(v) for v in np.unique(array) if v != 0]
+    counts = np.zeros(int(array.max(initial=0)) + 1, dtype=np.int64)
+    for plane in array.reshape(array.shape[0], -1) if array.ndim > 1 else [array]:
+        found = np.bincount(plane, minlength=counts.size)
+        counts += found[: counts.size]
+    return [int(v) for v in np.nonzero(counts)[0] if v != 0]
+
+
+def remap_values(array: np.ndarray, lut: np.ndarray) -> np.ndarray:
+    """``lut[array]`` slice by slice (no full-volume 8-byte index), or ``array`` itself when ``lut`` is identity."""
+    if np.array_equal(lut, np.arange(lut.size)) and array.dtype == lut.dtype:
+        return array
+    out = np.empty(array.shape, dtype=lut.dtype)
+    for k in range(array.shape[0]):
+        out[k] = lut[array[k]]
+    return out

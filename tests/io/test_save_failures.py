@@ -96,3 +96,14 @@ def test_read_only_folder_is_a_clear_failure(ct_dir: Path, tmp_path: Path) -> No
     report = _probe(ct_dir, target, prefix)
     assert report["error"] and "not writable" in report["error"]
     assert report["edits_kept"] and report["old_file_intact"]
+
+
+def test_saved_files_are_readable_like_any_new_file(small_case, tmp_path: Path) -> None:
+    import os
+
+    image, label_map = small_case
+    save_segmentation(label_map, image, tmp_path / "seg.nii.gz")
+    umask = os.umask(0o022)
+    os.umask(umask)
+    for name in ("seg.nii.gz", "seg.labels.json"):
+        assert (tmp_path / name).stat().st_mode & 0o777 == 0o666 & ~umask
