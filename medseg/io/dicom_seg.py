@@ -277,13 +277,12 @@ def write_dicom_seg(
         sources, order = acquired
         pixel_array: Any = numbered if order == list(range(len(order))) else numbered[order]
         mode = "acquired"
-        # The source's own Spacing Between Slices can be stale (copied headers, overlapping reconstructions):
-        # the SEG states the step it really has, and none where the acquired steps vary.
-        sx, sy, sz = image.spacing_mm
-        thickness = float(sources[0].get("SliceThickness") or sz)
-        regular_steps = image.meta.extra.get("slice_positions_mm") is None and image.shape_zyx[0] > 1
-        kwargs["pixel_measures"] = hd.PixelMeasuresSequence(
-            pixel_spacing=(sy, sx), slice_thickness=thickness, spacing_between_slices=sz if regular_steps else None)
+        # The source's own Spacing Between Slices can be stale (copied headers, overlapping reconstructions)
+        # and highdicom copies it over any pixel measures given: without it, highdicom states the step the
+        # frames' positions really have, and none where the acquired steps vary.
+        for dataset in sources:
+            if "SpacingBetweenSlices" in dataset:
+                del dataset.SpacingBetweenSlices
     else:
         sources = datasets
         pixel_array = _regular_volume(numbered, image, str(datasets[0].FrameOfReferenceUID))

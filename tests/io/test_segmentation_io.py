@@ -227,3 +227,20 @@ def test_a_label_map_elsewhere_in_space_is_refused(ct_dir: Path, tmp_path: Path)
     write_label_map(far, tmp_path / "far.nii.gz")
     with pytest.raises(GeometryError, match="outside the open image"):
         read_label_map(tmp_path / "far.nii.gz", image)
+
+
+def test_a_stale_spacing_between_slices_is_not_copied_into_the_seg(ct_dir: Path, tmp_path: Path) -> None:
+    """Copied headers often keep another series' Spacing Between Slices (the GE chest slice in
+    shared/data says 6.5 mm); readers such as dcmqi trust it, so the SEG must state the frames' own step."""
+    series = tmp_path / "series"
+    series.mkdir()
+    for source in sorted((ct_dir / "dcmqi_ct3slice_masks" / "image").iterdir()):
+        ds = pydicom.dcmread(source)
+        ds.SpacingBetweenSlices = 6.5
+        ds.save_as(series / source.name)
+    image = load(series)
+    write_dicom_seg(edited_label_map(image), image, tmp_path / "seg.dcm")
+    measures = pydicom.dcmread(str(tmp_path / "seg.dcm"), stop_before_pixels=True) \
+        .SharedFunctionalGroupsSequence[0].PixelMeasuresSequence[0]
+    positions = [float(pydicom.dcmread(p, stop_before_pixels=True).ImagePositionPatient[2]) for p in series.iterdir()]
+    assert float(measures.SpacingBetweenSlices) == pytest.approx(np.median(np.diff(sorted(positions))), abs=1e-3)
