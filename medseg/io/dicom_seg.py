@@ -270,19 +270,18 @@ def write_dicom_seg(
         notes.append("label values were renumbered 1..N as DICOM requires: " +
                      ", ".join(f"{info.value}->{n}" for n, info in enumerate(infos, start=1) if info.value != n))
 
+    # The source's own Spacing Between Slices can be stale (copied headers, overlapping reconstructions)
+    # and highdicom copies it over the pixel measures it is given: without it, highdicom states the step
+    # the frames' positions really have, and none where the acquired steps vary.
+    for dataset in datasets:
+        if "SpacingBetweenSlices" in dataset:
+            del dataset.SpacingBetweenSlices
     acquired = _acquired_order(image, datasets)
-    kwargs: dict[str, Any] = {}
     regular = regularization_note(image)
     if acquired is not None:
         sources, order = acquired
         pixel_array: Any = numbered if order == list(range(len(order))) else numbered[order]
         mode = "acquired"
-        # The source's own Spacing Between Slices can be stale (copied headers, overlapping reconstructions)
-        # and highdicom copies it over any pixel measures given: without it, highdicom states the step the
-        # frames' positions really have, and none where the acquired steps vary.
-        for dataset in sources:
-            if "SpacingBetweenSlices" in dataset:
-                del dataset.SpacingBetweenSlices
     else:
         sources = datasets
         pixel_array = _regular_volume(numbered, image, str(datasets[0].FrameOfReferenceUID))
@@ -309,7 +308,6 @@ def write_dicom_seg(
                 series_description=series_description[:64],
                 content_label="SEGMENTATION",
                 content_description=(series_description or "")[:64] or None,
-                **kwargs,
             )
         except MedsegError:
             raise
