@@ -24,6 +24,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    from medseg.errors import SaveError
     from medseg.io import load
     from medseg.io.atomic import check_writable
     from medseg.io.label_files import open_segmentation
@@ -31,7 +32,10 @@ def run(args: argparse.Namespace) -> int:
 
     folder = Path(args.output)
     if not folder.exists() and folder.parent.is_dir():
-        folder.mkdir()
+        try:
+            folder.mkdir()
+        except OSError as error:
+            raise SaveError(f"cannot create the folder ({error.strerror})", path=folder) from error
     check_writable(folder / "probe.stl")
     image = load(args.image, series_uid=args.series, regularize=not args.raw_stack)
     opened = open_segmentation(args.segmentation, image)

@@ -22,7 +22,7 @@ from PySide6.QtWidgets import QFileDialog, QWidget
 
 from medseg.edit.document import ViewerDocument
 from medseg.edit.label_map import CodedConcept, LabelEntry
-from medseg.errors import GeometryError, MedsegError
+from medseg.errors import GeometryError, MedsegError, SaveError
 from medseg.gui.jobs import Job
 from medseg.io.segment_info import Coded, SegmentInfo
 
@@ -150,7 +150,10 @@ class SegmentationFiles(QObject):
             if mesh:
                 folder = path.with_suffix("")  # "liver.stl" -> folder "liver" with one file per label
                 check_writable(folder.parent / "probe")
-                folder.mkdir(exist_ok=True)
+                try:
+                    folder.mkdir(exist_ok=True)
+                except OSError as error:
+                    raise SaveError(f"cannot create the folder ({error.strerror})", path=folder) from error
                 results = write_label_meshes(snapshot, folder, {s.value: s.name for s in segments},
                                              fmt=path.suffix.lstrip("."))
                 return path, [f"{len(results)} surfaces in {folder}"], True
