@@ -40,6 +40,26 @@ def union_box(a: Box, b: Box) -> Box:
     return (tuple(min(x, y) for x, y in zip(a[0], b[0])), tuple(max(x, y) for x, y in zip(a[1], b[1])))  # type: ignore[return-value]
 
 
+def value_counts(values: np.ndarray, chunk: int = 1 << 22) -> np.ndarray:
+    """np.bincount without its int64 copy of the whole input (in chunks), and O(1) for a constant fill."""
+    if values.size == 0:
+        return np.zeros(1, dtype=np.int64)
+    first = int(values[0])
+    if values.size > 64 and int(values.min()) == first == int(values.max()):
+        counts = np.zeros(first + 1, dtype=np.int64)
+        counts[first] = values.size
+        return counts
+    counts = np.zeros(1, dtype=np.int64)
+    for start in range(0, values.size, chunk):
+        part = np.bincount(values[start:start + chunk])
+        if part.size > counts.size:
+            part[:counts.size] += counts
+            counts = part
+        else:
+            counts[:part.size] += part
+    return counts
+
+
 @dataclass
 class Delta:
     """Voxels of ``box`` at ``where`` change from ``old`` to ``new`` (arrays in the same order)."""
@@ -101,9 +121,17 @@ class Delta:
         local = np.unravel_index(self.flat_index(), self.shape)
         return np.ravel_multi_index(tuple(c + o for c, o in zip(local, self.box[0])), shape_zyx)
 
+    def histograms(self) -> tuple[np.ndarray, np.ndarray]:
+        """Voxel counts per value of ``old`` and of ``new`` (cached: counts and events both need them)."""
+        cached = getattr(self, "_histograms", None)
+        if cached is None:
+            cached = self._histograms = (value_counts(self.old), value_counts(self.new))
+        return cached
+
     def values(self) -> frozenset[int]:
         """Every label value this change touches (old and new)."""
-        return frozenset(int(v) for v in np.union1d(np.unique(self.old), np.unique(self.new)))
+        old, new = self.histograms()
+        return frozenset(int(v) for v in np.flatnonzero(old)) | frozenset(int(v) for v in np.flatnonzero(new))
 
     # --- applying -------------------------------------------------------------------------
     def write(self, array: np.ndarray, values: np.ndarray) -> None:
@@ -119,7 +147,11 @@ class Delta:
             block[self.mask()] = values
 
     def inverse(self) -> "Delta":
-        return Delta(self.box, self.index, self.bits, self.new, self.old)
+        inverse = Delta(self.box, self.index, self.bits, self.new, self.old)
+        cached = getattr(self, "_histograms", None)
+        if cached is not None:
+            inverse._histograms = (cached[1], cached[0])  # type: ignore[attr-defined]
+        return inverse
 
     # --- combining -------------------------------------------------------------------------
     @classmethod

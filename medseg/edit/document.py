@@ -231,13 +231,16 @@ class ViewerDocument:
 
     def _write(self, delta: Delta, values: np.ndarray) -> None:
         label_map = self.label_map if self.label_map is not None else self.new_label_map()
-        old = delta.old if values is delta.new else delta.new
-        widened = label_map.widen_for(int(values.max(initial=0)))
+        forward = values is delta.new
+        old_counts, new_counts = delta.histograms()
+        removed, added = (old_counts, new_counts) if forward else (new_counts, old_counts)
+        widened = label_map.widen_for(added.size - 1)
         delta.write(label_map.array, values)
-        label_map.update_counts(old, values)
-        added = [int(v) for v in np.unique(values) if v and int(v) not in label_map.labels]
-        for value in added:
+        label_map.update_counts(removed, added)
+        new_values = [int(v) for v in np.flatnonzero(added) if v and int(v) not in label_map.labels]
+        for value in new_values:
             label_map.ensure_entry(value)
+        added = new_values
         if widened:
             self.label_map_changed.emit()
         else:

@@ -17,6 +17,7 @@ from typing import Iterable, Mapping
 
 import numpy as np
 
+from medseg.edit.delta import value_counts
 from medseg.errors import GeometryError, MedsegError
 from medseg.io.label_colors import color_for, totalsegmentator_name
 from medseg.io.volume import Volume
@@ -86,7 +87,7 @@ class LabelMap(Volume):
         if meta is not None:
             kwargs["meta"] = meta
         super().__init__(array, spacing_mm, origin_mm, **kwargs)
-        self.counts = np.bincount(self.array.ravel(), minlength=2).astype(np.int64)
+        self.counts = np.pad(value_counts(self.array.ravel()), (0, 1))
         present = [int(v) for v in np.nonzero(self.counts)[0] if v]
         table = dict(labels) if labels is not None else {}
         names = self.meta.labels
@@ -160,13 +161,17 @@ class LabelMap(Volume):
         voxel_ml = self.voxel_volume_ml
         return {int(v): float(self.counts[v] * voxel_ml) for v in np.nonzero(self.counts)[0] if v != 0}
 
-    def update_counts(self, old_values: np.ndarray, new_values: np.ndarray) -> None:
-        """Adjust the per-value counts for voxels that changed from ``old_values`` to ``new_values``."""
-        top = int(max(old_values.max(initial=0), new_values.max(initial=0))) + 1
+    def recount(self) -> None:
+        """Count every value again (only after writing the array directly, outside the document)."""
+        self.counts = np.pad(value_counts(self.array.ravel()), (0, 1))
+
+    def update_counts(self, removed: np.ndarray, added: np.ndarray) -> None:
+        """Adjust the per-value counts: ``removed``/``added`` are per-value voxel counts of a change."""
+        top = max(removed.size, added.size)
         if top > len(self.counts):
             self.counts = np.concatenate([self.counts, np.zeros(top - len(self.counts), np.int64)])
-        self.counts[:top] -= np.bincount(old_values.ravel(), minlength=top)[:top]
-        self.counts[:top] += np.bincount(new_values.ravel(), minlength=top)[:top]
+        self.counts[:removed.size] -= removed
+        self.counts[:added.size] += added
 
     def to_volume(self) -> Volume:
         """A plain Volume sharing this array, with the table's names in ``meta.labels``."""

@@ -49,17 +49,22 @@ def ball_mask(points_zyx: Sequence[Sequence[float]], radius_mm: float, spacing_z
     lo, hi = _box_for(points, radius_mm, spacing, np.asarray(shape_zyx), plane_axis)
     if np.any(hi <= lo):
         return None
-    axes = [((np.arange(a, b) * s)) for a, b, s in zip(lo, hi, spacing)]
     mask = np.zeros(tuple(hi - lo), dtype=bool)
+    reach = radius_mm / spacing
     r2 = radius_mm * radius_mm
     for point in points:
-        centre = point * spacing
-        dz = (axes[0] - centre[0])[:, None, None] ** 2
-        dy = (axes[1] - centre[1])[None, :, None] ** 2
-        dx = (axes[2] - centre[2])[None, None, :] ** 2
+        # each ball only over its own small box inside the stroke's box (a long stroke stays linear in its length)
+        b_lo = np.maximum(np.floor(point - reach).astype(int), lo)
+        b_hi = np.minimum(np.floor(point + reach).astype(int) + 1, hi)
         if plane_axis is not None:
-            (dz, dy, dx)[plane_axis][...] = 0.0
-        mask |= (dz + dy) + dx <= r2
+            b_lo[plane_axis] = int(point[plane_axis])
+            b_hi[plane_axis] = int(point[plane_axis]) + 1
+        if np.all(b_hi > b_lo):
+            d = [((np.arange(a, b) - p) * s) ** 2 for a, b, p, s in zip(b_lo, b_hi, point, spacing)]
+            if plane_axis is not None:
+                d[plane_axis][...] = 0.0
+            ball = (d[0][:, None, None] + d[1][None, :, None]) + d[2][None, None, :] <= r2
+            mask[tuple(slice(a - o, b - o) for a, b, o in zip(b_lo, b_hi, lo))] |= ball
         nearest = np.rint(point).astype(int) - lo
         if np.all(nearest >= 0) and np.all(nearest < mask.shape):
             mask[tuple(nearest)] = True  # a brush smaller than a voxel still paints the voxel under it

@@ -1,7 +1,7 @@
 """Flood fill (2D on the view's plane or 3D) from a seed, within an HU range or within the seed's label region.
 
 Face connectivity (6 in 3D, 4 in 2D), as ITK-SNAP and napari fill. The region is found
-by ITK's ConnectedThreshold (SimpleITK), then painted through the usual rules, so locked
+with ITK (SimpleITK: flood fill or connected components, whichever is faster), then painted through the usual rules, so locked
 labels and the HU mask hold here as for the brush.
 """
 
@@ -18,14 +18,26 @@ from medseg.errors import MedsegError
 from medseg.io.volume import Volume
 
 
-def connected_region(array: np.ndarray, seed_zyx: Sequence[int], low: float, high: float) -> np.ndarray:
-    """Voxels face-connected to ``seed_zyx`` whose value lies in [low, high] (bool, shape of ``array``)."""
+def connected_region(criterion: np.ndarray, seed: Sequence[int]) -> np.ndarray:
+    """Voxels of ``criterion`` (bool) face-connected to ``seed`` (bool, shape of ``criterion``).
+
+    ITK's flood fill (ConnectedThreshold) visits only the region, which is quickest for a
+    small one but single-threaded (10 s for 48 M voxels here); ITK's connected components
+    label the whole block multi-threaded in about 1 s whatever the region. The criterion's
+    voxel count picks the faster.
+    """
     import SimpleITK as sitk
 
-    image = sitk.GetImageFromArray(array)
-    seed = [int(v) for v in reversed(seed_zyx)]  # ITK index order is x, y, z
-    region = sitk.ConnectedThreshold(image, seedList=[seed], lower=float(low), upper=float(high), replaceValue=1)
-    return sitk.GetArrayViewFromImage(region).astype(bool)
+    seed = tuple(int(v) for v in seed)
+    if not criterion[seed]:
+        return np.zeros(criterion.shape, dtype=bool)
+    image = sitk.GetImageFromArray(criterion.view(np.uint8))
+    if np.count_nonzero(criterion) < 0.05 * criterion.size:
+        region = sitk.ConnectedThreshold(image, seedList=[list(reversed(seed))], lower=1, upper=1, replaceValue=1)
+        return sitk.GetArrayFromImage(region).view(bool)
+    islands = sitk.ConnectedComponent(image, False)  # face connectivity, as the flood fill
+    ids = sitk.GetArrayViewFromImage(islands)
+    return ids == ids[seed]
 
 
 def flood_fill(label_map: LabelMap, seed_zyx: Sequence[int], value: int, rules: PaintRules = PaintRules(),
@@ -44,16 +56,15 @@ def flood_fill(label_map: LabelMap, seed_zyx: Sequence[int], value: int, rules: 
     if hu_range is not None:
         if image is None:
             raise MedsegError("filling within an HU range needs the image")
-        source = image.array[tuple(sl)]
-        low, high = hu_range
+        hu = image.array[tuple(sl)]
+        criterion = (hu >= hu_range[0]) & (hu <= hu_range[1])
     else:
-        source = label_map.array[tuple(sl)]
-        low = high = float(label_map.array[seed])
+        criterion = label_map.array[tuple(sl)] == label_map.array[seed]
     local_seed = [s - o for s, o in zip(seed, lo)]
     if plane_axis is not None:
         keep = [a for a in range(3) if a != plane_axis]
-        region = connected_region(np.squeeze(source, axis=plane_axis), [local_seed[a] for a in keep], low, high)
+        region = connected_region(np.squeeze(criterion, axis=plane_axis), [local_seed[a] for a in keep])
         region = np.expand_dims(region, plane_axis)
     else:
-        region = connected_region(source, local_seed, low, high)
+        region = connected_region(criterion, local_seed)
     return paint_mask(label_map, tuple(lo), region, value, rules, image)  # type: ignore[arg-type]

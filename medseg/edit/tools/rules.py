@@ -36,21 +36,21 @@ class PaintRules:
             raise MedsegError(f"the HU range {self.hu_range[0]:g}…{self.hu_range[1]:g} is empty (low > high)")
 
 
-def writable(label_map: LabelMap, before: np.ndarray, rules: PaintRules, value: int) -> np.ndarray:
-    """Voxels of ``before`` (a block of the label map) that a paint with ``value`` may change."""
+def writable(label_map: LabelMap, before: np.ndarray, rules: PaintRules, value: int) -> np.ndarray | None:
+    """Voxels of ``before`` (a block of the label map) that a paint with ``value`` may change; None: all."""
+    ok = None
     if rules.overwrite == "background":
         ok = (before == 0) | (before == value)
-    else:
-        ok = np.ones(before.shape, dtype=bool)
-    locked = label_map.locked_values()
+    locked = label_map.locked_values() - {value}
     if locked:
-        ok &= ~np.isin(before, list(locked))
+        free = ~np.isin(before, list(locked)) if len(locked) > 1 else before != next(iter(locked))
+        ok = free if ok is None else ok & free
     return ok
 
 
-def hu_mask(image: Volume | None, sl: tuple[slice, ...], rules: PaintRules) -> np.ndarray | bool:
+def hu_mask(image: Volume | None, sl: tuple[slice, ...], rules: PaintRules) -> np.ndarray | None:
     if rules.hu_range is None:
-        return True
+        return None
     if image is None:
         raise MedsegError("an HU range needs the image; none was given")
     hu = image.array[sl]
@@ -58,12 +58,28 @@ def hu_mask(image: Volume | None, sl: tuple[slice, ...], rules: PaintRules) -> n
     return (hu >= low) & (hu <= high)
 
 
+def _crop(lo, mask: np.ndarray):
+    """Shrink ``mask`` (corner ``lo``) to the box of its True voxels: later steps then touch only that."""
+    inner = box_of(mask)
+    if inner is None:
+        return None
+    lo = tuple(a + b for a, b in zip(lo, inner[0]))
+    mask = mask[box_slices(inner)]
+    return lo, mask, box_slices((lo, tuple(a + n for a, n in zip(lo, mask.shape))))  # type: ignore[arg-type]
+
+
 def paint_mask(label_map: LabelMap, lo: tuple[int, int, int], mask: np.ndarray, value: int,
                rules: PaintRules = PaintRules(), image: Volume | None = None) -> Delta | None:
     """Set ``value`` on the voxels of ``mask`` (a block with corner ``lo``) that the rules allow."""
-    sl = box_slices((lo, tuple(a + n for a, n in zip(lo, mask.shape))))  # type: ignore[arg-type]
+    cropped = _crop(lo, mask)
+    if cropped is None:
+        return None
+    lo, mask, sl = cropped
     before = label_map.array[sl]
-    region = mask & writable(label_map, before, rules, value) & hu_mask(image, sl, rules)
+    region = mask & (before != value)
+    for limit in (writable(label_map, before, rules, value), hu_mask(image, sl, rules)):
+        if limit is not None:
+            region &= limit
     dtype = np.promote_types(before.dtype, dtype_for(int(value)))
     return _delta(lo, before, region, value, dtype)
 
@@ -71,16 +87,19 @@ def paint_mask(label_map: LabelMap, lo: tuple[int, int, int], mask: np.ndarray, 
 def erase_mask(label_map: LabelMap, lo: tuple[int, int, int], mask: np.ndarray, only_value: int | None = None,
                rules: PaintRules = PaintRules(), image: Volume | None = None) -> Delta | None:
     """Set background on ``mask``'s voxels, sparing locked labels (and other labels when ``only_value``)."""
-    sl = box_slices((lo, tuple(a + n for a, n in zip(lo, mask.shape))))  # type: ignore[arg-type]
+    cropped = _crop(lo, mask)
+    if cropped is None:
+        return None
+    lo, mask, sl = cropped
     before = label_map.array[sl]
-    region = mask & writable(label_map, before, PaintRules(), 0) & hu_mask(image, sl, rules)
-    if only_value is not None:
-        region &= before == only_value
+    region = mask & (before != 0) if only_value is None else mask & (before == only_value)
+    for limit in (writable(label_map, before, PaintRules(), 0), hu_mask(image, sl, rules)):
+        if limit is not None:
+            region &= limit
     return _delta(lo, before, region, 0, before.dtype)
 
 
 def _delta(lo, before: np.ndarray, region: np.ndarray, value: int, dtype) -> Delta | None:
-    region &= before != value
     inner = box_of(region)
     if inner is None:
         return None
