@@ -65,6 +65,7 @@ class SegmentationFiles(QObject):
         self.job: Job | None = None
         self.notes: list[str] = []
         self.dialog: QFileDialog | None = None
+        self._identity: tuple = ()
         document.label_map_edited.connect(self._on_edited)
         document.volume_changed.connect(self._forget)
 
@@ -72,9 +73,21 @@ class SegmentationFiles(QObject):
     def _on_edited(self, edit: Any) -> None:
         self.touched |= {int(v) for v in getattr(edit, "values", ()) if int(v)}
 
+    def _image_identity(self) -> tuple:
+        volume = self.document.volume
+        if volume is None:
+            return ()
+        return (self.document.image_source, volume.meta.series_uid, volume.meta.extra.get("series_key"),
+                volume.shape_zyx)
+
     def _forget(self) -> None:
+        """Another image: Ctrl+S must never write over the file of the previous study."""
+        identity = self._image_identity()
+        if identity != self._identity:
+            self.path = None
+            self._identity = identity
         if self.document.label_map is None:
-            self.path, self.origin, self.touched = None, {}, set()
+            self.origin, self.touched = {}, set()
 
     def record_model_output(self, model_name: str, model_version: str, values: list[int]) -> None:
         """Called after Segment merged its result: these labels are the model's, untouched."""

@@ -79,7 +79,7 @@ def test_save_as_dicom_seg_then_ctrl_s_then_reopen(window, edited, qtbot, monkey
     np.testing.assert_array_equal(doc.label_map.array, expected)
 
 
-def test_save_as_nifti_and_stl(window, edited, qtbot, monkeypatch, tmp_path):
+def test_save_as_nifti_and_stl(window, edited, driver, ct_dir, qtbot, monkeypatch, tmp_path):
     doc = window.document
     _save_as(qtbot, window, monkeypatch, tmp_path / "head", "NIfTI label map (*.nii.gz)")
     written = tmp_path / "head.nii.gz"
@@ -88,6 +88,8 @@ def test_save_as_nifti_and_stl(window, edited, qtbot, monkeypatch, tmp_path):
     _save_as(qtbot, window, monkeypatch, tmp_path / "surfaces.stl")
     assert sorted(p.name for p in (tmp_path / "surfaces").iterdir()) == ["1_bone.stl", "2_lesion.stl"]
     assert window.segmentation_files.path == written  # Ctrl+S keeps saving the label map, not meshes
+    driver.open_series(ct_dir / "dcmqi_ct3slice_masks" / "image")  # another study
+    assert window.segmentation_files.path is None  # Ctrl+S now asks: it never overwrites the last study's file
 
 
 def test_a_failed_save_is_shown_and_the_edits_stay(window, edited, qtbot, monkeypatch, tmp_path):
