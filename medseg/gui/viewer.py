@@ -52,6 +52,7 @@ class ViewerPanel(QWidget):
         document.volume_changed.connect(self._on_volume_changed)
         document.pixels_changed.connect(self._on_pixels_changed)
         document.label_map_changed.connect(self._on_label_map_changed)
+        document.label_map_edited.connect(self._on_label_map_edited)
         document.labels_changed.connect(self._on_labels_changed)
         document.window_changed.connect(self._on_window_changed)
         document.overlay_changed.connect(self._on_labels_changed)
@@ -135,6 +136,16 @@ class ViewerPanel(QWidget):
         labels = self._label_array()
         for view in self.views.values():
             view.set_data(view.display_values, labels, view.axes)
+
+    def _on_label_map_edited(self, edit) -> None:
+        """Redraw only the views whose current slice crosses the edited box."""
+        lo, hi = edit.box
+        for view in self.views.values():
+            if view.axes is None:
+                continue
+            array_axis = 2 - view.axes.normal_axis
+            if lo[array_axis] <= view.slice_position < hi[array_axis]:
+                view.mark_labels_changed()
 
     def _on_labels_changed(self) -> None:
         colors, visible = color_arrays(self.document.labels)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
@@ -30,12 +31,31 @@ from typing import IO, Iterator
 from medseg.errors import SaveError
 
 
+def _errno_of(error: BaseException) -> int | None:
+    """The OS error number, also when a writer (pydicom) re-raised it with its own message."""
+    seen = error
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.errno:
+            return seen.errno
+        match = re.search(r"\[Errno (\d+)\]", str(seen))
+        if match:
+            return int(match.group(1))
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
+def _reason(error: OSError) -> str:
+    number = _errno_of(error)
+    return os.strerror(number) if number else (error.strerror or str(error).splitlines()[0][:200])
+
+
 def _hint(error: OSError) -> str:
-    if error.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+    number = _errno_of(error)
+    if number in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
         return "the disk is full or the file is too large; free some space or choose another folder"
-    if error.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+    if number in (errno.EACCES, errno.EPERM, errno.EROFS):
         return "the folder is not writable; choose another folder"
-    if error.errno == errno.ENOENT:
+    if number == errno.ENOENT:
         return "the folder no longer exists; choose another folder"
     return "check free disk space and write permission"
 
@@ -52,6 +72,22 @@ def fsync_folder(folder: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+def _file_mode(path: Path) -> int:
+    """The replaced file's mode, else what open() would give a new file (0666 less the umask)."""
+    try:
+        return path.stat().st_mode & 0o7777
+    except OSError:
+        pass
+    umask = 0o022
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                umask = int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    return 0o666 & ~umask
 
 
 def check_writable(path: str | os.PathLike) -> Path:
@@ -81,6 +117,10 @@ def atomic_path(path: str | os.PathLike, suffix: str | None = None, *, sync: boo
         suffix = "".join(path.suffixes) or ".tmp"
     try:
         fd, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix, dir=path.parent)
+        try:
+            os.fchmod(fd, _file_mode(path))  # mkstemp makes 0600: a saved file must be as readable as any other
+        except (OSError, AttributeError):
+            pass
         os.close(fd)
     except OSError as error:
         raise SaveError(f"cannot write ({error.strerror})", path=path, hint=_hint(error)) from error
@@ -95,7 +135,7 @@ def atomic_path(path: str | os.PathLike, suffix: str | None = None, *, sync: boo
             fsync_folder(path.parent)
     except OSError as error:
         temp.unlink(missing_ok=True)
-        raise SaveError(f"cannot write ({error.strerror or error})", path=path, hint=_hint(error)) from error
+        raise SaveError(f"cannot write ({_reason(error)})", path=path, hint=_hint(error)) from error
     except BaseException:
         temp.unlink(missing_ok=True)
         raise
