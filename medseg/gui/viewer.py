@@ -56,6 +56,11 @@ class ViewerPanel(QWidget):
         document.window_changed.connect(self._on_window_changed)
         document.overlay_changed.connect(self._on_labels_changed)
         document.cursor_changed.connect(self._repaint_all)
+        # In-place label edits (the editing layer's event, where the document has it) must
+        # reach the renderer's x-major copies of the label array.
+        edited = getattr(document, "label_map_edited", None)
+        if edited is not None:
+            edited.connect(self._on_labels_edited_in_place)
         self.set_layout("1x3")
         self._on_window_changed()
 
@@ -118,6 +123,8 @@ class ViewerPanel(QWidget):
         if volume is not None and volume.array.dtype != np.int16:
             self._on_volume_changed()
             return
+        if volume is not None:
+            self.renderer.changing(volume.array)  # a preview being filled: slice it directly
         # One view per preview update, in turn: the three repaints then fall in separate
         # event-loop passes instead of one long one while decoder threads hold the GIL.
         names = [n for n in VIEW_NAMES if self.views[n].isVisible()] or list(VIEW_NAMES)
@@ -135,6 +142,11 @@ class ViewerPanel(QWidget):
         labels = self._label_array()
         for view in self.views.values():
             view.set_data(view.display_values, labels, view.axes)
+
+    def _on_labels_edited_in_place(self, edit) -> None:
+        labels = next((v.display_labels for v in self.views.values() if v.display_labels is not None), None)
+        if labels is not None:
+            self.renderer.labels_edited(labels, getattr(edit, "box", None))
 
     def _on_labels_changed(self) -> None:
         colors, visible = color_arrays(self.document.labels)
