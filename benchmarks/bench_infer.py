@@ -1,24 +1,27 @@
 """Inference on the CPU: nnU-Net v2 vs MONAI vs medseg (PyTorch) vs medseg (ONNX Runtime).
 
-One real CT (shared/data pyradiomics_lung1: 512 x 512 x 48, 0.57 x 0.57 x 5 mm), one
-nnU-Net v2 result folder made with nnunetv2's own code (tests/model/nnunet_fixture.py:
-a 3 mm model with 14 labels, like TotalSegmentator's fast models run on a fine CT), and
-each peer in its own process, from reading the CT file to writing the label map:
+One real CT (shared/data pyradiomics_lung1: 512 x 512 x 48, 0.57 x 0.57 x 5 mm) and
+nnU-Net v2 result folders made with nnunetv2's own code (tests/model/nnunet_fixture.py):
+nnU-Net's real-size 3d_fullres network (6 stages, 32 -> 320, 128^3) at 1.5 mm ("fullres")
+and at 3 mm ("fast", as TotalSegmentator's fast models), 14 labels, random weights, one
+file that every peer loads. Each peer runs in its own process, from reading the CT file
+to writing the label map:
 
 * nnU-Net v2: nnUNetPredictor.predict_from_files_sequential (TTA off, fold 0, CPU; the
   in-process path, i.e. without its worker processes, which only add memory);
 * MONAI: the same network and preprocessing, monai.inferers.sliding_window_inference
   (overlap 0.5, Gaussian), logits resized back with torch, argmax;
 * medseg: ``medseg.io.load`` -> ``medseg.model.infer.segment`` -> ``write_image`` with
-  device "cpu" (PyTorch) and "onnx-cpu" (ONNX Runtime; ONNX export included in the time).
+  device "cpu" (PyTorch, what "auto" picks without a GPU) and "onnx-cpu" (ONNX Runtime;
+  ONNX export included in the time).
 
 Printed per peer: wall time of the job (model loading to file written; interpreter start
 and imports excluded), peak RSS of its process (ru_maxrss, imports included), and the
-voxel agreement of its labels with nnU-Net's. Then the ratios against nnU-Net.
+voxel agreement of its labels with nnU-Net's and MONAI's. Then the ratios against nnU-Net.
+On a 2-core CPU one 128^3 tile of this network takes about a minute: "fast" is one tile
+per peer (minutes in all), "fullres" on this CT is 18 tiles per peer (most of an hour).
 
-Run: .venv/bin/python benchmarks/bench_infer.py [--threads 2] [--labels 14]
-"""
-
+Run: .venv/bin/python benchmarks/bench_infer.py [--network fast fullres] [--threads 2]
 from __future__ import annotations
 
 import argparse
