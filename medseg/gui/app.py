@@ -80,10 +80,12 @@ def run_gui(path: str | None = None, demo: bool = False, screenshot: str | None 
     window.loader.study_loaded.connect(lambda _volume: QTimer.singleShot(300, save_screenshot))
     window.loader.failed.connect(on_failed)
     window.error_shown.connect(lambda _m: None)
+    # Opening starts after the first paint: the window appears at once, and the I/O stack
+    # (pydicom, SimpleITK, scipy) is imported while it is already on screen.
     if demo:
-        window.open_demo()
+        QTimer.singleShot(0, window.open_demo)
     elif path:
-        window.open_path(path, auto_load=True)
+        QTimer.singleShot(0, lambda: window.open_path(path, auto_load=True))
     elif screenshot:
         QTimer.singleShot(500, save_screenshot)
     if quit_after is not None:

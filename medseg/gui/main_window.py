@@ -360,12 +360,12 @@ class MainWindow(QMainWindow):
 
     def open_demo(self) -> None:
         """Generate (once) and open the synthetic demo study."""
-        from medseg.io.phantom import demo_study_path
-
         if self.demo_job is not None or self._refuse_when_busy():
             return
 
         def work(progress=None, cancel=None):
+            from medseg.io.phantom import demo_study_path  # pydicom + scipy: imported off the GUI thread
+
             return demo_study_path(progress=progress, cancel=cancel)
 
         self.demo_job = Job("demo", work, self)

@@ -17,6 +17,7 @@ it needs.
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import shutil
 import subprocess
@@ -98,20 +99,27 @@ def qt_paths() -> tuple[Path, Path, Path]:
 
 def missing_libraries(binary: Path) -> list[str]:
     """Shared libraries the dynamic loader cannot find for ``binary`` (via ldd; ctypes if no ldd)."""
+    # Asked twice per start (run_gui, then QApplication): ldd runs once per file (start-up, #16).
+    stat = Path(binary).stat()
+    return list(_missing_libraries(str(binary), stat.st_mtime_ns, stat.st_size))
+
+
+@functools.lru_cache(maxsize=32)
+def _missing_libraries(binary: str, _mtime_ns: int, _size: int) -> tuple[str, ...]:
     ldd = shutil.which("ldd")
     if ldd is None:
         try:
             ctypes.CDLL(str(binary))
         except OSError as error:  # "libfoo.so.1: cannot open shared object file"
-            return [str(error).split(":")[0].strip()]
-        return []
+            return (str(error).split(":")[0].strip(),)
+        return ()
     result = subprocess.run([ldd, str(binary)], capture_output=True, text=True, timeout=30)
-    missing = []
+    missing: list[str] = []
     for line in result.stdout.splitlines():
         name, _, where = line.strip().partition("=>")
         if "not found" in where and name.strip() not in missing:
             missing.append(name.strip())
-    return missing
+    return tuple(missing)
 
 
 def apt_packages(libraries: list[str]) -> list[str]:
