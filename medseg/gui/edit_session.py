@@ -39,10 +39,6 @@ class EditSession(QObject):
         self.panel.error.connect(window._on_failed)
         self.undo_action = window._action("Undo", self.undo, QKeySequence("Ctrl+Z"), "Undo the last edit")
         self.redo_action = window._action("Redo", self.redo, QKeySequence("Ctrl+Shift+Z"), "Redo")
-        menu = window.menuBar().addMenu("&Edit")
-        menu.addAction(self.undo_action)
-        menu.addAction(self.redo_action)
-        window.menuBar().insertMenu(window.menuBar().actions()[1], menu)
         document.history_changed.connect(self._sync_actions)
         window.loader.study_loaded.connect(self._on_study_loaded)
         self._recovering: tuple[Path, LabelMap] | None = None
@@ -50,6 +46,15 @@ class EditSession(QObject):
         self.close_box: QMessageBox | None = None
         self._sync_actions()
         QTimer.singleShot(0, self.offer_recovery)
+
+    def install_menu(self) -> None:
+        """The Edit menu, after File (called once the window's menus exist)."""
+        menu = self.window.menuBar().addMenu("&Edit")
+        menu.addAction(self.undo_action)
+        menu.addAction(self.redo_action)
+        actions = self.window.menuBar().actions()
+        if len(actions) > 1:
+            self.window.menuBar().insertMenu(actions[1], menu)
 
     def _sync_actions(self) -> None:
         history = self.document.history

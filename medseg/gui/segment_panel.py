@@ -76,14 +76,14 @@ class SegmentPanel(QGroupBox):
         self.model_label = QLabel(self)
         self.model_label.setWordWrap(False)
         choose = QPushButton("Model…", self)
-        choose.clicked.connect(window.choose_model_action.trigger)
+        choose.clicked.connect(lambda: window.choose_model_action.trigger())  # actions are made after the panels
         self.device_box = QComboBox(self)
         self.device_box.setToolTip("Where the model runs; only what this machine has is listed")
         self.plan_label = QTextBrowser(self)  # fixed height: a rich-text QLabel is squeezed inside the scroll area
         self.plan_label.setPlainText("Open an image to see the plan.")
         self.plan_label.setFixedHeight(190)
         self.run_button = QPushButton("Segment", self)
-        self.run_button.clicked.connect(window.segment_action.trigger)
+        self.run_button.clicked.connect(lambda: window.segment_action.trigger())
         top = QHBoxLayout()
         top.addWidget(self.model_label, 1)
         top.addWidget(choose)

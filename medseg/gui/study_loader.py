@@ -74,6 +74,7 @@ class SegmentResult:
     seconds: float
     volumes_ml: dict[str, float]
     fallbacks: list[str]
+    model_version: str = ""  # for the saved segments' algorithm identification
 
 
 class ImageChangedError(MedsegError):
@@ -141,14 +142,17 @@ class StudyLoader(QObject):
         self.busy_changed.emit()
 
     # --- images -----------------------------------------------------------------------------
-    def load_image_file(self, path: str | Path, synthetic: bool = False) -> bool:
-        """A NIfTI/NRRD/MHA file, or a DICOM folder/zip/DICOMDIR with one series."""
+    def load_image_file(self, path: str | Path, synthetic: bool = False, series_uid: str | None = None,
+                        regularize: bool = True) -> bool:
+        """A NIfTI/NRRD/MHA file, or a DICOM folder/zip/DICOMDIR with one series (``regularize=False``: an
+        irregular stack as acquired)."""
         source = str(path)
         self._synthetic = synthetic
         self._snapshot = self._take_snapshot()
 
         def work(progress=None, cancel=None):
-            return medseg_io.load(source, progress=progress, cancel=cancel)
+            return medseg_io.load(source, series_uid=series_uid, progress=progress, cancel=cancel,
+                                  regularize=regularize)
 
         started = self._start("load", work, self._on_volume_loaded)
         if started:
@@ -288,8 +292,9 @@ class StudyLoader(QObject):
             present = set(np.unique(result.label_map.array).tolist())
             labels = {value: LabelEntry(value, name, tuple(package.colors.get(value, (255, 0, 0))), True)
                       for value, name in sorted(package.labels.items()) if value != 0 and value in present}
+            version = str(package.provenance.get("version") or package.provenance.get("weights") or "")
             return SegmentResult(result.label_map, labels, package.name, result.device_used, result.seconds,
-                                 dict(result.volumes_ml), list(result.fallbacks))
+                                 dict(result.volumes_ml), list(result.fallbacks), version)
 
         self._snapshot = None
         self._segment_generation = self.document.image_generation

@@ -119,6 +119,8 @@ class ViewerPanel(QWidget):
         if volume is not None and volume.array.dtype != np.int16:
             self._on_volume_changed()
             return
+        if volume is not None:
+            self.renderer.changing(volume.array)  # a preview being filled: slice it directly
         # One view per preview update, in turn: the three repaints then fall in separate
         # event-loop passes instead of one long one while decoder threads hold the GIL.
         names = [n for n in VIEW_NAMES if self.views[n].isVisible()] or list(VIEW_NAMES)
@@ -138,7 +140,11 @@ class ViewerPanel(QWidget):
             view.set_data(view.display_values, labels, view.axes)
 
     def _on_label_map_edited(self, edit) -> None:
-        """Redraw only the views whose current slice crosses the edited box."""
+        """An in-place edit: refresh the renderer's x-major label copy in the box, then redraw
+        only the views whose current slice crosses the box."""
+        labels = next((v.display_labels for v in self.views.values() if v.display_labels is not None), None)
+        if labels is not None:
+            self.renderer.labels_edited(labels, getattr(edit, "box", None))
         lo, hi = edit.box
         for view in self.views.values():
             if view.axes is None:
