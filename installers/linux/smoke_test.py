@@ -34,7 +34,11 @@ import SimpleITK as sitk
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT.parent / "shared" / "data"
-CT = DATA / "ct" / "totalsegmentator" / "example_ct_dicom"  # 20 slices, JPEG 2000: the decoder plugins must work
+# A real chest CT slice (JPEG 2000 lossless, so the bundled decoder plugins must work) to segment,
+# and a 20-slice JPEG 2000 abdomen series to convert: decoding checked on a whole series, while
+# segmenting stays fast on a busy 2-core machine (the 20 slices take 1-5 minutes there).
+CT = DATA / "ct" / "cornerstone_testimages" / "CT1_J2KR"
+SERIES = DATA / "ct" / "totalsegmentator" / "example_ct_dicom"
 WORK = ROOT / "build" / "installer-test"
 BASE_ROOT_TAR = ROOT / "build" / "debroot" / "bookworm-minbase.tar"
 MIRROR = os.environ.get("DEBIAN_MIRROR", "http://deb.debian.org/debian")
@@ -68,10 +72,13 @@ def run(command: list[str], env: dict[str, str] | None = None, timeout: float = 
 
 
 def command_names() -> list[str]:
+    """The commands as typed (``import-model``), from the source tree's parser."""
     sys.path.insert(0, str(ROOT))
-    from medseg.cli import COMMAND_MODULES
+    from medseg.cli import build_parser
 
-    return list(COMMAND_MODULES)
+    parser = build_parser()
+    (subparsers,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return sorted(subparsers.choices)
 
 
 def source_labels(workdir: Path) -> dict[str, Path]:
@@ -83,18 +90,27 @@ def source_labels(workdir: Path) -> dict[str, Path]:
                     "--threads", "2", "--json"])
         log(f"source tree: segment on {device}: {done.seconds:.1f} s")
         out[device] = path
+    path = workdir / "source-series.nii.gz"
+    done = run([str(SOURCE_PY), "-m", "medseg", "convert", str(SERIES), str(path), "--quiet"])
+    log(f"source tree: convert the 20-slice JPEG 2000 series: {done.seconds:.1f} s")
+    out["series"] = path
     return out
 
 
-def same_labels(expected: Path, actual: Path) -> int:
+def same_image(expected: Path, actual: Path) -> np.ndarray:
     a, b = sitk.ReadImage(str(expected)), sitk.ReadImage(str(actual))
     for what in ("GetSize", "GetSpacing", "GetOrigin", "GetDirection"):
         if not np.allclose(getattr(a, what)(), getattr(b, what)(), atol=1e-5):
             raise SmokeFailure(f"{actual}: {what} {getattr(b, what)()} differs from the source run's {getattr(a, what)()}")
-    left, right = sitk.GetArrayViewFromImage(a), sitk.GetArrayViewFromImage(b)
+    left, right = sitk.GetArrayFromImage(a), sitk.GetArrayFromImage(b)  # copies: views die with the images
     differ = int(np.count_nonzero(left != right))
     if differ:
-        raise SmokeFailure(f"{actual}: {differ} voxels differ from the source tree's labels ({expected})")
+        raise SmokeFailure(f"{actual}: {differ} voxels differ from the source tree's ({expected})")
+    return left
+
+
+def same_labels(expected: Path, actual: Path) -> int:
+    left = same_image(expected, actual)
     labels = sorted(int(v) for v in np.unique(left))
     if labels == [0]:
         raise SmokeFailure(f"{actual}: the segmentation is empty")
@@ -112,7 +128,7 @@ def check_screenshot(path: Path) -> str:
     return f"{width}x{height}, {colours} colours"
 
 
-def smoke(medseg: list[str], env: dict[str, str], host_out: Path, inside_out: Path, ct: Path,
+def smoke(medseg: list[str], env: dict[str, str] | None, host_out: Path, inside_out: Path, ct: Path, series: Path,
           expected: dict[str, Path], where: str) -> dict[str, float]:
     """Run the checks through ``medseg`` (a command prefix). Files are written to ``inside_out``
     as the app sees it and read back from ``host_out`` (different in the chroot)."""
@@ -135,7 +151,13 @@ def smoke(medseg: list[str], env: dict[str, str], host_out: Path, inside_out: Pa
     times["demo_s"] = time.perf_counter() - start
     log(f"{where}: demo study opened and captured in {times['demo_s']:.1f} s "
         f"({check_screenshot(host_out / 'demo.png')}); {shot.stdout.strip().splitlines()[-1]}")
-    run([*medseg, "info", str(ct), "--json"], env)
+    run([*medseg, "info", str(series), "--json"], env)
+    start = time.perf_counter()
+    run([*medseg, "convert", str(series), str(inside_out / "series.nii.gz"), "--quiet"], env)
+    times["convert_series_s"] = time.perf_counter() - start
+    hu = same_image(expected["series"], host_out / "series.nii.gz")
+    log(f"{where}: the 20-slice JPEG 2000 series decodes to the source tree's {hu.size} voxels exactly "
+        f"(HU {int(hu.min())}..{int(hu.max())}, {times['convert_series_s']:.1f} s)")
     for device in DEVICES:
         name = f"{device}.nii.gz"
         start = time.perf_counter()
@@ -215,7 +237,8 @@ def chroot_smoke(deb: Path, expected: dict[str, Path]) -> dict[str, float]:
         tmp.mkdir(parents=True)
         shutil.copy(deb, tmp / "medseg.deb")
         os.chmod(tmp / "medseg.deb", 0o644)
-        shutil.copytree(CT, tmp / "ct")
+        shutil.copy(CT, tmp / "ct.dcm")
+        shutil.copytree(SERIES, tmp / "series")
         apt_env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "DEBIAN_FRONTEND": "noninteractive", "LANG": "C.UTF-8"}
         start = time.perf_counter()
         run(root.command("apt-get", "update", "-qq"), apt_env)
@@ -235,7 +258,8 @@ def chroot_smoke(deb: Path, expected: dict[str, Path]) -> dict[str, float]:
         env = clean_env(Path("/tmp/smoke/home"))
         (tmp / "home").mkdir()
         times.update(smoke(root.command("env", "-i", *(f"{k}={v}" for k, v in env.items()), "/usr/bin/medseg"),
-                           None, tmp, Path("/tmp/smoke"), Path("/tmp/smoke/ct"), expected, "bare Debian"))
+                           None, tmp, Path("/tmp/smoke"), Path("/tmp/smoke/ct.dcm"), Path("/tmp/smoke/series"),
+                           expected, "bare Debian"))
         del done
     return times
 
@@ -250,8 +274,8 @@ def main() -> int:
     if not executable.is_file():
         print(f"smoke_test: no bundle at {args.bundle}; run `make installer` first", file=sys.stderr)
         return 1
-    if not CT.is_dir():
-        print(f"smoke_test: the test CT is missing: {CT}", file=sys.stderr)
+    if not CT.is_file() or not SERIES.is_dir():
+        print(f"smoke_test: the test CT is missing: {CT} / {SERIES}", file=sys.stderr)
         return 1
     WORK.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
@@ -264,7 +288,7 @@ def main() -> int:
         (bundle_dir / "home").mkdir(parents=True)
         env = clean_env(bundle_dir / "home")
         bundle_start = time.perf_counter()
-        times = smoke([str(executable.resolve())], env, bundle_dir, bundle_dir, CT, expected, "bundle")
+        times = smoke([str(executable.resolve())], env, bundle_dir, bundle_dir, CT, SERIES, expected, "bundle")
         times["bundle_total_s"] = time.perf_counter() - bundle_start
         if not args.no_chroot:
             deb = args.deb or max((ROOT / "dist").glob("medseg_*.deb"), key=lambda p: p.stat().st_mtime, default=None)

@@ -11,6 +11,7 @@ import platform
 import subprocess
 import sys
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -92,6 +93,18 @@ def _cuda_gpus() -> list[CudaGpu]:
     return gpus
 
 
+def _cpu_name() -> str:
+    """The CPU's model name where the OS tells it cheaply (platform.processor() is often empty on Linux)."""
+    if sys.platform.startswith("linux"):
+        try:
+            for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+        except OSError:
+            pass
+    return platform.processor() or platform.machine()
+
+
 def _memory_bytes() -> int | None:
     try:
         import psutil
@@ -131,7 +144,7 @@ def probe() -> DeviceReport:
         directml_adapters=_windows_adapters() if directml else [],
         mps_built=bool(mps_backend is not None and mps_backend.is_built()),
         mps=backends.mps_available(),
-        cpu=platform.processor() or platform.machine(),
+        cpu=_cpu_name(),
         cpu_logical_cores=os.cpu_count() or 1,
         cpu_physical_cores=_physical_cores(),
         torch_threads=torch.get_num_threads(),

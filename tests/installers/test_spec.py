@@ -148,6 +148,8 @@ def test_no_excluded_module_is_imported_by_medseg(spec):
     ("PySide6/Qt/lib/libQt6Gui.so.6", True),
     ("torch/include/ATen/ATen.h", False),
     ("torch/lib/libtorch_cpu.so", True),
+    ("torch/bin/torch_shm_manager", True),
+    ("torch/bin/test_jit", False),
 ])  # fmt: skip
 def test_plugin_and_data_filter(spec, dest, kept):
     assert spec.ns["keep"](dest) is kept
