@@ -261,6 +261,7 @@ def chroot_smoke(deb: Path, expected: dict[str, Path]) -> dict[str, float]:
                            None, tmp, Path("/tmp/smoke"), Path("/tmp/smoke/ct.dcm"), Path("/tmp/smoke/series"),
                            expected, "bare Debian"))
         del done
+        shutil.copy(tmp / "demo.png", WORK / "debian-demo.png")  # the root is removed; keep what it showed
     return times
 
 

@@ -146,6 +146,7 @@ def test_no_excluded_module_is_imported_by_medseg(spec):
     ("PySide6/plugins/platforms/qwindows.dll", True),
     ("PySide6/Qt/plugins/xcbglintegrations/libqxcb-glx-integration.so", True),
     ("PySide6/Qt/lib/libQt6Gui.so.6", True),
+    ("PySide6/Qt/lib/libQt6Network.so.6", False),
     ("torch/include/ATen/ATen.h", False),
     ("torch/lib/libtorch_cpu.so", True),
     ("torch/bin/torch_shm_manager", True),
