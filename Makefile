@@ -19,10 +19,12 @@ setup: $(STAMP)
 run: $(STAMP)
 	$(PY) -m medseg demo
 
-## Set up and run the whole test suite (this is what CI runs).
+## Set up and run the whole test suite (this is what CI runs). The PACS tests talk to a real
+## Orthanc, which must run in a private network namespace: .ci/pacs-test runs them there (root).
 test: $(STAMP)
 	$(VENV)/bin/lint-imports
-	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q
+	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -m "not pacs"
+	bash .ci/pacs-test $(PY)
 
 bench: $(STAMP)
 	for b in benchmarks/bench_*.py; do $(PY) $$b || exit 1; done

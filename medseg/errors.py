@@ -59,6 +59,10 @@ class UnsafeModelError(ModelError):
     """A model file would execute code when loaded; it is refused."""
 
 
+class DisplayError(MedsegError):
+    """The window cannot be shown: no display, or Qt's platform plugin cannot load."""
+
+
 class DeviceError(MedsegError):
     """A compute device (CUDA, DirectML) is unavailable or ran out of memory."""
 

@@ -5,10 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from medseg.errors import ImageFormatError
-from medseg.io import load, write_image
-from medseg.io.image_files import WRITE_SUFFIXES, image_suffix
 from medseg.cli._console import progress_printer
+from medseg.errors import ImageFormatError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -26,6 +24,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from medseg.io import load, write_image  # SimpleITK and pydicom: only when the command runs
+    from medseg.io.image_files import WRITE_SUFFIXES, image_suffix
+
     if image_suffix(args.out) not in WRITE_SUFFIXES:
         raise ImageFormatError("unsupported output format (by its name)", path=args.out,
                                hint="use .nii.gz, .nii, .nrrd or .mha")

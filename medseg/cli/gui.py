@@ -17,9 +17,11 @@ def run(args: argparse.Namespace) -> int:
     from medseg.gui.app import display_available, run_gui
 
     if not display_available() and not args.screenshot:
-        print("medseg: no display found (no $DISPLAY or $WAYLAND_DISPLAY). "
-              "Use `medseg demo` for a screenshot, or the command-line tools (`medseg --help`).")
-        return 1
+        from medseg.errors import DisplayError
+
+        raise DisplayError("no display found (no $DISPLAY or $WAYLAND_DISPLAY)",
+                           hint="use `medseg demo` or --screenshot for an offscreen rendering, "
+                                "or the command-line tools (`medseg --help`)")
     if not display_available():
         import os
 

@@ -7,12 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from medseg.errors import DicomError
-from medseg.io import read_image, scan
-from medseg.io.dicom_decode import syntax_name
-from medseg.io.image_files import image_suffix
+# The I/O stack (pydicom, SimpleITK, numpy) is imported inside the functions that use it:
+# registering this command must not cost `medseg --help` a second.
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -27,6 +23,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _image_file_entry(path: str) -> dict[str, Any]:
+    from medseg.io import read_image
+
     volume = read_image(path)
     return {
         "key": str(path),
@@ -49,6 +47,10 @@ def _image_file_entry(path: str) -> dict[str, Any]:
 
 def collect(paths: list[str]) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
     """(series entries, skipped files) for the given paths."""
+    from medseg.errors import DicomError
+    from medseg.io import scan
+    from medseg.io.image_files import image_suffix
+
     if len(paths) == 1 and image_suffix(paths[0]) is not None and Path(paths[0]).is_file():
         return [_image_file_entry(paths[0])], []
     result = scan(paths if len(paths) > 1 else paths[0])
@@ -67,6 +69,10 @@ def _vector(values: list[float], digits: int = 3) -> str:
 
 
 def _print_text(entries: list[dict[str, Any]], skipped: list[dict[str, str]]) -> None:
+    import numpy as np
+
+    from medseg.io.dicom_decode import syntax_name
+
     for number, entry in enumerate(entries, 1):
         status = "loadable" if entry["loadable"] else "not loadable"
         print(f"Series {number} of {len(entries)}: {entry['series_description'] or '(no description)'}"

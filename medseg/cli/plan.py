@@ -6,7 +6,6 @@ import argparse
 import json
 
 from medseg.errors import MedsegError
-from medseg.model.plan import REFERENCE_VAL_3D, plan_from_fingerprint, select_configuration
 
 NNUNET_REFERENCE_GB = 8.0  # nnU-Net's reference activation counts correspond to an 8 GB GPU
 
@@ -28,6 +27,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from medseg.model.plan import REFERENCE_VAL_3D, plan_from_fingerprint, select_configuration
+
     if args.path is None and (args.spacing is None or args.shape is None):
         raise MedsegError("give a PATH to an image/series, or both --spacing Z Y X and --shape Z Y X")
     if args.gpu_memory_gb <= 0:

@@ -1,4 +1,9 @@
-"""``medseg segment PATH --model M -o OUT``: segment a CT series or image file and write the label map."""
+"""``medseg segment PATH --model M -o OUT``: segment a CT series or image file and save the segmentation.
+
+``OUT`` may be a DICOM SEG (``.dcm``, referencing the source series) or a label map
+(``.nii.gz``, ``.nii``, ``.nrrd``, ``.mha``, with a ``.labels.json`` sidecar of names).
+The output folder is checked before the model runs.
+"""
 
 from __future__ import annotations
 
@@ -16,39 +21,60 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "segment", help="segment a CT with a model and write the label map",
         description="Load a DICOM series folder or a NIfTI/NRRD/MHA file, segment it with a medseg model "
                     "package or an nnU-Net v2 result folder, write the label map (format by the output's "
-                    "extension: .nii.gz, .nii, .nrrd, .mha) on the input's grid, and print the volume of "
-                    "each label in ml.")
+                    "extension: .dcm for a DICOM SEG referencing the source series, or .nii.gz, .nii, .nrrd, "
+                    ".mha for a label map with a .labels.json sidecar of names) on the input's grid, and print the "
+                    "volume of each label in ml. The output folder is checked before the model runs.")
     parser.add_argument("path", help="DICOM folder or image file")
     parser.add_argument("--model", "-m",
                         help="medseg package (.medseg/.zip file or folder) or nnU-Net v2 result folder "
                              "(default: the built-in starter model: body, lungs, bones)")
-    parser.add_argument("-o", "--output", required=True, help="label map to write (.nii.gz, .nii, .nrrd, .mha)")
+    parser.add_argument("-o", "--output", required=True, help="segmentation to write: .dcm (DICOM SEG) or a label map "
+                                                             "(.nii.gz, .nii, .nrrd, .mha)")
     parser.add_argument("--device", default="auto", choices=DEVICE_CHOICES, help="compute device (default: auto)")
     parser.add_argument("--configuration", help="model configuration to use (default: chosen by the series' spacing)")
     parser.add_argument("--step", type=float, default=0.5, help="tile step as a fraction of the patch (default 0.5)")
     parser.add_argument("--mirror", action="store_true", help="mirroring test-time augmentation (slower)")
     parser.add_argument("--tile-batch", type=int, help="tiles per forward pass (default: 1 on CPU, 2 on GPUs)")
     parser.add_argument("--threads", type=int, help="CPU threads for PyTorch / ONNX Runtime")
+    parser.add_argument("--raw-stack", action="store_true",
+                        help="keep an irregular (tilted, gapped) stack as acquired instead of regularizing it")
     parser.add_argument("--json", action="store_true", help="print a JSON document instead of text")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from medseg.io.atomic import check_writable
+    from medseg.io.label_files import save_segmentation, segmentation_format
+
+    # A bad -o must fail now (before torch is even imported), not after the whole segmentation.
+    segmentation_format(args.output)
+    check_writable(args.output)
+
     import torch
 
-    from medseg.io import load, write_image
+    from medseg.io import load
+    from medseg.io.segment_info import SegmentInfo
     from medseg.model.infer import segment
     from medseg.model.package import load_model
 
     if args.threads:
         torch.set_num_threads(int(args.threads))
-    volume = load(args.path)
+    volume = load(args.path, regularize=not args.raw_stack)
+    if segmentation_format(args.output) == "dicom-seg":
+        from medseg.io.dicom_seg import check_can_reference
+
+        check_can_reference(volume, args.output)
     package = load_model(args.model)
     result = segment(
         volume, package, device=args.device, configuration=args.configuration, step_size=args.step,
         mirror=args.mirror, tile_batch=args.tile_batch, progress=None if args.json else progress_printer(),
     )  # fmt: skip
-    written = write_image(result.label_map, args.output)
+    version = str(package.provenance.get("version") or package.provenance.get("weights") or "unversioned")
+    segments = [SegmentInfo(value, name, package.colors.get(value), algorithm_type="AUTOMATIC",
+                            algorithm_name=package.name, algorithm_version=version)
+                for value, name in package.labels.items() if value != 0]
+    notes = save_segmentation(result.label_map, volume, args.output, segments)
+    written = args.output
     if args.json:
         print(json.dumps({
             "input": str(args.path),
@@ -57,6 +83,7 @@ def run(args: argparse.Namespace) -> int:
             "configuration": result.configuration,
             "device": result.device_used,
             "fallbacks": result.fallbacks,
+            "notes": notes,
             "seconds": round(result.seconds, 3),
             "size_xyz": list(result.label_map.size_xyz),
             "spacing_mm": list(result.label_map.spacing_mm),
@@ -64,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
             "volumes_ml": {name: round(ml, 3) for name, ml in result.volumes_ml.items()},
         }, indent=1))
         return 0
-    for note in result.fallbacks:
+    for note in [*result.fallbacks, *notes]:
         print(f"note: {note}", file=sys.stderr)
     print(f"{package.name} [{result.configuration}] on {result.device_used}, {result.seconds:.1f} s -> {written}")
     width = max((len(name) for name in result.volumes_ml), default=5)

@@ -5,16 +5,29 @@ widgets subscribe to the :class:`Event` attributes and redraw; tests drive it wi
 window. It holds the image volume, an optional label map on the same grid with its
 label table, the window/level, the crosshair position (voxel index) and overlay
 settings. The layout of the views is the GUI's business and lives there.
+
+The document is the only writer of its state: the GUI calls its methods and never
+assigns its attributes. Edits arrive as sparse deltas (:meth:`ViewerDocument.apply`),
+which go to the undo history and the autosave journal, keep the per-label voxel counts
+current, and are announced with the changed box and label values
+(``label_map_edited(LabelEdit)``) so views redraw only what changed.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from pathlib import Path
+from typing import Any, Callable, Iterable
 
 import numpy as np
 
-from medseg.errors import GeometryError
+from medseg.edit.delta import Box, Delta, box_slices
+from medseg.edit.history import DEFAULT_BUDGET_BYTES, History
+from medseg.edit.journal import Journal
+from medseg.edit.label_map import LabelEntry, LabelMap, build_label_table
+from medseg.edit.tools.rules import PaintRules
+from medseg.errors import GeometryError, MedsegError
+from medseg.io.label_colors import color_for
 from medseg.io.volume import Volume
 
 # CT window presets (centre, width) in HU, as commonly taught (Radiopaedia's table).
@@ -27,7 +40,7 @@ DEFAULT_PRESETS: dict[str, tuple[float, float]] = {
     "Mediastinum": (50.0, 350.0),
 }
 AUTO_PRESET = "Auto (header)"
-MAX_LABEL_VALUE = 255  # the overlay colour table has one row per value 0..255
+MAX_LABEL_VALUE = 255  # the overlay colour table has one row per value 0..255 (LabelMap itself holds up to 65535)
 
 
 class Event:
@@ -47,12 +60,12 @@ class Event:
             callback(*args)
 
 
-@dataclass
-class LabelEntry:
-    value: int
-    name: str
-    color: tuple[int, int, int]
-    visible: bool = True
+@dataclass(frozen=True)
+class LabelEdit:
+    """What an edit changed: the (z, y, x) box and every label value it touched."""
+
+    box: Box
+    values: frozenset[int]
 
 
 class ViewerDocument:
@@ -60,31 +73,49 @@ class ViewerDocument:
 
     def __init__(self) -> None:
         self.volume: Volume | None = None
-        self.label_map: Volume | None = None
-        self.labels: dict[int, LabelEntry] = {}
+        self.label_map: LabelMap | None = None
         self.window_center = 40.0
         self.window_width = 400.0
         self.cursor_xyz: tuple[int, int, int] = (0, 0, 0)
         self.overlay_opacity = 0.5
         self.overlay_outline = False
         self.overlay_visible = True
-        self._volumes_cache: tuple[Volume, dict[int, float]] | None = None  # (label map, its volumes)
         self.presets: dict[str, tuple[float, float]] = dict(DEFAULT_PRESETS)
         self.is_synthetic = False  # the demo study: the UI must say so
+        self.image_source = ""  # what the image was opened from (for the journal's recovery offer)
+        self.image_generation = 0  # bumped on every new image: a job's result can tell it is stale
+        self.history = History()
+        self.journal: Journal | None = None
+        self.journal_root: Path | None = None  # None: no autosave (tests, notebooks); the GUI sets it
+        self.unsaved = False  # edits since the label map was opened, segmented or saved
+        self.active_label = 1
+        self.paint_rules = PaintRules()
 
         self.volume_changed = Event()  # a new image (geometry may differ)
         self.pixels_changed = Event()  # same image, new voxels (progressive loading)
-        self.label_map_changed = Event()
-        self.labels_changed = Event()  # names, colours, visibility
+        self.label_map_changed = Event()  # a whole new label map (or none)
+        self.label_map_edited = Event()  # (LabelEdit): voxels in a box changed
+        self.labels_changed = Event()  # names, colours, visibility, locks, entries added/removed
+        self.history_changed = Event()  # undo depth / memory / unsaved flag
+        self.active_label_changed = Event()
         self.window_changed = Event()
         self.cursor_changed = Event()
         self.overlay_changed = Event()  # opacity, outline, overlay on/off
 
+    @property
+    def labels(self) -> dict[int, LabelEntry]:
+        """The label table (read it; change it through the document's methods)."""
+        return self.label_map.labels if self.label_map is not None else {}
+
     # --- image --------------------------------------------------------------------------
-    def set_volume(self, volume: Volume, *, synthetic: bool = False, keep_view: bool = False) -> None:
+    def set_volume(self, volume: Volume, *, synthetic: bool = False, keep_view: bool = False,
+                   source: str | None = None) -> None:
         """Show a new image; drops a label map that no longer fits it."""
         self.volume = volume
         self.is_synthetic = synthetic
+        self.image_generation += 1
+        if source is not None:
+            self.image_source = source
         if self.label_map is not None and not self.label_map.same_grid(volume):
             self._drop_label_map()
         if not keep_view:
@@ -94,66 +125,288 @@ class ViewerDocument:
             self.cursor_xyz = self._clamp(self.cursor_xyz)
         self.volume_changed.emit()
 
+    def close_image(self) -> None:
+        """No image and no label map (e.g. a failed first load put back)."""
+        had_labels = self.label_map is not None
+        self.volume = None
+        self.is_synthetic = False
+        self.image_source = ""
+        self.image_generation += 1
+        if had_labels:
+            self._drop_label_map()
+        self.volume_changed.emit()
+
     def notify_pixels_changed(self) -> None:
         self.pixels_changed.emit()
 
     # --- label map ----------------------------------------------------------------------
-    def set_label_map(self, label_map: Volume, label_table: dict[int, LabelEntry]) -> None:
-        """Overlay ``label_map``; it must already be on the image grid (see fit_to_grid)."""
+    def set_label_map(self, label_map: Volume, label_table: dict[int, LabelEntry] | None = None,
+                      description: str = "") -> LabelMap:
+        """Overlay ``label_map`` (no copy); it must already be on the image grid (see fit_to_grid).
+
+        A new starting point: the undo history is cleared and the journal rebased.
+        """
         if self.volume is None:
             raise GeometryError("open an image before opening a label map onto it")
         if not label_map.same_grid(self.volume):
             raise GeometryError(
                 f"the label map's grid {label_map.size_xyz} does not match the image's {self.volume.size_xyz}"
             )
+        if label_map.array.size and int(label_map.array.min()) < 0:
+            raise GeometryError("label maps cannot hold negative values")
         if label_map.array.size and int(label_map.array.max()) > MAX_LABEL_VALUE:
             raise GeometryError(f"label values above {MAX_LABEL_VALUE} cannot be shown")
-        if int(label_map.array.min()) < 0:
-            raise GeometryError("label maps cannot hold negative values")
+        if label_table is None and isinstance(label_map, LabelMap):
+            label_table = label_map.labels
+        wrapped = LabelMap.from_volume(label_map, label_table)
+        self._replace_label_map(wrapped, description or "label map")
+        return wrapped
+
+    def new_label_map(self) -> LabelMap:
+        """An empty label map on the image to draw into (keeps the current one if there is one)."""
+        if self.volume is None:
+            raise GeometryError("open an image before drawing on it")
+        if self.label_map is None:
+            self._replace_label_map(LabelMap.empty_like(self.volume), "new segmentation")
+        return self.label_map  # type: ignore[return-value]
+
+    def _replace_label_map(self, label_map: LabelMap | None, description: str) -> None:
         self.label_map = label_map
-        self.labels = dict(label_table)
+        self.history.clear()
+        self.unsaved = False
+        if label_map is not None and label_map.labels and self.active_label not in label_map.labels:
+            self.active_label = next(iter(label_map.labels))
+        self._rebase_journal(description)
         self.label_map_changed.emit()
         self.labels_changed.emit()
+        self.history_changed.emit()
+
+    def _rebase_journal(self, description: str) -> None:
+        if self.label_map is None or self.journal_root is None:
+            self.close_journal()
+            return
+        if self.journal is None:
+            self.journal = Journal.start(self.label_map, self.image_source, self.journal_root, description)
+        else:
+            self.journal.rebase(self.label_map, self.image_source, description)
+
+    def close_journal(self, discard: bool = True) -> None:
+        if self.journal is not None:
+            self.journal.close(discard=discard)
+            self.journal = None
 
     def label_volumes_ml(self) -> dict[int, float]:
-        """Volume of every label value in ml (cached until the label map changes)."""
-        if self.label_map is None or self.volume is None:
+        """Volume of every label value in ml, kept current from the edit deltas (no recount)."""
+        if self.label_map is None:
             return {}
-        cached = self._volumes_cache
-        if cached is not None and cached[0] is self.label_map:
-            return cached[1]
-        counts = np.bincount(np.asarray(self.label_map.array).ravel())
-        voxel_ml = self.volume.voxel_volume_ml
-        volumes = {int(v): float(counts[v] * voxel_ml) for v in np.nonzero(counts)[0] if v != 0}
-        self._volumes_cache = (self.label_map, volumes)
-        return volumes
+        return self.label_map.volumes_ml()
 
     def _drop_label_map(self) -> None:
-        self.label_map = None
-        self.labels = {}
-        self.label_map_changed.emit()
-        self.labels_changed.emit()
+        self._replace_label_map(None, "")
 
     def clear_label_map(self) -> None:
         if self.label_map is not None:
             self._drop_label_map()
 
-    def set_label_visible(self, value: int, visible: bool) -> None:
-        self.labels[value].visible = visible
+    def mark_saved(self) -> None:
+        """The label map was written out: quitting no longer needs to ask."""
+        self.unsaved = False
+        self.history_changed.emit()
+
+    # --- edits: the only way voxels change ------------------------------------------------
+    def apply(self, delta: Delta | None, description: str) -> bool:
+        """Write ``delta`` to the label map as one undoable, journaled step. False if nothing changed."""
+        if delta is None or delta.count == 0:
+            return False
+        self._write(delta, delta.new)
+        self.history.push(description, delta)
+        self._journal(delta)
+        self.unsaved = True
+        self.history_changed.emit()
+        return True
+
+    def _journal(self, delta: Delta) -> None:
+        if self.journal is not None:
+            self.journal.append(delta)
+
+    def _write(self, delta: Delta, values: np.ndarray) -> None:
+        label_map = self.label_map if self.label_map is not None else self.new_label_map()
+        forward = values is delta.new
+        old_counts, new_counts = delta.histograms()
+        removed, added = (old_counts, new_counts) if forward else (new_counts, old_counts)
+        widened = label_map.widen_for(added.size - 1)
+        delta.write(label_map.array, values)
+        label_map.update_counts(removed, added)
+        new_values = [int(v) for v in np.flatnonzero(added) if v and int(v) not in label_map.labels]
+        for value in new_values:
+            label_map.ensure_entry(value)
+        added = new_values
+        if widened:
+            self.label_map_changed.emit()
+        else:
+            self.label_map_edited.emit(LabelEdit(delta.box, delta.values()))
+        if added:
+            self.labels_changed.emit()
+
+    def undo(self) -> bool:
+        step = self.history.pop_undo()
+        if step is None:
+            return False
+        self._write(step.delta, step.delta.old)
+        self._journal(step.delta.inverse())
+        self.unsaved = True
+        self.history_changed.emit()
+        return True
+
+    def redo(self) -> bool:
+        step = self.history.pop_redo()
+        if step is None:
+            return False
+        self._write(step.delta, step.delta.new)
+        self._journal(step.delta)
+        self.unsaved = True
+        self.history_changed.emit()
+        return True
+
+    def set_undo_budget(self, budget_bytes: int = DEFAULT_BUDGET_BYTES) -> None:
+        self.history.set_budget(budget_bytes)
+        self.history_changed.emit()
+
+    def merge_segmentation(self, result: Volume, labels: dict[int, LabelEntry], values: Iterable[int] | None = None,
+                           description: str = "Segment") -> bool:
+        """A Segment result as one undoable step: replace every unlocked voxel (``values`` None) or add only
+        the labels in ``values``. Locked labels are never overwritten."""
+        if self.volume is None or not result.same_grid(self.volume):
+            raise GeometryError("the segmentation does not fit the open image (it changed while segmenting)")
+        target = self.new_label_map()
+        for value, entry in labels.items():
+            if value not in target.labels:
+                target.labels[value] = LabelEntry(value, entry.name, entry.color, entry.visible)
+        target.labels = dict(sorted(target.labels.items()))
+        current = target.array
+        proposed = np.asarray(result.array)
+        if values is None:
+            after = proposed.astype(np.promote_types(current.dtype, proposed.dtype), copy=True)
+        else:
+            chosen = np.isin(proposed, [int(v) for v in values])
+            after = np.where(chosen, proposed, current)
+        locked = target.locked_values()
+        if locked:
+            keep = np.isin(current, list(locked))
+            after[keep] = current[keep]
+            after = np.where(np.isin(after, list(locked)) & ~keep, current, after)  # a locked label does not grow
+        delta = Delta.from_blocks((0, 0, 0), current, after.astype(np.promote_types(current.dtype, after.dtype)))
+        changed = self.apply(delta, description)
         self.labels_changed.emit()
+        return changed
+
+    # --- label table --------------------------------------------------------------------
+    def _table(self) -> LabelMap:
+        if self.label_map is None:
+            raise MedsegError("there is no segmentation yet; draw or segment first")
+        return self.label_map
+
+    def _table_changed(self) -> None:
+        if self.journal is not None and self.label_map is not None:
+            self.journal.update_table(self.label_map)
+        self.labels_changed.emit()
+
+    def add_label(self, name: str | None = None, color: tuple[int, int, int] | None = None,
+                  value: int | None = None) -> LabelEntry:
+        label_map = self.new_label_map()
+        value = label_map.next_free_value() if value is None else int(value)
+        if value in label_map.labels:
+            raise MedsegError(f"label {value} already exists ({label_map.labels[value].name})")
+        if not 1 <= value <= MAX_LABEL_VALUE:
+            raise MedsegError(f"label values run from 1 to {MAX_LABEL_VALUE}, not {value}")
+        name = name or f"label {value}"
+        entry = LabelEntry(value, name, tuple(color) if color else color_for(value, name))  # type: ignore[arg-type]
+        label_map.labels[value] = entry
+        label_map.labels = dict(sorted(label_map.labels.items()))
+        self._table_changed()
+        self.set_active_label(value)
+        return entry
+
+    def set_label_visible(self, value: int, visible: bool) -> None:
+        self._table().entry(value).visible = bool(visible)
+        self._table_changed()
 
     def set_all_labels_visible(self, visible: bool) -> None:
         for entry in self.labels.values():
             entry.visible = visible
-        self.labels_changed.emit()
+        self._table_changed()
 
     def set_label_color(self, value: int, color: tuple[int, int, int]) -> None:
-        self.labels[value].color = tuple(int(c) for c in color)  # type: ignore[assignment]
-        self.labels_changed.emit()
+        self._table().entry(value).color = tuple(int(c) for c in color)  # type: ignore[assignment]
+        self._table_changed()
 
     def rename_label(self, value: int, name: str) -> None:
-        self.labels[value].name = name
-        self.labels_changed.emit()
+        name = name.strip()
+        if not name:
+            raise MedsegError("a label needs a name")
+        self._table().entry(value).name = name
+        self._table_changed()
+
+    def set_label_locked(self, value: int, locked: bool) -> None:
+        self._table().entry(value).locked = bool(locked)
+        self._table_changed()
+
+    def rename_labels_from(self, name_set: str) -> None:
+        """Re-name every entry from a name set (file names or TotalSegmentator's); colours stay."""
+        label_map = self._table()
+        fresh = build_label_table(list(label_map.labels), label_map.meta.labels, name_set)
+        for value, entry in fresh.items():
+            old = label_map.labels[value]
+            old.name = entry.name
+        self._table_changed()
+
+    def delete_label(self, value: int) -> bool:
+        """Its voxels become background (one undoable step) and its entry goes."""
+        label_map = self._table()
+        entry = label_map.entry(value)
+        if entry.locked:
+            raise MedsegError(f"label {value} ({entry.name}) is locked; unlock it to delete it")
+        changed = self._replace_value(value, 0, f"delete {entry.name}")
+        del label_map.labels[value]
+        self._table_changed()
+        return changed
+
+    def merge_labels(self, source: int, target: int) -> bool:
+        """``source``'s voxels join ``target`` (one undoable step); ``source``'s entry goes."""
+        label_map = self._table()
+        src, dst = label_map.entry(source), label_map.entry(target)
+        if src.locked:
+            raise MedsegError(f"label {source} ({src.name}) is locked; unlock it to merge it")
+        changed = self._replace_value(source, target, f"merge {src.name} into {dst.name}")
+        del label_map.labels[source]
+        self._table_changed()
+        return changed
+
+    def _replace_value(self, old_value: int, new_value: int, description: str) -> bool:
+        from medseg.edit.tools.rules import label_box
+
+        label_map = self._table()
+        box = label_box(label_map, old_value)
+        if box is None:
+            return False
+        block = label_map.array[box_slices(box)]
+        delta = Delta.from_blocks(box[0], block, np.where(block == old_value, new_value, block).astype(block.dtype))
+        return self.apply(delta, description)
+
+    def set_active_label(self, value: int) -> None:
+        if value != self.active_label:
+            self.active_label = int(value)
+            self.active_label_changed.emit()
+
+    def pick_label_at(self, xyz: tuple[int, int, int]) -> int | None:
+        """Make the label under a voxel the active one (ctrl-click)."""
+        value = self.label_at(xyz)
+        if value:
+            self.set_active_label(value)
+        return value
+
+    def set_paint_rules(self, rules: PaintRules) -> None:
+        self.paint_rules = rules
 
     # --- window / level -----------------------------------------------------------------
     def set_window(self, center: float, width: float) -> None:
@@ -161,6 +414,9 @@ class ViewerDocument:
         if (center, width) != (self.window_center, self.window_width):
             self.window_center, self.window_width = float(center), width
             self.window_changed.emit()
+
+    def set_presets(self, presets: dict[str, tuple[float, float]]) -> None:
+        self.presets = dict(presets)
 
     def apply_preset(self, name: str) -> None:
         if name == AUTO_PRESET:

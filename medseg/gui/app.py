@@ -23,8 +23,14 @@ def _application():
     from PySide6.QtWidgets import QApplication
 
     from medseg.gui.app_shell import APPLICATION, ORGANIZATION
+    from medseg.gui.platform_check import ensure_platform
 
-    app = QApplication.instance() or QApplication(sys.argv[:1])
+    app = QApplication.instance()
+    if app is None:
+        # Qt aborts the process when its platform plugin cannot load; say why instead.
+        platform = ensure_platform()
+        log.info("Qt platform: %s", platform or "default")
+        app = QApplication(sys.argv[:1])
     app.setOrganizationName(ORGANIZATION)
     app.setApplicationName(APPLICATION)
     return app
@@ -37,6 +43,10 @@ def run_gui(path: str | None = None, demo: bool = False, screenshot: str | None 
     ``screenshot``: save a PNG of the window once the study is shown (and quit when
     ``quit_after`` is not given). ``quit_after``: close after that many seconds.
     """
+    from medseg.gui.platform_check import ensure_platform
+
+    # Before any Qt library loads: a missing system library is named, not an ImportError or abort.
+    ensure_platform()
     from PySide6.QtCore import QTimer
 
     from medseg.gui.app_shell import setup_logging
@@ -45,8 +55,11 @@ def run_gui(path: str | None = None, demo: bool = False, screenshot: str | None 
     app = _application()
     log_path = setup_logging()
     log.info("medseg GUI starting (log %s)", log_path)
+    from medseg.gui.unix_signals import SignalCloser
+
     window = MainWindow()
     window.show()
+    closer = SignalCloser(window)
     state = {"code": 0}
 
     def save_screenshot() -> None:
@@ -67,15 +80,18 @@ def run_gui(path: str | None = None, demo: bool = False, screenshot: str | None 
     window.loader.study_loaded.connect(lambda _volume: QTimer.singleShot(300, save_screenshot))
     window.loader.failed.connect(on_failed)
     window.error_shown.connect(lambda _m: None)
+    # Opening starts after the first paint: the window appears at once, and the I/O stack
+    # (pydicom, SimpleITK, scipy) is imported while it is already on screen.
     if demo:
-        window.open_demo()
+        QTimer.singleShot(0, window.open_demo)
     elif path:
-        window.open_path(path, auto_load=True)
+        QTimer.singleShot(0, lambda: window.open_path(path, auto_load=True))
     elif screenshot:
         QTimer.singleShot(500, save_screenshot)
     if quit_after is not None:
         QTimer.singleShot(int(quit_after * 1000), window.close)
     app.exec()
+    closer.restore()
     # Tear the widgets down while Python is still fully alive: letting the interpreter's
     # final garbage collection destroy Qt objects crashed PySide6 6.12 once in our runs.
     window.deleteLater()

@@ -33,6 +33,11 @@ class Banner(QFrame):
         self.details_box: QMessageBox | None = None
         self.hide()
 
+    def add_button(self, button: QPushButton) -> None:
+        """An action offered in the strip (e.g. "Show acquired slices"), before Details…; the caller shows/hides it."""
+        layout = self.layout()
+        layout.insertWidget(layout.indexOf(self.details_button), button)
+
     def show_message(self, text: str, details: str = "") -> None:
         self.label.setText(text)
         self.details = details

@@ -1,25 +1,12 @@
-"""Default label colours and names for overlays (from resources/label_colors.json)."""
+"""The overlay's colour arrays from the label table (the table itself lives in medseg.edit.label_map)."""
 
 from __future__ import annotations
 
-
 import numpy as np
 
-from medseg.edit.document import LabelEntry
-from medseg.io.label_colors import color_for, totalsegmentator_name
+from medseg.edit.label_map import NAME_SETS, LabelEntry, build_label_table
 
-NAME_SETS = ("From file", "TotalSegmentator v2 (total)")
-
-
-def build_label_table(values: list[int], names: dict[int, str], name_set: str = "From file") -> dict[int, LabelEntry]:
-    """One entry per label value present (0 excluded), coloured from the default table."""
-    table = {}
-    for value in sorted(v for v in values if v != 0):
-        name = names.get(value)
-        if name_set == NAME_SETS[1]:
-            name = totalsegmentator_name(value) or name
-        table[value] = LabelEntry(value, name or f"label {value}", color_for(value, name), True)
-    return table
+__all__ = ["NAME_SETS", "build_label_table", "color_arrays"]
 
 
 def color_arrays(table: dict[int, LabelEntry]) -> tuple[np.ndarray, np.ndarray]:
@@ -27,6 +14,7 @@ def color_arrays(table: dict[int, LabelEntry]) -> tuple[np.ndarray, np.ndarray]:
     colors = np.zeros((256, 3), dtype=np.uint8)
     visible = np.zeros(256, dtype=bool)
     for value, entry in table.items():
-        colors[value] = entry.color
-        visible[value] = entry.visible
+        if value < 256:
+            colors[value] = entry.color
+            visible[value] = entry.visible
     return colors, visible

@@ -13,6 +13,7 @@ import numpy as np
 from PySide6.QtCore import Qt, QUrl, Signal, Slot
 from PySide6.QtGui import QAction, QActionGroup, QDesktopServices, QKeySequence
 from PySide6.QtWidgets import (
+    QDockWidget,
     QFileDialog,
     QHBoxLayout,
     QLabel,
@@ -33,6 +34,9 @@ from medseg.gui.banners import Banner, findings_text, join_messages
 from medseg.gui.jobs import Job
 from medseg.gui.panels import PRESET_KEYS, OverlayPanel, WindowPanel
 from medseg.gui.presets_dialog import PresetsDialog
+from medseg.gui.raw_stack import RawStackToggle
+from medseg.gui.segmentation_files import SegmentationFiles
+from medseg.gui.stats_panel import StatsPanel
 from medseg.gui.series_browser import SeriesBrowser
 from medseg.gui.study_loader import LabelMapResult, StudyLoader, is_image_file
 from medseg.gui.viewer import ViewerPanel
@@ -74,7 +78,7 @@ class MainWindow(QMainWindow):
         self.setWindowTitle("medseg")
         self.setAcceptDrops(True)
         self.document = ViewerDocument()
-        self.document.presets = app_shell.load_presets()
+        self.document.set_presets(app_shell.load_presets())
         self.loader = StudyLoader(self.document, self)
         self.viewer = ViewerPanel(self.document, self)
         self.window_panel = WindowPanel(self.document, self)
@@ -82,6 +86,10 @@ class MainWindow(QMainWindow):
         self.findings_banner = Banner("background: #ffe08a; border: 1px solid #c9a227;", self)
         self.notice_banner = Banner("background: #bfe3ff; border: 1px solid #5a9bd5;", self)
         self.demo_banner = Banner("background: #ffb3b3; border: 1px solid #c04040;", self)
+        self.segmentation_files = SegmentationFiles(self.document, self)
+        self.stats_panel = StatsPanel(self.document, self)
+        self.raw_stack = RawStackToggle(self.document, self.loader, self)
+        self.findings_banner.add_button(self.raw_stack.button)
         self.browser: SeriesBrowser | None = None
         self.error_box: QMessageBox | None = None
         self.dialog: QMessageBox | None = None
@@ -116,6 +124,11 @@ class MainWindow(QMainWindow):
         layout.addWidget(splitter, 1)
         self.tabs = QTabWidget(self)
         self.tabs.addTab(segment, "Segment")
+        self.stats_dock = QDockWidget("Label statistics", self)
+        self.stats_dock.setObjectName("label-statistics")
+        self.stats_dock.setWidget(self.stats_panel)
+        self.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.stats_dock)
+        self.resizeDocks([self.stats_dock], [150], Qt.Orientation.Vertical)
         self.tabs.addTab(TrainExportTab(self), "Train && Export")
         self.setCentralWidget(self.tabs)
 
@@ -151,6 +164,8 @@ class MainWindow(QMainWindow):
         self.open_files_action = self._action("Open files…", self.open_files, QKeySequence.StandardKey.Open,
                                               "Open DICOM, NIfTI, NRRD or MHA files")
         self.open_archive_action = self._action("Open zip / DICOMDIR…", self.open_archive)
+        self.pacs_action = self._action("PACS…", self.open_pacs, "Ctrl+Shift+P",
+                                        "Find a study on a PACS, retrieve and open it, send a DICOM SEG back")
         self.open_label_action = self._action("Open label map…", self.open_label_map, "Ctrl+L",
                                               "Open a NIfTI/NRRD/MHA label map onto the loaded image")
         self.demo_action = self._action("Demo study", self.open_demo, tip="The built-in synthetic demo study")
@@ -162,12 +177,20 @@ class MainWindow(QMainWindow):
         self.recent_menu_actions: list[QAction] = []
 
         file_menu = self.menuBar().addMenu("&File")
-        for action in (self.open_folder_action, self.open_files_action, self.open_archive_action):
+        for action in (self.open_folder_action, self.open_files_action, self.open_archive_action, self.pacs_action):
             file_menu.addAction(action)
         self.recent_menu = file_menu.addMenu("Recent studies")
         file_menu.addAction(self.demo_action)
         file_menu.addSeparator()
         file_menu.addAction(self.open_label_action)
+        files = self.segmentation_files
+        self.open_segmentation_action = self._action("Open segmentation…", files.open_dialog, "Ctrl+Shift+L",
+                                                     "A label map (names from its .labels.json) or a DICOM SEG")
+        self.save_action = self._action("Save segmentation", files.save, QKeySequence.StandardKey.Save)
+        self.save_as_action = self._action("Save segmentation as…", files.save_as, QKeySequence.StandardKey.SaveAs,
+                                           "NIfTI / NRRD / MHA with label names, DICOM SEG, or STL/OBJ surfaces")
+        for action in (self.open_segmentation_action, self.save_action, self.save_as_action):
+            file_menu.addAction(action)
         file_menu.addSeparator()
         file_menu.addAction(self.quit_action)
 
@@ -185,6 +208,8 @@ class MainWindow(QMainWindow):
             view_menu.addAction(action)
             self.layout_actions[name] = action
         view_menu.addSeparator()
+        view_menu.addAction(self.raw_stack.action)
+        view_menu.addAction(self.stats_dock.toggleViewAction())
         self.reset_action = self._action("Reset zoom and pan", self.viewer.reset_views, "R")
         view_menu.addAction(self.reset_action)
         self.overlay_action = self._action("Show label overlay", self._toggle_overlay, "O")
@@ -223,6 +248,12 @@ class MainWindow(QMainWindow):
         loader.label_map_loaded.connect(self._on_label_map_loaded)
         loader.segmented.connect(self._on_segmented)
         loader.failed.connect(self._on_failed)
+        loader.segmented.connect(self._on_model_output)
+        for source in (self.segmentation_files, self.stats_panel, self.raw_stack):
+            source.failed.connect(self._on_failed)
+        self.segmentation_files.saved.connect(self._on_segmentation_saved)
+        self.segmentation_files.opened.connect(self._on_segmentation_saved)
+        self.stats_panel.exported.connect(lambda path: self.statusBar().showMessage(f"wrote {path}", 8000))
         self.viewer.hovered.connect(self._on_hover)
         self.viewer.layout_changed.connect(self._on_layout_changed)
         self.window_panel.edit_presets_requested.connect(self.edit_presets)
@@ -230,6 +261,17 @@ class MainWindow(QMainWindow):
         self.document.cursor_changed.connect(self._update_status)
         self.document.volume_changed.connect(self._on_volume_changed)
         self.document.window_changed.connect(self._update_info)
+
+    # --- segmentation files (medseg.gui.segmentation_files) ----------------------------------------
+    @Slot(object)
+    def _on_model_output(self, result: Any) -> None:
+        self.segmentation_files.record_model_output(result.model_name, getattr(result, "model_version", ""),
+                                                    list(result.labels))
+
+    @Slot(str)
+    def _on_segmentation_saved(self, path: str) -> None:
+        notes = "; ".join(self.segmentation_files.notes[:2])
+        self.statusBar().showMessage(f"{Path(path).name}: {notes}" if notes else f"{Path(path).name}", 8000)
 
     # --- opening -----------------------------------------------------------------------------
     def open_dicom_folder(self) -> None:
@@ -301,14 +343,29 @@ class MainWindow(QMainWindow):
             return
         self.loader.load_series(series, source=source, synthetic=synthetic)
 
+    def open_pacs(self):
+        """The PACS dialog (one per window, kept so a running retrieval survives closing it)."""
+        from medseg.gui.pacs_dialog import PacsDialog
+
+        if getattr(self, "pacs_dialog", None) is None:
+            self.pacs_dialog = PacsDialog(self)
+            self.pacs_dialog.series_retrieved.connect(self._on_pacs_series)
+        self.pacs_dialog.show()
+        self.pacs_dialog.raise_()
+        return self.pacs_dialog
+
+    @Slot(str)
+    def _on_pacs_series(self, folder: str) -> None:
+        self.open_path(folder, auto_load=True)
+
     def open_demo(self) -> None:
         """Generate (once) and open the synthetic demo study."""
-        from medseg.io.phantom import demo_study_path
-
         if self.demo_job is not None or self._refuse_when_busy():
             return
 
         def work(progress=None, cancel=None):
+            from medseg.io.phantom import demo_study_path  # pydicom + scipy: imported off the GUI thread
+
             return demo_study_path(progress=progress, cancel=cancel)
 
         self.demo_job = Job("demo", work, self)
@@ -451,15 +508,8 @@ class MainWindow(QMainWindow):
 
     def _on_name_set(self, name_set: str) -> None:
         self.loader.label_name_set = name_set
-        from medseg.gui.label_table import build_label_table
-
         if self.document.label_map is not None:
-            old = self.document.labels
-            table = build_label_table(list(old), self.document.label_map.meta.labels, name_set)
-            for value, entry in table.items():
-                entry.visible, entry.color = old[value].visible, old[value].color
-            self.document.labels = table
-            self.document.labels_changed.emit()
+            self.document.rename_labels_from(name_set)
 
     # --- view commands -------------------------------------------------------------------------
     def set_layout(self, name: str) -> None:
@@ -483,7 +533,7 @@ class MainWindow(QMainWindow):
         self.dialog.open()
 
     def _on_presets_edited(self) -> None:
-        self.document.presets = self.dialog.presets()
+        self.document.set_presets(self.dialog.presets())
         app_shell.save_presets(self.document.presets)
         self.window_panel.refresh_presets()
 

@@ -167,6 +167,8 @@ class OverlayPanel(QGroupBox):
         self.table.cellDoubleClicked.connect(self._on_double_click)
         document.overlay_changed.connect(self._sync_overlay)
         document.labels_changed.connect(self._fill_table)
+        document.label_map_changed.connect(self._fill_table)
+        document.label_map_edited.connect(self._update_volumes)
         self._sync_overlay()
 
     def _sync_overlay(self) -> None:
@@ -202,6 +204,17 @@ class OverlayPanel(QGroupBox):
                 item.setData(Qt.ItemDataRole.UserRole, entry.value)
                 self.table.setItem(row, column, item)
         self.table.blockSignals(False)
+
+    def _update_volumes(self, edit) -> None:
+        """Only the rows of the label values an edit touched (the counts come from its delta)."""
+        volumes = self.document.label_volumes_ml()
+        for row in range(self.table.rowCount()):
+            item = self.table.item(row, 3)
+            value = item.data(Qt.ItemDataRole.UserRole) if item is not None else None
+            if value in edit.values:
+                self.table.blockSignals(True)
+                item.setText(f"{volumes.get(value, 0.0):.1f}")
+                self.table.blockSignals(False)
 
     def _on_item_changed(self, item: QTableWidgetItem) -> None:
         value = item.data(Qt.ItemDataRole.UserRole)

@@ -132,10 +132,10 @@ class SliceView(QWidget):
         key = self._current_key()
         if key != self._render_key or self.image is None:
             position = self.slice_position
-            values = self.axes.slice_of(self.display_values, position)
+            values = self.renderer.plane(self.display_values, self.axes, position)
             labels = None
             if self.display_labels is not None and self.document.overlay_visible:
-                labels = self.axes.slice_of(self.display_labels, position)
+                labels = self.renderer.plane(self.display_labels, self.axes, position)
             self._words = self.renderer.render(values, labels, self.document.overlay_outline)
             self.image = qimage_of(self._words)
             self._render_key = key

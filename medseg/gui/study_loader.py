@@ -14,14 +14,14 @@ import queue
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
 from medseg import io as medseg_io
 from medseg.edit.document import LabelEntry, ViewerDocument
-from medseg.errors import Cancelled
+from medseg.errors import Cancelled, MedsegError
 from medseg.gui.jobs import Job
 from medseg.gui.label_table import build_label_table
 from medseg.io.volume import Volume, VolumeMeta
@@ -74,6 +74,11 @@ class SegmentResult:
     seconds: float
     volumes_ml: dict[str, float]
     fallbacks: list[str]
+    model_version: str = ""  # for the saved segments' algorithm identification
+
+
+class ImageChangedError(MedsegError):
+    """A job's result belongs to an image that is no longer the open one."""
 
 
 class StudyLoader(QObject):
@@ -92,6 +97,8 @@ class StudyLoader(QObject):
         self.job: Job | None = None
         self.source: str | None = None  # what the current image was opened from
         self.label_name_set = "From file"
+        # Which result labels a Segment adds (None: replace every unlocked voxel); the Segment panel sets it.
+        self.merge_values: Callable[[SegmentResult], list[int] | None] | None = None
         self._slices: queue.Queue = queue.Queue()
         self._preview: Volume | None = None
         self._snapshot: _Snapshot | None = None
@@ -135,14 +142,17 @@ class StudyLoader(QObject):
         self.busy_changed.emit()
 
     # --- images -----------------------------------------------------------------------------
-    def load_image_file(self, path: str | Path, synthetic: bool = False) -> bool:
-        """A NIfTI/NRRD/MHA file, or a DICOM folder/zip/DICOMDIR with one series."""
+    def load_image_file(self, path: str | Path, synthetic: bool = False, series_uid: str | None = None,
+                        regularize: bool = True) -> bool:
+        """A NIfTI/NRRD/MHA file, or a DICOM folder/zip/DICOMDIR with one series (``regularize=False``: an
+        irregular stack as acquired)."""
         source = str(path)
         self._synthetic = synthetic
         self._snapshot = self._take_snapshot()
 
         def work(progress=None, cancel=None):
-            return medseg_io.load(source, progress=progress, cancel=cancel)
+            return medseg_io.load(source, series_uid=series_uid, progress=progress, cancel=cancel,
+                                  regularize=regularize)
 
         started = self._start("load", work, self._on_volume_loaded)
         if started:
@@ -224,12 +234,7 @@ class StudyLoader(QObject):
     def _restore(self, snapshot: _Snapshot) -> None:
         doc = self.document
         if snapshot.volume is None:
-            doc.volume = None
-            doc.label_map = None
-            doc.labels = {}
-            doc.is_synthetic = False
-            doc.volume_changed.emit()
-            doc.label_map_changed.emit()
+            doc.close_image()
             return
         doc.set_volume(snapshot.volume, synthetic=snapshot.synthetic, keep_view=True)
         if snapshot.label_map is not None:
@@ -287,18 +292,26 @@ class StudyLoader(QObject):
             present = set(np.unique(result.label_map.array).tolist())
             labels = {value: LabelEntry(value, name, tuple(package.colors.get(value, (255, 0, 0))), True)
                       for value, name in sorted(package.labels.items()) if value != 0 and value in present}
+            version = str(package.provenance.get("version") or package.provenance.get("weights") or "")
             return SegmentResult(result.label_map, labels, package.name, result.device_used, result.seconds,
-                                 dict(result.volumes_ml), list(result.fallbacks))
+                                 dict(result.volumes_ml), list(result.fallbacks), version)
 
         self._snapshot = None
+        self._segment_generation = self.document.image_generation
         return self._start("segment", work, self._on_segmented)
 
     @Slot(object)
     def _on_segmented(self, result: SegmentResult) -> None:
         self._finish_job()
-        if self.document.volume is None or not result.label_map.same_grid(self.document.volume):
-            return  # the image was closed or replaced meanwhile
-        self.document.set_label_map(result.label_map, result.labels)
+        doc = self.document
+        if (doc.volume is None or doc.image_generation != getattr(self, "_segment_generation", None)
+                or not result.label_map.same_grid(doc.volume)):
+            self.failed.emit(ImageChangedError(
+                "the image changed while it was being segmented, so the result was not applied",
+                hint="press Segment again for the image now open"))
+            return
+        values = self.merge_values(result) if self.merge_values is not None else None
+        doc.merge_segmentation(result.label_map, result.labels, values, f"Segment ({result.model_name})")
         log.info("segmented with %s on %s in %.1f s", result.model_name, result.device, result.seconds)
         self.segmented.emit(result)
 

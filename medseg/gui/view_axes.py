@@ -51,7 +51,10 @@ class ViewAxes:
         """The 2D (rows, columns) view of ``array_zyx`` at ``position`` along the normal."""
         index: list[object] = [slice(None)] * 3
         index[2 - self.normal_axis] = position
-        plane = array_zyx[tuple(index)]
+        return self.orient(array_zyx[tuple(index)])
+
+    def orient(self, plane: np.ndarray) -> np.ndarray:
+        """A plane as numpy indexing leaves it (remaining axes in z, y, x order) turned to the screen."""
         # The remaining numpy axes are the index axes in descending order (z, y, x).
         first_index_axis = max(a for a in range(3) if a != self.normal_axis)
         if first_index_axis != self.vertical_axis:

@@ -52,6 +52,7 @@ class ViewerPanel(QWidget):
         document.volume_changed.connect(self._on_volume_changed)
         document.pixels_changed.connect(self._on_pixels_changed)
         document.label_map_changed.connect(self._on_label_map_changed)
+        document.label_map_edited.connect(self._on_label_map_edited)
         document.labels_changed.connect(self._on_labels_changed)
         document.window_changed.connect(self._on_window_changed)
         document.overlay_changed.connect(self._on_labels_changed)
@@ -118,6 +119,8 @@ class ViewerPanel(QWidget):
         if volume is not None and volume.array.dtype != np.int16:
             self._on_volume_changed()
             return
+        if volume is not None:
+            self.renderer.changing(volume.array)  # a preview being filled: slice it directly
         # One view per preview update, in turn: the three repaints then fall in separate
         # event-loop passes instead of one long one while decoder threads hold the GIL.
         names = [n for n in VIEW_NAMES if self.views[n].isVisible()] or list(VIEW_NAMES)
@@ -135,6 +138,20 @@ class ViewerPanel(QWidget):
         labels = self._label_array()
         for view in self.views.values():
             view.set_data(view.display_values, labels, view.axes)
+
+    def _on_label_map_edited(self, edit) -> None:
+        """An in-place edit: refresh the renderer's x-major label copy in the box, then redraw
+        only the views whose current slice crosses the box."""
+        labels = next((v.display_labels for v in self.views.values() if v.display_labels is not None), None)
+        if labels is not None:
+            self.renderer.labels_edited(labels, getattr(edit, "box", None))
+        lo, hi = edit.box
+        for view in self.views.values():
+            if view.axes is None:
+                continue
+            array_axis = 2 - view.axes.normal_axis
+            if lo[array_axis] <= view.slice_position < hi[array_axis]:
+                view.mark_labels_changed()
 
     def _on_labels_changed(self) -> None:
         colors, visible = color_arrays(self.document.labels)

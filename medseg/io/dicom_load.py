@@ -137,10 +137,15 @@ def load_series(
             findings.append(GeometryFinding(
                 "regularized",
                 f"Resampled onto a regular grid ({', '.join(reasons)}): {details['size_xyz'][2]} slices "
-                f"{details['slice_step_mm']} mm apart along the slice normal; load with regularize=False for the raw stack.",
+                f"{details['slice_step_mm']} mm apart along the slice normal. The acquired slices can be shown instead "
+                f"(View > Acquired slices; --raw-stack on the command line).",
                 {**details, "reasons": reasons}))
             extra["raw_stack"] = False
         else:
+            # The grid's even z step is a stand-in: keep each slice's true position so that a
+            # segmentation saved from it (DICOM SEG) is placed where the slices really are.
+            extra["slice_positions_mm"] = [[float(v) for v in s.position] for s in slices
+                                           if s.position is not None] or None
             findings.append(GeometryFinding(
                 "raw_stack", "The irregular stack was kept as acquired (regularize=False): the voxel grid "
                 "assumes an even slice spacing, so distances along z are approximate."))

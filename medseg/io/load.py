@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 from medseg.errors import DicomError
-from medseg.io.dicom_load import SliceCallback, load_series
-from medseg.io.dicom_scan import ScanResult, SeriesInfo, scan
-from medseg.io.image_files import image_suffix, read_image
-from medseg.io.volume import GeometryFinding, Volume
 from medseg.progress import CancelToken, Progress, ProgressCallback, report
+
+if TYPE_CHECKING:  # imported when called: ``import medseg.io`` must stay cheap (see __init__)
+    from medseg.io.dicom_load import SliceCallback
+    from medseg.io.dicom_scan import ScanResult, SeriesInfo
+    from medseg.io.volume import Volume
 
 SCAN_SHARE = 0.3  # of the progress bar
 
@@ -49,6 +50,11 @@ def load(
     on_slice: SliceCallback | None = None,
 ) -> Volume:
     """Load an image file or a DICOM series (chosen by UID/key, else the largest volume)."""
+    from medseg.io.dicom_load import load_series
+    from medseg.io.dicom_scan import scan
+    from medseg.io.image_files import image_suffix, read_image
+    from medseg.io.volume import GeometryFinding
+
     single = isinstance(path, (str, os.PathLike))
     if single and image_suffix(path) is not None and Path(path).is_file():
         report(progress, 0.0, "reading image", "read")

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import SimpleITK as sitk
 
 from medseg.errors import GeometryError
+
+if TYPE_CHECKING:  # SimpleITK is imported where it is used: it costs ~0.3 s, and a viewer needs none of it
+    import SimpleITK as sitk
 
 
 @dataclass(frozen=True)
@@ -125,6 +127,8 @@ class Volume:
 
     # --- SimpleITK ----------------------------------------------------------------------------
     def to_sitk(self) -> sitk.Image:
+        import SimpleITK as sitk
+
         image = sitk.GetImageFromArray(np.ascontiguousarray(self.array))
         image.SetSpacing(self.spacing_mm)
         image.SetOrigin(self.origin_mm)
@@ -133,6 +137,8 @@ class Volume:
 
     @classmethod
     def from_sitk(cls, image: sitk.Image, meta: VolumeMeta | None = None) -> "Volume":
+        import SimpleITK as sitk
+
         if image.GetDimension() != 3:
             if image.GetDimension() == 2:
                 image = sitk.JoinSeries(image)

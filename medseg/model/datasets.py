@@ -35,7 +35,7 @@ import SimpleITK as sitk
 from medseg.errors import DatasetError, MedsegError
 from medseg.io.atomic import atomic_write_text
 from medseg.io.label_colors import color_for
-from medseg.io.volume import Volume, VolumeMeta
+from medseg.io.volume import Volume
 
 IMAGE_SUFFIXES = (".nii.gz", ".nii", ".nrrd", ".nhdr", ".mha", ".mhd")
 LABEL_TAGS = ("_label", "_labels", "_seg", "_mask")
@@ -165,33 +165,20 @@ def resample_label_map(label_map: Volume, reference: Volume) -> Volume:
 
 
 def read_dicom_seg(path: Path, reference: Volume) -> tuple[Volume, dict[int, str]]:
-    """A DICOM SEG as a label map on ``reference``'s grid, with its segment names."""
-    import highdicom as hd
+    """A DICOM SEG as a label map on ``reference``'s grid (placed frame by frame), with its segment names."""
+    from medseg.io.dicom_seg import read_dicom_seg as read_seg
 
     try:
-        seg = hd.seg.segread(str(path))
-        numbers = list(seg.get_segment_numbers())
-        names = {int(n): str(seg.get_segment_description(n).segment_label) for n in numbers}
-        volume = seg.get_volume(combine_segments=True, skip_overlap_checks=True)
-        image = volume.to_simpleitk() if hasattr(volume, "to_simpleitk") else None
-    except Exception as error:  # noqa: BLE001 - highdicom raises many types for bad SEGs
-        raise DatasetError(f"cannot read DICOM SEG: {error}", path=path) from error
-    if image is None:
-        raise DatasetError("the DICOM SEG has no usable volume geometry", path=path)
-    label_map = Volume.from_sitk(image, VolumeMeta(modality="SEG"))
-    return resample_label_map(label_map, reference), names
+        result = read_seg(path, reference)
+    except MedsegError as error:
+        raise DatasetError(f"cannot read DICOM SEG: {error.message}", path=path, hint=error.hint) from error
+    return result.label_map, {s.value: s.name for s in result.segments}
 
 
 def _is_dicom_seg(path: Path) -> bool:
-    if path.is_dir() or path.suffix.lower() not in ("", ".dcm"):
-        return False
-    import pydicom
+    from medseg.io.dicom_seg import is_dicom_seg
 
-    try:
-        dataset = pydicom.dcmread(str(path), stop_before_pixels=True, specific_tags=["Modality"])
-    except Exception:  # noqa: BLE001 - not DICOM at all
-        return False
-    return str(dataset.get("Modality", "")) == "SEG"
+    return not path.is_dir() and path.suffix.lower() in ("", ".dcm") and is_dicom_seg(path)
 
 
 def load_case(spec: CaseSpec, labels: Mapping[int, str]) -> Case:

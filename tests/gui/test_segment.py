@@ -30,7 +30,8 @@ def test_segment_shows_the_starter_masks_with_volumes(window, chest, qtbot, arti
     doc = window.document
     starter = load_package(starter_model_path())
     assert result.model_name == starter.name
-    assert doc.label_map is result.label_map and doc.label_map.same_grid(chest)
+    assert np.array_equal(doc.label_map.array, result.label_map.array) and doc.label_map.same_grid(chest)
+    assert doc.history.depth == 1  # one undoable step
     assert {entry.name for entry in doc.labels.values()} == {"body", "lungs", "bones"}
     for value, entry in doc.labels.items():
         assert entry.color == starter.colors[value]

@@ -82,8 +82,6 @@ def test_onnx_model_travels_with_a_saved_package(package, tmp_path):
 def test_device_resolution():
     assert backends.resolve_device("cpu") == "cpu"
     assert backends.resolve_device("onnx-cpu") == "onnx-cpu"
-    # this machine has neither a CUDA GPU nor DirectML: auto takes ONNX Runtime on the CPU
-    assert backends.resolve_device("auto") == "onnx-cpu"
     with pytest.raises(DeviceError, match="CUDA was requested"):
         backends.resolve_device("cuda")
     with pytest.raises(DeviceError, match="DmlExecutionProvider is not installed"):
@@ -91,6 +89,15 @@ def test_device_resolution():
     with pytest.raises(DeviceError, match="unknown device 'tpu'"):
         backends.resolve_device("tpu")
     assert backends.available_devices() == ["cpu", "onnx-cpu"]
+
+
+def test_auto_takes_pytorch_when_there_is_no_gpu(monkeypatch):
+    """ONNX Runtime lost voxel agreement with nnU-Net on the real-size network (bench_infer.py)."""
+    monkeypatch.setattr(backends, "cuda_available", lambda: False)
+    monkeypatch.setattr(backends, "directml_available", lambda: False)
+    assert backends.resolve_device("auto") == "cpu"
+    monkeypatch.setattr(backends, "directml_available", lambda: True)
+    assert backends.resolve_device("auto") == "directml"
 
 
 def test_out_of_memory_recognized_from_both_runtimes():

@@ -1,0 +1,52 @@
+"""``medseg mesh SEGMENTATION --image SERIES -o OUT_DIR``: one STL/OBJ surface per label, in LPS mm."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "mesh", help="write one surface mesh (STL/OBJ) per label",
+        description="Open a label map or DICOM SEG onto the CT it was drawn on and write one surface per label "
+                    "(marching cubes) into OUT_DIR, in physical LPS millimetres (as DICOM and 3D Slicer use).")
+    parser.add_argument("segmentation", help="label map file or DICOM SEG (.dcm)")
+    parser.add_argument("--image", required=True, help="the CT: DICOM folder, files, .zip or image file")
+    parser.add_argument("--series", metavar="UID", help="Series Instance UID or series key (see `medseg info`)")
+    parser.add_argument("--raw-stack", action="store_true", help="open an irregular stack as acquired")
+    parser.add_argument("-o", "--output", required=True, metavar="OUT_DIR", help="folder for the mesh files")
+    parser.add_argument("--format", default="stl", choices=("stl", "obj"), help="mesh format (default: stl)")
+    parser.add_argument("--json", action="store_true", help="print JSON")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from medseg.errors import SaveError
+    from medseg.io import load
+    from medseg.io.atomic import check_writable
+    from medseg.io.label_files import open_segmentation
+    from medseg.io.mesh import write_label_meshes
+
+    folder = Path(args.output)
+    if not folder.exists() and folder.parent.is_dir():
+        try:
+            folder.mkdir()
+        except OSError as error:
+            raise SaveError(f"cannot create the folder ({error.strerror})", path=folder) from error
+    check_writable(folder / "probe.stl")
+    image = load(args.image, series_uid=args.series, regularize=not args.raw_stack)
+    opened = open_segmentation(args.segmentation, image)
+    results = write_label_meshes(opened.label_map, folder, {s.value: s.name for s in opened.segments}, args.format)
+    if args.json:
+        print(json.dumps({"notes": opened.notes, "meshes": [
+            {"value": r.value, "name": r.name, "path": str(r.path), "vertices": r.n_vertices, "faces": r.n_faces,
+             "bbox_min_lps_mm": r.bbox_min_lps, "bbox_max_lps_mm": r.bbox_max_lps} for r in results]}, indent=1))
+        return 0
+    for note in opened.notes:
+        print(f"note: {note}")
+    for r in results:
+        print(f"{r.value:>5}  {r.name}: {r.n_faces} triangles -> {r.path}")
+    return 0

@@ -1,0 +1,53 @@
+"""``medseg stats SEGMENTATION --image SERIES``: per-label volume, HU and bounding box."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "stats", help="per-label statistics of a segmentation over its CT",
+        description="Open a label map (.nii.gz, .nii, .nrrd, .mha, names from its .labels.json sidecar) or a "
+                    "DICOM SEG onto the CT it was drawn on and print, for every label, the voxel count, volume "
+                    "(ml), HU mean/SD/min/max/median and bounding box (LPS mm).")
+    parser.add_argument("segmentation", help="label map file or DICOM SEG (.dcm)")
+    parser.add_argument("--image", required=True, help="the CT: DICOM folder, files, .zip or image file")
+    parser.add_argument("--series", metavar="UID", help="Series Instance UID or series key (see `medseg info`)")
+    parser.add_argument("--raw-stack", action="store_true", help="open an irregular stack as acquired")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.add_argument("--csv", metavar="OUT", help="also write the table as CSV")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from medseg.edit.stats import label_statistics, write_stats_csv
+    from medseg.io import load
+    from medseg.io.atomic import check_writable
+    from medseg.io.label_files import open_segmentation
+
+    if args.csv:
+        check_writable(args.csv)
+    image = load(args.image, series_uid=args.series, regularize=not args.raw_stack)
+    opened = open_segmentation(args.segmentation, image)
+    names = {s.value: s.name for s in opened.segments}
+    stats = label_statistics(image, opened.label_map, names)
+    if args.csv:
+        write_stats_csv(stats, args.csv)
+    if args.json:
+        print(json.dumps({"segmentation": str(args.segmentation), "image": str(args.image), "notes": opened.notes,
+                          "labels": [s.as_json() for s in stats]}, indent=1))
+        return 0
+    for note in opened.notes:
+        print(f"note: {note}")
+    width = max([len(s.name) for s in stats] + [5])
+    print(f"{'value':>5}  {'name':<{width}}  {'voxels':>9}  {'ml':>9}  {'HU mean':>8}  {'SD':>7}  {'min':>6}  "
+          f"{'max':>6}  {'median':>7}  bbox size mm (x, y, z)")
+    for s in stats:
+        size = ", ".join(f"{v:.1f}" for v in s.size_mm)
+        print(f"{s.value:>5}  {s.name:<{width}}  {s.voxels:>9}  {s.volume_ml:>9.2f}  {s.hu_mean:>8.1f}  "
+              f"{s.hu_sd:>7.1f}  {s.hu_min:>6.0f}  {s.hu_max:>6.0f}  {s.hu_median:>7.1f}  ({size})")
+    if args.csv:
+        print(f"wrote {args.csv}")
+    return 0

@@ -1,0 +1,108 @@
+"""Undo/redo of sparse deltas under a memory budget (not a fixed step count).
+
+Each step is one :class:`~medseg.edit.delta.Delta` (a stroke, a fill, a Segment result)
+with a description. When the steps held exceed the budget, the oldest are forgotten
+first; the newest step is always kept, even alone over the budget, so the last action
+can always be undone. A new step clears the redo list.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+from medseg.edit.delta import Delta
+
+DEFAULT_BUDGET_BYTES = 1 << 30  # 1 GiB
+
+
+@dataclass
+class Step:
+    description: str
+    delta: Delta
+
+    @property
+    def nbytes(self) -> int:
+        return self.delta.nbytes
+
+
+class History:
+    def __init__(self, budget_bytes: int = DEFAULT_BUDGET_BYTES) -> None:
+        self.budget_bytes = int(budget_bytes)
+        self._undo: deque[Step] = deque()
+        self._redo: list[Step] = []
+        self._bytes = 0
+        self.evicted = 0  # steps forgotten to stay within the budget, since the last clear
+
+    # --- state --------------------------------------------------------------------------
+    @property
+    def depth(self) -> int:
+        return len(self._undo)
+
+    @property
+    def redo_depth(self) -> int:
+        return len(self._redo)
+
+    @property
+    def nbytes(self) -> int:
+        return self._bytes
+
+    def can_undo(self) -> bool:
+        return bool(self._undo)
+
+    def can_redo(self) -> bool:
+        return bool(self._redo)
+
+    def summary(self) -> str:
+        """e.g. "Undo: 37 steps, 212 MB"."""
+        mb = self._bytes / 1e6
+        size = f"{mb:.0f} MB" if mb >= 10 else f"{mb:.1f} MB" if mb >= 0.1 else f"{self._bytes / 1e3:.0f} kB"
+        steps = "step" if self.depth == 1 else "steps"
+        return f"Undo: {self.depth} {steps}, {size}"
+
+    def next_undo(self) -> str | None:
+        return self._undo[-1].description if self._undo else None
+
+    def next_redo(self) -> str | None:
+        return self._redo[-1].description if self._redo else None
+
+    # --- changes ------------------------------------------------------------------------
+    def clear(self) -> None:
+        self._undo.clear()
+        self._redo.clear()
+        self._bytes = 0
+        self.evicted = 0
+
+    def set_budget(self, budget_bytes: int) -> None:
+        self.budget_bytes = int(budget_bytes)
+        self._evict()
+
+    def push(self, description: str, delta: Delta) -> None:
+        self._bytes -= sum(step.nbytes for step in self._redo)
+        self._redo.clear()
+        step = Step(description, delta)
+        self._undo.append(step)
+        self._bytes += step.nbytes
+        self._evict()
+
+    def _evict(self) -> None:
+        while self._bytes > self.budget_bytes and len(self._undo) > 1:
+            self._bytes -= self._undo.popleft().nbytes
+            self.evicted += 1
+        while self._bytes > self.budget_bytes and self._redo:
+            self._bytes -= self._redo.pop(0).nbytes  # the farthest redo goes first
+
+    def pop_undo(self) -> Step | None:
+        """The step to revert; it moves to the redo list."""
+        if not self._undo:
+            return None
+        step = self._undo.pop()
+        self._redo.append(step)
+        return step
+
+    def pop_redo(self) -> Step | None:
+        if not self._redo:
+            return None
+        step = self._redo.pop()
+        self._undo.append(step)
+        return step

@@ -1,0 +1,185 @@
+"""The editable label map: one label value per voxel on the image's grid, plus its label table.
+
+A :class:`LabelMap` *is* a :class:`~medseg.io.volume.Volume` (same grid, same geometry, so
+every writer that takes a Volume takes it) that also carries the label table and the
+voxel count of every value. The array is uint8 while every value fits (≤ 255) and is
+widened in place to uint16 the first time a larger value is written: the old array is
+dropped, so nobody keeps a second copy.
+
+The counts are kept up to date from the edit deltas (:meth:`apply`), so per-label volumes
+never need a recount of the whole map after an edit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Iterable, Mapping
+
+import numpy as np
+
+from medseg.edit.delta import value_counts
+from medseg.errors import GeometryError, MedsegError
+from medseg.io.label_colors import color_for, totalsegmentator_name
+from medseg.io.volume import Volume
+
+MAX_UINT8 = 255
+MAX_LABEL_VALUE = 65535
+NAME_SETS = ("From file", "TotalSegmentator v2 (total)")
+
+
+@dataclass(frozen=True)
+class CodedConcept:
+    """A DICOM code (scheme designator, value, meaning), e.g. ("SCT", "10200004", "Liver")."""
+
+    scheme: str
+    value: str
+    meaning: str
+
+
+@dataclass
+class LabelEntry:
+    """One row of the label table. ``category``/``type`` are the DICOM SEG coded concepts (CID 7150/7151)."""
+
+    value: int
+    name: str
+    color: tuple[int, int, int]
+    visible: bool = True
+    locked: bool = False
+    category: CodedConcept | None = None
+    type: CodedConcept | None = None
+
+
+def build_label_table(values: Iterable[int], names: Mapping[int, str] | None = None,
+                      name_set: str = NAME_SETS[0]) -> dict[int, LabelEntry]:
+    """One entry per label value present (0 excluded), named from ``names`` and coloured by the one colour table."""
+    names = names or {}
+    table = {}
+    for value in sorted({int(v) for v in values if int(v) != 0}):
+        name = names.get(value)
+        if name_set == NAME_SETS[1]:
+            name = totalsegmentator_name(value) or name
+        table[value] = LabelEntry(value, name or f"label {value}", color_for(value, name))
+    return table
+
+
+def dtype_for(max_value: int) -> np.dtype:
+    if max_value < 0 or max_value > MAX_LABEL_VALUE:
+        raise MedsegError(f"label value {max_value} is outside 0…{MAX_LABEL_VALUE}")
+    return np.dtype(np.uint8) if max_value <= MAX_UINT8 else np.dtype(np.uint16)
+
+
+class LabelMap(Volume):
+    """A label Volume on the image grid, with its label table and per-value voxel counts."""
+
+    def __init__(self, array: np.ndarray, spacing_mm=(1.0, 1.0, 1.0), origin_mm=(0.0, 0.0, 0.0),
+                 direction=None, meta=None, labels: Mapping[int, LabelEntry] | None = None) -> None:
+        array = np.asarray(array)
+        if array.size and array.dtype.kind == "f" and not np.array_equal(array, np.rint(array)):
+            raise MedsegError("a label map must hold whole numbers; this one holds fractions")
+        low = int(array.min()) if array.size else 0
+        high = int(array.max()) if array.size else 0
+        if low < 0:
+            raise MedsegError(f"a label map cannot hold negative values (found {low})")
+        wanted = dtype_for(high)
+        if array.dtype != wanted:
+            array = array.astype(wanted)
+        kwargs = {} if direction is None else {"direction": direction}
+        if meta is not None:
+            kwargs["meta"] = meta
+        super().__init__(array, spacing_mm, origin_mm, **kwargs)
+        self.counts = np.pad(value_counts(self.array.ravel()), (0, 1))
+        present = [int(v) for v in np.nonzero(self.counts)[0] if v]
+        table = dict(labels) if labels is not None else {}
+        names = self.meta.labels
+        for value in present:
+            if value not in table:
+                table.update(build_label_table([value], names))
+        self.labels: dict[int, LabelEntry] = dict(sorted(table.items()))
+
+    # --- construction ------------------------------------------------------------------
+    @classmethod
+    def from_volume(cls, volume: Volume, labels: Mapping[int, LabelEntry] | None = None,
+                    name_set: str = NAME_SETS[0]) -> "LabelMap":
+        """Wrap a loaded label Volume (no copy when it is already uint8/uint16 of the right width)."""
+        if isinstance(volume, LabelMap) and labels is None:
+            labels = volume.labels
+        label_map = cls(volume.array, volume.spacing_mm, volume.origin_mm, volume.direction, volume.meta, labels)
+        if labels is None and name_set != NAME_SETS[0]:
+            present = [int(v) for v in np.nonzero(label_map.counts)[0]]
+            label_map.labels = build_label_table(present, volume.meta.labels, name_set)
+        return label_map
+
+    @classmethod
+    def empty_like(cls, image: Volume, labels: Mapping[int, LabelEntry] | None = None) -> "LabelMap":
+        """An all-background label map on ``image``'s grid."""
+        meta = replace(image.meta, labels={}, modality="SEG", extra={})
+        return cls(np.zeros(image.shape_zyx, dtype=np.uint8), image.spacing_mm, image.origin_mm,
+                   image.direction.copy(), meta, labels or {})
+
+    def check_fits(self, image: Volume) -> None:
+        if not self.same_grid(image):
+            raise GeometryError(f"the label map's grid {self.size_xyz} does not match the image's {image.size_xyz}")
+
+    # --- the table -----------------------------------------------------------------------
+    def next_free_value(self) -> int:
+        used = set(self.labels) | {int(v) for v in np.nonzero(self.counts)[0]}
+        value = 1
+        while value in used:
+            value += 1
+        return value
+
+    def entry(self, value: int) -> LabelEntry:
+        try:
+            return self.labels[value]
+        except KeyError:
+            raise MedsegError(f"there is no label {value} in this segmentation") from None
+
+    def locked_values(self) -> frozenset[int]:
+        return frozenset(v for v, e in self.labels.items() if e.locked)
+
+    def ensure_entry(self, value: int, name: str | None = None) -> LabelEntry:
+        if value not in self.labels and value != 0:
+            self.labels[value] = LabelEntry(value, name or f"label {value}", color_for(value, name))
+            self.labels = dict(sorted(self.labels.items()))
+        return self.labels.get(value) or LabelEntry(0, "background", (0, 0, 0))
+
+    def names(self) -> dict[int, str]:
+        return {v: e.name for v, e in self.labels.items()}
+
+    # --- voxels --------------------------------------------------------------------------
+    def widen_for(self, value: int) -> bool:
+        """Make the array wide enough for ``value`` (uint8 → uint16, in place of the old one)."""
+        if dtype_for(int(value)).itemsize <= self.array.dtype.itemsize:
+            return False
+        self.array = self.array.astype(np.uint16)
+        return True
+
+    def voxel_count(self, value: int) -> int:
+        return int(self.counts[value]) if 0 <= value < len(self.counts) else 0
+
+    def volumes_ml(self) -> dict[int, float]:
+        voxel_ml = self.voxel_volume_ml
+        return {int(v): float(self.counts[v] * voxel_ml) for v in np.nonzero(self.counts)[0] if v != 0}
+
+    def recount(self) -> None:
+        """Count every value again (only after writing the array directly, outside the document)."""
+        self.counts = np.pad(value_counts(self.array.ravel()), (0, 1))
+
+    def update_counts(self, removed: np.ndarray, added: np.ndarray) -> None:
+        """Adjust the per-value counts: ``removed``/``added`` are per-value voxel counts of a change."""
+        top = max(removed.size, added.size)
+        if top > len(self.counts):
+            self.counts = np.concatenate([self.counts, np.zeros(top - len(self.counts), np.int64)])
+        self.counts[:removed.size] -= removed
+        self.counts[:added.size] += added
+
+    def to_volume(self) -> Volume:
+        """A plain Volume sharing this array, with the table's names in ``meta.labels``."""
+        meta = replace(self.meta, labels=self.names())
+        return Volume(self.array, self.spacing_mm, self.origin_mm, self.direction.copy(), meta)
+
+    def __repr__(self) -> str:
+        return f"LabelMap(size_xyz={self.size_xyz}, dtype={self.array.dtype}, labels={len(self.labels)})"
+
+
+__all__ = ["LabelMap", "LabelEntry", "CodedConcept", "build_label_table", "NAME_SETS", "MAX_LABEL_VALUE"]

@@ -1,0 +1,125 @@
+"""Per-label measurements of a segmentation over its CT: what a clinician reports.
+
+For every label: voxel count, volume (ml), HU mean / SD / min / max / median over the
+label's voxels, and the bounding box in LPS millimetres (the axis-aligned box of the
+voxel centres in patient space, so it is right on tilted and oblique grids too). SD is
+the sample SD (n - 1), as SimpleITK's LabelStatistics and most viewers report it.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+from scipy import ndimage
+
+from medseg.errors import GeometryError
+from medseg.io.atomic import atomic_write_text
+from medseg.io.volume import Volume
+
+CSV_COLUMNS = ("value", "name", "voxels", "volume_ml", "hu_mean", "hu_sd", "hu_min", "hu_max", "hu_median",
+               "bbox_min_x_mm", "bbox_min_y_mm", "bbox_min_z_mm", "bbox_max_x_mm", "bbox_max_y_mm", "bbox_max_z_mm",
+               "size_x_mm", "size_y_mm", "size_z_mm")
+
+
+@dataclass
+class LabelStats:
+    value: int
+    name: str
+    voxels: int
+    volume_ml: float
+    hu_mean: float
+    hu_sd: float
+    hu_min: float
+    hu_max: float
+    hu_median: float
+    bbox_min_lps_mm: tuple[float, float, float]
+    bbox_max_lps_mm: tuple[float, float, float]
+
+    @property
+    def size_mm(self) -> tuple[float, float, float]:
+        return tuple(float(b - a) for a, b in zip(self.bbox_min_lps_mm, self.bbox_max_lps_mm))  # type: ignore[return-value]
+
+    def row(self) -> dict:
+        lo, hi, size = self.bbox_min_lps_mm, self.bbox_max_lps_mm, self.size_mm
+        return {"value": self.value, "name": self.name, "voxels": self.voxels, "volume_ml": round(self.volume_ml, 4),
+                "hu_mean": round(self.hu_mean, 3), "hu_sd": round(self.hu_sd, 3), "hu_min": self.hu_min,
+                "hu_max": self.hu_max, "hu_median": self.hu_median,
+                "bbox_min_x_mm": round(lo[0], 3), "bbox_min_y_mm": round(lo[1], 3), "bbox_min_z_mm": round(lo[2], 3),
+                "bbox_max_x_mm": round(hi[0], 3), "bbox_max_y_mm": round(hi[1], 3), "bbox_max_z_mm": round(hi[2], 3),
+                "size_x_mm": round(size[0], 3), "size_y_mm": round(size[1], 3), "size_z_mm": round(size[2], 3)}
+
+    def as_json(self) -> dict:
+        data = asdict(self)
+        data["size_mm"] = list(self.size_mm)
+        return data
+
+
+def _physical_bbox(label_map: Volume, mask: np.ndarray, offset_zyx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Axis-aligned LPS box of the mask's voxel centres (exact for any direction matrix)."""
+    lo = np.full(3, np.inf)
+    hi = np.full(3, -np.inf)
+    if np.allclose(np.abs(label_map.direction), np.round(np.abs(label_map.direction)), atol=1e-6):
+        # Axis-aligned (possibly flipped/permuted) grid: the index box's corners are the extremes.
+        z, y, x = np.nonzero(mask)
+        ends = np.array([[x.min(), y.min(), z.min()], [x.max(), y.max(), z.max()]], dtype=float)
+        ends += offset_zyx[::-1]
+        corners = np.array([[ends[i, 0], ends[j, 1], ends[k, 2]] for i in (0, 1) for j in (0, 1) for k in (0, 1)])
+        points = label_map.index_to_physical(corners)
+        return points.min(axis=0), points.max(axis=0)
+    for k in range(mask.shape[0]):
+        y, x = np.nonzero(mask[k])
+        if x.size == 0:
+            continue
+        index = np.column_stack([x + offset_zyx[2], y + offset_zyx[1], np.full(x.size, k + offset_zyx[0])])
+        points = label_map.index_to_physical(index.astype(np.float64))
+        lo = np.minimum(lo, points.min(axis=0))
+        hi = np.maximum(hi, points.max(axis=0))
+    return lo, hi
+
+
+def label_statistics(image: Volume, label_map: Volume, names: dict[int, str] | None = None) -> list[LabelStats]:
+    """Statistics of every non-zero label of ``label_map`` over ``image`` (same grid)."""
+    if not label_map.same_grid(image):
+        raise GeometryError("the segmentation is not on the image's grid; open it onto the image first")
+    names = names if names is not None else dict(label_map.meta.labels)
+    labels = np.asarray(label_map.array)
+    hu = np.asarray(image.array)
+    stats = []
+    max_value = int(labels.max(initial=0))
+    if max_value == 0:
+        return []
+    boxes = ndimage.find_objects(labels if labels.dtype.kind in "ui" else labels.astype(np.int32), max_label=max_value)
+    for value, box in enumerate(boxes, start=1):
+        if box is None:
+            continue
+        mask = labels[box] == value
+        values = hu[box][mask].astype(np.float64)
+        if values.size == 0:
+            continue
+        offset = np.array([s.start for s in box])
+        lo, hi = _physical_bbox(label_map, mask, offset)
+        stats.append(LabelStats(
+            value, names.get(value, f"label {value}"), int(values.size), values.size * image.voxel_volume_ml,
+            float(values.mean()), float(values.std(ddof=1)) if values.size > 1 else 0.0,
+            float(values.min()), float(values.max()), float(np.median(values)),
+            tuple(float(v) for v in lo), tuple(float(v) for v in hi)))  # type: ignore[arg-type]
+    return stats
+
+
+def stats_csv(stats: list[LabelStats]) -> str:
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=CSV_COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    for item in stats:
+        writer.writerow(item.row())
+    return buffer.getvalue()
+
+
+def write_stats_csv(stats: list[LabelStats], path: str | os.PathLike) -> Path:
+    """The table as CSV (one row per label, LPS millimetres), written atomically."""
+    return atomic_write_text(path, stats_csv(stats))

@@ -1,0 +1,96 @@
+"""The statistics table: per-label voxels, ml, HU mean/SD/min/max/median and LPS bounding box, with CSV export.
+
+Recomputed on demand (Refresh, or when a new label map or image arrives), not on every
+brush stroke: a full pass over a large CT takes a moment and the user asks for numbers
+when they want them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import Signal, Slot
+from PySide6.QtWidgets import (QFileDialog, QHBoxLayout, QHeaderView, QLabel, QPushButton, QTableWidget,
+                               QTableWidgetItem, QVBoxLayout, QWidget)
+
+from medseg.edit.document import ViewerDocument
+from medseg.edit.stats import LabelStats, label_statistics, write_stats_csv
+from medseg.errors import MedsegError
+
+COLUMNS = ("Label", "Voxels", "Volume (ml)", "HU mean", "HU SD", "HU min", "HU max", "HU median",
+           "Size x×y×z (mm)")
+
+
+class StatsPanel(QWidget):
+    failed = Signal(object)
+    exported = Signal(str)
+
+    def __init__(self, document: ViewerDocument, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.document = document
+        self.stats: list[LabelStats] = []
+        self.table = QTableWidget(0, len(COLUMNS), self)
+        self.table.setHorizontalHeaderLabels(COLUMNS)
+        self.table.verticalHeader().setVisible(False)
+        self.table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
+        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        self.table.horizontalHeader().setStretchLastSection(True)
+        self.summary = QLabel("No segmentation.", self)
+        self.refresh_button = QPushButton("Refresh", self)
+        self.refresh_button.clicked.connect(self.refresh)
+        self.export_button = QPushButton("Export CSV…", self)
+        self.export_button.clicked.connect(self.export_dialog)
+        buttons = QHBoxLayout()
+        buttons.addWidget(self.summary, 1)
+        buttons.addWidget(self.refresh_button)
+        buttons.addWidget(self.export_button)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        layout.addWidget(self.table, 1)
+        layout.addLayout(buttons)
+        document.label_map_changed.connect(self.refresh)
+        document.labels_changed.connect(self._rename)
+        self.refresh()
+
+    @Slot()
+    def refresh(self) -> None:
+        doc = self.document
+        if doc.volume is None or doc.label_map is None:
+            self.stats = []
+        else:
+            names = {value: entry.name for value, entry in doc.labels.items()}
+            self.stats = label_statistics(doc.volume, doc.label_map, names)
+        self._fill()
+
+    def _rename(self) -> None:
+        names = {value: entry.name for value, entry in self.document.labels.items()}
+        for item in self.stats:
+            item.name = names.get(item.value, item.name)
+        self._fill()
+
+    def _fill(self) -> None:
+        self.table.setRowCount(len(self.stats))
+        for row, s in enumerate(self.stats):
+            size = "×".join(f"{v:.1f}" for v in s.size_mm)
+            cells = (f"{s.value}  {s.name}", f"{s.voxels:,}", f"{s.volume_ml:.2f}", f"{s.hu_mean:.1f}",
+                     f"{s.hu_sd:.1f}", f"{s.hu_min:.0f}", f"{s.hu_max:.0f}", f"{s.hu_median:.1f}", size)
+            for column, text in enumerate(cells):
+                self.table.setItem(row, column, QTableWidgetItem(text))
+        self.export_button.setEnabled(bool(self.stats))
+        total = sum(s.volume_ml for s in self.stats)
+        self.summary.setText(f"{len(self.stats)} labels, {total:.1f} ml in all" if self.stats else "No segmentation.")
+
+    def export_dialog(self) -> None:
+        path, _ = QFileDialog.getSaveFileName(self, "Export statistics", str(Path.home() / "label_statistics.csv"),
+                                              "CSV (*.csv)")
+        if path:
+            self.export(path if path.lower().endswith(".csv") else path + ".csv")
+
+    def export(self, path: str | Path) -> bool:
+        try:
+            write_stats_csv(self.stats, path)
+        except MedsegError as error:
+            self.failed.emit(error)
+            return False
+        self.exported.emit(str(path))
+        return True

@@ -1,0 +1,233 @@
+"""Label maps as NIfTI / NRRD / MHA files with a JSON sidecar of label names, and back.
+
+``liver.nii.gz`` gets ``liver.labels.json`` beside it (BIDS-style: same stem): for every
+label its value, name, colour, SNOMED codes and algorithm; the source series' UIDs (no
+patient names or IDs); and, when medseg regularised the series (gantry tilt, gaps,
+variable spacing), what it did and how — the label map lies on that regular grid, in
+the same patient coordinates as the acquired slices.
+
+Opening a label map (:func:`read_label_map`) places it onto the loaded image: on the
+same grid it is taken voxel for voxel; on another grid that overlaps the image it is
+resampled in patient coordinates (nearest neighbour, so no label value is invented) and
+a note says so; a map that does not overlap the image is refused.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from medseg.errors import GeometryError, ImageFormatError, MedsegError, SaveError
+from medseg.io.atomic import atomic_write_text, check_writable
+from medseg.io.dicom_seg import regularization_note
+from medseg.io.image_files import IMAGE_SUFFIXES, image_suffix, read_image, write_image
+from medseg.io.resample import resample_to
+from medseg.io.segment_info import SegmentInfo, default_segments, label_values
+from medseg.io.volume import Volume, VolumeMeta
+
+SIDECAR_SUFFIX = ".labels.json"
+SIDECAR_FORMAT = "medseg-labels/1"
+
+
+@dataclass
+class LabelFileResult:
+    label_map: Volume  # on the image's grid
+    segments: list[SegmentInfo]
+    notes: list[str] = field(default_factory=list)
+    sidecar: Path | None = None
+    placement: str = "exact"  # or "resampled"
+
+
+def sidecar_path(path: str | os.PathLike) -> Path:
+    path = Path(path)
+    suffix = image_suffix(path) or path.suffix
+    stem = path.name[: len(path.name) - len(suffix)] if suffix else path.stem
+    return path.with_name(stem + SIDECAR_SUFFIX)
+
+
+def _sidecar(label_map: Volume, image: Volume | None, segments: list[SegmentInfo]) -> dict:
+    source = image.meta if image is not None else label_map.meta
+    regular = regularization_note(image) if image is not None else None
+    return {
+        "format": SIDECAR_FORMAT,
+        "labels": [s.as_dict() for s in segments],
+        "source": {
+            "study_uid": source.study_uid, "series_uid": source.series_uid,
+            "frame_of_reference_uid": source.frame_of_reference_uid,
+            "series_description": source.series_description, "modality": source.modality,
+        },
+        "grid": {"size_xyz": list(label_map.size_xyz), "spacing_mm": list(label_map.spacing_mm),
+                 "origin_lps_mm": list(label_map.origin_mm), "direction": label_map.direction.reshape(-1).tolist()},
+        "regularized": regular,
+    }
+
+
+def write_label_map(label_map: Volume, path: str | os.PathLike, segments: list[SegmentInfo] | None = None,
+                    image: Volume | None = None) -> tuple[Path, Path]:
+    """Write the label map (format by suffix) and its ``.labels.json`` sidecar, both atomically."""
+    path = Path(path)
+    array = np.asarray(label_map.array)
+    present = label_values(array)
+    given = {s.value: s.resolved() for s in segments or []}
+    described = sorted(set(present) | set(given))
+    names = dict(label_map.meta.labels)
+    infos = [given[v] if v in given else default_segments([v], names)[0] for v in described]
+    if array.dtype not in (np.uint8, np.uint16):
+        dtype = np.uint8 if (array.max(initial=0) <= 255 and array.min(initial=0) >= 0) else np.uint16
+        label_map = label_map.with_array(array.astype(dtype))
+    try:
+        written = write_image(label_map, path)
+    except SaveError:
+        raise
+    except ImageFormatError as error:
+        raise _save_error(path, error) from error
+    sidecar = atomic_write_text(sidecar_path(path), json.dumps(_sidecar(label_map, image, infos), indent=1) + "\n")
+    return written, sidecar
+
+
+def _save_error(path: Path, error: ImageFormatError) -> SaveError:
+    """ITK does not say why a write failed: find out what can be found out, and say so."""
+    if not path.parent.is_dir():
+        return SaveError("the folder does not exist", path=path.parent, hint="create it or choose another folder")
+    try:
+        check_writable(path)
+    except SaveError as writable:
+        return writable
+    return SaveError(f"cannot write the label map ({error.message})", path=path,
+                     hint="the disk may be full or the file too large; free some space or choose another folder")
+
+
+def read_sidecar(path: str | os.PathLike) -> tuple[list[SegmentInfo], dict] | None:
+    sidecar = sidecar_path(path)
+    if not sidecar.is_file():
+        return None
+    try:
+        data = json.loads(sidecar.read_text(encoding="utf-8"))
+        if isinstance(data.get("labels"), list):
+            return [SegmentInfo.from_dict(item) for item in data["labels"]], data
+        # The plain form `medseg edit` writes: {"<value>": {"name": ..., "color": [...], "locked": ...}}.
+        infos = [SegmentInfo.from_dict({"value": int(value), **row}) for value, row in data.items()
+                 if str(value).isdigit() and isinstance(row, dict)]
+        for info in infos:
+            row = data[str(info.value)]
+            info.extra = {k: row[k] for k in ("locked", "visible") if k in row}
+        return infos, {}
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise ImageFormatError(f"the label-name sidecar is not readable ({error})", path=sidecar,
+                               hint="fix or delete it; the label map itself is fine") from error
+
+
+def read_label_map(path: str | os.PathLike, image: Volume) -> LabelFileResult:
+    """A NIfTI/NRRD/MHA label map (names from its sidecar, if any) on ``image``'s grid."""
+    path = Path(path)
+    if image_suffix(path) is None:
+        raise ImageFormatError("not a label-map file (by its name)", path=path,
+                               hint="open " + ", ".join(IMAGE_SUFFIXES) + " or a DICOM SEG (.dcm)")
+    raw = read_image(path)
+    if np.issubdtype(raw.array.dtype, np.floating):
+        if not np.array_equal(raw.array, np.round(raw.array)) or raw.array.min() < 0:
+            raise ImageFormatError("this is not a label map: its voxels are not whole non-negative numbers", path=path,
+                                   hint="open it as an image instead")
+    if raw.array.min() < 0:
+        raise ImageFormatError("this is not a label map: it has negative values", path=path)
+    if raw.array.max() > 65535:
+        raise ImageFormatError(f"label values up to {raw.array.max()} are too large (65535 at most)", path=path)
+    notes: list[str] = []
+    sidecar = read_sidecar(path)
+    placement = "exact"
+    if raw.same_grid(image, tol=1e-3):
+        array = raw.array
+    else:
+        _check_overlap(raw, image, path)
+        array = resample_to(raw, image, "nearest", 0).array
+        placement = "resampled"
+        notes.append("the label map is on another grid than the image: resampled onto the image in patient "
+                     "coordinates (nearest neighbour)")
+        if not np.any(array):
+            raise GeometryError("no labelled voxel of the file falls inside the open image", path=path,
+                                hint="open the image it was drawn on")
+    dtype = np.uint8 if array.max(initial=0) <= 255 else np.uint16
+    array = np.ascontiguousarray(array.astype(dtype, copy=False))
+    present = label_values(array)
+    if sidecar is not None:
+        segments, data = sidecar
+        by_value = {s.value: s for s in segments}
+        segments = [by_value[v].resolved() if v in by_value else default_segments([v])[0]
+                    for v in sorted(set(present) | set(by_value))]
+        source_for = (data.get("source") or {}).get("frame_of_reference_uid") or ""
+        if source_for and image.meta.frame_of_reference_uid and source_for != image.meta.frame_of_reference_uid:
+            notes.append("the sidecar names another frame of reference than the open image: check that this is "
+                         "the right scan")
+        if data.get("regularized") and image.meta.extra.get("raw_stack", True):
+            notes.append("the label map was drawn on medseg's regularised grid; this image is the raw stack")
+    else:
+        segments = default_segments(present, raw.meta.labels)
+        notes.append(f"no {SIDECAR_SUFFIX} sidecar: labels are named by value")
+    label_map = image.with_array(array)
+    label_map.meta = VolumeMeta(modality="SEG", labels={s.value: s.name for s in segments},
+                                source_files=[str(path)], extra={"format": image_suffix(path)})
+    return LabelFileResult(label_map, segments, notes, sidecar_path(path) if sidecar else None, placement)
+
+
+def _check_overlap(raw: Volume, image: Volume, path: Path) -> None:
+    """Refuse a label map whose box does not meet the image's in patient space."""
+    def corners(volume: Volume) -> np.ndarray:
+        size = np.asarray(volume.size_xyz) - 1
+        grid = np.array([[i, j, k] for i in (0, size[0]) for j in (0, size[1]) for k in (0, size[2])], dtype=float)
+        return volume.index_to_physical(grid)
+    inside = image.physical_to_index(corners(raw))
+    lo, hi = inside.min(axis=0), inside.max(axis=0)
+    size = np.asarray(image.size_xyz)
+    if np.any(hi < -0.5) or np.any(lo > size - 0.5):
+        raise GeometryError("the label map lies entirely outside the open image in patient space", path=path,
+                            hint="open the image it was drawn on")
+
+
+def open_segmentation(path: str | os.PathLike, image: Volume) -> LabelFileResult:
+    """A label map or a DICOM SEG, whichever ``path`` is, placed onto ``image``."""
+    from medseg.io.dicom_seg import is_dicom_seg, read_dicom_seg
+
+    path = Path(path)
+    if not path.exists():
+        raise ImageFormatError("no such file", path=path)
+    if image_suffix(path) is None:
+        if is_dicom_seg(path):
+            result = read_dicom_seg(path, image)
+            return LabelFileResult(result.label_map, result.segments, result.notes, None, result.placement)
+        raise MedsegError("not a segmentation: open a DICOM SEG or a NIfTI/NRRD/MHA label map", path=path)
+    return read_label_map(path, image)
+
+
+SEG_SUFFIXES = (".dcm",)
+
+
+def segmentation_format(path: str | os.PathLike) -> str:
+    """"dicom-seg" or "label-map" by the name's suffix; anything else is refused now, not after the work."""
+    name = str(path).lower()
+    if name.endswith(SEG_SUFFIXES):
+        return "dicom-seg"
+    if image_suffix(path) in (".nii.gz", ".nii", ".nrrd", ".mha"):
+        return "label-map"
+    raise ImageFormatError("cannot save a segmentation in this format (by its name)", path=path,
+                           hint="use .dcm (DICOM SEG), .nii.gz, .nii, .nrrd or .mha")
+
+
+def save_segmentation(label_map: Volume, image: Volume, path: str | os.PathLike,
+                      segments: list[SegmentInfo] | None = None) -> list[str]:
+    """Save as DICOM SEG (.dcm) or as a label map with its sidecar; returns notes for the user."""
+    from medseg.io.dicom_seg import write_dicom_seg
+
+    if segmentation_format(path) == "dicom-seg":
+        result = write_dicom_seg(label_map, image, path, segments)
+        return [f"DICOM SEG with {len(result.segments)} segments, {result.n_frames} frames "
+                f"({'frames reference their source images' if result.mode == 'acquired' else 'frames on the regular grid'})",
+                *result.notes]
+    written, sidecar = write_label_map(label_map, path, segments, image)
+    notes = [f"label names in {sidecar.name}"]
+    if regularization_note(image):
+        notes.append("the series was regularised; the sidecar records how")
+    return notes

@@ -1,0 +1,56 @@
+"""LabelMap: the table, the dtype, counts kept from deltas."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from medseg.edit.delta import Delta
+from medseg.edit.document import ViewerDocument
+from medseg.edit.label_map import LabelMap
+from medseg.io.label_colors import name_color
+
+from edit_cases import LIVER
+
+
+def test_table_has_standard_names_and_colours(abdomen):
+    image, label_map = abdomen
+    assert label_map.array.dtype == np.uint8 and label_map.same_grid(image)
+    present = set(np.unique(label_map.array).tolist()) - {0}
+    assert set(label_map.labels) == present and len(present) == 41
+    assert label_map.labels[LIVER].name == "liver"
+    assert label_map.labels[LIVER].color == name_color("liver")
+    assert label_map.voxel_count(LIVER) == 38_634  # the README's figure for this file
+
+
+def test_counts_follow_deltas_and_widen_to_uint16(abdomen):
+    image, label_map = abdomen
+    doc = ViewerDocument()
+    doc.set_volume(image)
+    doc.set_label_map(label_map)
+    lm = doc.label_map
+    block = lm.array[10:14, 40:60, 40:60].copy()
+    after = block.astype(np.uint16)
+    after[::2] = 300  # past uint8
+    assert doc.apply(Delta.from_blocks((10, 40, 40), block, after), "paint 300")
+    assert lm.array.dtype == np.uint16
+    assert np.array_equal(np.bincount(lm.array.ravel(), minlength=301)[:len(lm.counts)], lm.counts[:301])
+    assert 300 in lm.labels
+    doc.undo()
+    assert np.array_equal(lm.array[10:14, 40:60, 40:60], block)
+    assert np.array_equal(np.bincount(lm.array.ravel()), lm.counts[:lm.array.max() + 1])
+
+
+def test_delta_bytes_round_trip(abdomen):
+    _, label_map = abdomen
+    block = label_map.array[5:25].copy()
+    after = np.where(block == LIVER, 0, block).astype(block.dtype)
+    delta = Delta.from_blocks((5, 0, 0), block, after)
+    again = Delta.from_bytes(delta.to_bytes())
+    assert again.box == delta.box and np.array_equal(again.mask(), delta.mask())
+    assert np.array_equal(again.old, delta.old) and np.array_equal(again.new, delta.new)
+    assert again.count == np.count_nonzero(block == LIVER)
+
+
+def test_empty_like_is_background_on_the_image_grid(chest_image):
+    lm = LabelMap.empty_like(chest_image)
+    assert lm.same_grid(chest_image) and lm.array.dtype == np.uint8 and not lm.array.any() and lm.labels == {}

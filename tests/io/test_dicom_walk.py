@@ -1,0 +1,79 @@
+"""The scan's fast header walk gives pydicom's own answer, or declines (then pydicom parses).
+
+Oracle: ``pydicom.dcmread(stop_before_pixels=True, specific_tags=...)`` on every DICOM
+file in shared/data, and on cut-off copies of them.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import pydicom
+import pytest
+
+from medseg.io.dicom_scan import HEADER_BYTES, SCAN_KEYWORDS, SCAN_TAGS
+from medseg.io.dicom_walk import walk_header
+
+NOT_DICOM = {".txt", ".nrrd", ".gz", ".md", ".csv", ".nii", ".json"}
+
+
+@pytest.fixture(scope="module")
+def dicom_files(ct_dir):
+    files = []
+    for path in sorted(ct_dir.rglob("*")):
+        if path.is_file() and path.suffix.lower() not in NOT_DICOM:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                try:
+                    reference = pydicom.dcmread(str(path), stop_before_pixels=True, specific_tags=SCAN_KEYWORDS)
+                except Exception:
+                    continue
+            files.append((path, reference))
+    return files
+
+
+def _same(walked, reference) -> None:
+    assert sorted(e.keyword for e in walked) == sorted(e.keyword for e in reference)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for element in reference:
+            assert str(walked[element.tag].value) == str(element.value), element.keyword
+    assert str(walked.file_meta.TransferSyntaxUID) == str(reference.file_meta.TransferSyntaxUID)
+
+
+def test_walk_matches_pydicom_on_every_file(dicom_files):
+    walked = 0
+    for path, reference in dicom_files:
+        head = path.read_bytes()[:HEADER_BYTES]
+        result = walk_header(head, SCAN_TAGS)
+        if result is None:
+            continue
+        walked += 1
+        dataset, pixel_at = result
+        _same(dataset, reference)
+        # It stopped exactly where pydicom's stop_before_pixels stops.
+        with open(path, "rb") as fp:
+            pydicom.dcmread(fp, stop_before_pixels=True)
+            assert pixel_at == fp.tell(), path.name
+    # Implicit and explicit VR, native and encapsulated: nearly every file takes the fast path.
+    assert walked >= 0.9 * len(dicom_files) and len(dicom_files) >= 100
+
+
+def test_walk_declines_what_it_does_not_read(dicom_files):
+    kinds = {str(reference.file_meta.TransferSyntaxUID): path for path, reference in dicom_files}
+    for syntax in ("1.2.840.10008.1.2.2", "1.2.840.10008.1.2.1.99"):  # big endian, deflated
+        assert walk_header(kinds[syntax].read_bytes()[:HEADER_BYTES], SCAN_TAGS) is None
+    enhanced = next(p for p, r in dicom_files if r.get("NumberOfFrames") not in (None, "", 1, "1"))
+    assert walk_header(enhanced.read_bytes()[:HEADER_BYTES], SCAN_TAGS) is None  # functional groups: pydicom
+
+
+def test_cut_off_headers_are_declined_or_read_to_their_end(dicom_files):
+    for path, reference in dicom_files[::7]:
+        data = path.read_bytes()
+        full = walk_header(data[:HEADER_BYTES], SCAN_TAGS)
+        if full is None:
+            continue
+        for cut in (131, 200, full[1] // 2, full[1] - 1):
+            result = walk_header(data[:cut], SCAN_TAGS)
+            # A cut inside the header never passes for a complete one that reached the pixels.
+            assert result is None or result[1] == cut, (path.name, cut)
