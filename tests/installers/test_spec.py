@@ -246,9 +246,9 @@ def _depends() -> set[str]:
 def test_deb_depends_cover_the_qt_libraries_ci_installs():
     """The .deb must need at least what .ci/system-deps installs for Qt (same list, one truth
     per purpose): every library package there is a dependency of the package."""
-    text = (ROOT / ".ci" / "system-deps").read_text().replace("\\\n", " ")  # join continued lines
-    ci_packages = {token.strip('"') for line in text.splitlines() if "apt-get" in line and " install " in line
-                   for token in line.split() if re.match(r"^\"?lib[\w.+-]+\"?$", token)}
+    # .ci/system-deps lists "shared-library package" pairs (and installs the missing packages).
+    text = (ROOT / ".ci" / "system-deps").read_text()
+    ci_packages = set(re.findall(r'"\S+\.so[.\d]* (lib[\w.+-]+)"', text))
     assert ci_packages, "found no library packages in .ci/system-deps"
     missing = sorted(ci_packages - _depends())
     assert not missing, f"installers/linux/depends.txt lacks {missing}, which .ci/system-deps installs for Qt"
