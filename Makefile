@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup run test lint bench starter liver clean
+.PHONY: setup run test lint bench starter liver clean installer installer-test
 
 $(STAMP): pyproject.toml .ci/system-deps
 	bash .ci/system-deps
@@ -50,5 +50,14 @@ liver: $(STAMP)
 		--from resources/models/starter $(LIVER_TRAIN)
 	$(PY) -m medseg evaluate build/liver resources/datasets/liver_finetune.json --data-root $(DATA) --held-out --record
 
+# Linux installers (installers/README.md): the PyInstaller bundle, a .tar.gz and a .deb in dist/.
+installer: $(STAMP)
+	installers/linux/build.sh
+
+# Smoke test of the built bundle and of the .deb installed into a bare Debian root (needs root;
+# NO_CHROOT=1 tests only the bundle). About 10 minutes; not part of `make test` (see installers/README.md).
+installer-test: $(STAMP)
+	$(PY) installers/linux/smoke_test.py $(if $(NO_CHROOT),--no-chroot)
+
 clean:
-	rm -rf $(VENV) build *.egg-info test-artifacts
+	rm -rf $(VENV) build dist *.egg-info test-artifacts

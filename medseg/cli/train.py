@@ -18,6 +18,7 @@ import sys
 import time
 from pathlib import Path
 
+from medseg.build_info import require_training
 from medseg.errors import MedsegError
 
 
@@ -69,6 +70,7 @@ def run(args: argparse.Namespace) -> int:
     from medseg.model.plan import REFERENCE_VAL_3D
     from medseg.model.train import EpochEvent, IterationEvent, MessageEvent, TrainConfig, train
 
+    require_training()  # before the dataset is read: the DirectML build cannot train
     if args.epochs < 1 or args.iterations < 1:
         raise MedsegError("--epochs and --iterations must be at least 1")
     if args.threads:

@@ -620,7 +620,9 @@ class MainWindow(QMainWindow):
 
     # --- help --------------------------------------------------------------------------------
     def show_about(self) -> None:
-        self.dialog = app_shell.about_box(self)
+        from medseg.gui.about_dialog import AboutDialog
+
+        self.dialog = AboutDialog(self)
         self.dialog.open()
 
     def show_shortcuts(self) -> None:

@@ -44,6 +44,7 @@ import torch
 import torch.distributed as dist
 from safetensors.torch import load_file, save_file
 
+from medseg.build_info import require_training
 from medseg.errors import Cancelled, DatasetError, DeviceError, ModelError
 from medseg.io.atomic import atomic_path, atomic_write_text
 from medseg.io.volume import Volume
@@ -575,6 +576,7 @@ def train(
     :class:`TrainResult` when the generator finishes. ``provenance`` adds entries to the
     package's provenance (the CLI records its command line there).
     """
+    require_training()  # the DirectML build has no PyTorch device to train on
     config = config or TrainConfig()
     out_dir = Path(out_dir)
     ctx = setup_distributed(config.device)

@@ -1,0 +1,311 @@
+"""Smoke test of the BUILT Linux installers (``make installer-test``): the bundle, then the .deb
+installed into a bare Debian root.
+
+The bundle runs with an empty environment (no .venv on PATH, no PYTHONPATH, offscreen Qt):
+it must print its version, run every CLI command's --help (command discovery in the frozen
+app), report its devices, open the demo study (``medseg demo --screenshot``), and segment a
+real CT from ../shared/data with the starter model on the CPU, both with PyTorch and with
+ONNX Runtime. The label maps must equal the source tree's, voxel for voxel.
+
+Then a bare bookworm (``debootstrap --variant=minbase``, cached in build/) gets the .deb with
+``apt-get install ./medseg.deb`` (only the package's Depends; no recommends), and the same
+checks run there through /usr/bin/medseg. The host's Python (this script) only compares
+files afterwards; nothing of it is visible inside the root.
+
+    .venv/bin/python installers/linux/smoke_test.py [--bundle dist/medseg] [--deb dist/medseg_*.deb] [--no-chroot]
+
+The chroot part needs root (mounts /proc and /dev in the root) and a Debian mirror.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import SimpleITK as sitk
+
+ROOT = Path(__file__).resolve().parents[2]
+DATA = ROOT.parent / "shared" / "data"
+# A real chest CT slice (JPEG 2000 lossless, so the bundled decoder plugins must work) to segment,
+# and a 20-slice JPEG 2000 abdomen series to convert: decoding checked on a whole series, while
+# segmenting stays fast on a busy 2-core machine (the 20 slices take 1-5 minutes there).
+CT = DATA / "ct" / "cornerstone_testimages" / "CT1_J2KR"
+SERIES = DATA / "ct" / "totalsegmentator" / "example_ct_dicom"
+WORK = ROOT / "build" / "installer-test"
+BASE_ROOT_TAR = ROOT / "build" / "debroot" / "bookworm-minbase.tar"
+MIRROR = os.environ.get("DEBIAN_MIRROR", "http://deb.debian.org/debian")
+DEVICES = ("cpu", "onnx-cpu")
+SOURCE_PY = ROOT / ".venv" / "bin" / "python"
+
+
+class SmokeFailure(Exception):
+    pass
+
+
+def log(message: str) -> None:
+    print(f"[smoke {time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+def clean_env(home: Path) -> dict[str, str]:
+    """What a user's shell would give the app: no venv, no PYTHONPATH, offscreen Qt."""
+    return {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(home), "LANG": "C.UTF-8",
+            "QT_QPA_PLATFORM": "offscreen", "TMPDIR": "/tmp"}
+
+
+def run(command: list[str], env: dict[str, str] | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
+    start = time.perf_counter()
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout)
+    seconds = time.perf_counter() - start
+    if done.returncode != 0:
+        raise SmokeFailure(f"{' '.join(command)} exited {done.returncode} after {seconds:.1f} s\n"
+                           f"stdout:\n{done.stdout[-3000:]}\nstderr:\n{done.stderr[-3000:]}")
+    done.seconds = seconds  # type: ignore[attr-defined]
+    return done
+
+
+def command_names() -> list[str]:
+    """The commands as typed (``import-model``), from the source tree's parser."""
+    sys.path.insert(0, str(ROOT))
+    from medseg.cli import build_parser
+
+    parser = build_parser()
+    (subparsers,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return sorted(subparsers.choices)
+
+
+def source_labels(workdir: Path) -> dict[str, Path]:
+    """The source tree's label maps (python -m medseg from the checkout's .venv)."""
+    out = {}
+    for device in DEVICES:
+        path = workdir / f"source-{device}.nii.gz"
+        done = run([str(SOURCE_PY), "-m", "medseg", "segment", str(CT), "-o", str(path), "--device", device,
+                    "--threads", "2", "--json"])
+        log(f"source tree: segment on {device}: {done.seconds:.1f} s")
+        out[device] = path
+    path = workdir / "source-series.nii.gz"
+    done = run([str(SOURCE_PY), "-m", "medseg", "convert", str(SERIES), str(path), "--quiet"])
+    log(f"source tree: convert the 20-slice JPEG 2000 series: {done.seconds:.1f} s")
+    out["series"] = path
+    return out
+
+
+def same_image(expected: Path, actual: Path) -> np.ndarray:
+    a, b = sitk.ReadImage(str(expected)), sitk.ReadImage(str(actual))
+    for what in ("GetSize", "GetSpacing", "GetOrigin", "GetDirection"):
+        if not np.allclose(getattr(a, what)(), getattr(b, what)(), atol=1e-5):
+            raise SmokeFailure(f"{actual}: {what} {getattr(b, what)()} differs from the source run's {getattr(a, what)()}")
+    left, right = sitk.GetArrayFromImage(a), sitk.GetArrayFromImage(b)  # copies: views die with the images
+    differ = int(np.count_nonzero(left != right))
+    if differ:
+        raise SmokeFailure(f"{actual}: {differ} voxels differ from the source tree's ({expected})")
+    return left
+
+
+def same_labels(expected: Path, actual: Path) -> int:
+    left = same_image(expected, actual)
+    labels = sorted(int(v) for v in np.unique(left))
+    if labels == [0]:
+        raise SmokeFailure(f"{actual}: the segmentation is empty")
+    return int(left.size)
+
+
+def check_screenshot(path: Path) -> str:
+    if not path.is_file():
+        raise SmokeFailure(f"no screenshot at {path}")
+    image = sitk.GetArrayFromImage(sitk.ReadImage(str(path)))
+    height, width = image.shape[:2]
+    colours = len(np.unique(image.reshape(-1, image.shape[-1]) if image.ndim == 3 else image.reshape(-1, 1), axis=0))
+    if width < 600 or height < 400 or colours < 50:
+        raise SmokeFailure(f"{path}: {width}x{height} with {colours} colours does not look like the app with a study")
+    return f"{width}x{height}, {colours} colours"
+
+
+def smoke(medseg: list[str], env: dict[str, str] | None, host_out: Path, inside_out: Path, ct: Path, series: Path,
+          expected: dict[str, Path], where: str) -> dict[str, float]:
+    """Run the checks through ``medseg`` (a command prefix). Files are written to ``inside_out``
+    as the app sees it and read back from ``host_out`` (different in the chroot)."""
+    times: dict[str, float] = {}
+    start = time.perf_counter()
+    version = run([*medseg, "--version"], env).stdout.strip()
+    times["version_s"] = time.perf_counter() - start
+    log(f"{where}: {version} ({times['version_s']:.1f} s to print the version)")
+    for name in command_names():
+        help_text = run([*medseg, name, "--help"], env).stdout
+        if f"medseg {name}" not in help_text:
+            raise SmokeFailure(f"{where}: `medseg {name} --help` printed no usage for {name}")
+    log(f"{where}: every command's --help works ({', '.join(command_names())})")
+    report = json.loads(run([*medseg, "devices", "--json"], env).stdout)
+    if not report["frozen"] or report["variant"] != "cpu" or "cpu" not in report["available"]:
+        raise SmokeFailure(f"{where}: unexpected device report {report}")
+    log(f"{where}: devices: auto -> {report['recommended']}, available {report['available']}, frozen build")
+    start = time.perf_counter()
+    shot = run([*medseg, "demo", "--screenshot", str(inside_out / "demo.png")], env)
+    times["demo_s"] = time.perf_counter() - start
+    log(f"{where}: demo study opened and captured in {times['demo_s']:.1f} s "
+        f"({check_screenshot(host_out / 'demo.png')}); {shot.stdout.strip().splitlines()[-1]}")
+    run([*medseg, "info", str(series), "--json"], env)
+    start = time.perf_counter()
+    run([*medseg, "convert", str(series), str(inside_out / "series.nii.gz"), "--quiet"], env)
+    times["convert_series_s"] = time.perf_counter() - start
+    hu = same_image(expected["series"], host_out / "series.nii.gz")
+    log(f"{where}: the 20-slice JPEG 2000 series decodes to the source tree's {hu.size} voxels exactly "
+        f"(HU {int(hu.min())}..{int(hu.max())}, {times['convert_series_s']:.1f} s)")
+    for device in DEVICES:
+        name = f"{device}.nii.gz"
+        start = time.perf_counter()
+        done = run([*medseg, "segment", str(ct), "-o", str(inside_out / name), "--device", device,
+                    "--threads", "2", "--json"], env)
+        times[f"segment_{device}_s"] = time.perf_counter() - start
+        result = json.loads(done.stdout)
+        voxels = same_labels(expected[device], host_out / name)
+        log(f"{where}: segment on {result['device']} in {times[f'segment_{device}_s']:.1f} s "
+            f"(inference {result['seconds']} s): {voxels} voxels equal the source tree's; volumes {result['volumes_ml']}")
+    return times
+
+
+# --- the bare Debian root ------------------------------------------------------------------
+def base_root_tar() -> Path:
+    if BASE_ROOT_TAR.is_file():
+        return BASE_ROOT_TAR
+    BASE_ROOT_TAR.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix="debootstrap-", dir=BASE_ROOT_TAR.parent))
+    try:
+        start = time.perf_counter()
+        run(["debootstrap", "--variant=minbase", "bookworm", str(staging), MIRROR], timeout=1200)
+        log(f"debootstrap --variant=minbase bookworm: {time.perf_counter() - start:.0f} s")
+        run(["tar", "-C", str(staging), "-cf", str(BASE_ROOT_TAR) + ".part", "."])
+        os.replace(str(BASE_ROOT_TAR) + ".part", BASE_ROOT_TAR)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return BASE_ROOT_TAR
+
+
+def remove_root(path: Path) -> None:
+    """Delete a Debian root safely: unmount whatever an interrupted run left mounted in it
+    first (a bind-mounted /dev must never be deleted through), then stay on its file system."""
+    prefix = str(path.resolve()) + "/"
+    mounted = [line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()
+               if line.split()[1].startswith(prefix)]
+    for mountpoint in sorted(mounted, key=len, reverse=True):
+        subprocess.run(["umount", "-l", mountpoint], check=False)
+    if path.exists():
+        subprocess.run(["rm", "-rf", "--one-file-system", str(path)], check=True)
+
+
+class Chroot:
+    def __init__(self, path: Path):
+        self.path = path
+        self.mounts: list[Path] = []
+
+    def __enter__(self) -> "Chroot":
+        remove_root(self.path)
+        self.path.mkdir(parents=True)
+        run(["tar", "-C", str(self.path), "-xf", str(base_root_tar())])
+        shutil.copy("/etc/resolv.conf", self.path / "etc" / "resolv.conf")
+        for source, target, kind in (("proc", "proc", "proc"), ("/dev", "dev", "bind")):
+            mountpoint = self.path / target
+            run(["mount", "--bind", source, str(mountpoint)] if kind == "bind" else ["mount", "-t", "proc", "proc", str(mountpoint)])
+            self.mounts.append(mountpoint)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for mountpoint in reversed(self.mounts):
+            subprocess.run(["umount", "-l", str(mountpoint)], check=False)
+        self.mounts.clear()
+        if not exc[0]:  # a failed root stays for a look (unmounted); the next run removes it
+            remove_root(self.path)
+
+    def command(self, *args: str) -> list[str]:
+        return ["chroot", str(self.path), *args]
+
+
+def chroot_smoke(deb: Path, expected: dict[str, Path]) -> dict[str, float]:
+    if os.geteuid() != 0:
+        raise SmokeFailure("the bare-Debian part needs root (debootstrap, chroot, mount); run it as root "
+                           "or pass --no-chroot")
+    times: dict[str, float] = {}
+    with Chroot(WORK / "debian-root") as root:
+        tmp = root.path / "tmp" / "smoke"
+        tmp.mkdir(parents=True)
+        shutil.copy(deb, tmp / "medseg.deb")
+        os.chmod(tmp / "medseg.deb", 0o644)
+        shutil.copy(CT, tmp / "ct.dcm")
+        shutil.copytree(SERIES, tmp / "series")
+        apt_env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "DEBIAN_FRONTEND": "noninteractive", "LANG": "C.UTF-8"}
+        start = time.perf_counter()
+        run(root.command("apt-get", "update", "-qq"), apt_env)
+        done = run(root.command("apt-get", "install", "-y", "-qq", "--no-install-recommends", "/tmp/smoke/medseg.deb"),
+                   apt_env, timeout=1200)
+        times["apt_install_s"] = time.perf_counter() - start
+        log(f"bare Debian: apt-get install ./medseg.deb (Depends only) took {times['apt_install_s']:.0f} s")
+        for forbidden in ("python3", "python3-venv"):
+            probe = subprocess.run(root.command("dpkg", "-s", forbidden), capture_output=True, text=True)
+            if probe.returncode == 0:
+                raise SmokeFailure(f"bare Debian: {forbidden} is installed in the root; the test would not prove the bundle is self-contained")
+        missing = run(root.command("sh", "-c", "for f in $(find /opt/medseg/_internal/PySide6 -name '*.so*'); do "
+                                   "ldd $f | grep 'not found' | sed \"s|^|$f: |\"; done"), apt_env).stdout.strip()
+        if missing:
+            raise SmokeFailure(f"bare Debian: bundled Qt libraries miss system libraries:\n{missing}")
+        log("bare Debian: every bundled Qt library and plugin (xcb and wayland too) finds its system libraries")
+        env = clean_env(Path("/tmp/smoke/home"))
+        (tmp / "home").mkdir()
+        times.update(smoke(root.command("env", "-i", *(f"{k}={v}" for k, v in env.items()), "/usr/bin/medseg"),
+                           None, tmp, Path("/tmp/smoke"), Path("/tmp/smoke/ct.dcm"), Path("/tmp/smoke/series"),
+                           expected, "bare Debian"))
+        del done
+        shutil.copy(tmp / "demo.png", WORK / "debian-demo.png")  # the root is removed; keep what it showed
+    return times
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--bundle", type=Path, default=ROOT / "dist" / "medseg")
+    parser.add_argument("--deb", type=Path, help="default: the newest dist/medseg_*.deb")
+    parser.add_argument("--no-chroot", action="store_true", help="test only the bundle (no root needed)")
+    args = parser.parse_args()
+    executable = args.bundle / "medseg"
+    if not executable.is_file():
+        print(f"smoke_test: no bundle at {args.bundle}; run `make installer` first", file=sys.stderr)
+        return 1
+    if not CT.is_file() or not SERIES.is_dir():
+        print(f"smoke_test: the test CT is missing: {CT} / {SERIES}", file=sys.stderr)
+        return 1
+    WORK.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    try:
+        source_dir = WORK / "source"
+        source_dir.mkdir(exist_ok=True)
+        expected = source_labels(source_dir)
+        bundle_dir = WORK / "bundle"
+        shutil.rmtree(bundle_dir, ignore_errors=True)
+        (bundle_dir / "home").mkdir(parents=True)
+        env = clean_env(bundle_dir / "home")
+        bundle_start = time.perf_counter()
+        times = smoke([str(executable.resolve())], env, bundle_dir, bundle_dir, CT, SERIES, expected, "bundle")
+        times["bundle_total_s"] = time.perf_counter() - bundle_start
+        if not args.no_chroot:
+            deb = args.deb or max((ROOT / "dist").glob("medseg_*.deb"), key=lambda p: p.stat().st_mtime, default=None)
+            if deb is None:
+                raise SmokeFailure("no dist/medseg_*.deb; run `make installer` first")
+            chroot_start = time.perf_counter()
+            times.update({f"debian_{k}": v for k, v in chroot_smoke(deb, expected).items()})
+            times["debian_total_s"] = time.perf_counter() - chroot_start
+    except SmokeFailure as failure:
+        print(f"smoke_test: FAILED: {failure}", file=sys.stderr)
+        return 1
+    times["total_s"] = time.perf_counter() - started
+    (WORK / "smoke-report.json").write_text(json.dumps({k: round(v, 1) for k, v in times.items()}, indent=1))
+    log("PASSED: " + ", ".join(f"{k} {v:.1f}" for k, v in times.items()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
