@@ -5,7 +5,6 @@ from __future__ import annotations
 import gc
 import logging
 import sys
-import time
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -18,8 +17,6 @@ from PySide6.QtWidgets import (
     QLabel,
     QMainWindow,
     QMessageBox,
-    QProgressBar,
-    QPushButton,
     QSplitter,
     QTabWidget,
     QVBoxLayout,
@@ -30,6 +27,7 @@ from medseg.edit.document import AUTO_PRESET, ViewerDocument
 from medseg.errors import Cancelled, MedsegError
 from medseg.gui import app_shell
 from medseg.gui.banners import Banner, findings_text, join_messages
+from medseg.gui.job_status import JobStatusWidget
 from medseg.gui.jobs import Job
 from medseg.gui.panels import PRESET_KEYS, OverlayPanel, WindowPanel
 from medseg.gui.presets_dialog import PresetsDialog
@@ -122,17 +120,14 @@ class MainWindow(QMainWindow):
     def _build_status_bar(self) -> None:
         self.position_label = QLabel(self)
         self.position_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.progress_bar = QProgressBar(self)
-        self.progress_bar.setRange(0, 1000)
-        self.progress_bar.setMaximumWidth(220)
-        self.progress_text = QLabel(self)
-        self.cancel_button = QPushButton("Cancel", self)
-        self.cancel_button.clicked.connect(self.loader.cancel)
+        # One widget for every running job (loads, segmentation, training); Cancel cancels the newest.
+        self.job_status = JobStatusWidget(parent=self)
+        self.progress_bar = self.job_status.progress_bar
+        self.progress_text = self.job_status.progress_text
+        self.cancel_button = self.job_status.cancel_button
         bar = self.statusBar()
         bar.addWidget(self.position_label, 1)
-        for widget in (self.progress_text, self.progress_bar, self.cancel_button):
-            bar.addPermanentWidget(widget)
-            widget.hide()
+        bar.addPermanentWidget(self.job_status)
         # A fixed height: showing the progress widgets must not resize (and so re-render)
         # the views at the moment a load starts.
         bar.setFixedHeight(max(w.sizeHint().height() for w in (self.progress_bar, self.cancel_button)) + 6)
@@ -311,7 +306,7 @@ class MainWindow(QMainWindow):
         def work(progress=None, cancel=None):
             return demo_study_path(progress=progress, cancel=cancel)
 
-        self.demo_job = Job("demo", work, self)
+        self.demo_job = Job("demo", work, self, pause_gc=True)
         self.demo_job.progressed.connect(self._on_progress)
         self.demo_job.finished_ok.connect(self._on_demo_ready)
         self.demo_job.finished_error.connect(self._on_demo_failed)
@@ -382,23 +377,11 @@ class MainWindow(QMainWindow):
     # --- results -----------------------------------------------------------------------------
     @Slot()
     def _on_busy(self) -> None:
-        busy = self.loader.busy or self.demo_job is not None
-        if busy and not self.progress_bar.isVisible():
-            self.progress_bar.setValue(0)  # while hidden: a visible QProgressBar repaints synchronously
-            self.progress_text.setText("")
-        for widget in (self.progress_text, self.progress_bar, self.cancel_button):
-            widget.setVisible(busy)
-        self.cancel_button.setEnabled(self.loader.busy)
+        """Kept for the callers' signals: the job status widget follows the job registry itself."""
 
     @Slot(float, str)
     def _on_progress(self, fraction: float, text: str) -> None:
-        # At most ~10 updates a second: a visible QProgressBar repaints synchronously.
-        now = time.monotonic()
-        if fraction < 1.0 and now - getattr(self, "_last_progress", 0.0) < 0.1:
-            return
-        self._last_progress = now
-        self.progress_bar.setValue(int(fraction * 1000))
-        self.progress_text.setText(text)
+        """Kept for the callers' signals: progress reaches the status bar through the job registry."""
 
     def _on_volume_changed(self) -> None:
         self.demo_banner.setVisible(False)
@@ -591,4 +574,5 @@ class MainWindow(QMainWindow):
             self.browser.shutdown()
         if self.demo_job is not None:
             self.demo_job.wait_stopped()
+        self.job_status.detach()
         super().closeEvent(event)
