@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 from medseg.cli._console import progress_printer
@@ -29,11 +28,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--mirror", action="store_true", help="mirroring test-time augmentation (slower)")
     parser.add_argument("--tile-batch", type=int, help="tiles per forward pass (default: 1 on CPU, 2 on GPUs)")
     parser.add_argument("--threads", type=int, help="CPU threads for PyTorch / ONNX Runtime")
-    parser.add_argument("--json", action="store_true", help="print a JSON document instead of text")
+    parser.add_argument("--json", action="store_true",
+                        help="print the event stream, one JSON object per line: progress ..., then done (with the "
+                             "result: output, device, fallbacks, volumes_ml) or failed")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from medseg.cli._events import EventStream
+
+    events = EventStream(bool(args.json))
+    with events.failures():
+        return _segment(args, events)
+
+
+def _segment(args: argparse.Namespace, events) -> int:
     import torch
 
     from medseg.io import load, write_image
@@ -46,11 +55,13 @@ def run(args: argparse.Namespace) -> int:
     package = load_model(args.model)
     result = segment(
         volume, package, device=args.device, configuration=args.configuration, step_size=args.step,
-        mirror=args.mirror, tile_batch=args.tile_batch, progress=None if args.json else progress_printer(),
+        mirror=args.mirror, tile_batch=args.tile_batch, progress=events.progress() if args.json else progress_printer(),
     )  # fmt: skip
     written = write_image(result.label_map, args.output)
     if args.json:
-        print(json.dumps({
+        for note in result.fallbacks:
+            events.emit("fallback", text=note)
+        events.emit("done", **{
             "input": str(args.path),
             "output": str(written),
             "model": package.name,
@@ -62,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
             "spacing_mm": list(result.label_map.spacing_mm),
             "labels": {str(k): v for k, v in sorted(package.labels.items())},
             "volumes_ml": {name: round(ml, 3) for name, ml in result.volumes_ml.items()},
-        }, indent=1))
+        })
         return 0
     for note in result.fallbacks:
         print(f"note: {note}", file=sys.stderr)
