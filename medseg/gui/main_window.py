@@ -32,6 +32,7 @@ from medseg.gui.jobs import Job
 from medseg.gui.panels import PRESET_KEYS, OverlayPanel, WindowPanel
 from medseg.gui.presets_dialog import PresetsDialog
 from medseg.gui.series_browser import SeriesBrowser
+from medseg.gui.train_tab import TrainExportTab
 from medseg.gui.study_loader import LabelMapResult, StudyLoader, is_image_file
 from medseg.gui.viewer import ViewerPanel
 from medseg.io.volume import Volume
@@ -41,17 +42,6 @@ log = logging.getLogger(__name__)
 IMAGE_FILTER = "Images (*.dcm *.nii *.nii.gz *.nrrd *.nhdr *.mha *.mhd);;All files (*)"
 LABEL_FILTER = "Label maps (*.nii *.nii.gz *.nrrd *.nhdr *.mha *.mhd);;All files (*)"
 ARCHIVE_FILTER = "Zip archives or DICOMDIR (*.zip DICOMDIR);;All files (*)"
-
-
-class TrainExportTab(QWidget):
-    def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        text = QLabel(
-            "<h3>Train &amp; Export</h3><p>Collecting corrected cases, fine-tuning the model with live curves and "
-            "exporting it (ONNX, TorchScript, medseg package) arrive here with the training engine.</p>", self)
-        text.setWordWrap(True)
-        text.setAlignment(Qt.AlignmentFlag.AlignTop)
-        QVBoxLayout(self).addWidget(text)
 
 
 class MainWindow(QMainWindow):
@@ -114,7 +104,9 @@ class MainWindow(QMainWindow):
         layout.addWidget(splitter, 1)
         self.tabs = QTabWidget(self)
         self.tabs.addTab(segment, "Segment")
-        self.tabs.addTab(TrainExportTab(self), "Train && Export")
+        self.train_tab = TrainExportTab(self.document, self)
+        self.train_tab.failed.connect(self._on_failed)
+        self.tabs.addTab(self.train_tab, "Train && Export")
         self.setCentralWidget(self.tabs)
 
     def _build_status_bar(self) -> None:
@@ -574,5 +566,6 @@ class MainWindow(QMainWindow):
             self.browser.shutdown()
         if self.demo_job is not None:
             self.demo_job.wait_stopped()
+        self.train_tab.shutdown()
         self.job_status.detach()
         super().closeEvent(event)

@@ -33,7 +33,7 @@ import numpy as np
 import SimpleITK as sitk
 
 from medseg.errors import DatasetError, MedsegError
-from medseg.io.atomic import atomic_write_text
+from medseg.io.atomic import atomic_path, atomic_write_text
 from medseg.io.label_colors import color_for
 from medseg.io.volume import Volume, VolumeMeta
 from medseg.model.fingerprint import Fingerprint, fingerprint_cases  # noqa: F401 - where they were before
@@ -395,8 +395,10 @@ def save_case(
     if not label_map.same_grid(image):
         raise DatasetError("the label map is not on the image grid", path=folder)
     folder.mkdir(parents=True, exist_ok=True)
-    sitk.WriteImage(image.to_sitk(), str(folder / "image.nii.gz"), useCompression=True)
-    sitk.WriteImage(label_map.to_sitk(), str(folder / "label.nii.gz"), useCompression=True)
+    # Each file atomically, case.json last: a case folder is either complete or not a case.
+    for volume, file_name in ((image, "image.nii.gz"), (label_map, "label.nii.gz")):
+        with atomic_path(folder / file_name) as temporary:
+            sitk.WriteImage(volume.to_sitk(), str(temporary), useCompression=True)
     entries = {
         str(v): {"name": n, **({"color": list(colors[v])} if colors and v in colors else {})}
         for v, n in labels.items() if v != 0

@@ -50,17 +50,24 @@ def fingerprint_cases(cases: Iterable[Any], seed: int = 1234) -> Fingerprint:
         foreground = case.image.array[case.label_map.array > 0]
         if foreground.size:
             samples.append(rng.choice(foreground, size=min(FOREGROUND_SAMPLES_PER_CASE, foreground.size), replace=True))
-    if not shapes:
+    return fingerprint_from_samples(spacings, shapes, samples)
+
+
+def fingerprint_from_samples(
+    spacings_zyx: Sequence[Sequence[float]], shapes_zyx: Sequence[Sequence[int]], samples: Sequence[np.ndarray],
+) -> Fingerprint:
+    """The fingerprint from per-case spacing, shape and foreground intensity samples."""
+    if not shapes_zyx:
         raise DatasetError("the dataset has no cases")
+    samples = [s for s in samples if len(s)]
     values = np.concatenate(samples).astype(np.float64) if samples else np.zeros(1)
     stats = {
         "mean": float(values.mean()), "std": float(values.std()), "median": float(np.median(values)),
         "min": float(values.min()), "max": float(values.max()),
         "percentile_00_5": float(np.percentile(values, 0.5)), "percentile_99_5": float(np.percentile(values, 99.5)),
     }
-    return Fingerprint(spacings, shapes, stats)
-
-
+    return Fingerprint([tuple(float(v) for v in s) for s in spacings_zyx], [tuple(int(v) for v in s) for s in shapes_zyx],
+                       stats)
 
 
 def plan_for_dataset(
