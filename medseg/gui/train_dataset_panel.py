@@ -76,6 +76,12 @@ class DatasetPanel(QWidget):
         self.table.itemChanged.connect(self._on_item_changed)
         self._filling = False
 
+    def set_workspace(self, folder: Path) -> None:
+        """Start a new training set in ``folder`` (cases saved there, runs under ``runs/``)."""
+        self.training_set = TrainingSet(folder)
+        self._fill()
+        self._replan()
+
     # --- actions -----------------------------------------------------------------------------------
     def add_current_case(self) -> None:
         case = self.current_case() if self.current_case is not None else None
@@ -201,7 +207,7 @@ class DatasetPanel(QWidget):
                      "…" if info is None else " × ".join(str(n) for n in info.size_xyz),
                      "…" if info is None else " × ".join(f"{s:.3g}" for s in info.spacing_mm),
                      "…" if info is None else ", ".join(info.labels_present) or "none",
-                     "", "" if info is None else "; ".join(info.problems)]
+                     "", "; ".join(self.training_set.problems(entry))]
             for column, text in enumerate(cells):
                 item = QTableWidgetItem(text)
                 item.setFlags(Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsSelectable)
@@ -213,7 +219,7 @@ class DatasetPanel(QWidget):
                     item.setToolTip(text)
                 self.table.setItem(row, column, item)
         training = sum(not e.validation for e in entries)
-        problems = sum(1 for e in entries if e.info is not None and e.info.problems)
+        problems = sum(1 for e in entries if self.training_set.problems(e))
         self.status.setText(f"{len(entries)} case(s): {training} for training, {len(entries) - training} for "
                             f"validation; labels {', '.join(self.training_set.label_names) or 'none'}"
                             + (f"; {problems} case(s) with problems" if problems else ""))

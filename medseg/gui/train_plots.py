@@ -140,14 +140,34 @@ class LiveCurves(QWidget):
             values = [f"{n} {v:.3f}" for n, points in self.dice.items() for e, v in points if e == epoch]
             self.hover.setText(f"epoch {epoch}: Dice " + ", ".join(values) if values else " ")
 
-    def save_png(self, folder: str | Path) -> list[Path]:
-        """Each plot as a PNG in ``folder`` (the run folder keeps them)."""
+    def save_png(self, folder: str | Path, size: tuple[int, int] = (1200, 800)) -> list[Path]:
+        """Each plot as a PNG in ``folder`` (the run folder keeps them), drawn at a fixed size.
+
+        Drawn by an off-screen copy: this widget may sit on a hidden page (never laid out).
+        """
+        from PySide6.QtCore import Qt
+        from PySide6.QtWidgets import QApplication
+
         self.redraw()
+        copy = LiveCurves()
+        copy.setAttribute(Qt.WidgetAttribute.WA_DontShowOnScreen, True)
+        copy.resize(*size)
+        for name in ("steps", "losses", "smoothed", "learning_rates", "epochs", "validation_losses"):
+            setattr(copy, name, list(getattr(self, name)))
+        copy.dice = {name: list(points) for name, points in self.dice.items()}
+        copy._dirty = True
+        copy.show()
+        copy.redraw()
+        QApplication.processEvents()
         folder = Path(folder)
         written = []
-        for key, plot in self.plots.items():
-            path = folder / f"plot_{key}.png"
-            with atomic_path(path) as temporary:
-                plot.grab().save(str(temporary), "PNG")
-            written.append(path)
+        try:
+            for key, plot in copy.plots.items():
+                path = folder / f"plot_{key}.png"
+                with atomic_path(path) as temporary:
+                    plot.grab().save(str(temporary), "PNG")
+                written.append(path)
+        finally:
+            copy.close()
+            copy.deleteLater()
         return written

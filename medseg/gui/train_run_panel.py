@@ -336,8 +336,6 @@ class TrainingPanel(QWidget):
             self._log(f"epoch {record['epoch'] + 1}/{record['epochs']}: loss {record['train_loss']:.4f}"
                       + (f", validation loss {validation:.4f}" if validation is not None else "")
                       + (f", Dice {dice}" if dice else "") + (" (best)" if record.get("is_best") else ""))
-            if self.run_folder is not None:
-                self.curves.save_png(self.run_folder)
         elif kind == "checkpoint":
             self.last_checkpoint = record["path"]
         elif kind in ("message", "fallback"):

@@ -40,7 +40,7 @@ class CaseInfo:
     size_xyz: tuple[int, int, int]
     spacing_mm: tuple[float, float, float]
     labels_present: list[str]
-    problems: list[str]
+    problems: list[str]  # from the files (grid, unknown values, empty); see TrainingSet.problems
     foreground_sample: np.ndarray = field(repr=False, default_factory=lambda: np.zeros(0))
 
 
@@ -189,9 +189,6 @@ class TrainingSet:
         present = [labels[v] for v in sorted(present_values)]
         if not present_values:
             problems.append("empty label map")
-        missing = [n for v, n in labels.items() if v and v not in present_values]
-        if missing and present_values:
-            problems.append("missing: " + ", ".join(missing))
         foreground = case.image.array[case.label_map.array > 0]
         rng = np.random.default_rng(seed)
         sample = (rng.choice(foreground, size=min(FOREGROUND_SAMPLES_PER_CASE, foreground.size), replace=True)
@@ -200,6 +197,15 @@ class TrainingSet:
                               tuple(float(s) for s in case.image.spacing_mm), present, problems,
                               np.asarray(sample, dtype=np.float64))
         return entry.info
+
+    def problems(self, entry: CaseEntry) -> list[str]:
+        """The case's problems against the set as it is now (a label added later is missing here)."""
+        if entry.info is None:
+            return []
+        missing = [n for n in self.label_names if n not in entry.info.labels_present]
+        if missing and entry.info.labels_present:
+            return [*entry.info.problems, "missing: " + ", ".join(missing)]
+        return list(entry.info.problems)
 
     def inspect_all(self) -> Iterator[CaseEntry]:
         """Inspect every case not inspected yet, yielding each as it is done."""
