@@ -146,6 +146,8 @@ class Job(QObject):
         if self.pause_gc:
             _pause_gc()
         self.entry = self.registry.add(self.name, self.cancel if self.cancellable else None)
+        if self.paused:
+            self.entry.update(paused=True, text="paused")
         log.info("job %s started", self.name)
         if delay_ms:
             QTimer.singleShot(delay_ms, self._worker_thread.start)

@@ -157,7 +157,8 @@ class ExportComparePanel(QWidget):
             for number, model in enumerate(models):
                 package = load_model(model or None)
                 yield f"evaluating {package.name} ({number + 1} of {len(models)})"
-                results[f"{package.name} [{Path(model).name if model else 'built in'}]"] = evaluate_model(
+                where = f"{Path(model).parent.name}/{Path(model).name}" if model else "built in"
+                results[f"{package.name} [{where}]"] = evaluate_model(
                     package, dataset, specs=specs, device="cpu", cancel=cancel)
             return results
 

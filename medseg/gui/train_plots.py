@@ -16,7 +16,6 @@ from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QGridLayout, QLabel, QVBoxLayout, QWidget
 
 from medseg.io.atomic import atomic_path
-from medseg.io.label_colors import color_for
 
 REDRAW_MS = 200
 SMOOTHING = 0.9  # exponential moving average of the loss (TensorBoard's default is 0.6-0.99)
@@ -111,7 +110,7 @@ class LiveCurves(QWidget):
         for index, (name, points) in enumerate(self.dice.items()):
             curve = self.dice_curves.get(name)
             if curve is None:
-                colour = color_for(index + 1, name)
+                colour = pg.intColor(index, hues=max(len(self.dice), 3), values=1, maxValue=220)
                 curve = self.plots["dice"].plot(pen=pg.mkPen(colour, width=2), symbol="o", symbolSize=6,
                                                 symbolBrush=colour, name=name)
                 self.dice_curves[name] = curve

@@ -17,12 +17,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import Signal, Slot
+from PySide6.QtCore import Qt, Signal, Slot
 from PySide6.QtWidgets import (
     QCheckBox, QComboBox, QDoubleSpinBox, QFileDialog, QFormLayout, QHBoxLayout, QLabel, QListWidget,
     QListWidgetItem, QPlainTextEdit, QProgressBar, QPushButton, QSpinBox, QSplitter, QVBoxLayout, QWidget,
 )
-from PySide6.QtCore import Qt
 
 from medseg.errors import DatasetError, MedsegError
 from medseg.gui import app_shell
@@ -96,6 +95,7 @@ class TrainingPanel(QWidget):
         self._first_iteration: tuple[float, int] | None = None
         self._last_progress_update = 0.0
         self.start_clicked_at: float | None = None
+        self.paused = False
         self._build()
         self.dataset_panel.changed.connect(self.refresh_labels)
         self._update_buttons()
@@ -156,6 +156,7 @@ class TrainingPanel(QWidget):
         self.eta_label = QLabel("", self)
         self.summary = QLabel("", self)
         self.summary.setWordWrap(True)
+        self.summary.setMinimumHeight(4 * self.summary.fontMetrics().height())  # three lines of summary
         self.summary.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.log_pane = QPlainTextEdit(self)
         self.log_pane.setReadOnly(True)
@@ -300,7 +301,7 @@ class TrainingPanel(QWidget):
             self._update_buttons()
 
     def resume(self) -> None:
-        if self.running and getattr(self, "paused", False):
+        if self.running and self.paused:
             self.runner.resume()
             self.paused = False
             self._log("resumed")
@@ -367,6 +368,7 @@ class TrainingPanel(QWidget):
             self.curves.save_png(self.run_folder)
         if record["event"] == "done":
             self.package_path = Path(record["package"]) if record.get("package") else None
+            self.last_checkpoint = None  # finished: nothing to resume
             self.progress.setValue(1000)
             self.eta_label.setText("done")
             self.summary.setText(self.summary_text(record))
@@ -391,7 +393,7 @@ class TrainingPanel(QWidget):
         seconds = float(done.get("seconds") or 0.0)
         rate = len(iterations) / seconds if seconds else math.nan
         return (f"<b>Run finished</b>: best epoch {best + 1 if best is not None else 'n/a (no validation cases)'}"
-                f"{'; Dice ' + dice if dice else ''}; {_hms(seconds)} on {done.get('device') or '?'}, "
+                f"{'<br>Dice ' + dice if dice else ''}<br>{_hms(seconds)} on {done.get('device') or '?'}, "
                 f"{rate:.2f} iterations/s")
 
     def use_model(self) -> None:
@@ -429,7 +431,7 @@ class TrainingPanel(QWidget):
 
     def _update_buttons(self) -> None:
         running = self.running
-        paused = running and getattr(self, "paused", False)
+        paused = running and self.paused
         self.start_button.setEnabled(not running)
         self.pause_button.setEnabled(running and not paused)
         self.resume_button.setEnabled(paused or (not running and bool(self.last_checkpoint)))

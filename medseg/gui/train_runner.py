@@ -27,6 +27,7 @@ from medseg.job_registry import RUNNING_JOBS, RunningJob
 
 log = logging.getLogger(__name__)
 
+SETSID_EXEC = "import os, sys; os.setsid(); os.execv(sys.argv[1], sys.argv[1:])"
 DISTRIBUTED_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
                          "GROUP_RANK", "ROLE_RANK", "TORCHELASTIC_RUN_ID")
 
@@ -139,9 +140,6 @@ class TorchrunRunner(QObject):
         environment.insert("OMP_NUM_THREADS", str(threads_per_process))
         environment.insert("PYTHONUNBUFFERED", "1")
         self.process.setProcessEnvironment(environment)
-        if hasattr(os, "setsid"):
-            # Its own process group: pause/stop reach torchrun and every worker it started.
-            self.process.setChildProcessModifier(os.setsid)
         self.process.readyReadStandardOutput.connect(self._on_stdout)
         self.process.readyReadStandardError.connect(self._on_stderr)
         self.process.finished.connect(self._on_finished)
@@ -154,7 +152,12 @@ class TorchrunRunner(QObject):
     def start(self) -> None:
         log.info("starting torchrun: %s", " ".join(self.command[1:4]))
         self.entry = RUNNING_JOBS.add("training (torchrun)", self.stop)
-        self.process.start(self.command[0], self.command[1:])
+        command = self.command
+        if hasattr(os, "setsid"):
+            # Its own session and process group (setsid, then exec keeps the pid): pause and stop
+            # reach torchrun and every worker it started, and nothing else.
+            command = [sys.executable, "-c", SETSID_EXEC, *command]
+        self.process.start(command[0], command[1:])
 
     def _signal_group(self, number: int) -> None:
         pid = int(self.process.processId())

@@ -57,7 +57,8 @@ class TrainExportTab(QWidget):
         return doc.volume, doc.label_map, labels, colors, name
 
     def _validation_dataset(self):
-        return self.dataset_panel.training_set.dataset()
+        """The training set with the labels chosen for training (what the models are judged on)."""
+        return self.dataset_panel.training_set.dataset(self.training_panel.settings().labels or None)
 
     def _on_run_ended(self, record: dict) -> None:
         if record.get("event") == "done" and record.get("package"):

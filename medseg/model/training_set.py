@@ -50,6 +50,7 @@ class CaseEntry:
     source: str  # where it was added from ("editor", a folder, an nnU-Net dataset)
     validation: bool = False
     info: CaseInfo | None = None
+    label_names: list[str] = field(default_factory=list)  # the labels its source names
 
 
 class TrainingSet:
@@ -93,7 +94,8 @@ class TrainingSet:
             if int(value) in named:
                 self.colors.setdefault(named[int(value)], tuple(int(c) for c in colour))
         self._add_labels([named[v] for v in sorted(named)])
-        entry = CaseEntry(CaseSpec(case_name, folder / "image.nii.gz", folder / "label.nii.gz", named), "editor")
+        entry = CaseEntry(CaseSpec(case_name, folder / "image.nii.gz", folder / "label.nii.gz", named), "editor",
+                          label_names=[named[v] for v in sorted(named)])
         self.entries.append(entry)
         return entry
 
@@ -107,13 +109,17 @@ class TrainingSet:
                 values = {v: n for v, n in dataset.labels.items() if v}
             name = self._unique_name(spec.name)
             entry = CaseEntry(CaseSpec(name, spec.image, spec.label, values, spec.label_rule, spec.phantom, spec.weight),
-                              source, validation=spec.name in dataset.validation)
+                              source, validation=spec.name in dataset.validation,
+                              label_names=[dataset.labels[v] for v in sorted(dataset.labels) if v])
             self.entries.append(entry)
             added.append(entry)
         return added
 
     def remove(self, name: str) -> None:
+        """Take a case out; labels that only it named leave the set too."""
         self.entries = [e for e in self.entries if e.spec.name != name]
+        named = {n for e in self.entries for n in e.label_names}
+        self.label_names = [n for n in self.label_names if n in named]
 
     def set_validation(self, name: str, validation: bool) -> None:
         self.entry(name).validation = validation
