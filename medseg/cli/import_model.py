@@ -5,9 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 
-from medseg.model.nnunet_import import import_nnunet
-from medseg.model.package import package_summary, save_package
-
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
@@ -24,6 +21,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from medseg.model.nnunet_import import import_nnunet
+    from medseg.model.package import package_summary, save_package
+
     folds = [int(f) if f.isdigit() else f for f in args.folds] if args.folds else None
     package = import_nnunet(args.folder, folds=folds)
     if args.name:
