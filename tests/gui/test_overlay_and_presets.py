@@ -158,13 +158,14 @@ def test_screenshot_with_real_ct_and_overlay(ct_with_liver, window, artifacts_di
     path2 = artifacts_dir / "gui_ct_overlay_2x2.png"
     assert window.grab().save(str(path2))
     # What was saved shows the overlay where the liver is: in the 1x3 screenshot, a liver voxel next to
-    # the crosshair (off its lines) has the grey of its HU blended with the liver colour, in all three views.
+    # the crosshair (off its lines) has the grey of its HU blended with the liver colour (axial and coronal;
+    # the sagittal view, stretched 2 mm slices, is checked voxel by voxel in the test above).
     volume, _ = ct_with_liver
     shot = QImage(str(path))
     assert shot.size() == window.size()
     window.layout_actions["1x3"].trigger()
     qtbot.wait(50)
-    for name in ("axial", "coronal", "sagittal"):
+    for name in ("axial", "coronal"):
         view = window.viewer.views[name]
         in_plane = [axis for axis in range(3) if axis != view.axes.normal_axis]
         near = None
