@@ -6,7 +6,12 @@ its own. Where CUDA is available, also fp32 against AMP on the GPU. Patches are 
 example_ct_sm from shared/data with rule-based labels, sampled and augmented exactly as
 ``medseg train`` does.
 
-    .venv/bin/python benchmarks/bench_train.py [--steps 8] [--batch 6]
+Then the Train & Export tab against the command line on the same run (fine-tuning the
+starter on example_ct_sm): iterations/s with the tab's live plots vs ``medseg train --json``
+in a subprocess, the time from Start to the first plotted point, and the longest
+event-loop gap while the tab trains.
+
+    .venv/bin/python benchmarks/bench_train.py [--steps 8] [--batch 6] [--gui-only]
 """
 
 from __future__ import annotations
@@ -43,7 +48,7 @@ def _worker(rank: int, world: int, port: int, steps: int, batch: int, device: st
     from medseg.model.losses import DeepSupervisionLoss
     from medseg.model.package import load_package
     from medseg.model.rule_labels import rule_label_map
-    from medseg.model.train import DistributedContext, TrainConfig, local_batch, prepare_case
+    from medseg.model.training import DistributedContext, TrainConfig, local_batch, prepare_case
     from medseg.model.unet import build_network
 
     torch.set_num_threads(threads)
@@ -109,11 +114,102 @@ def run(world: int, steps: int, batch: int, device: str = "cpu", amp: bool = Fal
             "gpu_peak_mb": max(r["gpu_peak_mb"] for r in records)}
 
 
+def _iteration_rate(times: list[float]) -> float:
+    """Iterations per second between the first and the last iteration event (loading excluded)."""
+    return (len(times) - 1) / (times[-1] - times[0]) if len(times) > 1 and times[-1] > times[0] else float("nan")
+
+
+def gui_against_cli(epochs: int, iterations: int, batch: int) -> None:
+    import json
+    import subprocess
+    import tempfile
+
+    os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+    from PySide6.QtCore import QStandardPaths, QTimer
+    from PySide6.QtWidgets import QApplication
+
+    work = Path(tempfile.mkdtemp(prefix="bench_train_gui_"))
+    manifest = work / "set.json"
+    manifest.write_text(json.dumps({
+        "name": "bench", "data_root": str(DATA / "ct" / "totalsegmentator"), "labels": ["body", "lungs", "bones"],
+        "cases": [{"name": "sm", "image": "example_ct_sm.nii.gz", "label_rule": "starter"}]}))
+    arguments = ["--epochs", str(epochs), "--iterations", str(iterations), "--batch-size", str(batch),
+                 "--device", "cpu", "--from", str(STARTER)]
+
+    # The command line, same run: iteration events timed as they arrive on the pipe.
+    started = time.perf_counter()
+    process = subprocess.Popen([sys.executable, "-m", "medseg", "train", str(manifest), "--out", str(work / "cli"),
+                                *arguments, "--json"], stdout=subprocess.PIPE, text=True)
+    cli_times = []
+    for line in process.stdout:
+        if '"event": "iteration"' in line:
+            cli_times.append(time.perf_counter())
+    process.wait()
+    cli_total = time.perf_counter() - started
+
+    # The tab, same run, live plots on.
+    QStandardPaths.setTestModeEnabled(True)
+    app = QApplication.instance() or QApplication([])
+    from medseg.gui.train_tab import TrainExportTab
+
+    tab = TrainExportTab(workspace=work / "tab")
+    tab.resize(1400, 820)
+    tab.show()
+    tab.dataset_panel._add_dataset(str(manifest), "manifest")
+    while tab.dataset_panel.job is not None:
+        app.processEvents()
+    training = tab.training_panel
+    training.refresh_labels()
+    training.epochs.setValue(epochs)
+    training.iterations.setValue(iterations)
+    training.batch_size.setValue(batch)
+    training.device.setCurrentText("CPU")
+    gui_times: list[float] = []
+    longest = [0.0, None]
+
+    def tick() -> None:
+        now = time.perf_counter()
+        if longest[1] is not None:
+            longest[0] = max(longest[0], now - longest[1])
+        longest[1] = now
+
+    timer = QTimer()
+    timer.setInterval(5)
+    timer.timeout.connect(tick)
+    ended: list[dict] = []
+    training.run_ended.connect(ended.append)
+    started = time.perf_counter()
+    clicked = time.monotonic()
+    training.start()
+    training.runner.record.connect(lambda r: gui_times.append(time.perf_counter()) if r["event"] == "iteration" else None)
+    timer.start()
+    while not ended:
+        app.processEvents()
+        time.sleep(0.001)
+    timer.stop()
+    gui_total = time.perf_counter() - started
+    first_plot = (training.curves.first_plotted_at or float("nan")) - clicked
+    cli_rate, gui_rate = _iteration_rate(cli_times), _iteration_rate(gui_times)
+    print(f"GUI vs CLI, fine-tuning the starter on example_ct_sm: {epochs} x {iterations} iterations, batch {batch}, CPU")
+    print(f"  medseg train --json (subprocess): {cli_rate:.2f} it/s, {cli_total:.1f} s in all")
+    print(f"  Train & Export tab, live plots:   {gui_rate:.2f} it/s, {gui_total:.1f} s in all "
+          f"({ended[0]['event']})")
+    print(f"  GUI/CLI throughput {gui_rate / cli_rate:.2f}x; Start -> first plotted point {first_plot:.2f} s; "
+          f"longest event-loop gap while training {1000 * longest[0]:.0f} ms")
+    tab.shutdown()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=8)
     parser.add_argument("--batch", type=int, default=6, help="global batch (the starter was trained with 6)")
+    parser.add_argument("--gui-only", action="store_true", help="only the GUI-against-CLI measurement")
+    parser.add_argument("--gui-epochs", type=int, default=2)
+    parser.add_argument("--gui-iterations", type=int, default=15)
     args = parser.parse_args()
+    if args.gui_only:
+        gui_against_cli(args.gui_epochs, args.gui_iterations, 2)
+        return 0
     from medseg.model.package import load_package
 
     plan = next(iter(load_package(STARTER).configurations.values()))
@@ -135,6 +231,7 @@ def main() -> int:
               f"{amp['patches_per_s'] / fp32['patches_per_s']:.2f}x")
     else:
         print("CUDA: not available on this machine (AMP throughput not measured)")
+    gui_against_cli(args.gui_epochs, args.gui_iterations, 2)
     return 0
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import math
 
 
@@ -17,13 +16,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--data-root", help="root for relative paths in a dataset .json")
     parser.add_argument("--held-out", action="store_true", help="only the dataset's validation (held-out) cases")
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, directml, onnx-cpu (default auto)")
-    parser.add_argument("--json", action="store_true", help="print JSON for scripts")
+    parser.add_argument("--json", action="store_true",
+                        help="print the event stream, one JSON object per line: progress ..., case (per case), "
+                             "then done (cases, mean_dice) or failed")
     parser.add_argument("--record", action="store_true",
                         help="also write the scores into the model's provenance (model.json), for its model card")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from medseg.cli._events import EventStream
+
+    events = EventStream(bool(args.json))
+    with events.failures():
+        return _evaluate(args, events)
+
+
+def _evaluate(args: argparse.Namespace, events) -> int:
     from medseg.model.datasets import open_dataset
     from medseg.model.evaluate import evaluate_model, mean_dice
     from medseg.model.package import load_package
@@ -31,13 +40,16 @@ def run(args: argparse.Namespace) -> int:
     package = load_package(args.model)
     dataset = open_dataset(args.dataset, args.data_root)
     specs = dataset.validation_specs if args.held_out else dataset.specs
-    scores = evaluate_model(package, dataset, specs=specs, device=args.device)
+    scores = evaluate_model(package, dataset, specs=specs, device=args.device,
+                            progress=events.progress() if args.json else None)
     means = mean_dice(scores)
     if args.record:
         _record(package, args, dataset, scores, means)
     if args.json:
-        print(json.dumps({"model": package.name, "dataset": dataset.name, "cases": [s.to_dict() for s in scores],
-                          "mean_dice": {k: (None if math.isnan(v) else v) for k, v in means.items()}}, indent=1))
+        for score in scores:
+            events.emit("case", **score.to_dict())
+        events.emit("done", model=package.name, dataset=dataset.name, cases=[s.to_dict() for s in scores],
+                    mean_dice=means)
         return 0
     print(f"model {package.name!r} on dataset {dataset.name!r} ({len(scores)} case(s))")
     print(f"  {'case':<24} {'label':<14} {'Dice':>7} {'reference ml':>13} {'predicted ml':>13} {'diff %':>8}")

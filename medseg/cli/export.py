@@ -8,6 +8,7 @@ the same CT and must give the same label on >= 99.99 % of voxels. The CT is ``--
 from __future__ import annotations
 
 import argparse
+import dataclasses
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -22,10 +23,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--check-image", help="CT (file or DICOM folder) for the parity check "
                                               "(default: the synthetic demo phantom)")
     parser.add_argument("--no-check", action="store_true", help="skip the parity check")
+    parser.add_argument("--json", action="store_true",
+                        help="print the event stream, one JSON object per line: parity (per check), then done "
+                             "(path, format) or failed")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from medseg.cli._events import EventStream
+
+    events = EventStream(bool(getattr(args, "json", False)))
+    with events.failures():
+        return _export(args, events)
+
+
+def _export(args: argparse.Namespace, events) -> int:
     from medseg.model.export import export_model
     from medseg.model.package import load_package
 
@@ -41,6 +53,13 @@ def run(args: argparse.Namespace) -> int:
 
             volume, name = phantom_volume(shape=(48, 160, 160), spacing=(2.0, 2.0, 4.0)), "the synthetic demo phantom"
     result = export_model(package, args.format, args.output, volume, name, args.configuration)
+    if events.enabled:
+        for report in result.parity:
+            events.emit("parity", text=str(report), agreement=report.agreement, passed=report.passed,
+                        **dataclasses.asdict(report))
+        events.emit("done", path=str(result.path), format=result.format, parity=[str(r) for r in result.parity],
+                    checked=not args.no_check)
+        return 0
     for report in result.parity:
         print(report)
     if args.no_check:

@@ -8,7 +8,6 @@ The output folder is checked before the model runs.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 from medseg.cli._console import progress_printer
@@ -38,11 +37,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--threads", type=int, help="CPU threads for PyTorch / ONNX Runtime")
     parser.add_argument("--raw-stack", action="store_true",
                         help="keep an irregular (tilted, gapped) stack as acquired instead of regularizing it")
-    parser.add_argument("--json", action="store_true", help="print a JSON document instead of text")
+    parser.add_argument("--json", action="store_true",
+                        help="print the event stream, one JSON object per line: progress ..., then done (with the "
+                             "result: output, device, fallbacks, volumes_ml) or failed")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from medseg.cli._events import EventStream
+
+    events = EventStream(bool(args.json))
+    with events.failures():
+        return _segment(args, events)
+
+
+def _segment(args: argparse.Namespace, events) -> int:
     from medseg.io.atomic import check_writable
     from medseg.io.label_files import save_segmentation, segmentation_format
 
@@ -67,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
     package = load_model(args.model)
     result = segment(
         volume, package, device=args.device, configuration=args.configuration, step_size=args.step,
-        mirror=args.mirror, tile_batch=args.tile_batch, progress=None if args.json else progress_printer(),
+        mirror=args.mirror, tile_batch=args.tile_batch, progress=events.progress() if args.json else progress_printer(),
     )  # fmt: skip
     version = str(package.provenance.get("version") or package.provenance.get("weights") or "unversioned")
     segments = [SegmentInfo(value, name, package.colors.get(value), algorithm_type="AUTOMATIC",
@@ -76,7 +85,11 @@ def run(args: argparse.Namespace) -> int:
     notes = save_segmentation(result.label_map, volume, args.output, segments)
     written = args.output
     if args.json:
-        print(json.dumps({
+        for note in result.fallbacks:
+            events.emit("fallback", text=note)
+        for note in notes:
+            events.emit("message", text=note)
+        events.emit("done", **{
             "input": str(args.path),
             "output": str(written),
             "model": package.name,
@@ -89,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
             "spacing_mm": list(result.label_map.spacing_mm),
             "labels": {str(k): v for k, v in sorted(package.labels.items())},
             "volumes_ml": {name: round(ml, 3) for name, ml in result.volumes_ml.items()},
-        }, indent=1))
+        })
         return 0
     for note in [*result.fallbacks, *notes]:
         print(f"note: {note}", file=sys.stderr)

@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import math
 import os
 import shlex
-import sys
 import time
 from pathlib import Path
 
@@ -58,24 +56,36 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     plan.add_argument("--base-features", type=int, help="channels of the first stage (nnU-Net: 32)")
     plan.add_argument("--max-features", type=int, help="cap on channels per stage (nnU-Net: 320)")
     plan.add_argument("--stages", type=int, help="at most this many resolution stages")
-    parser.add_argument("--json", action="store_true", help="print one JSON object per epoch")
+    parser.add_argument("--json", action="store_true",
+                        help="print the event stream, one JSON object per line (schema: README, 'Machine-readable "
+                             "progress'): started, iteration, epoch, checkpoint, message, fallback, done/failed")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from medseg.cli._events import EventStream
+
+    is_main = int(os.environ.get("RANK", "0")) == 0
+    events = EventStream(bool(args.json) and is_main)
+    with events.failures():
+        return _train(args, is_main, events)
+
+
+def _train(args: argparse.Namespace, is_main: bool, events) -> int:
     import torch
 
     from medseg.model.augment import NO_AUGMENTATION, AugmentConfig
     from medseg.model.datasets import open_dataset
     from medseg.model.plan import REFERENCE_VAL_3D
-    from medseg.model.train import EpochEvent, IterationEvent, MessageEvent, TrainConfig, train
+    from medseg.model.training import (
+        EpochEvent, FallbackEvent, IterationEvent, MessageEvent, TrainConfig, event_to_json, train,
+    )
 
     require_training()  # before the dataset is read: the DirectML build cannot train
     if args.epochs < 1 or args.iterations < 1:
         raise MedsegError("--epochs and --iterations must be at least 1")
     if args.threads:
         torch.set_num_threads(args.threads)
-    is_main = int(os.environ.get("RANK", "0")) == 0
     dataset = open_dataset(args.dataset, args.data_root)
     base = None
     if args.base:
@@ -100,19 +110,27 @@ def run(args: argparse.Namespace) -> int:
         "max_features": args.max_features,
         "num_stages": args.stages,
     }
-    if is_main:
-        print(f"dataset {dataset.name!r}: {len(dataset.training_specs)} training, {len(dataset.validation_specs)} "
-              f"validation cases; labels {', '.join(n for v, n in sorted(dataset.labels.items()) if v)}", flush=True)
+    say = (lambda text: None) if args.json or not is_main else (lambda text: print(text, flush=True))
+    say(f"dataset {dataset.name!r}: {len(dataset.training_specs)} training, {len(dataset.validation_specs)} "
+        f"validation cases; labels {', '.join(n for v, n in sorted(dataset.labels.items()) if v)}")
     started = time.monotonic()
     first_step: tuple[float, int] | None = None  # ETA from the training steps only (not the loading)
     last_print = 0.0
-    for event in train(dataset, args.out, config, base_package=base, resume=args.resume,
-                       plan_options=plan_options, work_dir=args.work_dir,
-                       provenance={"training_command": "medseg " + shlex.join(args.argv)}):
+    command = "medseg " + shlex.join(args.argv)
+    generator = train(dataset, args.out, config, base_package=base, resume=args.resume, plan_options=plan_options,
+                      work_dir=args.work_dir, provenance={"training_command": command})
+    result = None
+    while True:
+        try:
+            event = next(generator)
+        except StopIteration as stop:
+            result = stop.value
+            break
         if not is_main:
             continue
-        if isinstance(event, MessageEvent):
-            print(event.text, flush=True)
+        events.emit_record(event_to_json(event))
+        if isinstance(event, (MessageEvent, FallbackEvent)):
+            say(event.text)
         elif isinstance(event, IterationEvent):
             now = time.monotonic()
             if first_step is None:
@@ -121,23 +139,20 @@ def run(args: argparse.Namespace) -> int:
                 last_print = now
                 done = event.step - first_step[1]
                 eta = (now - first_step[0]) / done * (event.total_steps - event.step - 1) if done else math.nan
-                print(f"  epoch {event.epoch + 1} step {event.iteration + 1}/{config.iterations_per_epoch} "
-                      f"loss {event.loss:.4f} lr {event.learning_rate:.2e} ETA "
-                      f"{_hms(eta) if not math.isnan(eta) else '...'}", flush=True)
+                say(f"  epoch {event.epoch + 1} step {event.iteration + 1}/{config.iterations_per_epoch} "
+                    f"loss {event.loss:.4f} lr {event.learning_rate:.2e} ETA "
+                    f"{_hms(eta) if not math.isnan(eta) else '...'}")
         elif isinstance(event, EpochEvent):
-            if args.json:
-                print(json.dumps({"epoch": event.epoch + 1, "train_loss": event.train_loss,
-                                  "validation_dice": event.validation_dice,
-                                  "mean_dice": None if math.isnan(event.mean_dice) else event.mean_dice,
-                                  "seconds": event.seconds, "eta_seconds": event.eta_seconds}), flush=True)
-            else:
-                dice = " ".join(f"{k} {v:.3f}" for k, v in event.validation_dice.items())
-                print(f"epoch {event.epoch + 1}/{event.epochs}: loss {event.train_loss:.4f}"
-                      f"{'  dice ' + dice if dice else ''}{'  (best)' if event.is_best else ''}  "
-                      f"{event.seconds:.0f} s, {event.patches_per_second:.2f} patches/s, ETA {_hms(event.eta_seconds)}",
-                      flush=True)
+            dice = " ".join(f"{k} {v:.3f}" for k, v in event.validation_dice.items())
+            say(f"epoch {event.epoch + 1}/{event.epochs}: loss {event.train_loss:.4f}"
+                f"{'  dice ' + dice if dice else ''}{'  (best)' if event.is_best else ''}  "
+                f"{event.seconds:.0f} s, {event.patches_per_second:.2f} patches/s, ETA {_hms(event.eta_seconds)}")
     if is_main:
-        print(f"done in {_hms(time.monotonic() - started)}: model package {Path(args.out)}", file=sys.stdout, flush=True)
+        seconds = time.monotonic() - started
+        events.emit("done", package=str(result.package_path) if result.package_path else None,
+                    best_epoch=result.best_epoch, best_mean_dice=result.best_mean_dice, seconds=seconds,
+                    device=result.device, command=command)
+        say(f"done in {_hms(seconds)}: model package {Path(args.out)}")
     return 0
 
 

@@ -1,44 +1,59 @@
-"""Run a long job (load, scan, ...) in a QThread without ever blocking the GUI thread.
+"""Run any long job in a QThread without ever blocking the GUI thread.
+
+A job is a function taking ``progress=`` and ``cancel=`` keywords (medseg/progress.py).
+It may return its result directly (a load, a segmentation), or be a generator: then every
+value it yields reaches the GUI through the one :attr:`Job.event` signal (a yielded
+:class:`~medseg.progress.Progress` also drives :attr:`Job.progressed`), cancellation and
+pause are checked between yields, and the result is the generator's return value.
 
 PySide6 6.12 runs plain Python callables connected to a worker's signal *in the worker
 thread*; only ``@Slot`` methods of a QObject living in the GUI thread are queued to it
 (stack-notes §2.3). So the worker's signals connect only to the slots of :class:`Job`,
 which lives in the GUI thread, stops the thread (quit + wait) when the work is over and
 re-emits GUI-thread signals. Tests wait on those, never on the worker's own signals.
+
+Every job registers in the Qt-free :mod:`medseg.job_registry` while it runs; the status
+bar shows that list.
 """
 
 from __future__ import annotations
 
 import gc
+import inspect
 import logging
+import threading
 from typing import Any, Callable
 
-from PySide6.QtCore import QObject, QThread, Signal, Slot
+from PySide6.QtCore import QObject, QThread, QTimer, Signal, Slot
 
+from medseg.errors import Cancelled
+from medseg.job_registry import RUNNING_JOBS, JobRegistry, RunningJob
 from medseg.progress import CancelToken, Progress
 
 log = logging.getLogger(__name__)
 
-# While any job runs, Python's cyclic garbage collector is paused: decoding creates
+# Load jobs may pause Python's cyclic garbage collector while they run: decoding creates
 # many objects, and a full collection (tens of ms, holding the GIL) in the middle of a
-# load is what stalled the GUI in our measurements. Reference counting still frees
-# almost everything at once; the collector resumes when the last job ends.
-_running_jobs = 0
+# load is what stalled the GUI in our measurements. Opt-in (``pause_gc=True``): a training
+# job runs for hours and must not run without the collector. Reference counting still
+# frees almost everything at once; the collector resumes when the last such job ends.
+_gc_pausing_jobs = 0
 
 
 def _pause_gc() -> None:
-    global _running_jobs
-    _running_jobs += 1
+    global _gc_pausing_jobs
+    _gc_pausing_jobs += 1
     gc.disable()
 
 
 def _resume_gc() -> None:
-    global _running_jobs
-    _running_jobs = max(0, _running_jobs - 1)
-    if _running_jobs == 0:
+    global _gc_pausing_jobs
+    _gc_pausing_jobs = max(0, _gc_pausing_jobs - 1)
+    if _gc_pausing_jobs == 0:
         gc.enable()
 
-# A job function takes progress= and cancel= keywords (medseg/progress.py convention).
+
+# A job function takes progress= and cancel= keywords and returns a result or a generator.
 JobFunction = Callable[..., Any]
 
 
@@ -46,21 +61,45 @@ class _Worker(QObject):
     """Lives in the worker thread; only emits."""
 
     progressed = Signal(float, str)
+    event = Signal(object)
     succeeded = Signal(object)
     failed = Signal(object)
 
-    def __init__(self, function: JobFunction, cancel: CancelToken) -> None:
+    def __init__(self, function: JobFunction, cancel: CancelToken, running: threading.Event) -> None:
         super().__init__()
         self._function = function
         self._cancel = cancel
+        self._running = running  # cleared while paused
 
     def _report(self, progress: Progress) -> None:
         self.progressed.emit(progress.fraction, progress.text)
 
+    def _between_yields(self) -> None:
+        self._cancel.raise_if_cancelled()
+        while not self._running.wait(0.1):
+            self._cancel.raise_if_cancelled()
+
+    def _drain(self, generator) -> Any:
+        try:
+            while True:
+                self._between_yields()
+                try:
+                    item = next(generator)
+                except StopIteration as stop:
+                    return stop.value
+                if isinstance(item, Progress):
+                    self.progressed.emit(item.fraction, item.text)
+                self.event.emit(item)
+        finally:
+            generator.close()  # a cancelled generator runs its finally blocks now, in this thread
+
     @Slot()
     def run(self) -> None:
         try:
+            self._cancel.raise_if_cancelled()  # cancelled before its thread started
             result = self._function(progress=self._report, cancel=self._cancel)
+            if inspect.isgenerator(result):
+                result = self._drain(result)
         except BaseException as error:  # noqa: BLE001 - every failure must reach the GUI
             self.failed.emit(error)
         else:
@@ -68,45 +107,91 @@ class _Worker(QObject):
 
 
 class Job(QObject):
-    """One background job. Signals are emitted in the GUI thread."""
+    """One background job. Signals are emitted in the GUI thread.
+
+    ``pause_gc``: pause the cyclic garbage collector while this job runs (load jobs).
+    ``registry``: where the job is listed while it runs (the application's by default).
+    """
 
     progressed = Signal(float, str)
-    finished_ok = Signal(object)  # the function's result
+    event = Signal(object)  # each value a generator job yields, in order
+    finished_ok = Signal(object)  # the function's result (a generator's return value)
     finished_error = Signal(object)  # the exception (MedsegError, Cancelled, or a bug)
 
-    def __init__(self, name: str, function: JobFunction, parent: QObject | None = None) -> None:
+    def __init__(self, name: str, function: JobFunction, parent: QObject | None = None, *,
+                 pause_gc: bool = False, registry: JobRegistry | None = None, cancellable: bool = True) -> None:
         super().__init__(parent)
         self.name = name
         self.cancel_token = CancelToken()
         self.running = False
+        self.pause_gc = pause_gc
+        self.cancellable = cancellable
+        self.registry = registry if registry is not None else RUNNING_JOBS
+        self.entry: RunningJob | None = None
+        self._resume_event = threading.Event()
+        self._resume_event.set()
         self._worker_thread = QThread()
         self._worker_thread.setObjectName(f"medseg-{name}")
-        self._worker = _Worker(function, self.cancel_token)
+        self._worker = _Worker(function, self.cancel_token, self._resume_event)
         self._worker.moveToThread(self._worker_thread)
         self._worker_thread.started.connect(self._worker.run)
         self._worker.progressed.connect(self._on_progress)
+        self._worker.event.connect(self._on_event)
         self._worker.succeeded.connect(self._on_succeeded)
         self._worker.failed.connect(self._on_failed)
 
-    def start(self) -> None:
+    def start(self, delay_ms: int = 0) -> None:
+        """Start now, or list the job now and start its thread after ``delay_ms`` (the GUI paints first)."""
         self.running = True
-        _pause_gc()
+        if self.pause_gc:
+            _pause_gc()
+        self.entry = self.registry.add(self.name, self.cancel if self.cancellable else None)
+        if self.paused:
+            self.entry.update(paused=True, text="paused")
         log.info("job %s started", self.name)
-        self._worker_thread.start()
+        if delay_ms:
+            QTimer.singleShot(delay_ms, self._worker_thread.start)
+        else:
+            self._worker_thread.start()
 
     def cancel(self) -> None:
         self.cancel_token.cancel()
+        self._resume_event.set()
+
+    @property
+    def paused(self) -> bool:
+        return not self._resume_event.is_set()
+
+    def pause(self) -> None:
+        """Hold a generator job at its next yield (a plain function runs on)."""
+        self._resume_event.clear()
+        if self.entry is not None:
+            self.entry.update(paused=True, text="paused")
+
+    def resume(self) -> None:
+        self._resume_event.set()
+        if self.entry is not None:
+            self.entry.update(paused=False)
 
     def _stop_thread(self) -> None:
-        if self.running:
+        if self.running and self.pause_gc:
             _resume_gc()
         self.running = False
+        if self.entry is not None:
+            self.entry.finish()
+            self.entry = None
         self._worker_thread.quit()
         self._worker_thread.wait()
 
     @Slot(float, str)
     def _on_progress(self, fraction: float, text: str) -> None:
+        if self.entry is not None:
+            self.entry.update(fraction, text)
         self.progressed.emit(fraction, text)
+
+    @Slot(object)
+    def _on_event(self, item: Any) -> None:
+        self.event.emit(item)
 
     @Slot(object)
     def _on_succeeded(self, result: Any) -> None:
@@ -117,7 +202,7 @@ class Job(QObject):
     @Slot(object)
     def _on_failed(self, error: BaseException) -> None:
         self._stop_thread()
-        log.info("job %s failed: %s", self.name, type(error).__name__)
+        log.info("job %s %s", self.name, "cancelled" if isinstance(error, Cancelled) else f"failed: {type(error).__name__}")
         self.finished_error.emit(error)
 
     def wait_stopped(self) -> None:
@@ -126,5 +211,4 @@ class Job(QObject):
             self.cancel()
             self._worker_thread.quit()
             self._worker_thread.wait()
-            self.running = False
-            _resume_gc()
+            self._stop_thread()

@@ -5,7 +5,6 @@ from __future__ import annotations
 import gc
 import logging
 import sys
-import time
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -21,8 +20,6 @@ from PySide6.QtWidgets import (
     QLabel,
     QMainWindow,
     QMessageBox,
-    QProgressBar,
-    QPushButton,
     QSplitter,
     QTabWidget,
     QVBoxLayout,
@@ -33,6 +30,7 @@ from medseg.edit.document import AUTO_PRESET, ViewerDocument
 from medseg.errors import Cancelled, MedsegError
 from medseg.gui import app_shell
 from medseg.gui.banners import Banner, findings_text, join_messages
+from medseg.gui.job_status import JobStatusWidget
 from medseg.gui.jobs import Job
 from medseg.gui.panels import PRESET_KEYS, OverlayPanel, WindowPanel
 from medseg.gui.presets_dialog import PresetsDialog
@@ -40,6 +38,7 @@ from medseg.gui.raw_stack import RawStackToggle
 from medseg.gui.segmentation_files import SegmentationFiles
 from medseg.gui.stats_panel import StatsPanel
 from medseg.gui.series_browser import SeriesBrowser
+from medseg.gui.train_tab import TrainExportTab
 from medseg.gui.study_loader import LabelMapResult, StudyLoader, is_image_file
 from medseg.gui.viewer import ViewerPanel
 from medseg.io.volume import Volume
@@ -49,17 +48,6 @@ log = logging.getLogger(__name__)
 IMAGE_FILTER = "Images (*.dcm *.nii *.nii.gz *.nrrd *.nhdr *.mha *.mhd);;All files (*)"
 LABEL_FILTER = "Label maps (*.nii *.nii.gz *.nrrd *.nhdr *.mha *.mhd);;All files (*)"
 ARCHIVE_FILTER = "Zip archives or DICOMDIR (*.zip DICOMDIR);;All files (*)"
-
-
-class TrainExportTab(QWidget):
-    def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        text = QLabel(
-            "<h3>Train &amp; Export</h3><p>Collecting corrected cases, fine-tuning the model with live curves and "
-            "exporting it (ONNX, TorchScript, medseg package) arrive here with the training engine.</p>", self)
-        text.setWordWrap(True)
-        text.setAlignment(Qt.AlignmentFlag.AlignTop)
-        QVBoxLayout(self).addWidget(text)
 
 
 class MainWindow(QMainWindow):
@@ -145,23 +133,22 @@ class MainWindow(QMainWindow):
         self.stats_dock.setWidget(self.stats_panel)
         self.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.stats_dock)
         self.resizeDocks([self.stats_dock], [150], Qt.Orientation.Vertical)
-        self.tabs.addTab(TrainExportTab(self), "Train && Export")
+        self.train_tab = TrainExportTab(self.document, self)
+        self.train_tab.failed.connect(self._on_failed)
+        self.tabs.addTab(self.train_tab, "Train && Export")
         self.setCentralWidget(self.tabs)
 
     def _build_status_bar(self) -> None:
         self.position_label = QLabel(self)
         self.position_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.progress_bar = QProgressBar(self)
-        self.progress_bar.setRange(0, 1000)
-        self.progress_bar.setMaximumWidth(220)
-        self.progress_text = QLabel(self)
-        self.cancel_button = QPushButton("Cancel", self)
-        self.cancel_button.clicked.connect(self.loader.cancel)
+        # One widget for every running job (loads, segmentation, training); Cancel cancels the newest.
+        self.job_status = JobStatusWidget(parent=self)
+        self.progress_bar = self.job_status.progress_bar
+        self.progress_text = self.job_status.progress_text
+        self.cancel_button = self.job_status.cancel_button
         bar = self.statusBar()
         bar.addWidget(self.position_label, 1)
-        for widget in (self.progress_text, self.progress_bar, self.cancel_button):
-            bar.addPermanentWidget(widget)
-            widget.hide()
+        bar.addPermanentWidget(self.job_status)
         # A fixed height: showing the progress widgets must not resize (and so re-render)
         # the views at the moment a load starts.
         bar.setFixedHeight(max(w.sizeHint().height() for w in (self.progress_bar, self.cancel_button)) + 6)
@@ -384,7 +371,7 @@ class MainWindow(QMainWindow):
 
             return demo_study_path(progress=progress, cancel=cancel)
 
-        self.demo_job = Job("demo", work, self)
+        self.demo_job = Job("demo", work, self, pause_gc=True)
         self.demo_job.progressed.connect(self._on_progress)
         self.demo_job.finished_ok.connect(self._on_demo_ready)
         self.demo_job.finished_error.connect(self._on_demo_failed)
@@ -456,23 +443,11 @@ class MainWindow(QMainWindow):
     # --- results -----------------------------------------------------------------------------
     @Slot()
     def _on_busy(self) -> None:
-        busy = self.loader.busy or self.demo_job is not None
-        if busy and not self.progress_bar.isVisible():
-            self.progress_bar.setValue(0)  # while hidden: a visible QProgressBar repaints synchronously
-            self.progress_text.setText("")
-        for widget in (self.progress_text, self.progress_bar, self.cancel_button):
-            widget.setVisible(busy)
-        self.cancel_button.setEnabled(self.loader.busy)
+        """Kept for the callers' signals: the job status widget follows the job registry itself."""
 
     @Slot(float, str)
     def _on_progress(self, fraction: float, text: str) -> None:
-        # At most ~10 updates a second: a visible QProgressBar repaints synchronously.
-        now = time.monotonic()
-        if fraction < 1.0 and now - getattr(self, "_last_progress", 0.0) < 0.1:
-            return
-        self._last_progress = now
-        self.progress_bar.setValue(int(fraction * 1000))
-        self.progress_text.setText(text)
+        """Kept for the callers' signals: progress reaches the status bar through the job registry."""
 
     def _on_volume_changed(self) -> None:
         self.demo_banner.setVisible(False)
@@ -665,4 +640,6 @@ class MainWindow(QMainWindow):
             self.browser.shutdown()
         if self.demo_job is not None:
             self.demo_job.wait_stopped()
+        self.train_tab.shutdown()
+        self.job_status.detach()
         super().closeEvent(event)

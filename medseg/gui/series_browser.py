@@ -91,7 +91,7 @@ class SeriesBrowser(QDialog):
         def work(progress=None, cancel=None):
             return medseg_io.scan(paths, progress=progress, cancel=cancel)
 
-        self.job = Job("scan", work, self)
+        self.job = Job("scan", work, self, pause_gc=True)
         self.job.progressed.connect(self._on_progress)
         self.job.finished_ok.connect(self._on_scanned)
         self.job.finished_error.connect(self._on_scan_error)

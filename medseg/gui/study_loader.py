@@ -111,19 +111,19 @@ class StudyLoader(QObject):
     def busy(self) -> bool:
         return self.job is not None
 
-    def _start(self, name: str, function, on_done, delay_ms: int = 0) -> bool:
-        """Start a job; ``delay_ms`` lets the GUI paint first (decoder threads compete for the GIL)."""
+    def _start(self, name: str, function, on_done, delay_ms: int = 0, pause_gc: bool = True) -> bool:
+        """Start a job; ``delay_ms`` lets the GUI paint first (decoder threads compete for the GIL).
+
+        Loads pause the cyclic GC while they run (see medseg.gui.jobs); segmentation does not.
+        """
         if self.busy:
             return False
-        self.job = Job(name, function, self)
+        self.job = Job(name, function, self, pause_gc=pause_gc)
         self.job.progressed.connect(self.progressed)
         self.job.finished_ok.connect(on_done)
         self.job.finished_error.connect(self._on_error)
         self.busy_changed.emit()
-        if delay_ms:
-            QTimer.singleShot(delay_ms, self.job.start)
-        else:
-            self.job.start()
+        self.job.start(delay_ms)
         return True
 
     def cancel(self) -> None:
@@ -298,7 +298,7 @@ class StudyLoader(QObject):
 
         self._snapshot = None
         self._segment_generation = self.document.image_generation
-        return self._start("segment", work, self._on_segmented)
+        return self._start("segment", work, self._on_segmented, pause_gc=False)
 
     @Slot(object)
     def _on_segmented(self, result: SegmentResult) -> None:

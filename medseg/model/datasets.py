@@ -33,9 +33,10 @@ import numpy as np
 import SimpleITK as sitk
 
 from medseg.errors import DatasetError, MedsegError
-from medseg.io.atomic import atomic_write_text
+from medseg.io.atomic import atomic_path, atomic_write_text
 from medseg.io.label_colors import color_for
 from medseg.io.volume import Volume
+from medseg.model.fingerprint import Fingerprint, fingerprint_cases  # noqa: F401 - where they were before
 
 IMAGE_SUFFIXES = (".nii.gz", ".nii", ".nrrd", ".nhdr", ".mha", ".mhd")
 LABEL_TAGS = ("_label", "_labels", "_seg", "_mask")
@@ -381,8 +382,10 @@ def save_case(
     if not label_map.same_grid(image):
         raise DatasetError("the label map is not on the image grid", path=folder)
     folder.mkdir(parents=True, exist_ok=True)
-    sitk.WriteImage(image.to_sitk(), str(folder / "image.nii.gz"), useCompression=True)
-    sitk.WriteImage(label_map.to_sitk(), str(folder / "label.nii.gz"), useCompression=True)
+    # Each file atomically, case.json last: a case folder is either complete or not a case.
+    for volume, file_name in ((image, "image.nii.gz"), (label_map, "label.nii.gz")):
+        with atomic_path(folder / file_name) as temporary:
+            sitk.WriteImage(volume.to_sitk(), str(temporary), useCompression=True)
     entries = {
         str(v): {"name": n, **({"color": list(colors[v])} if colors and v in colors else {})}
         for v, n in labels.items() if v != 0
@@ -446,47 +449,6 @@ def _read_json(path: Path) -> dict[str, Any]:
         return json.loads(path.read_text())
     except (OSError, json.JSONDecodeError) as error:
         raise DatasetError(f"cannot read JSON: {error}", path=path) from error
-
-
-# --------------------------------------------------------------------------------------------
-# Fingerprint
-
-
-@dataclass
-class Fingerprint:
-    """What the planner and the CT normalisation need from a training set (nnU-Net's fingerprint)."""
-
-    spacings_zyx: list[tuple[float, float, float]]
-    shapes_zyx: list[tuple[int, int, int]]
-    foreground_intensity: dict[str, float]  # mean, std, median, min, max, percentile_00_5, percentile_99_5
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"spacings_zyx": [list(s) for s in self.spacings_zyx], "shapes_zyx": [list(s) for s in self.shapes_zyx],
-                "foreground_intensity": self.foreground_intensity}
-
-
-FOREGROUND_SAMPLES_PER_CASE = 10_000  # nnU-Net's num_foreground_voxels_for_intensitystats
-
-
-def fingerprint_cases(cases: Sequence[Case] | Iterator[Case], seed: int = 1234) -> Fingerprint:
-    """Spacings, shapes and foreground intensity statistics, sampled as nnU-Net does."""
-    rng = np.random.default_rng(seed)
-    spacings, shapes, samples = [], [], []
-    for case in cases:
-        spacings.append(tuple(float(s) for s in case.image.spacing_zyx))
-        shapes.append(case.image.shape_zyx)
-        foreground = case.image.array[case.label_map.array > 0]
-        if foreground.size:
-            samples.append(rng.choice(foreground, size=min(FOREGROUND_SAMPLES_PER_CASE, foreground.size), replace=True))
-    if not shapes:
-        raise DatasetError("the dataset has no cases")
-    values = np.concatenate(samples).astype(np.float64) if samples else np.zeros(1)
-    stats = {
-        "mean": float(values.mean()), "std": float(values.std()), "median": float(np.median(values)),
-        "min": float(values.min()), "max": float(values.max()),
-        "percentile_00_5": float(np.percentile(values, 0.5)), "percentile_99_5": float(np.percentile(values, 99.5)),
-    }
-    return Fingerprint(spacings, shapes, stats)
 
 
 ProgressFn = Callable[[int, int, str], None]

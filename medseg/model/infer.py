@@ -272,7 +272,7 @@ def _mirror_axes(plan: Any) -> tuple[int, ...] | None:
 
 def _make_runner(device: str, package: Any, configuration: str, plan: Any) -> backends.TileRunner:
     if backends.uses_onnx(device):
-        from medseg.model.export import package_onnx
+        from medseg.model.onnx_graph import package_onnx
 
         return backends.OnnxRunner(package_onnx(package, configuration), device)
     from medseg.model.package import build_networks

@@ -22,7 +22,7 @@ from typing import Any, Sequence
 
 from medseg.errors import ModelError
 from medseg.io.label_colors import color_for
-from medseg.model.package import ModelPackage
+from medseg.model.package_model import ModelPackage
 from medseg.model.plan import ANISOTROPY_THRESHOLD, Plan
 from medseg.model.safe_checkpoint import load_checkpoint
 from medseg.model.unet import canonical_state_dict

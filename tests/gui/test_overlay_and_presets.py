@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import SimpleITK as sitk
 from PySide6.QtCore import Qt
-from PySide6.QtGui import QColor
+from PySide6.QtGui import QColor, QImage
 
 from medseg.io.label_colors import value_color as default_color
 
@@ -157,4 +157,28 @@ def test_screenshot_with_real_ct_and_overlay(ct_with_liver, window, artifacts_di
     qtbot.wait(50)
     path2 = artifacts_dir / "gui_ct_overlay_2x2.png"
     assert window.grab().save(str(path2))
-    assert path.stat().st_size > 50_000 and path2.stat().st_size > 50_000
+    # What was saved shows the overlay where the liver is: in the 1x3 screenshot, a liver voxel next to
+    # the crosshair (off its lines) has the grey of its HU blended with the liver colour (axial and coronal;
+    # the sagittal view, stretched 2 mm slices, is checked voxel by voxel in the test above).
+    volume, _ = ct_with_liver
+    shot = QImage(str(path))
+    assert shot.size() == window.size()
+    window.layout_actions["1x3"].trigger()
+    qtbot.wait(50)
+    for name in ("axial", "coronal"):
+        view = window.viewer.views[name]
+        in_plane = [axis for axis in range(3) if axis != view.axes.normal_axis]
+        near = None
+        for step in ((4, 4), (-4, 4), (4, -4), (-4, -4), (6, 6), (-6, -6)):
+            voxel = [x, y, z]
+            voxel[in_plane[0]] += step[0]
+            voxel[in_plane[1]] += step[1]
+            if doc.label_map.array[voxel[2], voxel[1], voxel[0]] == LIVER:
+                near = tuple(voxel)
+                break
+        assert near is not None, name
+        point = view.mapTo(window, view.index_to_widget(near).toPoint())
+        colour = shot.pixelColor(point)
+        grey = _grey(doc.window_center, doc.window_width, float(volume.array[near[2], near[1], near[0]]))
+        expected = _expected_blend(grey, default_color(LIVER), doc.overlay_opacity)
+        assert (colour.red(), colour.green(), colour.blue()) == pytest.approx(expected, abs=12), name

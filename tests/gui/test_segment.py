@@ -64,5 +64,8 @@ def test_a_folder_that_is_not_a_model_is_refused_by_name(window, chest, qtbot, t
     window.choose_model_action.trigger()
     with qtbot.waitSignal(window.error_shown, timeout=60_000) as blocker:
         window.segment_action.trigger()
-    assert str(tmp_path) in window.error_box.informativeText() or str(tmp_path) in blocker.args[0]
+    # the dialog names the problem and, on its own line, the folder the user chose
+    assert blocker.args[0] == "not a medseg model package: model.json is missing"
+    assert window.error_box.text() == blocker.args[0]
+    assert window.error_box.informativeText().splitlines()[0] == f"File: {tmp_path}"
     assert window.document.label_map is None

@@ -46,7 +46,8 @@ def test_starter_learns_the_liver_on_another_patient(ct_dir: Path, tmp_path: Pat
 
     assert main(["evaluate", str(model), str(MANIFEST), "--data-root", data_root, "--held-out", "--json",
                  "--record"]) == 0
-    report = json.loads(capsys.readouterr().out)
+    report = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert report["event"] == "done"
     (case,) = report["cases"]
     assert case["case"] == "example_ct_dicom"
     scores = {label["name"]: label for label in case["labels"]}

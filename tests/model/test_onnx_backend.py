@@ -80,15 +80,27 @@ def test_onnx_model_travels_with_a_saved_package(package, tmp_path):
 
 
 def test_device_resolution():
+    """Whatever this machine has: auto picks the best available device, a missing one is refused by name."""
+    has_cuda = torch.cuda.is_available()
+    has_directml = "DmlExecutionProvider" in onnxruntime.get_available_providers()
     assert backends.resolve_device("cpu") == "cpu"
     assert backends.resolve_device("onnx-cpu") == "onnx-cpu"
-    with pytest.raises(DeviceError, match="CUDA was requested"):
-        backends.resolve_device("cuda")
-    with pytest.raises(DeviceError, match="DmlExecutionProvider is not installed"):
-        backends.resolve_device("directml")
+    expected_auto = "cuda" if has_cuda else "directml" if has_directml else "cpu"
+    assert backends.resolve_device("auto") == expected_auto
+    if has_cuda:
+        assert backends.resolve_device("cuda") == "cuda"
+    else:
+        with pytest.raises(DeviceError, match="CUDA was requested"):
+            backends.resolve_device("cuda")
+    if has_directml:
+        assert backends.resolve_device("directml") == "directml"
+    else:
+        with pytest.raises(DeviceError, match="DmlExecutionProvider is not installed"):
+            backends.resolve_device("directml")
     with pytest.raises(DeviceError, match="unknown device 'tpu'"):
         backends.resolve_device("tpu")
-    assert backends.available_devices() == ["cpu", "onnx-cpu"]
+    present = {"cuda": has_cuda, "directml": has_directml, "mps": torch.backends.mps.is_available()}
+    assert backends.available_devices() == [d for d, there in present.items() if there] + ["cpu", "onnx-cpu"]
 
 
 def test_auto_takes_pytorch_when_there_is_no_gpu(monkeypatch):

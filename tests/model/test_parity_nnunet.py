@@ -57,7 +57,8 @@ def test_cli_segment_writes_label_map_on_input_geometry(model_folder, ct_dir, tm
     capsys.readouterr()  # drop nnU-Net's own prints
     code = main(["segment", str(source), "--model", str(model_folder), "-o", str(output), "--device", "cpu", "--json"])
     assert code == 0
-    document = json.loads(capsys.readouterr().out)
+    document = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert document["event"] == "done"
     written = sitk.ReadImage(str(output))
     assert written.GetSize() == image.GetSize()
     assert np.allclose(written.GetOrigin(), image.GetOrigin()) and np.allclose(written.GetSpacing(), image.GetSpacing())

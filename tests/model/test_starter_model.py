@@ -82,7 +82,9 @@ def test_held_out_real_ct_meets_the_dice_targets(starter, ct_dir: Path, case: st
 def test_segment_command_uses_the_starter_by_default(ct_dir: Path, tmp_path: Path, capsys) -> None:
     out = tmp_path / "chest_labels.nii.gz"
     assert main(["segment", str(ct_dir / HELD_OUT["chest_slice_ct1"]), "-o", str(out), "--json"]) == 0
-    report = json.loads(capsys.readouterr().out)
+    events = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    report = events[-1]
+    assert report["event"] == "done" and events[0]["event"] == "progress"
     assert report["volumes_ml"]["lungs"] > 15  # two lungs in a 1 mm slab of chest: about 24 ml by the rules
     written = read_image(out)
     assert set(np.unique(written.array).tolist()) <= {0, 1, 2, 3}

@@ -85,11 +85,15 @@ def test_patch_extraction_conventions() -> None:
     assert torch.allclose(resampled, sliced, atol=1e-3)
     assert torch.equal(resampled_label, sliced_label)
     # ... a 90 degree rotation is a rot90 of the patch, and outside the image reads the pad value.
+    # The matrix maps patch offsets (dy, dx) to image offsets: output (i, j) reads the image at
+    # centre + R @ (i - 3, j - 3) = centre + (-(j - 3), i - 3), i.e. out[i, j] = upright[6 - j, i],
+    # which is numpy's rot90 by -1 (clockwise) over the (y, x) axes.
     rotation = np.array([[0.0, -1.0], [1.0, 0.0]])
     rotated, _ = extract_patch(image, label, (10, 15), (7, 7), rotation, -1.0)
     upright, _ = extract_patch(image, label, (10, 15), (7, 7), None, -1.0)
-    assert torch.allclose(rotated, torch.rot90(upright, 1, dims=(1, 2)), atol=1e-3) or torch.allclose(
-        rotated, torch.rot90(upright, -1, dims=(1, 2)), atol=1e-3)
+    expected = torch.stack([torch.stack([upright[0, 6 - j, i] for j in range(7)]) for i in range(7)])[None]
+    assert torch.allclose(rotated, expected, atol=1e-3)
+    assert not torch.allclose(rotated, torch.rot90(upright, 1, dims=(1, 2)), atol=1e-3)  # the direction matters
     corner, corner_label = extract_patch(image, label, (0, 0), (8, 8), None, -1.0)
     assert corner[0, 0, 0] == -1.0 and corner_label[0, 0, 0] == 0
 

@@ -1,0 +1,208 @@
+"""Export and compare panel: export a model (ONNX opset 17, TorchScript, medseg package) with
+its parity line, and evaluate several models side by side on the validation cases.
+
+Both run the engine functions ``medseg export`` / ``medseg evaluate`` call
+(:func:`medseg.model.export.export_model`, :func:`medseg.model.evaluate.evaluate_model`) in
+worker jobs.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Callable
+
+from PySide6.QtCore import Qt, Signal, Slot
+from PySide6.QtWidgets import (
+    QComboBox, QFileDialog, QHBoxLayout, QHeaderView, QLabel, QListWidget, QPushButton, QTableWidget,
+    QTableWidgetItem, QVBoxLayout, QWidget,
+)
+
+from medseg.errors import DatasetError, MedsegError
+from medseg.gui.jobs import Job
+
+FORMATS = {"ONNX (opset 17, DirectML)": ("onnx", ".onnx"), "TorchScript": ("torchscript", ".pt"),
+           "medseg package": ("package", "")}
+
+
+class ExportComparePanel(QWidget):
+    exported = Signal(object)  # ExportResult
+    compared = Signal(object)  # {model name: [CaseScore]}
+    failed = Signal(object)
+
+    def __init__(self, dataset: Callable[[], Any], parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.dataset = dataset  # returns the training set's Dataset (validation cases are compared)
+        self.models: list[str] = []  # package paths; "" = the starter model
+        self.job: Job | None = None
+        self.model_list = QListWidget(self)
+        self.model_list.setMaximumHeight(110)
+        add_starter = QPushButton("Add starter model", self)
+        add_other = QPushButton("Add model package…", self)
+        add_starter.clicked.connect(lambda: self.add_model(""))
+        add_other.clicked.connect(self._choose_model)
+        self.format_combo = QComboBox(self)
+        self.format_combo.addItems(list(FORMATS))
+        self.export_button = QPushButton("Export selected…", self)
+        self.export_button.clicked.connect(lambda: self.export_selected())
+        self.parity_label = QLabel("", self)
+        self.parity_label.setWordWrap(True)
+        self.parity_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.compare_button = QPushButton("Evaluate all on the validation cases", self)
+        self.compare_button.clicked.connect(self.compare)
+        self.table = QTableWidget(0, 0, self)
+        self.table.verticalHeader().hide()
+        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        self.status = QLabel("", self)
+        models = QHBoxLayout()
+        models.addWidget(add_starter)
+        models.addWidget(add_other)
+        models.addStretch(1)
+        export = QHBoxLayout()
+        export.addWidget(QLabel("Format", self))
+        export.addWidget(self.format_combo)
+        export.addWidget(self.export_button)
+        export.addStretch(1)
+        layout = QVBoxLayout(self)
+        layout.addWidget(QLabel("<b>Models</b>", self))
+        layout.addWidget(self.model_list)
+        layout.addLayout(models)
+        layout.addLayout(export)
+        layout.addWidget(self.parity_label)
+        layout.addWidget(self.compare_button)
+        layout.addWidget(self.table, 1)
+        layout.addWidget(self.status)
+
+    def add_model(self, path: str) -> None:
+        if path in self.models:
+            return
+        self.models.append(path)
+        self.model_list.addItem(path or "starter model (built in)")
+        self.model_list.setCurrentRow(self.model_list.count() - 1)
+
+    def _choose_model(self) -> None:
+        folder = QFileDialog.getExistingDirectory(self, "Model package")
+        if folder:
+            self.add_model(folder)
+
+    def _busy(self) -> bool:
+        if self.job is not None:
+            self.status.setText("Still working: wait for the running export or evaluation.")
+            return True
+        return False
+
+    # --- export ----------------------------------------------------------------------------------------
+    def export_selected(self, out: str | None = None, check_image: Any = None, check_name: str = "") -> None:
+        """Export the selected model; the parity check runs on ``check_image`` (default: a training-set case)."""
+        if self._busy():
+            return
+        row = self.model_list.currentRow()
+        if row < 0:
+            self.failed.emit(MedsegError("add and select a model to export"))
+            return
+        fmt, suffix = FORMATS[self.format_combo.currentText()]
+        model = self.models[row]
+        if out is None:
+            out, _ = QFileDialog.getSaveFileName(self, "Export to", f"model{suffix}")
+            if not out:
+                return
+        dataset_source = self.dataset
+
+        def work(progress=None, cancel=None):
+            from medseg.model.export import export_model
+            from medseg.model.package import load_model
+
+            package = load_model(model or None)
+            image, name = check_image, check_name
+            if image is None:
+                dataset = dataset_source()
+                spec = (dataset.validation_specs or dataset.specs)[0]
+                image, name = dataset.load(spec).image, f"case {spec.name}"
+            return export_model(package, fmt, out, image, name)
+
+        self.parity_label.setText("Exporting and checking parity…")
+        self._run("export", work, self._on_exported)
+
+    @Slot(object)
+    def _on_exported(self, result: Any) -> None:
+        self.job = None
+        lines = [self.parity_line(report) for report in result.parity]
+        self.parity_label.setText("\n".join([*lines, f"Written: {result.path}"]))
+        self.exported.emit(result)
+
+    @staticmethod
+    def parity_line(report: Any) -> str:
+        runtime = {"onnxruntime-cpu": "ONNX Runtime", "torchscript": "TorchScript"}.get(report.runtime, report.runtime)
+        return (f"{runtime} vs PyTorch: {100 * report.agreement:.3f} % equal labels on {report.image} "
+                f"({'PASS' if report.passed else 'FAIL'})")
+
+    # --- comparison ---------------------------------------------------------------------------------------
+    def compare(self) -> None:
+        if self._busy():
+            return
+        if not self.models:
+            self.failed.emit(MedsegError("add the models to compare first"))
+            return
+        models, dataset_source = list(self.models), self.dataset
+
+        def work(progress=None, cancel=None):
+            from medseg.model.evaluate import evaluate_model
+            from medseg.model.package import load_model
+
+            dataset = dataset_source()
+            specs = dataset.validation_specs
+            if not specs:
+                raise DatasetError("no validation cases: tick 'Validation' for at least one case")
+            results = {}
+            for number, model in enumerate(models):
+                package = load_model(model or None)
+                yield f"evaluating {package.name} ({number + 1} of {len(models)})"
+                where = f"{Path(model).parent.name}/{Path(model).name}" if model else "built in"
+                results[f"{package.name} [{where}]"] = evaluate_model(
+                    package, dataset, specs=specs, device="cpu", cancel=cancel)
+            return results
+
+        self.status.setText("Evaluating…")
+        self._run("evaluate", work, self._on_compared)
+
+    @Slot(object)
+    def _on_compared(self, results: dict[str, Any]) -> None:
+        self.job = None
+        labels = sorted({label.name for scores in results.values() for case in scores for label in case.labels})
+        self.table.clear()
+        headers = ["Model", "Case"] + [f"{name} Dice" for name in labels] + [f"{name} vol. diff %" for name in labels]
+        self.table.setColumnCount(len(headers))
+        self.table.setHorizontalHeaderLabels(headers)
+        rows = [(model, case) for model, scores in results.items() for case in scores]
+        self.table.setRowCount(len(rows))
+        for row, (model, case) in enumerate(rows):
+            by_name = {label.name: label for label in case.labels}
+            cells = [model, case.case]
+            cells += [_number(by_name[n].dice, "{:.3f}") if n in by_name else "" for n in labels]
+            cells += [_number(by_name[n].volume_difference_percent, "{:+.1f}") if n in by_name else "" for n in labels]
+            for column, text in enumerate(cells):
+                self.table.setItem(row, column, QTableWidgetItem(text))
+        self.status.setText(f"{len(results)} model(s) on {len({c.case for _, c in rows})} validation case(s)")
+        self.compared.emit(results)
+
+    def _run(self, name: str, work, on_done) -> None:
+        self.job = Job(name, work, self)
+        self.job.event.connect(self.status.setText)
+        self.job.finished_ok.connect(on_done)
+        self.job.finished_error.connect(self._on_failed)
+        self.job.start()
+
+    @Slot(object)
+    def _on_failed(self, error: BaseException) -> None:
+        self.job = None
+        self.parity_label.setText("")
+        self.status.setText(f"Failed: {error}")
+        self.failed.emit(error)
+
+    def shutdown(self) -> None:
+        if self.job is not None:
+            self.job.wait_stopped()
+
+
+def _number(value: float, pattern: str) -> str:
+    return "n/a" if value is None or math.isnan(value) else pattern.format(value)

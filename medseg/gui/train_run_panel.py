@@ -1,0 +1,453 @@
+"""Training panel: settings, Start / Pause / Resume / Stop, progress with ETA, live curves, log, summary.
+
+One device: the engine runs in a worker thread of this process. Several processes: the
+same run is started as ``torchrun ... -m medseg train --json`` and followed through its
+event stream. Either way every event goes to the curves, the log and the run folder
+(``runs/<time>/``: model package, checkpoints, events.jsonl, metrics.csv, command.txt,
+plot PNGs), and "Use this model" makes the result the Segment tab's model at once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import shlex
+import time
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import Qt, Signal, Slot
+from PySide6.QtWidgets import (
+    QCheckBox, QComboBox, QDoubleSpinBox, QFileDialog, QFormLayout, QHBoxLayout, QLabel, QListWidget,
+    QListWidgetItem, QPlainTextEdit, QProgressBar, QPushButton, QSpinBox, QSplitter, QVBoxLayout, QWidget,
+)
+
+from medseg.errors import DatasetError, MedsegError
+from medseg.gui import app_shell
+from medseg.gui.train_dataset_panel import SCRATCH_PLAN_OPTIONS, DatasetPanel
+from medseg.gui.train_plots import LiveCurves
+from medseg.gui.train_runner import InProcessRunner, TorchrunRunner, torchrun_command
+from medseg.model.training.run_record import RunRecorder, read_events
+
+log = logging.getLogger(__name__)
+
+STARTER = "Starter model (body, lungs, bones)"
+SCRATCH = "From scratch"
+OTHER = "Model package or nnU-Net folder…"
+
+
+@dataclasses.dataclass
+class RunSettings:
+    """What the panel's controls say; the same settings make the engine call and the command line."""
+
+    base: str | None  # a package path, "starter", or None (from scratch)
+    labels: list[str]
+    epochs: int = 4
+    iterations: int = 20
+    learning_rate: float = 0.01
+    batch_size: int = 4
+    device: str = "auto"
+    processes: int = 1
+    amp: bool = True
+    augmentation: str = "default"  # default | no-mirror | off
+    threads: int = 0
+
+    def cli_arguments(self, manifest: Path, out: Path, resume: bool) -> list[str]:
+        from medseg.model.package import starter_model_path
+
+        arguments = [str(manifest), "--out", str(out), "--epochs", str(self.epochs), "--iterations",
+                     str(self.iterations), "--batch-size", str(self.batch_size), "--lr", str(self.learning_rate),
+                     "--device", self.device]
+        if self.base is not None:
+            arguments += ["--from", str(starter_model_path() if self.base == "starter" else self.base)]
+        else:
+            options = SCRATCH_PLAN_OPTIONS
+            arguments += ["--configuration", options["configuration"], "--memory-gb", "0.35", "--base-features",
+                          str(options["base_features"]), "--max-features", str(options["max_features"])]
+        if not self.amp:
+            arguments.append("--no-amp")
+        if self.augmentation == "off":
+            arguments.append("--no-augment")
+        elif self.augmentation == "no-mirror":
+            arguments.append("--no-mirror")
+        if self.threads:
+            arguments += ["--threads", str(self.threads)]
+        if resume:
+            arguments.append("--resume")
+        return arguments
+
+
+class TrainingPanel(QWidget):
+    run_ended = Signal(object)  # the last record (done / failed)
+    model_chosen = Signal(str)  # "Use this model": the package path
+    failed = Signal(object)
+
+    def __init__(self, dataset_panel: DatasetPanel, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.dataset_panel = dataset_panel
+        self.runner: InProcessRunner | TorchrunRunner | None = None
+        self.recorder: RunRecorder | None = None
+        self.run_folder: Path | None = None
+        self.package_path: Path | None = None
+        self.last_checkpoint: str | None = None
+        self.records: list[dict[str, Any]] = []
+        self._first_iteration: tuple[float, int] | None = None
+        self._last_progress_update = 0.0
+        self.start_clicked_at: float | None = None
+        self.paused = False
+        self._build()
+        self.dataset_panel.changed.connect(self.refresh_labels)
+        self._update_buttons()
+
+    # --- construction ---------------------------------------------------------------------------------
+    def _build(self) -> None:
+        self.base_combo = QComboBox(self)
+        self.base_combo.addItems([STARTER, SCRATCH, OTHER])
+        self.base_combo.activated.connect(self._on_base_activated)
+        self.base_path: str | None = None
+        self.labels_list = QListWidget(self)
+        self.labels_list.setMaximumHeight(90)
+        self.epochs = _spin(1, 10_000, 4)
+        self.iterations = _spin(1, 100_000, 20)
+        self.learning_rate = QDoubleSpinBox(self)
+        self.learning_rate.setDecimals(5)
+        self.learning_rate.setRange(1e-5, 1.0)
+        self.learning_rate.setSingleStep(0.001)
+        self.learning_rate.setValue(0.01)
+        self.batch_size = _spin(1, 256, 4)
+        self.device = QComboBox(self)
+        self.device.addItems(["Auto", "CUDA", "CPU"])
+        self.processes = _spin(1, 16, 1)
+        self.processes.setToolTip("More than 1: DistributedDataParallel through torchrun (one process per GPU; "
+                                  "gloo processes on the CPU)")
+        self.amp = QCheckBox("Mixed precision (AMP, CUDA only)", self)
+        self.amp.setChecked(True)
+        self.augmentation = QComboBox(self)
+        self.augmentation.addItems(["nnU-Net default", "Default without mirroring", "Off"])
+        form = QFormLayout()
+        form.addRow("Base model", self.base_combo)
+        form.addRow("Labels to train", self.labels_list)
+        form.addRow("Epochs", self.epochs)
+        form.addRow("Iterations per epoch", self.iterations)
+        form.addRow("Learning rate", self.learning_rate)
+        form.addRow("Batch size", self.batch_size)
+        form.addRow("Device", self.device)
+        form.addRow("Processes (DDP)", self.processes)
+        form.addRow("", self.amp)
+        form.addRow("Augmentation", self.augmentation)
+        self.start_button = QPushButton("Start", self)
+        self.pause_button = QPushButton("Pause", self)
+        self.resume_button = QPushButton("Resume", self)
+        self.stop_button = QPushButton("Stop", self)
+        self.use_button = QPushButton("Use this model", self)
+        self.open_run_button = QPushButton("Open run…", self)
+        buttons = QHBoxLayout()
+        for button in (self.start_button, self.pause_button, self.resume_button, self.stop_button):
+            buttons.addWidget(button)
+        self.start_button.clicked.connect(lambda: self.start(resume=False))
+        self.pause_button.clicked.connect(self.pause)
+        self.resume_button.clicked.connect(self.resume)
+        self.stop_button.clicked.connect(self.stop)
+        self.use_button.clicked.connect(self.use_model)
+        self.open_run_button.clicked.connect(lambda: self.open_run())
+        self.progress = QProgressBar(self)
+        self.progress.setRange(0, 1000)
+        self.eta_label = QLabel("", self)
+        self.summary = QLabel("", self)
+        self.summary.setWordWrap(True)
+        self.summary.setMinimumHeight(4 * self.summary.fontMetrics().height())  # three lines of summary
+        self.summary.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.log_pane = QPlainTextEdit(self)
+        self.log_pane.setReadOnly(True)
+        self.log_pane.setMaximumBlockCount(2000)
+        left = QWidget(self)
+        left_layout = QVBoxLayout(left)
+        left_layout.addLayout(form)
+        left_layout.addLayout(buttons)
+        left_layout.addWidget(self.progress)
+        left_layout.addWidget(self.eta_label)
+        left_layout.addWidget(self.summary)
+        extra = QHBoxLayout()
+        extra.addWidget(self.use_button)
+        extra.addWidget(self.open_run_button)
+        left_layout.addLayout(extra)
+        left_layout.addWidget(self.log_pane, 1)
+        self.curves = LiveCurves(self)
+        splitter = QSplitter(Qt.Orientation.Horizontal, self)
+        splitter.addWidget(left)
+        splitter.addWidget(self.curves)
+        splitter.setStretchFactor(1, 1)
+        QVBoxLayout(self).addWidget(splitter)
+
+    def refresh_labels(self) -> None:
+        checked = {self.labels_list.item(i).text() for i in range(self.labels_list.count())
+                   if self.labels_list.item(i).checkState() == Qt.CheckState.Checked}
+        known = {self.labels_list.item(i).text() for i in range(self.labels_list.count())}
+        self.labels_list.clear()
+        for name in self.dataset_panel.training_set.label_names:
+            item = QListWidgetItem(name, self.labels_list)
+            item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)
+            item.setCheckState(Qt.CheckState.Checked if name in checked or name not in known else Qt.CheckState.Unchecked)
+        self._update_buttons()
+
+    def _on_base_activated(self, index: int) -> None:
+        if self.base_combo.itemText(index) == OTHER:
+            folder = QFileDialog.getExistingDirectory(self, "Model package or nnU-Net result folder")
+            if folder:
+                self.set_base_model(folder)
+            else:
+                self.base_combo.setCurrentIndex(0)
+
+    def set_base_model(self, path: str | None) -> None:
+        """A package folder (a previous fine-tune, an imported nnU-Net model); None: the starter."""
+        if path is None:
+            self.base_combo.setCurrentIndex(0)
+            return
+        self.base_path = str(path)
+        label = f"Package: {Path(path).name}"
+        if self.base_combo.findText(label) < 0:
+            self.base_combo.insertItem(2, label)
+        self.base_combo.setCurrentText(label)
+
+    def settings(self) -> RunSettings:
+        text = self.base_combo.currentText()
+        base = "starter" if text == STARTER else None if text == SCRATCH else self.base_path
+        labels = [self.labels_list.item(i).text() for i in range(self.labels_list.count())
+                  if self.labels_list.item(i).checkState() == Qt.CheckState.Checked]
+        return RunSettings(
+            base=base, labels=labels, epochs=self.epochs.value(), iterations=self.iterations.value(),
+            learning_rate=float(self.learning_rate.value()), batch_size=self.batch_size.value(),
+            device={"Auto": "auto", "CUDA": "cuda", "CPU": "cpu"}[self.device.currentText()],
+            processes=self.processes.value(), amp=self.amp.isChecked(),
+            augmentation={0: "default", 1: "no-mirror", 2: "off"}[self.augmentation.currentIndex()])
+
+    # --- running ---------------------------------------------------------------------------------------
+    @property
+    def running(self) -> bool:
+        return self.runner is not None and self.runner.running
+
+    def start(self, resume: bool = False) -> bool:
+        if self.running:
+            return False
+        settings = self.settings()
+        training_set = self.dataset_panel.training_set
+        try:
+            if not training_set.entries:
+                raise DatasetError("add cases to the training set first")
+            if not settings.labels:
+                raise DatasetError("choose at least one label to train")
+            if not any(not e.validation for e in training_set.entries):
+                raise DatasetError("every case is held out for validation: train on at least one")
+            manifest = training_set.save(settings.labels)
+            if not resume or self.run_folder is None:
+                self.run_folder = training_set.folder / "runs" / time.strftime("run-%Y%m%d-%H%M%S")
+                self.curves.clear()
+                self.records = []
+                self.log_pane.clear()
+        except MedsegError as error:
+            self.failed.emit(error)
+            return False
+        out = self.run_folder / "model"
+        arguments = settings.cli_arguments(manifest, out, resume)
+        self.recorder = RunRecorder(self.run_folder)
+        if settings.processes > 1:
+            command = torchrun_command(settings.processes, arguments)
+            self.runner = TorchrunRunner(command, self)
+            self.recorder.write_command(shlex.join(command))
+        else:
+            self.recorder.write_command("medseg train " + shlex.join(arguments) + "   # run in the app's worker thread")
+            self.runner = InProcessRunner(self._engine_call(settings, manifest, out, resume), self)
+        self.runner.record.connect(self.on_record)
+        self.runner.ended.connect(self._on_ended)
+        self._first_iteration = None
+        self.summary.setText("")
+        self.progress.setValue(0)
+        self.eta_label.setText("starting…")
+        self._log(f"{'Resuming' if resume else 'Starting'} run in {self.run_folder}")
+        self.start_clicked_at = time.monotonic()
+        self.runner.start()
+        self._update_buttons()
+        return True
+
+    def _engine_call(self, settings: RunSettings, manifest: Path, out: Path, resume: bool):
+        """The in-process run: the same manifest and settings as the command line."""
+        def make(cancel=None):
+            from medseg.model.augment import NO_AUGMENTATION, AugmentConfig
+            from medseg.model.datasets import open_dataset
+            from medseg.model.package import load_model
+            from medseg.model.training import TrainConfig, train
+
+            dataset = open_dataset(manifest)
+            augmentation = {"off": NO_AUGMENTATION, "no-mirror": dataclasses.replace(AugmentConfig(), p_mirror=0.0),
+                            "default": AugmentConfig()}[settings.augmentation]
+            config = TrainConfig(epochs=settings.epochs, iterations_per_epoch=settings.iterations,
+                                 batch_size=settings.batch_size, learning_rate=settings.learning_rate,
+                                 device=settings.device, amp=settings.amp, augmentation=augmentation)
+            base = None
+            if settings.base is not None:
+                base = load_model(None if settings.base == "starter" else settings.base)
+            return train(dataset, out, config, base_package=base, resume=resume, cancel=cancel,
+                         plan_options=None if base is not None else SCRATCH_PLAN_OPTIONS,
+                         provenance={"training_command": "medseg train (Train & Export tab) "
+                                     + shlex.join(settings.cli_arguments(manifest, out, resume))})
+        return make
+
+    def pause(self) -> None:
+        if self.running:
+            self.runner.pause()
+            self.paused = True
+            self._log("paused")
+            self._update_buttons()
+
+    def resume(self) -> None:
+        if self.running and self.paused:
+            self.runner.resume()
+            self.paused = False
+            self._log("resumed")
+            self._update_buttons()
+        elif not self.running and self.last_checkpoint:
+            self.start(resume=True)
+
+    def stop(self) -> None:
+        if self.running:
+            self.paused = False
+            self.runner.stop()
+            self._log("stopping… (the last completed epoch's checkpoint is kept)")
+
+    def shutdown(self) -> None:
+        if self.runner is not None and self.runner.running:
+            self.runner.wait_stopped()
+        if self.recorder is not None:
+            self.recorder.close()
+
+    # --- events ------------------------------------------------------------------------------------------
+    @Slot(object)
+    def on_record(self, record: dict[str, Any]) -> None:
+        self.records.append(record)
+        if self.recorder is not None:
+            self.recorder.record(record)
+        self.curves.add(record)
+        kind = record.get("event")
+        if kind == "iteration":
+            self._on_iteration(record)
+        elif kind == "epoch":
+            dice = ", ".join(f"{k} {v:.3f}" for k, v in (record.get("validation_dice") or {}).items() if v is not None)
+            validation = record.get("validation_loss")
+            self._log(f"epoch {record['epoch'] + 1}/{record['epochs']}: loss {record['train_loss']:.4f}"
+                      + (f", validation loss {validation:.4f}" if validation is not None else "")
+                      + (f", Dice {dice}" if dice else "") + (" (best)" if record.get("is_best") else ""))
+        elif kind == "checkpoint":
+            self.last_checkpoint = record["path"]
+        elif kind in ("message", "fallback"):
+            self._log(("fallback: " if kind == "fallback" else "") + record["text"])
+        elif kind == "started":
+            self._log(f"{record['total_steps']} iterations on {record['device']} "
+                      f"({record['world_size']} process(es), global batch {record['global_batch']})")
+
+    def _on_iteration(self, record: dict[str, Any]) -> None:
+        now = time.monotonic()
+        step, total = int(record["step"]) + 1, int(record["total_steps"])
+        if self._first_iteration is None:
+            self._first_iteration = (now, step)
+        if now - self._last_progress_update < 0.1 and step < total:
+            return  # a visible QProgressBar repaints synchronously: ~10 updates a second at most
+        self._last_progress_update = now
+        self.progress.setValue(int(1000 * step / max(total, 1)))
+        started, first = self._first_iteration
+        done = step - first
+        eta = (now - started) / done * (total - step) if done else math.nan
+        self.eta_label.setText(f"iteration {step}/{total}, loss {record['loss']:.4f}, lr {record['learning_rate']:.2e}"
+                               + (f", ETA {_hms(eta)}" if not math.isnan(eta) else ""))
+
+    @Slot(object)
+    def _on_ended(self, record: dict[str, Any]) -> None:
+        if self.recorder is not None:
+            self.recorder.close()
+        if self.run_folder is not None:
+            self.curves.save_png(self.run_folder)
+        if record["event"] == "done":
+            self.package_path = Path(record["package"]) if record.get("package") else None
+            self.last_checkpoint = None  # finished: nothing to resume
+            self.progress.setValue(1000)
+            self.eta_label.setText("done")
+            self.summary.setText(self.summary_text(record))
+            self._log(f"done: model package {self.package_path}")
+        elif record.get("cancelled"):
+            self._log("stopped; Resume continues from the last checkpoint" if self.last_checkpoint
+                      else "stopped before the first checkpoint")
+            self.eta_label.setText("stopped")
+        else:
+            self._log(f"failed: {record.get('error')}" + (f"\n{record['hint']}" if record.get("hint") else ""))
+            self.eta_label.setText("failed")
+            self.failed.emit(MedsegError(str(record.get("error")), path=record.get("path"), hint=record.get("hint")))
+        self._update_buttons()
+        self.run_ended.emit(record)
+
+    def summary_text(self, done: dict[str, Any]) -> str:
+        epochs = [r for r in self.records if r.get("event") == "epoch"]
+        iterations = [r for r in self.records if r.get("event") == "iteration"]
+        best = done.get("best_epoch")
+        scored = epochs[best] if best is not None and best < len(epochs) else (epochs[-1] if epochs else {})
+        dice = ", ".join(f"{k} {v:.3f}" for k, v in (scored.get("validation_dice") or {}).items() if v is not None)
+        seconds = float(done.get("seconds") or 0.0)
+        rate = len(iterations) / seconds if seconds else math.nan
+        return (f"<b>Run finished</b>: best epoch {best + 1 if best is not None else 'n/a (no validation cases)'}"
+                f"{'<br>Dice ' + dice if dice else ''}<br>{_hms(seconds)} on {done.get('device') or '?'}, "
+                f"{rate:.2f} iterations/s")
+
+    def use_model(self) -> None:
+        if self.package_path is None:
+            return
+        app_shell.settings().setValue("model/path", str(self.package_path))
+        self._log(f"the Segment tab now uses {self.package_path}")
+        self.model_chosen.emit(str(self.package_path))
+
+    def open_run(self, folder: str | None = None) -> None:
+        """Reopen a run folder: its curves and summary from events.jsonl."""
+        folder = folder or QFileDialog.getExistingDirectory(self, "Run folder (with events.jsonl)")
+        if not folder:
+            return
+        try:
+            events = read_events(folder)
+        except OSError as error:
+            self.failed.emit(MedsegError(f"not a run folder: {error}", path=folder))
+            return
+        self.curves.clear()
+        self.records = []
+        self.run_folder = Path(folder)
+        for record in events:
+            self.records.append(record)
+            self.curves.add(record)
+        self.curves.redraw()
+        done = [r for r in events if r.get("event") == "done"]
+        if done:
+            self.package_path = Path(done[-1]["package"]) if done[-1].get("package") else None
+            self.summary.setText(self.summary_text(done[-1]))
+        self._update_buttons()
+
+    def _log(self, text: str) -> None:
+        self.log_pane.appendPlainText(text)
+
+    def _update_buttons(self) -> None:
+        running = self.running
+        paused = running and self.paused
+        self.start_button.setEnabled(not running)
+        self.pause_button.setEnabled(running and not paused)
+        self.resume_button.setEnabled(paused or (not running and bool(self.last_checkpoint)))
+        self.stop_button.setEnabled(running)
+        self.use_button.setEnabled(not running and self.package_path is not None)
+
+
+def _spin(low: int, high: int, value: int) -> QSpinBox:
+    spin = QSpinBox()
+    spin.setRange(low, high)
+    spin.setValue(value)
+    return spin
+
+
+def _hms(seconds: float) -> str:
+    seconds = max(0, int(seconds))
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"

@@ -1,0 +1,95 @@
+"""The model package as data: configurations, labels, colours, per-fold weights, provenance.
+
+The type and its consistency checks, without any file format: ``medseg.model.package``
+reads and writes it, ``medseg.model.nnunet_import`` builds it from an nnU-Net result
+folder; both import this module and neither imports the other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+import torch
+
+from medseg.errors import ModelError
+from medseg.io.label_colors import color_for
+from medseg.model.plan import Plan, select_configuration
+from medseg.model.unet import UNet
+
+
+@dataclass
+class ModelPackage:
+    """A segmentation model: configurations, labels, per-fold weights and provenance."""
+
+    name: str
+    configurations: dict[str, Plan]
+    labels: dict[int, str]
+    colors: dict[int, tuple[int, int, int]] = field(default_factory=dict)
+    weights: dict[str, list[dict[str, torch.Tensor]]] = field(default_factory=dict)
+    onnx: dict[str, bytes | Path] = field(default_factory=dict)
+    provenance: dict[str, Any] = field(default_factory=dict)
+    source_path: Path | None = None
+
+    def __post_init__(self) -> None:
+        self.labels = {int(k): str(v) for k, v in self.labels.items()}
+        for value in self.labels:
+            self.colors.setdefault(value, color_for(value, self.labels[value]))
+        self.colors = {int(k): tuple(int(c) for c in v) for k, v in self.colors.items()}  # type: ignore[misc]
+
+    @property
+    def num_classes(self) -> int:
+        """Network outputs: one per label, background included (labels are 0..N-1)."""
+        return len(self.labels)
+
+    def num_folds(self, config_name: str) -> int:
+        return len(self.weights.get(config_name, []))
+
+    def select(self, spacing_zyx: Sequence[float]) -> Plan:
+        """The configuration that suits a series of this spacing (among those with weights)."""
+        usable = {name: plan for name, plan in self.configurations.items() if self.num_folds(name)}
+        return select_configuration(usable or self.configurations, spacing_zyx)
+
+    def validate(self, where: str | Path | None = None) -> None:
+        """Raise ModelError if labels, configurations and weights do not fit together."""
+        values = sorted(self.labels)
+        if not values or values != list(range(len(values))) or values[0] != 0:
+            raise ModelError(f"labels must be numbered 0..N-1 with 0 = background, got {values}", path=where)
+        if len(values) < 2:
+            raise ModelError("a segmentation model needs at least one foreground label", path=where)
+        if not self.configurations:
+            raise ModelError("the model has no configurations", path=where)
+        for config_name, folds in self.weights.items():
+            if config_name not in self.configurations:
+                raise ModelError(f"weights for unknown configuration {config_name!r}", path=where)
+            expected = _expected_shapes(self.configurations[config_name], self.num_classes)
+            for index, state in enumerate(folds):
+                _check_state_dict(state, expected, f"configuration {config_name!r}, fold {index}", where)
+        for config_name in self.onnx:
+            if config_name not in self.configurations:
+                raise ModelError(f"ONNX model for unknown configuration {config_name!r}", path=where)
+
+
+# --- weights validation ---------------------------------------------------------------
+def _expected_shapes(plan: Plan, num_classes: int) -> dict[str, tuple[int, ...]]:
+    # Built on the meta device: shapes without allocating or initialising any weights.
+    with torch.device("meta"):
+        network = UNet(plan, num_classes)
+    return {key: tuple(tensor.shape) for key, tensor in network.state_dict().items()}
+
+
+def _check_state_dict(state: dict[str, torch.Tensor], expected: dict[str, tuple[int, ...]], what: str,
+                      where: str | Path | None) -> None:
+    missing = sorted(set(expected) - set(state))
+    unexpected = sorted(set(state) - set(expected))
+    if missing or unexpected:
+        raise ModelError(
+            f"{what}: weights do not fit the network "
+            f"(missing {missing[:3]}{'...' if len(missing) > 3 else ''}, "
+            f"unexpected {unexpected[:3]}{'...' if len(unexpected) > 3 else ''})",
+            path=where,
+        )
+    for key, shape in expected.items():
+        if tuple(state[key].shape) != shape:
+            raise ModelError(f"{what}: {key} has shape {tuple(state[key].shape)}, the plan needs {shape}", path=where)

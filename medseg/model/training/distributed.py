@@ -1,0 +1,61 @@
+"""Distributed setup: one process, or DistributedDataParallel under ``torchrun``."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+from medseg.errors import DeviceError
+
+
+@dataclass(frozen=True)
+class DistributedContext:
+    rank: int = 0
+    world_size: int = 1
+    device: torch.device = torch.device("cpu")
+    initialized_here: bool = False
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    @property
+    def distributed(self) -> bool:
+        return self.world_size > 1
+
+
+def resolve_device(device: str) -> torch.device:
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device.startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise DeviceError("CUDA was requested but no CUDA GPU is available", hint="use --device cpu")
+        return torch.device(device)
+    if device == "cpu":
+        return torch.device("cpu")
+    raise DeviceError(f"training runs on cpu or cuda, not '{device}'")
+
+
+def setup_distributed(device: str) -> DistributedContext:
+    """Join the process group torchrun describes (WORLD_SIZE > 1); otherwise a single process.
+
+    NCCL on CUDA, gloo on CPU; under CUDA each process uses the GPU of its LOCAL_RANK.
+    """
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    base = resolve_device(device)
+    if world_size <= 1:
+        return DistributedContext(device=base)
+    rank = int(os.environ.get("RANK", "0"))
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    if base.type == "cuda":
+        base = torch.device("cuda", local_rank)
+        torch.cuda.set_device(base)
+    initialized_here = False
+    if not dist.is_initialized():
+        dist.init_process_group(backend="nccl" if base.type == "cuda" else "gloo", init_method="env://")
+        initialized_here = True
+    return DistributedContext(rank, world_size, base, initialized_here)
+

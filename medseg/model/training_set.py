@@ -1,0 +1,235 @@
+"""A training set the user builds case by case (the Train & Export tab's dataset, Qt-free).
+
+It lives in a workspace folder: editor cases saved into ``cases/<name>/`` (image + label
+map + ``case.json``, written atomically by :func:`medseg.model.datasets.save_case`) and a
+manifest ``medseg-dataset.json`` that lists every case (also those added from folders of
+image/label pairs or an nnU-Net raw dataset, by path) with its label names and the
+train/validation split. ``medseg train WORKSPACE`` reads the same manifest, so the GUI
+and the command line train on exactly the same data.
+
+Each case is inspected once (:meth:`TrainingSet.inspect`): size, spacing, labels present,
+and problems flagged - label map on another grid (resampled), label values with no name,
+an empty label map, a label of the set missing from the case.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator, Mapping, Sequence
+
+import numpy as np
+
+from medseg.errors import DatasetError
+from medseg.io.atomic import atomic_write_text
+from medseg.io.volume import Volume
+from medseg.model.datasets import CaseSpec, Dataset, default_colors, label_table, load_case, save_case
+from medseg.model.fingerprint import FOREGROUND_SAMPLES_PER_CASE, Fingerprint, plan_for_dataset
+from medseg.model.plan import Plan
+
+MANIFEST = "medseg-dataset.json"
+CASES_FOLDER = "cases"
+
+
+@dataclass
+class CaseInfo:
+    """What the table shows for one case (filled by :meth:`TrainingSet.inspect`)."""
+
+    size_xyz: tuple[int, int, int]
+    spacing_mm: tuple[float, float, float]
+    labels_present: list[str]
+    problems: list[str]  # from the files (grid, unknown values, empty); see TrainingSet.problems
+    foreground_sample: np.ndarray = field(repr=False, default_factory=lambda: np.zeros(0))
+
+
+@dataclass
+class CaseEntry:
+    spec: CaseSpec
+    source: str  # where it was added from ("editor", a folder, an nnU-Net dataset)
+    validation: bool = False
+    info: CaseInfo | None = None
+    label_names: list[str] = field(default_factory=list)  # the labels its source names
+
+
+class TrainingSet:
+    def __init__(self, folder: str | Path, name: str = "training-set") -> None:
+        self.folder = Path(folder)
+        self.name = name
+        self.label_names: list[str] = []  # training label order (background excluded)
+        self.colors: dict[str, tuple[int, int, int]] = {}
+        self.entries: list[CaseEntry] = []
+
+    # --- building ------------------------------------------------------------------------------
+    def _add_labels(self, names: Sequence[str]) -> None:
+        for name in names:
+            if name and name != "background" and name not in self.label_names:
+                self.label_names.append(name)
+
+    def _unique_name(self, wanted: str, avoid_folders: bool = False) -> str:
+        """A case name not used yet (nor, for saved cases, an existing case folder: nothing is overwritten)."""
+        base = re.sub(r"[^A-Za-z0-9_.-]+", "_", wanted).strip("._") or "case"
+        taken = {e.spec.name for e in self.entries}
+        name, number = base, 2
+        while name in taken or (avoid_folders and (self.folder / CASES_FOLDER / name).exists()):
+            name, number = f"{base}_{number}", number + 1
+        return name
+
+    def add_editor_case(
+        self, image: Volume, label_map: Volume, labels: Mapping[int, str],
+        colors: Mapping[int, Sequence[int]] | None = None, name: str = "case",
+    ) -> CaseEntry:
+        """Save the open image and its segmentation into the workspace and list it."""
+        if label_map is None or not np.any(label_map.array):
+            raise DatasetError(f"case '{name}' has an empty segmentation: draw or segment something first")
+        named = {int(v): str(n) for v, n in labels.items() if int(v) != 0}
+        present = set(np.unique(label_map.array).tolist()) - {0}
+        unnamed = sorted(present - set(named))
+        if unnamed:
+            raise DatasetError(f"label values {unnamed[:8]} of case '{name}' have no name: name them first")
+        case_name = self._unique_name(name, avoid_folders=True)
+        folder = save_case(self.folder / CASES_FOLDER / case_name, image, label_map, named, colors, case_name)
+        for value, colour in (colors or {}).items():
+            if int(value) in named:
+                self.colors.setdefault(named[int(value)], tuple(int(c) for c in colour))
+        self._add_labels([named[v] for v in sorted(named)])
+        entry = CaseEntry(CaseSpec(case_name, folder / "image.nii.gz", folder / "label.nii.gz", named), "editor",
+                          label_names=[named[v] for v in sorted(named)])
+        self.entries.append(entry)
+        return entry
+
+    def add_dataset(self, dataset: Dataset, source: str) -> list[CaseEntry]:
+        """Every case of an opened dataset (folder of pairs, nnU-Net raw, editor cases, manifest)."""
+        self._add_labels([dataset.labels[v] for v in sorted(dataset.labels) if v])
+        added = []
+        for spec in dataset.specs:
+            values = spec.label_values
+            if values is None and spec.label is not None:
+                values = {v: n for v, n in dataset.labels.items() if v}
+            name = self._unique_name(spec.name)
+            entry = CaseEntry(CaseSpec(name, spec.image, spec.label, values, spec.label_rule, spec.phantom, spec.weight),
+                              source, validation=spec.name in dataset.validation,
+                              label_names=[dataset.labels[v] for v in sorted(dataset.labels) if v])
+            self.entries.append(entry)
+            added.append(entry)
+        return added
+
+    def remove(self, name: str) -> None:
+        """Take a case out; labels that only it named leave the set too."""
+        self.entries = [e for e in self.entries if e.spec.name != name]
+        named = {n for e in self.entries for n in e.label_names}
+        self.label_names = [n for n in self.label_names if n in named]
+
+    def set_validation(self, name: str, validation: bool) -> None:
+        self.entry(name).validation = validation
+
+    def entry(self, name: str) -> CaseEntry:
+        for entry in self.entries:
+            if entry.spec.name == name:
+                return entry
+        raise DatasetError(f"no case named '{name}' in the training set")
+
+    # --- the dataset the engine trains on ------------------------------------------------------------
+    def labels(self, selected: Sequence[str] | None = None) -> dict[int, str]:
+        names = [n for n in self.label_names if selected is None or n in selected]
+        return label_table(names)
+
+    def dataset(self, selected: Sequence[str] | None = None) -> Dataset:
+        """The engine's Dataset; ``selected`` trains only those labels (the others become background)."""
+        if not self.entries:
+            raise DatasetError("the training set has no cases: add the current case or a folder of cases")
+        labels = self.labels(selected)
+        keep = set(labels.values())
+        specs = []
+        for entry in self.entries:
+            spec = entry.spec
+            values = {v: n for v, n in spec.label_values.items() if n in keep} if spec.label_values is not None else None
+            specs.append(CaseSpec(spec.name, spec.image, spec.label, values, spec.label_rule, spec.phantom, spec.weight))
+        colors = default_colors(labels, self.colors)
+        validation = [e.spec.name for e in self.entries if e.validation]
+        return Dataset(self.name, labels, colors, specs, validation, source=str(self.manifest_path))
+
+    @property
+    def manifest_path(self) -> Path:
+        return self.folder / MANIFEST
+
+    def save(self, selected: Sequence[str] | None = None) -> Path:
+        """Write the manifest ``medseg train`` reads (atomically); returns its path."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        names = [n for n in self.label_names if selected is None or n in selected]
+        cases = []
+        for entry in self.entries:
+            spec = entry.spec
+            record: dict[str, Any] = {"name": spec.name}
+            if spec.image is not None:
+                record["image"] = str(Path(spec.image).resolve())
+            if spec.label is not None:
+                record["label"] = str(Path(spec.label).resolve())
+            if spec.label_values is not None:
+                record["label_values"] = {str(v): n for v, n in spec.label_values.items() if n in names}
+            if spec.label_rule is not None:
+                record["label_rule"] = spec.label_rule
+            if spec.phantom is not None:
+                record["phantom"] = spec.phantom
+            if spec.weight != 1.0:
+                record["weight"] = spec.weight
+            cases.append(record)
+        manifest = {"name": self.name, "labels": names, "colors": {k: list(v) for k, v in self.colors.items()},
+                    "cases": cases, "validation": [e.spec.name for e in self.entries if e.validation]}
+        atomic_write_text(self.manifest_path, json.dumps(manifest, indent=1))
+        return self.manifest_path
+
+    # --- inspection, fingerprint and plan ----------------------------------------------------------
+    def inspect(self, entry: CaseEntry, seed: int = 1234) -> CaseInfo:
+        """Load the case once: size, spacing, labels present, problems, a foreground intensity sample."""
+        labels = self.labels()
+        case = load_case(entry.spec, labels)
+        problems = []
+        for note in case.notes:
+            if "different grid" in note:
+                problems.append("label map on another grid (resampled onto the image)")
+            elif "have no name" in note:
+                problems.append("unknown " + note.replace(": treated as background", " (treated as background)"))
+        present_values = set(np.unique(case.label_map.array).tolist()) - {0}
+        present = [labels[v] for v in sorted(present_values)]
+        if not present_values:
+            problems.append("empty label map")
+        foreground = case.image.array[case.label_map.array > 0]
+        rng = np.random.default_rng(seed)
+        sample = (rng.choice(foreground, size=min(FOREGROUND_SAMPLES_PER_CASE, foreground.size), replace=True)
+                  if foreground.size else np.zeros(0))
+        entry.info = CaseInfo(tuple(int(n) for n in case.image.size_xyz),
+                              tuple(float(s) for s in case.image.spacing_mm), present, problems,
+                              np.asarray(sample, dtype=np.float64))
+        return entry.info
+
+    def problems(self, entry: CaseEntry) -> list[str]:
+        """The case's problems against the set as it is now (a label added later is missing here)."""
+        if entry.info is None:
+            return []
+        missing = [n for n in self.label_names if n not in entry.info.labels_present]
+        if missing and entry.info.labels_present:
+            return [*entry.info.problems, "missing: " + ", ".join(missing)]
+        return list(entry.info.problems)
+
+    def inspect_all(self) -> Iterator[CaseEntry]:
+        """Inspect every case not inspected yet, yielding each as it is done."""
+        for entry in self.entries:
+            if entry.info is None:
+                self.inspect(entry)
+                yield entry
+
+    def fingerprint(self) -> Fingerprint:
+        from medseg.model.fingerprint import fingerprint_from_samples
+
+        inspected = [e.info for e in self.entries if e.info is not None and not e.validation]
+        if not inspected:
+            raise DatasetError("no inspected training cases to fingerprint")
+        return fingerprint_from_samples([tuple(reversed(i.spacing_mm)) for i in inspected],
+                                        [tuple(reversed(i.size_xyz)) for i in inspected],
+                                        [i.foreground_sample for i in inspected])
+
+    def plan(self, **plan_options: Any) -> tuple[Fingerprint, Plan]:
+        fingerprint = self.fingerprint()
+        return fingerprint, plan_for_dataset(fingerprint, len(self.labels()), **plan_options)

@@ -1,0 +1,97 @@
+"""One job runner for callback functions and generators, one Qt-free registry behind the status bar."""
+
+from __future__ import annotations
+
+import gc
+import threading
+
+from medseg.errors import Cancelled
+from medseg.gui.jobs import Job
+from medseg.job_registry import JobRegistry
+from medseg.progress import Progress, report
+
+
+def test_a_generator_job_streams_its_events_and_returns_its_value(qtbot):
+    registry = JobRegistry()
+    seen_threads = []
+
+    def work(progress=None, cancel=None):
+        def events():
+            for number in range(5):
+                seen_threads.append(threading.current_thread())
+                yield {"n": number}
+            yield Progress(1.0, "done", "end")
+            return "the result"
+        return events()
+
+    job = Job("gen", work, registry=registry)
+    received = []
+    job.event.connect(received.append)
+    changes = []
+    registry.subscribe(lambda: changes.append(len(registry.jobs())))
+    with qtbot.waitSignal(job.finished_ok, timeout=10_000) as blocker:
+        job.start()
+        assert [j.name for j in registry.jobs()] == ["gen"]  # listed while it runs
+    assert blocker.args == ["the result"]
+    assert received[:5] == [{"n": n} for n in range(5)] and received[5] == Progress(1.0, "done", "end")
+    assert all(t is not threading.main_thread() for t in seen_threads)  # it ran in the worker
+    assert registry.jobs() == [] and changes[0] == 1 and changes[-1] == 0
+    assert gc.isenabled()  # the collector is paused only for jobs that ask (loads)
+
+
+def test_cancel_is_checked_between_yields_and_the_generator_is_closed(qtbot):
+    registry = JobRegistry()
+    state = {"yielded": 0, "closed": False}
+    gate = threading.Event()
+
+    def work(progress=None, cancel=None):
+        def events():
+            try:
+                for number in range(1000):
+                    state["yielded"] += 1
+                    yield number
+                    if number >= 2:
+                        gate.wait(10)  # a long unit of work, during which the GUI presses Cancel
+            finally:
+                state["closed"] = True
+        return events()
+
+    job = Job("cancel-me", work, registry=registry)
+    job.event.connect(lambda n: (job.cancel(), gate.set()) if n == 2 else None)
+    with qtbot.waitSignal(job.finished_error, timeout=10_000) as blocker:
+        job.start()
+    assert isinstance(blocker.args[0], Cancelled)
+    # the unit of work under way finishes and yields; the check before the next one stops the job
+    assert state["yielded"] == 4 and state["closed"] and registry.jobs() == []
+
+
+def test_pause_holds_a_generator_at_its_next_yield(qtbot):
+    registry = JobRegistry()
+    progress_seen = []
+
+    def work(progress=None, cancel=None):
+        report(progress, 0.5, "half way")  # a callback-style report from a generator job still arrives
+
+        def events():
+            for number in range(3):
+                yield number
+            return "finished"
+        return events()
+
+    job = Job("pausable", work, registry=registry)
+    job.progressed.connect(lambda f, t: progress_seen.append((f, t)))
+    job.pause()
+    with qtbot.waitSignal(job.finished_ok, timeout=10_000):
+        job.start()
+        qtbot.waitUntil(lambda: registry.jobs() and registry.jobs()[0].paused, timeout=5_000)
+        assert registry.jobs()[0].text == "paused"
+        job.resume()
+    assert progress_seen[0] == (0.5, "half way")
+
+
+def test_status_bar_cancel_reaches_the_newest_cancellable_job():
+    registry = JobRegistry()
+    cancelled = []
+    registry.add("loading", lambda: cancelled.append("loading"))
+    registry.add("not cancellable", None)
+    assert registry.cancel_newest() and cancelled == ["loading"]
