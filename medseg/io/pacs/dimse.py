@@ -121,14 +121,15 @@ def _check_established(server: PacsServer, assoc, started: float) -> None:
 
 
 @contextmanager
-def _associate(server: PacsServer, contexts: list[tuple[UID, list[UID]]], roles=None) -> Iterator:
+def _associate(server: PacsServer, contexts: list[tuple[UID, list[UID]]], roles=None, handlers=None) -> Iterator:
     _probe(server)
     ae = _application_entity(server)
     for abstract, syntaxes in contexts:
         ae.add_requested_context(abstract, syntaxes)
     tls_args = (_tls_context(server), server.host) if server.tls else None
     started = time.monotonic()
-    assoc = ae.associate(server.host, server.port, ae_title=server.called_aet, ext_neg=roles, tls_args=tls_args)
+    assoc = ae.associate(server.host, server.port, ae_title=server.called_aet, ext_neg=roles, tls_args=tls_args,
+                         evt_handlers=handlers)
     _check_established(server, assoc, started)
     try:
         yield assoc
@@ -298,21 +299,9 @@ def get(server: PacsServer, study_uid: str, series_uid: str, sop_uids: list[str]
     contexts = [(STUDY_GET, [ExplicitVRLittleEndian, ImplicitVRLittleEndian])] + _storage_contexts()
     roles = [build_role(sop_class, scp_role=True) for sop_class in RETRIEVE_STORAGE_CLASSES]
     errors: list[str] = []
-    _probe(server)
-    ae = _application_entity(server)
-    for abstract, syntaxes in contexts:
-        ae.add_requested_context(abstract, syntaxes)
-    tls_args = (_tls_context(server), server.host) if server.tls else None
-    started = time.monotonic()
-    assoc = ae.associate(server.host, server.port, ae_title=server.called_aet, ext_neg=roles, tls_args=tls_args,
-                         evt_handlers=[(evt.EVT_C_STORE, _store_handler(sink, errors))])
-    _check_established(server, assoc, started)
-    try:
+    with _associate(server, contexts, roles, [(evt.EVT_C_STORE, _store_handler(sink, errors))]) as assoc:
         identifier = _retrieve_identifier(study_uid, series_uid, sop_uids)
         _drive_retrieve(server, assoc.send_c_get(identifier, STUDY_GET), assoc, cancel, errors, "C-GET")
-    finally:
-        if assoc.is_established:
-            assoc.release()
 
 
 class StorageSCP:
