@@ -33,7 +33,8 @@ def test_bad_output_fails_before_the_model_runs(ct_dir: Path, tmp_path: Path, mo
 def test_segment_writes_a_dicom_seg_of_the_model_output(ct_dir: Path, tmp_path: Path, capsys) -> None:
     out = tmp_path / "starter.dcm"
     assert main(["segment", str(ct_dir / "dcmqi_ct3slice_masks" / "image"), "-o", str(out), "--json"]) == 0
-    report = json.loads(capsys.readouterr().out)
+    report = json.loads(capsys.readouterr().out.splitlines()[-1])  # the event stream's last line
+    assert report["event"] == "done"
     seg = hd.seg.segread(str(out))
     descriptions = [seg.get_segment_description(n) for n in seg.get_segment_numbers()]
     assert {d.algorithm_type.value for d in descriptions} == {"AUTOMATIC"}

@@ -27,6 +27,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from medseg.build_info import require_training
 from medseg.errors import DatasetError, ModelError
 from medseg.io.atomic import atomic_write_text
 from medseg.model.datasets import Case, Dataset
@@ -91,6 +92,7 @@ class TrainingRun:
         progress: ProgressCallback | None = None, cancel: CancelToken | None = None,
         provenance: Mapping[str, Any] | None = None,
     ) -> None:
+        require_training()  # the DirectML build has no PyTorch device to train on
         self.dataset = dataset
         self.out_dir = Path(out_dir)
         self.config = config or TrainConfig()
