@@ -35,6 +35,8 @@ def _segment_and_add(window, qtbot, open_image) -> None:
     before = len(panel.training_set.entries)
     panel.add_current_button.click()
     assert len(panel.training_set.entries) == before + 1
+    # The case is kept in the dataset; opening the next image must not stop at "discard edits?".
+    window.document.mark_saved()
     _wait_inspected(qtbot, panel)
 
 
@@ -80,6 +82,10 @@ class GapMeter:
 
 def test_dataset_finetune_pause_stop_resume_use_and_export(driver, window, qtbot, ct_dir, tmp_path, artifacts_dir,
                                                           monkeypatch):
+    # This test is about training: re-segmenting and opening the next case go ahead without the
+    # "edits would be replaced / lost" questions (those are tested in test_edit_gui.py).
+    monkeypatch.setattr(window.editing, "may_segment", lambda: True)
+    monkeypatch.setattr(window.editing, "may_discard_edits", lambda _what: True)
     tab = window.train_tab
     panel, training, export = tab.dataset_panel, tab.training_panel, tab.export_panel
     panel.set_workspace(tmp_path / "workspace")
