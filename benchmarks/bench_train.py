@@ -119,13 +119,83 @@ def _iteration_rate(times: list[float]) -> float:
     return (len(times) - 1) / (times[-1] - times[0]) if len(times) > 1 and times[-1] > times[0] else float("nan")
 
 
-def gui_against_cli(epochs: int, iterations: int, batch: int) -> None:
-    import json
+def _cli_iteration_rate(manifest: Path, out: Path, arguments: list[str]) -> float:
+    """``medseg train --json`` in a subprocess: iteration events timed as they arrive on the pipe."""
     import subprocess
+
+    process = subprocess.Popen([sys.executable, "-m", "medseg", "train", str(manifest), "--out", str(out),
+                                *arguments, "--json"], stdout=subprocess.PIPE, text=True)
+    times = [time.perf_counter() for line in process.stdout if '"event": "iteration"' in line]
+    process.wait()
+    return _iteration_rate(times)
+
+
+def _gui_run(app, manifest: Path, workspace: Path, epochs: int, iterations: int, batch: int) -> dict:
+    """The tab, same run, live plots on: rate, Start -> first plotted point, longest event-loop gap
+    from Start until the run's plots are saved (the end of a run included)."""
+    from PySide6.QtCore import QEventLoop, QTimer
+
+    from medseg.gui.train_tab import TrainExportTab
+
+    tab = TrainExportTab(workspace=workspace)
+    tab.resize(1400, 820)
+    tab.show()
+    tab.pages.setCurrentWidget(tab.training_panel)  # the user watches the curves
+    tab.dataset_panel._add_dataset(str(manifest), "manifest")
+    events = QEventLoop()  # its processEvents(); PySide6 6.12's static one drops a reference to None per call
+    while tab.dataset_panel.job is not None:
+        events.processEvents()
+        time.sleep(0.001)
+    training = tab.training_panel
+    training.refresh_labels()
+    training.epochs.setValue(epochs)
+    training.iterations.setValue(iterations)
+    training.batch_size.setValue(batch)
+    training.device.setCurrentText("CPU")
+    times: list[float] = []
+    longest = [0.0, None, 0.0]  # longest gap, last tick, when the longest ended
+
+    def tick() -> None:
+        now = time.perf_counter()
+        if longest[1] is not None and now - longest[1] > longest[0]:
+            longest[0], longest[2] = now - longest[1], now
+        longest[1] = now
+
+    timer = QTimer()
+    timer.setInterval(5)
+    timer.timeout.connect(tick)
+    ended: list[dict] = []
+    saved: list[str] = []
+    training.run_ended.connect(ended.append)
+    training.plots_saved.connect(saved.append)
+    clicked = time.monotonic()
+    timer.start()
+    training.start()
+    training.runner.record.connect(lambda r: times.append(time.perf_counter()) if r["event"] == "iteration" else None)
+    while not (ended and saved):
+        events.processEvents()
+        time.sleep(0.001)
+    timer.stop()
+    tab.shutdown()
+    tab.close()
+    phase = "before the first iteration" if times and longest[2] < times[0] else (
+        "during the iterations" if times and longest[2] <= times[-1] else "after the last iteration")
+    return {"rate": _iteration_rate(times), "first_plot": (training.curves.first_plotted_at or float("nan")) - clicked,
+            "gap_ms": 1000 * longest[0], "gap_phase": phase, "ended": ended[0]["event"]}
+
+
+def _spread(values: list[float], unit: str = "", digits: int = 2) -> str:
+    ordered = sorted(values)
+    return (f"{ordered[len(ordered) // 2]:.{digits}f}{unit} [{ordered[0]:.{digits}f}-{ordered[-1]:.{digits}f}]"
+            if len(ordered) > 1 else f"{ordered[0]:.{digits}f}{unit}")
+
+
+def gui_against_cli(epochs: int, iterations: int, batch: int, repeats: int = 3) -> None:
+    import json
     import tempfile
 
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
-    from PySide6.QtCore import QStandardPaths, QTimer
+    from PySide6.QtCore import QStandardPaths
     from PySide6.QtWidgets import QApplication
 
     work = Path(tempfile.mkdtemp(prefix="bench_train_gui_"))
@@ -135,68 +205,22 @@ def gui_against_cli(epochs: int, iterations: int, batch: int) -> None:
         "cases": [{"name": "sm", "image": "example_ct_sm.nii.gz", "label_rule": "starter"}]}))
     arguments = ["--epochs", str(epochs), "--iterations", str(iterations), "--batch-size", str(batch),
                  "--device", "cpu", "--from", str(STARTER)]
-
-    # The command line, same run: iteration events timed as they arrive on the pipe.
-    started = time.perf_counter()
-    process = subprocess.Popen([sys.executable, "-m", "medseg", "train", str(manifest), "--out", str(work / "cli"),
-                                *arguments, "--json"], stdout=subprocess.PIPE, text=True)
-    cli_times = []
-    for line in process.stdout:
-        if '"event": "iteration"' in line:
-            cli_times.append(time.perf_counter())
-    process.wait()
-    cli_total = time.perf_counter() - started
-
-    # The tab, same run, live plots on.
     QStandardPaths.setTestModeEnabled(True)
     app = QApplication.instance() or QApplication([])
-    from medseg.gui.train_tab import TrainExportTab
-
-    tab = TrainExportTab(workspace=work / "tab")
-    tab.resize(1400, 820)
-    tab.show()
-    tab.dataset_panel._add_dataset(str(manifest), "manifest")
-    while tab.dataset_panel.job is not None:
-        app.processEvents()
-    training = tab.training_panel
-    training.refresh_labels()
-    training.epochs.setValue(epochs)
-    training.iterations.setValue(iterations)
-    training.batch_size.setValue(batch)
-    training.device.setCurrentText("CPU")
-    gui_times: list[float] = []
-    longest = [0.0, None]
-
-    def tick() -> None:
-        now = time.perf_counter()
-        if longest[1] is not None:
-            longest[0] = max(longest[0], now - longest[1])
-        longest[1] = now
-
-    timer = QTimer()
-    timer.setInterval(5)
-    timer.timeout.connect(tick)
-    ended: list[dict] = []
-    training.run_ended.connect(ended.append)
-    started = time.perf_counter()
-    clicked = time.monotonic()
-    training.start()
-    training.runner.record.connect(lambda r: gui_times.append(time.perf_counter()) if r["event"] == "iteration" else None)
-    timer.start()
-    while not ended:
-        app.processEvents()
-        time.sleep(0.001)
-    timer.stop()
-    gui_total = time.perf_counter() - started
-    first_plot = (training.curves.first_plotted_at or float("nan")) - clicked
-    cli_rate, gui_rate = _iteration_rate(cli_times), _iteration_rate(gui_times)
-    print(f"GUI vs CLI, fine-tuning the starter on example_ct_sm: {epochs} x {iterations} iterations, batch {batch}, CPU")
-    print(f"  medseg train --json (subprocess): {cli_rate:.2f} it/s, {cli_total:.1f} s in all")
-    print(f"  Train & Export tab, live plots:   {gui_rate:.2f} it/s, {gui_total:.1f} s in all "
-          f"({ended[0]['event']})")
-    print(f"  GUI/CLI throughput {gui_rate / cli_rate:.2f}x; Start -> first plotted point {first_plot:.2f} s; "
-          f"longest event-loop gap while training {1000 * longest[0]:.0f} ms")
-    tab.shutdown()
+    print(f"GUI vs CLI, fine-tuning the starter on example_ct_sm: {epochs} x {iterations} iterations, batch {batch}, "
+          f"CPU; {repeats} runs of each, alternating (median [min-max])")
+    cli_rates, gui = [], []
+    for repeat in range(repeats):
+        cli_rates.append(_cli_iteration_rate(manifest, work / f"cli{repeat}", arguments))
+        gui.append(_gui_run(app, manifest, work / f"tab{repeat}", epochs, iterations, batch))
+        print(f"  run {repeat + 1}: CLI {cli_rates[-1]:.2f} it/s, tab {gui[-1]['rate']:.2f} it/s ({gui[-1]['ended']}), "
+              f"longest event-loop gap {gui[-1]['gap_ms']:.0f} ms ({gui[-1]['gap_phase']}), "
+              f"Start -> first point {gui[-1]['first_plot']:.2f} s")
+    print(f"  medseg train --json (subprocess): {_spread(cli_rates, ' it/s')}")
+    print(f"  Train & Export tab, live plots:   {_spread([g['rate'] for g in gui], ' it/s')}")
+    print(f"  GUI/CLI throughput {_spread([g['rate'] / c for g, c in zip(gui, cli_rates)], 'x')}; "
+          f"Start -> first plotted point {_spread([g['first_plot'] for g in gui], ' s')}; "
+          f"longest event-loop gap, Start to plots saved {_spread([g['gap_ms'] for g in gui], ' ms', 0)}")
 
 
 def main() -> int:
@@ -206,9 +230,10 @@ def main() -> int:
     parser.add_argument("--gui-only", action="store_true", help="only the GUI-against-CLI measurement")
     parser.add_argument("--gui-epochs", type=int, default=2)
     parser.add_argument("--gui-iterations", type=int, default=15)
+    parser.add_argument("--gui-repeats", type=int, default=3)
     args = parser.parse_args()
     if args.gui_only:
-        gui_against_cli(args.gui_epochs, args.gui_iterations, 2)
+        gui_against_cli(args.gui_epochs, args.gui_iterations, 2, args.gui_repeats)
         return 0
     from medseg.model.package import load_package
 
@@ -231,7 +256,7 @@ def main() -> int:
               f"{amp['patches_per_s'] / fp32['patches_per_s']:.2f}x")
     else:
         print("CUDA: not available on this machine (AMP throughput not measured)")
-    gui_against_cli(args.gui_epochs, args.gui_iterations, 2)
+    gui_against_cli(args.gui_epochs, args.gui_iterations, 2, args.gui_repeats)
     return 0
 
 

@@ -51,6 +51,9 @@ class LabelEdit:
     box: Box
     values: frozenset[int]
 
+# The undo description of a model's result starts with this (the GUI adds the model's name).
+SEGMENT_STEP = "Segment"
+
 
 class ViewerDocument:
     """Image, label map, label table, window/level, crosshair and overlay settings."""
@@ -287,7 +290,7 @@ class ViewerDocument:
         self.history_changed.emit()
 
     def merge_segmentation(self, result: Volume, labels: dict[int, LabelEntry], values: Iterable[int] | None = None,
-                           description: str = "Segment") -> bool:
+                           description: str = SEGMENT_STEP) -> bool:
         """A Segment result as one undoable step: replace every unlocked voxel (``values`` None) or add only
         the labels in ``values``. Locked labels are never overwritten."""
         if self.volume is None or not result.same_grid(self.volume):

@@ -14,6 +14,7 @@ from PySide6.QtCore import QObject, QStandardPaths, QTimer, Slot
 from PySide6.QtGui import QKeySequence
 from PySide6.QtWidgets import QMessageBox
 
+from medseg.edit.document import SEGMENT_STEP
 from medseg.edit.journal import discard, find_sessions, recover
 from medseg.edit.label_map import LabelMap
 from medseg.errors import MedsegError
@@ -96,8 +97,12 @@ class EditSession(QObject):
             self.window.close()
 
     def may_segment(self) -> bool:
-        """Segment over edits replaces every unlocked label (one undoable step): ask first."""
-        if self.document.label_map is None or not self.document.history.depth:
+        """Segment over edits replaces every unlocked label (one undoable step): ask first.
+
+        Not when the newest step is itself a Segment result: nothing drawn since would be lost.
+        """
+        newest = self.document.history.next_undo()
+        if self.document.label_map is None or newest is None or newest.startswith(SEGMENT_STEP):
             return True
         answer = QMessageBox.question(
             self.window, "Segment over your edits",

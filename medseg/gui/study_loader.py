@@ -20,7 +20,7 @@ import numpy as np
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
 from medseg import io as medseg_io
-from medseg.edit.document import LabelEntry, ViewerDocument
+from medseg.edit.document import SEGMENT_STEP, LabelEntry, ViewerDocument
 from medseg.errors import Cancelled, MedsegError
 from medseg.gui.jobs import Job
 from medseg.gui.label_table import build_label_table
@@ -313,7 +313,7 @@ class StudyLoader(QObject):
                 hint="press Segment again for the image now open"))
             return
         values = self.merge_values(result) if self.merge_values is not None else None
-        doc.merge_segmentation(result.label_map, result.labels, values, f"Segment ({result.model_name})")
+        doc.merge_segmentation(result.label_map, result.labels, values, f"{SEGMENT_STEP} ({result.model_name})")
         log.info("segmented with %s on %s in %.1f s", result.model_name, result.device, result.seconds)
         self.segmented.emit(result)
 

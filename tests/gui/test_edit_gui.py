@@ -164,6 +164,7 @@ def test_segment_merges_as_one_step_and_undo_restores(window, chest, qtbot, monk
     assert np.array_equal(after == nodule, before == nodule)  # the locked label survived Segment
     assert {"body", "lungs", "bones"} <= {e.name for e in doc.labels.values()}
     assert doc.history.next_undo().startswith("Segment")
+    assert window.editing.may_segment() and len(asked) == 1  # segmenting again loses nothing drawn: not asked
     doc.undo()
     assert np.array_equal(doc.label_map.array, before)
 
