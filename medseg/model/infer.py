@@ -278,7 +278,7 @@ def _make_runner(device: str, package: Any, configuration: str, plan: Any) -> ba
     from medseg.model.package import build_networks
 
     networks = build_networks(package, configuration, device)
-    return backends.TorchRunner(networks, device, name=device, onednn=True)
+    return backends.TorchRunner(networks, device, name=device, onednn=True, lean=True)
 
 
 def _scaled(progress: ProgressCallback | None, low: float, high: float) -> ProgressCallback | None:
