@@ -277,7 +277,7 @@ def _make_runner(device: str, package: Any, configuration: str, plan: Any) -> ba
         return backends.OnnxRunner(package_onnx(package, configuration), device)
     from medseg.model.package import build_networks
 
-    networks = build_networks(package, configuration, device)
+    networks = build_networks(package, configuration, device, share_weights=True)
     return backends.TorchRunner(networks, device, name=device, onednn=True, lean=True)
 
 

@@ -49,12 +49,12 @@ def case(request, tmp_path_factory, ct_dir):
     padded, _ = pad_to_patch(image, plan.patch_size)
     slicers = tile_slicers(padded.shape[1:], plan.patch_size, 0.5)
     tiles = torch.stack([padded[slicers[0]], padded[slicers[-1]]])  # two real tiles: a batch of 2
-    return request.param, plan, network, tiles
+    return request.param, plan, network, tiles, package
 
 
 @pytest.mark.parametrize("slab_bytes", [lean_forward.SLAB_BYTES, 64 * 1024], ids=["default-slabs", "tiny-slabs"])
 def test_lean_forward_equals_module_forward_bit_for_bit(case, slab_bytes, monkeypatch):
-    name, _, network, tiles = case
+    name, _, network, tiles, _ = case
     monkeypatch.setattr(lean_forward, "SLAB_BYTES", slab_bytes)
     with torch.inference_mode():
         expected = network(tiles)
@@ -84,7 +84,7 @@ def _peak_allocated_bytes(run) -> int:
 
 
 def test_lean_forward_memory_stays_under_the_bound_from_array_sizes(case, monkeypatch):
-    name, plan, network, tiles = case
+    name, plan, network, tiles, _ = case
     tile = tiles[:1]
     voxels = [math.prod(plan.patch_size)]
     for stride in plan.strides[1:]:
@@ -103,3 +103,14 @@ def test_lean_forward_memory_stays_under_the_bound_from_array_sizes(case, monkey
     assert lean <= bound, (name, lean, bound)
     # the module forward holds skip, upsampled and concatenation (4 activations) at once
     assert module > bound, (name, module, bound)
+
+
+def test_inference_networks_share_the_package_weights_and_compute_the_same(case):
+    name, _, network, tiles, package = case
+    shared = build_networks(package, "3d_fullres", "cpu", share_weights=True)[0]
+    backends.use_onednn_convolutions(shared)
+    package_storage = {t.data_ptr() for t in package.weights["3d_fullres"][0].values()}
+    assert all(p.data_ptr() in package_storage for p in shared.parameters()), name
+    assert not any(p.data_ptr() in package_storage for p in network.parameters()), name  # the default copies
+    with torch.inference_mode():
+        assert torch.equal(shared(tiles), network(tiles)), name
