@@ -136,7 +136,8 @@ def instance_norm_(x: torch.Tensor, norm: nn.Module) -> torch.Tensor:
 
 
 def _finish(block: ConvNormAct, y: torch.Tensor) -> torch.Tensor:
-    y = instance_norm_(y, block.norm) if isinstance(block.norm, nn.modules.instancenorm._InstanceNorm) else block.norm(y)
+    instance = isinstance(block.norm, (nn.InstanceNorm1d, nn.InstanceNorm2d, nn.InstanceNorm3d))
+    y = instance_norm_(y, block.norm) if instance else block.norm(y)
     return block.nonlin(y)  # LeakyReLU(inplace=True) or Identity
 
 

@@ -34,27 +34,32 @@ NETWORKS = {
     # isotropic: 3x3x3 kernels everywhere, so every slab needs a halo along z
     "plain-iso": {"spacing_zyx": (1.5, 1.5, 1.5), "network": "PlainConvUNet"},
     "resenc-iso": {"spacing_zyx": (1.5, 1.5, 1.5), "network": "ResidualEncoderUNet"},
+    # a 2D network: slabs run along y
+    "plain-2d": {"spacing_zyx": (3.0, 1.5, 1.5), "network": "PlainConvUNet", "configuration": "2d",
+                 "patch_size": (64, 64)},
 }
 
 
 @pytest.fixture(scope="module", params=list(NETWORKS))
 def case(request, tmp_path_factory, ct_dir):
+    spec = NETWORKS[request.param]
     folder = make_nnunet_result_folder(tmp_path_factory.mktemp(request.param), base_features=8, n_stages=4, seed=3,
-                                       **NETWORKS[request.param])
+                                       **spec)
     package = import_nnunet(folder)
-    plan = package.configurations["3d_fullres"]
-    network = build_networks(package, "3d_fullres", "cpu")[0]
+    configuration = spec.get("configuration", "3d_fullres")
+    plan = package.configurations[configuration]
+    network = build_networks(package, configuration, "cpu")[0]
     backends.use_onednn_convolutions(network)  # as the CPU runner does
     image = torch.from_numpy(preprocess(Volume.from_sitk(ct_crop(ct_dir, CHEST)), plan).data)
     padded, _ = pad_to_patch(image, plan.patch_size)
     slicers = tile_slicers(padded.shape[1:], plan.patch_size, 0.5)
     tiles = torch.stack([padded[slicers[0]], padded[slicers[-1]]])  # two real tiles: a batch of 2
-    return request.param, plan, network, tiles, package
+    return request.param, plan, network, tiles, package, configuration
 
 
 @pytest.mark.parametrize("slab_bytes", [lean_forward.SLAB_BYTES, 64 * 1024], ids=["default-slabs", "tiny-slabs"])
 def test_lean_forward_equals_module_forward_bit_for_bit(case, slab_bytes, monkeypatch):
-    name, _, network, tiles, _ = case
+    name, _, network, tiles, _, _ = case
     monkeypatch.setattr(lean_forward, "SLAB_BYTES", slab_bytes)
     with torch.inference_mode():
         expected = network(tiles)
@@ -84,7 +89,7 @@ def _peak_allocated_bytes(run) -> int:
 
 
 def test_lean_forward_memory_stays_under_the_bound_from_array_sizes(case, monkeypatch):
-    name, plan, network, tiles, _ = case
+    name, plan, network, tiles, _, _ = case
     tile = tiles[:1]
     voxels = [math.prod(plan.patch_size)]
     for stride in plan.strides[1:]:
@@ -106,10 +111,10 @@ def test_lean_forward_memory_stays_under_the_bound_from_array_sizes(case, monkey
 
 
 def test_inference_networks_share_the_package_weights_and_compute_the_same(case):
-    name, _, network, tiles, package = case
-    shared = build_networks(package, "3d_fullres", "cpu", share_weights=True)[0]
+    name, _, network, tiles, package, configuration = case
+    shared = build_networks(package, configuration, "cpu", share_weights=True)[0]
     backends.use_onednn_convolutions(shared)
-    package_storage = {t.data_ptr() for t in package.weights["3d_fullres"][0].values()}
+    package_storage = {t.data_ptr() for t in package.weights[configuration][0].values()}
     assert all(p.data_ptr() in package_storage for p in shared.parameters()), name
     assert not any(p.data_ptr() in package_storage for p in network.parameters()), name  # the default copies
     with torch.inference_mode():
