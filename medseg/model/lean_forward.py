@@ -130,8 +130,11 @@ def instance_norm_(x: torch.Tensor, norm: nn.Module) -> torch.Tensor:
     weight = norm.weight.repeat(batch) if batch > 1 else norm.weight
     bias = norm.bias.repeat(batch) if batch > 1 else norm.bias
     mean, invstd = x.new_empty(batch * channels), x.new_empty(batch * channels)
-    torch.ops.aten.native_batch_norm.out(flat, weight, bias, None, None, True, 0.0, norm.eps,
-                                         out=flat, save_mean=mean, save_invstd=invstd)
+    try:
+        torch.ops.aten.native_batch_norm.out(flat, weight, bias, None, None, True, 0.0, norm.eps,
+                                             out=flat, save_mean=mean, save_invstd=invstd)
+    except RuntimeError:  # a PyTorch that refuses the aliased output: the module's result, in new memory
+        return norm(x)
     return x
 
 
