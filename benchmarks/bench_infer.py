@@ -16,12 +16,18 @@ to writing the label map:
   ONNX export included in the time).
 
 Printed per peer: wall time of the job (model loading to file written; interpreter start
-and imports excluded), peak RSS of its process (ru_maxrss, imports included), and the
+and imports excluded), peak RSS of its process (imports included), and the
 voxel agreement of its labels with nnU-Net's and MONAI's. Then the ratios against nnU-Net.
 On a 2-core CPU one 128^3 tile of this network takes about a minute: "fast" is one tile
 per peer (minutes in all), "fullres" on this CT is 18 tiles per peer (most of an hour).
 
-Run: .venv/bin/python benchmarks/bench_infer.py [--network fast fullres] [--threads 2]
+Peak RSS is also printed per phase (read, preprocess, network, stitching, resampling back,
+write), each phase's own peak (benchmarks/rss_phases.py), and --repeats N runs every peer
+N times, interleaved, and prints the median and spread.
+
+Run: .venv/bin/python benchmarks/bench_infer.py [--network fast fullres] [--threads 2] [--repeats 3]
+"""
+
 from __future__ import annotations
 
 import argparse
@@ -33,6 +39,9 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from rss_phases import PhasePeaks  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("MEDSEG_SHARED_DATA", REPO.parent / "shared" / "data"))
@@ -106,10 +115,55 @@ def run_medseg(model: Path, image: Path, out: Path, device: str) -> None:
         print("fallbacks:", result.fallbacks, file=sys.stderr)
 
 
+def instrument_medseg(phases: PhasePeaks) -> None:
+    import medseg.io
+    import medseg.model.infer as infer
+    import medseg.model.nnunet_import as nnunet_import
+    import medseg.model.preprocess as preprocess
+    from medseg.model import backends
+
+    phases.wrap(medseg.io, "load", "read CT")
+    phases.wrap(nnunet_import, "import_nnunet", "load model package")
+    phases.wrap(infer, "preprocess", "preprocess (float32 crop copy)")
+    phases.wrap(preprocess, "reoriented", "  orientation")
+    phases.wrap(preprocess, "nonzero_bbox", "  crop bounding box")
+    phases.wrap(preprocess, "normalize", "  normalise")
+    phases.wrap(preprocess, "resample_image", "  resample to network spacing")
+    phases.wrap(infer, "_make_runner", "build network")
+    phases.wrap(infer, "sliding_window_logits", "sliding window (stitch fp16)")
+    phases.wrap(backends.TorchRunner, "__call__", "  network forward")
+    phases.wrap(backends.OnnxRunner, "__call__", "  network forward")
+    phases.wrap(infer, "logits_to_label_map", "logits back to grid + argmax")
+    phases.wrap(medseg.io, "write_image", "write labels")
+
+
+def instrument_nnunet(phases: PhasePeaks) -> None:
+    import nnunetv2.inference.export_prediction as export
+    import nnunetv2.inference.predict_from_raw_data as predict
+    from nnunetv2.imageio.simpleitk_reader_writer import SimpleITKIO
+    from nnunetv2.preprocessing.preprocessors.default_preprocessor import DefaultPreprocessor
+
+    phases.wrap(predict.nnUNetPredictor, "initialize_from_trained_model_folder", "load model package + network")
+    phases.wrap(DefaultPreprocessor, "run_case", "preprocess (crop, resample)")
+    phases.wrap(SimpleITKIO, "read_images", "  read CT")
+    phases.wrap(DefaultPreprocessor, "_normalize", "  normalise")
+    phases.wrap(predict.nnUNetPredictor, "predict_logits_from_preprocessed_data", "sliding window (stitch fp16)")
+    phases.wrap(predict, "export_prediction_from_logits", "export")
+    phases.wrap(export, "convert_predicted_logits_to_segmentation_with_correct_shape",
+                "  logits back to grid + argmax")
+    phases.wrap(SimpleITKIO, "write_seg", "  write labels")
+
+
 def child(peer: str, model: Path, image: Path, out: Path, threads: int) -> None:
     import torch
 
     torch.set_num_threads(threads)
+    phases = PhasePeaks()
+    if peer == "nnunet":
+        instrument_nnunet(phases)
+    elif peer.startswith("medseg"):
+        instrument_medseg(phases)
+    phases.push("job (not in a phase above)")
     started = time.perf_counter()
     if peer == "nnunet":
         run_nnunet(model, image, out)
@@ -118,8 +172,14 @@ def child(peer: str, model: Path, image: Path, out: Path, threads: int) -> None:
     else:
         run_medseg(model, image, out, "cpu" if peer == "medseg-torch" else "onnx-cpu")
     seconds = time.perf_counter() - started
-    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
-    print(json.dumps({"peer": peer, "seconds": seconds, "peak_rss_mb": peak_mb}))
+    phases.pop()
+    rows = phases.finish()
+    # the largest phase peak is the process's peak (every moment is in a phase); ru_maxrss would
+    # only say the same if clear_refs had not been reset (it reads the same counter)
+    peak_mb = max(row["peak_mb"] for row in rows)
+    if not phases.resettable:
+        peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
+    print(json.dumps({"peer": peer, "seconds": seconds, "peak_rss_mb": peak_mb, "phases": rows}))
 
 
 # --- the parent: build the model, run the peers, compare -----------------------------------------------
@@ -153,6 +213,7 @@ def main() -> int:
     parser.add_argument("--network", nargs="+", choices=tuple(NETWORKS), default=["fast", "fullres"],
                         help="networks to run (default: fast fullres; fullres takes many minutes per peer on 2 cores)")
     parser.add_argument("--peers", nargs="+", choices=PEERS, default=list(PEERS))
+    parser.add_argument("--repeats", type=int, default=1, help="runs per peer (the table shows their spread)")
     parser.add_argument("--crop-slices", type=int, help="use only the middle N slices of the CT (profiling)")
     parser.add_argument("--child", nargs=4, metavar=("PEER", "MODEL", "IMAGE", "OUT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -170,6 +231,31 @@ def main() -> int:
     return 0
 
 
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+
+def _spread(values: list[float], digits: int = 0) -> str:
+    """median [min-max] of several runs (just the value for one run)."""
+    if len(values) == 1:
+        return f"{values[0]:.{digits}f}"
+    return f"{_median(values):.{digits}f} [{min(values):.{digits}f}-{max(values):.{digits}f}]"
+
+
+def phase_table(runs: list[dict]) -> str:
+    """Per phase: peak RSS over the runs (median [min-max]), from the children's PhasePeaks rows."""
+    names = [row["phase"] for row in runs[0]["phases"]]
+    lines = [f"    {'phase':<42}{'RSS in MB':>10}  {'peak MB (median [min-max] of runs)':<36}"]
+    for name in names:
+        rows = [next(r for r in run["phases"] if r["phase"] == name) for run in runs
+                if any(r["phase"] == name for r in run["phases"])]
+        lines.append(f"    {name:<42}{_median([r['start_mb'] for r in rows]):10.0f}  "
+                     f"{_spread([r['peak_mb'] for r in rows]):<36}")
+    return "\n".join(lines)
+
+
 def bench_network(work: Path, network: str, ct: Path, args: argparse.Namespace) -> int:
     import SimpleITK as sitk
 
@@ -179,34 +265,50 @@ def bench_network(work: Path, network: str, ct: Path, args: argparse.Namespace) 
     print(f"\n== network {network!r}: {spec['n_stages']} stages, {spec['base_features']} -> "
           f"{min(spec['base_features'] * 2 ** (spec['n_stages'] - 1), 320)} features, patch {spec['patch_size']} at "
           f"{spec['spacing_zyx']} mm, {args.labels} labels, random weights (seed {spec['seed']}); CT "
-          f"{ct.name}: {size[0]}x{size[1]}x{size[2]} voxels; {args.threads} threads; CPU only", flush=True)
-    results = {}
-    for peer in args.peers:
-        out = work / peer
-        started = time.perf_counter()
-        done = subprocess.run([sys.executable, __file__, "--threads", str(args.threads), "--child", peer,
-                               str(model), str(ct), str(out)], capture_output=True, text=True, cwd=REPO)
-        wall = time.perf_counter() - started
-        if done.returncode != 0:
-            print(f"{peer} failed:\n{done.stderr[-3000:]}")
-            return 1
-        record = json.loads(done.stdout.strip().splitlines()[-1])
-        record["process_seconds"] = wall
-        print(f"  {peer}: job {record['seconds']:.1f} s, process {wall:.1f} s, peak RSS {record['peak_rss_mb']:.0f} MB",
-              flush=True)
-        record["labels"] = sitk.GetArrayFromImage(sitk.ReadImage(str(next(out.glob("case.nii.gz")))))
-        results[peer] = record
+          f"{ct.name}: {size[0]}x{size[1]}x{size[2]} voxels; {args.threads} threads; CPU only; "
+          f"{args.repeats} run(s) per peer, interleaved", flush=True)
+    results: dict[str, dict] = {peer: {"runs": []} for peer in args.peers}
+    for repeat in range(args.repeats):
+        for peer in args.peers:  # interleaved, so that a busy spell of the machine hits every peer alike
+            out = work / f"{peer}_{repeat}"
+            started = time.perf_counter()
+            done = subprocess.run([sys.executable, __file__, "--threads", str(args.threads), "--child", peer,
+                                   str(model), str(ct), str(out)], capture_output=True, text=True, cwd=REPO)
+            wall = time.perf_counter() - started
+            if done.returncode != 0:
+                print(f"{peer} failed:\n{done.stderr[-3000:]}")
+                return 1
+            record = json.loads(done.stdout.strip().splitlines()[-1])
+            record["process_seconds"] = wall
+            print(f"  {peer} run {repeat + 1}: job {record['seconds']:.1f} s, process {wall:.1f} s, "
+                  f"peak RSS {record['peak_rss_mb']:.0f} MB", flush=True)
+            labels = sitk.GetArrayFromImage(sitk.ReadImage(str(next(out.glob("case.nii.gz")))))
+            if "labels" in results[peer] and not (labels == results[peer]["labels"]).all():
+                print(f"  warning: {peer}'s labels differ between runs", flush=True)
+            results[peer]["labels"] = labels
+            results[peer]["runs"].append(record)
+    for peer, result in results.items():
+        print(f"  peak RSS by phase, {peer} (each phase's own peak: /proc/self/clear_refs reset at its start):")
+        print(phase_table(result["runs"]))
     reference = results.get("nnunet") or next(iter(results.values()))
-    print(f"{'peer':<14}{'job s':>9}{'process s':>11}{'peak RSS MB':>13}{'agree w/ nnU-Net':>18}"
-          f"{'agree w/ MONAI':>16}{'time ratio':>12}{'RSS ratio':>11}")
-    for peer, record in results.items():
-        agreement = float((record["labels"] == reference["labels"]).mean())
-        monai = float((record["labels"] == results["monai"]["labels"]).mean()) if "monai" in results else float("nan")
-        print(f"{peer:<14}{record['seconds']:9.1f}{record['process_seconds']:11.1f}{record['peak_rss_mb']:13.0f}"
-              f"{agreement:17.4%}{monai:16.4%}{record['seconds'] / reference['seconds']:12.2f}"
-              f"{record['peak_rss_mb'] / reference['peak_rss_mb']:11.2f}")
-    print("ratios are peer / nnU-Net (job time, peak RSS); goals for medseg: time <= 0.60, RSS <= 0.50, "
-          ">= 99.99 % equal labels on the engine `auto` picks")
+    ref_seconds = [run["seconds"] for run in reference["runs"]]
+    ref_rss = [run["peak_rss_mb"] for run in reference["runs"]]
+    print(f"{'peer':<14}{'job s':>20}{'peak RSS MB':>22}{'agree w/ nnU-Net':>18}{'agree w/ MONAI':>16}"
+          f"{'time ratio':>22}{'RSS ratio':>22}")
+    for peer, result in results.items():
+        seconds = [run["seconds"] for run in result["runs"]]
+        rss = [run["peak_rss_mb"] for run in result["runs"]]
+        agreement = float((result["labels"] == reference["labels"]).mean())
+        monai = float((result["labels"] == results["monai"]["labels"]).mean()) if "monai" in results else float("nan")
+        # ratio of medians, and in brackets the widest it can be from any pair of runs
+        time_ratio = (f"{_median(seconds) / _median(ref_seconds):.2f} "
+                      f"[{min(seconds) / max(ref_seconds):.2f}-{max(seconds) / min(ref_seconds):.2f}]")
+        rss_ratio = (f"{_median(rss) / _median(ref_rss):.2f} "
+                     f"[{min(rss) / max(ref_rss):.2f}-{max(rss) / min(ref_rss):.2f}]")
+        print(f"{peer:<14}{_spread(seconds, 1):>20}{_spread(rss):>22}{agreement:17.4%}{monai:16.4%}"
+              f"{time_ratio:>22}{rss_ratio:>22}")
+    print("ratios are peer / nnU-Net (job time, peak RSS): median of runs [worst-best pairing]; goals for medseg: "
+          "time <= 0.60, RSS <= 0.50, >= 99.99 % equal labels on the engine `auto` picks (medseg-torch on a CPU)")
     return 0
 
 

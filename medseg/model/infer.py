@@ -6,8 +6,10 @@ starts (``compute_steps``), the same loop order, the same Gaussian importance ma
 smallest non-zero value) and the same fp16 accumulators, so labels agree with
 ``nnUNetPredictor`` on ≥ 99.99 % of voxels. Differences from nnU-Net, all about cost:
 several tiles per forward pass, folds averaged per tile, cancellation and progress
-between tiles, an explicit out-of-memory fallback chain that is reported, and a
-chunked resampling back to the original grid (``medseg.model.preprocess``).
+between tiles, an explicit out-of-memory fallback chain that is reported, a
+chunked resampling back to the original grid (``medseg.model.preprocess``), and on the
+CPU a lean network forward (``medseg.model.lean_forward``: same numbers, about a third
+of the activation memory) with the networks sharing the package's weight tensors.
 """
 
 from __future__ import annotations
@@ -277,8 +279,8 @@ def _make_runner(device: str, package: Any, configuration: str, plan: Any) -> ba
         return backends.OnnxRunner(package_onnx(package, configuration), device)
     from medseg.model.package import build_networks
 
-    networks = build_networks(package, configuration, device)
-    return backends.TorchRunner(networks, device, name=device, onednn=True)
+    networks = build_networks(package, configuration, device, share_weights=True)
+    return backends.TorchRunner(networks, device, name=device, onednn=True, lean=True)
 
 
 def _scaled(progress: ProgressCallback | None, low: float, high: float) -> ProgressCallback | None:

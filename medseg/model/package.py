@@ -273,8 +273,14 @@ def _write_folder_atomically(path: Path, members: dict[str, bytes]) -> None:
 
 
 # --- networks -------------------------------------------------------------------------
-def build_networks(pkg: ModelPackage, config_name: str, device: str | torch.device = "cpu") -> list[torch.nn.Module]:
-    """One network per fold of a configuration, weights loaded strictly, in eval mode."""
+def build_networks(pkg: ModelPackage, config_name: str, device: str | torch.device = "cpu",
+                   share_weights: bool = False) -> list[torch.nn.Module]:
+    """One network per fold of a configuration, weights loaded strictly, in eval mode.
+
+    ``share_weights``: the networks use the package's float32 CPU tensors themselves instead
+    of copies (a real-size network's weights are ~120 MB held twice otherwise); only for
+    inference, since training them would change the package.
+    """
     if config_name not in pkg.configurations:
         raise ModelError(f"model {pkg.name!r} has no configuration {config_name!r} "
                          f"(it has {', '.join(sorted(pkg.configurations))})", path=pkg.source_path)
@@ -285,9 +291,14 @@ def build_networks(pkg: ModelPackage, config_name: str, device: str | torch.devi
     plan = pkg.configurations[config_name]
     networks = []
     for index, state in enumerate(folds):
-        network = build_network(plan, pkg.num_classes)
+        shared = share_weights and all(t.dtype == torch.float32 and t.device.type == "cpu" for t in state.values())
+        if shared:
+            with torch.device("meta"):  # no random initialisation, no storage: the package's tensors become the weights
+                network = build_network(plan, pkg.num_classes)
+        else:
+            network = build_network(plan, pkg.num_classes)
         try:
-            network.load_state_dict(state, strict=True)
+            network.load_state_dict(state, strict=True, assign=shared)
         except RuntimeError as error:
             raise ModelError(f"fold {index} of {config_name!r} does not fit its plan: {error}",
                              path=pkg.source_path) from error
