@@ -4,7 +4,8 @@ Like napari's layer/viewer models, this is plain Python with change notification
 widgets subscribe to the :class:`Event` attributes and redraw; tests drive it without a
 window. It holds the image volume, an optional label map on the same grid with its
 label table, the window/level, the crosshair position (voxel index) and overlay
-settings. The layout of the views is the GUI's business and lives there.
+settings, and optionally a read-only comparison label map (another model's output) that
+the views draw as outlines beside the editable one. The layout of the views is the GUI's business and lives there.
 
 The document is the only writer of its state: the GUI calls its methods and never
 assigns its attributes. Edits arrive as sparse deltas (:meth:`ViewerDocument.apply`),

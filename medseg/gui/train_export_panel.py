@@ -198,15 +198,15 @@ class ExportComparePanel(QWidget):
                     package, dataset, specs=specs, device="cpu", cancel=cancel, predictions=outputs)
                 names[f"{package.name} [{where}]"] = model
                 predictions.update({(model, case): volume for case, volume in outputs.items()})
-            self._evaluated = (names, predictions)  # read in the GUI thread once the job has ended
-            return results
+            return results, names, predictions
 
         self.status.setText("Evaluating…")
         self._run("evaluate", work, self._on_compared)
 
     @Slot(object)
-    def _on_compared(self, results: dict[str, Any]) -> None:
+    def _on_compared(self, evaluated: tuple[dict[str, Any], dict[str, str], dict[tuple[str, str], Any]]) -> None:
         self.job = None
+        results, self.model_names, self.predictions = evaluated
         labels = sorted({label.name for scores in results.values() for case in scores for label in case.labels})
         self.table.clear()
         headers = ["Model", "Case"] + [f"{name} Dice" for name in labels] + [f"{name} vol. diff %" for name in labels]
@@ -222,7 +222,6 @@ class ExportComparePanel(QWidget):
             for column, text in enumerate(cells):
                 self.table.setItem(row, column, QTableWidgetItem(text))
         self.status.setText(f"{len(results)} model(s) on {len({c.case for _, c in rows})} validation case(s)")
-        self.model_names, self.predictions = getattr(self, "_evaluated", ({}, {}))
         self._fill_open_choices(list(results), sorted({c.case for _, c in rows}))
         self.compared.emit(results)
 

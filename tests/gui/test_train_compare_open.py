@@ -1,7 +1,7 @@
 """Export & compare: "Open in Segment tab with both outputs" on a real validation case.
 
-Two models: the built-in starter and the same starter opened as a package folder (a re-export of
-it). Model A's output becomes the editable label map, model B's the read-only comparison layer
+Two models: the built-in starter (A) and a 2-iteration CPU fine-tune of it (B, about 3 s; its output
+differs from the starter's on this case, so a swap of the layers would show). Model A's output becomes the editable label map, model B's the read-only comparison layer
 drawn as outlines in all three views; B's voxels are checked against ``medseg.model.infer.segment``
 run independently, and toggling B must change the rendered pixels.
 """
@@ -13,8 +13,9 @@ import json
 import numpy as np
 
 import medseg.model.infer as infer
-from medseg.model.package import load_model, starter_model_path
 from medseg.model.datasets import open_dataset
+from medseg.model.package import load_model
+from medseg.model.training import TrainConfig, run_training
 
 DCMQI = "dcmqi_ct3slice_masks"  # a real 3-slice GE CT: the starter segments it in about a second
 
@@ -33,7 +34,11 @@ def test_open_validation_case_with_both_models(window, qtbot, ct_dir, tmp_path, 
     qtbot.waitUntil(lambda: panel.job is None and all(e.info is not None for e in panel.training_set.entries),
                     timeout=120_000)
     training.refresh_labels()
-    package_b = str(starter_model_path())
+    tuning = tmp_path / "tune.json"  # the same case, for training: the fine-tune only needs to differ
+    tuning.write_text(manifest.read_text().replace(', "validation": ["ge3"]', ""))
+    package_b = str(run_training(open_dataset(tuning), tmp_path / "fine-tune", TrainConfig(
+        epochs=1, iterations_per_epoch=2, batch_size=1, learning_rate=0.05, device="cpu"),
+        base_package=load_model()).package_path)
     export.add_model("")
     export.add_model(package_b)
     tab.pages.setCurrentWidget(export)
@@ -42,7 +47,7 @@ def test_open_validation_case_with_both_models(window, qtbot, ct_dir, tmp_path, 
     assert not errors, errors
     assert [export.case_combo.itemText(i) for i in range(export.case_combo.count())] == ["ge3"]
     model_a, model_b = export.model_a_combo.currentText(), export.model_b_combo.currentText()
-    assert "built in" in model_a and "starter" in model_b and model_a != model_b
+    assert "built in" in model_a and "fine-tune" in model_b
 
     # The evaluation kept both outputs: opening the case runs no inference.
     calls = []
@@ -61,8 +66,11 @@ def test_open_validation_case_with_both_models(window, qtbot, ct_dir, tmp_path, 
     # Independent oracle: the validation case's image and model B run through the engine directly.
     image = open_dataset(manifest).load(open_dataset(manifest).specs[0]).image
     assert np.array_equal(document.volume.array, image.array)
+    expected_a = real_segment(image, load_model(), device="cpu").label_map
     expected_b = real_segment(image, load_model(package_b), device="cpu").label_map
+    assert not np.array_equal(expected_a.array, expected_b.array)  # two different outputs to tell apart
     assert np.array_equal(comparison.label_map.array, expected_b.array)
+    assert np.array_equal(document.label_map.array, expected_a.array)
     assert comparison.label_map.same_grid(document.volume)
     assert not comparison.label_map.array.flags.writeable  # read-only
     assert document.label_map.array.flags.writeable and document.label_map.array is not comparison.label_map.array
