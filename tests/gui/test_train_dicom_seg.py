@@ -151,4 +151,14 @@ def test_add_dicom_seg_pairs_through_the_panel(qtbot, ct_dir, tmp_path, artifact
     (error,) = errors
     assert error.path == hollow and "has no segments" in error.message and len(panel.training_set.entries) == 2
     assert panel.add_seg_button.isEnabled()
+
+    # 5. Ugly picks: a CT slice given as the SEG, and a series folder with no SEG in it; refused by name.
+    for series, seg, path, text in ((image_folder, image_folder / "01.dcm", image_folder / "01.dcm", "not a DICOM SEG"),
+                                    (image_folder, None, image_folder, "no DICOM SEG")):
+        errors.clear()
+        panel.add_dicom_seg(str(series), str(seg) if seg else None)
+        qtbot.waitUntil(lambda: panel.convert_job is None, timeout=60_000)
+        (error,) = errors
+        assert error.path == path and text in error.message
+    assert len(panel.training_set.entries) == 2
     panel.grab().save(str(artifacts_dir / "gui_train_dataset_dicom_seg.png"))
