@@ -111,14 +111,16 @@ class StudyLoader(QObject):
     def busy(self) -> bool:
         return self.job is not None
 
-    def _start(self, name: str, function, on_done, delay_ms: int = 0, pause_gc: bool = True) -> bool:
+    def _start(self, name: str, function, on_done, delay_ms: int = 0, pause_gc: bool = True,
+               background: bool = False) -> bool:
         """Start a job; ``delay_ms`` lets the GUI paint first (decoder threads compete for the GIL).
 
-        Loads pause the cyclic GC while they run (see medseg.gui.jobs); segmentation does not.
+        Loads pause the cyclic GC while they run (see medseg.gui.jobs); segmentation, which
+        may take minutes, freezes the heap instead.
         """
         if self.busy:
             return False
-        self.job = Job(name, function, self, pause_gc=pause_gc)
+        self.job = Job(name, function, self, pause_gc=pause_gc, background=background)
         self.job.progressed.connect(self.progressed)
         self.job.finished_ok.connect(on_done)
         self.job.finished_error.connect(self._on_error)
@@ -298,7 +300,7 @@ class StudyLoader(QObject):
 
         self._snapshot = None
         self._segment_generation = self.document.image_generation
-        return self._start("segment", work, self._on_segmented, pause_gc=False)
+        return self._start("segment", work, self._on_segmented, pause_gc=False, background=True)
 
     @Slot(object)
     def _on_segmented(self, result: SegmentResult) -> None:

@@ -17,16 +17,31 @@ import time
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import Qt, Signal, Slot
+from PySide6.QtCore import Qt, QTimer, Signal, Slot
 from PySide6.QtWidgets import (
-    QCheckBox, QComboBox, QDoubleSpinBox, QFileDialog, QFormLayout, QHBoxLayout, QLabel, QListWidget,
-    QListWidgetItem, QPlainTextEdit, QProgressBar, QPushButton, QSpinBox, QSplitter, QVBoxLayout, QWidget,
+    QCheckBox,
+    QComboBox,
+    QDoubleSpinBox,
+    QFileDialog,
+    QFormLayout,
+    QHBoxLayout,
+    QLabel,
+    QListWidget,
+    QListWidgetItem,
+    QPlainTextEdit,
+    QProgressBar,
+    QPushButton,
+    QSpinBox,
+    QSplitter,
+    QVBoxLayout,
+    QWidget,
 )
 
 from medseg.errors import DatasetError, MedsegError
 from medseg.gui import app_shell
+from medseg.gui.jobs import Job
 from medseg.gui.train_dataset_panel import SCRATCH_PLAN_OPTIONS, DatasetPanel
-from medseg.gui.train_plots import LiveCurves
+from medseg.gui.train_plots import LiveCurves, write_pngs
 from medseg.gui.train_runner import InProcessRunner, TorchrunRunner, torchrun_command
 from medseg.model.training.run_record import RunRecorder, read_events
 
@@ -82,11 +97,14 @@ class TrainingPanel(QWidget):
     run_ended = Signal(object)  # the last record (done / failed)
     model_chosen = Signal(str)  # "Use this model": the package path
     failed = Signal(object)
+    plots_saved = Signal(str)  # the run folder, once its plot PNGs are written
 
     def __init__(self, dataset_panel: DatasetPanel, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.dataset_panel = dataset_panel
         self.runner: InProcessRunner | TorchrunRunner | None = None
+        self._plots_job: Job | None = None  # writing a finished run's plot PNGs
+        self._plot_steps = None  # rendering them, a step per event-loop turn
         self.recorder: RunRecorder | None = None
         self.run_folder: Path | None = None
         self.package_path: Path | None = None
@@ -318,6 +336,7 @@ class TrainingPanel(QWidget):
     def shutdown(self) -> None:
         if self.runner is not None and self.runner.running:
             self.runner.wait_stopped()
+        self._finish_plots_now()
         if self.recorder is not None:
             self.recorder.close()
 
@@ -365,7 +384,7 @@ class TrainingPanel(QWidget):
         if self.recorder is not None:
             self.recorder.close()
         if self.run_folder is not None:
-            self.curves.save_png(self.run_folder)
+            self._save_plots(self.run_folder)
         if record["event"] == "done":
             self.package_path = Path(record["package"]) if record.get("package") else None
             self.last_checkpoint = None  # finished: nothing to resume
@@ -383,6 +402,35 @@ class TrainingPanel(QWidget):
             self.failed.emit(MedsegError(str(record.get("error")), path=record.get("path"), hint=record.get("hint")))
         self._update_buttons()
         self.run_ended.emit(record)
+
+    def _save_plots(self, folder: Path) -> None:
+        """The plots' PNGs into the run folder: rendered a plot per event-loop turn, encoded in a worker."""
+        self._plot_folder, self._plot_steps, self._plot_images = folder, self.curves.render_steps(), []
+        self._next_plot_step()
+
+    def _next_plot_step(self) -> None:
+        if self._plot_steps is None:  # finished, or done at once by shutdown()
+            return
+        item = next(self._plot_steps, False)
+        if item is not False:
+            if item is not None:
+                self._plot_images.append(item)
+            QTimer.singleShot(0, self, self._next_plot_step)
+            return
+        folder, images, self._plot_steps = self._plot_folder, self._plot_images, None
+        self._plots_job = Job("save plots", lambda progress=None, cancel=None: write_pngs(folder, images), self,
+                              cancellable=False)
+        self._plots_job.finished_ok.connect(lambda _written: self.plots_saved.emit(str(folder)))
+        self._plots_job.finished_error.connect(lambda error: self._log(f"the plots were not saved: {error}"))
+        self._plots_job.start()
+
+    def _finish_plots_now(self) -> None:
+        """On closing: the remaining steps at once, in this thread (the PNGs are small)."""
+        if self._plot_steps is not None:
+            steps, self._plot_steps = self._plot_steps, None
+            write_pngs(self._plot_folder, [*self._plot_images, *(item for item in steps if item is not None)])
+        if self._plots_job is not None and self._plots_job.running:
+            self._plots_job.wait_stopped()
 
     def summary_text(self, done: dict[str, Any]) -> str:
         epochs = [r for r in self.records if r.get("event") == "epoch"]

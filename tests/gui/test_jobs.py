@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import gc
+import os
+import sys
 import threading
 
 from medseg.errors import Cancelled
-from medseg.gui.jobs import Job
+from medseg.gui.jobs import BACKGROUND_NICE, Job
 from medseg.job_registry import JobRegistry
 from medseg.progress import Progress, report
 
@@ -95,3 +97,42 @@ def test_status_bar_cancel_reaches_the_newest_cancellable_job():
     registry.add("loading", lambda: cancelled.append("loading"))
     registry.add("not cancellable", None)
     assert registry.cancel_newest() and cancelled == ["loading"]
+
+
+def test_a_long_job_freezes_the_heap_while_it_runs_and_gives_it_back(qtbot):
+    """background: objects alive at start, and those made during the job's first seconds, are
+    moved out of the collector's reach (full collections then skip them); at the end the heap
+    is unfrozen, so cyclic garbage that was frozen is collected again."""
+    registry = JobRegistry()
+    gc.unfreeze()
+    seen = []
+
+    class Cycle:
+        def __init__(self) -> None:
+            self.me = self
+
+    niceness = []
+
+    def work(progress=None, cancel=None):
+        def events():
+            niceness.append(os.getpriority(os.PRIO_PROCESS, threading.get_native_id()))
+            seen.append(gc.get_freeze_count())  # frozen at start
+            made = [Cycle() for _ in range(1000)]
+            yield "made"
+            seen.append(gc.get_freeze_count())  # the objects made before the first yield, frozen too
+            del made
+            yield "dropped"
+        return events()
+
+    job = Job("long", work, registry=registry, background=True)
+    with qtbot.waitSignal(job.finished_ok, timeout=10_000):
+        job.start()
+    assert seen[0] > 1000 and seen[1] >= seen[0] + 1000
+    assert gc.get_freeze_count() == 0  # given back
+    gc.collect()
+    assert not any(isinstance(o, Cycle) for o in gc.get_objects())  # the frozen cycles were collected after all
+    gui_thread_nice = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    if sys.platform.startswith("linux"):  # the job's thread yields the CPU to the GUI thread
+        assert niceness == [min(19, gui_thread_nice + BACKGROUND_NICE)]
+    else:  # elsewhere the call would renice the whole process, GUI included: left alone
+        assert niceness == [gui_thread_nice]
