@@ -4,7 +4,8 @@ Like napari's layer/viewer models, this is plain Python with change notification
 widgets subscribe to the :class:`Event` attributes and redraw; tests drive it without a
 window. It holds the image volume, an optional label map on the same grid with its
 label table, the window/level, the crosshair position (voxel index) and overlay
-settings. The layout of the views is the GUI's business and lives there.
+settings, and optionally a read-only comparison label map (another model's output) that
+the views draw as outlines beside the editable one. The layout of the views is the GUI's business and lives there.
 
 The document is the only writer of its state: the GUI calls its methods and never
 assigns its attributes. Edits arrive as sparse deltas (:meth:`ViewerDocument.apply`),
@@ -55,6 +56,17 @@ class LabelEdit:
 SEGMENT_STEP = "Segment"
 
 
+@dataclass(frozen=True)
+class ComparisonLayer:
+    """A second, read-only label map on the image grid, shown beside the editable one (e.g. another
+    model's output). ``primary_name`` says what the editable label map is, ``name`` what this one is."""
+
+    label_map: Volume  # its array is made read-only: nothing edits a comparison
+    labels: dict[int, LabelEntry]
+    name: str
+    primary_name: str
+
+
 class ViewerDocument:
     """Image, label map, label table, window/level, crosshair and overlay settings."""
 
@@ -67,6 +79,8 @@ class ViewerDocument:
         self.overlay_opacity = 0.5
         self.overlay_outline = False
         self.overlay_visible = True
+        self.comparison: ComparisonLayer | None = None
+        self.comparison_visible = True
         self.presets: dict[str, tuple[float, float]] = dict(DEFAULT_PRESETS)
         self.is_synthetic = False  # the demo study: the UI must say so
         self.image_source = ""  # what the image was opened from (for the journal's recovery offer)
@@ -92,6 +106,7 @@ class ViewerDocument:
         self.window_changed = Event()
         self.cursor_changed = Event()
         self.overlay_changed = Event()  # opacity, outline, overlay on/off
+        self.comparison_changed = Event()  # the comparison layer set, cleared, shown or hidden
 
     @property
     def labels(self) -> dict[int, LabelEntry]:
@@ -107,6 +122,7 @@ class ViewerDocument:
         self.image_generation += 1
         if source is not None:
             self.image_source = source
+        self.clear_comparison()  # it belonged to the previous image
         if self.label_map is not None and not self.label_map.same_grid(volume):
             self._drop_label_map()
         if not keep_view:
@@ -123,6 +139,7 @@ class ViewerDocument:
         self.is_synthetic = False
         self.image_source = ""
         self.image_generation += 1
+        self.clear_comparison()
         if had_labels:
             self._drop_label_map()
         self.volume_changed.emit()
@@ -508,6 +525,31 @@ class ViewerDocument:
     def set_overlay_visible(self, visible: bool) -> None:
         self.overlay_visible = bool(visible)
         self.overlay_changed.emit()
+
+    # --- comparison layer ----------------------------------------------------------------
+    def set_comparison(self, label_map: Volume, names: dict[int, str], name: str, primary_name: str = "") -> None:
+        """Show ``label_map`` (on the image grid) read-only beside the editable label map."""
+        if self.volume is None:
+            raise GeometryError("open an image before opening a comparison label map onto it")
+        if not label_map.same_grid(self.volume):
+            raise GeometryError(f"the comparison label map's grid {label_map.size_xyz} does not match the "
+                                f"image's {self.volume.size_xyz}")
+        if label_map.array.size and int(label_map.array.max()) > MAX_LABEL_VALUE:
+            raise GeometryError(f"label values above {MAX_LABEL_VALUE} cannot be shown")
+        label_map.array.flags.writeable = False
+        table = build_label_table(np.unique(label_map.array).tolist(), names)
+        self.comparison = ComparisonLayer(label_map, table, name, primary_name)
+        self.comparison_visible = True
+        self.comparison_changed.emit()
+
+    def clear_comparison(self) -> None:
+        if self.comparison is not None:
+            self.comparison = None
+            self.comparison_changed.emit()
+
+    def set_comparison_visible(self, visible: bool) -> None:
+        self.comparison_visible = bool(visible)
+        self.comparison_changed.emit()
 
     # --- readout ------------------------------------------------------------------------
     def value_at(self, xyz: tuple[int, int, int]) -> float | None:

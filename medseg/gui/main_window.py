@@ -125,6 +125,10 @@ class MainWindow(QMainWindow):
         layout.setContentsMargins(4, 4, 4, 4)
         for banner in (self.demo_banner, self.findings_banner, self.notice_banner):
             layout.addWidget(banner)
+        from medseg.gui.comparison_legend import ComparisonLegend, open_comparison_case
+
+        self.comparison_legend = ComparisonLegend(self.document, self)
+        layout.addWidget(self.comparison_legend)
         layout.addWidget(splitter, 1)
         self.tabs = QTabWidget(self)
         self.tabs.addTab(segment, "Segment")
@@ -135,6 +139,7 @@ class MainWindow(QMainWindow):
         self.resizeDocks([self.stats_dock], [150], Qt.Orientation.Vertical)
         self.train_tab = TrainExportTab(self.document, self)
         self.train_tab.failed.connect(self._on_failed)
+        self.train_tab.export_panel.open_requested.connect(lambda case: open_comparison_case(self, case))
         self.tabs.addTab(self.train_tab, "Train && Export")
         self.setCentralWidget(self.tabs)
 

@@ -42,6 +42,7 @@ class SliceRenderer:
         self.label_visible = np.zeros(256, dtype=bool)
         self.opacity = 0.5
         self.blended = np.zeros(256 * 256, dtype=np.uint32)
+        self.comparison_words = np.zeros(256, dtype=np.uint32)  # opaque outline colour per comparison label
         self._blend_stale = True  # rebuilt on first use: window drags without labels stay cheap
         self.set_window(40.0, 400.0)
 
@@ -60,6 +61,19 @@ class SliceRenderer:
         self.label_visible[0] = False  # background is never coloured
         self.opacity = float(opacity)
         self._blend_stale = True
+
+    def set_comparison_labels(self, colors: np.ndarray, visible: np.ndarray) -> None:
+        """Colours of the comparison layer's outlines (drawn opaque over the blended overlay)."""
+        rgb = np.asarray(colors, dtype=np.uint32).reshape(256, 3)
+        words = _OPAQUE | (rgb[:, 0] << 16) | (rgb[:, 1] << 8) | rgb[:, 2]
+        shown = np.asarray(visible, dtype=bool).reshape(256).copy()
+        shown[0] = False
+        self.comparison_words = np.where(shown, words, 0).astype(np.uint32)
+
+    def outline_over(self, words: np.ndarray, labels: np.ndarray) -> np.ndarray:
+        """``words`` with the one-pixel contours of ``labels`` drawn over them (a second label map)."""
+        outline = self.comparison_words.take(outline_of(labels))
+        return np.where(outline != 0, outline, words)
 
     def _rebuild_blend(self) -> None:
         grey = np.arange(256, dtype=np.float32)[None, :, None]  # (1, grey, 1)

@@ -41,6 +41,7 @@ class SliceView(QWidget):
         self.axes: ViewAxes | None = None
         self.display_values: np.ndarray | None = None  # int16 (z, y, x) shared by all views
         self.display_labels: np.ndarray | None = None  # uint8 (z, y, x) or None
+        self.display_comparison: np.ndarray | None = None  # uint8 (z, y, x): a read-only label map, as outlines
         self.image: QImage | None = None  # this view's slice at one pixel per voxel
         self._words: np.ndarray | None = None  # keeps the QImage's buffer alive
         self._render_key: tuple | None = None
@@ -134,7 +135,8 @@ class SliceView(QWidget):
     def _current_key(self) -> tuple:
         doc = self.document
         return (self.slice_position, doc.window_center, doc.window_width, doc.overlay_opacity,
-                doc.overlay_outline, doc.overlay_visible, self._data_version, getattr(self, "_labels_version", 0))
+                doc.overlay_outline, doc.overlay_visible, self._data_version, getattr(self, "_labels_version", 0),
+                doc.comparison_visible)
 
     def mark_labels_changed(self) -> None:
         self._labels_version = getattr(self, "_labels_version", 0) + 1
@@ -153,6 +155,10 @@ class SliceView(QWidget):
             if self.display_labels is not None and self.document.overlay_visible:
                 labels = self.renderer.plane(self.display_labels, self.axes, position)
             self._words = self.renderer.render(values, labels, self.document.overlay_outline)
+            if self.display_comparison is not None and self.document.comparison_visible:
+                # Sliced directly: the renderer's x-major copies are kept for the image and the editable labels.
+                self._words = self.renderer.outline_over(self._words,
+                                                         self.axes.slice_of(self.display_comparison, position))
             self.image = qimage_of(self._words)
             self._render_key = key
         return self.image

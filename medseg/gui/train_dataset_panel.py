@@ -1,8 +1,9 @@
 """Dataset panel: build the training set, see each case and its problems, and the plan it leads to.
 
 Cases come from the Segment tab ("Add current case": image + current segmentation + label
-table, saved atomically into the workspace), from folders of image/label pairs, or from an
-nnU-Net raw dataset. Each case is inspected in a worker (size, spacing, labels present,
+table, saved atomically into the workspace), from folders of image/label pairs, from an
+nnU-Net raw dataset, or from a DICOM series with a DICOM SEG drawn on it (converted in a worker
+and saved like a current case). Each case is inspected in a worker (size, spacing, labels present,
 problems); the fingerprint and the plan that follows from it are recomputed whenever the
 cases change.
 """
@@ -49,9 +50,13 @@ class DatasetPanel(QWidget):
         self.add_current_button.setToolTip("The image open in the Segment tab with its current segmentation")
         self.add_folder_button = QPushButton("Add folder of image/label pairs…", self)
         self.add_nnunet_button = QPushButton("Import nnU-Net raw dataset…", self)
+        self.add_seg_button = QPushButton("Add DICOM + SEG…", self)
+        self.add_seg_button.setToolTip("A DICOM series and a DICOM SEG drawn on it (or one folder holding both)")
+        self.convert_job: Job | None = None
         self.remove_button = QPushButton("Remove case", self)
         buttons = QHBoxLayout()
-        for button in (self.add_current_button, self.add_folder_button, self.add_nnunet_button, self.remove_button):
+        for button in (self.add_current_button, self.add_folder_button, self.add_nnunet_button, self.add_seg_button,
+                       self.remove_button):
             buttons.addWidget(button)
         buttons.addStretch(1)
         self.table = QTableWidget(0, len(COLUMNS), self)
@@ -72,6 +77,7 @@ class DatasetPanel(QWidget):
         self.add_current_button.clicked.connect(self.add_current_case)
         self.add_folder_button.clicked.connect(self.add_folder)
         self.add_nnunet_button.clicked.connect(self.add_nnunet)
+        self.add_seg_button.clicked.connect(self.add_dicom_seg)
         self.remove_button.clicked.connect(self.remove_selected)
         self.table.itemChanged.connect(self._on_item_changed)
         self._filling = False
@@ -108,6 +114,42 @@ class DatasetPanel(QWidget):
                 self.failed.emit(DatasetError("not an nnU-Net raw dataset: no dataset.json", path=folder))
                 return
             self._add_dataset(folder, "nnU-Net")
+
+    def add_dicom_seg(self, series: str | None = None, seg: str | None = None) -> None:
+        """Convert a DICOM series + DICOM SEG into a case (in a worker); ``seg`` None: find it in the folder."""
+        if self.convert_job is not None:
+            return
+        if not series:
+            series = QFileDialog.getExistingDirectory(self, "DICOM series folder (the SEG may be in it)")
+            if not series:
+                return
+            seg, _ = QFileDialog.getOpenFileName(
+                self, "DICOM SEG drawn on this series (Cancel: find it among the folder's files)", series)
+        training_set = self.training_set
+
+        def work(progress=None, cancel=None):
+            return training_set.convert_dicom_seg_case(series, seg or None)
+
+        self.convert_job = Job("convert DICOM SEG case", work, self)
+        self.convert_job.finished_ok.connect(self._on_converted)
+        self.convert_job.finished_error.connect(self._on_convert_failed)
+        self.add_seg_button.setEnabled(False)
+        self.status.setText("Reading the DICOM series and its SEG…")
+        self.convert_job.start()
+
+    @Slot(object)
+    def _on_converted(self, converted: Any) -> None:
+        self.convert_job = None
+        self.add_seg_button.setEnabled(True)
+        self.training_set.add_converted(*converted)
+        self._cases_changed()
+
+    @Slot(object)
+    def _on_convert_failed(self, error: BaseException) -> None:
+        self.convert_job = None
+        self.add_seg_button.setEnabled(True)
+        self._fill()
+        self.failed.emit(error)
 
     def _add_dataset(self, folder: str, kind: str) -> None:
         from medseg.model.datasets import open_dataset
@@ -233,8 +275,9 @@ class DatasetPanel(QWidget):
         self.set_validation(name, item.checkState() == Qt.CheckState.Checked)
 
     def shutdown(self) -> None:
-        if self.job is not None:
-            self.job.wait_stopped()
+        for job in (self.job, self.convert_job):
+            if job is not None:
+                job.wait_stopped()
 
 
 def _median(values) -> list[float]:

@@ -3,12 +3,15 @@ its parity line, and evaluate several models side by side on the validation case
 
 Both run the engine functions ``medseg export`` / ``medseg evaluate`` call
 (:func:`medseg.model.export.export_model`, :func:`medseg.model.evaluate.evaluate_model`) in
-worker jobs.
+worker jobs. The evaluation keeps each model's label maps, so "Open in Segment tab with both
+outputs" shows a validation case with model A's output as the editable label map and model B's
+as a read-only comparison without segmenting again (a model not evaluated yet is run in a job).
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
@@ -21,6 +24,20 @@ from PySide6.QtWidgets import (
 from medseg.errors import DatasetError, MedsegError
 from medseg.gui.jobs import Job
 
+@dataclass
+class ComparisonCase:
+    """A validation case and two models' outputs on it (what the Segment tab opens)."""
+
+    case: str
+    image: Any  # Volume
+    output_a: Any  # Volume, model A's values
+    labels_a: dict[int, str]
+    model_a: str
+    output_b: Any
+    labels_b: dict[int, str]
+    model_b: str
+
+
 FORMATS = {"ONNX (opset 17, DirectML)": ("onnx", ".onnx"), "TorchScript": ("torchscript", ".pt"),
            "medseg package": ("package", "")}
 
@@ -28,12 +45,16 @@ FORMATS = {"ONNX (opset 17, DirectML)": ("onnx", ".onnx"), "TorchScript": ("torc
 class ExportComparePanel(QWidget):
     exported = Signal(object)  # ExportResult
     compared = Signal(object)  # {model name: [CaseScore]}
+    open_requested = Signal(object)  # ComparisonCase: the window opens it in the Segment tab
     failed = Signal(object)
 
     def __init__(self, dataset: Callable[[], Any], parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.dataset = dataset  # returns the training set's Dataset (validation cases are compared)
         self.models: list[str] = []  # package paths; "" = the starter model
+        # From the last evaluation: display name -> package path, and (path, case) -> label map.
+        self.model_names: dict[str, str] = {}
+        self.predictions: dict[tuple[str, str], Any] = {}
         self.job: Job | None = None
         self.model_list = QListWidget(self)
         self.model_list.setMaximumHeight(110)
@@ -54,6 +75,19 @@ class ExportComparePanel(QWidget):
         self.table.verticalHeader().hide()
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         self.status = QLabel("", self)
+        self.case_combo = QComboBox(self)
+        self.model_a_combo = QComboBox(self)
+        self.model_b_combo = QComboBox(self)
+        self.open_button = QPushButton("Open in Segment tab with both outputs", self)
+        self.open_button.setToolTip("Model A's output as the editable label map, model B's as read-only outlines")
+        self.open_button.setEnabled(False)
+        self.open_button.clicked.connect(lambda: self.open_comparison())
+        open_row = QHBoxLayout()
+        for text, widget in (("Case", self.case_combo), ("A (editable)", self.model_a_combo),
+                             ("B (outlines)", self.model_b_combo)):
+            open_row.addWidget(QLabel(text, self))
+            open_row.addWidget(widget, 1)
+        open_row.addWidget(self.open_button)
         models = QHBoxLayout()
         models.addWidget(add_starter)
         models.addWidget(add_other)
@@ -71,6 +105,7 @@ class ExportComparePanel(QWidget):
         layout.addWidget(self.parity_label)
         layout.addWidget(self.compare_button)
         layout.addWidget(self.table, 1)
+        layout.addLayout(open_row)
         layout.addWidget(self.status)
 
     def add_model(self, path: str) -> None:
@@ -153,21 +188,25 @@ class ExportComparePanel(QWidget):
             specs = dataset.validation_specs
             if not specs:
                 raise DatasetError("no validation cases: tick 'Validation' for at least one case")
-            results = {}
+            results, names, predictions = {}, {}, {}
             for number, model in enumerate(models):
                 package = load_model(model or None)
                 yield f"evaluating {package.name} ({number + 1} of {len(models)})"
                 where = f"{Path(model).parent.name}/{Path(model).name}" if model else "built in"
+                outputs: dict[str, Any] = {}
                 results[f"{package.name} [{where}]"] = evaluate_model(
-                    package, dataset, specs=specs, device="cpu", cancel=cancel)
-            return results
+                    package, dataset, specs=specs, device="cpu", cancel=cancel, predictions=outputs)
+                names[f"{package.name} [{where}]"] = model
+                predictions.update({(model, case): volume for case, volume in outputs.items()})
+            return results, names, predictions
 
         self.status.setText("Evaluating…")
         self._run("evaluate", work, self._on_compared)
 
     @Slot(object)
-    def _on_compared(self, results: dict[str, Any]) -> None:
+    def _on_compared(self, evaluated: tuple[dict[str, Any], dict[str, str], dict[tuple[str, str], Any]]) -> None:
         self.job = None
+        results, self.model_names, self.predictions = evaluated
         labels = sorted({label.name for scores in results.values() for case in scores for label in case.labels})
         self.table.clear()
         headers = ["Model", "Case"] + [f"{name} Dice" for name in labels] + [f"{name} vol. diff %" for name in labels]
@@ -183,7 +222,61 @@ class ExportComparePanel(QWidget):
             for column, text in enumerate(cells):
                 self.table.setItem(row, column, QTableWidgetItem(text))
         self.status.setText(f"{len(results)} model(s) on {len({c.case for _, c in rows})} validation case(s)")
+        self._fill_open_choices(list(results), sorted({c.case for _, c in rows}))
         self.compared.emit(results)
+
+    # --- open a case with two models' outputs ---------------------------------------------------------------
+    def _fill_open_choices(self, models: list[str], cases: list[str]) -> None:
+        for combo, items in ((self.case_combo, cases), (self.model_a_combo, models), (self.model_b_combo, models)):
+            combo.clear()
+            combo.addItems(items)
+        if len(models) > 1:
+            self.model_b_combo.setCurrentIndex(1)
+        self.open_button.setEnabled(bool(cases) and len(models) > 0)
+
+    def open_comparison(self, case: str | None = None, model_a: str | None = None, model_b: str | None = None) -> None:
+        """Load the case's image (and any output not kept from the evaluation) in a job, then ask the
+        window to open it with both outputs (``open_requested``)."""
+        if self._busy():
+            return
+        case = case or self.case_combo.currentText()
+        model_a = model_a or self.model_a_combo.currentText()
+        model_b = model_b or self.model_b_combo.currentText()
+        if not case or model_a not in self.model_names or model_b not in self.model_names:
+            self.failed.emit(MedsegError("evaluate the models on the validation cases, then choose a case and two models"))
+            return
+        path_a, path_b = self.model_names[model_a], self.model_names[model_b]
+        kept = {path: self.predictions.get((path, case)) for path in (path_a, path_b)}
+        dataset_source = self.dataset
+
+        def work(progress=None, cancel=None):
+            from medseg.model.infer import segment
+            from medseg.model.package import load_model
+
+            dataset = dataset_source()
+            spec = next((s for s in dataset.specs if s.name == case), None)
+            if spec is None:
+                raise DatasetError(f"the case '{case}' is no longer in the training set")
+            image = dataset.load(spec).image
+            outputs, names = {}, {}
+            for path in (path_a, path_b):
+                package = load_model(path or None)
+                names[path] = {v: n for v, n in package.labels.items() if v}
+                output = kept[path]
+                if output is None or not output.same_grid(image):
+                    output = segment(image, package, device="cpu", cancel=cancel).label_map
+                outputs[path] = output
+            return ComparisonCase(case, image, outputs[path_a], names[path_a], model_a,
+                                  outputs[path_b], names[path_b], model_b)
+
+        self.status.setText(f"Opening {case}…")
+        self._run("open comparison", work, self._on_comparison_ready)
+
+    @Slot(object)
+    def _on_comparison_ready(self, comparison: ComparisonCase) -> None:
+        self.job = None
+        self.status.setText(f"Opened {comparison.case}: A = {comparison.model_a}, B = {comparison.model_b}")
+        self.open_requested.emit(comparison)
 
     def _run(self, name: str, work, on_done) -> None:
         self.job = Job(name, work, self)

@@ -57,6 +57,7 @@ class ViewerPanel(QWidget):
         document.window_changed.connect(self._on_window_changed)
         document.overlay_changed.connect(self._on_labels_changed)
         document.cursor_changed.connect(self._repaint_all)
+        document.comparison_changed.connect(self._on_comparison_changed)
         self.set_layout("1x3")
         self._on_window_changed()
 
@@ -157,6 +158,17 @@ class ViewerPanel(QWidget):
         colors, visible = color_arrays(self.document.labels)
         self.renderer.set_labels(colors, visible, self.document.overlay_opacity)
         for view in self.views.values():
+            view.mark_labels_changed()
+
+    def _on_comparison_changed(self) -> None:
+        comparison = self.document.comparison
+        array = None
+        if comparison is not None:
+            array = comparison.label_map.array
+            array = array if array.dtype == np.uint8 else array.astype(np.uint8)
+            self.renderer.set_comparison_labels(*color_arrays(comparison.labels))
+        for view in self.views.values():
+            view.display_comparison = array
             view.mark_labels_changed()
 
     def _on_window_changed(self) -> None:

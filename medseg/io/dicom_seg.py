@@ -437,6 +437,7 @@ def read_dicom_seg(path: str | os.PathLike, image: Volume) -> SegReadResult:
         frame_planes = _frame_planes(frames, normal)
         outside = 0
         inexact = 0
+        overlaps: dict[tuple[int, int], int] = {}  # (earlier segment, later segment) -> voxels the later one took
         for frame in frames:
             pixels = source.frame(frame.index, threshold)
             if not pixels.any():
@@ -452,7 +453,7 @@ def read_dicom_seg(path: str | os.PathLike, image: Volume) -> SegReadResult:
                 outside += 1
                 continue
             for k in targets:
-                if not _paste(label[k], pixels, frame, planes[k], row_dir, col_dir, sx, sy, frame.segment):
+                if not _paste(label[k], pixels, frame, planes[k], row_dir, col_dir, sx, sy, frame.segment, overlaps):
                     outside += 1
         if inexact:
             placement = "nearest_plane"
@@ -460,6 +461,10 @@ def read_dicom_seg(path: str | os.PathLike, image: Volume) -> SegReadResult:
                          "image slices nearest to it")
         if outside:
             notes.append(f"{outside} SEG frames lie (partly) outside the open image and were cut")
+        if overlaps:
+            named = {s.value: s.name for s in segments}
+            notes.append("overlapping segments (one label per voxel: the later segment kept): " + ", ".join(
+                f"{named.get(a, a)}/{named.get(b, b)} {n} voxels" for (a, b), n in sorted(overlaps.items())))
     if not label.any():
         raise GeometryError("no voxel of the SEG falls inside the open image", path=path,
                             hint="open the series it was drawn on")
@@ -571,8 +576,11 @@ def _nearest_slices(along_planes: np.ndarray, along: float, frame_planes: np.nda
 
 
 def _paste(target: np.ndarray, pixels: np.ndarray, frame: _Frame, plane_origin: np.ndarray,
-           row_dir: np.ndarray, col_dir: np.ndarray, sx: float, sy: float, value: int) -> bool:
-    """Paint ``value`` where ``pixels`` is set into image slice ``target``; False if nothing fell inside."""
+           row_dir: np.ndarray, col_dir: np.ndarray, sx: float, sy: float, value: int,
+           overlaps: dict[tuple[int, int], int] | None = None) -> bool:
+    """Paint ``value`` where ``pixels`` is set into image slice ``target``; False if nothing fell inside.
+
+    Voxels of another segment painted over are counted in ``overlaps`` (BINARY SEGs may overlap)."""
     from scipy import ndimage
 
     offset = frame.position - plane_origin
@@ -589,6 +597,7 @@ def _paste(target: np.ndarray, pixels: np.ndarray, frame: _Frame, plane_origin: 
         source = pixels[ys.start - yi:ys.stop - yi, xs.start - xi:xs.stop - xi]
         view = target[ys, xs]
         if source.dtype == bool:
+            _count_overlap(view[source], value, overlaps)
             view[source] = value
         else:
             view[source > 0] = source[source > 0]
@@ -601,10 +610,20 @@ def _paste(target: np.ndarray, pixels: np.ndarray, frame: _Frame, plane_origin: 
     if not sampled.any():
         return False
     if pixels.dtype == bool:
+        _count_overlap(target[sampled > 0], value, overlaps)
         target[sampled > 0] = value
     else:
         target[sampled > 0] = sampled[sampled > 0]
     return True
+
+
+def _count_overlap(before: np.ndarray, value: int, overlaps: dict[tuple[int, int], int] | None) -> None:
+    if overlaps is None:
+        return
+    taken = before[(before != 0) & (before != value)]
+    if taken.size:
+        for earlier, count in zip(*np.unique(taken, return_counts=True)):
+            overlaps[(int(earlier), value)] = overlaps.get((int(earlier), value), 0) + int(count)
 
 
 def _resampled(seg: Any, image: Volume, dtype: Any, path: Path) -> np.ndarray:

@@ -118,8 +118,12 @@ def evaluate_model(
     device: str = "auto",
     progress: ProgressCallback | None = None,
     cancel: CancelToken | None = None,
+    predictions: dict[str, Volume] | None = None,
 ) -> list[CaseScore]:
     """Segment every case of ``dataset`` (or ``specs``) with ``package`` and score it.
+
+    ``predictions``, when given, receives each case's label map (the model's values) by case name,
+    so a caller can show the outputs it scored without segmenting again.
 
     Labels are matched by name: a label the model has and the dataset does not is not
     scored, and the reverse raises (the model cannot be judged on a label it never makes).
@@ -139,6 +143,8 @@ def evaluate_model(
         report(progress, number / max(len(specs), 1), f"case {number + 1} of {len(specs)}: {spec.name}", "evaluate")
         case = dataset.load(spec)
         result = segment(case.image, package, device=device, cancel=cancel)
+        if predictions is not None:
+            predictions[spec.name] = result.label_map
         reference = np.zeros(case.label_map.shape_zyx, dtype=np.uint16)
         for value, name in dataset_names.items():
             reference[case.label_map.array == value] = model_index[name]

@@ -3,7 +3,8 @@
 It lives in a workspace folder: editor cases saved into ``cases/<name>/`` (image + label
 map + ``case.json``, written atomically by :func:`medseg.model.datasets.save_case`) and a
 manifest ``medseg-dataset.json`` that lists every case (also those added from folders of
-image/label pairs or an nnU-Net raw dataset, by path) with its label names and the
+image/label pairs or an nnU-Net raw dataset, by path; DICOM + DICOM SEG pairs are converted
+into ``cases/`` like editor cases) with its label names and the
 train/validation split. ``medseg train WORKSPACE`` reads the same manifest, so the GUI
 and the command line train on exactly the same data.
 
@@ -51,6 +52,7 @@ class CaseEntry:
     validation: bool = False
     info: CaseInfo | None = None
     label_names: list[str] = field(default_factory=list)  # the labels its source names
+    notes: list[str] = field(default_factory=list)  # problems found while converting it (e.g. a DICOM SEG's)
 
 
 class TrainingSet:
@@ -81,6 +83,17 @@ class TrainingSet:
         colors: Mapping[int, Sequence[int]] | None = None, name: str = "case",
     ) -> CaseEntry:
         """Save the open image and its segmentation into the workspace and list it."""
+        entry, colors_by_name = self.convert_case(image, label_map, labels, colors, name, "editor")
+        return self.add_converted(entry, colors_by_name)
+
+    def convert_case(
+        self, image: Volume, label_map: Volume, labels: Mapping[int, str],
+        colors: Mapping[int, Sequence[int]] | None, name: str, source: str, notes: Sequence[str] = (),
+    ) -> tuple[CaseEntry, dict[str, tuple[int, int, int]]]:
+        """Write a case into ``cases/<name>/`` (atomically) without listing it yet (see :meth:`add_converted`).
+
+        Safe in a worker thread: it only reads the set (names taken, label names) and writes a new folder.
+        """
         if label_map is None or not np.any(label_map.array):
             raise DatasetError(f"case '{name}' has an empty segmentation: draw or segment something first")
         named = {int(v): str(n) for v, n in labels.items() if int(v) != 0}
@@ -90,14 +103,39 @@ class TrainingSet:
             raise DatasetError(f"label values {unnamed[:8]} of case '{name}' have no name: name them first")
         case_name = self._unique_name(name, avoid_folders=True)
         folder = save_case(self.folder / CASES_FOLDER / case_name, image, label_map, named, colors, case_name)
-        for value, colour in (colors or {}).items():
-            if int(value) in named:
-                self.colors.setdefault(named[int(value)], tuple(int(c) for c in colour))
-        self._add_labels([named[v] for v in sorted(named)])
-        entry = CaseEntry(CaseSpec(case_name, folder / "image.nii.gz", folder / "label.nii.gz", named), "editor",
-                          label_names=[named[v] for v in sorted(named)])
+        colors_by_name = {named[int(v)]: tuple(int(c) for c in colour) for v, colour in (colors or {}).items()
+                          if int(v) in named}
+        entry = CaseEntry(CaseSpec(case_name, folder / "image.nii.gz", folder / "label.nii.gz", named), source,
+                          label_names=[named[v] for v in sorted(named)], notes=list(notes))
+        return entry, colors_by_name  # type: ignore[return-value]
+
+    def add_converted(self, entry: CaseEntry, colors_by_name: Mapping[str, Sequence[int]] | None = None) -> CaseEntry:
+        """List a case :meth:`convert_case` wrote (its labels join the set's, new names as new labels)."""
+        for label, colour in (colors_by_name or {}).items():
+            self.colors.setdefault(label, tuple(int(c) for c in colour))  # type: ignore[arg-type]
+        self._add_labels(entry.label_names)
         self.entries.append(entry)
         return entry
+
+    def convert_dicom_seg_case(
+        self, series: str | Path, seg: str | Path | None = None, name: str | None = None,
+    ) -> tuple[CaseEntry, dict[str, tuple[int, int, int]]]:
+        """A DICOM series + the DICOM SEG drawn on it, converted like an editor case (not listed yet).
+
+        Segment labels are matched to the set's label names ignoring case ("Liver" is the set's "liver");
+        other names become new labels when the case is listed.
+        """
+        from medseg.model.dicom_seg_case import load_seg_case
+
+        case = load_seg_case(series, seg)
+        known = {n.casefold(): n for n in self.label_names}
+        labels = {v: known.get(n.casefold(), n) for v, n in case.labels.items()}
+        return self.convert_case(case.image, case.label_map, labels, case.colors, name or case.seg_path.stem,
+                                 f"DICOM SEG: {case.seg_path.name}", case.notes)
+
+    def add_dicom_seg_case(self, series: str | Path, seg: str | Path | None = None,
+                           name: str | None = None) -> CaseEntry:
+        return self.add_converted(*self.convert_dicom_seg_case(series, seg, name))
 
     def add_dataset(self, dataset: Dataset, source: str) -> list[CaseEntry]:
         """Every case of an opened dataset (folder of pairs, nnU-Net raw, editor cases, manifest)."""
@@ -207,11 +245,11 @@ class TrainingSet:
     def problems(self, entry: CaseEntry) -> list[str]:
         """The case's problems against the set as it is now (a label added later is missing here)."""
         if entry.info is None:
-            return []
+            return list(entry.notes)
         missing = [n for n in self.label_names if n not in entry.info.labels_present]
         if missing and entry.info.labels_present:
-            return [*entry.info.problems, "missing: " + ", ".join(missing)]
-        return list(entry.info.problems)
+            return [*entry.notes, *entry.info.problems, "missing: " + ", ".join(missing)]
+        return [*entry.notes, *entry.info.problems]
 
     def inspect_all(self) -> Iterator[CaseEntry]:
         """Inspect every case not inspected yet, yielding each as it is done."""
