@@ -80,6 +80,7 @@ def plan_for_dataset(
     max_features: int | None = None,
     base_features: int | None = None,
     num_stages: int | None = None,
+    name: str | None = None,
 ) -> Plan:
     """The plan for a dataset: nnU-Net's planner on the fingerprint, with CT normalisation.
 
@@ -87,7 +88,8 @@ def plan_for_dataset(
     ``memory_reference`` shrinks the patch (nnU-Net's 560e6 fits 8 GB of GPU);
     ``base_features`` (nnU-Net: 32) sets the first stage's channels, doubling per stage,
     ``max_features`` caps them, and ``num_stages`` drops the deepest stages: all three keep
-    a CPU-trainable model small.
+    a CPU-trainable model small. ``name`` names the configuration (default: ``configuration``),
+    so that several 3D configurations of one model, each trained on its own, can be told apart.
     """
     normalization = {"scheme": "CTNormalization", **{k: fingerprint.foreground_intensity[k] for k in
                                                      ("mean", "std", "percentile_00_5", "percentile_99_5")}}
@@ -101,7 +103,7 @@ def plan_for_dataset(
         plan = plans[configuration]
     else:
         target = [float(s) for s in target_spacing_zyx]
-        shapes = [[round(sp / t * sh) for sp, t, sh in zip(spacing, target, shape)]
+        shapes = [[max(1, round(sp / t * sh)) for sp, t, sh in zip(spacing, target, shape)]
                   for spacing, shape in zip(fingerprint.spacings_zyx, fingerprint.shapes_zyx)]
         median = [int(v) for v in np.median(np.asarray(shapes, dtype=float), axis=0)]
         dim = 2 if configuration == "2d" else 3
@@ -117,6 +119,8 @@ def plan_for_dataset(
         features = [base * 2**i for i in range(plan.num_stages)]
         cap = max_features or max(plan.features_per_stage)
         plan = dataclasses.replace(plan, features_per_stage=[min(f, cap) for f in features])
+    if name:
+        plan = dataclasses.replace(plan, name=name)
     return plan
 
 

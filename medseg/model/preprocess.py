@@ -130,7 +130,9 @@ def normalize(data: np.ndarray, normalization: dict[str, Any] | None) -> np.ndar
 
 
 def compute_new_shape(shape: Sequence[int], spacing: Sequence[float], new_spacing: Sequence[float]) -> tuple[int, ...]:
-    return tuple(int(round(s / n * k)) for s, n, k in zip(spacing, new_spacing, shape))
+    # At least one voxel per axis: nnU-Net's rounding gives 0 for a single thin slice planned at a
+    # coarser z (e.g. one 1 mm slice at 5 mm), where it fails; every shape it handles is unchanged.
+    return tuple(max(1, int(round(s / n * k))) for s, n, k in zip(spacing, new_spacing, shape))
 
 
 def _is_anisotropic(spacing: Sequence[float]) -> bool:

@@ -194,3 +194,18 @@ def test_contrast_enhanced_vessels_are_mostly_not_bone(ct_dir: Path, artifacts_d
     gut_gas = np.isin(reference, [6, 20]) & (image.array < -900)
     assert gut_gas.sum() * image.voxel_volume_ml > 10
     assert (labels[gut_gas] == BODY).mean() >= 0.95
+
+
+def test_the_air_of_the_nose_and_sinuses_in_a_head_is_not_lung(ct_dir: Path, artifacts_dir: Path) -> None:
+    # A real head CT (GE, gantry tilt): the nasal cavity and sinuses hold 26 ml of air
+    # partial-volumed with mucosa (median about -760 HU), which the volume and pure-gas rules
+    # alone took for lung; a head holds no lung.
+    from medseg.io import load
+
+    image = load(ct_dir / "dcm_qa_ct" / "GE_HiSpeedDual_head_tilt_varspacing")
+    labels = rule_label_map(image).array
+    _save_montage(image, labels, artifacts_dir / "rule_labels_ge_head.png", "rule labels on a head CT (GE, tilt)")
+    air_in_head = (image.array < -400) & (labels == BODY)
+    assert air_in_head.sum() * image.voxel_volume_ml > 20  # the air is there, and it is body
+    assert not (labels == LUNGS).any()
+    assert (labels == BONES).sum() * image.voxel_volume_ml > 100  # the skull
