@@ -19,6 +19,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--json", action="store_true",
                         help="print the event stream, one JSON object per line: progress ..., case (per case), "
                              "then done (cases, mean_dice) or failed")
+    parser.add_argument("--configuration",
+                        help="score this configuration of the model on every case (default: each case's spacing "
+                             "chooses, as in the app)")
     parser.add_argument("--record", action="store_true",
                         help="also write the scores into the model's provenance (model.json), for its model card")
     parser.set_defaults(func=run)
@@ -41,7 +44,7 @@ def _evaluate(args: argparse.Namespace, events) -> int:
     dataset = open_dataset(args.dataset, args.data_root)
     specs = dataset.validation_specs if args.held_out else dataset.specs
     scores = evaluate_model(package, dataset, specs=specs, device=args.device,
-                            progress=events.progress() if args.json else None)
+                            progress=events.progress() if args.json else None, configuration=args.configuration)
     means = mean_dice(scores)
     if args.record:
         _record(package, args, dataset, scores, means)
@@ -49,11 +52,14 @@ def _evaluate(args: argparse.Namespace, events) -> int:
         for score in scores:
             events.emit("case", **score.to_dict())
         events.emit("done", model=package.name, dataset=dataset.name, cases=[s.to_dict() for s in scores],
-                    mean_dice=means)
+                    mean_dice=means, configuration=args.configuration)
         return 0
-    print(f"model {package.name!r} on dataset {dataset.name!r} ({len(scores)} case(s))")
+    chosen = f", configuration {args.configuration!r}" if args.configuration else ""
+    print(f"model {package.name!r}{chosen} on dataset {dataset.name!r} ({len(scores)} case(s))")
     print(f"  {'case':<24} {'label':<14} {'Dice':>7} {'reference ml':>13} {'predicted ml':>13} {'diff %':>8}")
     for case in scores:
+        if case.configuration:
+            print(f"  {case.case}: configuration {case.configuration}")
         for label in case.labels:
             dice = "   n/a" if math.isnan(label.dice) else f"{label.dice:7.4f}"
             diff = "n/a" if math.isnan(label.volume_difference_percent) else f"{label.volume_difference_percent:+.1f}"
@@ -72,8 +78,10 @@ def _record(package, args: argparse.Namespace, dataset, scores, means) -> None:
         raise MedsegError("--record needs a model package folder (a .zip package is not rewritten)",
                           hint="unzip it, or run without --record")
     entry = {
-        "dataset": dataset.name, "held_out_only": bool(args.held_out), "command": "medseg " + " ".join(args.argv),
+        "dataset": dataset.name, "held_out_only": bool(args.held_out), "configuration": args.configuration,
+        "command": "medseg " + " ".join(args.argv),
         "mean_dice": {k: (None if math.isnan(v) else round(v, 4)) for k, v in means.items()},
+        "configuration_per_case": {case.case: case.configuration for case in scores},
         "cases": {case.case: {label.name: {"dice": None if math.isnan(label.dice) else round(label.dice, 4),
                                            "reference_ml": round(label.reference_ml, 1),
                                            "predicted_ml": round(label.predicted_ml, 1)}
@@ -81,6 +89,7 @@ def _record(package, args: argparse.Namespace, dataset, scores, means) -> None:
                   for case in scores},
     }
     evaluations = [e for e in package.provenance.get("evaluations", [])
-                   if (e.get("dataset"), e.get("held_out_only")) != (entry["dataset"], entry["held_out_only"])]
+                   if (e.get("dataset"), e.get("held_out_only"), e.get("configuration"))
+                   != (entry["dataset"], entry["held_out_only"], entry["configuration"])]
     package.provenance["evaluations"] = [*evaluations, entry]
     save_package(package, package.source_path)

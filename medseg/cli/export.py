@@ -1,4 +1,4 @@
-"""``medseg export MODEL --format onnx|torchscript|package -o OUT``, with the parity check printed.
+"""``medseg export MODEL [MODEL...] --format onnx|torchscript|package -o OUT``, with the parity check printed.
 
 The export is verified before it is written: ONNX Runtime (or TorchScript) and torch segment
 the same CT and must give the same label on >= 99.99 % of voxels. The CT is ``--check-image``
@@ -16,7 +16,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "export", help="export a model as ONNX, TorchScript or a medseg package (verified)",
         description="Export MODEL for another runtime and verify it: the exported model and torch segment "
                     "the same CT, and at least 99.99 %% of voxels must get the same label.")
-    parser.add_argument("model", help="medseg model package (folder or .zip)")
+    parser.add_argument("model", nargs="+",
+                        help="medseg model package (folder or .zip); with --format package, several packages "
+                             "of the same labels are combined into one model holding all their configurations")
     parser.add_argument("--format", required=True, choices=("onnx", "torchscript", "package"))
     parser.add_argument("-o", "--output", required=True, help="output file (.onnx/.pt) or package folder/.zip")
     parser.add_argument("--configuration", help="which configuration (default: the first; 'package' exports all)")
@@ -38,10 +40,19 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace, events) -> int:
+    from medseg.errors import MedsegError
     from medseg.model.export import export_model
     from medseg.model.package import load_package
 
-    package = load_package(args.model)
+    if len(args.model) > 1 and args.format != "package":
+        raise MedsegError(f"--format {args.format} exports one model; several are combined only with --format package")
+    packages = [load_package(path) for path in args.model]
+    if len(packages) > 1:
+        from medseg.model.package_model import combine_packages
+
+        package = combine_packages(packages)
+    else:
+        package = packages[0]
     volume, name = None, ""
     if not args.no_check:
         if args.check_image:

@@ -21,7 +21,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--shape", nargs=3, type=int, metavar=("Z", "Y", "X"), help="image size in voxels")
     parser.add_argument("--gpu-memory-gb", type=float, default=NNUNET_REFERENCE_GB,
                         help="memory budget the patch is sized for (default: 8, as nnU-Net)")
-    parser.add_argument("--model", help="a medseg model package: report the configuration it would select")
+    parser.add_argument("--model", help="a medseg model package, an nnU-Net result folder or 'starter': report the configuration it "
+                             "would select for the series, why, and its per-stage strides")
     parser.add_argument("--json", action="store_true", help="print JSON instead of text")
     parser.set_defaults(func=run)
 
@@ -45,10 +46,17 @@ def run(args: argparse.Namespace) -> int:
     selected = select_configuration(configurations, spacing)
     model_choice = None
     if args.model:
-        from medseg.model.package import load_package
+        from medseg.model.package import load_model
 
-        package = load_package(args.model)
-        model_choice = {"model": package.name, "configuration": package.select(spacing).name}
+        package = load_model(args.model)
+        choice = package.choose(spacing, shape)
+        model_choice = {
+            "model": package.name, "configuration": choice.chosen.name, "reason": choice.reason,
+            "candidates": [{"configuration": name, "suits_series": suits, "target_spacing_zyx":
+                            list(package.configurations[name].target_spacing_zyx), "log_distance": round(gap, 4)}
+                           for name, suits, gap in choice.candidates],
+            "plan": choice.chosen.to_dict(),
+        }
 
     if args.json:
         document = {
@@ -68,5 +76,12 @@ def run(args: argparse.Namespace) -> int:
         print(plan)
     print(f"selected for this spacing: {selected.name}")
     if model_choice:
-        print(f"model {model_choice['model']!r} would use its configuration {model_choice['configuration']!r}")
+        print(f"\nmodel {model_choice['model']!r} would use its configuration {model_choice['configuration']!r}:")
+        print(f"  why: {model_choice['reason']}")
+        for row in model_choice["candidates"]:
+            target = " x ".join(f"{s:.3g}" for s in row["target_spacing_zyx"])
+            print(f"  {row['configuration']:<12} target {target} mm, "
+                  f"{'suits' if row['suits_series'] else 'not made for'} this kind of series, "
+                  f"log-distance {row['log_distance']:.2f}")
+        print(package.configurations[model_choice["configuration"]])
     return 0

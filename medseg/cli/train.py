@@ -50,6 +50,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--threads", type=int, help="CPU threads per process")
     plan = parser.add_argument_group("planning (ignored with --from: the base model's plan is kept)")
     plan.add_argument("--configuration", choices=("3d_fullres", "2d"), default="3d_fullres")
+    plan.add_argument("--configuration-name", metavar="NAME",
+                      help="name of the trained configuration (default: --configuration), e.g. 3d_thin")
     plan.add_argument("--target-spacing", nargs=3, type=float, metavar=("Z", "Y", "X"),
                       help="plan at this spacing (mm) instead of the dataset's median")
     plan.add_argument("--memory-gb", type=float, default=8.0, help="memory the patch is sized for (default 8)")
@@ -109,6 +111,7 @@ def _train(args: argparse.Namespace, is_main: bool, events) -> int:
         "base_features": args.base_features,
         "max_features": args.max_features,
         "num_stages": args.stages,
+        "name": args.configuration_name,
     }
     say = (lambda text: None) if args.json or not is_main else (lambda text: print(text, flush=True))
     say(f"dataset {dataset.name!r}: {len(dataset.training_specs)} training, {len(dataset.validation_specs)} "

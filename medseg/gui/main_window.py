@@ -433,16 +433,18 @@ class MainWindow(QMainWindow):
     def segment(self) -> None:
         if self._refuse_when_busy() or not self.editing.may_segment():
             return
-        self.loader.segment(self.model_path(), self.segment_panel.device)
+        self.loader.segment(self.model_path(), self.segment_panel.device, self.segment_panel.configuration)
 
     @Slot(object)
     def _on_segmented(self, result: Any) -> None:
         found = sum(1 for ml in result.volumes_ml.values() if ml > 0)
+        config = f"{result.configuration}, " if result.configuration else ""
         self.overlay_panel.set_source(f"Model {result.model_name}: {found} label{'s' if found != 1 else ''} "
-                                      f"found ({result.device}, {result.seconds:.1f} s)")
+                                      f"found ({config}{result.device}, {result.seconds:.1f} s)")
         if result.fallbacks:
             self.notice_banner.show_message("Segmentation fell back: " + "; ".join(result.fallbacks))
-        self.statusBar().showMessage(f"Segmented in {result.seconds:.1f} s on {result.device}.", 8000)
+        self.statusBar().showMessage(f"Segmented in {result.seconds:.1f} s on {result.device}"
+                                     f"{' with ' + result.configuration if result.configuration else ''}.", 8000)
         self._update_status()
 
     # --- results -----------------------------------------------------------------------------

@@ -34,15 +34,24 @@ def available_devices() -> list[tuple[str, str]]:
 
 
 def plan_summary(package: Any, spacing_zyx: tuple[float, float, float], shape_zyx: tuple[int, int, int],
-                 step_size: float = 0.5) -> str:
-    """The plan this series would run with, as rich text."""
+                 step_size: float = 0.5, configuration: str | None = None) -> str:
+    """The plan this series would run with, as rich text: the configuration, why, and its strides.
+
+    ``configuration`` is the user's override; None lets the series' spacing choose.
+    """
     from medseg.model.infer import compute_steps
 
-    plan = package.select(spacing_zyx)
-    names = list(package.configurations)
+    choice = package.choose(spacing_zyx, shape_zyx)
+    if configuration is not None and configuration in package.configurations:
+        plan = package.configurations[configuration]
+        why = (f"chosen by you (the spacing would choose {choice.chosen.name})" if plan is not choice.chosen
+               else "chosen by you (also the spacing's choice)")
+    else:
+        plan = choice.chosen
+        why = choice.reason
+    targets = "".join(f"<br>&nbsp;&nbsp;{name}: target {' × '.join(f'{s:.3g}' for s in package.configurations[name].target_spacing_zyx)} mm"
+                      for name, _, _ in choice.candidates) if len(package.configurations) > 1 else ""
     target = plan.target_spacing_zyx
-    why = ("the model's only configuration" if len(names) == 1 else
-           f"chosen of {', '.join(names)} by the series' spacing")
     resampled = [max(1, round(n * s / t)) for n, s, t in zip(shape_zyx, spacing_zyx, target)]
     patch = list(plan.patch_size)
     if plan.dim == 2:
@@ -59,7 +68,7 @@ def plan_summary(package: Any, spacing_zyx: tuple[float, float, float], shape_zy
                       for i, (stride, f) in enumerate(zip(plan.strides, plan.features_per_stage)))
     axes = "z, y, x" if plan.dim == 3 else "y, x"
     return (
-        f"<b>{plan.name}</b> ({plan.dim}D U-Net)<br>{why}<br>"
+        f"<b>{plan.name}</b> ({plan.dim}D U-Net)<br>{why}{targets}<br>"
         f"spacing (z, y, x): series {' × '.join(f'{s:.3g}' for s in spacing_zyx)} mm<br>"
         f"→ target {' × '.join(f'{s:.3g}' for s in target)} mm<br>patch ({axes}) {' × '.join(str(p) for p in patch)}, {len(plan.strides)} stages, "
         f"{tiles} tiles at step {step_size:g}<br>"
@@ -79,9 +88,15 @@ class SegmentPanel(QGroupBox):
         choose.clicked.connect(lambda: window.choose_model_action.trigger())  # actions are made after the panels
         self.device_box = QComboBox(self)
         self.device_box.setToolTip("Where the model runs; only what this machine has is listed")
+        self.configuration_box = QComboBox(self)
+        self.configuration_box.setToolTip("Which of the model's configurations runs; automatic lets the series' "
+                                          "spacing choose (thin- or thick-slice)")
+        self.configuration_box.addItem("Configuration: automatic (by the series' spacing)", None)
+        self.configuration_box.currentIndexChanged.connect(lambda _index: self._show_plan())
+        self.configuration_box.setVisible(False)  # shown when the model has more than one
         self.plan_label = QTextBrowser(self)  # fixed height: a rich-text QLabel is squeezed inside the scroll area
         self.plan_label.setPlainText("Open an image to see the plan.")
-        self.plan_label.setFixedHeight(190)
+        self.plan_label.setFixedHeight(230)
         self.run_button = QPushButton("Segment", self)
         self.run_button.clicked.connect(lambda: window.segment_action.trigger())
         top = QHBoxLayout()
@@ -90,6 +105,7 @@ class SegmentPanel(QGroupBox):
         layout = QVBoxLayout(self)
         layout.addLayout(top)
         layout.addWidget(self.device_box)
+        layout.addWidget(self.configuration_box)
         layout.addWidget(self.plan_label)
         layout.addWidget(self.run_button)
         self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Minimum)
@@ -102,6 +118,35 @@ class SegmentPanel(QGroupBox):
     @property
     def device(self) -> str:
         return self.device_box.currentData() or "auto"
+
+    @property
+    def configuration(self) -> str | None:
+        """The configuration the user chose, or None for the spacing's choice."""
+        return self.configuration_box.currentData()
+
+    def _fill_configurations(self) -> None:
+        keep = self.configuration
+        self.configuration_box.blockSignals(True)
+        while self.configuration_box.count() > 1:
+            self.configuration_box.removeItem(1)
+        for name, plan in self._package.configurations.items():
+            self.configuration_box.addItem(f"Configuration: {name} ({plan.dim}D)", name)
+        index = self.configuration_box.findData(keep) if keep is not None else 0
+        self.configuration_box.setCurrentIndex(max(index, 0))
+        self.configuration_box.setVisible(len(self._package.configurations) > 1)
+        self.configuration_box.blockSignals(False)
+
+    def _show_plan(self) -> None:
+        volume = self.document.volume
+        if volume is None or self._package is None:
+            return
+        from medseg.errors import MedsegError
+
+        try:
+            self.plan_label.setHtml(plan_summary(self._package, volume.spacing_zyx, volume.shape_zyx,
+                                                 configuration=self.configuration))
+        except MedsegError as error:
+            self.plan_label.setPlainText(f"Cannot plan: {error}")
 
     def refresh(self) -> None:
         """Model name, devices and plan for the open series (the model is read once per choice)."""
@@ -121,11 +166,11 @@ class SegmentPanel(QGroupBox):
 
                 self._package = load_model(source)
                 self._package_source = source
+                self._fill_configurations()
             self.model_label.setText(f"Model: <b>{self._package.name}</b>")
             self.model_label.setToolTip(f"{len(self._package.labels) - 1} labels: "
                                         + ", ".join(n for v, n in sorted(self._package.labels.items()) if v))
-            volume = self.document.volume
-            if volume is not None:
-                self.plan_label.setHtml(plan_summary(self._package, volume.spacing_zyx, volume.shape_zyx))
         except MedsegError as error:
             self.plan_label.setPlainText(f"Cannot plan: {error}")
+            return
+        self._show_plan()

@@ -75,6 +75,7 @@ class SegmentResult:
     volumes_ml: dict[str, float]
     fallbacks: list[str]
     model_version: str = ""  # for the saved segments' algorithm identification
+    configuration: str = ""  # which of the model's configurations ran
 
 
 class ImageChangedError(MedsegError):
@@ -274,8 +275,9 @@ class StudyLoader(QObject):
         self.label_map_loaded.emit(result)
 
     # --- segmentation -------------------------------------------------------------------------
-    def segment(self, model: str | Path | None = None, device: str = "auto") -> bool:
-        """Segment the open image with a model package (default: the built-in starter) in a worker."""
+    def segment(self, model: str | Path | None = None, device: str = "auto", configuration: str | None = None) -> bool:
+        """Segment the open image with a model package (default: the built-in starter) in a worker;
+        ``configuration`` overrides the one the series' spacing would choose."""
         image = self.document.volume
         if image is None:
             from medseg.errors import GeometryError
@@ -290,13 +292,14 @@ class StudyLoader(QObject):
 
             report(progress, 0.0, "loading the model", "model")
             package = load_model(model)
-            result = segment(image, package, device=device, progress=progress, cancel=cancel)
+            result = segment(image, package, device=device, progress=progress, cancel=cancel,
+                             configuration=configuration)
             present = set(np.unique(result.label_map.array).tolist())
             labels = {value: LabelEntry(value, name, tuple(package.colors.get(value, (255, 0, 0))), True)
                       for value, name in sorted(package.labels.items()) if value != 0 and value in present}
             version = str(package.provenance.get("version") or package.provenance.get("weights") or "")
             return SegmentResult(result.label_map, labels, package.name, result.device_used, result.seconds,
-                                 dict(result.volumes_ml), list(result.fallbacks), version)
+                                 dict(result.volumes_ml), list(result.fallbacks), version, result.configuration)
 
         self._snapshot = None
         self._segment_generation = self.document.image_generation
@@ -314,6 +317,7 @@ class StudyLoader(QObject):
             return
         values = self.merge_values(result) if self.merge_values is not None else None
         doc.merge_segmentation(result.label_map, result.labels, values, f"{SEGMENT_STEP} ({result.model_name})")
-        log.info("segmented with %s on %s in %.1f s", result.model_name, result.device, result.seconds)
+        log.info("segmented with %s (%s) on %s in %.1f s", result.model_name, result.configuration, result.device,
+                 result.seconds)
         self.segmented.emit(result)
 

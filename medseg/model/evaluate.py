@@ -42,6 +42,7 @@ class LabelScore:
 class CaseScore:
     case: str
     labels: list[LabelScore] = field(default_factory=list)
+    configuration: str = ""  # the model configuration that segmented the case (when a model did)
 
     def dice(self, name: str) -> float:
         for score in self.labels:
@@ -50,7 +51,10 @@ class CaseScore:
         raise KeyError(name)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"case": self.case, "labels": [s.to_dict() for s in self.labels]}
+        record: dict[str, Any] = {"case": self.case, "labels": [s.to_dict() for s in self.labels]}
+        if self.configuration:
+            record["configuration"] = self.configuration
+        return record
 
 
 def confusion_counts(prediction: np.ndarray, reference: np.ndarray, n_labels: int) -> np.ndarray:
@@ -119,11 +123,13 @@ def evaluate_model(
     progress: ProgressCallback | None = None,
     cancel: CancelToken | None = None,
     predictions: dict[str, Volume] | None = None,
+    configuration: str | None = None,
 ) -> list[CaseScore]:
     """Segment every case of ``dataset`` (or ``specs``) with ``package`` and score it.
 
     ``predictions``, when given, receives each case's label map (the model's values) by case name,
-    so a caller can show the outputs it scored without segmenting again.
+    so a caller can show the outputs it scored without segmenting again. ``configuration``
+    forces one of the model's configurations (default: chosen per case by its spacing).
 
     Labels are matched by name: a label the model has and the dataset does not is not
     scored, and the reverse raises (the model cannot be judged on a label it never makes).
@@ -142,13 +148,15 @@ def evaluate_model(
             cancel.raise_if_cancelled()
         report(progress, number / max(len(specs), 1), f"case {number + 1} of {len(specs)}: {spec.name}", "evaluate")
         case = dataset.load(spec)
-        result = segment(case.image, package, device=device, cancel=cancel)
+        result = segment(case.image, package, device=device, cancel=cancel, configuration=configuration)
         if predictions is not None:
             predictions[spec.name] = result.label_map
         reference = np.zeros(case.label_map.shape_zyx, dtype=np.uint16)
         for value, name in dataset_names.items():
             reference[case.label_map.array == value] = model_index[name]
         scored = {model_index[name]: name for name in dataset_names.values()}
-        scores.append(score_case(result.label_map, case.label_map.with_array(reference), scored, spec.name))
+        score = score_case(result.label_map, case.label_map.with_array(reference), scored, spec.name)
+        score.configuration = result.configuration
+        scores.append(score)
     report(progress, 1.0, "evaluated", "evaluate")
     return scores

@@ -257,7 +257,7 @@ def _choose_configuration(package: Any, configuration: str | None, volume: Volum
         return configuration, configurations[configuration]
     if len(configurations) == 1:
         return next(iter(configurations.items()))
-    plan = package.select(volume.spacing_zyx)
+    plan = package.select(volume.spacing_zyx, volume.shape_zyx)
     for name, candidate in configurations.items():
         if candidate is plan:
             return name, plan

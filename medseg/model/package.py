@@ -325,6 +325,9 @@ __all__ = [
 ]
 
 
+STARTER_NAME = "starter"  # what a user types for the built-in model (medseg plan SERIES --model starter)
+
+
 def starter_model_path() -> Path:
     """The built-in starter model (body, lungs, bones) that ships with medseg."""
     from importlib import resources
@@ -334,9 +337,12 @@ def starter_model_path() -> Path:
 
 def load_model(source: str | Path | None = None) -> ModelPackage:
     """A medseg package, an nnU-Net v2 result folder converted on the fly (nothing is
-    unpickled), or with no source the built-in starter model."""
+    unpickled), or with no source (or the word "starter", when no such file is here) the
+    built-in starter model."""
     from medseg.model.nnunet_import import import_nnunet
 
+    if source is not None and str(source) == STARTER_NAME and not Path(source).exists():
+        source = None
     path = Path(source) if source is not None else starter_model_path()
     if path.is_dir() and (path / "plans.json").is_file() and (path / "dataset.json").is_file():
         return import_nnunet(path)

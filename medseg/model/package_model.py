@@ -15,7 +15,7 @@ import torch
 
 from medseg.errors import ModelError
 from medseg.io.label_colors import color_for
-from medseg.model.plan import Plan, select_configuration
+from medseg.model.plan import ConfigurationChoice, Plan, choose_configuration
 from medseg.model.unet import UNet
 
 
@@ -46,10 +46,14 @@ class ModelPackage:
     def num_folds(self, config_name: str) -> int:
         return len(self.weights.get(config_name, []))
 
-    def select(self, spacing_zyx: Sequence[float]) -> Plan:
+    def select(self, spacing_zyx: Sequence[float], shape_zyx: Sequence[int] | None = None) -> Plan:
         """The configuration that suits a series of this spacing (among those with weights)."""
+        return self.choose(spacing_zyx, shape_zyx).chosen
+
+    def choose(self, spacing_zyx: Sequence[float], shape_zyx: Sequence[int] | None = None) -> ConfigurationChoice:
+        """:meth:`select` with the reasons (each configuration's target against the series)."""
         usable = {name: plan for name, plan in self.configurations.items() if self.num_folds(name)}
-        return select_configuration(usable or self.configurations, spacing_zyx)
+        return choose_configuration(usable or self.configurations, spacing_zyx, shape_zyx)
 
     def validate(self, where: str | Path | None = None) -> None:
         """Raise ModelError if labels, configurations and weights do not fit together."""
@@ -93,3 +97,48 @@ def _check_state_dict(state: dict[str, torch.Tensor], expected: dict[str, tuple[
     for key, shape in expected.items():
         if tuple(state[key].shape) != shape:
             raise ModelError(f"{what}: {key} has shape {tuple(state[key].shape)}, the plan needs {shape}", path=where)
+
+
+# --- one model from several ----------------------------------------------------------------
+def combine_packages(packages: Sequence[ModelPackage], name: str | None = None) -> ModelPackage:
+    """One model holding every configuration of ``packages`` (e.g. a thin- and a thick-slice 3D
+    configuration trained one by one), so that the series' spacing can choose between them.
+
+    The packages must segment the same labels (same values, same names); configuration names
+    must differ (``medseg train --configuration-name`` names them). Each configuration keeps its
+    own package's provenance under ``provenance["configurations"][name]``.
+    """
+    if not packages:
+        raise ModelError("no model packages to combine")
+    first = packages[0]
+    configurations: dict[str, Plan] = {}
+    weights: dict[str, list[dict[str, torch.Tensor]]] = {}
+    onnx: dict[str, bytes | Path] = {}
+    per_configuration: dict[str, Any] = {}
+    for package in packages:
+        where = package.source_path or package.name
+        if package.labels != first.labels:
+            raise ModelError(
+                f"cannot combine: its labels {_label_text(package.labels)} differ from "
+                f"{first.source_path or first.name}'s {_label_text(first.labels)}", path=where)
+        for config_name, plan in package.configurations.items():
+            if config_name in configurations:
+                raise ModelError(
+                    f"cannot combine: configuration {config_name!r} is in more than one of the packages",
+                    path=where, hint="train each with its own --configuration-name")
+            configurations[config_name] = plan
+            if config_name in package.weights:
+                weights[config_name] = package.weights[config_name]
+            if config_name in package.onnx:
+                onnx[config_name] = package.onnx[config_name]
+            per_configuration[config_name] = {k: v for k, v in package.provenance.items() if k != "configurations"}
+    provenance = {"combined_from": [str(p.source_path or p.name) for p in packages],
+                  "configurations": per_configuration}
+    combined = ModelPackage(name=name or first.name, configurations=configurations, labels=dict(first.labels),
+                            colors=dict(first.colors), weights=weights, onnx=onnx, provenance=provenance)
+    combined.validate()
+    return combined
+
+
+def _label_text(labels: dict[int, str]) -> str:
+    return "{" + ", ".join(f"{value}: {name}" for value, name in sorted(labels.items())) + "}"

@@ -29,6 +29,7 @@ from medseg.errors import ModelError
 
 # --- nnU-Net v2 constants (nnunetv2/experiment_planning/experiment_planners) ------------
 ANISOTROPY_THRESHOLD = 3.0  # nnunetv2.configuration.ANISO_THRESHOLD
+MIN_SLICES_3D = 3  # a series with fewer slices gets a model's 2D configuration when it has one
 FEATUREMAP_MIN_EDGE_LENGTH = 4  # UNet_featuremap_min_edge_length: bottleneck edge >= 4
 MAX_NUMPOOL = 999999  # v2 has no pooling cap: depth is limited by the patch size only
 BASE_NUM_FEATURES = 32  # UNet_base_num_features
@@ -480,7 +481,7 @@ def plan_from_fingerprint(
         ([0, 1, 2], [0, 1, 2]) if suppress_transpose else transpose_for_spacing(target)
     )
     new_shapes = [
-        [int(round(sp / t * sh)) for sp, t, sh in zip(spacing, target, shape)]
+        [max(1, int(round(sp / t * sh))) for sp, t, sh in zip(spacing, target, shape)]
         for spacing, shape in zip(spacings, shapes)
     ]
     median_shape = np.median(np.asarray(new_shapes, dtype=float), axis=0)[forward]
@@ -505,10 +506,42 @@ def is_anisotropic(spacing_zyx: Sequence[float], threshold: float = ANISOTROPY_T
     return max(spacing_zyx) / min(spacing_zyx) > threshold
 
 
-def select_configuration(configs: dict[str, Plan], spacing_zyx: Sequence[float]) -> Plan:
-    """Pick the configuration that suits a series of this spacing.
+@dataclass(frozen=True)
+class ConfigurationChoice:
+    """Which configuration a series gets and why: each candidate's target against the series."""
 
-    A thick-slice series (coarsest axis > 3x the finest) prefers configurations made for
+    chosen: Plan
+    series_spacing_zyx: tuple[float, float, float]
+    series_anisotropic: bool
+    candidates: tuple[tuple[str, bool, float], ...]  # (name, suits the series' kind, log-distance of targets)
+    few_slices: bool = False  # fewer than MIN_SLICES_3D slices: 2D configurations preferred
+
+    @property
+    def reason(self) -> str:
+        if self.few_slices and self.chosen.dim == 2 and len(self.candidates) > 1:
+            return (f"the series has fewer than {MIN_SLICES_3D} slices: no 3D context for a 3D configuration, "
+                    f"so the 2D configuration {self.chosen.name}")
+        kind = "thick-slice" if self.series_anisotropic else "near-isotropic"
+        ratio = max(self.series_spacing_zyx) / min(self.series_spacing_zyx)
+        series = " × ".join(f"{s:.3g}" for s in self.series_spacing_zyx)
+        if len(self.candidates) == 1:
+            return f"the model's only configuration (series {series} mm)"
+        suited = [name for name, suits, _ in self.candidates if suits]
+        text = (f"series {series} mm is {kind} (coarsest/finest axis {ratio:.1f}, threshold "
+                f"{ANISOTROPY_THRESHOLD:g}); ")
+        if suited:
+            text += f"configurations made for {kind} data: {', '.join(suited)}; "
+        else:
+            text += f"no configuration is made for {kind} data, so all compete; "
+        return text + f"nearest target spacing: {self.chosen.name}"
+
+
+def choose_configuration(configs: dict[str, Plan], spacing_zyx: Sequence[float],
+                         shape_zyx: Sequence[int] | None = None) -> ConfigurationChoice:
+    """Pick the configuration that suits a series of this spacing (and shape), with the reasons.
+
+    A series of fewer than three slices (``shape_zyx``) gets a 2D configuration when the model
+    has one: a 3D network would see mostly padding. Otherwise a thick-slice series (coarsest axis > 3x the finest) prefers configurations made for
     anisotropic data (2D, or 3D with an anisotropic target spacing), a near-isotropic one
     prefers isotropic 3D configurations; among those, the one whose target spacing is
     nearest in log scale wins, and 3D wins a tie.
@@ -522,8 +555,6 @@ def select_configuration(configs: dict[str, Plan], spacing_zyx: Sequence[float])
     def suits_anisotropic(plan: Plan) -> bool:
         return plan.dim == 2 or is_anisotropic(plan.target_spacing_zyx, plan.anisotropy_threshold)
 
-    candidates = [p for p in configs.values() if suits_anisotropic(p) == series_aniso] or list(configs.values())
-
     def distance(plan: Plan) -> tuple[float, int, str]:
         # The full target (also for 2D, whose axis 0 is the 3D target) so that a 2D and a
         # 3D plan of the same spacing tie and the 3D one wins. Targets are stored in the
@@ -533,4 +564,19 @@ def select_configuration(configs: dict[str, Plan], spacing_zyx: Sequence[float])
         log_gap = sum(abs(math.log(s / t)) for s, t in zip(series, target))
         return (round(log_gap, 9), 0 if plan.dim == 3 else 1, plan.name)
 
-    return min(candidates, key=distance)
+    few_slices = shape_zyx is not None and min(shape_zyx) < MIN_SLICES_3D
+    if few_slices and any(plan.dim == 2 for plan in configs.values()):
+        suits = {name: plan.dim == 2 for name, plan in configs.items()}
+    else:
+        suits = {name: suits_anisotropic(plan) == series_aniso for name, plan in configs.items()}
+    candidates = [p for name, p in configs.items() if suits[name]] or list(configs.values())
+    chosen = min(candidates, key=distance)
+    rows = tuple((name, suits[name], distance(plan)[0]) for name, plan in configs.items())
+    return ConfigurationChoice(chosen, tuple(float(s) for s in spacing_zyx), series_aniso, rows,  # type: ignore[arg-type]
+                               few_slices)
+
+
+def select_configuration(configs: dict[str, Plan], spacing_zyx: Sequence[float],
+                         shape_zyx: Sequence[int] | None = None) -> Plan:
+    """The configuration :func:`choose_configuration` picks for a series of this spacing (and shape)."""
+    return choose_configuration(configs, spacing_zyx, shape_zyx).chosen

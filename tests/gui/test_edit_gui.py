@@ -243,3 +243,40 @@ def test_segment_panel_shows_the_plan_for_this_series(window, chest, artifacts_d
     devices = [panel.device_box.itemData(i) for i in range(panel.device_box.count())]
     assert devices[0] == "auto" and "cpu" in devices
     window.grab().save(str(artifacts_dir / "gui_segment_plan_panel.png"))
+
+
+def test_segment_panel_says_which_configuration_and_why_and_lets_the_user_choose(window, chest, qtbot, artifacts_dir,
+                                                                                  tmp_path):
+    import sys
+    from pathlib import Path
+
+    from medseg.gui import app_shell
+    from medseg.model.package import save_package
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "model"))
+    from small_packages import starter_like_package  # 2d, 3d_thin, 3d_thick (random weights)
+
+    model = starter_like_package()
+    app_shell.settings().setValue("model/path", str(save_package(model, tmp_path / "three_configurations")))
+    panel = window.segment_panel
+    panel.refresh()
+    box = panel.configuration_box
+    assert box.isVisibleTo(window)
+    assert [box.itemData(i) for i in range(box.count())] == [None, *model.configurations]
+    # automatic: lung1's 5 mm slices over 0.57 mm pixels are thick-slice, so the thick 3D configuration
+    text = panel.plan_label.toPlainText()
+    assert text.splitlines()[0].startswith("3d_thick") and "is thick-slice" in text
+    for name, plan in model.configurations.items():  # every configuration's target is listed beside the series'
+        assert f"{name}: target {' × '.join(f'{s:.3g}' for s in plan.target_spacing_zyx)} mm" in text
+    window.grab().save(str(artifacts_dir / "gui_segment_configuration_auto.png"))
+    # the user's override is shown, said, and is what runs
+    box.setCurrentIndex(box.findData("2d"))
+    text = panel.plan_label.toPlainText()
+    assert text.splitlines()[0].startswith("2d") and "chosen by you (the spacing would choose 3d_thick)" in text
+    window.grab().save(str(artifacts_dir / "gui_segment_configuration_override.png"))
+    with qtbot.waitSignal(window.loader.segmented, timeout=300_000) as blocker:
+        window.segment_action.trigger()
+    assert blocker.args[0].configuration == "2d"
+    assert "(2d, " in window.overlay_panel.source_label.text()
+    box.setCurrentIndex(0)
+    assert panel.configuration is None and panel.plan_label.toPlainText().splitlines()[0].startswith("3d_thick")

@@ -252,3 +252,53 @@ def training_checkpoint(network: torch.nn.Module, plans: dict, dataset_json: dic
         "trainer_name": trainer_name,
         "inference_allowed_mirroring_axes": tuple(range(dim)),
     }
+
+
+def nnunet_folder_from_package(package, configuration: str, root: Path) -> Path:
+    """An nnU-Net v2 result folder holding ``configuration`` of a medseg package: the same
+    network (stages, strides, kernels, features) and the same weights, for nnUNetPredictor.
+
+    The plan's CT normalisation becomes nnU-Net's intensity properties. nnU-Net reads arrays
+    as stored, while medseg-trained plans read them in LPS: give both an image whose
+    direction is the identity and they see the same array.
+    """
+    plan = package.configurations[configuration]
+    if plan.dim != 3 or list(plan.transpose_forward) != [0, 1, 2]:
+        raise ValueError("only untransposed 3D configurations are exported")
+    norm = plan.normalization
+    intensity = {"mean": norm["mean"], "std": norm["std"], "percentile_00_5": norm["percentile_00_5"],
+                 "percentile_99_5": norm["percentile_99_5"], "median": norm["mean"],
+                 "min": norm["percentile_00_5"], "max": norm["percentile_99_5"]}
+    divisor = np.prod(np.asarray(plan.strides), axis=0)
+    plans = fixture_plans(plan.target_spacing_zyx, plan.patch_size, 1, plan.features_per_stage[0], "3d_fullres",
+                          intensity)
+    config = plans["configurations"]["3d_fullres"]
+    config["patch_size"] = [int(p) for p in plan.patch_size]
+    assert not any(p % d for p, d in zip(plan.patch_size, divisor))
+    config["architecture"]["arch_kwargs"].update({
+        "n_stages": plan.num_stages,
+        "features_per_stage": [int(f) for f in plan.features_per_stage],
+        "kernel_sizes": [[int(k) for k in kernel] for kernel in plan.kernel_sizes],
+        "strides": [[int(s) for s in stride] for stride in plan.strides],
+        "n_conv_per_stage": [int(n) for n in plan.n_conv_per_stage_encoder],
+        "n_conv_per_stage_decoder": [int(n) for n in plan.n_conv_per_stage_decoder],
+    })
+    labels = [package.labels[value] for value in sorted(package.labels)]
+    dataset_json = fixture_dataset_json(labels)
+    folder = Path(root) / DATASET_NAME / f"nnUNetTrainer__{PLANS_NAME}__3d_fullres"
+    (folder / "fold_0").mkdir(parents=True, exist_ok=True)
+    (folder / "plans.json").write_text(json.dumps(plans, indent=2))
+    (folder / "dataset.json").write_text(json.dumps(dataset_json, indent=2))
+    network = build_nnunet_network(plans, "3d_fullres", len(labels))
+    state = package.weights[configuration][0]
+    missing, unexpected = network.load_state_dict(state, strict=False)
+    if unexpected or any(not _is_alias(key) for key in missing):
+        raise ValueError(f"weights do not fit nnU-Net's network: missing {missing[:3]}, unexpected {unexpected[:3]}")
+    torch.save(training_checkpoint(network, plans, dataset_json, "3d_fullres", 0, "nnUNetTrainer", 3),
+               folder / "fold_0" / "checkpoint_final.pth")
+    return folder
+
+
+def _is_alias(key: str) -> bool:
+    # nnU-Net's modules reach the same tensors through a second path (medseg.model.unet drops them)
+    return key.startswith("decoder.encoder.") or ".all_modules." in key

@@ -185,10 +185,22 @@ class TrainingRun:
                     yield self._message(f"{case.name}: {note}")
             self.raw_cases.append(case)
 
+    def _base_configuration(self, base: Any) -> str:
+        """Which of the base model's configurations to fine-tune: the one named by the plan
+        options (``--configuration-name`` or ``--configuration``), else its first."""
+        for wanted in (self.plan_options.get("name"), self.plan_options.get("configuration")):
+            if wanted and wanted in base.configurations:
+                return wanted
+        named = self.plan_options.get("name")
+        if named:
+            raise ModelError(f"the base model '{base.name}' has no configuration {named!r}",
+                             hint=f"it has {', '.join(base.configurations)}")
+        return next(iter(base.configurations))
+
     def choose_plan(self) -> Events:
         base = self.base_package
         if base is not None:
-            configuration = self.plan.name if self.plan is not None else next(iter(base.configurations))
+            configuration = self.plan.name if self.plan is not None else self._base_configuration(base)
             self.plan = base.configurations[configuration]
             self.base_labels = dict(base.labels)
             self.base_state = dict(base.weights[configuration][0])
