@@ -25,7 +25,12 @@ Peak RSS is also printed per phase (read, preprocess, network, stitching, resamp
 write), each phase's own peak (benchmarks/rss_phases.py), and --repeats N runs every peer
 N times, interleaved, and prints the median and spread.
 
-Run: .venv/bin/python benchmarks/bench_infer.py [--network fast fullres] [--threads 2] [--repeats 3]
+The starter model's 3D configurations (``--network starter-thin starter-thick``) run on the kind of
+series each is chosen for: lung1 interpolated to 0.8 mm slices (512 x 512 x 300) and lung1 itself
+(5 mm); the goal is a 512 x 512 x 300 series in <= 60 s on the 2-core CPU.
+
+Run: .venv/bin/python benchmarks/bench_infer.py [--network fast fullres starter-thin starter-thick]
+     [--threads 2] [--repeats 3]
 """
 
 from __future__ import annotations
@@ -57,7 +62,13 @@ NETWORKS = {
              "seed": 3},
     # the small network this benchmark used before (fixed overheads dominate; kept for comparison).
     "tiny": {"spacing_zyx": (5.0, 3.0, 3.0), "patch_size": (32, 64, 64), "n_stages": 4, "base_features": 16, "seed": 3},
+    # the shipped starter model's 3D configurations, each on the kind of series it is chosen for:
+    # medseg runs the starter package as a user does (the spacing chooses), nnU-Net and MONAI the
+    # same network and weights written as an nnU-Net result folder (tests/model/nnunet_fixture.py).
+    "starter-thin": {"starter": "3d_thin", "ct": "thin"},
+    "starter-thick": {"starter": "3d_thick", "ct": "thick"},
 }
+THIN_SLICES = 300  # lung1 (5 mm) interpolated to 0.8 mm slices: a 512 x 512 x 300 thin-slice series
 MODEL = NETWORKS["tiny"]
 PEERS = ("nnunet", "monai", "medseg-torch", "medseg-onnx")
 
@@ -105,10 +116,11 @@ def run_monai(model: Path, image: Path, out: Path) -> None:
 def run_medseg(model: Path, image: Path, out: Path, device: str) -> None:
     from medseg.io import load, write_image
     from medseg.model.infer import segment
-    from medseg.model.nnunet_import import import_nnunet
+    from medseg.model.package import load_model
 
-    package = import_nnunet(model)
+    package = load_model(model)  # an nnU-Net result folder (imported on the fly) or a medseg package
     result = segment(load(image), package, device=device)
+    print(json.dumps({"configuration": result.configuration}), file=sys.stderr)
     out.mkdir(parents=True, exist_ok=True)
     write_image(result.label_map, out / "case.nii.gz")
     if result.fallbacks:
@@ -119,11 +131,13 @@ def instrument_medseg(phases: PhasePeaks) -> None:
     import medseg.io
     import medseg.model.infer as infer
     import medseg.model.nnunet_import as nnunet_import
+    import medseg.model.package
     import medseg.model.preprocess as preprocess
     from medseg.model import backends
 
     phases.wrap(medseg.io, "load", "read CT")
     phases.wrap(nnunet_import, "import_nnunet", "load model package")
+    phases.wrap(medseg.model.package, "load_package", "load model package")
     phases.wrap(infer, "preprocess", "preprocess (float32 crop copy)")
     phases.wrap(preprocess, "reoriented", "  orientation")
     phases.wrap(preprocess, "nonzero_bbox", "  crop bounding box")
@@ -185,12 +199,34 @@ def child(peer: str, model: Path, image: Path, out: Path, threads: int) -> None:
 # --- the parent: build the model, run the peers, compare -----------------------------------------------
 
 
-def build_model(root: Path, labels: int, network: str = "tiny") -> Path:
+def build_model(root: Path, labels: int, network: str = "tiny", starter: str = "starter") -> Path:
     sys.path.insert(0, str(REPO / "tests" / "model"))
-    from nnunet_fixture import make_nnunet_result_folder
+    from nnunet_fixture import make_nnunet_result_folder, nnunet_folder_from_package
+
+    if "starter" in NETWORKS[network]:
+        from medseg.model.package import load_model
+
+        return nnunet_folder_from_package(load_model(starter), NETWORKS[network]["starter"], root)
 
     names = ["background"] + [f"organ_{i}" for i in range(1, labels)]
     return make_nnunet_result_folder(root, labels=names, **NETWORKS[network])
+
+
+def thin_ct(work: Path) -> Path:
+    """lung1 interpolated (linear) to 0.8 mm slices: 512 x 512 x 300, identity direction."""
+    import SimpleITK as sitk
+
+    path = work / f"lung1_{THIN_SLICES}_slices.nrrd"
+    if not path.exists():
+        image = sitk.ReadImage(str(CT))
+        size = list(image.GetSize())
+        spacing = list(image.GetSpacing())
+        spacing[2] = spacing[2] * (size[2] - 1) / (THIN_SLICES - 1)
+        size[2] = THIN_SLICES
+        thin = sitk.Resample(image, size, sitk.Transform(), sitk.sitkLinear, image.GetOrigin(), spacing,
+                             image.GetDirection(), -1024.0, image.GetPixelID())
+        sitk.WriteImage(thin, str(path))
+    return path
 
 
 def cropped_ct(work: Path, slices: int | None) -> Path:
@@ -210,9 +246,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--labels", type=int, default=14)
-    parser.add_argument("--network", nargs="+", choices=tuple(NETWORKS), default=["fast", "fullres"],
-                        help="networks to run (default: fast fullres; fullres takes many minutes per peer on 2 cores)")
+    parser.add_argument("--network", nargs="+", choices=tuple(NETWORKS),
+                        default=["starter-thin", "starter-thick", "fast", "fullres"],
+                        help="networks to run (default: starter-thin starter-thick fast fullres; fullres takes many "
+                             "minutes per peer on 2 cores)")
     parser.add_argument("--peers", nargs="+", choices=PEERS, default=list(PEERS))
+    parser.add_argument("--starter", default="starter",
+                        help="model package for the starter-* networks (default: the built-in starter)")
     parser.add_argument("--repeats", type=int, default=1, help="runs per peer (the table shows their spread)")
     parser.add_argument("--crop-slices", type=int, help="use only the middle N slices of the CT (profiling)")
     parser.add_argument("--child", nargs=4, metavar=("PEER", "MODEL", "IMAGE", "OUT"), help=argparse.SUPPRESS)
@@ -225,7 +265,10 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="bench_infer_"))
     ct = cropped_ct(work, args.crop_slices)
     for network in args.network:
-        code = bench_network(work / network, network, ct, args)
+        if NETWORKS[network].get("ct") == "thin":
+            code = bench_network(work / network, network, thin_ct(work), args)
+        else:
+            code = bench_network(work / network, network, ct, args)
         if code:
             return code
     return 0
@@ -259,29 +302,49 @@ def phase_table(runs: list[dict]) -> str:
 def bench_network(work: Path, network: str, ct: Path, args: argparse.Namespace) -> int:
     import SimpleITK as sitk
 
-    model = build_model(work / "results", args.labels, network)
-    size = sitk.ReadImage(str(ct)).GetSize()
     spec = NETWORKS[network]
-    print(f"\n== network {network!r}: {spec['n_stages']} stages, {spec['base_features']} -> "
-          f"{min(spec['base_features'] * 2 ** (spec['n_stages'] - 1), 320)} features, patch {spec['patch_size']} at "
-          f"{spec['spacing_zyx']} mm, {args.labels} labels, random weights (seed {spec['seed']}); CT "
-          f"{ct.name}: {size[0]}x{size[1]}x{size[2]} voxels; {args.threads} threads; CPU only; "
-          f"{args.repeats} run(s) per peer, interleaved", flush=True)
+    if "starter" in spec:
+        from medseg.model.package import load_model
+
+        starter = load_model(args.starter)
+        if spec["starter"] not in starter.configurations:
+            print(f"\n== network {network!r}: the model {args.starter!r} has no {spec['starter']} configuration "
+                  f"(it has {', '.join(starter.configurations)}): skipped", flush=True)
+            return 0
+    model = build_model(work / "results", args.labels, network, args.starter)
+    size = sitk.ReadImage(str(ct)).GetSize()
+    if "starter" in spec:
+        plan = starter.configurations[spec["starter"]]
+        what = (f"the starter model's {spec['starter']} configuration ({plan.num_stages} stages, features "
+                f"{plan.features_per_stage}, patch {tuple(plan.patch_size)} at {tuple(plan.target_spacing_zyx)} mm, "
+                f"trained weights; medseg runs the package, which chooses by spacing)")
+        medseg_model = starter.source_path or args.starter
+        models = {peer: (medseg_model if peer.startswith("medseg") else model) for peer in args.peers}
+    else:
+        what = (f"{spec['n_stages']} stages, {spec['base_features']} -> "
+                f"{min(spec['base_features'] * 2 ** (spec['n_stages'] - 1), 320)} features, patch {spec['patch_size']} "
+                f"at {spec['spacing_zyx']} mm, {args.labels} labels, random weights (seed {spec['seed']})")
+        models = {peer: model for peer in args.peers}
+    print(f"\n== network {network!r}: {what}; CT {ct.name}: {size[0]}x{size[1]}x{size[2]} voxels; "
+          f"{args.threads} threads; CPU only; {args.repeats} run(s) per peer, interleaved", flush=True)
     results: dict[str, dict] = {peer: {"runs": []} for peer in args.peers}
     for repeat in range(args.repeats):
         for peer in args.peers:  # interleaved, so that a busy spell of the machine hits every peer alike
             out = work / f"{peer}_{repeat}"
             started = time.perf_counter()
             done = subprocess.run([sys.executable, __file__, "--threads", str(args.threads), "--child", peer,
-                                   str(model), str(ct), str(out)], capture_output=True, text=True, cwd=REPO)
+                                   str(models[peer]), str(ct), str(out)], capture_output=True, text=True, cwd=REPO)
             wall = time.perf_counter() - started
             if done.returncode != 0:
                 print(f"{peer} failed:\n{done.stderr[-3000:]}")
                 return 1
             record = json.loads(done.stdout.strip().splitlines()[-1])
             record["process_seconds"] = wall
+            chosen = [json.loads(line)["configuration"] for line in done.stderr.splitlines()
+                      if line.startswith('{"configuration"')]
             print(f"  {peer} run {repeat + 1}: job {record['seconds']:.1f} s, process {wall:.1f} s, "
-                  f"peak RSS {record['peak_rss_mb']:.0f} MB", flush=True)
+                  f"peak RSS {record['peak_rss_mb']:.0f} MB{' (configuration ' + chosen[0] + ')' if chosen else ''}",
+                  flush=True)
             labels = sitk.GetArrayFromImage(sitk.ReadImage(str(next(out.glob("case.nii.gz")))))
             if "labels" in results[peer] and not (labels == results[peer]["labels"]).all():
                 print(f"  warning: {peer}'s labels differ between runs", flush=True)
