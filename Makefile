@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup run test lint bench starter liver clean installer installer-test
+.PHONY: setup run test lint bench starter starter-v2 liver clean installer installer-test
 
 $(STAMP): pyproject.toml .ci/system-deps
 	bash .ci/system-deps
@@ -41,6 +41,33 @@ starter: $(STAMP)
 	$(PY) -m medseg evaluate build/starter resources/models/starter/training_set.json --data-root $(DATA) --held-out --record
 	$(PY) -m medseg export build/starter --format package -o build/starter \
 		--check-image $(DATA)/ct/totalsegmentator/example_ct_dicom
+
+# Starter v2 (issue 13, not shipped yet: see resources/models/starter/README.md, 'Starter v2'):
+# three configurations planned by medseg's planner, trained one after the other on the same
+# cases, combined into one package (a verified ONNX model each), then scored on the held-out
+# scans (per configuration, and as the app chooses) against the rule labels and TotalSegmentator:
+#   2d       3 x 2 x 2 mm, slice by slice (single slices; CPU fine-tuning starts from it),
+#   3d_thin  1.5 mm isotropic (near-isotropic series),
+#   3d_thick 5 mm slices, 1.5 mm in-plane (thick-slice series; z unpooled until in-plane catches up).
+# About 20-25 minutes per configuration on a free 2-core CPU. The result lands in build/starter_v2.
+V2_SET := resources/models/starter/training_set_v2.json
+V2_COMMON := --data-root $(DATA) --validate-every 10 --threads 2 --base-features 16 --max-features 64
+V2_2D := --configuration 2d --configuration-name 2d --target-spacing 3 2 2 --memory-gb 0.35 \
+	--epochs 40 --iterations 40 --batch-size 6
+V2_3D := --configuration 3d_fullres --memory-gb 0.6 --epochs 30 --iterations 40 --batch-size 2
+V2_SCORE := --data-root $(DATA) --held-out --record
+starter-v2: $(STAMP)
+	$(PY) -m medseg train $(V2_SET) --out build/starter_2d $(V2_COMMON) $(V2_2D)
+	$(PY) -m medseg train $(V2_SET) --out build/starter_thin $(V2_COMMON) $(V2_3D) \
+		--configuration-name 3d_thin --target-spacing 1.5 1.5 1.5
+	$(PY) -m medseg train $(V2_SET) --out build/starter_thick $(V2_COMMON) $(V2_3D) \
+		--configuration-name 3d_thick --target-spacing 5 1.5 1.5
+	$(PY) -m medseg export build/starter_2d build/starter_thin build/starter_thick --format package \
+		-o build/starter_v2 --check-image $(DATA)/ct/totalsegmentator/example_ct_dicom
+	$(PY) -m medseg evaluate build/starter_v2 $(V2_SET) $(V2_SCORE)
+	for c in 2d 3d_thin 3d_thick; do \
+		$(PY) -m medseg evaluate build/starter_v2 $(V2_SET) $(V2_SCORE) --configuration $$c || exit 1; done
+	$(PY) -m medseg evaluate build/starter_v2 resources/models/starter/reference_totalsegmentator.json $(V2_SCORE)
 
 # Fine-tune the starter model with a new label, the liver, and score it on another patient
 # (tests/model/test_finetune_liver.py runs the same recipe).

@@ -116,3 +116,29 @@ def test_a_configuration_written_as_an_nnunet_folder_segments_as_in_medseg(ct_di
     ours = segment(load(tmp_path / "ct.nrrd"), package, device="cpu").label_map.array
     assert len(set(ours.ravel().tolist())) >= 3  # random weights, but not a constant output
     assert (ours == theirs).mean() >= 0.9999
+
+
+def test_evaluate_scores_one_configuration_or_the_spacings_choice_and_records_which(tmp_path: Path, capsys) -> None:
+    model = save_package(starter_like_package(), tmp_path / "model")
+    manifest = tmp_path / "dataset.json"
+    manifest.write_text(json.dumps({
+        "name": "phantoms", "labels": ["body", "lungs", "bones"],
+        # phantom spacing is (x, y, z) mm: 1.5 mm isotropic is near-isotropic, 6 mm slices over 1.5 mm pixels thick
+        "cases": [{"name": "thin", "phantom": {"seed": 1, "shape": [24, 64, 64], "spacing": [1.5, 1.5, 1.5]},
+                   "label_rule": "starter"},
+                  {"name": "thick", "phantom": {"seed": 2, "shape": [12, 64, 64], "spacing": [1.5, 1.5, 6.0]},
+                   "label_rule": "starter"}],
+        "validation": ["thin", "thick"]}))
+    capsys.readouterr()
+    assert main(["evaluate", str(model), str(manifest), "--held-out", "--json", "--record"]) == 0
+    done = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert {case["case"]: case["configuration"] for case in done["cases"]} == {"thin": "3d_thin", "thick": "3d_thick"}
+    assert main(["evaluate", str(model), str(manifest), "--held-out", "--json", "--record",
+                 "--configuration", "2d"]) == 0
+    done = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert done["configuration"] == "2d" and {case["configuration"] for case in done["cases"]} == {"2d"}
+    evaluations = load_package(model).provenance["evaluations"]  # both kept, told apart by configuration
+    assert [(e["configuration"], e["configuration_per_case"]) for e in evaluations] == [
+        (None, {"thin": "3d_thin", "thick": "3d_thick"}), ("2d", {"thin": "2d", "thick": "2d"})]
+    assert main(["evaluate", str(model), str(manifest), "--configuration", "3d_medium"]) != 0
+    assert "no configuration '3d_medium'" in capsys.readouterr().err
