@@ -270,3 +270,29 @@ def test_medseg_plans_see_every_image_in_one_orientation(ct_dir: Path) -> None:
         results[orientation] = np.mean(change.apply(on_ras.array) == on_lps.array)
     assert results["LPS"] == 1.0
     assert results[None] < 0.99  # read as stored, the random network sees two different images
+
+
+def test_fine_tuning_a_model_of_several_configurations_takes_the_one_named(small_dataset, tmp_path: Path) -> None:
+    import dataclasses
+
+    from medseg.errors import ModelError
+    from medseg.model.package import ModelPackage
+
+    first, second = tiny_plan(), dataclasses.replace(tiny_plan(), name="2d_wide", patch_size=(64, 64))
+    torch.manual_seed(0)
+    labels = {0: "background", 1: "body", 2: "lungs", 3: "bones"}
+    base = ModelPackage(name="two", configurations={"2d": first, "2d_wide": second}, labels=labels,
+                        weights={plan.name: [build_network(plan, 4).state_dict()] for plan in (first, second)})
+    config = TrainConfig(epochs=1, iterations_per_epoch=1, batch_size=2, seed=1)
+    small_dataset.validation = []
+    result = run_training(small_dataset, tmp_path / "tuned", config, base_package=base,
+                          plan_options={"name": "2d_wide"})
+    assert any("configuration 2d_wide" in m for m in result.messages)
+    assert list(load_package(tmp_path / "tuned").configurations) == ["2d_wide"]
+    with pytest.raises(ModelError, match="no configuration '3d_thin'") as error:
+        run_training(small_dataset, tmp_path / "none", config, base_package=base, plan_options={"name": "3d_thin"})
+    assert "2d, 2d_wide" in str(error.value.hint)
+    # nothing named (the CLI's default --configuration 3d_fullres is not one of them): the first
+    result = run_training(small_dataset, tmp_path / "first", config, base_package=base,
+                          plan_options={"configuration": "3d_fullres"})
+    assert list(load_package(tmp_path / "first").configurations) == ["2d"]
