@@ -33,6 +33,11 @@ def available_devices() -> list[tuple[str, str]]:
     return devices
 
 
+def _mm(values) -> str:
+    """Spacings as the panel writes them: 5 × 0.57 × 0.57."""
+    return " × ".join(f"{v:.3g}" for v in values)
+
+
 def plan_summary(package: Any, spacing_zyx: tuple[float, float, float], shape_zyx: tuple[int, int, int],
                  step_size: float = 0.5, configuration: str | None = None) -> str:
     """The plan this series would run with, as rich text: the configuration, why, and its strides.
@@ -49,7 +54,7 @@ def plan_summary(package: Any, spacing_zyx: tuple[float, float, float], shape_zy
     else:
         plan = choice.chosen
         why = choice.reason
-    targets = "".join(f"<br>&nbsp;&nbsp;{name}: target {' × '.join(f'{s:.3g}' for s in package.configurations[name].target_spacing_zyx)} mm"
+    targets = "".join(f"<br>&nbsp;&nbsp;{name}: target {_mm(package.configurations[name].target_spacing_zyx)} mm"
                       for name, _, _ in choice.candidates) if len(package.configurations) > 1 else ""
     target = plan.target_spacing_zyx
     resampled = [max(1, round(n * s / t)) for n, s, t in zip(shape_zyx, spacing_zyx, target)]
@@ -69,8 +74,8 @@ def plan_summary(package: Any, spacing_zyx: tuple[float, float, float], shape_zy
     axes = "z, y, x" if plan.dim == 3 else "y, x"
     return (
         f"<b>{plan.name}</b> ({plan.dim}D U-Net)<br>{why}{targets}<br>"
-        f"spacing (z, y, x): series {' × '.join(f'{s:.3g}' for s in spacing_zyx)} mm<br>"
-        f"→ target {' × '.join(f'{s:.3g}' for s in target)} mm<br>patch ({axes}) {' × '.join(str(p) for p in patch)}, {len(plan.strides)} stages, "
+        f"spacing (z, y, x): series {_mm(spacing_zyx)} mm<br>"
+        f"→ target {_mm(target)} mm<br>patch ({axes}) {' × '.join(str(p) for p in patch)}, {len(plan.strides)} stages, "
         f"{tiles} tiles at step {step_size:g}<br>"
         f"memory ≈ {stitching_mb + tile_mb:.0f} MB<br>({stitching_mb:.0f} MB stitching, {tile_mb:.0f} MB per tile)"
         f"<table><tr><th>stage</th><th>stride</th><th>features</th></tr>{strides}</table>"

@@ -541,7 +541,8 @@ def choose_configuration(configs: dict[str, Plan], spacing_zyx: Sequence[float],
     """Pick the configuration that suits a series of this spacing (and shape), with the reasons.
 
     A series of fewer than three slices (``shape_zyx``) gets a 2D configuration when the model
-    has one: a 3D network would see mostly padding. Otherwise a thick-slice series (coarsest axis > 3x the finest) prefers configurations made for
+    has one: a 3D network would see mostly padding. Otherwise a thick-slice series (coarsest
+    axis > 3x the finest) prefers configurations made for
     anisotropic data (2D, or 3D with an anisotropic target spacing), a near-isotropic one
     prefers isotropic 3D configurations; among those, the one whose target spacing is
     nearest in log scale wins, and 3D wins a tie.
