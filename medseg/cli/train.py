@@ -58,6 +58,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     plan.add_argument("--base-features", type=int, help="channels of the first stage (nnU-Net: 32)")
     plan.add_argument("--max-features", type=int, help="cap on channels per stage (nnU-Net: 320)")
     plan.add_argument("--stages", type=int, help="at most this many resolution stages")
+    plan.add_argument("--inflate-from", metavar="MODEL2D",
+                      help="start the planned 3D configuration from this model's 2D configuration: its kernels "
+                           "become the centre slice of the 3D kernels (same labels, features and in-plane strides)")
     parser.add_argument("--json", action="store_true",
                         help="print the event stream, one JSON object per line (schema: README, 'Machine-readable "
                              "progress'): started, iteration, epoch, checkpoint, message, fallback, done/failed")
@@ -94,6 +97,11 @@ def _train(args: argparse.Namespace, is_main: bool, events) -> int:
         from medseg.model.package import load_package
 
         base = load_package(args.base)
+    flat = None
+    if args.inflate_from:
+        from medseg.model.package import load_package
+
+        flat = load_package(args.inflate_from)
     augmentation = NO_AUGMENTATION if args.no_augment else AugmentConfig()
     if args.no_mirror:
         augmentation = dataclasses.replace(augmentation, p_mirror=0.0)
@@ -120,7 +128,8 @@ def _train(args: argparse.Namespace, is_main: bool, events) -> int:
     first_step: tuple[float, int] | None = None  # ETA from the training steps only (not the loading)
     last_print = 0.0
     command = "medseg " + shlex.join(args.argv)
-    generator = train(dataset, args.out, config, base_package=base, resume=args.resume, plan_options=plan_options,
+    generator = train(dataset, args.out, config, base_package=base, inflate_from=flat, resume=args.resume,
+                      plan_options=plan_options,
                       work_dir=args.work_dir, provenance={"training_command": command})
     result = None
     while True:

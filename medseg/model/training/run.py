@@ -41,6 +41,7 @@ from medseg.model.training.config import (
 )
 from medseg.model.training.distributed import DistributedContext, setup_distributed
 from medseg.model.training.heads import adapt_state_to_labels
+from medseg.model.training.inflate import check_inflatable, inflate_state
 from medseg.model.training.sampling import PreparedCase, local_batch, prepare_case
 from medseg.model.training.validation import validate_with_loss
 from medseg.model.unet import build_network
@@ -87,7 +88,7 @@ class TrainingRun:
 
     def __init__(
         self, dataset: Dataset, out_dir: str | Path, config: TrainConfig | None = None, *,
-        plan: Plan | None = None, base_package: Any = None, resume: bool = False,
+        plan: Plan | None = None, base_package: Any = None, inflate_from: Any = None, resume: bool = False,
         plan_options: Mapping[str, Any] | None = None, work_dir: str | Path | None = None,
         progress: ProgressCallback | None = None, cancel: CancelToken | None = None,
         provenance: Mapping[str, Any] | None = None,
@@ -98,6 +99,10 @@ class TrainingRun:
         self.config = config or TrainConfig()
         self.plan = plan
         self.base_package = base_package
+        self.inflate_from = inflate_from
+        if base_package is not None and inflate_from is not None:
+            raise ModelError("fine-tune from a model (--from) or start a 3D plan from a 2D model "
+                             "(--inflate-from), not both")
         self.resume = resume
         self.plan_options = dict(plan_options or {})
         self.work_dir = Path(work_dir) if work_dir is not None else default_work_dir(self.out_dir)
@@ -114,6 +119,7 @@ class TrainingRun:
         self.fingerprint: Fingerprint | None = None
         self.base_labels: dict[int, str] | None = None
         self.base_state: dict[str, torch.Tensor] | None = None
+        self.inflate_state: dict[str, torch.Tensor] | None = None
         self.start_epoch = 0
         self.best_dice = -math.inf
         self.best_epoch: int | None = None
@@ -213,6 +219,28 @@ class TrainingRun:
         self.fingerprint = fingerprint_cases(self.raw_cases, seed=self.config.seed)
         if self.plan is None:
             self.plan = plan_for_dataset(self.fingerprint, len(self.labels), **self.plan_options)
+        if self.inflate_from is not None:
+            yield from self._choose_inflation(self.inflate_from)
+
+    def _choose_inflation(self, source: Any) -> Events:
+        """Check that ``source``'s 2D configuration fits the 3D plan; keep its weights for build()."""
+        assert self.plan is not None
+        flat = [c for c in source.configurations.values() if c.dim == 2]
+        if not flat:
+            raise ModelError(f"'{source.name}' has no 2D configuration to start from",
+                             hint=f"it has {', '.join(source.configurations)}")
+        own = [self.labels[k] for k in sorted(self.labels)]
+        theirs = [source.labels[k] for k in sorted(source.labels)]
+        if own != theirs:
+            raise ModelError(f"'{source.name}' has the labels {', '.join(theirs)}; this dataset has {', '.join(own)}",
+                             hint="start from a 2D model of the same labels")
+        check_inflatable(flat[0], self.plan)
+        self.inflate_state = dict(source.weights[flat[0].name][0])
+        same_norm = flat[0].normalization == self.plan.normalization
+        yield self._message(
+            f"3D configuration '{self.plan.name}' starts from the 2D configuration '{flat[0].name}' of "
+            f"'{source.name}' (its kernels as the centre slice)"
+            + ("" if same_norm else "; note: the intensity normalisation differs from the 2D model's"))
 
     def prepare_cases(self) -> Events:
         assert self.plan is not None
@@ -241,6 +269,8 @@ class TrainingRun:
             self.network.load_state_dict(state, strict=True)
             if message:
                 yield self._message(message)
+        elif self.inflate_state is not None:
+            self.network.load_state_dict(inflate_state(self.inflate_state, self.network), strict=True)
         self.optimizer = make_optimizer(self.network, config)
         self.model: torch.nn.Module = self.network
         if ctx.distributed:
@@ -376,6 +406,7 @@ class TrainingRun:
             "config": self.config.to_dict(),
             "world_size": self.ctx.world_size,
             "base_model": getattr(self.base_package, "name", None),
+            "inflated_from": getattr(self.inflate_from, "name", None),
             "history": self.history,
             "messages": self.messages,
             **self.extra_provenance,
