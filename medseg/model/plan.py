@@ -543,7 +543,9 @@ def choose_configuration(configs: dict[str, Plan], spacing_zyx: Sequence[float],
     A series of fewer than three slices (``shape_zyx``) gets a 2D configuration when the model
     has one: a 3D network would see mostly padding. Otherwise a thick-slice series (coarsest
     axis > 3x the finest) prefers configurations made for
-    anisotropic data (2D, or 3D with an anisotropic target spacing), a near-isotropic one
+    anisotropic data (2D, or 3D with an anisotropic target spacing or a first stage that does
+    not convolve along one axis, as the planner makes for slices over twice the pixel size),
+    a near-isotropic one
     prefers isotropic 3D configurations; among those, the one whose target spacing is
     nearest in log scale wins, and 3D wins a tie.
     """
@@ -554,7 +556,10 @@ def choose_configuration(configs: dict[str, Plan], spacing_zyx: Sequence[float],
     series_aniso = is_anisotropic(spacing_zyx)
 
     def suits_anisotropic(plan: Plan) -> bool:
-        return plan.dim == 2 or is_anisotropic(plan.target_spacing_zyx, plan.anisotropy_threshold)
+        # e.g. 5 x 2 x 2 mm is under the threshold of 3, yet its plan keeps z flat (kernel 1)
+        # until in-plane catches up: it was made for thick slices
+        flat_axis = plan.dim == 3 and 1 in plan.kernel_sizes[0]
+        return plan.dim == 2 or flat_axis or is_anisotropic(plan.target_spacing_zyx, plan.anisotropy_threshold)
 
     def distance(plan: Plan) -> tuple[float, int, str]:
         # The full target (also for 2D, whose axis 0 is the 3D target) so that a 2D and a

@@ -41,6 +41,21 @@ def test_combined_model_holds_both_configurations_and_the_spacing_chooses(thin_a
     assert [row[0] for row in choice.candidates if row[1]] == ["3d_thick"]
 
 
+def test_a_thick_configuration_is_known_by_its_flat_first_stage() -> None:
+    from small_packages import two_d_configuration
+
+    # 5 x 2 x 2 mm is under nnU-Net's anisotropy threshold (ratio 2.5 < 3), yet the planner keeps
+    # z flat in the first stage (kernel 1x3x3): the configuration is made for thick slices
+    thick = one_configuration("3d_thick", (5.0, 2.0, 2.0), 1)
+    assert thick.configurations["3d_thick"].kernel_sizes[0] == [1, 3, 3]
+    model = combine_packages([two_d_configuration(), one_configuration("3d_thin", (2.0, 2.0, 2.0), 0), thick])
+    # lung1: 5 mm slices of 0.57 mm pixels; the 2D target (3 x 2 x 2) is no nearer than 3d_thick's
+    choice = model.choose((5.0, 0.57, 0.57), (48, 512, 512))
+    assert choice.chosen.name == "3d_thick"
+    assert {name for name, suits, _ in choice.candidates if suits} == {"2d", "3d_thick"}
+    assert model.select((1.0, 0.7, 0.7), (300, 512, 512)).name == "3d_thin"
+
+
 def test_packages_with_other_labels_or_the_same_configuration_are_refused(tmp_path: Path) -> None:
     thin = one_configuration("3d_thin", (1.5, 1.5, 1.5), 0)
     other = one_configuration("3d_thick", (5.0, 1.5, 1.5), 1, labels={0: "background", 1: "body", 2: "lungs", 3: "liver"})
