@@ -92,16 +92,10 @@ def _train(args: argparse.Namespace, is_main: bool, events) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     dataset = open_dataset(args.dataset, args.data_root)
-    base = None
-    if args.base:
-        from medseg.model.package import load_package
+    from medseg.model.package import load_package
 
-        base = load_package(args.base)
-    flat = None
-    if args.inflate_from:
-        from medseg.model.package import load_package
-
-        flat = load_package(args.inflate_from)
+    base = load_package(args.base) if args.base else None
+    flat = load_package(args.inflate_from) if args.inflate_from else None  # the 2D model a 3D plan starts from
     augmentation = NO_AUGMENTATION if args.no_augment else AugmentConfig()
     if args.no_mirror:
         augmentation = dataclasses.replace(augmentation, p_mirror=0.0)
