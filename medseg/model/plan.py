@@ -542,12 +542,11 @@ def choose_configuration(configs: dict[str, Plan], spacing_zyx: Sequence[float],
 
     A series of fewer than three slices (``shape_zyx``) gets a 2D configuration when the model
     has one: a 3D network would see mostly padding. Otherwise a thick-slice series (coarsest
-    axis > 3x the finest) prefers configurations made for
-    anisotropic data (2D, or 3D with an anisotropic target spacing or a first stage that does
-    not convolve along one axis, as the planner makes for slices over twice the pixel size),
-    a near-isotropic one
-    prefers isotropic 3D configurations; among those, the one whose target spacing is
-    nearest in log scale wins, and 3D wins a tie.
+    axis > 3x the finest) prefers configurations made for anisotropic data (2D, or 3D with an
+    anisotropic target spacing or a first stage that does not convolve along one axis, as the
+    planner makes for slices over twice the pixel size), a near-isotropic one prefers isotropic
+    3D configurations; among those, the one whose target spacing is nearest in log scale wins,
+    and 3D wins a tie.
     """
     if not configs:
         raise ModelError("the model has no configurations to choose from")

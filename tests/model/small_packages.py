@@ -9,12 +9,22 @@ import torch
 
 from medseg.model.package import ModelPackage
 from medseg.model.package_model import combine_packages
-from medseg.model.plan import plan_from_spacing
+from medseg.model.plan import Plan, plan_from_spacing
 from medseg.model.unet import build_network
 
 NORMALIZATION = {"scheme": "CTNormalization", "mean": 0.0, "std": 300.0, "percentile_00_5": -1000.0,
                  "percentile_99_5": 1200.0}
 LABELS = {0: "background", 1: "body", 2: "lungs", 3: "bones"}
+
+
+def tiny_plan(normalization: dict | None = None) -> Plan:
+    """A 2D plan small enough to train a few steps in seconds on the CPU."""
+    return Plan(
+        name="2d", dim=2, target_spacing_zyx=(3.0, 6.0, 6.0), patch_size=(48, 48),
+        strides=[[1, 1], [2, 2], [2, 2]], kernel_sizes=[[3, 3]] * 3, features_per_stage=[8, 16, 32],
+        n_conv_per_stage_encoder=[2, 2, 2], n_conv_per_stage_decoder=[2, 2], batch_size=4,
+        normalization=normalization or dict(NORMALIZATION),
+    )
 
 
 def one_configuration(name: str, target: tuple[float, float, float], seed: int, labels=LABELS) -> ModelPackage:

@@ -20,11 +20,12 @@ from medseg.cli import main
 from medseg.errors import ModelError
 from medseg.io.image_files import read_image
 from medseg.model.datasets import open_dataset
-from medseg.model.package import ModelPackage, load_package
+from medseg.model.package import ModelPackage, load_package, save_package
 from medseg.model.plan import Plan
 from medseg.model.training import IterationEvent, TrainConfig, train
 from medseg.model.training.inflate import check_inflatable, inflate_state
 from medseg.model.unet import build_network
+from small_packages import tiny_plan
 
 STARTER = Path(__file__).resolve().parents[2] / "resources" / "models" / "starter"
 LABELS = {0: "background", 1: "body", 2: "lungs", 3: "bones"}
@@ -127,23 +128,13 @@ def _small_dataset(ct_dir: Path, tmp_path: Path, labels: list[str]):
     return open_dataset(manifest)
 
 
-def _tiny_2d() -> Plan:
-    return Plan(
-        name="2d", dim=2, target_spacing_zyx=(3.0, 6.0, 6.0), patch_size=(48, 48),
-        strides=[[1, 1], [2, 2], [2, 2]], kernel_sizes=[[3, 3]] * 3, features_per_stage=[8, 16, 32],
-        n_conv_per_stage_encoder=[2, 2, 2], n_conv_per_stage_decoder=[2, 2], batch_size=4,
-        normalization={"scheme": "CTNormalization", "mean": 0.0, "std": 300.0,
-                       "percentile_00_5": -1000.0, "percentile_99_5": 1200.0},
-    )
-
-
 def _first_losses(events, count: int) -> list[float]:
     return [e.loss for e in events if isinstance(e, IterationEvent)][:count]
 
 
 def test_a_3d_run_started_from_a_trained_2d_model_starts_lower(ct_dir: Path, tmp_path: Path) -> None:
     dataset = _small_dataset(ct_dir, tmp_path, ["body", "lungs", "bones"])
-    flat = _tiny_2d()
+    flat = tiny_plan()
     list(train(dataset, tmp_path / "flat", TrainConfig(epochs=4, iterations_per_epoch=8, batch_size=4, seed=3),
                plan=flat))
     trained_2d = load_package(tmp_path / "flat")
@@ -160,7 +151,7 @@ def test_a_3d_run_started_from_a_trained_2d_model_starts_lower(ct_dir: Path, tmp
 
 
 def test_inflation_refuses_other_labels_and_fine_tuning_at_once(ct_dir: Path, tmp_path: Path, capsys) -> None:
-    flat = _tiny_2d()
+    flat = tiny_plan()
     torch.manual_seed(0)
     body_only = ModelPackage(name="body-only", configurations={"2d": flat}, labels={0: "background", 1: "body"},
                              weights={"2d": [build_network(flat, 2).state_dict()]})
@@ -174,8 +165,6 @@ def test_inflation_refuses_other_labels_and_fine_tuning_at_once(ct_dir: Path, tm
     # the CLI says which model has no 2D configuration, before any training
     package_dir = tmp_path / "deep_model"
     deep = with_z(flat, [3] * 3, [1] * 3, 8)
-    from medseg.model.package import save_package
-
     save_package(ModelPackage(name="deep-only", configurations={"3d": deep}, labels=dict(LABELS),
                               weights={"3d": [build_network(deep, 4).state_dict()]}), package_dir)
     code = main(["train", str(manifest), "--out", str(tmp_path / "z"), "--inflate-from", str(package_dir),

@@ -16,7 +16,6 @@ from medseg.model.augment import NO_AUGMENTATION, AugmentConfig, augment_intensi
 from medseg.model.datasets import open_dataset
 from medseg.model.losses import DeepSupervisionLoss, DiceCELoss, deep_supervision_weights
 from medseg.model.package import load_package
-from medseg.model.plan import Plan
 from medseg.model.train import (
     CHECKPOINT_LAST, DistributedContext, EpochEvent, IterationEvent, MessageEvent, TrainConfig,
     adapt_state_to_labels, draw_sample, load_checkpoint, pick_case, prepare_case, run_training, sample_rng,
@@ -24,19 +23,9 @@ from medseg.model.train import (
 )
 from medseg.model.unet import build_network
 from medseg.progress import CancelToken
+from small_packages import tiny_plan
 
 TS = "totalsegmentator"
-
-
-def tiny_plan(normalization: dict | None = None) -> Plan:
-    """A 2D plan small enough to train a few steps in seconds on the CPU."""
-    return Plan(
-        name="2d", dim=2, target_spacing_zyx=(3.0, 6.0, 6.0), patch_size=(48, 48),
-        strides=[[1, 1], [2, 2], [2, 2]], kernel_sizes=[[3, 3]] * 3, features_per_stage=[8, 16, 32],
-        n_conv_per_stage_encoder=[2, 2, 2], n_conv_per_stage_decoder=[2, 2], batch_size=4,
-        normalization=normalization or {"scheme": "CTNormalization", "mean": 0.0, "std": 300.0,
-                                        "percentile_00_5": -1000.0, "percentile_99_5": 1200.0},
-    )
 
 
 @pytest.fixture()
