@@ -56,6 +56,7 @@ def run(args: argparse.Namespace) -> int:
                             list(package.configurations[name].target_spacing_zyx), "log_distance": round(gap, 4)}
                            for name, suits, gap in choice.candidates],
             "plan": choice.chosen.to_dict(),
+            "postprocessing": [step.describe(package.labels) for step in package.postprocess_steps()],
         }
 
     if args.json:
@@ -84,4 +85,6 @@ def run(args: argparse.Namespace) -> int:
                   f"{'suits' if row['suits_series'] else 'not made for'} this kind of series, "
                   f"log-distance {row['log_distance']:.2f}")
         print(package.configurations[model_choice["configuration"]])
+        for step in model_choice["postprocessing"]:
+            print(f"  then: {step}")
     return 0

@@ -35,6 +35,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--mirror", action="store_true", help="mirroring test-time augmentation (slower)")
     parser.add_argument("--tile-batch", type=int, help="tiles per forward pass (default: 1 on CPU, 2 on GPUs)")
     parser.add_argument("--threads", type=int, help="CPU threads for PyTorch / ONNX Runtime")
+    parser.add_argument("--no-postprocess", action="store_true",
+                        help="skip the model's own post-processing steps (model.json 'postprocessing')")
     parser.add_argument("--raw-stack", action="store_true",
                         help="keep an irregular (tilted, gapped) stack as acquired instead of regularizing it")
     parser.add_argument("--json", action="store_true",
@@ -76,7 +78,7 @@ def _segment(args: argparse.Namespace, events) -> int:
     package = load_model(args.model)
     result = segment(
         volume, package, device=args.device, configuration=args.configuration, step_size=args.step,
-        mirror=args.mirror, tile_batch=args.tile_batch, progress=events.progress() if args.json else progress_printer(),
+        mirror=args.mirror, tile_batch=args.tile_batch, postprocess=not args.no_postprocess, progress=events.progress() if args.json else progress_printer(),
     )  # fmt: skip
     version = str(package.provenance.get("version") or package.provenance.get("weights") or "unversioned")
     segments = [SegmentInfo(value, name, package.colors.get(value), algorithm_type="AUTOMATIC",
@@ -96,6 +98,7 @@ def _segment(args: argparse.Namespace, events) -> int:
             "configuration": result.configuration,
             "device": result.device_used,
             "fallbacks": result.fallbacks,
+            "postprocessing": result.postprocessing,
             "notes": notes,
             "seconds": round(result.seconds, 3),
             "size_xyz": list(result.label_map.size_xyz),
@@ -107,6 +110,8 @@ def _segment(args: argparse.Namespace, events) -> int:
     for note in [*result.fallbacks, *notes]:
         print(f"note: {note}", file=sys.stderr)
     print(f"{package.name} [{result.configuration}] on {result.device_used}, {result.seconds:.1f} s -> {written}")
+    for step in result.postprocessing:
+        print(f"  after the network: {step}")
     width = max((len(name) for name in result.volumes_ml), default=5)
     for name, ml in result.volumes_ml.items():
         print(f"  {name:<{width}}  {ml:10.1f} ml")

@@ -440,7 +440,9 @@ class MainWindow(QMainWindow):
         found = sum(1 for ml in result.volumes_ml.values() if ml > 0)
         config = f"{result.configuration}, " if result.configuration else ""
         self.overlay_panel.set_source(f"Model {result.model_name}: {found} label{'s' if found != 1 else ''} "
-                                      f"found ({config}{result.device}, {result.seconds:.1f} s)")
+                                      f"found ({config}{result.device}, {result.seconds:.1f} s)",
+                                      "After the network:\n" + "\n".join(result.postprocessing)
+                                      if result.postprocessing else "")
         if result.fallbacks:
             self.notice_banner.show_message("Segmentation fell back: " + "; ".join(result.fallbacks))
         self.statusBar().showMessage(f"Segmented in {result.seconds:.1f} s on {result.device}"

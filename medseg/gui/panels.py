@@ -233,5 +233,6 @@ class OverlayPanel(QGroupBox):
         if color.isValid():
             self.document.set_label_color(value, (color.red(), color.green(), color.blue()))
 
-    def set_source(self, text: str) -> None:
+    def set_source(self, text: str, details: str = "") -> None:
         self.source_label.setText(text)
+        self.source_label.setToolTip(details)

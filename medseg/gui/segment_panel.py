@@ -5,6 +5,8 @@ per-axis strides, tiles, memory estimate) — shown before pressing Segment.
 
 from __future__ import annotations
 
+import html
+
 import math
 import os
 from typing import Any
@@ -79,6 +81,7 @@ def plan_summary(package: Any, spacing_zyx: tuple[float, float, float], shape_zy
         f"{tiles} tiles at step {step_size:g}<br>"
         f"memory ≈ {stitching_mb + tile_mb:.0f} MB<br>({stitching_mb:.0f} MB stitching, {tile_mb:.0f} MB per tile)"
         f"<table><tr><th>stage</th><th>stride</th><th>features</th></tr>{strides}</table>"
+        + "".join(f"then: {html.escape(step.describe(package.labels))}<br>" for step in package.postprocess_steps())
     )
 
 

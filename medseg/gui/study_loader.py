@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import queue
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -76,6 +76,7 @@ class SegmentResult:
     fallbacks: list[str]
     model_version: str = ""  # for the saved segments' algorithm identification
     configuration: str = ""  # which of the model's configurations ran
+    postprocessing: list[str] = field(default_factory=list)  # the model's steps after the network, with ml changed
 
 
 class ImageChangedError(MedsegError):
@@ -299,7 +300,8 @@ class StudyLoader(QObject):
                       for value, name in sorted(package.labels.items()) if value != 0 and value in present}
             version = str(package.provenance.get("version") or package.provenance.get("weights") or "")
             return SegmentResult(result.label_map, labels, package.name, result.device_used, result.seconds,
-                                 dict(result.volumes_ml), list(result.fallbacks), version, result.configuration)
+                                 dict(result.volumes_ml), list(result.fallbacks), version, result.configuration,
+                                 list(result.postprocessing))
 
         self._snapshot = None
         self._segment_generation = self.document.image_generation

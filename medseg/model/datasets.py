@@ -32,11 +32,12 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 import numpy as np
 import SimpleITK as sitk
 
-from medseg.errors import DatasetError, MedsegError
+from medseg.errors import DatasetError, MedsegError, ModelError
 from medseg.io.atomic import atomic_path, atomic_write_text
 from medseg.io.label_colors import color_for
 from medseg.io.volume import Volume
 from medseg.model.fingerprint import Fingerprint, fingerprint_cases  # noqa: F401 - where they were before
+from medseg.model.postprocess import parse_steps
 
 IMAGE_SUFFIXES = (".nii.gz", ".nii", ".nrrd", ".nhdr", ".mha", ".mhd")
 LABEL_TAGS = ("_label", "_labels", "_seg", "_mask")
@@ -77,6 +78,8 @@ class Dataset:
     validation: list[str] = field(default_factory=list)  # case names held out of training
     source: str = ""
     description: str = ""  # what the data is and where it comes from (a manifest's "description")
+    # steps a model trained on it declares (medseg.model.postprocess), e.g. what the label rules imply
+    postprocessing: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def num_classes(self) -> int:
@@ -404,7 +407,8 @@ def open_manifest(path: Path, data_root: str | Path | None = None) -> Dataset:
                    {"name": "liver", "image": "...", "label": "...", "label_values": {"5": "liver"}},
                    {"name": "dicom", "image": "series_dir/", "label": "seg.dcm"},
                    {"name": "phantom", "phantom": {}, "label_rule": "starter", "weight": 0.5}],
-         "validation": ["lung1"]}
+         "validation": ["lung1"],
+         "postprocessing": [{"op": "fill_holes", "label": "body"}]}     # optional: medseg.model.postprocess
     """
     record = _read_json(path)
     root = Path(data_root) if data_root is not None else _resolve_root(record.get("data_root"), path)
@@ -429,8 +433,14 @@ def open_manifest(path: Path, data_root: str | Path | None = None) -> Dataset:
     unknown = set(validation) - {s.name for s in specs}
     if unknown:
         raise DatasetError(f"validation names unknown cases: {sorted(unknown)}", path=path)
+    postprocessing = record.get("postprocessing") or []
+    try:
+        parse_steps(postprocessing, labels)
+    except ModelError as error:
+        raise DatasetError(error.message, path=path) from None
     return Dataset(record.get("name", path.stem), labels, default_colors(labels, record.get("colors")), specs,
-                   validation, source=str(path), description=str(record.get("description", "")))
+                   validation, source=str(path), description=str(record.get("description", "")),
+                   postprocessing=postprocessing)
 
 
 def _resolve_root(raw: str | None, manifest: Path) -> Path:

@@ -27,6 +27,7 @@ from scipy.ndimage import gaussian_filter
 from medseg.errors import DeviceError, ModelError
 from medseg.io.volume import Volume
 from medseg.model import backends
+from medseg.model.postprocess import apply_steps
 from medseg.model.preprocess import logits_to_label_map, logits_to_probabilities, preprocess
 from medseg.progress import CancelToken, ProgressCallback, report
 
@@ -47,6 +48,8 @@ class SegmentationResult:
     fallbacks: list[str] = field(default_factory=list)  # every degradation, in words (never silent)
     volumes_ml: dict[str, float] = field(default_factory=dict)
     seconds: float = 0.0
+    # the package's post-processing steps as run, with what each changed (medseg.model.postprocess)
+    postprocessing: list[str] = field(default_factory=list)
 
 
 # --- tiling ----------------------------------------------------------------------------------------------
@@ -303,6 +306,7 @@ def segment(
     mirror: bool = False,
     tile_batch: int | None = None,
     return_probabilities: bool = False,
+    postprocess: bool = True,
     progress: ProgressCallback | None = None,
     cancel: CancelToken | None = None,
 ) -> SegmentationResult:
@@ -311,6 +315,8 @@ def segment(
     Device "auto" picks CUDA, then DirectML, then the CPU. Running out of GPU memory falls
     back to fewer tiles per pass, then host-memory stitching, then the CPU, and each step
     is listed in ``fallbacks``. A cancel stops between tiles with Cancelled; nothing is returned.
+    The package's post-processing steps run on the label map unless ``postprocess`` is False
+    (the probabilities are the network's, never post-processed).
     """
     started = time.perf_counter()
     config_name, plan = _choose_configuration(package, configuration, volume)
@@ -350,6 +356,8 @@ def segment(
     probabilities = logits_to_probabilities(logits, prep) if return_probabilities else None
     del logits
     names = {int(k): str(v) for k, v in dict(package.labels).items()}
+    steps = package.postprocess_steps() if postprocess else []
+    notes = [outcome.describe(names) for outcome in apply_steps(labels, steps, volume.voxel_volume_ml)]
     label_map = volume.with_array(labels, labels=names, modality="SEG")
     report(progress, 1.0, "done", "done")
     return SegmentationResult(
@@ -360,6 +368,7 @@ def segment(
         fallbacks=fallbacks,
         volumes_ml=label_volumes_ml(labels, names, volume.voxel_volume_ml),
         seconds=time.perf_counter() - started,
+        postprocessing=notes,
     )
 
 

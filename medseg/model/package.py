@@ -33,7 +33,7 @@ from medseg.model.plan import Plan
 from medseg.model.unet import build_network
 
 FORMAT_NAME = "medseg-model"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: "postprocessing" steps (written as version 1 when a package has none)
 MODEL_JSON = "model.json"
 WEIGHTS_FILE = "weights.safetensors"
 ZIP_SUFFIXES = (".zip", ".medseg")
@@ -74,6 +74,7 @@ def load_package(path: str | Path) -> ModelPackage:
         onnx=onnx,
         provenance=dict(manifest.get("provenance", {})),
         source_path=path,
+        postprocessing=manifest.get("postprocessing") or [],  # validate() refuses anything but a list of steps
     )
     package.validate(path)
     return package
@@ -214,7 +215,8 @@ def _package_members(pkg: ModelPackage) -> dict[str, bytes]:
     provenance = dict(pkg.provenance)
     manifest = {
         "format": FORMAT_NAME,
-        "format_version": FORMAT_VERSION,
+        # an older medseg would ignore the steps and segment differently: it must refuse instead
+        "format_version": FORMAT_VERSION if pkg.postprocessing else 1,
         "name": pkg.name,
         "configurations": {name: plan.to_dict() for name, plan in pkg.configurations.items()},
         "labels": {str(k): v for k, v in sorted(pkg.labels.items())},
@@ -223,6 +225,8 @@ def _package_members(pkg: ModelPackage) -> dict[str, bytes]:
         "onnx": {name: onnx_filename(name) for name in pkg.onnx},
         "provenance": provenance,
     }
+    if pkg.postprocessing:
+        manifest["postprocessing"] = pkg.postprocessing
     members = {MODEL_JSON: json.dumps(manifest, indent=1).encode("utf-8"),
                WEIGHTS_FILE: save_safetensors_bytes(tensors, metadata={"format": FORMAT_NAME})}
     members.update(onnx_members)

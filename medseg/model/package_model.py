@@ -15,6 +15,7 @@ import torch
 
 from medseg.errors import ModelError
 from medseg.io.label_colors import color_for
+from medseg.model.postprocess import PostprocessStep, parse_steps
 from medseg.model.plan import ConfigurationChoice, Plan, choose_configuration
 from medseg.model.unet import UNet
 
@@ -31,6 +32,8 @@ class ModelPackage:
     onnx: dict[str, bytes | Path] = field(default_factory=dict)
     provenance: dict[str, Any] = field(default_factory=dict)
     source_path: Path | None = None
+    # model.json's "postprocessing" steps as written (medseg.model.postprocess validates them)
+    postprocessing: list[dict[str, Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.labels = {int(k): str(v) for k, v in self.labels.items()}
@@ -55,6 +58,10 @@ class ModelPackage:
         usable = {name: plan for name, plan in self.configurations.items() if self.num_folds(name)}
         return choose_configuration(usable or self.configurations, spacing_zyx, shape_zyx)
 
+    def postprocess_steps(self) -> list[PostprocessStep]:
+        """The declared post-processing steps, validated against the labels."""
+        return parse_steps(self.postprocessing, self.labels, self.source_path)
+
     def validate(self, where: str | Path | None = None) -> None:
         """Raise ModelError if labels, configurations and weights do not fit together."""
         values = sorted(self.labels)
@@ -73,6 +80,7 @@ class ModelPackage:
         for config_name in self.onnx:
             if config_name not in self.configurations:
                 raise ModelError(f"ONNX model for unknown configuration {config_name!r}", path=where)
+        parse_steps(self.postprocessing, self.labels, where)
 
 
 # --- weights validation ---------------------------------------------------------------
@@ -104,8 +112,8 @@ def combine_packages(packages: Sequence[ModelPackage], name: str | None = None) 
     """One model holding every configuration of ``packages`` (e.g. a thin- and a thick-slice 3D
     configuration trained one by one), so that the series' spacing can choose between them.
 
-    The packages must segment the same labels (same values, same names); configuration names
-    must differ (``medseg train --configuration-name`` names them). Each configuration keeps its
+    The packages must segment the same labels (same values, same names) and declare the same
+    post-processing (it applies to whichever configuration runs); configuration names must differ (``medseg train --configuration-name`` names them). Each configuration keeps its
     own package's provenance under ``provenance["configurations"][name]``.
     """
     if not packages:
@@ -121,6 +129,10 @@ def combine_packages(packages: Sequence[ModelPackage], name: str | None = None) 
             raise ModelError(
                 f"cannot combine: its labels {_label_text(package.labels)} differ from "
                 f"{first.source_path or first.name}'s {_label_text(first.labels)}", path=where)
+        if package.postprocessing != first.postprocessing:
+            raise ModelError(
+                f"cannot combine: its post-processing {package.postprocessing} differs from "
+                f"{first.source_path or first.name}'s {first.postprocessing}", path=where)
         for config_name, plan in package.configurations.items():
             if config_name in configurations:
                 raise ModelError(
@@ -135,7 +147,8 @@ def combine_packages(packages: Sequence[ModelPackage], name: str | None = None) 
     provenance = {"combined_from": [str(p.source_path or p.name) for p in packages],
                   "configurations": per_configuration}
     combined = ModelPackage(name=name or first.name, configurations=configurations, labels=dict(first.labels),
-                            colors=dict(first.colors), weights=weights, onnx=onnx, provenance=provenance)
+                            colors=dict(first.colors), weights=weights, onnx=onnx, provenance=provenance,
+                            postprocessing=list(first.postprocessing))
     combined.validate()
     return combined
 

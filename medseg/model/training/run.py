@@ -34,6 +34,7 @@ from medseg.model.datasets import Case, Dataset
 from medseg.model.fingerprint import CANONICAL_ORIENTATION, Fingerprint, fingerprint_cases, plan_for_dataset
 from medseg.model.losses import DeepSupervisionLoss, DiceCELoss
 from medseg.model.plan import Plan
+from medseg.model.postprocess import parse_steps
 from medseg.model.training.checkpoints import load_checkpoint, save_checkpoint
 from medseg.model.training.config import (
     CHECKPOINT_BEST, CHECKPOINT_LAST, HISTORY_FILE, POLY_EXPONENT, CheckpointEvent, EpochEvent, FallbackEvent,
@@ -411,9 +412,18 @@ class TrainingRun:
             "messages": self.messages,
             **self.extra_provenance,
         }
+        # the dataset's own steps, else those of the model it started from (labels allowing)
+        postprocessing = dataset.postprocessing or next(
+            (p.postprocessing for p in (self.base_package, self.inflate_from) if p is not None), [])
+        try:
+            parse_steps(postprocessing, self.labels)
+        except ModelError as error:  # the start model's steps name a label this model lacks
+            yield self._message(f"the start model's post-processing is not kept: {error.message}")
+            postprocessing = []
         package = ModelPackage(
             name=dataset.name, configurations={self.plan.name: self.plan}, labels=self.labels,
             colors=dict(dataset.colors), weights={self.plan.name: [final_state]}, provenance=provenance,
+            postprocessing=list(postprocessing),
         )
         package_path = save_package(package, self.out_dir)
         yield self._message(f"model package written to {self.out_dir} ({chosen} weights)")

@@ -1,0 +1,152 @@
+"""Model-declared post-processing: what a package says to do with its network's label map.
+
+nnU-Net v2 decides per label, on its validation folds, whether keeping only the largest
+connected component helps, and applies that after every prediction. A medseg package lists
+its steps in ``model.json`` under ``"postprocessing"`` in the same spirit: steps from a closed
+set of operations (data, never code: model files are not programs), naming labels by name,
+checked against the package's labels when it is loaded, applied by ``segment`` on the
+series' own grid and reported in millilitres, so a user sees what changed and can turn it
+off (``medseg segment --no-postprocess``).
+
+The operations (``"op"``):
+
+``keep_inside``  {"op": "keep_inside", "label": "lungs", "inside": ["body", "bones"]}
+    Voxels of ``label`` outside the patient's silhouette become ``"otherwise"`` (default
+    background). The silhouette is the union of the ``inside`` labels in each axial slice
+    with its holes filled: lung enclosed by the chest wall is
+    inside, air next to the body (a head-rest cushion, between arm and chest) is not.
+``remove_small_components``  {"op": ..., "label": "lungs", "min_ml": 10, "otherwise": "body"}
+    3D connected components (face connectivity) of ``label`` smaller than ``min_ml`` become
+    ``otherwise`` (default background).
+``fill_holes``  {"op": "fill_holes", "label": "body"}
+    Background enclosed by foreground within an axial slice becomes ``label`` (a brain the
+    network left unlabelled inside the skull).
+
+The starter model's steps restate its rule labels' own definition (``rule_labels``: lungs are
+components of at least 10 ml inside the filled body; the body has its holes filled per slice).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+from scipy import ndimage
+
+from medseg.errors import ModelError
+from medseg.model.rule_labels import fill_holes_per_slice
+
+OPERATIONS = ("keep_inside", "remove_small_components", "fill_holes")
+_KEYS = {
+    "keep_inside": {"op", "label", "inside", "otherwise"},
+    "remove_small_components": {"op", "label", "min_ml", "otherwise"},
+    "fill_holes": {"op", "label"},
+}
+
+
+@dataclass(frozen=True)
+class PostprocessStep:
+    """One validated step; labels are values of the package's label table."""
+
+    op: str
+    label: int
+    inside: tuple[int, ...] = ()
+    min_ml: float = 0.0
+    otherwise: int = 0
+
+    def describe(self, names: Mapping[int, str]) -> str:
+        if self.op == "keep_inside":
+            around = " and ".join(names[v] for v in self.inside)
+            return f"{names[self.label]} only inside the silhouette of {around} (filled per slice); else {names[self.otherwise]}"
+        if self.op == "remove_small_components":
+            return f"{names[self.label]} pieces under {self.min_ml:g} ml become {names[self.otherwise]}"
+        return f"background enclosed within a slice becomes {names[self.label]}"
+
+
+@dataclass(frozen=True)
+class StepOutcome:
+    """What one step changed in one run."""
+
+    step: PostprocessStep
+    changed_ml: float
+
+    def describe(self, names: Mapping[int, str]) -> str:
+        return f"{self.step.describe(names)}: {self.changed_ml:.1f} ml changed"
+
+
+def parse_steps(raw: Any, labels: Mapping[int, str], where: Any = None) -> list[PostprocessStep]:
+    """Validate a manifest's ``"postprocessing"`` list; ModelError names the step and the problem."""
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise ModelError(f"postprocessing must be a list of steps, not {type(raw).__name__}", path=where)
+    by_name = {name: value for value, name in labels.items()}
+    steps = []
+    for index, entry in enumerate(raw, start=1):
+        what = f"postprocessing step {index}"
+        if not isinstance(entry, dict) or entry.get("op") not in OPERATIONS:
+            op = entry.get("op") if isinstance(entry, dict) else entry
+            raise ModelError(f"{what}: unknown operation {op!r} (known: {', '.join(OPERATIONS)})", path=where,
+                             hint="this model may need a newer medseg")
+        op = entry["op"]
+        unknown = set(entry) - _KEYS[op]
+        if unknown:
+            raise ModelError(f"{what} ({op}): unknown keys {sorted(unknown)}", path=where)
+
+        def label(key: str, default: str | None = None) -> int:
+            name = entry.get(key, default)
+            if name not in by_name:
+                raise ModelError(f"{what} ({op}): {key} {name!r} is not one of the model's labels "
+                                 f"{sorted(by_name)}", path=where)
+            return by_name[name]
+
+        target = label("label")
+        if op != "fill_holes" and target == 0:
+            raise ModelError(f"{what} ({op}): label must be a foreground label, not background", path=where)
+        if op == "keep_inside":
+            inside = entry.get("inside")
+            if not isinstance(inside, list) or not inside:
+                raise ModelError(f"{what} (keep_inside): inside must list at least one label", path=where)
+            values = []
+            for name in inside:
+                if name not in by_name or by_name[name] == 0:
+                    raise ModelError(f"{what} (keep_inside): inside names {name!r}, not a foreground label",
+                                     path=where)
+                values.append(by_name[name])
+            steps.append(PostprocessStep(op, target, inside=tuple(values),
+                                         otherwise=label("otherwise", labels[0])))
+        elif op == "remove_small_components":
+            min_ml = entry.get("min_ml")
+            if not isinstance(min_ml, (int, float)) or isinstance(min_ml, bool) or not min_ml > 0:
+                raise ModelError(f"{what} (remove_small_components): min_ml must be a positive number, "
+                                 f"not {min_ml!r}", path=where)
+            steps.append(PostprocessStep(op, target, min_ml=float(min_ml), otherwise=label("otherwise", labels[0])))
+        else:
+            steps.append(PostprocessStep(op, target))
+    return steps
+
+
+def apply_steps(label_map: np.ndarray, steps: Sequence[PostprocessStep], voxel_ml: float) -> list[StepOutcome]:
+    """Apply ``steps`` in order to ``label_map`` (z, y, x; changed in place); what each changed."""
+    outcomes = []
+    for step in steps:
+        if step.op == "keep_inside":
+            # the silhouette leaves the label itself out: a rim of "lung" around the body would
+            # otherwise enclose the body and count itself as inside
+            changed = (label_map == step.label) & ~fill_holes_per_slice(np.isin(label_map, step.inside))
+        elif step.op == "remove_small_components":
+            components, count = ndimage.label(label_map == step.label)
+            if count:
+                sizes = np.bincount(components.ravel()) * voxel_ml
+                small = sizes < step.min_ml
+                small[0] = False
+                changed = small[components]
+            else:
+                changed = np.zeros(label_map.shape, bool)
+        else:
+            changed = fill_holes_per_slice(label_map != 0) & (label_map == 0)
+        value = step.label if step.op == "fill_holes" else step.otherwise
+        label_map[changed] = value
+        outcomes.append(StepOutcome(step, float(np.count_nonzero(changed)) * voxel_ml))
+    return outcomes

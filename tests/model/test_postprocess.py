@@ -1,0 +1,161 @@
+"""Model-declared post-processing (medseg.model.postprocess) on a real chest slice.
+
+The oracle is scipy: the patient's silhouette is ``scipy.ndimage.binary_fill_holes`` of each
+slice and lung pieces are ``scipy.ndimage.label`` components, computed here independently of
+medseg's own hole filling; the labels to corrupt and repair are the rule labels of a real CT.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import ndimage
+
+from medseg.errors import DatasetError, ModelError
+from medseg.io.load import load
+from medseg.model.datasets import open_dataset
+from medseg.model.infer import segment
+from medseg.model.package import load_model, load_package, save_package
+from medseg.model.package_model import combine_packages
+from medseg.model.postprocess import apply_steps, parse_steps
+from medseg.model.rule_labels import rule_label_map
+from small_packages import LABELS, one_configuration, two_d_configuration
+
+BODY, LUNGS, BONES = 1, 2, 3
+STEPS = [{"op": "keep_inside", "label": "lungs", "inside": ["body", "bones"]},
+         {"op": "remove_small_components", "label": "lungs", "min_ml": 10, "otherwise": "body"},
+         {"op": "fill_holes", "label": "body"}]
+
+
+@pytest.fixture(scope="module")
+def chest(ct_dir: Path):
+    """One real chest slice (GE, both lungs, arms at the sides) and its rule labels."""
+    volume = load(ct_dir / "cornerstone_testimages" / "CT1_J2KR")
+    return volume, np.asarray(rule_label_map(volume).array).astype(np.uint8)
+
+
+def _silhouette(labels: np.ndarray) -> np.ndarray:
+    return np.stack([ndimage.binary_fill_holes(np.isin(s, (BODY, BONES))) for s in labels])
+
+
+def test_lung_outside_the_patient_is_removed_and_the_real_lungs_kept(chest) -> None:
+    volume, rule = chest
+    assert (rule == LUNGS).sum() * volume.voxel_volume_ml > 15  # the slice holds both lungs
+    corrupted = rule.copy()
+    outside = ~_silhouette(rule)
+    # a rim of "lung" hugging the skin (what the networks drew around a body) ...
+    rim = ndimage.binary_dilation(~outside, structure=np.ones((1, 7, 7), bool)) & outside
+    # ... and a head-rest cushion of air below the patient, a block of background
+    ys, xs = np.nonzero(outside[0])
+    cushion = np.zeros_like(outside)
+    y0 = int(ys.max()) - 30
+    cushion[0, y0:y0 + 20, int(np.median(xs)) - 40:int(np.median(xs)) + 40] = True
+    cushion &= outside
+    assert rim.sum() > 1000 and cushion.sum() > 500
+    corrupted[rim | cushion] = LUNGS
+
+    steps = parse_steps(STEPS[:1], LABELS)
+    outcome = apply_steps(corrupted, steps, volume.voxel_volume_ml)
+
+    np.testing.assert_array_equal(corrupted, rule)  # every planted voxel gone, nothing else touched
+    assert outcome[0].changed_ml == pytest.approx((rim | cushion).sum() * volume.voxel_volume_ml)
+    assert "lungs only inside the silhouette of body and bones" in outcome[0].describe(LABELS)
+
+
+def test_small_lung_pieces_become_body_and_holes_in_the_body_are_filled(chest) -> None:
+    volume, rule = chest
+    ml = volume.voxel_volume_ml
+    pieces, count = ndimage.label(rule == LUNGS)
+    smallest = np.bincount(pieces.ravel())[1:].min() * ml
+    corrupted = rule.copy()
+    # a 3 ml "lung" pocket in soft tissue (bowel gas the network called lung) ...
+    deep = ndimage.binary_erosion(rule == BODY, structure=np.ones((1, 3, 3), bool), iterations=12)
+    body_only = np.argwhere(deep[0])  # soft tissue at least 12 voxels from lung, bone or air
+    y, x = body_only[len(body_only) // 2]
+    side = int(round(np.sqrt(3.0 / ml)))
+    pocket = np.zeros_like(rule, bool)
+    pocket[0, y:y + side, x:x + side] = True
+    pocket &= deep
+    corrupted[pocket] = LUNGS
+    # ... and a hole the network left inside the patient (the brain inside a skull)
+    hole = np.zeros_like(rule, bool)
+    hole[0, y - 40:y - 20, x - 10:x + 10] = True
+    hole &= deep & ~ndimage.binary_dilation(pocket, iterations=2)
+    corrupted[hole] = 0
+    assert count >= 2 and smallest > 3 * pocket.sum() * ml and hole.sum() > 100
+
+    steps = parse_steps([{**STEPS[1], "min_ml": smallest / 2}, STEPS[2]], LABELS)
+    outcomes = apply_steps(corrupted, steps, ml)
+
+    np.testing.assert_array_equal(corrupted, rule)
+    assert [o.changed_ml for o in outcomes] == pytest.approx([pocket.sum() * ml, hole.sum() * ml])
+
+
+def test_segment_runs_the_packages_steps_and_reports_them(chest, tmp_path: Path) -> None:
+    volume, _ = chest
+    starter = load_model(None)
+    starter.postprocessing = list(STEPS)
+    raw = segment(volume, starter, postprocess=False)
+    done = segment(volume, starter)
+    assert raw.postprocessing == [] and len(done.postprocessing) == 3
+    before, after = np.asarray(raw.label_map.array), np.asarray(done.label_map.array)
+    lung_after = after == LUNGS
+    assert not (lung_after & ~_silhouette(after)).any()
+    pieces, _ = ndimage.label(lung_after)
+    assert (np.bincount(pieces.ravel())[1:] * volume.voxel_volume_ml >= 10).all()
+    reported = sum(float(note.split(": ")[-1].split(" ml")[0]) for note in done.postprocessing)
+    # each step's report adds up to what differs (steps here never undo each other's voxels)
+    assert reported == pytest.approx((before != after).sum() * volume.voxel_volume_ml, abs=0.05 * len(STEPS))
+
+
+def test_packages_carry_their_steps_and_refuse_bad_ones(tmp_path: Path) -> None:
+    package = two_d_configuration()
+    save_package(package, tmp_path / "plain")
+    assert json.loads((tmp_path / "plain" / "model.json").read_text())["format_version"] == 1
+    package.postprocessing = list(STEPS)
+    save_package(package, tmp_path / "pp")
+    manifest = json.loads((tmp_path / "pp" / "model.json").read_text())
+    assert manifest["format_version"] == 2  # an older medseg refuses it instead of skipping the steps
+    assert load_package(tmp_path / "pp").postprocessing == STEPS
+
+    for bad, message in [
+        ([{"op": "dilate", "label": "lungs"}], "postprocessing step 1: unknown operation 'dilate'"),
+        ([STEPS[0], {"op": "fill_holes", "label": "liver"}], "step 2 (fill_holes): label 'liver' is not one"),
+        ([{"op": "remove_small_components", "label": "lungs", "min_ml": -1}], "min_ml must be a positive"),
+        ([{"op": "keep_inside", "label": "lungs", "inside": []}], "inside must list at least one label"),
+        ([{"op": "fill_holes", "label": "body", "radius": 3}], "unknown keys ['radius']"),
+        ({"op": "fill_holes"}, "must be a list of steps"),
+    ]:
+        manifest["postprocessing"] = bad
+        (tmp_path / "pp" / "model.json").write_text(json.dumps(manifest))
+        with pytest.raises(ModelError, match="postprocessing") as error:
+            load_package(tmp_path / "pp")
+        assert message in str(error.value) and str(tmp_path / "pp") in str(error.value)
+
+    thin = one_configuration("3d_thin", (1.5, 1.5, 1.5), 0)
+    with pytest.raises(ModelError, match="post-processing"):
+        combine_packages([package, thin])
+    thin.postprocessing = list(STEPS)
+    assert combine_packages([package, thin]).postprocessing == STEPS
+
+
+def test_a_dataset_declares_the_steps_its_models_carry(ct_dir: Path, tmp_path: Path) -> None:
+    from medseg.model.train import TrainConfig, run_training
+    from small_packages import tiny_plan
+
+    record = {"name": "pp", "data_root": str(ct_dir), "labels": ["body", "lungs", "bones"],
+              "cases": [{"name": "ct3", "image": "dcmqi_ct3slice_masks/image", "label_rule": "starter"}],
+              "postprocessing": STEPS}
+    manifest = tmp_path / "pp.json"
+    manifest.write_text(json.dumps(record))
+    run_training(open_dataset(manifest), tmp_path / "model", TrainConfig(epochs=1, iterations_per_epoch=1,
+                                                                         batch_size=2), plan=tiny_plan())
+    assert load_package(tmp_path / "model").postprocessing == STEPS
+
+    manifest.write_text(json.dumps({**record, "postprocessing": [{"op": "fill_holes", "label": "liver"}]}))
+    with pytest.raises(DatasetError, match="label 'liver' is not one") as error:
+        open_dataset(manifest)
+    assert str(manifest) in str(error.value)
