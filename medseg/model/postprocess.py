@@ -35,7 +35,9 @@ import numpy as np
 from scipy import ndimage
 
 from medseg.errors import ModelError
-from medseg.model.rule_labels import fill_holes_per_slice
+
+IN_PLANE_4 = np.zeros((3, 3, 3), dtype=bool)  # 4-connectivity within a slice, none across slices
+IN_PLANE_4[1] = ndimage.generate_binary_structure(2, 1)
 
 OPERATIONS = ("keep_inside", "remove_small_components", "fill_holes")
 _KEYS = {
@@ -73,6 +75,20 @@ class StepOutcome:
 
     def describe(self, names: Mapping[int, str]) -> str:
         return f"{self.step.describe(names)}: {self.changed_ml:.1f} ml changed"
+
+
+def fill_holes_per_slice(mask: np.ndarray) -> np.ndarray:
+    """2D hole filling of every axial slice: background not reachable from the slice's edge.
+
+    Labelling the background once with in-plane connectivity is much faster than
+    calling ``binary_fill_holes`` slice by slice.
+    """
+    background, _ = ndimage.label(~mask, structure=IN_PLANE_4)
+    edge = np.concatenate([background[:, 0, :], background[:, -1, :], background[:, :, 0], background[:, :, -1]], axis=1)
+    outside = np.zeros(int(background.max()) + 1, dtype=bool)
+    outside[np.unique(edge)] = True
+    outside[0] = False  # label 0 is the mask itself
+    return mask | (~outside[background] & (background > 0))
 
 
 def parse_steps(raw: Any, labels: Mapping[int, str], where: Any = None) -> list[PostprocessStep]:

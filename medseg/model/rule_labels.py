@@ -69,6 +69,7 @@ import numpy as np
 from scipy import ndimage
 
 from medseg.errors import MedsegError
+from medseg.model.postprocess import fill_holes_per_slice
 from medseg.io.volume import Volume
 from medseg.progress import CancelToken, ProgressCallback, report
 
@@ -92,8 +93,6 @@ MARROW_MIN_HU = 100.0
 BONE_CLOSING_RADIUS_MM = 3.0
 BONE_MIN_VOLUME_ML = 0.1
 
-_IN_PLANE_4 = np.zeros((3, 3, 3), dtype=bool)  # 4-connectivity within a slice, none across slices
-_IN_PLANE_4[1] = ndimage.generate_binary_structure(2, 1)
 
 
 def _disk(radius_voxels: int) -> np.ndarray:
@@ -112,20 +111,6 @@ def _closing_in_plane(mask: np.ndarray, radius: int) -> np.ndarray:
     grown = _dilate_in_plane(mask, radius)
     shrunk = ndimage.minimum_filter1d(grown.view(np.uint8), 2 * radius + 1, axis=1, mode="nearest")
     return ndimage.minimum_filter1d(shrunk, 2 * radius + 1, axis=2, mode="nearest").view(bool)
-
-
-def fill_holes_per_slice(mask: np.ndarray) -> np.ndarray:
-    """2D hole filling of every axial slice: background not reachable from the slice's edge.
-
-    Labelling the background once with in-plane connectivity is much faster than
-    calling ``binary_fill_holes`` slice by slice.
-    """
-    background, _ = ndimage.label(~mask, structure=_IN_PLANE_4)
-    edge = np.concatenate([background[:, 0, :], background[:, -1, :], background[:, :, 0], background[:, :, -1]], axis=1)
-    outside = np.zeros(int(background.max()) + 1, dtype=bool)
-    outside[np.unique(edge)] = True
-    outside[0] = False  # label 0 is the mask itself
-    return mask | (~outside[background] & (background > 0))
 
 
 def _block_any_half(mask: np.ndarray, fy: int, fx: int) -> np.ndarray:
