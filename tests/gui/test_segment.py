@@ -46,6 +46,11 @@ def test_segment_shows_the_starter_masks_with_volumes(window, chest, qtbot, arti
     lungs = doc.label_map.array == int(rows["lungs"][0])
     assert 2 * np.count_nonzero(lungs & reference) / (lungs.sum() + reference.sum()) > 0.9
     assert starter.name in window.overlay_panel.source_label.text() and "3 labels found" in window.overlay_panel.source_label.text()
+    # the model's post-processing ran, and the user can see what it changed and that it is planned
+    assert len(result.postprocessing) == len(starter.postprocessing) == 3
+    tooltip = window.overlay_panel.source_label.toolTip()
+    assert tooltip.startswith("After the network:") and all(note in tooltip for note in result.postprocessing)
+    assert "then: lungs only inside the silhouette of body and bones" in window.segment_panel.plan_label.toPlainText()
     assert not window.cancel_button.isVisible()
     window.grab().save(str(artifacts_dir / "gui_segment_starter_lung1.png"))
 
