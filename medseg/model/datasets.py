@@ -408,7 +408,7 @@ def open_manifest(path: Path, data_root: str | Path | None = None) -> Dataset:
                    {"name": "dicom", "image": "series_dir/", "label": "seg.dcm"},
                    {"name": "phantom", "phantom": {}, "label_rule": "starter", "weight": 0.5}],
          "validation": ["lung1"],
-         "postprocessing": [{"op": "fill_holes", "label": "body"}]}     # optional: medseg.model.postprocess
+         "postprocessing": [{"op": "fill_holes"}]}     # optional: medseg.model.postprocess
     """
     record = _read_json(path)
     root = Path(data_root) if data_root is not None else _resolve_root(record.get("data_root"), path)

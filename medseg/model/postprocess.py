@@ -18,12 +18,14 @@ The operations (``"op"``):
 ``remove_small_components``  {"op": ..., "label": "lungs", "min_ml": 10, "otherwise": "body"}
     3D connected components (face connectivity) of ``label`` smaller than ``min_ml`` become
     ``otherwise`` (default background).
-``fill_holes``  {"op": "fill_holes", "label": "body"}
-    Background enclosed by foreground within an axial slice becomes ``label`` (a brain the
-    network left unlabelled inside the skull).
+``fill_holes``  {"op": "fill_holes"}
+    Background enclosed by foreground within an axial slice takes the label around it (the
+    most common label on the hole's edge): a brain the network left unlabelled inside the
+    skull becomes body, a patch of lung it missed inside the lung becomes lung.
 
 The starter model's steps restate its rule labels' own definition (``rule_labels``: lungs are
-components of at least 10 ml inside the filled body; the body has its holes filled per slice).
+components of at least 10 ml inside the filled body; body and lungs have their holes filled
+per slice).
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ OPERATIONS = ("keep_inside", "remove_small_components", "fill_holes")
 _KEYS = {
     "keep_inside": {"op", "label", "inside", "otherwise"},
     "remove_small_components": {"op", "label", "min_ml", "otherwise"},
-    "fill_holes": {"op", "label"},
+    "fill_holes": {"op"},
 }
 
 
@@ -63,7 +65,7 @@ class PostprocessStep:
             return f"{names[self.label]} only inside the silhouette of {around} (filled per slice); else {names[self.otherwise]}"
         if self.op == "remove_small_components":
             return f"{names[self.label]} pieces under {self.min_ml:g} ml become {names[self.otherwise]}"
-        return f"background enclosed within a slice becomes {names[self.label]}"
+        return "background enclosed within a slice takes the label around it"
 
 
 @dataclass(frozen=True)
@@ -117,8 +119,11 @@ def parse_steps(raw: Any, labels: Mapping[int, str], where: Any = None) -> list[
                                  f"{sorted(by_name)}", path=where)
             return by_name[name]
 
+        if op == "fill_holes":
+            steps.append(PostprocessStep(op, 0))
+            continue
         target = label("label")
-        if op != "fill_holes" and target == 0:
+        if target == 0:
             raise ModelError(f"{what} ({op}): label must be a foreground label, not background", path=where)
         if op == "keep_inside":
             inside = entry.get("inside")
@@ -138,9 +143,23 @@ def parse_steps(raw: Any, labels: Mapping[int, str], where: Any = None) -> list[
                 raise ModelError(f"{what} (remove_small_components): min_ml must be a positive number, "
                                  f"not {min_ml!r}", path=where)
             steps.append(PostprocessStep(op, target, min_ml=float(min_ml), otherwise=label("otherwise", labels[0])))
-        else:
-            steps.append(PostprocessStep(op, target))
     return steps
+
+
+def _fill_from_surroundings(label_map: np.ndarray) -> np.ndarray:
+    """Give each enclosed background hole (per slice) the most common label on its edge; the holes."""
+    holes = fill_holes_per_slice(label_map != 0) & (label_map == 0)
+    components, count = ndimage.label(holes, structure=IN_PLANE_4)
+    if not count:
+        return holes
+    # the edge: voxels next to a hole within its slice, each tagged with that hole's number
+    edge = ndimage.binary_dilation(holes, structure=IN_PLANE_4) & ~holes
+    owner = ndimage.maximum_filter(components, footprint=IN_PLANE_4)[edge]
+    votes = np.zeros((count + 1, int(label_map.max()) + 1), np.int64)
+    np.add.at(votes, (owner, label_map[edge]), 1)
+    votes[:, 0] = -1  # an enclosed hole's edge is foreground; background never wins
+    label_map[holes] = votes.argmax(axis=1)[components[holes]].astype(label_map.dtype)
+    return holes
 
 
 def apply_steps(label_map: np.ndarray, steps: Sequence[PostprocessStep], voxel_ml: float) -> list[StepOutcome]:
@@ -161,8 +180,8 @@ def apply_steps(label_map: np.ndarray, steps: Sequence[PostprocessStep], voxel_m
             else:
                 changed = np.zeros(label_map.shape, bool)
         else:
-            changed = fill_holes_per_slice(label_map != 0) & (label_map == 0)
-        value = step.label if step.op == "fill_holes" else step.otherwise
-        label_map[changed] = value
+            changed = _fill_from_surroundings(label_map)
+        if step.op != "fill_holes":
+            label_map[changed] = step.otherwise
         outcomes.append(StepOutcome(step, float(np.count_nonzero(changed)) * voxel_ml))
     return outcomes

@@ -27,7 +27,7 @@ from small_packages import LABELS, one_configuration, two_d_configuration
 BODY, LUNGS, BONES = 1, 2, 3
 STEPS = [{"op": "keep_inside", "label": "lungs", "inside": ["body", "bones"]},
          {"op": "remove_small_components", "label": "lungs", "min_ml": 10, "otherwise": "body"},
-         {"op": "fill_holes", "label": "body"}]
+         {"op": "fill_holes"}]
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +65,7 @@ def test_lung_outside_the_patient_is_removed_and_the_real_lungs_kept(chest) -> N
     assert "lungs only inside the silhouette of body and bones" in outcome[0].describe(LABELS)
 
 
-def test_small_lung_pieces_become_body_and_holes_in_the_body_are_filled(chest) -> None:
+def test_small_lung_pieces_become_body_and_holes_take_the_label_around_them(chest) -> None:
     volume, rule = chest
     ml = volume.voxel_volume_ml
     pieces, count = ndimage.label(rule == LUNGS)
@@ -80,18 +80,24 @@ def test_small_lung_pieces_become_body_and_holes_in_the_body_are_filled(chest) -
     pocket[0, y:y + side, x:x + side] = True
     pocket &= deep
     corrupted[pocket] = LUNGS
-    # ... and a hole the network left inside the patient (the brain inside a skull)
+    # ... a hole the network left inside the patient (the brain inside a skull) ...
     hole = np.zeros_like(rule, bool)
     hole[0, y - 40:y - 20, x - 10:x + 10] = True
     hole &= deep & ~ndimage.binary_dilation(pocket, iterations=2)
-    corrupted[hole] = 0
-    assert count >= 2 and smallest > 3 * pocket.sum() * ml and hole.sum() > 100
+    # ... and one inside a lung (lung the network missed): each takes the label around it
+    lung_deep = ndimage.binary_erosion(rule == LUNGS, structure=np.ones((1, 3, 3), bool), iterations=8)
+    ly, lx = np.argwhere(lung_deep[0])[len(np.argwhere(lung_deep[0])) // 3]
+    lung_hole = np.zeros_like(rule, bool)
+    lung_hole[0, ly - 6:ly + 6, lx - 6:lx + 6] = True
+    lung_hole &= lung_deep
+    corrupted[hole | lung_hole] = 0
+    assert count >= 2 and smallest > 3 * pocket.sum() * ml and hole.sum() > 100 and lung_hole.sum() > 50
 
     steps = parse_steps([{**STEPS[1], "min_ml": smallest / 2}, STEPS[2]], LABELS)
     outcomes = apply_steps(corrupted, steps, ml)
 
     np.testing.assert_array_equal(corrupted, rule)
-    assert [o.changed_ml for o in outcomes] == pytest.approx([pocket.sum() * ml, hole.sum() * ml])
+    assert [o.changed_ml for o in outcomes] == pytest.approx([pocket.sum() * ml, (hole | lung_hole).sum() * ml])
 
 
 def test_segment_runs_the_packages_steps_and_reports_them(chest, tmp_path: Path) -> None:
@@ -123,10 +129,11 @@ def test_packages_carry_their_steps_and_refuse_bad_ones(tmp_path: Path) -> None:
 
     for bad, message in [
         ([{"op": "dilate", "label": "lungs"}], "postprocessing step 1: unknown operation 'dilate'"),
-        ([STEPS[0], {"op": "fill_holes", "label": "liver"}], "step 2 (fill_holes): label 'liver' is not one"),
+        ([STEPS[0], {"op": "remove_small_components", "label": "liver", "min_ml": 1}],
+         "step 2 (remove_small_components): label 'liver' is not one"),
         ([{"op": "remove_small_components", "label": "lungs", "min_ml": -1}], "min_ml must be a positive"),
         ([{"op": "keep_inside", "label": "lungs", "inside": []}], "inside must list at least one label"),
-        ([{"op": "fill_holes", "label": "body", "radius": 3}], "unknown keys ['radius']"),
+        ([{"op": "fill_holes", "radius": 3}], "unknown keys ['radius']"),
         ({"op": "fill_holes"}, "must be a list of steps"),
     ]:
         manifest["postprocessing"] = bad
@@ -155,7 +162,7 @@ def test_a_dataset_declares_the_steps_its_models_carry(ct_dir: Path, tmp_path: P
                                                                          batch_size=2), plan=tiny_plan())
     assert load_package(tmp_path / "model").postprocessing == STEPS
 
-    manifest.write_text(json.dumps({**record, "postprocessing": [{"op": "fill_holes", "label": "liver"}]}))
+    manifest.write_text(json.dumps({**record, "postprocessing": [{"op": "keep_inside", "label": "liver", "inside": ["body"]}]}))
     with pytest.raises(DatasetError, match="label 'liver' is not one") as error:
         open_dataset(manifest)
     assert str(manifest) in str(error.value)
