@@ -166,3 +166,17 @@ def test_a_dataset_declares_the_steps_its_models_carry(ct_dir: Path, tmp_path: P
     with pytest.raises(DatasetError, match="label 'liver' is not one") as error:
         open_dataset(manifest)
     assert str(manifest) in str(error.value)
+
+
+def test_the_command_line_shows_the_steps_and_can_skip_them(ct_dir: Path, tmp_path: Path, capsys) -> None:
+    from medseg.cli import main
+
+    chest = str(ct_dir / "cornerstone_testimages" / "CT1_J2KR")
+    assert main(["plan", chest, "--model", "starter"]) == 0
+    assert "then: lungs only inside the silhouette of body and bones" in capsys.readouterr().out
+    reports = {}
+    for flags in ([], ["--no-postprocess"]):
+        assert main(["segment", chest, "-o", str(tmp_path / "labels.nii.gz"), "--json", *flags]) == 0
+        reports[bool(flags)] = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert len(reports[False]["postprocessing"]) == 3 and reports[True]["postprocessing"] == []
+    assert all(note.endswith(" ml changed") for note in reports[False]["postprocessing"])
