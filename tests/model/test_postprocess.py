@@ -180,3 +180,28 @@ def test_the_command_line_shows_the_steps_and_can_skip_them(ct_dir: Path, tmp_pa
         reports[bool(flags)] = json.loads(capsys.readouterr().out.splitlines()[-1])
     assert len(reports[False]["postprocessing"]) == 3 and reports[True]["postprocessing"] == []
     assert all(note.endswith(" ml changed") for note in reports[False]["postprocessing"])
+
+
+def test_air_between_the_arm_and_the_body_is_not_lung(ct_dir: Path) -> None:
+    # example_ct_dicom has the arms beside the abdomen; a 2D network of the starter-v2 build drew
+    # 108 ml of "lung" in the air between the left arm and the body wall (the model card). Plant
+    # that error on the real anatomy and run the shipped starter's own steps.
+    volume = load(ct_dir / "totalsegmentator" / "example_ct_dicom")
+    rule = np.asarray(rule_label_map(volume).array).astype(np.uint8)
+    hu = np.asarray(volume.array)
+    parts, count = ndimage.label(rule > 0)
+    sizes = np.bincount(parts.ravel())
+    sizes[0] = 0
+    torso = parts == sizes.argmax()
+    arms = (parts > 0) & ~torso
+    assert count >= 2 and arms.sum() * volume.voxel_volume_ml > 100  # an arm apart from the body (the other touches it)
+    near = 20.0  # mm
+    spacing = volume.spacing_zyx
+    gap = ((rule == 0) & (hu < -400) & (ndimage.distance_transform_edt(~torso, sampling=spacing) < near)
+           & (ndimage.distance_transform_edt(~arms, sampling=spacing) < near))
+    assert gap.sum() * volume.voxel_volume_ml > 5
+    corrupted = rule.copy()
+    corrupted[gap] = LUNGS
+    outcomes = apply_steps(corrupted, load_model(None).postprocess_steps(), volume.voxel_volume_ml)
+    np.testing.assert_array_equal(corrupted, rule)
+    assert outcomes[0].changed_ml == pytest.approx(gap.sum() * volume.voxel_volume_ml)
