@@ -41,6 +41,7 @@ from medseg.errors import ModelError
 IN_PLANE_4 = np.zeros((3, 3, 3), dtype=bool)  # 4-connectivity within a slice, none across slices
 IN_PLANE_4[1] = ndimage.generate_binary_structure(2, 1)
 
+_SLICES_PER_CHUNK = 16
 OPERATIONS = ("keep_inside", "remove_small_components", "fill_holes")
 _KEYS = {
     "keep_inside": {"op", "label", "inside", "otherwise"},
@@ -79,18 +80,46 @@ class StepOutcome:
         return f"{self.step.describe(names)}: {self.changed_ml:.1f} ml changed"
 
 
+def bounding_box(mask: np.ndarray, margin: int = 0) -> tuple[slice, ...] | None:
+    """The smallest box holding every set voxel, grown by ``margin`` voxels (None: an empty mask).
+
+    Post-processing a 512 x 512 x 300 series touches a few objects; working on their box
+    instead of the whole volume makes the steps several times faster.
+    """
+    box = []
+    for axis in range(mask.ndim):
+        hit = np.flatnonzero(mask.any(axis=tuple(a for a in range(mask.ndim) if a != axis)))
+        if hit.size == 0:
+            return None
+        box.append(slice(max(0, int(hit[0]) - margin), min(mask.shape[axis], int(hit[-1]) + 1 + margin)))
+    return tuple(box)
+
+
 def fill_holes_per_slice(mask: np.ndarray) -> np.ndarray:
     """2D hole filling of every axial slice: background not reachable from the slice's edge.
 
     Labelling the background once with in-plane connectivity is much faster than
-    calling ``binary_fill_holes`` slice by slice.
+    calling ``binary_fill_holes`` slice by slice; outside the mask's in-plane bounding box
+    (plus one voxel) everything is reachable, so only the box is labelled.
     """
-    background, _ = ndimage.label(~mask, structure=IN_PLANE_4)
-    edge = np.concatenate([background[:, 0, :], background[:, -1, :], background[:, :, 0], background[:, :, -1]], axis=1)
-    outside = np.zeros(int(background.max()) + 1, dtype=bool)
-    outside[np.unique(edge)] = True
-    outside[0] = False  # label 0 is the mask itself
-    return mask | (~outside[background] & (background > 0))
+    box = bounding_box(mask, margin=1)
+    filled = mask.copy()
+    if box is None:
+        return filled
+    # slices are independent: a few at a time keeps the int32 labels small (a 512 x 512 x 300
+    # series would need 300 MB for them at once)
+    for start in range(box[0].start, box[0].stop, _SLICES_PER_CHUNK):
+        chunk = (slice(start, min(start + _SLICES_PER_CHUNK, box[0].stop)), *box[1:])
+        background, _ = ndimage.label(~mask[chunk], structure=IN_PLANE_4)
+        edge = np.concatenate([background[:, 0, :], background[:, -1, :], background[:, :, 0],
+                               background[:, :, -1]], axis=1)
+        outside = np.zeros(int(background.max()) + 1, dtype=bool)
+        outside[np.unique(edge)] = True
+        outside[0] = False  # label 0 is the mask itself
+        # a box edge that is the slice's own edge is the slice's edge; one inside the slice
+        # has background beyond it (the margin), so the same rule holds either way
+        filled[chunk] |= ~outside[background] & (background > 0)
+    return filled
 
 
 def parse_steps(raw: Any, labels: Mapping[int, str], where: Any = None) -> list[PostprocessStep]:
@@ -149,16 +178,18 @@ def parse_steps(raw: Any, labels: Mapping[int, str], where: Any = None) -> list[
 def _fill_from_surroundings(label_map: np.ndarray) -> np.ndarray:
     """Give each enclosed background hole (per slice) the most common label on its edge; the holes."""
     holes = fill_holes_per_slice(label_map != 0) & (label_map == 0)
-    components, count = ndimage.label(holes, structure=IN_PLANE_4)
-    if not count:
+    box = bounding_box(holes, margin=1)
+    if box is None:
         return holes
+    crop, labels = holes[box], label_map[box]
+    components, count = ndimage.label(crop, structure=IN_PLANE_4)
     # the edge: voxels next to a hole within its slice, each tagged with that hole's number
-    edge = ndimage.binary_dilation(holes, structure=IN_PLANE_4) & ~holes
+    edge = ndimage.binary_dilation(crop, structure=IN_PLANE_4) & ~crop
     owner = ndimage.maximum_filter(components, footprint=IN_PLANE_4)[edge]
     votes = np.zeros((count + 1, int(label_map.max()) + 1), np.int64)
-    np.add.at(votes, (owner, label_map[edge]), 1)
+    np.add.at(votes, (owner, labels[edge]), 1)
     votes[:, 0] = -1  # an enclosed hole's edge is foreground; background never wins
-    label_map[holes] = votes.argmax(axis=1)[components[holes]].astype(label_map.dtype)
+    labels[crop] = votes.argmax(axis=1)[components[crop]].astype(label_map.dtype)
     return holes
 
 
@@ -171,14 +202,14 @@ def apply_steps(label_map: np.ndarray, steps: Sequence[PostprocessStep], voxel_m
             # otherwise enclose the body and count itself as inside
             changed = (label_map == step.label) & ~fill_holes_per_slice(np.isin(label_map, step.inside))
         elif step.op == "remove_small_components":
-            components, count = ndimage.label(label_map == step.label)
-            if count:
-                sizes = np.bincount(components.ravel()) * voxel_ml
-                small = sizes < step.min_ml
+            mask = label_map == step.label
+            changed = np.zeros(label_map.shape, bool)
+            box = bounding_box(mask)
+            if box is not None:
+                components, _ = ndimage.label(mask[box])
+                small = np.bincount(components.ravel()) * voxel_ml < step.min_ml
                 small[0] = False
-                changed = small[components]
-            else:
-                changed = np.zeros(label_map.shape, bool)
+                changed[box] = small[components]
         else:
             changed = _fill_from_surroundings(label_map)
         if step.op != "fill_holes":

@@ -205,3 +205,15 @@ def test_air_between_the_arm_and_the_body_is_not_lung(ct_dir: Path) -> None:
     outcomes = apply_steps(corrupted, load_model(None).postprocess_steps(), volume.voxel_volume_ml)
     np.testing.assert_array_equal(corrupted, rule)
     assert outcomes[0].changed_ml == pytest.approx(gap.sum() * volume.voxel_volume_ml)
+
+
+def test_hole_filling_per_slice_matches_scipy_slice_by_slice(ct_dir: Path) -> None:
+    # medseg labels only the mask's box, a few slices at a time; scipy fills each slice whole
+    from medseg.model.postprocess import fill_holes_per_slice
+
+    volume = load(ct_dir / "pyradiomics_lung1" / "lung1_image.nrrd")  # 48 slices: several chunks
+    hu = np.asarray(volume.array)
+    for mask in (hu > -500, np.roll(hu > 200, 150, axis=2)):  # the patient; bones pushed over the edge
+        expected = np.stack([ndimage.binary_fill_holes(s) for s in mask])
+        assert (expected & ~mask).sum() > 1000  # there are holes to fill
+        np.testing.assert_array_equal(fill_holes_per_slice(mask), expected)
