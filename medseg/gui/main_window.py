@@ -445,6 +445,7 @@ class MainWindow(QMainWindow):
                                       if result.postprocessing else "")
         if result.fallbacks:
             self.notice_banner.show_message("Segmentation fell back: " + "; ".join(result.fallbacks))
+        self.stats_panel.refresh()  # a new segmentation: its figures are what the user reads next
         self.statusBar().showMessage(f"Segmented in {result.seconds:.1f} s on {result.device}"
                                      f"{' with ' + result.configuration if result.configuration else ''}.", 8000)
         self._update_status()

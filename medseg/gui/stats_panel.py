@@ -29,6 +29,7 @@ class StatsPanel(QWidget):
         super().__init__(parent)
         self.document = document
         self.stats: list[LabelStats] = []
+        self._stale = False  # the label map was edited since the figures were counted
         self.table = QTableWidget(0, len(COLUMNS), self)
         self.table.setHorizontalHeaderLabels(COLUMNS)
         self.table.verticalHeader().setVisible(False)
@@ -49,6 +50,7 @@ class StatsPanel(QWidget):
         layout.addWidget(self.table, 1)
         layout.addLayout(buttons)
         document.label_map_changed.connect(self.refresh)
+        document.label_map_edited.connect(self._mark_stale)
         document.labels_changed.connect(self._rename)
         self.refresh()
 
@@ -60,7 +62,15 @@ class StatsPanel(QWidget):
         else:
             names = {value: entry.name for value, entry in doc.labels.items()}
             self.stats = label_statistics(doc.volume, doc.label_map, names)
+        self._stale = False
         self._fill()
+
+    def _mark_stale(self, _edit=None) -> None:
+        # Counting every label's HU over a whole series takes a second or more, too slow for every
+        # brush stroke: say that the figures are old (and keep them out of a CSV) until Refresh.
+        if not self._stale:
+            self._stale = True
+            self._fill()
 
     def _rename(self) -> None:
         names = {value: entry.name for value, entry in self.document.labels.items()}
@@ -76,9 +86,14 @@ class StatsPanel(QWidget):
                      f"{s.hu_sd:.1f}", f"{s.hu_min:.0f}", f"{s.hu_max:.0f}", f"{s.hu_median:.1f}", size)
             for column, text in enumerate(cells):
                 self.table.setItem(row, column, QTableWidgetItem(text))
-        self.export_button.setEnabled(bool(self.stats))
+        self.export_button.setEnabled(bool(self.stats) and not self._stale)
         total = sum(s.volume_ml for s in self.stats)
-        self.summary.setText(f"{len(self.stats)} labels, {total:.1f} ml in all" if self.stats else "No segmentation.")
+        if self._stale:
+            self.summary.setText("The segmentation changed since these figures: press Refresh to recount.")
+        elif self.stats:
+            self.summary.setText(f"{len(self.stats)} labels, {total:.1f} ml in all")
+        else:
+            self.summary.setText("No labelled voxels." if self.document.label_map is not None else "No segmentation.")
 
     def export_dialog(self) -> None:
         path, _ = QFileDialog.getSaveFileName(self, "Export statistics", str(Path.home() / "label_statistics.csv"),

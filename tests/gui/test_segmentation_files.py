@@ -122,6 +122,15 @@ def test_statistics_table_and_csv(window, edited, qtbot, monkeypatch, tmp_path, 
     rows = list(csv.DictReader(out.open()))
     assert [r["name"] for r in rows] == ["bone", "lesion"]
     assert float(rows[0]["hu_mean"]) == pytest.approx(intensity.GetMean(1), abs=1e-3)
+    # an edit makes the figures old: said so, and they cannot be exported until recounted
+    doc = window.document
+    nz, ny, nx = doc.volume.shape_zyx
+    doc.apply(stroke(doc.label_map, [(nz // 2, 2 * ny // 3, 2 * nx // 3)], 6.0, 2, image=doc.volume), "brush")
+    assert "changed since these figures" in panel.summary.text() and not panel.export_button.isEnabled()
+    panel.refresh_button.click()
+    assert panel.export_button.isEnabled() and panel.summary.text().startswith("2 labels")
+    lesion = next(r for r in range(2) if panel.table.item(r, 0).text() == "2  lesion")
+    assert panel.table.item(lesion, 1).text() == f"{int((doc.label_map.array == 2).sum()):,}"
     window.stats_dock.show()
     qtbot.wait(50)
     window.grab().save(str(artifacts_dir / "segmentation_statistics.png"))
