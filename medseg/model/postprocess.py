@@ -18,6 +18,12 @@ The operations (``"op"``):
 ``remove_small_components``  {"op": ..., "label": "lungs", "min_ml": 10, "otherwise": "body"}
     3D connected components (face connectivity) of ``label`` smaller than ``min_ml`` become
     ``otherwise`` (default background).
+``remove_components_in_slices_of``  {"op": ..., "label": "lungs", "of": ["bones"], "max_share": 0.17,
+"otherwise": "body"}
+    3D components of ``label`` whose slices are, at the median over the slices each spans, more
+    than ``max_share`` made of the ``of`` labels (a share of the slice's foreground) become
+    ``otherwise`` (default background): the air of the nose and sinuses lies in skull-base
+    slices that are mostly bone, the lungs in slices that are a few per cent bone.
 ``fill_holes``  {"op": "fill_holes"}
     Background enclosed by foreground within an axial slice takes the label around it (the
     most common label on the hole's edge): a brain the network left unlabelled inside the
@@ -42,10 +48,11 @@ IN_PLANE_4 = np.zeros((3, 3, 3), dtype=bool)  # 4-connectivity within a slice, n
 IN_PLANE_4[1] = ndimage.generate_binary_structure(2, 1)
 
 _SLICES_PER_CHUNK = 16
-OPERATIONS = ("keep_inside", "remove_small_components", "fill_holes")
+OPERATIONS = ("keep_inside", "remove_small_components", "remove_components_in_slices_of", "fill_holes")
 _KEYS = {
     "keep_inside": {"op", "label", "inside", "otherwise"},
     "remove_small_components": {"op", "label", "min_ml", "otherwise"},
+    "remove_components_in_slices_of": {"op", "label", "of", "max_share", "otherwise"},
     "fill_holes": {"op"},
 }
 
@@ -56,16 +63,21 @@ class PostprocessStep:
 
     op: str
     label: int
-    inside: tuple[int, ...] = ()
+    others: tuple[int, ...] = ()  # keep_inside's "inside", remove_components_in_slices_of's "of"
     min_ml: float = 0.0
+    max_share: float = 1.0
     otherwise: int = 0
 
     def describe(self, names: Mapping[int, str]) -> str:
         if self.op == "keep_inside":
-            around = " and ".join(names[v] for v in self.inside)
+            around = " and ".join(names[v] for v in self.others)
             return f"{names[self.label]} only inside the silhouette of {around} (filled per slice); else {names[self.otherwise]}"
         if self.op == "remove_small_components":
             return f"{names[self.label]} pieces under {self.min_ml:g} ml become {names[self.otherwise]}"
+        if self.op == "remove_components_in_slices_of":
+            of = " and ".join(names[v] for v in self.others)
+            return (f"{names[self.label]} pieces in slices over {100 * self.max_share:g} % {of} (median) "
+                    f"become {names[self.otherwise]}")
         return "background enclosed within a slice takes the label around it"
 
 
@@ -154,17 +166,24 @@ def parse_steps(raw: Any, labels: Mapping[int, str], where: Any = None) -> list[
         target = label("label")
         if target == 0:
             raise ModelError(f"{what} ({op}): label must be a foreground label, not background", path=where)
-        if op == "keep_inside":
-            inside = entry.get("inside")
-            if not isinstance(inside, list) or not inside:
-                raise ModelError(f"{what} (keep_inside): inside must list at least one label", path=where)
-            values = []
-            for name in inside:
+        def label_list(key: str) -> tuple[int, ...]:
+            names = entry.get(key)
+            if not isinstance(names, list) or not names:
+                raise ModelError(f"{what} ({op}): {key} must list at least one label", path=where)
+            for name in names:
                 if name not in by_name or by_name[name] == 0:
-                    raise ModelError(f"{what} (keep_inside): inside names {name!r}, not a foreground label",
-                                     path=where)
-                values.append(by_name[name])
-            steps.append(PostprocessStep(op, target, inside=tuple(values),
+                    raise ModelError(f"{what} ({op}): {key} names {name!r}, not a foreground label", path=where)
+            return tuple(by_name[name] for name in names)
+
+        if op == "keep_inside":
+            steps.append(PostprocessStep(op, target, others=label_list("inside"),
+                                         otherwise=label("otherwise", labels[0])))
+        elif op == "remove_components_in_slices_of":
+            share = entry.get("max_share")
+            if not isinstance(share, (int, float)) or isinstance(share, bool) or not 0 < share < 1:
+                raise ModelError(f"{what} ({op}): max_share must be a fraction between 0 and 1, not {share!r}",
+                                 path=where)
+            steps.append(PostprocessStep(op, target, others=label_list("of"), max_share=float(share),
                                          otherwise=label("otherwise", labels[0])))
         elif op == "remove_small_components":
             min_ml = entry.get("min_ml")
@@ -193,6 +212,26 @@ def _fill_from_surroundings(label_map: np.ndarray) -> np.ndarray:
     return holes
 
 
+def _components_in_slices_of(label_map: np.ndarray, step: PostprocessStep) -> np.ndarray:
+    """The components of ``step.label`` whose slices are, at the median, over ``max_share`` ``of``."""
+    changed = np.zeros(label_map.shape, bool)
+    mask = label_map == step.label
+    box = bounding_box(mask)
+    if box is None:
+        return changed
+    share = (np.isin(label_map, step.others).sum(axis=(1, 2))
+             / np.maximum((label_map != 0).sum(axis=(1, 2)), 1))
+    components, _ = ndimage.label(mask[box])
+    for index, piece in enumerate(ndimage.find_objects(components), start=1):
+        if piece is None:
+            continue
+        z = slice(box[0].start + piece[0].start, box[0].start + piece[0].stop)
+        if float(np.median(share[z])) > step.max_share:
+            region = (z, *(slice(b.start + p.start, b.start + p.stop) for b, p in zip(box[1:], piece[1:])))
+            changed[region] |= components[piece] == index
+    return changed
+
+
 def apply_steps(label_map: np.ndarray, steps: Sequence[PostprocessStep], voxel_ml: float) -> list[StepOutcome]:
     """Apply ``steps`` in order to ``label_map`` (z, y, x; changed in place); what each changed."""
     outcomes = []
@@ -200,7 +239,7 @@ def apply_steps(label_map: np.ndarray, steps: Sequence[PostprocessStep], voxel_m
         if step.op == "keep_inside":
             # the silhouette leaves the label itself out: a rim of "lung" around the body would
             # otherwise enclose the body and count itself as inside
-            changed = (label_map == step.label) & ~fill_holes_per_slice(np.isin(label_map, step.inside))
+            changed = (label_map == step.label) & ~fill_holes_per_slice(np.isin(label_map, step.others))
         elif step.op == "remove_small_components":
             mask = label_map == step.label
             changed = np.zeros(label_map.shape, bool)
@@ -210,6 +249,8 @@ def apply_steps(label_map: np.ndarray, steps: Sequence[PostprocessStep], voxel_m
                 small = np.bincount(components.ravel()) * voxel_ml < step.min_ml
                 small[0] = False
                 changed[box] = small[components]
+        elif step.op == "remove_components_in_slices_of":
+            changed = _components_in_slices_of(label_map, step)
         else:
             changed = _fill_from_surroundings(label_map)
         if step.op != "fill_holes":

@@ -27,6 +27,8 @@ from small_packages import LABELS, one_configuration, two_d_configuration
 BODY, LUNGS, BONES = 1, 2, 3
 STEPS = [{"op": "keep_inside", "label": "lungs", "inside": ["body", "bones"]},
          {"op": "remove_small_components", "label": "lungs", "min_ml": 10, "otherwise": "body"},
+         {"op": "remove_components_in_slices_of", "label": "lungs", "of": ["bones"], "max_share": 0.17,
+          "otherwise": "body"},
          {"op": "fill_holes"}]
 
 
@@ -93,7 +95,7 @@ def test_small_lung_pieces_become_body_and_holes_take_the_label_around_them(ches
     corrupted[hole | lung_hole] = 0
     assert count >= 2 and smallest > 3 * pocket.sum() * ml and hole.sum() > 100 and lung_hole.sum() > 50
 
-    steps = parse_steps([{**STEPS[1], "min_ml": smallest / 2}, STEPS[2]], LABELS)
+    steps = parse_steps([{**STEPS[1], "min_ml": smallest / 2}, STEPS[-1]], LABELS)
     outcomes = apply_steps(corrupted, steps, ml)
 
     np.testing.assert_array_equal(corrupted, rule)
@@ -106,7 +108,7 @@ def test_segment_runs_the_packages_steps_and_reports_them(chest, tmp_path: Path)
     starter.postprocessing = list(STEPS)
     raw = segment(volume, starter, postprocess=False)
     done = segment(volume, starter)
-    assert raw.postprocessing == [] and len(done.postprocessing) == 3
+    assert raw.postprocessing == [] and len(done.postprocessing) == len(STEPS)
     before, after = np.asarray(raw.label_map.array), np.asarray(done.label_map.array)
     lung_after = after == LUNGS
     assert not (lung_after & ~_silhouette(after)).any()
@@ -133,6 +135,7 @@ def test_packages_carry_their_steps_and_refuse_bad_ones(tmp_path: Path) -> None:
          "step 2 (remove_small_components): label 'liver' is not one"),
         ([{"op": "remove_small_components", "label": "lungs", "min_ml": -1}], "min_ml must be a positive"),
         ([{"op": "keep_inside", "label": "lungs", "inside": []}], "inside must list at least one label"),
+        ([{**STEPS[2], "max_share": 17}], "max_share must be a fraction between 0 and 1, not 17"),
         ([{"op": "fill_holes", "radius": 3}], "unknown keys ['radius']"),
         ({"op": "fill_holes"}, "must be a list of steps"),
     ]:
@@ -178,7 +181,7 @@ def test_the_command_line_shows_the_steps_and_can_skip_them(ct_dir: Path, tmp_pa
     for flags in ([], ["--no-postprocess"]):
         assert main(["segment", chest, "-o", str(tmp_path / "labels.nii.gz"), "--json", *flags]) == 0
         reports[bool(flags)] = json.loads(capsys.readouterr().out.splitlines()[-1])
-    assert len(reports[False]["postprocessing"]) == 3 and reports[True]["postprocessing"] == []
+    assert len(reports[False]["postprocessing"]) == len(STEPS) and reports[True]["postprocessing"] == []
     assert all(note.endswith(" ml changed") for note in reports[False]["postprocessing"])
 
 
@@ -217,3 +220,26 @@ def test_hole_filling_per_slice_matches_scipy_slice_by_slice(ct_dir: Path) -> No
         expected = np.stack([ndimage.binary_fill_holes(s) for s in mask])
         assert (expected & ~mask).sum() > 1000  # there are holes to fill
         np.testing.assert_array_equal(fill_holes_per_slice(mask), expected)
+
+
+def test_air_in_bony_slices_is_not_lung_and_the_lungs_are(ct_dir: Path) -> None:
+    # The rule's own criterion restated on a label map: the nose and sinuses lie in skull-base
+    # slices that are about a fifth bone, lungs in slices a few per cent bone.
+    step = parse_steps([STEPS[2]], LABELS)
+    head = load(ct_dir / "dcm_qa_ct" / "GE_HiSpeedDual_head_tilt_varspacing")
+    rule = np.asarray(rule_label_map(head).array).astype(np.uint8)
+    air, _ = ndimage.label((np.asarray(head.array) < -400) & (rule == BODY))
+    sizes = np.bincount(air.ravel()) * head.voxel_volume_ml
+    sinus = np.isin(air, np.flatnonzero(sizes >= 10)[1:])  # air pockets as big as a lung piece
+    assert sinus.sum() * head.voxel_volume_ml > 10 and not (rule == LUNGS).any()
+    corrupted = rule.copy()
+    corrupted[sinus] = LUNGS
+    (outcome,) = apply_steps(corrupted, step, head.voxel_volume_ml)
+    np.testing.assert_array_equal(corrupted, rule)
+    assert outcome.changed_ml == pytest.approx(sinus.sum() * head.voxel_volume_ml)
+
+    chest = load(ct_dir / "pyradiomics_lung1" / "lung1_image.nrrd")
+    labels = np.asarray(rule_label_map(chest).array).astype(np.uint8)
+    kept = labels.copy()
+    assert apply_steps(kept, step, chest.voxel_volume_ml)[0].changed_ml == 0
+    np.testing.assert_array_equal(kept, labels)
