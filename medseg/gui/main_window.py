@@ -433,7 +433,8 @@ class MainWindow(QMainWindow):
     def segment(self) -> None:
         if self._refuse_when_busy() or not self.editing.may_segment():
             return
-        self.loader.segment(self.model_path(), self.segment_panel.device, self.segment_panel.configuration)
+        self.loader.segment(self.model_path(), self.segment_panel.device, self.segment_panel.configuration,
+                            self.segment_panel.postprocess)
 
     @Slot(object)
     def _on_segmented(self, result: Any) -> None:

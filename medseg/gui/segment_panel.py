@@ -12,7 +12,7 @@ import os
 from typing import Any
 
 import numpy as np
-from PySide6.QtWidgets import QComboBox, QGroupBox, QHBoxLayout, QLabel, QPushButton, QSizePolicy, QTextBrowser, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QCheckBox, QComboBox, QGroupBox, QHBoxLayout, QLabel, QPushButton, QSizePolicy, QTextBrowser, QVBoxLayout, QWidget
 
 from medseg.edit.document import ViewerDocument
 
@@ -102,6 +102,11 @@ class SegmentPanel(QGroupBox):
         self.configuration_box.addItem("Configuration: automatic (by the series' spacing)", None)
         self.configuration_box.currentIndexChanged.connect(lambda _index: self._show_plan())
         self.configuration_box.setVisible(False)  # shown when the model has more than one
+        self.postprocess_box = QCheckBox("Apply the model's post-processing", self)
+        self.postprocess_box.setToolTip("The steps the model declares after its network (listed in the plan "
+                                        "below); off shows the network's own labels")
+        self.postprocess_box.setChecked(True)
+        self.postprocess_box.setVisible(False)  # shown when the model declares steps
         self.plan_label = QTextBrowser(self)  # fixed height: a rich-text QLabel is squeezed inside the scroll area
         self.plan_label.setPlainText("Open an image to see the plan.")
         self.plan_label.setFixedHeight(230)
@@ -114,6 +119,7 @@ class SegmentPanel(QGroupBox):
         layout.addLayout(top)
         layout.addWidget(self.device_box)
         layout.addWidget(self.configuration_box)
+        layout.addWidget(self.postprocess_box)
         layout.addWidget(self.plan_label)
         layout.addWidget(self.run_button)
         self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Minimum)
@@ -126,6 +132,11 @@ class SegmentPanel(QGroupBox):
     @property
     def device(self) -> str:
         return self.device_box.currentData() or "auto"
+
+    @property
+    def postprocess(self) -> bool:
+        """Whether the model's declared post-processing runs after its network."""
+        return self.postprocess_box.isChecked()
 
     @property
     def configuration(self) -> str | None:
@@ -143,6 +154,7 @@ class SegmentPanel(QGroupBox):
         self.configuration_box.setCurrentIndex(max(index, 0))
         self.configuration_box.setVisible(len(self._package.configurations) > 1)
         self.configuration_box.blockSignals(False)
+        self.postprocess_box.setVisible(bool(self._package.postprocessing))
 
     def _show_plan(self) -> None:
         volume = self.document.volume

@@ -276,9 +276,11 @@ class StudyLoader(QObject):
         self.label_map_loaded.emit(result)
 
     # --- segmentation -------------------------------------------------------------------------
-    def segment(self, model: str | Path | None = None, device: str = "auto", configuration: str | None = None) -> bool:
+    def segment(self, model: str | Path | None = None, device: str = "auto", configuration: str | None = None,
+                postprocess: bool = True) -> bool:
         """Segment the open image with a model package (default: the built-in starter) in a worker;
-        ``configuration`` overrides the one the series' spacing would choose."""
+        ``configuration`` overrides the one the series' spacing would choose; ``postprocess`` False
+        skips the model's declared post-processing."""
         image = self.document.volume
         if image is None:
             from medseg.errors import GeometryError
@@ -294,7 +296,7 @@ class StudyLoader(QObject):
             report(progress, 0.0, "loading the model", "model")
             package = load_model(model)
             result = segment(image, package, device=device, progress=progress, cancel=cancel,
-                             configuration=configuration)
+                             configuration=configuration, postprocess=postprocess)
             present = set(np.unique(result.label_map.array).tolist())
             labels = {value: LabelEntry(value, name, tuple(package.colors.get(value, (255, 0, 0))), True)
                       for value, name in sorted(package.labels.items()) if value != 0 and value in present}

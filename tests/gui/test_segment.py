@@ -77,3 +77,15 @@ def test_a_folder_that_is_not_a_model_is_refused_by_name(window, chest, qtbot, t
     assert window.error_box.text() == blocker.args[0]
     assert window.error_box.informativeText().splitlines()[0] == f"File: {tmp_path}"
     assert window.document.label_map is None
+
+
+def test_the_models_post_processing_can_be_switched_off(window, chest, qtbot, monkeypatch):
+    # segment(postprocess=False) itself is tested in tests/model/test_postprocess.py; here: the
+    # switch is offered for a model that declares steps, and the user's choice reaches the job
+    panel = window.segment_panel
+    assert panel.postprocess_box.isVisibleTo(window) and panel.postprocess
+    asked = []
+    monkeypatch.setattr(window.loader, "segment", lambda *args: asked.append(args))
+    panel.postprocess_box.setChecked(False)
+    window.segment_action.trigger()
+    assert asked and asked[-1][3] is False
