@@ -102,8 +102,56 @@ def import_nnunet(folder: str | Path, folds: Sequence[int | str] | None = None) 
         },
         source_path=folder,
     )
+    postprocessing_file = _postprocessing_file(folder)
+    if postprocessing_file is not None:
+        package.postprocessing = _postprocessing_from_nnunet(postprocessing_file, labels)
+        package.provenance["postprocessing_from"] = str(postprocessing_file.relative_to(folder))
     package.validate(folder)  # also checks every fold's weights against the plan
     return package
+
+
+# --- postprocessing.json ---------------------------------------------------------------------
+NNUNET_KEEP_LARGEST = "remove_all_but_largest_component_from_segmentation"
+
+
+def _postprocessing_file(folder: Path) -> Path | None:
+    """nnU-Net's chosen post-processing: next to the folds (as ``nnUNetv2_export_model_to_zip``
+    ships it), else the one cross-validation folder's (as ``nnUNetv2_find_best_configuration``
+    leaves it). Only the JSON is read: ``postprocessing.pkl`` holds the same as a pickle."""
+    direct = folder / "postprocessing.json"
+    if direct.is_file():
+        return direct
+    found = sorted(folder.glob("crossval_results_folds_*/postprocessing.json"))
+    return found[0] if len(found) == 1 else None
+
+
+def _postprocessing_from_nnunet(path: Path, labels: dict[int, str]) -> list[dict[str, Any]]:
+    """nnU-Net's determined steps as medseg's (medseg.model.postprocess.keep_largest_component)."""
+    record = _read_json(path)
+    functions, arguments = record.get("postprocessing_fns", []), record.get("postprocessing_kwargs", [])
+    if not isinstance(functions, list) or not isinstance(arguments, list) or len(functions) != len(arguments):
+        raise ModelError("postprocessing_fns and postprocessing_kwargs must be lists of the same length", path=path)
+    steps = []
+    for function, kwargs in zip(functions, arguments):
+        if function != NNUNET_KEEP_LARGEST:
+            raise ModelError(f"unknown nnU-Net post-processing function {function!r}", path=path,
+                             hint=f"medseg knows {NNUNET_KEEP_LARGEST}; remove the file to run without it")
+        if int(kwargs.get("background_label", 0)) != 0:
+            raise ModelError("post-processing into a background label other than 0 is not supported", path=path)
+        wanted = kwargs.get("labels_or_regions")
+        values = _flatten_labels(wanted)
+        unknown = [v for v in values if v not in labels or v == 0]
+        if not values or unknown:
+            raise ModelError(f"post-processing names labels {unknown or wanted!r} that dataset.json lacks", path=path)
+        steps.append({"op": "keep_largest_component", "labels": [labels[v] for v in values]})
+    return steps
+
+
+def _flatten_labels(wanted: Any) -> list[int]:
+    """A label, a region (labels as a tuple, a list in JSON) or a list of them: the labels (a union)."""
+    if isinstance(wanted, (list, tuple)):
+        return [value for item in wanted for value in _flatten_labels(item)]
+    return [int(wanted)] if isinstance(wanted, (int, float)) and not isinstance(wanted, bool) else []
 
 
 # --- files ------------------------------------------------------------------------------

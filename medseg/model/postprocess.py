@@ -24,6 +24,11 @@ The operations (``"op"``):
     than ``max_share`` made of the ``of`` labels (a share of the slice's foreground) become
     ``otherwise`` (default background): the air of the nose and sinuses lies in skull-base
     slices that are mostly bone, the lungs in slices that are a few per cent bone.
+``keep_largest_component``  {"op": "keep_largest_component", "labels": ["liver"]}
+    nnU-Net v2's ``remove_all_but_largest_component_from_segmentation``: of the union of
+    ``labels``, only the largest 3D component (full 26-connectivity, as nnU-Net labels them;
+    components tied for largest all stay) is kept, the rest becomes background. An nnU-Net
+    result folder's ``postprocessing.json`` imports as these steps.
 ``fill_holes``  {"op": "fill_holes"}
     Background enclosed by foreground within an axial slice takes the label around it (the
     most common label on the hole's edge): a brain the network left unlabelled inside the
@@ -48,11 +53,13 @@ IN_PLANE_4 = np.zeros((3, 3, 3), dtype=bool)  # 4-connectivity within a slice, n
 IN_PLANE_4[1] = ndimage.generate_binary_structure(2, 1)
 
 _SLICES_PER_CHUNK = 16
-OPERATIONS = ("keep_inside", "remove_small_components", "remove_components_in_slices_of", "fill_holes")
+OPERATIONS = ("keep_inside", "remove_small_components", "remove_components_in_slices_of", "keep_largest_component",
+              "fill_holes")
 _KEYS = {
     "keep_inside": {"op", "label", "inside", "otherwise"},
     "remove_small_components": {"op", "label", "min_ml", "otherwise"},
     "remove_components_in_slices_of": {"op", "label", "of", "max_share", "otherwise"},
+    "keep_largest_component": {"op", "labels"},
     "fill_holes": {"op"},
 }
 
@@ -63,7 +70,7 @@ class PostprocessStep:
 
     op: str
     label: int
-    others: tuple[int, ...] = ()  # keep_inside's "inside", remove_components_in_slices_of's "of"
+    others: tuple[int, ...] = ()  # keep_inside's "inside", ..._in_slices_of's "of", keep_largest's "labels"
     min_ml: float = 0.0
     max_share: float = 1.0
     otherwise: int = 0
@@ -78,6 +85,8 @@ class PostprocessStep:
             of = " and ".join(names[v] for v in self.others)
             return (f"{names[self.label]} pieces in slices over {100 * self.max_share:g} % {of} (median) "
                     f"become {names[self.otherwise]}")
+        if self.op == "keep_largest_component":
+            return f"only the largest piece of {' and '.join(names[v] for v in self.others)} is kept"
         return "background enclosed within a slice takes the label around it"
 
 
@@ -160,12 +169,6 @@ def parse_steps(raw: Any, labels: Mapping[int, str], where: Any = None) -> list[
                                  f"{sorted(by_name)}", path=where)
             return by_name[name]
 
-        if op == "fill_holes":
-            steps.append(PostprocessStep(op, 0))
-            continue
-        target = label("label")
-        if target == 0:
-            raise ModelError(f"{what} ({op}): label must be a foreground label, not background", path=where)
         def label_list(key: str) -> tuple[int, ...]:
             names = entry.get(key)
             if not isinstance(names, list) or not names:
@@ -175,6 +178,12 @@ def parse_steps(raw: Any, labels: Mapping[int, str], where: Any = None) -> list[
                     raise ModelError(f"{what} ({op}): {key} names {name!r}, not a foreground label", path=where)
             return tuple(by_name[name] for name in names)
 
+        if op in ("fill_holes", "keep_largest_component"):
+            steps.append(PostprocessStep(op, 0, others=label_list("labels") if op != "fill_holes" else ()))
+            continue
+        target = label("label")
+        if target == 0:
+            raise ModelError(f"{what} ({op}): label must be a foreground label, not background", path=where)
         if op == "keep_inside":
             steps.append(PostprocessStep(op, target, others=label_list("inside"),
                                          otherwise=label("otherwise", labels[0])))
@@ -232,6 +241,19 @@ def _components_in_slices_of(label_map: np.ndarray, step: PostprocessStep) -> np
     return changed
 
 
+def _all_but_largest(mask: np.ndarray) -> np.ndarray:
+    """The voxels of ``mask`` outside its largest 26-connected component(s), as nnU-Net finds them."""
+    changed = np.zeros(mask.shape, bool)
+    box = bounding_box(mask)
+    if box is None:
+        return changed
+    components, _ = ndimage.label(mask[box], structure=np.ones((3,) * mask.ndim, bool))
+    sizes = np.bincount(components.ravel())
+    sizes[0] = 0
+    changed[box] = (sizes != sizes.max())[components] & (components > 0)
+    return changed
+
+
 def apply_steps(label_map: np.ndarray, steps: Sequence[PostprocessStep], voxel_ml: float) -> list[StepOutcome]:
     """Apply ``steps`` in order to ``label_map`` (z, y, x; changed in place); what each changed."""
     outcomes = []
@@ -251,6 +273,8 @@ def apply_steps(label_map: np.ndarray, steps: Sequence[PostprocessStep], voxel_m
                 changed[box] = small[components]
         elif step.op == "remove_components_in_slices_of":
             changed = _components_in_slices_of(label_map, step)
+        elif step.op == "keep_largest_component":
+            changed = _all_but_largest(np.isin(label_map, step.others))
         else:
             changed = _fill_from_surroundings(label_map)
         if step.op != "fill_holes":

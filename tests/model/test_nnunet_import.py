@@ -227,3 +227,46 @@ def test_import_residual_encoder_unet(tmp_path):
     assert legacy.configurations == package.configurations
     for key, tensor in package.weights["3d_fullres"][0].items():
         assert torch.equal(tensor, legacy.weights["3d_fullres"][0][key])
+
+
+def test_nnunets_chosen_post_processing_runs_as_nnunet_runs_it(ct_dir: Path, tmp_path: Path) -> None:
+    # nnU-Net's own remove_all_but_largest_component_from_segmentation is the oracle
+    import numpy as np
+    import SimpleITK as sitk
+    from nnunet_fixture import nnunet_folder_from_package
+    from nnunetv2.postprocessing.remove_connected_components import remove_all_but_largest_component_from_segmentation
+    from small_packages import one_configuration
+
+    from medseg.io import load
+    from medseg.model.infer import segment
+
+    folder = nnunet_folder_from_package(one_configuration("3d_thick", (5.0, 1.5, 1.5), 1), "3d_thick",
+                                        tmp_path / "nnunet")
+    kwargs = [{"labels_or_regions": 2, "background_label": 0}, {"labels_or_regions": [[1, 3]], "background_label": 0}]
+    record = {"postprocessing_fns": ["remove_all_but_largest_component_from_segmentation"] * 2,
+              "postprocessing_kwargs": kwargs}
+    (folder / "crossval_results_folds_0").mkdir()
+    (folder / "crossval_results_folds_0" / "postprocessing.json").write_text(json.dumps(record))
+    package = import_nnunet(folder)
+    assert package.postprocessing == [{"op": "keep_largest_component", "labels": ["lungs"]},
+                                      {"op": "keep_largest_component", "labels": ["body", "bones"]}]
+    assert package.provenance["postprocessing_from"] == "crossval_results_folds_0/postprocessing.json"
+
+    image = sitk.ReadImage(str(ct_dir / "pyradiomics_lung1" / "lung1_image.nrrd"))[:, :, 20:30]
+    sitk.WriteImage(image, str(tmp_path / "ct.nrrd"))
+    volume = load(tmp_path / "ct.nrrd")
+    raw = np.asarray(segment(volume, package, device="cpu", postprocess=False).label_map.array)
+    ours = np.asarray(segment(volume, package, device="cpu").label_map.array)
+    theirs = raw
+    for arguments in kwargs:
+        region = arguments["labels_or_regions"]
+        theirs = remove_all_but_largest_component_from_segmentation(
+            theirs, region if isinstance(region, int) else [tuple(r) for r in region], 0)
+    assert (raw != theirs).sum() > 100  # random weights: many pieces to remove
+    np.testing.assert_array_equal(ours, theirs)
+
+    record["postprocessing_fns"][1] = "fill_everything"
+    (folder / "crossval_results_folds_0" / "postprocessing.json").write_text(json.dumps(record))
+    with pytest.raises(ModelError, match="unknown nnU-Net post-processing function 'fill_everything'") as error:
+        import_nnunet(folder)
+    assert "postprocessing.json" in str(error.value)
