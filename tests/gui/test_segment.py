@@ -50,7 +50,7 @@ def test_segment_shows_the_starter_masks_with_volumes(window, chest, qtbot, arti
     stats = window.stats_panel
     assert stats.table.rowCount() == 3 and stats.summary.text().startswith("3 labels")
     # the model's post-processing ran, and the user can see what it changed and that it is planned
-    assert len(result.postprocessing) == len(starter.postprocessing) == 3
+    assert len(result.postprocessing) == len(starter.postprocessing) == 4
     tooltip = window.overlay_panel.source_label.toolTip()
     assert tooltip.startswith("After the network:") and all(note in tooltip for note in result.postprocessing)
     assert "then: lungs only inside the silhouette of body and bones" in window.segment_panel.plan_label.toPlainText()
