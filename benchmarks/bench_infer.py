@@ -349,7 +349,8 @@ def bench_network(work: Path, network: str, ct: Path, args: argparse.Namespace) 
             chosen = f" (configuration {reports[0]['configuration']})" if reports else ""
             if reports and reports[0]["postprocess_steps"]:
                 chosen += (f"; then the package's {reports[0]['postprocess_steps']} post-processing steps, "
-                           f"{reports[0]['postprocess_seconds']:.1f} s (included in its job time; nnU-Net runs none, and the labels compared are the network's)")
+                           f"{reports[0]['postprocess_seconds']:.1f} s (included in its job time; nnU-Net runs "
+                           f"none, and the labels compared are the network's)")
             print(f"  {peer} run {repeat + 1}: job {record['seconds']:.1f} s, process {wall:.1f} s, "
                   f"peak RSS {record['peak_rss_mb']:.0f} MB{chosen}", flush=True)
             labels = sitk.GetArrayFromImage(sitk.ReadImage(str(next(out.glob("case.nii.gz")))))

@@ -78,7 +78,8 @@ def _segment(args: argparse.Namespace, events) -> int:
     package = load_model(args.model)
     result = segment(
         volume, package, device=args.device, configuration=args.configuration, step_size=args.step,
-        mirror=args.mirror, tile_batch=args.tile_batch, postprocess=not args.no_postprocess, progress=events.progress() if args.json else progress_printer(),
+        mirror=args.mirror, tile_batch=args.tile_batch, postprocess=not args.no_postprocess,
+        progress=events.progress() if args.json else progress_printer(),
     )  # fmt: skip
     version = str(package.provenance.get("version") or package.provenance.get("weights") or "unversioned")
     segments = [SegmentInfo(value, name, package.colors.get(value), algorithm_type="AUTOMATIC",

@@ -6,7 +6,6 @@ per-axis strides, tiles, memory estimate) — shown before pressing Segment.
 from __future__ import annotations
 
 import html
-
 import math
 import os
 from typing import Any

@@ -113,7 +113,8 @@ def combine_packages(packages: Sequence[ModelPackage], name: str | None = None) 
     configuration trained one by one), so that the series' spacing can choose between them.
 
     The packages must segment the same labels (same values, same names) and declare the same
-    post-processing (it applies to whichever configuration runs); configuration names must differ (``medseg train --configuration-name`` names them). Each configuration keeps its
+    post-processing (it applies to whichever configuration runs); configuration names must
+    differ (``medseg train --configuration-name`` names them). Each configuration keeps its
     own package's provenance under ``provenance["configurations"][name]``.
     """
     if not packages:

@@ -42,7 +42,7 @@ lungs have their holes filled per slice), so they add no knowledge its training 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 from scipy import ndimage
@@ -221,37 +221,35 @@ def _fill_from_surroundings(label_map: np.ndarray) -> np.ndarray:
     return holes
 
 
-def _components_in_slices_of(label_map: np.ndarray, step: PostprocessStep) -> np.ndarray:
-    """The components of ``step.label`` whose slices are, at the median, over ``max_share`` ``of``."""
-    changed = np.zeros(label_map.shape, bool)
-    mask = label_map == step.label
-    box = bounding_box(mask)
-    if box is None:
-        return changed
-    share = (np.isin(label_map, step.others).sum(axis=(1, 2))
-             / np.maximum((label_map != 0).sum(axis=(1, 2)), 1))
-    components, _ = ndimage.label(mask[box])
-    for index, piece in enumerate(ndimage.find_objects(components), start=1):
-        if piece is None:
-            continue
-        z = slice(box[0].start + piece[0].start, box[0].start + piece[0].stop)
-        if float(np.median(share[z])) > step.max_share:
-            region = (z, *(slice(b.start + p.start, b.start + p.stop) for b, p in zip(box[1:], piece[1:])))
-            changed[region] |= components[piece] == index
-    return changed
+def _pieces_where(mask: np.ndarray, condemned: Callable[[np.ndarray, np.ndarray, tuple[slice, ...]], Any],
+                  structure: np.ndarray | None = None) -> np.ndarray:
+    """The voxels of ``mask`` in 3D components that ``condemned(components, sizes, box)`` marks.
 
-
-def _all_but_largest(mask: np.ndarray) -> np.ndarray:
-    """The voxels of ``mask`` outside its largest 26-connected component(s), as nnU-Net finds them."""
+    ``components`` is labelled within the mask's bounding box ``box``; ``condemned`` returns one
+    verdict per component number (number 0, the background, is never changed).
+    """
     changed = np.zeros(mask.shape, bool)
     box = bounding_box(mask)
     if box is None:
         return changed
-    components, _ = ndimage.label(mask[box], structure=np.ones((3,) * mask.ndim, bool))
-    sizes = np.bincount(components.ravel())
-    sizes[0] = 0
-    changed[box] = (sizes != sizes.max())[components] & (components > 0)
+    components, _ = ndimage.label(mask[box], structure=structure)
+    verdicts = np.asarray(condemned(components, np.bincount(components.ravel()), box), bool)
+    verdicts[0] = False
+    changed[box] = verdicts[components]
     return changed
+
+
+def _in_slices_of(label_map: np.ndarray, step: PostprocessStep) -> np.ndarray:
+    """The components of ``step.label`` whose slices are, at the median, over ``max_share`` ``of``."""
+    share = (np.isin(label_map, step.others).sum(axis=(1, 2))
+             / np.maximum((label_map != 0).sum(axis=(1, 2)), 1))
+
+    def condemned(components: np.ndarray, _sizes: np.ndarray, box: tuple[slice, ...]) -> list[bool]:
+        z0 = box[0].start
+        return [False] + [piece is not None and float(np.median(share[z0 + piece[0].start:z0 + piece[0].stop]))
+                          > step.max_share for piece in ndimage.find_objects(components)]
+
+    return _pieces_where(label_map == step.label, condemned)
 
 
 def apply_steps(label_map: np.ndarray, steps: Sequence[PostprocessStep], voxel_ml: float) -> list[StepOutcome]:
@@ -263,18 +261,13 @@ def apply_steps(label_map: np.ndarray, steps: Sequence[PostprocessStep], voxel_m
             # otherwise enclose the body and count itself as inside
             changed = (label_map == step.label) & ~fill_holes_per_slice(np.isin(label_map, step.others))
         elif step.op == "remove_small_components":
-            mask = label_map == step.label
-            changed = np.zeros(label_map.shape, bool)
-            box = bounding_box(mask)
-            if box is not None:
-                components, _ = ndimage.label(mask[box])
-                small = np.bincount(components.ravel()) * voxel_ml < step.min_ml
-                small[0] = False
-                changed[box] = small[components]
+            changed = _pieces_where(label_map == step.label, lambda _c, sizes, _b: sizes * voxel_ml < step.min_ml)
         elif step.op == "remove_components_in_slices_of":
-            changed = _components_in_slices_of(label_map, step)
+            changed = _in_slices_of(label_map, step)
         elif step.op == "keep_largest_component":
-            changed = _all_but_largest(np.isin(label_map, step.others))
+            # full 26-connectivity: nnU-Net labels components so (skimage's default)
+            changed = _pieces_where(np.isin(label_map, step.others), lambda _c, sizes, _b: sizes != sizes[1:].max(),
+                                    structure=np.ones((3, 3, 3), bool))
         else:
             changed = _fill_from_surroundings(label_map)
         if step.op != "fill_holes":
