@@ -9,7 +9,8 @@ module answers the question first, in plain words, so the app can exit with a
 How: the platform is chosen as Qt would choose it (``QT_QPA_PLATFORM``, else wayland on a
 Wayland session, else xcb), the plugin and its Qt support library are run through
 ``ldd`` to list every shared library the loader cannot find, and for xcb the X server
-is contacted once through libxcb. On Wayland with an unusable wayland plugin, xcb through
+is contacted through libxcb (and that connection kept open, see
+:func:`x_server_reachable`). On Wayland with an unusable wayland plugin, xcb through
 XWayland is used when ``$DISPLAY`` is set. Only Linux needs this; elsewhere Qt ships what
 it needs.
 """
@@ -22,6 +23,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, MutableMapping
@@ -148,6 +150,17 @@ def check_plugin(platform: str) -> PlatformReport:
     return report
 
 
+# A bare X server (Xvfb, xvfb-run, a kiosk without a window manager) resets when its last
+# client disconnects and refuses connections for a moment while it does: a probe that
+# connected and disconnected made Qt's own connection, right after, fail about one time in
+# 25 (75 of 2000 back-to-back probes were refused; CI failed on it). So the probe's
+# connection stays open for the life of the process (one idle client, closed at exit), and
+# a refused connection is retried for a second before the display is called unreachable.
+_held_connections: dict[str, int] = {}
+_CONNECT_ATTEMPTS = 10
+_CONNECT_RETRY_S = 0.1
+
+
 def x_server_reachable(display: str) -> str | None:
     """None when the X server at ``display`` accepts a connection, else why not."""
     try:
@@ -158,13 +171,18 @@ def x_server_reachable(display: str) -> str | None:
     libxcb.xcb_connect.argtypes = [ctypes.c_char_p, ctypes.c_void_p]
     libxcb.xcb_connection_has_error.argtypes = [ctypes.c_void_p]
     libxcb.xcb_disconnect.argtypes = [ctypes.c_void_p]
-    connection = libxcb.xcb_connect(display.encode(), None)
-    try:
-        if libxcb.xcb_connection_has_error(connection):
-            return f"cannot connect to the X display {display!r} (is the X server running, and may this user use it?)"
-    finally:
+    held = _held_connections.get(display)
+    if held is not None and not libxcb.xcb_connection_has_error(held):
+        return None
+    for attempt in range(_CONNECT_ATTEMPTS):
+        connection = libxcb.xcb_connect(display.encode(), None)
+        if not libxcb.xcb_connection_has_error(connection):
+            _held_connections[display] = connection
+            return None
         libxcb.xcb_disconnect(connection)
-    return None
+        if attempt + 1 < _CONNECT_ATTEMPTS:
+            time.sleep(_CONNECT_RETRY_S)
+    return f"cannot connect to the X display {display!r} (is the X server running, and may this user use it?)"
 
 
 def candidate_platforms(env: Mapping[str, str]) -> list[str]:
