@@ -173,17 +173,23 @@ def lung_mask(hu: np.ndarray, body: np.ndarray, voxel_volume_ml: float, bones: n
     return fill_holes_per_slice(lungs) & body
 
 
-def bone_mask(hu: np.ndarray, body: np.ndarray, spacing_xyz: tuple[float, float, float]) -> np.ndarray:
-    """Dense bone with its marrow inside the body (rules: module docstring)."""
+def bone_mask(hu: np.ndarray, body: np.ndarray, spacing_xyz: tuple[float, float, float], *,
+              min_hu: float = BONE_MIN_HU, rim_min_hu: float = BONE_RIM_MIN_HU,
+              marrow_min_hu: float = MARROW_MIN_HU, closing_radius_mm: float = BONE_CLOSING_RADIUS_MM) -> np.ndarray:
+    """Dense bone with its marrow inside the body (rules: module docstring).
+
+    The keywords are the rule's settings; other values are for measuring the rule against
+    an independent reference (the starter's model card), the labels use the defaults.
+    """
     voxel_volume_ml = float(np.prod(spacing_xyz)) / 1000.0
-    dense = (hu > BONE_MIN_HU) & body
-    rim = _dilate_in_plane(dense, 1) & (hu > BONE_RIM_MIN_HU) & body
+    dense = (hu > min_hu) & body
+    rim = _dilate_in_plane(dense, 1) & (hu > rim_min_hu) & body
     bones = dense | rim
     # a cortical ring is often not closed at thick slices or low dose: close small gaps first
-    radius = max(1, int(round(BONE_CLOSING_RADIUS_MM / min(spacing_xyz[0], spacing_xyz[1]))))
+    radius = max(1, int(round(closing_radius_mm / min(spacing_xyz[0], spacing_xyz[1]))))
     closed = _closing_in_plane(bones, radius)
     holes = fill_holes_per_slice(closed) & ~bones
-    bones |= holes & (hu > MARROW_MIN_HU)
+    bones |= holes & (hu > marrow_min_hu)
     components, count = ndimage.label(bones, structure=np.ones((3, 3, 3), dtype=bool))
     if count == 0:
         return bones

@@ -14,7 +14,8 @@ from medseg.io import load, read_image
 from medseg.model.evaluate import score_case
 from medseg.model.infer import segment
 from medseg.model.package import load_package, starter_model_path
-from medseg.model.rule_labels import STARTER_LABELS, rule_label_map
+from medseg.model.rule_labels import (BONE_CLOSING_RADIUS_MM, BONE_MIN_HU, BONE_RIM_MIN_HU, MARROW_MIN_HU, STARTER_LABELS,
+                                      body_mask, bone_mask, rule_label_map)
 
 STARTER = starter_model_path()
 # Issue targets: Dice against the rule-based labels on held-out real CT.
@@ -111,3 +112,52 @@ def test_bones_against_totalsegmentator_an_independent_reference(starter, ct_dir
     rule_dice = 2 * (rule & reference).sum() / (rule.sum() + reference.sum())
     assert 0.70 < rule_dice < 0.76
     assert dice > 0.6
+
+
+def _rule_bones_dice(hu: np.ndarray, body: np.ndarray, spacing, reference: np.ndarray, setting: tuple) -> float:
+    min_hu, rim_min_hu, marrow_min_hu, closing_mm = setting
+    bones = bone_mask(hu, body, spacing, min_hu=min_hu, rim_min_hu=rim_min_hu, marrow_min_hu=marrow_min_hu,
+                      closing_radius_mm=closing_mm)
+    return float(2 * (bones & reference).sum() / (bones.sum() + reference.sum()))
+
+
+def test_no_bone_rule_setting_reaches_totalsegmentator_on_the_held_out_scan(ct_dir: Path) -> None:
+    """Why bones >= 0.80 against TotalSegmentator is out of reach for a model taught by the rule.
+
+    The rule's settings are swept against TotalSegmentator on two scans: the training crop
+    ``example_ct_sm`` (3 mm, TotalSegmentator labels beside it) to choose a setting, and the
+    held-out ``example_ct_dicom`` (1 x 1 x 2 mm) to test it. No setting reaches 0.80 held out,
+    and the one that fits the crop best is worse held out than the shipped one: HU thresholds
+    do not carry TotalSegmentator's anatomical definition of bone across resolutions.
+    """
+    import SimpleITK as sitk
+
+    from medseg.io.resample import resample_to
+
+    folder = ct_dir / "totalsegmentator"
+    crop = sitk.ReadImage(str(folder / "example_ct_sm.nii.gz"))  # its label map shares its header exactly
+    crop_labels = sitk.GetArrayFromImage(sitk.ReadImage(str(folder / "example_seg.nii.gz")))
+    # vertebrae L2-T11, ribs 7-12 left and right (costal cartilage, 117, is not bone)
+    crop_reference = np.isin(crop_labels, [30, 31, 32, 33, *range(98, 104), *range(110, 116)])
+    manifest = json.loads((STARTER / "reference_totalsegmentator.json").read_text())
+    (case,) = manifest["cases"]
+    held = load(ct_dir.parent / case["image"])
+    held_reference = np.isin(resample_to(read_image(ct_dir.parent / case["label"]), held, "nearest").array,
+                             [int(v) for v in case["label_values"]])
+    scans = {"crop": (sitk.GetArrayFromImage(crop).astype(np.float32), crop.GetSpacing(), crop_reference),
+             "held_out": (held.array.astype(np.float32), held.spacing_mm, held_reference)}
+    bodies = {name: body_mask(hu, spacing) for name, (hu, spacing, _) in scans.items()}
+    settings = {(min_hu, min(rim, min_hu), marrow, closing)  # bone HU, rim HU (= bone HU: no rim), marrow HU, closing mm
+                for min_hu in (150, 200, 250) for rim in (150, 1000) for marrow in (-50, 50, 100) for closing in (3, 8)}
+    shipped = (BONE_MIN_HU, BONE_RIM_MIN_HU, MARROW_MIN_HU, BONE_CLOSING_RADIUS_MM)
+    assert shipped in settings
+    dice = {s: {name: _rule_bones_dice(hu, bodies[name], spacing, ref, s) for name, (hu, spacing, ref) in scans.items()}
+            for s in settings}
+    best_held_out = max(d["held_out"] for d in dice.values())
+    fits_crop = max(settings, key=lambda s: dice[s]["crop"])
+    print(f"rule bones vs TotalSegmentator over {len(settings)} settings: best held out {best_held_out:.3f}; "
+          f"best on the crop {fits_crop} {dice[fits_crop]['crop']:.3f} -> held out {dice[fits_crop]['held_out']:.3f}; "
+          f"shipped {dice[shipped]['crop']:.3f} / {dice[shipped]['held_out']:.3f}")
+    assert 0.74 < best_held_out < 0.80  # the model card: 0.752
+    assert dice[fits_crop]["crop"] > 0.85  # the crop can be fitted (0.906) ...
+    assert dice[fits_crop]["held_out"] < dice[shipped]["held_out"] - 0.03  # ... and that setting is worse held out (0.674 vs 0.728)
