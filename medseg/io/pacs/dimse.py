@@ -105,19 +105,37 @@ def _application_entity(server: PacsServer):
     return ae
 
 
-def _check_established(server: PacsServer, assoc, started: float) -> None:
+def _check_established(server: PacsServer, assoc, started: float, rejection: list) -> None:
     if assoc.is_established:
         return
     titles = f"called AE '{server.called_aet}', our AE '{server.our_aet}'"
     if time.monotonic() - started >= server.timeout_s * 0.95:
         raise PacsError(f"{server.name}: no answer to our association request within {server.timeout_s:g} s",
                         hint="the PACS is overloaded or stopped; try again later or raise the timeout")
-    if assoc.is_rejected:
-        raise PacsAuthError(f"{server.name} refused the association ({titles})",
+    if assoc.is_rejected or rejection:
+        reason = f": {rejection[0].reason_str}" if rejection else ""
+        raise PacsAuthError(f"{server.name} refused the association ({titles}){reason}",
                             hint="check the PACS's AE title, and that our AE title is registered in the PACS")
     raise PacsError(f"{server.name}: the association with {server.host}:{server.port} failed ({titles})",
                     hint="the PACS ended it at once: check that our AE title is registered in the PACS, "
                          "and whether this port needs TLS")
+
+
+def _rejection_recorder(rejection: list) -> tuple:
+    """An A-ASSOCIATE-RJ as it arrives, seen by the reader thread.
+
+    Why not only ``assoc.is_rejected``: pynetdicom 3.0.4 sets it in the requesting thread after
+    checking that the socket is still connected, and a PACS that closes the connection right
+    after its rejection (Orthanc does) can win that race: the association then reads as failed,
+    not refused (4 in 600 refusals by Orthanc on loopback).
+    """
+    from pynetdicom import evt
+    from pynetdicom.pdu import A_ASSOCIATE_RJ
+
+    def record(event) -> None:
+        if isinstance(event.pdu, A_ASSOCIATE_RJ):
+            rejection.append(event.pdu)
+    return (evt.EVT_PDU_RECV, record)
 
 
 @contextmanager
@@ -127,10 +145,11 @@ def _associate(server: PacsServer, contexts: list[tuple[UID, list[UID]]], roles=
     for abstract, syntaxes in contexts:
         ae.add_requested_context(abstract, syntaxes)
     tls_args = (_tls_context(server), server.host) if server.tls else None
+    rejection: list = []
     started = time.monotonic()
     assoc = ae.associate(server.host, server.port, ae_title=server.called_aet, ext_neg=roles, tls_args=tls_args,
-                         evt_handlers=handlers)
-    _check_established(server, assoc, started)
+                         evt_handlers=[*(handlers or []), _rejection_recorder(rejection)])
+    _check_established(server, assoc, started, rejection)
     try:
         yield assoc
     finally:
