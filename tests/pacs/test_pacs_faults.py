@@ -39,8 +39,8 @@ def test_wrong_called_ae_title_is_refused(orthanc, philips, tmp_path):
 def test_a_refusal_reads_as_a_refusal_when_the_pacs_hangs_up_at_once(orthanc, caplog):
     # Orthanc closes the connection right after its A-ASSOCIATE-RJ; pynetdicom 3.0.4 can see the
     # closed socket before it marks the association rejected, and the refusal then read as
-    # "failed" (4 in 600 here, once on CI). pynetdicom's debug logging slows its reader thread enough to
-    # lose that race most of the time (310 of 400 before the fix), so the test turns it on.
+    # "failed" (4 in 600 here, once on CI). pynetdicom's debug logging slows its reader thread
+    # enough to lose that race most of the time (310 of 400 before the fix), so the test turns it on.
     caplog.set_level(logging.DEBUG, logger="pynetdicom")
     server = dimse_server(orthanc, called_aet="NOT-ORTHANC")
     for _ in range(40):

@@ -112,9 +112,8 @@ def _check_established(server: PacsServer, assoc, started: float, rejection: lis
     if time.monotonic() - started >= server.timeout_s * 0.95:
         raise PacsError(f"{server.name}: no answer to our association request within {server.timeout_s:g} s",
                         hint="the PACS is overloaded or stopped; try again later or raise the timeout")
-    if assoc.is_rejected or rejection:
-        reason = f": {rejection[0].reason_str}" if rejection else ""
-        raise PacsAuthError(f"{server.name} refused the association ({titles}){reason}",
+    if rejection:  # what assoc.is_rejected would say, without its race (see _rejection_recorder)
+        raise PacsAuthError(f"{server.name} refused the association ({titles}): {rejection[0].reason_str}",
                             hint="check the PACS's AE title, and that our AE title is registered in the PACS")
     raise PacsError(f"{server.name}: the association with {server.host}:{server.port} failed ({titles})",
                     hint="the PACS ended it at once: check that our AE title is registered in the PACS, "
