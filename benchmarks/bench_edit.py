@@ -39,7 +39,7 @@ from medseg.edit.document import ViewerDocument  # noqa: E402
 from medseg.edit.label_map import LabelMap  # noqa: E402
 from medseg.edit.tools import PaintRules  # noqa: E402
 from medseg.io import read_image  # noqa: E402
-from medseg.io.volume import Volume  # noqa: E402
+from medseg.core.volume import Volume  # noqa: E402
 
 SHARED = Path(os.environ.get("MEDSEG_SHARED_DATA", REPO.parent / "shared" / "data"))
 BODY, LUNGS = 1, 2

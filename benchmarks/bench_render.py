@@ -114,7 +114,7 @@ def frame_rate(image: np.ndarray, labels: np.ndarray, size: tuple[int, int] = (1
     """Scroll one view through the study (along index ``axis``) with every visible view repainting."""
     from medseg.edit.document import LabelEntry, ViewerDocument
     from medseg.gui.viewer import ViewerPanel
-    from medseg.io.volume import Volume
+    from medseg.core.volume import Volume
 
     doc = ViewerDocument()
     panel = ViewerPanel(doc)

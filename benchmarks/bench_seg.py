@@ -121,8 +121,8 @@ def child(args: argparse.Namespace) -> None:
 
 
 def dcmqi_meta() -> dict:
-    from medseg.io.label_colors import color_for
-    from medseg.io.segment_info import coded_for_name
+    from medseg.core.label_colors import color_for
+    from medseg.core.segment_info import coded_for_name
 
     segments = []
     for value, name in enumerate(NAMES, start=1):

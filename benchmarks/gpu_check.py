@@ -37,7 +37,7 @@ def make_ct(path: Path, slices: int) -> Path:
 
     from bench_infer import CT
     from medseg.io import read_image, write_image
-    from medseg.io.volume import Volume
+    from medseg.core.volume import Volume
 
     lung = read_image(CT)
     reps = -(-slices // lung.array.shape[0])

@@ -64,7 +64,7 @@ def _segment(args: argparse.Namespace, events) -> int:
     import torch
 
     from medseg.io import load
-    from medseg.io.segment_info import SegmentInfo
+    from medseg.core.segment_info import SegmentInfo
     from medseg.model.infer import segment
     from medseg.model.package import load_model
 

@@ -29,8 +29,8 @@ from medseg.edit.journal import Journal
 from medseg.edit.label_map import LabelEntry, LabelMap, build_label_table
 from medseg.edit.tools.rules import PaintRules
 from medseg.errors import GeometryError, MedsegError
-from medseg.io.label_colors import color_for
-from medseg.io.volume import Volume
+from medseg.core.label_colors import color_for
+from medseg.core.volume import Volume
 
 # CT window presets (centre, width) in HU, as commonly taught (Radiopaedia's table).
 DEFAULT_PRESETS: dict[str, tuple[float, float]] = {

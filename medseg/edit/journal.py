@@ -33,7 +33,7 @@ from medseg.edit.delta import Delta
 from medseg.edit.label_map import CodedConcept, LabelEntry, LabelMap
 from medseg.errors import MedsegError
 from medseg.io.atomic import atomic_open, atomic_write_text
-from medseg.io.volume import Volume, VolumeMeta
+from medseg.core.volume import Volume, VolumeMeta
 
 MAGIC = b"MSJ1"
 HEADER = 4 + 8 + 4  # magic, payload length, crc32

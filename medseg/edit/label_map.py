@@ -1,6 +1,6 @@
 """The editable label map: one label value per voxel on the image's grid, plus its label table.
 
-A :class:`LabelMap` *is* a :class:`~medseg.io.volume.Volume` (same grid, same geometry, so
+A :class:`LabelMap` *is* a :class:`~medseg.core.volume.Volume` (same grid, same geometry, so
 every writer that takes a Volume takes it) that also carries the label table and the
 voxel count of every value. The array is uint8 while every value fits (≤ 255) and is
 widened in place to uint16 the first time a larger value is written: the old array is
@@ -19,8 +19,8 @@ import numpy as np
 
 from medseg.edit.delta import value_counts
 from medseg.errors import GeometryError, MedsegError
-from medseg.io.label_colors import color_for, totalsegmentator_name
-from medseg.io.volume import Volume
+from medseg.core.label_colors import color_for, totalsegmentator_name
+from medseg.core.volume import Volume
 
 MAX_UINT8 = 255
 MAX_LABEL_VALUE = 65535

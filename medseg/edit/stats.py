@@ -19,7 +19,7 @@ from scipy import ndimage
 
 from medseg.errors import GeometryError
 from medseg.io.atomic import atomic_write_text
-from medseg.io.volume import Volume
+from medseg.core.volume import Volume
 
 CSV_COLUMNS = ("value", "name", "voxels", "volume_ml", "hu_mean", "hu_sd", "hu_min", "hu_max", "hu_median",
                "bbox_min_x_mm", "bbox_min_y_mm", "bbox_min_z_mm", "bbox_max_x_mm", "bbox_max_y_mm", "bbox_max_z_mm",

@@ -5,7 +5,7 @@ from __future__ import annotations
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QMessageBox, QPushButton, QWidget
 
-from medseg.io.volume import GeometryFinding
+from medseg.core.volume import GeometryFinding
 
 
 class Banner(QFrame):

@@ -41,7 +41,7 @@ from medseg.gui.series_browser import SeriesBrowser
 from medseg.gui.train_tab import TrainExportTab
 from medseg.gui.study_loader import LabelMapResult, StudyLoader, is_image_file
 from medseg.gui.viewer import ViewerPanel
-from medseg.io.volume import Volume
+from medseg.core.volume import Volume
 
 log = logging.getLogger(__name__)
 

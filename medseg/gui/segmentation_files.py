@@ -24,7 +24,7 @@ from medseg.edit.document import ViewerDocument
 from medseg.edit.label_map import CodedConcept, LabelEntry
 from medseg.errors import GeometryError, MedsegError, SaveError
 from medseg.gui.jobs import Job
-from medseg.io.segment_info import Coded, SegmentInfo
+from medseg.core.segment_info import Coded, SegmentInfo
 
 log = logging.getLogger(__name__)
 

@@ -24,7 +24,7 @@ from medseg.edit.document import SEGMENT_STEP, LabelEntry, ViewerDocument
 from medseg.errors import Cancelled, MedsegError
 from medseg.gui.jobs import Job
 from medseg.gui.label_table import build_label_table
-from medseg.io.volume import Volume, VolumeMeta
+from medseg.core.volume import Volume, VolumeMeta
 
 log = logging.getLogger(__name__)
 

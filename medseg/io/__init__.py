@@ -1,4 +1,4 @@
-"""Image input/output: the Volume type, DICOM discovery and loading, NIfTI/NRRD/MHA.
+"""Image input/output (the Volume type itself lives in ``medseg.core``): DICOM discovery and loading, NIfTI/NRRD/MHA.
 
 - ``scan(paths)``: header-only parallel scan of a folder, files, .zip or DICOMDIR into
   :class:`SeriesInfo` (kind, loadable, geometry findings) plus the skipped files and why.
@@ -33,9 +33,6 @@ _EXPORTS = {
     "read_image": "image_files",
     "write_image": "image_files",
     "resample_to": "resample",
-    "GeometryFinding": "volume",
-    "Volume": "volume",
-    "VolumeMeta": "volume",
 }
 
 __all__ = sorted([*_EXPORTS, "choose_series", "load"])
@@ -59,4 +56,3 @@ if TYPE_CHECKING:  # static analysers and IDEs see the eager form
     from medseg.io.dicom_scan import ScanResult, SeriesInfo, SkippedFile, scan
     from medseg.io.image_files import read_image, write_image
     from medseg.io.resample import resample_to
-    from medseg.io.volume import GeometryFinding, Volume, VolumeMeta

@@ -20,7 +20,7 @@ from medseg.io.dicom_decode import decode_hu, hu_dtype, read_native_into, syntax
 from medseg.io.dicom_headers import SliceHeader
 from medseg.io.dicom_scan import SeriesInfo
 from medseg.io.regularize import regularize_stack
-from medseg.io.volume import GeometryFinding, Volume, VolumeMeta
+from medseg.core.volume import GeometryFinding, Volume, VolumeMeta
 from medseg.progress import CancelToken, ProgressCallback, report
 
 SliceCallback = Callable[[int, np.ndarray], None]

@@ -41,7 +41,7 @@ from medseg.io.dicom_headers import (
 )
 from medseg.io.dicom_sources import expand_sources, open_ref
 from medseg.io.dicom_walk import walk_header
-from medseg.io.volume import GeometryFinding
+from medseg.core.volume import GeometryFinding
 from medseg.progress import CancelToken, ProgressCallback, report
 
 PIXEL_DATA_TAG = b"\xe0\x7f\x10\x00"

@@ -37,8 +37,8 @@ import numpy as np
 
 from medseg.errors import GeometryError, MedsegError, SaveError
 from medseg.io.atomic import atomic_path
-from medseg.io.segment_info import Coded, SegmentInfo, default_segments, label_values, remap_values
-from medseg.io.volume import Volume, VolumeMeta
+from medseg.core.segment_info import Coded, SegmentInfo, default_segments, label_values, remap_values
+from medseg.core.volume import Volume, VolumeMeta
 
 __all__ = ["SegmentInfo", "Coded", "SegWriteResult", "SegReadResult", "write_dicom_seg", "read_dicom_seg",
            "is_dicom_seg", "regularization_note", "check_can_reference", "default_segments"]

@@ -20,7 +20,7 @@ import SimpleITK as sitk
 
 from medseg.errors import ImageFormatError, SaveError
 from medseg.io.atomic import atomic_path
-from medseg.io.volume import Volume, VolumeMeta
+from medseg.core.volume import Volume, VolumeMeta
 
 IMAGE_SUFFIXES = (".nii.gz", ".nii", ".nrrd", ".nhdr", ".mha", ".mhd")
 WRITE_SUFFIXES = (".nii.gz", ".nii", ".nrrd", ".mha")

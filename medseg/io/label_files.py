@@ -26,8 +26,8 @@ from medseg.io.atomic import atomic_write_text, check_writable
 from medseg.io.dicom_seg import regularization_note
 from medseg.io.image_files import IMAGE_SUFFIXES, image_suffix, read_image, write_image
 from medseg.io.resample import resample_to
-from medseg.io.segment_info import SegmentInfo, default_segments, label_values
-from medseg.io.volume import Volume, VolumeMeta
+from medseg.core.segment_info import SegmentInfo, default_segments, label_values
+from medseg.core.volume import Volume, VolumeMeta
 
 SIDECAR_SUFFIX = ".labels.json"
 SIDECAR_FORMAT = "medseg-labels/1"

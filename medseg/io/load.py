@@ -18,7 +18,7 @@ from medseg.progress import CancelToken, Progress, ProgressCallback, report
 if TYPE_CHECKING:  # imported when called: ``import medseg.io`` must stay cheap (see __init__)
     from medseg.io.dicom_load import SliceCallback
     from medseg.io.dicom_scan import ScanResult, SeriesInfo
-    from medseg.io.volume import Volume
+    from medseg.core.volume import Volume
 
 SCAN_SHARE = 0.3  # of the progress bar
 
@@ -53,7 +53,7 @@ def load(
     from medseg.io.dicom_load import load_series
     from medseg.io.dicom_scan import scan
     from medseg.io.image_files import image_suffix, read_image
-    from medseg.io.volume import GeometryFinding
+    from medseg.core.volume import GeometryFinding
 
     single = isinstance(path, (str, os.PathLike))
     if single and image_suffix(path) is not None and Path(path).is_file():

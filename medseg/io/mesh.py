@@ -24,8 +24,8 @@ from scipy import ndimage
 
 from medseg.errors import MedsegError, SaveError
 from medseg.io.atomic import atomic_write_bytes
-from medseg.io.segment_info import label_values
-from medseg.io.volume import Volume
+from medseg.core.segment_info import label_values
+from medseg.core.volume import Volume
 
 FORMATS = ("stl", "obj")
 

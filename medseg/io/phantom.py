@@ -34,7 +34,7 @@ from scipy import ndimage
 
 from medseg.errors import MedsegError
 from medseg.io.atomic import atomic_write_text
-from medseg.io.volume import Volume, VolumeMeta
+from medseg.core.volume import Volume, VolumeMeta
 from medseg.progress import CancelToken, ProgressCallback, report
 
 PHANTOM_VERSION = "demo-phantom-v1"

@@ -7,7 +7,7 @@ import dataclasses
 import SimpleITK as sitk
 
 from medseg.errors import GeometryError
-from medseg.io.volume import Volume
+from medseg.core.volume import Volume
 
 INTERPOLATORS = {
     "nearest": sitk.sitkNearestNeighbor,  # label maps: never invent label values

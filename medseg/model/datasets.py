@@ -34,8 +34,8 @@ import SimpleITK as sitk
 
 from medseg.errors import DatasetError, MedsegError, ModelError
 from medseg.io.atomic import atomic_path, atomic_write_text
-from medseg.io.label_colors import color_for
-from medseg.io.volume import Volume
+from medseg.core.label_colors import color_for
+from medseg.core.volume import Volume
 from medseg.model.fingerprint import Fingerprint, fingerprint_cases  # noqa: F401 - where they were before
 from medseg.model.postprocess import parse_steps
 

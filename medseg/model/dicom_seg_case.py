@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from medseg.errors import DatasetError, MedsegError
-from medseg.io.volume import Volume
+from medseg.core.volume import Volume
 
 SEGMENTATION_STORAGE = "1.2.840.10008.5.1.4.1.1.66.4"
 

@@ -9,7 +9,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from medseg.errors import DatasetError, GeometryError
-from medseg.io.volume import Volume
+from medseg.core.volume import Volume
 from medseg.progress import CancelToken, ProgressCallback, report
 
 

@@ -25,7 +25,7 @@ import torch
 from scipy.ndimage import gaussian_filter
 
 from medseg.errors import DeviceError, ModelError
-from medseg.io.volume import Volume
+from medseg.core.volume import Volume
 from medseg.model import backends
 from medseg.model.postprocess import apply_steps
 from medseg.model.preprocess import logits_to_label_map, logits_to_probabilities, preprocess

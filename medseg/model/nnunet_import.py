@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from medseg.errors import ModelError
-from medseg.io.label_colors import color_for
+from medseg.core.label_colors import color_for
 from medseg.model.package_model import ModelPackage
 from medseg.model.plan import ANISOTROPY_THRESHOLD, Plan
 from medseg.model.safe_checkpoint import load_checkpoint

@@ -14,7 +14,7 @@ from typing import Any, Sequence
 import torch
 
 from medseg.errors import ModelError
-from medseg.io.label_colors import color_for
+from medseg.core.label_colors import color_for
 from medseg.model.postprocess import PostprocessStep, parse_steps
 from medseg.model.plan import ConfigurationChoice, Plan, choose_configuration
 from medseg.model.unet import UNet

@@ -28,7 +28,7 @@ from scipy import ndimage
 
 from medseg.errors import ModelError
 from medseg.io.orientation import Reorientation, reoriented, reorientation_to
-from medseg.io.volume import Volume
+from medseg.core.volume import Volume
 
 # nnU-Net's ANISO_THRESHOLD: an axis this many times coarser than the finest is resampled
 # separately (in-plane spline, nearest neighbour across).

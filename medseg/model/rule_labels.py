@@ -70,7 +70,7 @@ from scipy import ndimage
 
 from medseg.errors import MedsegError
 from medseg.model.postprocess import fill_holes_per_slice
-from medseg.io.volume import Volume
+from medseg.core.volume import Volume
 from medseg.progress import CancelToken, ProgressCallback, report
 
 STARTER_LABELS: dict[int, str] = {0: "background", 1: "body", 2: "lungs", 3: "bones"}

@@ -9,7 +9,7 @@ import SimpleITK as sitk
 from medseg.edit.document import ViewerDocument
 from medseg.errors import GeometryError
 from medseg.io import load
-from medseg.io.label_colors import color_for
+from medseg.core.label_colors import color_for
 
 DCMQI = "dcmqi_ct3slice_masks"
 

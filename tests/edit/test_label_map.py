@@ -7,7 +7,7 @@ import numpy as np
 from medseg.edit.delta import Delta
 from medseg.edit.document import ViewerDocument
 from medseg.edit.label_map import LabelMap
-from medseg.io.label_colors import name_color
+from medseg.core.label_colors import name_color
 
 from edit_cases import LIVER
 

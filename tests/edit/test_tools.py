@@ -140,7 +140,7 @@ def scipy_islands(mask):
 
 def apply(lm, delta):
     doc = ViewerDocument()
-    from medseg.io.volume import Volume
+    from medseg.core.volume import Volume
 
     doc.set_volume(Volume(np.zeros(lm.shape_zyx, np.int16), lm.spacing_mm, lm.origin_mm, lm.direction))
     doc.set_label_map(lm)

@@ -8,7 +8,7 @@ import SimpleITK as sitk
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor, QImage
 
-from medseg.io.label_colors import value_color as default_color
+from medseg.core.label_colors import value_color as default_color
 
 LIVER = 5
 

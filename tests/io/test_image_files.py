@@ -12,7 +12,7 @@ import pytest
 
 from medseg.errors import GeometryError, ImageFormatError
 from medseg.io import load, read_image, resample_to, write_image
-from medseg.io.volume import Volume
+from medseg.core.volume import Volume
 
 
 @pytest.fixture(scope="module")

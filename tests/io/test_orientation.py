@@ -10,7 +10,7 @@ import pytest
 from medseg.errors import GeometryError
 from medseg.io import load
 from medseg.io.orientation import reorientation_to, reoriented
-from medseg.io.volume import Volume
+from medseg.core.volume import Volume
 
 
 def _assert_same_points(original: Volume, oriented: Volume, samples: int = 50) -> None:

@@ -19,7 +19,7 @@ import SimpleITK as sitk
 from medseg.io import load
 from medseg.io.dicom_seg import read_dicom_seg, write_dicom_seg
 from medseg.io.label_files import open_segmentation, read_label_map, save_segmentation, sidecar_path, write_label_map
-from medseg.io.segment_info import SegmentInfo
+from medseg.core.segment_info import SegmentInfo
 
 # (id, path under ct/, regularize): every loadable real series, the irregular ones both ways.
 SERIES = [

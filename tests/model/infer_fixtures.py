@@ -12,7 +12,7 @@ import numpy as np
 import SimpleITK as sitk
 from nnunet_fixture import make_nnunet_result_folder
 
-from medseg.io.volume import Volume
+from medseg.core.volume import Volume
 
 # A thin model: the fixture's thick-slice plan (3.0, 1.5, 1.5) mm, patch 32 x 64 x 64,
 # with 8 base features; seed 3 gives random weights whose labels split real CT into three

@@ -19,7 +19,7 @@ from nnunet_fixture import make_nnunet_result_folder
 from torch._C._profiler import _EventType
 from torch.profiler import ProfilerActivity, profile
 
-from medseg.io.volume import Volume
+from medseg.core.volume import Volume
 from medseg.model import backends, lean_forward
 from medseg.model.infer import pad_to_patch, tile_slicers
 from medseg.model.nnunet_import import import_nnunet

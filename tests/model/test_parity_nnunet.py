@@ -16,7 +16,7 @@ from infer_fixtures import ABDOMEN_WIDER, CHEST, ct_crop, nnunet_array, small_mo
 from nnunetv2.inference.predict_from_raw_data import nnUNetPredictor
 
 from medseg.cli import main
-from medseg.io.volume import Volume
+from medseg.core.volume import Volume
 from medseg.model.infer import segment
 from medseg.model.nnunet_import import import_nnunet
 

@@ -15,7 +15,7 @@ from nnunetv2.preprocessing.preprocessors.default_preprocessor import DefaultPre
 from nnunetv2.preprocessing.resampling.default_resampling import resample_data_or_seg_to_shape
 from nnunetv2.utilities.plans_handling.plans_handler import PlansManager
 
-from medseg.io.volume import Volume
+from medseg.core.volume import Volume
 from medseg.model import preprocess as pp
 from medseg.model.nnunet_import import import_nnunet
 

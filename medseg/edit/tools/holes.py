@@ -7,7 +7,7 @@ import numpy as np
 from medseg.edit.delta import Delta, box_slices
 from medseg.edit.label_map import LabelMap
 from medseg.edit.tools.rules import PaintRules, label_box, paint_mask, require_label
-from medseg.io.volume import Volume
+from medseg.core.volume import Volume
 
 
 def fill_holes(label_map: LabelMap, value: int, rules: PaintRules = PaintRules(overwrite="background"),

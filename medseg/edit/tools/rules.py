@@ -12,7 +12,7 @@ import numpy as np
 from medseg.edit.delta import Box, Delta, box_of, box_slices
 from medseg.edit.label_map import LabelMap, dtype_for
 from medseg.errors import MedsegError
-from medseg.io.volume import Volume
+from medseg.core.volume import Volume
 
 OVERWRITE_MODES = ("unlocked", "background")
 

@@ -8,7 +8,7 @@ from medseg.edit.delta import Box, Delta, box_slices
 from medseg.edit.label_map import LabelMap
 from medseg.edit.tools.rules import PaintRules, paint_mask, require_label
 from medseg.errors import MedsegError
-from medseg.io.volume import Volume
+from medseg.core.volume import Volume
 
 
 def threshold(label_map: LabelMap, image: Volume, low: float, high: float, value: int,

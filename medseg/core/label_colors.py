@@ -1,8 +1,8 @@
 """The one colour table: every label value and every known organ name gets one colour.
 
 Model packages, training datasets, the editor's label table and the overlay all ask
-here, so a label is drawn in the same colour wherever it comes from. It lives in ``io``
-because both ``model`` and ``edit`` use it (neither may import the other).
+here, so a label is drawn in the same colour wherever it comes from. It lives in ``core``
+because ``io``, ``model`` and ``edit`` all use it (and ``model``/``edit`` may not import each other).
 
 - :func:`color_for` — a name known to TotalSegmentator v2 (3D Slicer's anatomical
   colours) gets its standard colour; otherwise the value's row of the table; values past

@@ -15,7 +15,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from medseg.io.label_colors import color_for
+from medseg.core.label_colors import color_for
 
 ALGORITHM_TYPES = ("AUTOMATIC", "SEMIAUTOMATIC", "MANUAL")
 
