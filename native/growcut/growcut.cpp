@@ -34,24 +34,26 @@ struct Grid {
   uint8_t* parent;  // 0..5: the neighbour the best path came from; kRoot; kNone
   int64_t nz, ny, nx;
   uint32_t step[3];  // per-axis step cost (z, y, x)
-  int64_t offset[6];
+  int64_t offset[1];  // voxels per slice
   uint32_t max_weight;
 };
 
-inline int64_t neighbour(const Grid& g, int64_t index, int direction) {
-  // direction: 0/1 = z-/z+, 2/3 = y-/y+, 4/5 = x-/x+; -1 when outside
-  int64_t x = index % g.nx;
-  int64_t y = (index / g.nx) % g.ny;
-  int64_t z = index / (g.nx * g.ny);
-  switch (direction) {
-    case 0: return z > 0 ? index - g.nx * g.ny : -1;
-    case 1: return z + 1 < g.nz ? index + g.nx * g.ny : -1;
-    case 2: return y > 0 ? index - g.nx : -1;
-    case 3: return y + 1 < g.ny ? index + g.nx : -1;
-    case 4: return x > 0 ? index - 1 : -1;
-    default: return x + 1 < g.nx ? index + 1 : -1;
+// The six face neighbours of a voxel (-1 outside the grid), from one division per voxel: a 64-bit
+// division per neighbour made the search 3x slower.
+struct Neighbours {
+  int64_t at[6];
+  Neighbours(const Grid& g, int64_t index) {
+    uint32_t i = uint32_t(index);
+    uint32_t x = i % uint32_t(g.nx), row = i / uint32_t(g.nx);
+    uint32_t y = row % uint32_t(g.ny), z = row / uint32_t(g.ny);
+    at[0] = z > 0 ? index - g.offset[0] : -1;
+    at[1] = z + 1 < g.nz ? index + g.offset[0] : -1;
+    at[2] = y > 0 ? index - g.nx : -1;
+    at[3] = y + 1 < g.ny ? index + g.nx : -1;
+    at[4] = x > 0 ? index - 1 : -1;
+    at[5] = x + 1 < g.nx ? index + 1 : -1;
   }
-}
+};
 
 // Dijkstra from ``front`` (voxels whose distance and class are already set), improving the rest.
 void propagate(Grid& g, std::vector<int64_t>& front) {
@@ -87,8 +89,9 @@ void propagate(Grid& g, std::vector<int64_t>& front) {
       const uint32_t du = g.distance[u];
       const uint8_t lu = g.label[u];
       const int32_t iu = g.intensity[u];
+      const Neighbours around(g, u);
       for (int direction = 0; direction < 6; direction++) {
-        int64_t v = neighbour(g, u, direction);
+        int64_t v = around.at[direction];
         if (v < 0 || g.parent[v] == kRoot) continue;
         int32_t difference = g.intensity[v] - iu;
         uint64_t candidate = uint64_t(du) + uint32_t(difference < 0 ? -difference : difference) + g.step[direction / 2];
@@ -125,10 +128,11 @@ void forget(Grid& g, const int64_t* roots, Py_ssize_t n_roots, std::vector<int64
     int64_t u = stack.back();
     stack.pop_back();
     forgotten.push_back(u);
+    const Neighbours around(g, u);
     for (int direction = 0; direction < 6; direction++) {
-      int64_t v = neighbour(g, u, direction);
+      int64_t v = around.at[direction];
       if (v < 0 || g.parent[v] >= kRoot) continue;
-      if (neighbour(g, v, g.parent[v]) == u) {  // v's path came through u
+      if (g.parent[v] == (direction ^ 1)) {  // v's path came through u
         g.parent[v] = kNone;
         g.distance[v] = kInf;
         g.label[v] = 0;
@@ -137,8 +141,9 @@ void forget(Grid& g, const int64_t* roots, Py_ssize_t n_roots, std::vector<int64
     }
   }
   for (int64_t u : forgotten) {
+    const Neighbours around(g, u);
     for (int direction = 0; direction < 6; direction++) {
-      int64_t v = neighbour(g, u, direction);
+      int64_t v = around.at[direction];
       if (v >= 0 && g.distance[v] != kInf) front.push_back(v);
     }
   }
@@ -169,6 +174,10 @@ bool parse(PyObject* args, Buffers& buffers, Grid& g) {
                         &buffers.parent, &nz, &ny, &nx, &sz, &sy, &sx, &max_weight, &buffers.indices))
     return false;
   Py_ssize_t count = Py_ssize_t(nz * ny * nx);
+  if (nz * ny * nx >= (1ll << 32)) {
+    PyErr_SetString(PyExc_ValueError, "the region of interest is too large (4 G voxels or more)");
+    return false;
+  }
   if (nz < 1 || ny < 1 || nx < 1 || !check(buffers.intensity, 4, count, "intensity") ||
       !check(buffers.distance, 4, count, "distance") || !check(buffers.label, 1, count, "label") ||
       !check(buffers.parent, 1, count, "parent"))
@@ -188,6 +197,7 @@ bool parse(PyObject* args, Buffers& buffers, Grid& g) {
   g.nz = nz;
   g.ny = ny;
   g.nx = nx;
+  g.offset[0] = nx * ny;
   g.step[0] = uint32_t(sz);
   g.step[1] = uint32_t(sy);
   g.step[2] = uint32_t(sx);
