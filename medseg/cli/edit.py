@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from pathlib import Path
 
 OPERATION_HELP = {  # kept here so `medseg --help` does not import the editing layer
     "threshold": ("LOW", "HIGH", "LABEL"), "keep-largest": ("LABEL",), "remove-smaller": ("LABEL", "ML"),
     "grow": ("LABEL", "MM"), "shrink": ("LABEL", "MM"), "smooth": ("LABEL", "MM"), "fill-holes": ("LABEL",),
     "interpolate": ("LABEL",), "union": ("A", "B"), "intersect": ("A", "B"), "subtract": ("A", "B"),
-    "lock": ("LABEL",),
+    "lock": ("LABEL",), "grow-from-seeds": ("SEEDS",), "confidence-connected": ("X,Y,Z", "K", "LABEL"),
+    "scissors": ("POLYGON",),
 }
 DESCRIPTIONS = {
     "threshold": "paint LABEL where LOW <= HU <= HIGH (locks respected)",
@@ -28,6 +30,12 @@ DESCRIPTIONS = {
     "interpolate": "fill empty axial slices between slices where LABEL is drawn",
     "union": "B's voxels join A", "intersect": "keep A only inside B's region (B, holes filled)",
     "subtract": "remove A inside B's region (B, holes filled)", "lock": "protect LABEL from later operations",
+    "grow-from-seeds": "grow the labels painted in SEEDS (a label image on the image's grid; 0 = no seed) into the "
+                       "image, competing (GrowCut); only they change, within their bounding box plus --roi-margin",
+    "confidence-connected": "paint LABEL over the connected region around the point X,Y,Z (LPS mm) within mean +- K "
+                            "standard deviations of its neighbourhood, iterated (ITK ConfidenceConnected)",
+    "scissors": 'erase or fill inside/outside an outline through the volume or a slab; POLYGON is a JSON file: '
+                '{"view": "axial", "points_lps_mm": [[x, y, z], ...], "operation": "erase-inside", "slab_mm": null}',
 }
 
 
@@ -53,10 +61,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--totalsegmentator-names", action="store_true",
                         help="name the labels by TotalSegmentator v2's class map (so LABEL can be e.g. liver)")
     parser.add_argument("--json", action="store_true", help="print a JSON summary")
+    grow = parser.add_argument_group("grow from seeds")
+    grow.add_argument("--roi-margin", type=float, default=None, metavar="MM",
+                      help="region of interest: the seeds' bounding box grown by MM (default 15)")
+    grow.add_argument("--seed-locality", type=float, default=None, metavar="HU_PER_MM",
+                      help="extra path cost per mm: a larger value keeps each seed's reach shorter (default 0)")
+    grow.add_argument("--background-seed", type=int, default=None, metavar="VALUE",
+                      help="the seed value that marks background (grows, but paints nothing); default: the seeds' "
+                           "label named 'background' in their .labels.json, if any")
     ops = parser.add_argument_group("operations (repeatable, applied in order)")
     for name, metavars in OPERATION_HELP.items():
         ops.add_argument(f"--{name}", dest=name, nargs=len(metavars), metavar=metavars, action=_Append,
                          help=DESCRIPTIONS[name])
+    # a point X,Y,Z often starts with a minus (LPS): read "-12.5,30,-7" as a value, not an option
+    parser._negative_number_matcher = re.compile(r"^-\d+$|^-\d*\.\d+$|^-\d*\.?\d*,[-\d.,]*$")
     parser.set_defaults(func=run, operations=None)
 
 
@@ -102,14 +120,19 @@ def run(args: argparse.Namespace) -> int:
         document.set_label_map(label_map)
     else:
         document.new_label_map()
-    validate(operations, document.label_map)
+    grow = _grow_parameters(args)
+
+    def load_seeds(path: str):
+        return _load_seeds(Path(path), image, args.background_seed)
+
+    validate(operations, document.label_map, image, load_seeds)
     rules = PaintRules(overwrite="background" if args.only_background else "unlocked")
 
     def say(op: str, count: int) -> None:
         if not args.json:
             print(f"{op}: {count} voxels changed")
 
-    done = run_operations(document, operations, rules, say)
+    done = run_operations(document, operations, rules, say, grow)
     label_map = document.label_map
     written = write_image(label_map.to_volume(), output)
     table = {str(v): {"name": e.name, "color": list(e.color), "locked": e.locked} for v, e in label_map.labels.items()
@@ -124,3 +147,43 @@ def run(args: argparse.Namespace) -> int:
         for value, ml in volumes.items():
             print(f"  {value:5d} {label_map.labels[value].name if value in label_map.labels else '':<24} {ml:10.2f} ml")
     return 0
+
+
+def _grow_parameters(args):
+    from medseg.edit.tools.grow_seeds import GrowParameters
+
+    given = {name: value for name, value in (("roi_margin_mm", args.roi_margin), ("seed_locality", args.seed_locality))
+             if value is not None}
+    return GrowParameters(**given)
+
+
+def _load_seeds(path: Path, image, background: int | None):
+    """A seeds label image on ``image``'s grid (resampled by nearest neighbour), background seeds as BACKGROUND_SEED."""
+    import numpy as np
+
+    from medseg.edit.tools.grow_seeds import BACKGROUND_SEED
+    from medseg.errors import MedsegError
+    from medseg.io import load, resample_to
+
+    if not path.exists():
+        raise MedsegError("the seeds file does not exist", path=path)
+    seeds = load(path)
+    if not seeds.same_grid(image):
+        seeds = resample_to(seeds, image, interpolation="nearest")
+    array = np.asarray(seeds.array)
+    if array.dtype.kind == "f" and not np.array_equal(array, np.rint(array)):
+        raise MedsegError("a seeds file must hold whole label values", path=path)
+    if array.size and (array.min() < 0 or array.max() >= BACKGROUND_SEED):
+        raise MedsegError(f"seed values must lie in 0…{BACKGROUND_SEED - 1}", path=path)
+    array = array.astype(np.uint16)
+    if background is None:
+        sidecar = sidecar_path(path)
+        if sidecar.is_file():
+            rows = json.loads(sidecar.read_text())
+            named = [int(v) for v, row in rows.items() if str(row.get("name", "")).strip().lower() == "background"]
+            background = named[0] if named else None
+    if background is not None:
+        if not (array == background).any():
+            raise MedsegError(f"the seeds hold no voxel of the background value {background}", path=path)
+        array[array == background] = BACKGROUND_SEED
+    return array

@@ -70,3 +70,90 @@ def test_threshold_then_islands_from_an_empty_map(abdomen_files, tmp_path: Path)
     kept = sitk.RelabelComponent(sitk.ConnectedComponent(mask, True), minimumObjectSize=int(np.ceil(1.0 / 0.027)))
     written = read_image(out)
     assert np.array_equal(written.array == 9, sitk.GetArrayFromImage(kept) > 0)
+
+
+# --- issue #26: grow from seeds, the confidence-connected click and scissors in batch ---------------------------
+
+def test_grow_from_seeds_in_batch_equals_the_tool(ct_dir, tmp_path: Path, capsys):
+    """Seeds placed on lung1's nodule as a person would, written as a label image with a 'background' entry in
+    its sidecar; `medseg edit --grow-from-seeds` writes exactly what the tool gives."""
+    from medseg.core.volume import Volume
+    from medseg.edit.label_map import LabelMap
+    from medseg.edit.tools.grow_seeds import BACKGROUND_SEED, GrowParameters, grow_from_seeds
+    from medseg.io import write_image
+    from seed_placement import dice, place_seeds
+
+    image_path = ct_dir / "pyradiomics_lung1" / "lung1_image.nrrd"
+    image = read_image(image_path)
+    nodule = read_image(ct_dir / "pyradiomics_lung1" / "lung1_label.nrrd").array == 1
+    seeds, _ = place_seeds(nodule, image.spacing_zyx, 1, 2)
+    seeds_path = tmp_path / "seeds.nii.gz"
+    write_image(Volume(seeds.astype(np.uint8), image.spacing_mm, image.origin_mm, image.direction), seeds_path)
+    (tmp_path / "seeds.labels.json").write_text(json.dumps({"1": {"name": "nodule"}, "2": {"name": "Background"}}))
+    out = tmp_path / "grown.nii.gz"
+    assert main(["edit", str(image_path), "-o", str(out), "--grow-from-seeds", str(seeds_path), "--roi-margin", "20",
+                 "--json"]) == 0
+    written = read_image(out).array
+    expected_seeds = np.where(seeds == 2, BACKGROUND_SEED, seeds).astype(np.uint16)
+    delta = grow_from_seeds(LabelMap.empty_like(image), image, expected_seeds, GrowParameters(roi_margin_mm=20))
+    expected = np.zeros(image.shape_zyx, dtype=np.uint8)
+    delta.write(expected, delta.new)
+    assert np.array_equal(written, expected)
+    assert set(np.unique(written).tolist()) == {0, 1}  # background seeds paint nothing
+    assert dice(written == 1, nodule) >= 0.70
+
+
+def test_confidence_connected_and_scissors_in_batch(ct_dir, tmp_path: Path):
+    """A click at the nodule's centre given in LPS mm, then scissors on the coronal view cutting its upper half."""
+    from skimage.draw import polygon2mask
+
+    image_path = ct_dir / "pyradiomics_lung1" / "lung1_image.nrrd"
+    image = read_image(image_path)
+    nodule = read_image(ct_dir / "pyradiomics_lung1" / "lung1_label.nrrd").array == 1
+    centre_zyx = np.rint(np.argwhere(nodule).mean(axis=0)).astype(int)
+    lps = image.index_to_physical(centre_zyx[::-1])
+    point = ",".join(f"{v:.2f}" for v in lps)
+    assert point.startswith("-")  # a negative first coordinate must not read as an option
+    outline = tmp_path / "cut.json"
+    # a coronal rectangle (x from -30 to +30 voxels around the nodule, z above its centre), in LPS mm
+    x0, x1 = centre_zyx[2] - 30.3, centre_zyx[2] + 30.3
+    z0, z1 = centre_zyx[0] + 0.4, image.shape_zyx[0] - 0.6
+    corners = [(x0, centre_zyx[1], z0), (x1, centre_zyx[1], z0), (x1, centre_zyx[1], z1), (x0, centre_zyx[1], z1)]
+    outline.write_text(json.dumps({"view": "coronal", "operation": "erase-inside",
+                                   "points_lps_mm": [list(image.index_to_physical(c)) for c in corners]}))
+    out = tmp_path / "click.nii.gz"
+    assert main(["edit", str(image_path), "-o", str(out), "--confidence-connected", point, "2.5", "7"]) == 0
+    clicked = read_image(out).array == 7
+    cut = tmp_path / "cut.nii.gz"
+    assert main(["edit", str(image_path), "-o", str(cut), "--confidence-connected", point, "2.5", "7",
+                 "--scissors", str(outline)]) == 0
+    after = read_image(cut).array == 7
+    # the prism, rasterised independently in the coronal (z, x) plane
+    prism = polygon2mask((image.shape_zyx[0], image.shape_zyx[2]), np.array([(c[2], c[0]) for c in corners]))
+    expected = clicked & ~prism[:, None, :]
+    assert np.array_equal(after, expected) and clicked.sum() > after.sum() > 0
+
+
+@pytest.mark.parametrize("operation, content, message", [
+    (["--confidence-connected", "1,2", "2.5", "7"], None, "not a point"),
+    (["--confidence-connected", "0,0,9999", "2.5", "7"], None, "outside the image"),
+    (["--confidence-connected", "-146,-325,-700", "0", "7"], None, "k must be"),
+    (["--grow-from-seeds", "{missing}"], None, "does not exist"),
+    (["--scissors", "{file}"], "not json", "not JSON"),
+    (["--scissors", "{file}"], '{"view": "oblique", "points_lps_mm": []}', "axial, coronal or sagittal"),
+    (["--scissors", "{file}"], '{"view": "axial", "points_lps_mm": [[0, 0, 0]]}', "three or more"),
+    (["--scissors", "{file}"], '{"view": "axial", "points_lps_mm": [[0,0,0],[1,0,0],[0,1,0]], "operation": "fill-inside"}',
+     "needs a \"label\""),
+])
+def test_bad_semi_automatic_operations_are_named_before_anything_runs(ct_dir, tmp_path: Path, capsys, operation,
+                                                                      content, message):
+    image_path = ct_dir / "pyradiomics_lung1" / "lung1_image.nrrd"
+    polygon = tmp_path / "outline.json"
+    if content is not None:
+        polygon.write_text(content)
+    operation = [o.format(file=polygon, missing=tmp_path / "no_seeds.nii.gz") for o in operation]
+    out = tmp_path / "out.nii.gz"
+    code = main(["edit", str(image_path), "-o", str(out), "--threshold", "-100", "100", "3", *operation])
+    assert code == 1
+    assert message in capsys.readouterr().err
+    assert not out.exists()
