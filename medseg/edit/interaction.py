@@ -14,15 +14,24 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from medseg.edit import tools
+from medseg.edit.events import Event
+from medseg.edit.grow_session import GrowSession
 from medseg.edit.properties import Property
 from medseg.edit.tools import PaintRules
+from medseg.edit.tools.click_region import ConfidenceParameters, LevelTraceParameters, level_trace_region
+from medseg.edit.tools.grow_seeds import BACKGROUND_SEED, GrowParameters
+from medseg.edit.tools.scissors import OPERATIONS as SCISSORS_OPERATIONS, ScissorsParameters
 from medseg.errors import MedsegError
 
 if TYPE_CHECKING:
     from medseg.edit.document import ViewerDocument
 
-TOOLS = ("navigate", "brush", "eraser", "fill", "keep_island")
-TOOL_NAMES = {"navigate": "Navigate", "brush": "Brush", "eraser": "Eraser", "fill": "Fill", "keep_island": "Keep island"}
+TOOLS = ("navigate", "brush", "eraser", "fill", "keep_island", "grow_seeds", "level_trace", "confidence", "scissors",
+         "lasso")
+TOOL_NAMES = {"navigate": "Navigate", "brush": "Brush", "eraser": "Eraser", "fill": "Fill", "keep_island": "Keep island",
+              "grow_seeds": "Grow seeds", "level_trace": "Level trace", "confidence": "Click 3D",
+              "scissors": "Scissors", "lasso": "Lasso"}
+SEED_KINDS = ("structure", "background", "erase")
 
 
 class ToolController:
@@ -41,6 +50,33 @@ class ToolController:
         self.margin_mm = Property(2.0, 0.0, 100.0, label="Margin", unit="mm", step=0.5)
         self.island_ml = Property(1.0, 0.0, 10000.0, label="Islands under", unit="ml", step=0.5, decimals=2)
         self.smooth_mm = Property(1.5, 0.1, 20.0, label="Smoothing", unit="mm", step=0.5)
+        # grow from seeds (ranges from GrowParameters, the operation's one declaration)
+        grow_ranges = GrowParameters.RANGES
+        self.seed_kind = Property("structure", choices=SEED_KINDS, label="Paint seeds of")
+        self.seed_locality = Property(GrowParameters.seed_locality, *grow_ranges["seed_locality"][:2],
+                                      label="Seed locality (how far a seed reaches)", unit="HU/mm", step=0.5)
+        self.roi_margin_mm = Property(GrowParameters.roi_margin_mm, *grow_ranges["roi_margin_mm"][:2],
+                                      label="Region of interest: the seeds' box plus", unit="mm", step=5.0)
+        # click to region, scissors
+        self.trace_tolerance_hu = Property(LevelTraceParameters.tolerance_hu,
+                                           *LevelTraceParameters.RANGES["tolerance_hu"][:2],
+                                           label="Level trace: within ± of the voxel under the mouse", unit="HU",
+                                           step=10, decimals=0)
+        self.confidence_k = Property(ConfidenceParameters.k, *ConfidenceParameters.RANGES["k"][:2],
+                                     label="Click 3D: mean ± k·SD", step=0.1)
+        self.scissors_operation = Property("erase-inside", choices=SCISSORS_OPERATIONS, label="Scissors")
+        self.scissors_slab = Property(False, label="Only a slab (else through the whole volume)")
+        self.slab_mm = Property(10.0, 0.1, 1000.0, label="Slab thickness", unit="mm", step=1.0)
+        self.grow: GrowSession | None = None
+        self.grow_changed = Event()  # (box or None): seeds painted or the session ended
+        self.grow_compute = self._compute_now  # the GUI replaces it with a worker that calls compute() off-thread
+        self.outline: tuple[int, list[np.ndarray]] | None = None  # (plane axis zyx, points zyx) being drawn
+        self.outline_changed = Event()
+        self.trace: tuple[int, int, np.ndarray] | None = None  # (axis zyx, slice, 2D region) under the mouse
+        self.trace_changed = Event()
+        for prop in (self.seed_locality, self.roi_margin_mm):
+            prop.changed.connect(self._grow_parameters_changed)
+        self.tool.changed.connect(self._tool_changed)
         self._last: np.ndarray | None = None
         self._plane_axis: int | None = None
         for prop in (self.hu_low, self.hu_high):
@@ -89,6 +125,22 @@ class ToolController:
         if self.active in ("brush", "eraser"):
             self._last = zyx
             self._paint([zyx])
+        elif self.active == "grow_seeds":
+            self._last = zyx
+            self._paint_seeds([zyx])
+        elif self.active in ("scissors", "lasso"):
+            self._last = zyx
+            self.outline = (plane, [zyx])
+            self.outline_changed.emit()
+        elif self.active == "level_trace":
+            region = level_trace_region(doc.volume, seed, plane, self._trace_parameters())
+            lo = tuple(seed[plane] if a == plane else 0 for a in range(3))
+            delta = tools.paint_mask(lm, lo, np.expand_dims(region, plane), doc.active_label, self.rules(), doc.volume)
+            doc.apply(delta, "level trace")
+        elif self.active == "confidence":
+            delta = tools.confidence_connected(lm, doc.volume, seed, doc.active_label,
+                                               ConfidenceParameters(k=float(self.confidence_k.value)), self.rules())
+            doc.apply(delta, "click 3D")
         elif self.active == "fill":
             hu = self.rules().hu_range if self.fill_by_hu.value else None
             if self.fill_by_hu.value and hu is None:
@@ -109,13 +161,109 @@ class ToolController:
         zyx = np.asarray(xyz[::-1], dtype=float)
         if self._plane_axis is not None:
             zyx[self._plane_axis] = self._last[self._plane_axis]  # a drag stays on the slice it began on
-        self._paint([self._last, zyx])
+        if self.active == "grow_seeds":
+            self._paint_seeds([self._last, zyx])
+        elif self.active in ("scissors", "lasso") and self.outline is not None:
+            self.outline[1].append(zyx)
+            self.outline_changed.emit()
+        else:
+            self._paint([self._last, zyx])
         self._last = zyx
 
     def release(self) -> None:
-        if self._last is not None:
-            self._last = None
+        if self._last is None:
+            return
+        self._last = None
+        if self.active in ("scissors", "lasso"):
+            self._cut()
+        elif self.active in ("brush", "eraser"):
             self.document.end_stroke("erase" if self.active == "eraser" else "brush")
+
+    def hover(self, xyz: tuple[int, int, int] | None, plane_axis_xyz: int) -> None:
+        """The mouse moved over a view (no button): level tracing shows the region it would fill."""
+        doc = self.document
+        if self.active != "level_trace" or xyz is None or doc.volume is None:
+            if self.trace is not None:
+                self.trace = None
+                self.trace_changed.emit()
+            return
+        seed = tuple(int(v) for v in xyz[::-1])
+        plane = 2 - int(plane_axis_xyz)
+        region = level_trace_region(doc.volume, seed, plane, self._trace_parameters())
+        self.trace = (plane, seed[plane], region)
+        self.trace_changed.emit()
+
+    def _trace_parameters(self) -> LevelTraceParameters:
+        return LevelTraceParameters(float(self.trace_tolerance_hu.value))
+
+    # --- scissors and lasso ----------------------------------------------------------------------
+    def _cut(self) -> None:
+        outline, self.outline = self.outline, None
+        self.outline_changed.emit()
+        doc = self.document
+        if outline is None or len(outline[1]) < 3 or doc.label_map is None:
+            return
+        axis, points = outline
+        plane_axes = [a for a in range(3) if a != axis]
+        points_ij = np.asarray(points)[:, plane_axes]
+        centre = int(round(points[0][axis]))
+        if self.active == "lasso":
+            delta = tools.lasso(doc.label_map, points_ij, axis, centre, doc.active_label, self.rules(), doc.volume)
+            doc.apply(delta, "lasso")
+            return
+        parameters = ScissorsParameters(str(self.scissors_operation.value),
+                                        float(self.slab_mm.value) if self.scissors_slab.value else None)
+        only = doc.active_label if self.eraser_active_only.value else None
+        delta = tools.scissors(doc.label_map, points_ij, axis, parameters, centre, doc.active_label, self.rules(),
+                               doc.volume, only_value=only)
+        doc.apply(delta, f"scissors ({parameters.operation})")
+
+    # --- grow from seeds ----------------------------------------------------------------------------
+    def grow_parameters(self) -> GrowParameters:
+        return GrowParameters(roi_margin_mm=float(self.roi_margin_mm.value),
+                              seed_locality=float(self.seed_locality.value))
+
+    def _paint_seeds(self, points) -> None:
+        doc = self.document
+        if self.grow is None:
+            self.grow = GrowSession(doc, self.grow_parameters(), self.rules())
+        kind = self.seed_kind.value
+        value = None if kind == "erase" else (BACKGROUND_SEED if kind == "background" else doc.active_label)
+        plane = None if self.sphere.value else self._plane_axis
+        box = self.grow.paint(points, float(self.radius_mm.value), value, plane)
+        if box is not None:
+            self.grow_changed.emit(box)
+            self.grow_compute(self.grow)
+
+    def _compute_now(self, session: GrowSession) -> None:
+        """Headless (tests, scripts): compute the preview at once, on this thread."""
+        session.compute()
+        self.grow_changed.emit(session.preview.box if session.preview is not None else None)
+
+    def _grow_parameters_changed(self, _value=None) -> None:
+        if self.grow is not None:
+            self.grow.set_parameters(self.grow_parameters())
+            self.grow_compute(self.grow)
+
+    def apply_grow(self) -> bool:
+        """Apply: the preview becomes one undoable step; the seeds are cleared."""
+        session, self.grow = self.grow, None
+        if session is None:
+            return False
+        changed = session.apply()
+        self.grow_changed.emit(None)
+        return changed
+
+    def cancel_grow(self) -> None:
+        session, self.grow = self.grow, None
+        if session is not None:
+            session.cancel()
+            self.grow_changed.emit(None)
+
+    def _tool_changed(self, _name=None) -> None:
+        if self.trace is not None and self.active != "level_trace":
+            self.trace = None
+            self.trace_changed.emit()
 
     def _paint(self, points) -> None:
         doc = self.document
