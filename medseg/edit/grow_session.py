@@ -72,7 +72,8 @@ class GrowSession:
         block[mask] = code
         with self._lock:
             self._queue.append((lo, mask, None if value is None else int(value)))
-        self.seed_box = box_of(self.seeds != 0)
+        # a box that holds every seed (erasing never shrinks it): the views only look at seeds inside it
+        self.seed_box = box if self.seed_box is None else union_box(self.seed_box, box)  # type: ignore[assignment]
         return box  # type: ignore[return-value]
 
     def set_parameters(self, parameters: GrowParameters) -> None:
@@ -91,7 +92,8 @@ class GrowSession:
         with self._lock:
             strokes, self._queue = self._queue, []
             grower, parameters = self._grower, self.parameters
-        seed_box = box_of(self.seeds != 0)
+        seed_box = None if self.seed_box is None else _shifted(box_of(self.seeds[box_slices(self.seed_box)] != 0),
+                                                                self.seed_box[0])
         if seed_box is None:
             with self._lock:
                 self._grower = None
@@ -146,6 +148,12 @@ class GrowSession:
         self.seeds[...] = 0
         self.seed_box = None
         self.preview = None
+
+
+def _shifted(box: Box | None, by) -> Box | None:
+    if box is None:
+        return None
+    return (tuple(a + o for a, o in zip(box[0], by)), tuple(b + o for b, o in zip(box[1], by)))  # type: ignore[return-value]
 
 
 def _inside(lo, shape, box: Box) -> bool:

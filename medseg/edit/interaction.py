@@ -176,6 +176,8 @@ class ToolController:
         self._last = None
         if self.active in ("scissors", "lasso"):
             self._cut()
+        elif self.active == "grow_seeds" and self.grow is not None and self.grow.pending():
+            self.grow_compute(self.grow)  # one new preview per stroke, computed off the GUI thread in the app
         elif self.active in ("brush", "eraser"):
             self.document.end_stroke("erase" if self.active == "eraser" else "brush")
 
@@ -232,8 +234,7 @@ class ToolController:
         plane = None if self.sphere.value else self._plane_axis
         box = self.grow.paint(points, float(self.radius_mm.value), value, plane)
         if box is not None:
-            self.grow_changed.emit(box)
-            self.grow_compute(self.grow)
+            self.grow_changed.emit(box)  # the seeds show at once; the preview follows when the stroke ends
 
     def _compute_now(self, session: GrowSession) -> None:
         """Headless (tests, scripts): compute the preview at once, on this thread."""

@@ -28,11 +28,15 @@ from PySide6.QtWidgets import (
 from medseg.edit.document import ViewerDocument
 from medseg.edit.interaction import TOOL_NAMES, TOOLS
 from medseg.gui.bind import bind
+from medseg.gui.grow_runner import GrowRunner
+from medseg.gui.semi_auto_options import SemiAutomaticOptions
 
 OPERATIONS = (("grow", "Grow"), ("shrink", "Shrink"), ("keep_largest", "Keep largest"),
               ("remove_small", "Remove small"), ("fill_holes", "Fill holes"), ("interpolate", "Interpolate"),
               ("smooth", "Smooth"))
-TOOL_KEYS = {"navigate": "N", "brush": "B", "eraser": "E", "fill": "F", "keep_island": "K"}
+TOOL_KEYS = {"navigate": "N", "brush": "B", "eraser": "E", "fill": "F", "keep_island": "K", "grow_seeds": "G",
+             "level_trace": "L", "confidence": "C", "scissors": "X", "lasso": "O"}
+TOOLS_PER_ROW = 5
 
 
 def _swatch(color: tuple[int, int, int]) -> QIcon:
@@ -51,8 +55,8 @@ class EditToolsPanel(QGroupBox):
         self.tool_buttons: dict[str, QToolButton] = {}
         group = QButtonGroup(self)
         group.setExclusive(True)
-        tool_row = QHBoxLayout()
-        for name in TOOLS:
+        tool_row = QGridLayout()
+        for index, name in enumerate(TOOLS):
             button = QToolButton(self)
             button.setText(TOOL_NAMES[name])
             button.setCheckable(True)
@@ -60,7 +64,7 @@ class EditToolsPanel(QGroupBox):
             button.setShortcut(TOOL_KEYS[name])
             group.addButton(button)
             button.clicked.connect(lambda _=False, n=name: controller.tool.set(n))
-            tool_row.addWidget(button)
+            tool_row.addWidget(button, index // TOOLS_PER_ROW, index % TOOLS_PER_ROW)
             self.tool_buttons[name] = button
         controller.tool.changed.connect(self._sync_tool)
         self._sync_tool(controller.tool.value)
@@ -135,10 +139,14 @@ class EditToolsPanel(QGroupBox):
         undo_row.addWidget(self.redo_button)
         undo_row.addWidget(self.history_label, 1)
 
+        self.grow_runner = GrowRunner(document, self)
+        self.grow_runner.failed.connect(self.error)
+        self.semi_automatic = SemiAutomaticOptions(document, self.grow_runner, self)
         layout = QVBoxLayout(self)
         layout.addLayout(tool_row)
         layout.addLayout(label_grid)
         layout.addLayout(form)
+        layout.addWidget(self.semi_automatic)
         layout.addLayout(params)
         layout.addLayout(ops)
         layout.addLayout(undo_row)

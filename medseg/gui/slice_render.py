@@ -43,6 +43,7 @@ class SliceRenderer:
         self.opacity = 0.5
         self.blended = np.zeros(256 * 256, dtype=np.uint32)
         self.comparison_words = np.zeros(256, dtype=np.uint32)  # opaque outline colour per comparison label
+        self.seed_words = np.zeros(256, dtype=np.uint32)  # opaque colour per seed code (255: background seeds)
         self._blend_stale = True  # rebuilt on first use: window drags without labels stay cheap
         self.set_window(40.0, 400.0)
 
@@ -61,6 +62,9 @@ class SliceRenderer:
         self.label_visible[0] = False  # background is never coloured
         self.opacity = float(opacity)
         self._blend_stale = True
+        rgb = self.label_colors.astype(np.uint32)
+        self.seed_words = _OPAQUE | (rgb[:, 0] << 16) | (rgb[:, 1] << 8) | rgb[:, 2]
+        self.seed_words[255] = 0xFF00E5FF  # background seeds: cyan, a colour no label table uses by default
 
     def set_comparison_labels(self, colors: np.ndarray, visible: np.ndarray) -> None:
         """Colours of the comparison layer's outlines (drawn opaque over the blended overlay)."""

@@ -136,7 +136,12 @@ class SliceView(QWidget):
         doc = self.document
         return (self.slice_position, doc.window_center, doc.window_width, doc.overlay_opacity,
                 doc.overlay_outline, doc.overlay_visible, self._data_version, getattr(self, "_labels_version", 0),
-                doc.comparison_visible)
+                doc.comparison_visible, getattr(self, "_tool_version", 0))
+
+    def mark_tool_layer_changed(self) -> None:
+        """The seeds, the grow preview or the traced region changed: redraw."""
+        self._tool_version = getattr(self, "_tool_version", 0) + 1
+        self.invalidate()
 
     def mark_labels_changed(self) -> None:
         self._labels_version = getattr(self, "_labels_version", 0) + 1
@@ -154,7 +159,9 @@ class SliceView(QWidget):
             labels = None
             if self.display_labels is not None and self.document.overlay_visible:
                 labels = self.renderer.plane(self.display_labels, self.axes, position)
+                labels = self._with_preview(labels, position)
             self._words = self.renderer.render(values, labels, self.document.overlay_outline)
+            self._words = self._tool_layers(self._words, position)
             if self.display_comparison is not None and self.document.comparison_visible:
                 # Sliced directly: the renderer's x-major copies are kept for the image and the editable labels.
                 self._words = self.renderer.outline_over(self._words,
@@ -162,6 +169,51 @@ class SliceView(QWidget):
             self.image = qimage_of(self._words)
             self._render_key = key
         return self.image
+
+    def _with_preview(self, labels: np.ndarray, position: int) -> np.ndarray:
+        """The label plane with the grow-from-seeds preview pasted in (what Apply would write)."""
+        session = self.document.tools.grow
+        preview = session.preview if session is not None else None
+        if preview is None or self.axes is None:
+            return labels
+        axis = 2 - self.axes.normal_axis
+        lo, hi = preview.box
+        if not lo[axis] <= position < hi[axis]:
+            return labels
+        index: list = [slice(None)] * 3
+        index[axis] = position
+        plane = np.array(self.display_labels[tuple(index)], copy=True)  # (unoriented) array order
+        block = np.take(preview.labels, position - lo[axis], axis=axis)
+        inner = [slice(lo[a], hi[a]) for a in range(3) if a != axis]
+        plane[tuple(inner)] = block
+        return self.axes.orient(plane)
+
+    def _tool_layers(self, words: np.ndarray, position: int) -> np.ndarray:
+        """Seeds (opaque) and the level-trace outline over the rendered slice."""
+        tools = self.document.tools
+        if self.axes is None:
+            return words
+        axis = 2 - self.axes.normal_axis
+        if tools.grow is not None and tools.grow.seed_box is not None:
+            lo, hi = tools.grow.seed_box
+            if lo[axis] <= position < hi[axis]:
+                seeds = self.axes.slice_of(tools.grow.seeds, position)
+                words = np.where(seeds != 0, self.renderer.seed_words.take(seeds), words)
+        if tools.trace is not None and tools.trace[0] == axis and tools.trace[1] == position:
+            from medseg.gui.slice_render import outline_of
+
+            edge = outline_of(self.axes.orient(tools.trace[2]).astype(np.uint8))
+            words = np.where(edge != 0, np.uint32(0xFFFFE000), words)
+        return words
+
+    def _draw_outline(self, painter: QPainter) -> None:
+        """The scissors / lasso outline being drawn, on the view it is drawn on."""
+        outline = self.document.tools.outline
+        if outline is None or self.axes is None or outline[0] != 2 - self.axes.normal_axis or len(outline[1]) < 2:
+            return
+        points = [self.index_to_widget(tuple(p[::-1])) for p in outline[1]]
+        painter.setPen(QPen(QColor(255, 230, 0), 2))
+        painter.drawPolyline(points + [points[0]])
 
     def paintEvent(self, _event) -> None:  # noqa: N802 - Qt naming
         # Few Qt calls per frame: each one releases and retakes the GIL, which is slow
@@ -174,6 +226,7 @@ class SliceView(QWidget):
             painter.setRenderHint(QPainter.RenderHint.SmoothPixmapTransform, True)
             painter.drawImage(rect, image)
             self._draw_crosshair(painter, rect)
+            self._draw_outline(painter)
             painter.drawPixmap(0, 0, self._letters_pixmap())
             self._draw_corner_text(painter)
         else:
@@ -248,7 +301,10 @@ class SliceView(QWidget):
                 self._set_cursor_at(event.position())
 
     def mouseMoveEvent(self, event: QMouseEvent) -> None:  # noqa: N802
-        self.hovered.emit(self.widget_to_index(event.position()))
+        voxel = self.widget_to_index(event.position())
+        self.hovered.emit(voxel)
+        if self._drag_button is None and self.axes is not None:
+            self.document.tools.hover(voxel, self.axes.normal_axis)
         delta = event.position() - self._drag_start
         if self._drag_button == Qt.MouseButton.LeftButton and getattr(self, "_tool_drag", False):
             xyz = self.widget_to_continuous(event.position())

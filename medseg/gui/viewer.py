@@ -58,6 +58,9 @@ class ViewerPanel(QWidget):
         document.overlay_changed.connect(self._on_labels_changed)
         document.cursor_changed.connect(self._repaint_all)
         document.comparison_changed.connect(self._on_comparison_changed)
+        document.tools.grow_changed.connect(self._on_tool_layer)
+        document.tools.trace_changed.connect(self._on_tool_layer)
+        document.tools.outline_changed.connect(self._repaint_all)
         self.set_layout("1x3")
         self._on_window_changed()
 
@@ -159,6 +162,15 @@ class ViewerPanel(QWidget):
         self.renderer.set_labels(colors, visible, self.document.overlay_opacity)
         for view in self.views.values():
             view.mark_labels_changed()
+
+    def _on_tool_layer(self, box=None) -> None:
+        """Seeds painted, a new grow preview, a traced region: redraw the views whose slice crosses ``box``."""
+        for view in self.views.values():
+            if view.axes is None:
+                continue
+            axis = 2 - view.axes.normal_axis
+            if box is None or box[0][axis] <= view.slice_position < box[1][axis]:
+                view.mark_tool_layer_changed()
 
     def _on_comparison_changed(self) -> None:
         comparison = self.document.comparison

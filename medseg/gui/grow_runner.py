@@ -1,0 +1,83 @@
+"""Grow from seeds off the GUI thread: each seed stroke asks for a new preview; one worker thread computes it.
+
+The worker is not niced (unlike long background jobs): it holds the GIL between kernel calls, and a
+low-priority thread holding the GIL on a busy machine makes the GUI thread wait for it.
+
+A stroke asks for a preview when it ends (mouse release); strokes painted while the worker runs
+are queued in the session and taken by its next pass
+(the worker loops while strokes are pending), so a fast painter never waits and never piles
+up work. The compiled kernel releases the GIL while it grows, so the window keeps drawing.
+The finished preview reaches the views through a queued signal (a ``@Slot`` of this
+GUI-thread object: PySide6 runs plain callables connected to a signal in the emitting
+thread). Apply waits for the running pass (so it writes what the preview shows, including
+the last stroke); Cancel drops the result.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from PySide6.QtCore import QObject, Signal, Slot
+
+from medseg.edit.grow_session import GrowSession
+
+log = logging.getLogger(__name__)
+
+
+class GrowRunner(QObject):
+    finished = Signal(object, object)  # (session, error or None): emitted from the worker, queued to the GUI thread
+    preview_shown = Signal()  # a new preview is on screen (tests wait on it)
+    failed = Signal(object)
+
+    def __init__(self, document, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.document = document
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self.finished.connect(self._on_finished)
+        document.tools.grow_compute = self.request
+
+    def busy(self) -> bool:
+        with self._lock:
+            return self._thread is not None
+
+    def request(self, session: GrowSession) -> None:
+        with self._lock:
+            if self._thread is not None:
+                return  # the running pass takes the new strokes when it loops
+            self._thread = threading.Thread(target=self._work, args=(session,), name="medseg-grow", daemon=True)
+            self._thread.start()
+
+    def _work(self, session: GrowSession) -> None:
+        error = None
+        try:
+            while session.pending():
+                session.compute()
+        except Exception as exc:  # noqa: BLE001 - shown to the user, never lost
+            error = exc
+        with self._lock:
+            self._thread = None
+        self.finished.emit(session, error)
+
+    @Slot(object, object)
+    def _on_finished(self, session: GrowSession, error) -> None:
+        tools = self.document.tools
+        if error is not None:
+            log.warning("grow from seeds failed: %s", error)
+            self.failed.emit(error)
+            return
+        if tools.grow is not session:
+            return  # applied or cancelled meanwhile
+        if session.pending():
+            self.request(session)  # a stroke arrived after the worker's last look
+        preview = session.preview
+        tools.grow_changed.emit(preview.box if preview is not None else None)
+        self.preview_shown.emit()
+
+    def wait(self, timeout: float = 120.0) -> None:
+        """Until the running pass ends (Apply must write what the last stroke asked for)."""
+        with self._lock:
+            thread = self._thread
+        if thread is not None:
+            thread.join(timeout)
