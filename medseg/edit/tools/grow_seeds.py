@@ -5,7 +5,7 @@ The GrowCut family as Fast GrowCut (Zhu, Kolesov, Gao, Kikinis, Tannenbaum, MICC
 seed it is *closest* to, where a path's length is the sum, over its face steps, of the
 absolute intensity difference plus a step cost of ``seed_locality`` HU per mm (a larger
 locality keeps each seed's reach short, so a thin leak costs more). Costs are integers
-(1/16 HU), so the search is exact and the result does not depend on the visiting order:
+(1/8 HU), so the search is exact and the result does not depend on the visiting order:
 a tie goes to the smaller seed class. Seeds never change.
 
 The image is smoothed first (Gaussian, ``smoothing_mm``): a path's cost sums intensity
@@ -48,9 +48,11 @@ except ImportError:  # pragma: no cover - exercised where the extension is not b
     _native = None
 
 BACKGROUND_SEED = 0xFFFF  # a seed value meaning "not the structure": grows, but writes nothing
-COST_UNITS_PER_HU = 16
+COST_UNITS_PER_HU = 8  # int16 then holds ±4095 HU (values beyond are clipped); locality in steps of 1/8 HU
 INF = 0xFFFFFFFF
 ROOT, NONE = 6, 7  # parent codes (as in the kernel)
+# One voxel's search state, as the kernel lays it out (8 bytes: a neighbour is one cache line, not four arrays).
+VOXEL = np.dtype([("distance", "<u4"), ("intensity", "<i2"), ("label", "u1"), ("parent", "u1")])
 
 
 @dataclass(frozen=True)
@@ -79,8 +81,11 @@ def native_available() -> bool:
 
 # --- the search ------------------------------------------------------------------------------
 def cost_intensity(block: np.ndarray) -> np.ndarray:
-    """Intensities in integer cost units (1/16 HU for integer images; float images are rounded the same way)."""
-    return np.rint(np.asarray(block, dtype=np.float64) * COST_UNITS_PER_HU).astype(np.int32)
+    """Intensities in integer cost units (1/8 HU), int16: values beyond ±4095 are clipped."""
+    scaled = np.multiply(block, np.float32(COST_UNITS_PER_HU), dtype=np.float32)
+    np.rint(scaled, out=scaled)
+    np.clip(scaled, -32767, 32767, out=scaled)
+    return scaled.astype(np.int16)
 
 
 def smoothed(block: np.ndarray, spacing_xyz: Sequence[float], sigma_mm: float) -> np.ndarray:
@@ -152,17 +157,33 @@ class SeedGrower:
         self.use_native = native_available() if use_native is None else bool(use_native and native_available())
         sl = box_slices(box)
         self.shape = tuple(b - a for a, b in zip(*box))
-        self.intensity = np.ascontiguousarray(cost_intensity(smoothed(image.array[sl], image.spacing_mm,
-                                                                      parameters.smoothing_mm)))
+        self.state = np.zeros(self.shape, dtype=VOXEL)
+        self.state["intensity"] = cost_intensity(smoothed(image.array[sl], image.spacing_mm, parameters.smoothing_mm))
+        self.state["distance"] = INF
+        self.state["parent"] = NONE
         self.steps = step_costs(label_map.spacing_zyx, parameters.seed_locality)
         self.max_weight = max(1, max_weight(self.intensity, self.steps))
         self.label_of: list[int] = [0]  # class index -> label value
         self.seeds = np.zeros(self.shape, dtype=np.uint8)  # painted seeds, as class indices
-        self.distance = np.full(self.shape, INF, dtype=np.uint32)
-        self.classes = np.zeros(self.shape, dtype=np.uint8)
-        self.parent = np.full(self.shape, NONE, dtype=np.uint8)
         self.fixed = np.zeros(self.shape, dtype=np.uint8)  # class of existing-label seeds (0: none)
         self._existing_seeds()
+
+    # the state's fields, as (strided) arrays of the region's shape
+    @property
+    def intensity(self) -> np.ndarray:
+        return self.state["intensity"]
+
+    @property
+    def distance(self) -> np.ndarray:
+        return self.state["distance"]
+
+    @property
+    def classes(self) -> np.ndarray:
+        return self.state["label"]
+
+    @property
+    def parent(self) -> np.ndarray:
+        return self.state["parent"]
 
     # --- seeds -----------------------------------------------------------------------------
     def class_for(self, value: int) -> int:
@@ -253,9 +274,10 @@ class SeedGrower:
     def _root(self, region, mask: np.ndarray) -> None:
         """Make the voxels of ``mask`` seeds of their effective class and grow from them."""
         index = self._indices(region, mask)
-        self.distance.reshape(-1)[index] = 0
-        self.classes.reshape(-1)[index] = self._effective(region)[mask]
-        self.parent.reshape(-1)[index] = ROOT
+        flat = self.state.reshape(-1)
+        flat["distance"][index] = 0
+        flat["label"][index] = self._effective(region)[mask]
+        flat["parent"][index] = ROOT
         self._call(_native.grow, index)
 
     def _indices(self, region, mask: np.ndarray) -> np.ndarray:
@@ -264,52 +286,65 @@ class SeedGrower:
 
     # --- the search ---------------------------------------------------------------------------
     def _call(self, function, index: np.ndarray) -> None:
-        function(self.intensity, self.distance, self.classes, self.parent, self.shape, self.steps,
-                 self.max_weight, np.ascontiguousarray(index, dtype=np.int64))
+        function(self.state, self.shape, self.steps, self.max_weight, np.ascontiguousarray(index, dtype=np.int64))
 
     def regrow(self) -> None:
         """Grow every seed from scratch (first preview, or after a change the increments cannot follow)."""
-        seed = self._seed_mask()
-        cls = self._effective((slice(None),) * 3)
-        self.distance[...] = np.where(seed, 0, INF)
-        self.classes[...] = np.where(seed, cls, 0)
-        self.parent[...] = np.where(seed, ROOT, NONE)
-        if not seed.any():
-            return
+        cls = np.ascontiguousarray(self._effective((slice(None),) * 3), dtype=np.uint8)
         if self.use_native:
-            self._call(_native.grow, np.flatnonzero(seed))
-        else:
-            _propagate_numpy(self.intensity, self.distance, self.classes, seed, self.steps)
+            _native.plant(self.state, self.shape, self.steps, self.max_weight, cls)
+            return
+        seed = cls != 0
+        distance = np.where(seed, 0, INF).astype(np.uint32)
+        classes = cls.copy()
+        if seed.any():
+            _propagate_numpy(np.asarray(self.intensity, dtype=np.int32), distance, classes, seed, self.steps)
+        self.state["distance"] = distance
+        self.state["label"] = classes
+        self.state["parent"] = np.where(seed, ROOT, np.where(distance != INF, 0, NONE))  # no parents: no ungrow here
 
     # --- the result -------------------------------------------------------------------------------
-    def result_values(self) -> np.ndarray:
-        """The label value each region voxel would carry after Apply (before the paint rules)."""
+    def result_values(self, dtype=None) -> np.ndarray:
+        """The label value each region voxel would carry after Apply (before the paint rules).
+
+        Lookup tables of the label map's own width (never int64 blocks): on a 16 M-voxel region
+        this is most of the preview's cost after the growth itself."""
         before = self.label_map.array[box_slices(self.box)]
         chosen = self.chosen
-        table = np.array([v if v in chosen else -1 for v in self.label_of], dtype=np.int64)
-        grown = table[self.classes]  # a chosen label, or -1: not one of the grown labels here
-        in_chosen = np.isin(before, list(chosen)) if chosen else np.zeros(before.shape, dtype=bool)
-        after = np.where(grown >= 0, grown, np.where(in_chosen, 0, before))
+        dtype = np.dtype(dtype or np.promote_types(before.dtype, np.uint8 if max(chosen, default=0) <= 255
+                                                   else np.uint16))
+        value = np.array([v if v in chosen else 0 for v in self.label_of], dtype=dtype)
+        grown = np.array([v in chosen for v in self.label_of], dtype=bool)
+        classes = self.classes
+        after = before.astype(dtype, copy=True)
+        if any(self.label_map.voxel_count(v) for v in chosen):
+            after[np.isin(before, list(chosen))] = 0  # a chosen label keeps only what it wins
+        is_grown = grown.take(classes)
+        np.copyto(after, value.take(classes), where=is_grown)
         return after
 
     def delta(self, rules: PaintRules = PaintRules()) -> Delta | None:
         """The change Apply would make: a Delta not yet applied (the preview)."""
-        if not self.chosen:
+        chosen = self.chosen
+        if not chosen:
             return None
         before = self.label_map.array[box_slices(self.box)]
         after = self.result_values()
-        keep = np.zeros(before.shape, dtype=bool)
-        locked = self.label_map.locked_values()
+        keep = None
+        locked = self.label_map.locked_values() & set(int(v) for v in np.flatnonzero(self.label_map.counts))
         if locked:
-            keep |= np.isin(before, list(locked))
-        if rules.overwrite == "background":
-            keep |= (before != 0) & ~np.isin(before, list(self.chosen)) & (after != before)
+            keep = np.isin(before, list(locked))
+        if rules.overwrite == "background" and any(self.label_map.voxel_count(v) for v in self.label_map.labels
+                                                   if v not in chosen):
+            other = (before != 0) & ~np.isin(before, list(chosen))
+            keep = other if keep is None else keep | other
         if rules.hu_range is not None:
             hu = self.image.array[box_slices(self.box)]
-            keep |= ((hu < rules.hu_range[0]) | (hu > rules.hu_range[1])) & (after != 0)
-        after = np.where(keep, before, after)
-        dtype = np.promote_types(before.dtype, np.uint8 if int(after.max(initial=0)) <= 255 else np.uint16)
-        return Delta.from_blocks(self.box[0], before.astype(dtype), after.astype(dtype))
+            outside = ((hu < rules.hu_range[0]) | (hu > rules.hu_range[1])) & (after != 0)
+            keep = outside if keep is None else keep | outside
+        if keep is not None:
+            np.copyto(after, before, where=keep, casting="unsafe")
+        return Delta.from_blocks(self.box[0], before.astype(after.dtype, copy=False), after)
 
 
 # --- the region of interest --------------------------------------------------------------------
