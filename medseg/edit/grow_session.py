@@ -76,6 +76,21 @@ class GrowSession:
         self.seed_box = box if self.seed_box is None else union_box(self.seed_box, box)  # type: ignore[assignment]
         return box  # type: ignore[return-value]
 
+    def set_seed_volume(self, seeds: np.ndarray) -> None:
+        """Seeds from a volume on the image grid (0: none, a label value, BACKGROUND_SEED), replacing the seed
+        layer (e.g. a seeds file, or seeds placed by a script); the next compute grows from scratch."""
+        if tuple(seeds.shape) != self.label_map.shape_zyx:
+            raise MedsegError(f"the seeds' grid {tuple(seeds.shape[::-1])} (x, y, z) does not match the image's "
+                              f"{self.label_map.size_xyz}")
+        values = [int(v) for v in np.unique(seeds) if v and v != BACKGROUND_SEED]
+        if any(not 1 <= v < SEED_BACKGROUND for v in values):
+            raise MedsegError(f"seeds can be painted for labels 1…{SEED_BACKGROUND - 1}")
+        self.seeds[...] = np.where(seeds == BACKGROUND_SEED, SEED_BACKGROUND, seeds).astype(np.uint8)
+        with self._lock:
+            self._queue.clear()
+            self._grower = None
+        self.seed_box = box_of(self.seeds != 0)
+
     def set_parameters(self, parameters: GrowParameters) -> None:
         """New parameters: the next compute grows from scratch."""
         with self._lock:
