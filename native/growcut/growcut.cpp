@@ -251,44 +251,40 @@ bool parse(PyObject* args, Buffers& buffers, Grid& g, Py_ssize_t index_itemsize)
   return true;
 }
 
-PyObject* py_grow(PyObject*, PyObject* args) {
+// Parse, then run ``work(grid, front, indices, count)`` without the GIL (a worker thread grows while the
+// window keeps drawing); ``itemsize`` 8: int64 voxel indices, 1: one uint8 class per voxel.
+template <class Work>
+PyObject* run(PyObject* args, Py_ssize_t itemsize, Work work) {
   Buffers buffers;
   Grid g;
-  if (!parse(args, buffers, g, 8)) return nullptr;
-  const int64_t* indices = static_cast<const int64_t*>(buffers.indices.buf);
-  Py_ssize_t n = buffers.indices.len / 8;
-  Py_BEGIN_ALLOW_THREADS  // a worker thread grows while the window keeps drawing
-  std::vector<uint32_t> front(indices, indices + n);
+  if (!parse(args, buffers, g, itemsize)) return nullptr;
+  const void* data = buffers.indices.buf;
+  Py_ssize_t count = buffers.indices.len / itemsize;
+  Py_BEGIN_ALLOW_THREADS
+  std::vector<uint32_t> front;
+  work(g, front, data, count);
   propagate(g, front);
   Py_END_ALLOW_THREADS
   Py_RETURN_NONE;
+}
+
+PyObject* py_grow(PyObject*, PyObject* args) {
+  return run(args, 8, [](Grid&, std::vector<uint32_t>& front, const void* data, Py_ssize_t count) {
+    const int64_t* indices = static_cast<const int64_t*>(data);
+    front.assign(indices, indices + count);
+  });
 }
 
 PyObject* py_ungrow(PyObject*, PyObject* args) {
-  Buffers buffers;
-  Grid g;
-  if (!parse(args, buffers, g, 8)) return nullptr;
-  const int64_t* roots = static_cast<const int64_t*>(buffers.indices.buf);
-  Py_ssize_t n_roots = buffers.indices.len / 8;
-  Py_BEGIN_ALLOW_THREADS
-  std::vector<uint32_t> front;
-  forget(g, roots, n_roots, front);
-  propagate(g, front);
-  Py_END_ALLOW_THREADS
-  Py_RETURN_NONE;
+  return run(args, 8, [](Grid& g, std::vector<uint32_t>& front, const void* data, Py_ssize_t count) {
+    forget(g, static_cast<const int64_t*>(data), count, front);
+  });
 }
 
 PyObject* py_plant(PyObject*, PyObject* args) {
-  Buffers buffers;
-  Grid g;
-  if (!parse(args, buffers, g, 1)) return nullptr;
-  const uint8_t* classes = static_cast<const uint8_t*>(buffers.indices.buf);
-  Py_BEGIN_ALLOW_THREADS
-  std::vector<uint32_t> front;
-  plant(g, classes, front);
-  propagate(g, front);
-  Py_END_ALLOW_THREADS
-  Py_RETURN_NONE;
+  return run(args, 1, [](Grid& g, std::vector<uint32_t>& front, const void* data, Py_ssize_t) {
+    plant(g, static_cast<const uint8_t*>(data), front);
+  });
 }
 
 PyMethodDef methods[] = {

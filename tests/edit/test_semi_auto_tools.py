@@ -12,7 +12,8 @@ from skimage.draw import polygon2mask
 from seed_placement import dice
 from medseg.edit.document import ViewerDocument
 from medseg.edit.label_map import LabelMap
-from medseg.edit.tools import click_region, scissors
+from medseg.edit.tools import click_region
+from medseg.edit.tools.scissors import ScissorsParameters, lasso, polygon_mask, scissors, slab_range
 from medseg.edit.tools.rules import PaintRules
 from medseg.errors import MedsegError
 from medseg.io import load, read_image
@@ -33,7 +34,7 @@ def test_polygon_raster_equals_skimage(axis, abdomen):
     _, label_map = abdomen
     plane = [n for a, n in enumerate(label_map.shape_zyx) if a != axis]
     points = [(min(i, plane[0] - 1.5), min(j, plane[1] - 1.5)) for i, j in OUTLINE]
-    ours = scissors.polygon_mask(points, tuple(plane))
+    ours = polygon_mask(points, tuple(plane))
     assert ours.sum() > 50
     assert np.array_equal(ours, polygon2mask(tuple(plane), np.asarray(points)))
 
@@ -46,18 +47,18 @@ def test_scissors_erase_exactly_the_prism_and_spare_locked_labels(axis, abdomen)
     points = [(min(i, plane[0] - 1.5), min(j, plane[1] - 1.5)) for i, j in OUTLINE]
     prism = np.expand_dims(polygon2mask(tuple(plane), np.asarray(points)), axis)
     before = label_map.array.copy()
-    delta = scissors.scissors(label_map, points, axis, scissors.ScissorsParameters("erase-inside"))
+    delta = scissors(label_map, points, axis, ScissorsParameters("erase-inside"))
     after = _applied(label_map, delta)
     expected = np.where(prism & (before != 5), 0, before)
     assert np.array_equal(after, expected)
-    outside = scissors.scissors(label_map, points, axis, scissors.ScissorsParameters("erase-outside"))
+    outside = scissors(label_map, points, axis, ScissorsParameters("erase-outside"))
     assert np.array_equal(_applied(label_map, outside), np.where(~prism & (before != 5), 0, before))
 
 
 def test_scissors_slab_and_fill(abdomen):
     image, label_map = abdomen  # 3 mm slices
     points = [(i + 0.0, j) for i, j in OUTLINE]
-    delta = scissors.scissors(label_map, points, 0, scissors.ScissorsParameters("fill-inside", slab_mm=10.0),
+    delta = scissors(label_map, points, 0, ScissorsParameters("fill-inside", slab_mm=10.0),
                               centre=15, value=200)
     after = _applied(label_map, delta)
     changed = np.flatnonzero((after != label_map.array).any(axis=(1, 2)))
@@ -65,11 +66,11 @@ def test_scissors_slab_and_fill(abdomen):
     inside = polygon2mask(label_map.shape_zyx[1:], np.asarray(points))
     assert (after[14:17][np.broadcast_to(inside, (3, *inside.shape))] == 200).all()
     with pytest.raises(MedsegError, match="slab"):
-        scissors.ScissorsParameters("erase-inside", slab_mm=-2)
+        ScissorsParameters("erase-inside", slab_mm=-2)
     with pytest.raises(MedsegError, match="one of"):
-        scissors.ScissorsParameters("cut")
+        ScissorsParameters("cut")
     with pytest.raises(MedsegError, match="three points"):
-        scissors.scissors(label_map, [(1, 1), (2, 2)], 0)
+        scissors(label_map, [(1, 1), (2, 2)], 0)
 
 
 def test_scissors_slab_on_the_acquired_grid_uses_true_slice_positions(ct_dir):
@@ -79,7 +80,7 @@ def test_scissors_slab_on_the_acquired_grid_uses_true_slice_positions(ct_dir):
     positions = np.asarray(raw.meta.extra["slice_positions_mm"]) @ raw.direction[:, 2]
     steps = np.round(np.diff(positions), 2)
     assert set(np.abs(steps).tolist()) == {4.0, 1.08, 7.0}
-    first, last = scissors.slab_range(raw, 0, 13, 9.0)
+    first, last = slab_range(raw, 0, 13, 9.0)
     expected = np.flatnonzero(np.abs(positions - positions[13]) <= 4.5)
     assert (first, last) == (expected.min(), expected.max() + 1) == (12, 15)  # not 3 slices of the even grid
 
@@ -87,7 +88,7 @@ def test_scissors_slab_on_the_acquired_grid_uses_true_slice_positions(ct_dir):
 def test_lasso_fills_one_slice(chest):
     image, label_map = chest
     points = [(200.3, 150.7), (320.6, 160.2), (300.4, 300.3), (180.2, 280.8)]
-    delta = scissors.lasso(label_map, points, 0, 30, 3)
+    delta = lasso(label_map, points, 0, 30, 3)
     after = _applied(label_map, delta)
     expected = np.zeros(label_map.shape_zyx, dtype=bool)
     expected[30] = polygon2mask(label_map.shape_zyx[1:], np.asarray(points))
