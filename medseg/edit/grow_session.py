@@ -134,11 +134,11 @@ class GrowSession:
         with self._lock:
             if self.parameters == parameters:
                 self._grower = grower
-        delta = grower.delta(self.rules)
-        labels = self.label_map.array[box_slices(grower.box)].astype(np.uint8, copy=True)
-        if delta is not None:
-            local = np.unravel_index(delta.flat_index(), delta.shape)
-            labels[tuple(c + d - o for c, d, o in zip(local, delta.box[0], grower.box[0]))] = delta.new
+        after, delta = grower.preview(self.rules)
+        if after is None:
+            labels = self.label_map.array[box_slices(grower.box)].astype(np.uint8, copy=True)
+        else:
+            labels = np.minimum(after, 255).astype(np.uint8, copy=False)  # the views draw values 0…255
         self._generation += 1
         self.preview = GrowPreview(grower.box, labels, delta, self._generation)
         return self.preview

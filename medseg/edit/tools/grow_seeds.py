@@ -325,9 +325,13 @@ class SeedGrower:
 
     def delta(self, rules: PaintRules = PaintRules()) -> Delta | None:
         """The change Apply would make: a Delta not yet applied (the preview)."""
+        return self.preview(rules)[1]
+
+    def preview(self, rules: PaintRules = PaintRules()) -> tuple[np.ndarray | None, Delta | None]:
+        """(the region's labels after Apply, the Delta that makes them): what the views draw, what Apply writes."""
         chosen = self.chosen
         if not chosen:
-            return None
+            return None, None
         before = self.label_map.array[box_slices(self.box)]
         after = self.result_values()
         keep = None
@@ -344,7 +348,7 @@ class SeedGrower:
             keep = outside if keep is None else keep | outside
         if keep is not None:
             np.copyto(after, before, where=keep, casting="unsafe")
-        return Delta.from_blocks(self.box[0], before.astype(after.dtype, copy=False), after)
+        return after, Delta.from_blocks(self.box[0], before.astype(after.dtype, copy=False), after)
 
 
 # --- the region of interest --------------------------------------------------------------------
