@@ -32,6 +32,13 @@ TOOL_NAMES = {"navigate": "Navigate", "brush": "Brush", "eraser": "Eraser", "fil
               "grow_seeds": "Grow seeds", "level_trace": "Level trace", "confidence": "Click 3D",
               "scissors": "Scissors", "lasso": "Lasso"}
 SEED_KINDS = ("structure", "background", "erase")
+CLICK_VOXELS = 2.0  # a press-release that moved less than this is a click (scissors: a polygon vertex)
+CLOSE_VOXELS = 4.0  # a click this close to a polygon's first vertex closes it
+
+
+def _extent_voxels(points) -> float:
+    points = np.asarray(points, dtype=float)
+    return float(np.max(points.max(axis=0) - points.min(axis=0))) if len(points) else 0.0
 
 
 class ToolController:
@@ -77,6 +84,7 @@ class ToolController:
         for prop in (self.seed_locality, self.roi_margin_mm):
             prop.changed.connect(self._grow_parameters_changed)
         self.tool.changed.connect(self._tool_changed)
+        self._polygon_open = False  # scissors/lasso: clicks are adding vertices to self.outline
         self._last: np.ndarray | None = None
         self._plane_axis: int | None = None
         for prop in (self.hu_low, self.hu_high):
@@ -129,6 +137,9 @@ class ToolController:
             self._last = zyx
             self._paint_seeds([zyx])
         elif self.active in ("scissors", "lasso"):
+            if self._polygon_open and self.outline is not None and self.outline[0] == plane:
+                return self._polygon_click(zyx)
+            self._polygon_open = False
             self._last = zyx
             self.outline = (plane, [zyx])
             self.outline_changed.emit()
@@ -175,7 +186,11 @@ class ToolController:
             return
         self._last = None
         if self.active in ("scissors", "lasso"):
-            self._cut()
+            if self.outline is not None and _extent_voxels(self.outline[1]) < CLICK_VOXELS:
+                self.outline = (self.outline[0], self.outline[1][:1])  # a click: a polygon's first vertex
+                self._polygon_open = True
+            else:
+                self._cut()
         elif self.active == "grow_seeds" and self.grow is not None and self.grow.pending():
             self.grow_compute(self.grow)  # one new preview per stroke, computed off the GUI thread in the app
         elif self.active in ("brush", "eraser"):
@@ -199,6 +214,30 @@ class ToolController:
         return LevelTraceParameters(float(self.trace_tolerance_hu.value))
 
     # --- scissors and lasso ----------------------------------------------------------------------
+    def _polygon_click(self, zyx: np.ndarray) -> bool:
+        """A click while a polygon is open: a new vertex, or, near the first vertex, close it and cut."""
+        assert self.outline is not None
+        points = self.outline[1]
+        if len(points) >= 3 and _extent_voxels([points[0], zyx]) < CLOSE_VOXELS:
+            self._polygon_open = False
+            self._cut()
+        else:
+            points.append(zyx)
+            self.outline_changed.emit()
+        return True
+
+    @property
+    def polygon_open(self) -> bool:
+        """A scissors / lasso polygon is being clicked vertex by vertex."""
+        return self._polygon_open
+
+    def cancel_outline(self) -> None:
+        """Escape: drop the outline being drawn."""
+        self._polygon_open, self._last = False, None
+        if self.outline is not None:
+            self.outline = None
+            self.outline_changed.emit()
+
     def _cut(self) -> None:
         outline, self.outline = self.outline, None
         self.outline_changed.emit()
@@ -262,6 +301,7 @@ class ToolController:
             self.grow_changed.emit(None)
 
     def _tool_changed(self, _name=None) -> None:
+        self.cancel_outline()
         if self.trace is not None and self.active != "level_trace":
             self.trace = None
             self.trace_changed.emit()

@@ -214,6 +214,8 @@ class SliceView(QWidget):
         points = [self.index_to_widget(tuple(p[::-1])) for p in outline[1]]
         painter.setPen(QPen(QColor(255, 230, 0), 2))
         painter.drawPolyline(points + [points[0]])
+        if self.document.tools.polygon_open:
+            painter.drawEllipse(points[0], 5.0, 5.0)  # click here to close the polygon
 
     def paintEvent(self, _event) -> None:  # noqa: N802 - Qt naming
         # Few Qt calls per frame: each one releases and retakes the GIL, which is slow
@@ -330,7 +332,10 @@ class SliceView(QWidget):
     def leaveEvent(self, _event) -> None:  # noqa: N802
         self.hovered.emit(None)
 
-    def mouseDoubleClickEvent(self, _event: QMouseEvent) -> None:  # noqa: N802
+    def mouseDoubleClickEvent(self, event: QMouseEvent) -> None:  # noqa: N802
+        if self.document.tools.wants_mouse():
+            self.mousePressEvent(event)  # Qt sends this instead of the second press: a polygon vertex, a dab
+            return
         self.maximise_requested.emit(self.name)
 
     def _set_cursor_at(self, point: QPointF) -> None:
@@ -357,6 +362,8 @@ class SliceView(QWidget):
                  Qt.Key.Key_Right: 1, Qt.Key.Key_Left: -1}
         if event.key() in steps:
             self.scroll(steps[event.key()])
+        elif event.key() == Qt.Key.Key_Escape:
+            self.document.tools.cancel_outline()
         else:
             super().keyPressEvent(event)
 

@@ -281,3 +281,31 @@ def test_grown_liver_in_three_views_for_the_readme(driver, window, ct_dir, qtbot
     window.viewer.set_layout("1x3")
     qtbot.wait(50)
     window.viewer.grab().save(str(artifacts_dir / "grow_seeds_liver.png"))
+
+
+def test_lasso_polygon_clicked_vertex_by_vertex(window, chest, qtbot):
+    """Clicks add vertices (the outline shows), a click near the first closes it: the slice is filled exactly
+    where skimage.draw rasterises the same vertices; Escape drops an open polygon."""
+    doc, panel = window.document, window.editing.panel
+    doc.new_label_map()
+    view = window.viewer.views["axial"]
+    z = 30
+    doc.set_cursor((256, 256, z))
+    panel.tool_buttons["lasso"].click()
+    corners = [(180, 200, z), (330, 190, z), (350, 320, z), (200, 340, z)]
+    points = [widget_point(view, c) for c in corners]
+    for p in points:
+        qtbot.mouseClick(view, Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier, p)
+        qtbot.wait(300)  # slower than a double-click
+    assert doc.tools.polygon_open and len(doc.tools.outline[1]) == 4 and not doc.label_map.array.any()
+    qtbot.mouseClick(view, Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier, points[0] + QPoint(1, 1))
+    assert not doc.tools.polygon_open and doc.tools.outline is None
+    vertices = [view.widget_to_continuous(QPointF(p)) for p in points]
+    expected = polygon2mask(doc.volume.shape_zyx[1:], np.array([(y, x) for x, y, _ in vertices]))
+    filled = doc.label_map.array == doc.active_label
+    assert np.array_equal(filled[z], expected) and filled.sum() == expected.sum() and doc.history.depth == 1
+    # Escape drops a polygon being clicked
+    qtbot.mouseClick(view, Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier, points[0])
+    assert doc.tools.polygon_open
+    qtbot.keyClick(view, Qt.Key.Key_Escape)
+    assert not doc.tools.polygon_open and doc.tools.outline is None and doc.history.depth == 1
