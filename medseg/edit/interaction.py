@@ -62,6 +62,8 @@ class ToolController:
         self.seed_kind = Property("structure", choices=SEED_KINDS, label="Paint seeds of")
         self.seed_locality = Property(GrowParameters.seed_locality, *grow_ranges["seed_locality"][:2],
                                       label="Seed locality (how far a seed reaches)", unit="HU/mm", step=0.5)
+        self.existing_seeds = Property(GrowParameters.use_existing_labels,
+                                       label="Labels already drawn are seeds of themselves (locked ones always are)")
         self.roi_margin_mm = Property(GrowParameters.roi_margin_mm, *grow_ranges["roi_margin_mm"][:2],
                                       label="Region of interest: the seeds' box plus", unit="mm", step=5.0)
         # click to region, scissors
@@ -81,7 +83,7 @@ class ToolController:
         self.outline_changed = Event()
         self.trace: tuple[int, int, np.ndarray] | None = None  # (axis zyx, slice, 2D region) under the mouse
         self.trace_changed = Event()
-        for prop in (self.seed_locality, self.roi_margin_mm):
+        for prop in (self.seed_locality, self.roi_margin_mm, self.existing_seeds):
             prop.changed.connect(self._grow_parameters_changed)
         self.tool.changed.connect(self._tool_changed)
         self._polygon_open = False  # scissors/lasso: clicks are adding vertices to self.outline
@@ -262,7 +264,8 @@ class ToolController:
     # --- grow from seeds ----------------------------------------------------------------------------
     def grow_parameters(self) -> GrowParameters:
         return GrowParameters(roi_margin_mm=float(self.roi_margin_mm.value),
-                              seed_locality=float(self.seed_locality.value))
+                              seed_locality=float(self.seed_locality.value),
+                              use_existing_labels=bool(self.existing_seeds.value))
 
     def _paint_seeds(self, points) -> None:
         doc = self.document

@@ -166,3 +166,18 @@ def test_bad_seeds_and_parameters_are_named(abdomen):
         grow.GrowParameters(seed_locality=-1)
     with pytest.raises(MedsegError, match="roi margin"):
         grow.GrowParameters(roi_margin_mm=float("nan"))
+
+
+def test_existing_labels_as_seeds_hold_their_voxels(abdomen):
+    """With use_existing_labels every label drawn is a seed of itself: a new structure only takes background."""
+    image, label_map = abdomen
+    before = label_map.array.copy()
+    seeds = np.zeros(label_map.shape_zyx, dtype=np.uint16)
+    seeds[15, 57:61, 79:83] = 200  # painted over liver voxels: painted seeds win over existing labels
+    seeds[15, 2:4, 2:4] = grow.BACKGROUND_SEED
+    delta = grow.grow_from_seeds(label_map, image, seeds, grow.GrowParameters(use_existing_labels=True))
+    after = before.copy()
+    delta.write(after, delta.new)
+    changed = after != before
+    assert changed.any() and set(np.unique(after[changed]).tolist()) <= {200}
+    assert (before[changed & (seeds == 0)] == 0).all()  # away from the painted seeds only background changed

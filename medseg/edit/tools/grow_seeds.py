@@ -24,7 +24,8 @@ every change), so the app runs either way.
 What is written (:meth:`SeedGrower.delta`): the chosen labels (those painted as seeds) are
 replaced inside the region of interest by the grown result; background seeds and other
 labels' regions leave voxels as they are, except that a chosen label loses the voxels it no
-longer wins. Locked labels are seeds of themselves and never change; with
+longer wins. Locked labels are seeds of themselves (a wall the others grow up to) and never
+change; with ``use_existing_labels`` every label in the region is; with
 ``overwrite="background"`` the grown labels only take background.
 """
 
@@ -62,7 +63,9 @@ class GrowParameters:
     roi_margin_mm: float = 15.0  # the region of interest: the seeds' bounding box grown by this much
     seed_locality: float = 0.0  # extra path cost, HU per mm: how far a seed may reach
     smoothing_mm: float = 1.5  # Gaussian sigma applied to the image before the path costs
-    use_existing_labels: bool = True  # labels already in the map are seeds of themselves
+    # labels already in the map are seeds of themselves (locked ones always are). Off by default: a model's
+    # "body" label covers every voxel a structure could grow into, and would leave it no room.
+    use_existing_labels: bool = False
 
     RANGES = {"roi_margin_mm": (0.0, 200.0, "mm"), "seed_locality": (0.0, 50.0, "HU/mm"),
               "smoothing_mm": (0.0, 5.0, "mm")}
