@@ -112,7 +112,8 @@ def scroll_times(image: np.ndarray, labels: np.ndarray | None, method, planes=No
 def frame_rate(image: np.ndarray, labels: np.ndarray, size: tuple[int, int] = (1200, 800), layout: str = "2x2",
                axis: int = 2, steps: int | None = None) -> tuple[float, float, float, float]:
     """Scroll one view through the study (along index ``axis``) with every visible view repainting."""
-    from medseg.edit.document import LabelEntry, ViewerDocument
+    from medseg.core.labels import Label
+    from medseg.edit.document import ViewerDocument
     from medseg.gui.viewer import ViewerPanel
     from medseg.core.volume import Volume
 
@@ -123,7 +124,7 @@ def frame_rate(image: np.ndarray, labels: np.ndarray, size: tuple[int, int] = (1
     panel.show()
     volume = Volume(image, (0.57, 0.57, 5.0))
     doc.set_volume(volume)
-    doc.set_label_map(volume.with_array(labels), {v: LabelEntry(v, str(v), (220, 90, 60)) for v in (1, 2)})
+    doc.set_label_map(volume.with_array(labels), {v: Label(v, str(v), (220, 90, 60)) for v in (1, 2)})
     doc.set_cursor((0, 0, 0))
     QApplication.processEvents()
     for view in panel.views.values():

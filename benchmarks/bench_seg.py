@@ -122,7 +122,7 @@ def child(args: argparse.Namespace) -> None:
 
 def dcmqi_meta() -> dict:
     from medseg.core.label_colors import color_for
-    from medseg.core.segment_info import coded_for_name
+    from medseg.core.labels import coded_for_name
 
     segments = []
     for value, name in enumerate(NAMES, start=1):

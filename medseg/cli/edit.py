@@ -2,7 +2,9 @@
 
 Operations run in the order given, after all of them were checked (a bad number, an
 unknown label or a locked target is named before anything runs). The label map is
-written on the image's grid; label names travel in a ``<OUT>.labels.json`` sidecar.
+written on the image's grid; its labels travel in a ``<OUT>.labels.json`` sidecar (the one
+sidecar format, :mod:`medseg.io.label_files`). ``--labels`` opens a label map (with its
+sidecar: names, colours, locks, provenance) or a DICOM SEG the way the app does.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import sys
 from pathlib import Path
 
 OPERATION_HELP = {  # kept here so `medseg --help` does not import the editing layer
@@ -54,7 +57,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Apply the editor's tools to a label map in the order given, on the image's grid, and write it. "
                     "LABEL is a value or a name from the label map. Every operation is checked before any runs.")
     parser.add_argument("image", help="the CT: DICOM folder or image file")
-    parser.add_argument("--labels", help="label map to start from (default: empty); resampled to the image grid")
+    parser.add_argument("--labels", help="segmentation to start from (default: empty): a label map with its "
+                        ".labels.json sidecar, or a DICOM SEG; placed on the image grid in patient coordinates")
     parser.add_argument("-o", "--output", required=True, help="label map to write (.nii.gz, .nii, .nrrd, .mha)")
     parser.add_argument("--only-background", action="store_true",
                         help="painting operations change only background voxels (default: any unlocked label)")
@@ -78,23 +82,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run, operations=None)
 
 
-def sidecar_path(path: Path) -> Path:
-    name = path.name
-    for suffix in (".nii.gz", ".nii", ".nrrd", ".nhdr", ".mha", ".mhd"):
-        if name.lower().endswith(suffix):
-            name = name[: -len(suffix)]
-            break
-    return path.with_name(name + ".labels.json")
-
-
 def run(args: argparse.Namespace) -> int:
     from medseg.edit.document import ViewerDocument
-    from medseg.edit.label_map import LabelEntry, LabelMap
+    from medseg.edit.label_map import NAME_SETS, LabelMap
     from medseg.edit.recipe import Operation, run_operations, validate
     from medseg.edit.tools import PaintRules
     from medseg.errors import MedsegError
-    from medseg.io import load, resample_to, write_image
-    from medseg.io.atomic import atomic_write_text, check_writable
+    from medseg.io import load
+    from medseg.io.atomic import check_writable
+    from medseg.io.label_files import open_segmentation, write_label_map
 
     operations = [Operation(name, raw) for name, raw in (args.operations or [])]
     if not operations:
@@ -106,17 +102,12 @@ def run(args: argparse.Namespace) -> int:
     document.set_undo_budget(0)  # a batch needs no undo: keep only the newest step
     document.set_volume(image, source=str(args.image))
     if args.labels:
-        labels = load(args.labels)
-        if not labels.same_grid(image):
-            labels = resample_to(labels, image, interpolation="nearest")
-        sidecar = sidecar_path(Path(args.labels))
-        table = None
-        if sidecar.is_file():
-            rows = json.loads(sidecar.read_text())
-            table = {int(v): LabelEntry(int(v), r["name"], tuple(r["color"]), True, bool(r.get("locked", False)))
-                     for v, r in rows.items()}
-        name_set = "TotalSegmentator v2 (total)" if args.totalsegmentator_names and table is None else "From file"
-        label_map = LabelMap.from_volume(labels, table, name_set)
+        opened = open_segmentation(args.labels, image)
+        for note in [*opened.notes, *opened.naming]:
+            print(f"note: {note}", file=sys.stderr)
+        by_totalsegmentator = args.totalsegmentator_names and not opened.named
+        label_map = LabelMap.from_volume(opened.label_map, None if by_totalsegmentator else opened.labels,
+                                         NAME_SETS[1] if by_totalsegmentator else NAME_SETS[0])
         document.set_label_map(label_map)
     else:
         document.new_label_map()
@@ -134,10 +125,8 @@ def run(args: argparse.Namespace) -> int:
 
     done = run_operations(document, operations, rules, say, grow)
     label_map = document.label_map
-    written = write_image(label_map.to_volume(), output)
-    table = {str(v): {"name": e.name, "color": list(e.color), "locked": e.locked} for v, e in label_map.labels.items()
-             if label_map.voxel_count(v) or e.locked}
-    atomic_write_text(sidecar_path(output), json.dumps(table, indent=1))
+    kept = [entry for value, entry in label_map.labels.items() if label_map.voxel_count(value) or entry.locked]
+    written, _ = write_label_map(label_map.to_volume(), output, kept, image)
     volumes = label_map.volumes_ml()
     if args.json:
         print(json.dumps({"output": str(written), "operations": [{"operation": o, "voxels_changed": n} for o, n in done],

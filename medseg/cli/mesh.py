@@ -41,11 +41,11 @@ def run(args: argparse.Namespace) -> int:
     opened = open_segmentation(args.segmentation, image)
     results = write_label_meshes(opened.label_map, folder, {s.value: s.name for s in opened.segments}, args.format)
     if args.json:
-        print(json.dumps({"notes": opened.notes, "meshes": [
+        print(json.dumps({"notes": [*opened.notes, *opened.naming], "meshes": [
             {"value": r.value, "name": r.name, "path": str(r.path), "vertices": r.n_vertices, "faces": r.n_faces,
              "bbox_min_lps_mm": r.bbox_min_lps, "bbox_max_lps_mm": r.bbox_max_lps} for r in results]}, indent=1))
         return 0
-    for note in opened.notes:
+    for note in [*opened.notes, *opened.naming]:
         print(f"note: {note}")
     for r in results:
         print(f"{r.value:>5}  {r.name}: {r.n_faces} triangles -> {r.path}")

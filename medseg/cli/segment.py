@@ -64,7 +64,6 @@ def _segment(args: argparse.Namespace, events) -> int:
     import torch
 
     from medseg.io import load
-    from medseg.core.segment_info import SegmentInfo
     from medseg.model.infer import segment
     from medseg.model.package import load_model
 
@@ -81,11 +80,7 @@ def _segment(args: argparse.Namespace, events) -> int:
         mirror=args.mirror, tile_batch=args.tile_batch, postprocess=not args.no_postprocess,
         progress=events.progress() if args.json else progress_printer(),
     )  # fmt: skip
-    version = str(package.provenance.get("version") or package.provenance.get("weights") or "unversioned")
-    segments = [SegmentInfo(value, name, package.colors.get(value), algorithm_type="AUTOMATIC",
-                            algorithm_name=package.name, algorithm_version=version)
-                for value, name in package.labels.items() if value != 0]
-    notes = save_segmentation(result.label_map, volume, args.output, segments)
+    notes = save_segmentation(result.label_map, volume, args.output, list(package.label_table().values()))
     written = args.output
     if args.json:
         for note in result.fallbacks:

@@ -36,10 +36,10 @@ def run(args: argparse.Namespace) -> int:
     if args.csv:
         write_stats_csv(stats, args.csv)
     if args.json:
-        print(json.dumps({"segmentation": str(args.segmentation), "image": str(args.image), "notes": opened.notes,
+        print(json.dumps({"segmentation": str(args.segmentation), "image": str(args.image), "notes": [*opened.notes, *opened.naming],
                           "labels": [s.as_json() for s in stats]}, indent=1))
         return 0
-    for note in opened.notes:
+    for note in [*opened.notes, *opened.naming]:
         print(f"note: {note}")
     width = max([len(s.name) for s in stats] + [5])
     print(f"{'value':>5}  {'name':<{width}}  {'voxels':>9}  {'ml':>9}  {'HU mean':>8}  {'SD':>7}  {'min':>6}  "

@@ -16,9 +16,9 @@ current, and are announced with the changed box and label values
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Mapping
 
 import numpy as np
 
@@ -26,10 +26,11 @@ from medseg.edit.delta import Box, Delta, box_slices
 from medseg.edit.events import Event
 from medseg.edit.history import DEFAULT_BUDGET_BYTES, History
 from medseg.edit.journal import Journal
-from medseg.edit.label_map import LabelEntry, LabelMap, build_label_table
+from medseg.edit.label_map import LabelMap, build_label_table
 from medseg.edit.tools.rules import PaintRules
 from medseg.errors import GeometryError, MedsegError
-from medseg.core.label_colors import color_for
+from medseg.core.label_arrays import remap_values
+from medseg.core.labels import Label
 from medseg.core.volume import Volume
 
 # CT window presets (centre, width) in HU, as commonly taught (Radiopaedia's table).
@@ -54,6 +55,9 @@ class LabelEdit:
 
 # The undo description of a model's result starts with this (the GUI adds the model's name).
 SEGMENT_STEP = "Segment"
+# How a Segment result meets the labels on screen: every unlocked voxel takes the result, or the
+# result's labels that are new here go only where there is no label yet.
+REPLACE, ADD = "replace", "add"
 
 
 @dataclass(frozen=True)
@@ -62,9 +66,13 @@ class ComparisonLayer:
     model's output). ``primary_name`` says what the editable label map is, ``name`` what this one is."""
 
     label_map: Volume  # its array is made read-only: nothing edits a comparison
-    labels: dict[int, LabelEntry]
+    labels: dict[int, Label]
     name: str
     primary_name: str
+
+
+def _same_name(a: Label, b: Label) -> bool:
+    return a.name.strip().lower() == b.name.strip().lower()
 
 
 class ViewerDocument:
@@ -88,7 +96,7 @@ class ViewerDocument:
         self.history = History()
         self.journal: Journal | None = None
         self.journal_root: Path | None = None  # None: no autosave (tests, notebooks); the GUI sets it
-        self.unsaved = False  # edits since the label map was opened, segmented or saved
+        self._saved_position = self.history.position  # the history position the label map was saved at
         self.active_label = 1
         self.paint_rules = PaintRules()
         self._stroke: Delta | None = None
@@ -109,9 +117,14 @@ class ViewerDocument:
         self.comparison_changed = Event()  # the comparison layer set, cleared, shown or hidden
 
     @property
-    def labels(self) -> dict[int, LabelEntry]:
+    def labels(self) -> dict[int, Label]:
         """The label table (read it; change it through the document's methods)."""
         return self.label_map.labels if self.label_map is not None else {}
+
+    @property
+    def unsaved(self) -> bool:
+        """Edits since the label map was opened, segmented or saved: undoing back to that state is saved."""
+        return self._stroke is not None or self.history.position != self._saved_position
 
     # --- image --------------------------------------------------------------------------
     def set_volume(self, volume: Volume, *, synthetic: bool = False, keep_view: bool = False,
@@ -148,7 +161,7 @@ class ViewerDocument:
         self.pixels_changed.emit()
 
     # --- label map ----------------------------------------------------------------------
-    def set_label_map(self, label_map: Volume, label_table: dict[int, LabelEntry] | None = None,
+    def set_label_map(self, label_map: Volume, label_table: Mapping[int, Label] | None = None,
                       description: str = "") -> LabelMap:
         """Overlay ``label_map`` (no copy); it must already be on the image grid (see fit_to_grid).
 
@@ -181,7 +194,7 @@ class ViewerDocument:
     def _replace_label_map(self, label_map: LabelMap | None, description: str) -> None:
         self.label_map = label_map
         self.history.clear()
-        self.unsaved = False
+        self._saved_position = self.history.position
         if label_map is not None and label_map.labels and self.active_label not in label_map.labels:
             self.active_label = next(iter(label_map.labels))
         self._rebase_journal(description)
@@ -216,22 +229,67 @@ class ViewerDocument:
         if self.label_map is not None:
             self._drop_label_map()
 
-    def mark_saved(self) -> None:
-        """The label map was written out: quitting no longer needs to ask."""
-        self.unsaved = False
+    @property
+    def history_position(self) -> int:
+        """Where the undo history stands (see :attr:`History.position`); pass it to :meth:`mark_saved`."""
+        return self.history.position
+
+    def mark_saved(self, position: int | None = None) -> None:
+        """The label map as it was at ``position`` (default: now) was written out. Undoing or redoing
+        back to that position is saved again; any other position is unsaved."""
+        self._saved_position = self.history.position if position is None else int(position)
+        self.history_changed.emit()
+
+    def mark_recovered(self) -> None:
+        """The label map came back from the autosave journal: the user has not saved it yet."""
+        self._saved_position = -1
         self.history_changed.emit()
 
     # --- edits: the only way voxels change ------------------------------------------------
-    def apply(self, delta: Delta | None, description: str) -> bool:
-        """Write ``delta`` to the label map as one undoable, journaled step. False if nothing changed."""
+    def apply(self, delta: Delta | None, description: str, labels: Mapping[int, Label | None] | None = None) -> bool:
+        """Write ``delta`` to the label map as one undoable, journaled step. False if nothing changed.
+
+        ``labels``: label table entries this step sets (None removes one); undo puts them back.
+        A model's label whose voxels the step changes, unless ``labels`` sets it, becomes
+        SEMIAUTOMATIC: provenance is the document's to keep, so every writer gets it right."""
         if delta is None or delta.count == 0:
             return False
+        label_map = self.label_map if self.label_map is not None else self.new_label_map()
+        before = {int(v): label_map.labels.get(int(v)) for v in labels or {}}  # undo puts these back
         self._write(delta, delta.new)
-        self.history.push(description, delta)
+        changes = self._change_table(delta.values(), labels or {}, before)
+        self.history.push(description, delta, changes)
         self._journal(delta)
-        self.unsaved = True
         self.history_changed.emit()
         return True
+
+    def _change_table(self, touched: Any, explicit: Mapping[int, Label | None],
+                      before: Mapping[int, Label | None] | None = None) -> dict[int, tuple[Any, Any]]:
+        """Set the ``explicit`` entries (``before``: what they were before the step's voxels were written)
+        and mark touched model labels as edited; (before, after) per changed value."""
+        label_map = self.label_map
+        assert label_map is not None
+        changes: dict[int, tuple[Any, Any]] = {}
+        for value, entry in explicit.items():
+            changes[int(value)] = ((before or {}).get(int(value), label_map.labels.get(int(value))), entry)
+        for value in touched:
+            entry = label_map.labels.get(int(value))
+            if value and int(value) not in changes and entry is not None and entry.edited() is not entry:
+                changes[int(value)] = (entry, entry.edited())
+        if changes:
+            self._put_entries({value: after for value, (_, after) in changes.items()})
+        return changes
+
+    def _put_entries(self, entries: Mapping[int, Label | None]) -> None:
+        label_map = self.label_map
+        assert label_map is not None
+        for value, entry in entries.items():
+            if entry is None:
+                label_map.labels.pop(value, None)
+            else:
+                label_map.labels[value] = entry
+        label_map.labels = dict(sorted(label_map.labels.items()))
+        self._table_changed()
 
     def _journal(self, delta: Delta) -> None:
         if self.journal is not None:
@@ -275,8 +333,7 @@ class ViewerDocument:
         stroke, self._stroke = self._stroke, None
         if stroke is None or stroke.count == 0:
             return False
-        self.history.push(description, stroke)
-        self.unsaved = True
+        self.history.push(description, stroke, self._change_table(stroke.values(), {}))
         self.history_changed.emit()
         return True
 
@@ -288,7 +345,8 @@ class ViewerDocument:
             return False
         self._write(step.delta, step.delta.old)
         self._journal(step.delta.inverse())
-        self.unsaved = True
+        if step.labels:
+            self._put_entries({value: before for value, (before, _) in step.labels.items()})
         self.history_changed.emit()
         return True
 
@@ -298,7 +356,8 @@ class ViewerDocument:
             return False
         self._write(step.delta, step.delta.new)
         self._journal(step.delta)
-        self.unsaved = True
+        if step.labels:
+            self._put_entries({value: after for value, (_, after) in step.labels.items()})
         self.history_changed.emit()
         return True
 
@@ -306,50 +365,68 @@ class ViewerDocument:
         self.history.set_budget(budget_bytes)
         self.history_changed.emit()
 
-    def merge_segmentation(self, result: Volume, labels: dict[int, LabelEntry], values: Iterable[int] | None = None,
+    def merge_segmentation(self, result: Volume, labels: Mapping[int, Label], mode: str = REPLACE,
                            description: str = SEGMENT_STEP) -> bool:
-        """A Segment result as one undoable step: replace every unlocked voxel (``values`` None) or add only
-        the labels in ``values``. Locked labels are never overwritten."""
+        """A Segment result as one undoable step. ``labels``: the result's labels, with the model's provenance.
+
+        REPLACE: every unlocked voxel takes the result. ADD: only the result's labels whose names are not in
+        the table yet, and only where there is no label now (nothing on screen changes). Locked labels are never
+        overwritten and never grow. A result value already used here for another structure gets a free
+        value instead, and the table records the model as the maker of the value its label landed on."""
+        if mode not in (REPLACE, ADD):
+            raise MedsegError(f"unknown way to merge a segmentation: {mode!r}")
         if self.volume is None or not result.same_grid(self.volume):
             raise GeometryError("the segmentation does not fit the open image (it changed while segmenting)")
         target = self.new_label_map()
         proposed = np.asarray(result.array)
-        # a result value already used here for another structure gets a free value instead
         remap: dict[int, int] = {}
         taken = set(target.labels) | set(labels)
         for value, entry in labels.items():
             mine = target.labels.get(value)
-            if mine is not None and mine.name.strip().lower() != entry.name.strip().lower():
+            if mine is not None and not _same_name(mine, entry):
                 free = max(taken) + 1
                 taken.add(free)
                 remap[value] = free
         if remap:
-            table = np.arange(max(int(proposed.max(initial=0)) + 1, max(remap) + 1), dtype=np.int64)
+            lut = np.arange(max(int(proposed.max(initial=0)), max(remap)) + 1,
+                            dtype=np.uint8 if max(taken) < 256 else np.uint16)
             for old, new in remap.items():
-                table[old] = new
-            proposed = table[proposed].astype(np.promote_types(proposed.dtype, np.uint8 if max(remap.values()) < 256 else np.uint16))
-        if values is not None:
-            values = [remap.get(int(v), int(v)) for v in values]
-        for value, entry in labels.items():
-            value = remap.get(value, value)
-            if value not in target.labels:
-                target.labels[value] = LabelEntry(value, entry.name, entry.color, entry.visible)
-        target.labels = dict(sorted(target.labels.items()))
+                lut[old] = new
+            proposed = remap_values(proposed, lut)
+        incoming = {remap.get(v, v): replace(entry, value=remap.get(v, v)) for v, entry in labels.items()}
         current = target.array
-        if values is None:
-            after = proposed.astype(np.promote_types(current.dtype, proposed.dtype), copy=True)
-        else:
-            chosen = np.isin(proposed, [int(v) for v in values])
+        if mode == ADD:
+            here = {entry.name.strip().lower() for entry in target.labels.values()}
+            incoming = {v: e for v, e in incoming.items() if e.name.strip().lower() not in here}
+            chosen = np.isin(proposed, list(incoming)) & (current == 0)
             after = np.where(chosen, proposed, current)
+        else:
+            after = proposed.astype(np.promote_types(current.dtype, proposed.dtype), copy=True)
         locked = target.locked_values()
         if locked:
             keep = np.isin(current, list(locked))
             after[keep] = current[keep]
             after = np.where(np.isin(after, list(locked)) & ~keep, current, after)  # a locked label does not grow
+        table: dict[int, Label | None] = {}
+        for value, entry in incoming.items():
+            mine = target.labels.get(value)
+            if mine is None:
+                table[value] = entry
+            elif not mine.locked:  # the user's name, colour and visibility stay; the voxels are the model's
+                table[value] = replace(mine, provenance=entry.provenance)
         delta = Delta.from_blocks((0, 0, 0), current, after.astype(np.promote_types(current.dtype, after.dtype)))
-        changed = self.apply(delta, description)
+        changed = self.apply(delta, description, table)
         self.labels_changed.emit()
         return changed
+
+    def labels_not_made_by(self, model_name: str, model_version: str = "") -> list[Label]:
+        """Unlocked labels with voxels that are not this model's untouched output (loaded, drawn or edited):
+        what a Segment could destroy, so the user is asked first (a locked label is never overwritten)."""
+        label_map = self.label_map
+        if label_map is None:
+            return []
+        return [entry for value, entry in label_map.labels.items() if label_map.voxel_count(value)
+                and not entry.locked and not entry.provenance.made_by(model_name, model_version)]
 
     # --- label table --------------------------------------------------------------------
     def _table(self) -> LabelMap:
@@ -363,77 +440,75 @@ class ViewerDocument:
         self.labels_changed.emit()
 
     def add_label(self, name: str | None = None, color: tuple[int, int, int] | None = None,
-                  value: int | None = None) -> LabelEntry:
+                  value: int | None = None) -> Label:
         label_map = self.new_label_map()
         value = label_map.next_free_value() if value is None else int(value)
         if value in label_map.labels:
             raise MedsegError(f"label {value} already exists ({label_map.labels[value].name})")
         if not 1 <= value <= MAX_LABEL_VALUE:
             raise MedsegError(f"label values run from 1 to {MAX_LABEL_VALUE}, not {value}")
-        name = name or f"label {value}"
-        entry = LabelEntry(value, name, tuple(color) if color else color_for(value, name))  # type: ignore[arg-type]
-        label_map.labels[value] = entry
-        label_map.labels = dict(sorted(label_map.labels.items()))
-        self._table_changed()
+        entry = Label(value, name or "", tuple(color) if color else None)  # type: ignore[arg-type]
+        self._put_entries({value: entry})
         self.set_active_label(value)
         return entry
 
+    def _change_entry(self, value: int, **changes: Any) -> None:
+        self._put_entries({value: replace(self._table().entry(value), **changes)})
+
     def set_label_visible(self, value: int, visible: bool) -> None:
-        self._table().entry(value).visible = bool(visible)
-        self._table_changed()
+        self._change_entry(value, visible=bool(visible))
 
     def set_all_labels_visible(self, visible: bool) -> None:
-        for entry in self.labels.values():
-            entry.visible = visible
-        self._table_changed()
+        if self.label_map is not None:
+            self._put_entries({v: replace(e, visible=bool(visible)) for v, e in self.labels.items()})
 
     def set_label_color(self, value: int, color: tuple[int, int, int]) -> None:
-        self._table().entry(value).color = tuple(int(c) for c in color)  # type: ignore[assignment]
-        self._table_changed()
+        self._change_entry(value, color=tuple(int(c) for c in color))
 
     def rename_label(self, value: int, name: str) -> None:
         name = name.strip()
         if not name:
             raise MedsegError("a label needs a name")
-        self._table().entry(value).name = name
-        self._table_changed()
+        self._change_entry(value, name=name)
 
     def set_label_locked(self, value: int, locked: bool) -> None:
-        self._table().entry(value).locked = bool(locked)
-        self._table_changed()
+        self._change_entry(value, locked=bool(locked))
+
+    def lock_labels(self, values: Any) -> None:
+        """Lock several labels at once (e.g. the user's, before a Segment)."""
+        label_map = self._table()
+        self._put_entries({int(v): replace(label_map.entry(int(v)), locked=True) for v in values})
 
     def rename_labels_from(self, name_set: str) -> None:
         """Re-name every entry from a name set (file names or TotalSegmentator's); colours stay."""
         label_map = self._table()
         fresh = build_label_table(list(label_map.labels), label_map.meta.labels, name_set)
-        for value, entry in fresh.items():
-            old = label_map.labels[value]
-            old.name = entry.name
-        self._table_changed()
+        self._put_entries({v: replace(label_map.labels[v], name=e.name) for v, e in fresh.items()})
 
     def delete_label(self, value: int) -> bool:
-        """Its voxels become background (one undoable step) and its entry goes."""
+        """Its voxels become background and its entry goes (one undoable step when it has voxels)."""
         label_map = self._table()
         entry = label_map.entry(value)
         if entry.locked:
             raise MedsegError(f"label {value} ({entry.name}) is locked; unlock it to delete it")
-        changed = self._replace_value(value, 0, f"delete {entry.name}")
-        del label_map.labels[value]
-        self._table_changed()
+        changed = self._replace_value(value, 0, f"delete {entry.name}", {value: None})
+        if not changed:
+            self._put_entries({value: None})
         return changed
 
     def merge_labels(self, source: int, target: int) -> bool:
-        """``source``'s voxels join ``target`` (one undoable step); ``source``'s entry goes."""
+        """``source``'s voxels join ``target`` (one undoable step when it has voxels); ``source``'s entry goes."""
         label_map = self._table()
         src, dst = label_map.entry(source), label_map.entry(target)
         if src.locked:
             raise MedsegError(f"label {source} ({src.name}) is locked; unlock it to merge it")
-        changed = self._replace_value(source, target, f"merge {src.name} into {dst.name}")
-        del label_map.labels[source]
-        self._table_changed()
+        changed = self._replace_value(source, target, f"merge {src.name} into {dst.name}", {source: None})
+        if not changed:
+            self._put_entries({source: None})
         return changed
 
-    def _replace_value(self, old_value: int, new_value: int, description: str) -> bool:
+    def _replace_value(self, old_value: int, new_value: int, description: str,
+                       labels: Mapping[int, Label | None]) -> bool:
         from medseg.edit.tools.rules import label_box
 
         label_map = self._table()
@@ -442,7 +517,7 @@ class ViewerDocument:
             return False
         block = label_map.array[box_slices(box)]
         delta = Delta.from_blocks(box[0], block, np.where(block == old_value, new_value, block).astype(block.dtype))
-        return self.apply(delta, description)
+        return self.apply(delta, description, labels)
 
     def set_active_label(self, value: int) -> None:
         if value != self.active_label:

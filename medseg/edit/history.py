@@ -4,22 +4,38 @@ Each step is one :class:`~medseg.edit.delta.Delta` (a stroke, a fill, a Segment 
 with a description. When the steps held exceed the budget, the oldest are forgotten
 first; the newest step is always kept, even alone over the budget, so the last action
 can always be undone. A new step clears the redo list.
+
+Every step gets a serial number, and :attr:`History.position` is the serial of the newest
+step in effect (or of the newest one forgotten, when all held steps were undone). The
+document compares it with the position it was saved at: undoing back to the saved state
+is "saved" again, without comparing voxels.
+
+A step may also change the label table (a Segment adds labels, an edit makes a model's
+label SEMIAUTOMATIC): ``labels`` holds, per label value, the entry before and after the
+step (None: no entry), so undo and redo put the table back with the voxels.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from itertools import count
+from typing import Any
 
 from medseg.edit.delta import Delta
 
 DEFAULT_BUDGET_BYTES = 1 << 30  # 1 GiB
 
 
+_serials = count(1)
+
+
 @dataclass
 class Step:
     description: str
     delta: Delta
+    labels: dict[int, tuple[Any, Any]] = field(default_factory=dict)  # value -> (entry before, entry after)
+    serial: int = field(default_factory=lambda: next(_serials))
 
     @property
     def nbytes(self) -> int:
@@ -33,6 +49,7 @@ class History:
         self._redo: list[Step] = []
         self._bytes = 0
         self.evicted = 0  # steps forgotten to stay within the budget, since the last clear
+        self._base = self._floor = next(_serials)  # the position before every held step; at the last clear
 
     # --- state --------------------------------------------------------------------------
     @property
@@ -46,6 +63,15 @@ class History:
     @property
     def nbytes(self) -> int:
         return self._bytes
+
+    @property
+    def position(self) -> int:
+        """The serial of the newest step in effect; equal positions mean the same label map."""
+        return self._undo[-1].serial if self._undo else self._base
+
+    def is_applied(self, serial: int) -> bool:
+        """True while the step with this serial is in effect (not undone, not cleared)."""
+        return self._floor < serial <= self._base or any(step.serial == serial for step in self._undo)
 
     def can_undo(self) -> bool:
         return bool(self._undo)
@@ -72,22 +98,26 @@ class History:
         self._redo.clear()
         self._bytes = 0
         self.evicted = 0
+        self._base = self._floor = next(_serials)
 
     def set_budget(self, budget_bytes: int) -> None:
         self.budget_bytes = int(budget_bytes)
         self._evict()
 
-    def push(self, description: str, delta: Delta) -> None:
+    def push(self, description: str, delta: Delta, labels: dict[int, tuple[Any, Any]] | None = None) -> Step:
         self._bytes -= sum(step.nbytes for step in self._redo)
         self._redo.clear()
-        step = Step(description, delta)
+        step = Step(description, delta, dict(labels or {}))
         self._undo.append(step)
         self._bytes += step.nbytes
         self._evict()
+        return step
 
     def _evict(self) -> None:
         while self._bytes > self.budget_bytes and len(self._undo) > 1:
-            self._bytes -= self._undo.popleft().nbytes
+            forgotten = self._undo.popleft()
+            self._bytes -= forgotten.nbytes
+            self._base = forgotten.serial
             self.evicted += 1
         while self._bytes > self.budget_bytes and self._redo:
             self._bytes -= self._redo.pop(0).nbytes  # the farthest redo goes first

@@ -23,16 +23,17 @@ import shutil
 import sys
 import uuid
 import zlib
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from medseg.edit.delta import Delta
-from medseg.edit.label_map import CodedConcept, LabelEntry, LabelMap
+from medseg.edit.label_map import LabelMap
 from medseg.errors import MedsegError
 from medseg.io.atomic import atomic_open, atomic_write_text
+from medseg.core.labels import Label
 from medseg.core.volume import Volume, VolumeMeta
 
 MAGIC = b"MSJ1"
@@ -53,19 +54,12 @@ def default_root() -> Path:
     return base / "sessions"
 
 
-def _table_json(labels: dict[int, LabelEntry]) -> list[dict[str, Any]]:
-    return [asdict(entry) for entry in labels.values()]
+def _table_json(labels: dict[int, Label]) -> list[dict[str, Any]]:
+    return [label.as_dict() for label in labels.values()]
 
 
-def _table_from_json(rows: list[dict[str, Any]]) -> dict[int, LabelEntry]:
-    table = {}
-    for row in rows:
-        for key in ("category", "type"):
-            if row.get(key):
-                row[key] = CodedConcept(**row[key])
-        row["color"] = tuple(row["color"])
-        table[int(row["value"])] = LabelEntry(**row)
-    return table
+def _table_from_json(rows: list[dict[str, Any]]) -> dict[int, Label]:
+    return {int(row["value"]): Label.from_dict(row) for row in rows}
 
 
 @dataclass

@@ -12,14 +12,15 @@ never need a recount of the whole map after an edit.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Iterable, Mapping
 
 import numpy as np
 
 from medseg.edit.delta import value_counts
 from medseg.errors import GeometryError, MedsegError
-from medseg.core.label_colors import color_for, totalsegmentator_name
+from medseg.core.label_colors import totalsegmentator_name
+from medseg.core.labels import Label
 from medseg.core.volume import Volume
 
 MAX_UINT8 = 255
@@ -27,38 +28,17 @@ MAX_LABEL_VALUE = 65535
 NAME_SETS = ("From file", "TotalSegmentator v2 (total)")
 
 
-@dataclass(frozen=True)
-class CodedConcept:
-    """A DICOM code (scheme designator, value, meaning), e.g. ("SCT", "10200004", "Liver")."""
-
-    scheme: str
-    value: str
-    meaning: str
-
-
-@dataclass
-class LabelEntry:
-    """One row of the label table. ``category``/``type`` are the DICOM SEG coded concepts (CID 7150/7151)."""
-
-    value: int
-    name: str
-    color: tuple[int, int, int]
-    visible: bool = True
-    locked: bool = False
-    category: CodedConcept | None = None
-    type: CodedConcept | None = None
-
-
 def build_label_table(values: Iterable[int], names: Mapping[int, str] | None = None,
-                      name_set: str = NAME_SETS[0]) -> dict[int, LabelEntry]:
-    """One entry per label value present (0 excluded), named from ``names`` and coloured by the one colour table."""
+                      name_set: str = NAME_SETS[0]) -> dict[int, Label]:
+    """One label per value present (0 excluded), named from ``names`` (or TotalSegmentator's class map)
+    and coloured by the one colour table."""
     names = names or {}
     table = {}
     for value in sorted({int(v) for v in values if int(v) != 0}):
         name = names.get(value)
         if name_set == NAME_SETS[1]:
             name = totalsegmentator_name(value) or name
-        table[value] = LabelEntry(value, name or f"label {value}", color_for(value, name))
+        table[value] = Label(value, name or "")
     return table
 
 
@@ -72,7 +52,7 @@ class LabelMap(Volume):
     """A label Volume on the image grid, with its label table and per-value voxel counts."""
 
     def __init__(self, array: np.ndarray, spacing_mm=(1.0, 1.0, 1.0), origin_mm=(0.0, 0.0, 0.0),
-                 direction=None, meta=None, labels: Mapping[int, LabelEntry] | None = None) -> None:
+                 direction=None, meta=None, labels: Mapping[int, Label] | None = None) -> None:
         array = np.asarray(array)
         if array.size and array.dtype.kind == "f" and not np.array_equal(array, np.rint(array)):
             raise MedsegError("a label map must hold whole numbers; this one holds fractions")
@@ -94,11 +74,11 @@ class LabelMap(Volume):
         for value in present:
             if value not in table:
                 table.update(build_label_table([value], names))
-        self.labels: dict[int, LabelEntry] = dict(sorted(table.items()))
+        self.labels: dict[int, Label] = dict(sorted(table.items()))
 
     # --- construction ------------------------------------------------------------------
     @classmethod
-    def from_volume(cls, volume: Volume, labels: Mapping[int, LabelEntry] | None = None,
+    def from_volume(cls, volume: Volume, labels: Mapping[int, Label] | None = None,
                     name_set: str = NAME_SETS[0]) -> "LabelMap":
         """Wrap a loaded label Volume (no copy when it is already uint8/uint16 of the right width)."""
         if isinstance(volume, LabelMap) and labels is None:
@@ -110,7 +90,7 @@ class LabelMap(Volume):
         return label_map
 
     @classmethod
-    def empty_like(cls, image: Volume, labels: Mapping[int, LabelEntry] | None = None) -> "LabelMap":
+    def empty_like(cls, image: Volume, labels: Mapping[int, Label] | None = None) -> "LabelMap":
         """An all-background label map on ``image``'s grid."""
         meta = replace(image.meta, labels={}, modality="SEG", extra={})
         return cls(np.zeros(image.shape_zyx, dtype=np.uint8), image.spacing_mm, image.origin_mm,
@@ -128,7 +108,7 @@ class LabelMap(Volume):
             value += 1
         return value
 
-    def entry(self, value: int) -> LabelEntry:
+    def entry(self, value: int) -> Label:
         try:
             return self.labels[value]
         except KeyError:
@@ -137,11 +117,11 @@ class LabelMap(Volume):
     def locked_values(self) -> frozenset[int]:
         return frozenset(v for v, e in self.labels.items() if e.locked)
 
-    def ensure_entry(self, value: int, name: str | None = None) -> LabelEntry:
+    def ensure_entry(self, value: int, name: str | None = None) -> Label:
         if value not in self.labels and value != 0:
-            self.labels[value] = LabelEntry(value, name or f"label {value}", color_for(value, name))
+            self.labels[value] = Label(value, name or "")
             self.labels = dict(sorted(self.labels.items()))
-        return self.labels.get(value) or LabelEntry(0, "background", (0, 0, 0))
+        return self.labels.get(value) or Label(0, "background", (0, 0, 0))
 
     def names(self) -> dict[int, str]:
         return {v: e.name for v, e in self.labels.items()}
@@ -182,4 +162,4 @@ class LabelMap(Volume):
         return f"LabelMap(size_xyz={self.size_xyz}, dtype={self.array.dtype}, labels={len(self.labels)})"
 
 
-__all__ = ["LabelMap", "LabelEntry", "CodedConcept", "build_label_table", "NAME_SETS", "MAX_LABEL_VALUE"]
+__all__ = ["LabelMap", "build_label_table", "NAME_SETS", "MAX_LABEL_VALUE"]

@@ -7,14 +7,16 @@ Kept apart from main_window.py, which only calls :func:`install` and
 
 from __future__ import annotations
 
+import html
 import logging
 from pathlib import Path
+from typing import Any, Callable
 
 from PySide6.QtCore import QObject, QStandardPaths, QTimer, Slot
 from PySide6.QtGui import QKeySequence
-from PySide6.QtWidgets import QMessageBox
+from PySide6.QtWidgets import QCheckBox, QMessageBox
 
-from medseg.edit.document import SEGMENT_STEP
+from medseg.edit.document import ADD, REPLACE
 from medseg.edit.journal import discard, find_sessions, recover
 from medseg.edit.label_map import LabelMap
 from medseg.errors import MedsegError
@@ -45,6 +47,7 @@ class EditSession(QObject):
         self._recovering: tuple[Path, LabelMap] | None = None
         self.recovery_box: QMessageBox | None = None
         self.close_box: QMessageBox | None = None
+        self.segment_box: QMessageBox | None = None  # the question before a Segment over the user's labels
         self._sync_actions()
         QTimer.singleShot(0, self.offer_recovery)
 
@@ -96,20 +99,49 @@ class EditSession(QObject):
             self.document.mark_saved()
             self.window.close()
 
-    def may_segment(self) -> bool:
-        """Segment over edits replaces every unlocked label (one undoable step): ask first.
+    def ask_before_segment(self, package: Any, then: Callable[[str], None]) -> None:
+        """Segment never destroys what is on screen unasked. When the segmentation holds a label that is
+        not this model's untouched output (opened from a file, drawn, or edited), ask in a window-modal box:
+        replace, add only the model's new labels, or cancel, with an offer to lock the user's labels
+        first. ``then(mode)`` runs the Segment (at once when there is nothing to ask)."""
+        name, version = (package.name, package.version) if package is not None else ("", "")
+        theirs = self.document.labels_not_made_by(name, version)
+        if not theirs:
+            then(REPLACE)
+            return
+        listed = ", ".join(f"{label.name} ({label.provenance.describe()})" for label in theirs[:8])
+        more = f" and {len(theirs) - 8} more" if len(theirs) > 8 else ""
+        box = QMessageBox(QMessageBox.Icon.Question, "Segment over your labels",
+                          f"The segmentation holds labels {html.escape(name or 'this model')} did not make: "
+                          f"{html.escape(listed)}{more}.", QMessageBox.StandardButton.NoButton, self.window)
+        box.setInformativeText(
+            "Replace: the model's result replaces every label that is not locked. "
+            "Add new labels only: the model's labels that are not here yet go where there is no label; "
+            "nothing on screen changes. Either is one step you can undo.")
+        self.segment_add_button = box.addButton("Add new labels only", QMessageBox.ButtonRole.AcceptRole)
+        self.segment_replace_button = box.addButton("Replace", QMessageBox.ButtonRole.DestructiveRole)
+        box.addButton(QMessageBox.StandardButton.Cancel)
+        box.setDefaultButton(self.segment_add_button)
+        lock = QCheckBox(f"Lock {'this label' if len(theirs) == 1 else 'these labels'} first "
+                         "(no tool and no Segment changes a locked label)", box)
+        box.setCheckBox(lock)
+        values = [label.value for label in theirs]
+        box.finished.connect(lambda _result: self._on_segment_answer(box, lock.isChecked(), values, then))
+        self.segment_box = box
+        box.open()
 
-        Not when the newest step is itself a Segment result: nothing drawn since would be lost.
-        """
-        newest = self.document.history.next_undo()
-        if self.document.label_map is None or newest is None or newest.startswith(SEGMENT_STEP):
-            return True
-        answer = QMessageBox.question(
-            self.window, "Segment over your edits",
-            "The segmentation has edits. Segment replaces every label that is not locked (lock the ones to keep); "
-            "it is one step you can undo. Segment now?",
-            QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.Cancel, QMessageBox.StandardButton.Cancel)
-        return answer == QMessageBox.StandardButton.Yes
+    def _on_segment_answer(self, box: QMessageBox, lock: bool, values: list[int], then: Callable[[str], None]) -> None:
+        clicked = box.clickedButton()
+        self.segment_box = None
+        if clicked is self.segment_add_button:
+            mode = ADD
+        elif clicked is self.segment_replace_button:
+            mode = REPLACE
+        else:
+            return  # cancelled: nothing changes
+        if lock:
+            self.document.lock_labels(values)
+        then(mode)
 
     def closing(self) -> None:
         """A clean quit: the journal is not needed for recovery."""
@@ -159,8 +191,7 @@ class EditSession(QObject):
                                                "source (it changed on disk?); the autosave is kept", path=folder))
             return
         self.document.set_label_map(label_map, description="recovered")
-        self.document.unsaved = True  # recovered work has not been saved by the user
-        self.document.history_changed.emit()
+        self.document.mark_recovered()  # recovered work has not been saved by the user
         discard(folder)
         self.window.statusBar().showMessage("Recovered the segmentation from the autosave journal.", 8000)
         log.info("recovered an autosaved session")

@@ -35,18 +35,17 @@ from medseg.gui.jobs import Job
 from medseg.gui.panels import PRESET_KEYS, OverlayPanel, WindowPanel
 from medseg.gui.presets_dialog import PresetsDialog
 from medseg.gui.raw_stack import RawStackToggle
-from medseg.gui.segmentation_files import SegmentationFiles
+from medseg.gui.segmentation_files import OPEN_FILTER, SegmentationFiles
 from medseg.gui.stats_panel import StatsPanel
 from medseg.gui.series_browser import SeriesBrowser
 from medseg.gui.train_tab import TrainExportTab
-from medseg.gui.study_loader import LabelMapResult, StudyLoader, is_image_file
+from medseg.gui.study_loader import StudyLoader, is_image_file
 from medseg.gui.viewer import ViewerPanel
 from medseg.core.volume import Volume
 
 log = logging.getLogger(__name__)
 
 IMAGE_FILTER = "Images (*.dcm *.nii *.nii.gz *.nrrd *.nhdr *.mha *.mhd);;All files (*)"
-LABEL_FILTER = "Label maps (*.nii *.nii.gz *.nrrd *.nhdr *.mha *.mhd);;All files (*)"
 ARCHIVE_FILTER = "Zip archives or DICOMDIR (*.zip DICOMDIR);;All files (*)"
 
 
@@ -81,6 +80,8 @@ class MainWindow(QMainWindow):
         self.raw_stack = RawStackToggle(self.document, self.loader, self)
         self.findings_banner.add_button(self.raw_stack.button)
         self.browser: SeriesBrowser | None = None
+        # where the shown segmentation came from: (label map, history step or None, text, details)
+        self._source: tuple[Any, int | None, str, str] = (None, None, "", "")
         self.error_box: QMessageBox | None = None
         self.dialog: QMessageBox | None = None
         self.demo_job: Job | None = None
@@ -174,8 +175,12 @@ class MainWindow(QMainWindow):
         self.open_archive_action = self._action("Open zip / DICOMDIR…", self.open_archive)
         self.pacs_action = self._action("PACS…", self.open_pacs, "Ctrl+Shift+P",
                                         "Find a study on a PACS, retrieve and open it, send a DICOM SEG back")
-        self.open_label_action = self._action("Open label map…", self.open_label_map, "Ctrl+L",
-                                              "Open a NIfTI/NRRD/MHA label map onto the loaded image")
+        # The one way to open a segmentation onto the image (Ctrl+Shift+L, its old second shortcut, leads here too).
+        self.open_segmentation_action = self._action(
+            "Open segmentation…", self.open_segmentation, "Ctrl+L",
+            "A NIfTI/NRRD/MHA label map (names, colours and provenance from its .labels.json) or a DICOM SEG, "
+            "placed onto the open image in patient coordinates")
+        self.open_segmentation_action.setShortcuts([QKeySequence("Ctrl+L"), QKeySequence("Ctrl+Shift+L")])
         self.demo_action = self._action("Demo study", self.open_demo, tip="The built-in synthetic demo study")
         self.segment_action = self._action("Segment", self.segment, "Ctrl+G",
                                            "Segment the open image with the current model (in the background)")
@@ -190,10 +195,7 @@ class MainWindow(QMainWindow):
         self.recent_menu = file_menu.addMenu("Recent studies")
         file_menu.addAction(self.demo_action)
         file_menu.addSeparator()
-        file_menu.addAction(self.open_label_action)
         files = self.segmentation_files
-        self.open_segmentation_action = self._action("Open segmentation…", files.open_dialog, "Ctrl+Shift+L",
-                                                     "A label map (names from its .labels.json) or a DICOM SEG")
         self.save_action = self._action("Save segmentation", files.save, QKeySequence.StandardKey.Save)
         self.save_as_action = self._action("Save segmentation as…", files.save_as, QKeySequence.StandardKey.SaveAs,
                                            "NIfTI / NRRD / MHA with label names, DICOM SEG, or STL/OBJ surfaces")
@@ -242,7 +244,7 @@ class MainWindow(QMainWindow):
         for action in (self.open_folder_action, self.open_files_action, self.open_archive_action, self.demo_action):
             toolbar.addAction(action)
         toolbar.addSeparator()
-        toolbar.addAction(self.open_label_action)
+        toolbar.addAction(self.open_segmentation_action)
         toolbar.addAction(self.segment_action)
         toolbar.addSeparator()
         for action in self.layout_actions.values():
@@ -253,14 +255,12 @@ class MainWindow(QMainWindow):
         loader.busy_changed.connect(self._on_busy)
         loader.progressed.connect(self._on_progress)
         loader.study_loaded.connect(self._on_study_loaded)
-        loader.label_map_loaded.connect(self._on_label_map_loaded)
         loader.segmented.connect(self._on_segmented)
         loader.failed.connect(self._on_failed)
-        loader.segmented.connect(self._on_model_output)
         for source in (self.segmentation_files, self.stats_panel, self.raw_stack):
             source.failed.connect(self._on_failed)
         self.segmentation_files.saved.connect(self._on_segmentation_saved)
-        self.segmentation_files.opened.connect(self._on_segmentation_saved)
+        self.segmentation_files.opened.connect(self._on_segmentation_opened)
         self.stats_panel.exported.connect(lambda path: self.statusBar().showMessage(f"wrote {path}", 8000))
         self.viewer.hovered.connect(self._on_hover)
         self.viewer.layout_changed.connect(self._on_layout_changed)
@@ -268,13 +268,56 @@ class MainWindow(QMainWindow):
         self.overlay_panel.name_set_changed.connect(self._on_name_set)
         self.document.cursor_changed.connect(self._update_status)
         self.document.volume_changed.connect(self._on_volume_changed)
+        self.document.label_map_changed.connect(self._sync_source)
+        self.document.history_changed.connect(self._sync_source)
         self.document.window_changed.connect(self._update_info)
 
     # --- segmentation files (medseg.gui.segmentation_files) ----------------------------------------
+    def open_segmentation(self) -> None:
+        """File ▸ Open segmentation (Ctrl+L): a label map with its sidecar or a DICOM SEG, onto the image."""
+        files = self.segmentation_files
+        start = str(files.path.parent) if files.path else self._last_folder()
+        path, _ = QFileDialog.getOpenFileName(self, "Open segmentation", start, OPEN_FILTER)
+        if path and self.editing.may_discard_edits("Open a segmentation"):
+            files.open(path)
+
     @Slot(object)
-    def _on_model_output(self, result: Any) -> None:
-        self.segmentation_files.record_model_output(result.model_name, getattr(result, "model_version", ""),
-                                                    list(result.labels))
+    def _on_segmentation_opened(self, opened: Any) -> None:
+        """What the file held and everything the user must know about how it was placed (kept on screen)."""
+        name = Path(opened.label_map.meta.source_files[0]).name if opened.label_map.meta.source_files else "file"
+        labels = len(self.document.labels)
+        self._show_source(f"{name}: {labels} label{'s' if labels != 1 else ''}",
+                          "\n".join([*opened.notes, *opened.naming]))
+        told = [*opened.notes, *(n for n in opened.naming if opened.format == "dicom-seg")]
+        if told:
+            self.notice_banner.show_message(f"{name}: " + "; ".join(told) + ".")
+        else:
+            self.notice_banner.hide()
+        self._update_status()
+
+    def _show_source(self, text: str, details: str = "", step: int | None = None) -> None:
+        """The overlay's line about where the segmentation came from; it stays while that is what is shown
+        (``step``: the history step that made it, e.g. a Segment result: undo takes the line away, redo
+        brings it back; another label map or none replaces it)."""
+        self._source = (self.document.label_map, step, text, details)
+        self.overlay_panel.set_source(text, details)
+
+    @Slot()
+    def _sync_source(self) -> None:
+        doc = self.document
+        label_map, step, text, details = self._source
+        if label_map is None and doc.label_map is None:
+            return
+        if label_map is doc.label_map and (step is None or doc.history.is_applied(step)):
+            self.overlay_panel.set_source(text, details)
+            return
+        if label_map is not doc.label_map:
+            self._source = (None, None, "", "")
+        if doc.label_map is None:
+            self.overlay_panel.set_source("No segmentation. File ▸ Open segmentation… (Ctrl+L), Segment, or draw.")
+        else:
+            labels = len(doc.labels)
+            self.overlay_panel.set_source(f"Segmentation: {labels} label{'s' if labels != 1 else ''}")
 
     @Slot(str)
     def _on_segmentation_saved(self, path: str) -> None:
@@ -296,11 +339,6 @@ class MainWindow(QMainWindow):
         path, _ = QFileDialog.getOpenFileName(self, "Open zip or DICOMDIR", self._last_folder(), ARCHIVE_FILTER)
         if path:
             self.open_path(path)
-
-    def open_label_map(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Open label map", self._last_folder(), LABEL_FILTER)
-        if path and self.editing.may_discard_edits("Open a label map"):
-            self.loader.load_label_map(path)
 
     def open_paths(self, paths: Sequence[str]) -> None:
         """Files dropped or chosen: one image file loads directly, DICOM goes to the browser."""
@@ -431,19 +469,26 @@ class MainWindow(QMainWindow):
             self.segment_panel.refresh()
 
     def segment(self) -> None:
-        if self._refuse_when_busy() or not self.editing.may_segment():
+        """Segment with the chosen model; first ask when that could change labels the user has (see
+        :meth:`EditSession.ask_before_segment`)."""
+        if self._refuse_when_busy():
+            return
+        self.editing.ask_before_segment(self.segment_panel.package, self._segment_with)
+
+    def _segment_with(self, mode: str) -> None:
+        if self._refuse_when_busy():
             return
         self.loader.segment(self.model_path(), self.segment_panel.device, self.segment_panel.configuration,
-                            self.segment_panel.postprocess)
+                            self.segment_panel.postprocess, mode)
 
     @Slot(object)
     def _on_segmented(self, result: Any) -> None:
         found = sum(1 for ml in result.volumes_ml.values() if ml > 0)
         config = f"{result.configuration}, " if result.configuration else ""
-        self.overlay_panel.set_source(f"Model {result.model_name}: {found} label{'s' if found != 1 else ''} "
-                                      f"found ({config}{result.device}, {result.seconds:.1f} s)",
-                                      "After the network:\n" + "\n".join(result.postprocessing)
-                                      if result.postprocessing else "")
+        self._show_source(f"Model {result.model_name}: {found} label{'s' if found != 1 else ''} "
+                          f"found ({config}{result.device}, {result.seconds:.1f} s)",
+                          "After the network:\n" + "\n".join(result.postprocessing) if result.postprocessing else "",
+                          step=self.document.history_position)
         if result.fallbacks:
             self.notice_banner.show_message("Segmentation fell back: " + "; ".join(result.fallbacks))
         self.stats_panel.refresh()  # a new segmentation: its figures are what the user reads next
@@ -481,17 +526,6 @@ class MainWindow(QMainWindow):
         self.setWindowTitle(f"medseg — {title}" if title else "medseg")
 
     @Slot(object)
-    def _on_label_map_loaded(self, result: LabelMapResult) -> None:
-        name = Path(result.source).name
-        labels = len(self.document.labels)
-        self.overlay_panel.set_source(f"{name}: {labels} label{'s' if labels != 1 else ''}")
-        if result.resampled:
-            self.notice_banner.show_message(
-                f"The label map {name} was stored on a different grid or orientation; it was resampled "
-                "(nearest neighbour) onto the image grid for display.")
-        self._update_status()
-
-    @Slot(object)
     def _on_failed(self, error: BaseException) -> None:
         if isinstance(error, Cancelled):
             self.statusBar().showMessage("Cancelled; nothing was changed.", 5000)
@@ -510,7 +544,7 @@ class MainWindow(QMainWindow):
         self.error_shown.emit(message)
 
     def _on_name_set(self, name_set: str) -> None:
-        self.loader.label_name_set = name_set
+        self.segmentation_files.name_set = name_set
         if self.document.label_map is not None:
             self.document.rename_labels_from(name_set)
 

@@ -2,19 +2,37 @@
 
 medseg resamples a tilted / gapped / variably spaced series onto a regular grid. A
 clinician may want the slices exactly as the scanner wrote them; this action (also a
-button in the geometry banner) reloads the same series the other way. A segmentation
-lives on one grid, so switching with unsaved edits is refused until they are saved.
+button in the geometry banner) reloads the same series the other way.
+
+A segmentation lives on one grid, so switching with unsaved edits is refused until they
+are saved. A saved (or opened) segmentation comes along: it is placed onto the other grid
+in patient space (nearest voxel, a raw stack's slices where they were acquired), and when
+nothing was changed on that grid, switching back restores the original voxel for voxel.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
 
 from PySide6.QtCore import QObject, Signal, Slot
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QPushButton, QWidget
 
+from medseg.core.volume import Volume
 from medseg.edit.document import ViewerDocument
 from medseg.errors import MedsegError
 from medseg.gui.study_loader import StudyLoader
+
+
+@dataclass
+class _Carried:
+    """The segmentation on the grid being left, to be placed on the grid being loaded."""
+
+    image: Volume  # the grid it lies on (a raw stack's acquired slice positions included)
+    array: Any
+    labels: dict
+    original: "_Carried | None" = None  # what it was placed from, when it was placed and left unchanged
 
 
 def _irregular(document: ViewerDocument) -> tuple[bool, bool]:
@@ -40,6 +58,10 @@ class RawStackToggle(QObject):
         self.button.clicked.connect(self.toggle)
         document.volume_changed.connect(self.update)
         document.pixels_changed.connect(self.update)
+        loader.study_loaded.connect(self._on_loaded)
+        loader.failed.connect(self._forget)
+        self._carrying: _Carried | None = None
+        self._placed: tuple[Any, int, _Carried] | None = None  # (label map, history position, placed from)
         self.update()
 
     @Slot()
@@ -69,5 +91,49 @@ class RawStackToggle(QObject):
                                          hint="save it first (File > Save segmentation), then switch"))
             return False
         key = volume.meta.extra.get("series_key")
-        return self.loader.load_image_file(self.loader.source, synthetic=self.document.is_synthetic,
-                                           series_uid=key, regularize=not raw)
+        self._carrying = self._carry()
+        started = self.loader.load_image_file(self.loader.source, synthetic=self.document.is_synthetic,
+                                              series_uid=key, regularize=not raw)
+        if not started:
+            self._carrying = None
+        return started
+
+    def _carry(self) -> _Carried | None:
+        doc = self.document
+        label_map = doc.label_map
+        if label_map is None or doc.volume is None or not label_map.counts[1:].any():
+            return None
+        here = _Carried(doc.volume, label_map.array, dict(doc.labels))
+        if self._placed is not None and self._placed[0] is label_map and self._placed[1] == doc.history_position:
+            here.original = self._placed[2]  # untouched since it was placed here: going back restores the original
+        return here
+
+    @Slot(object)
+    def _forget(self, _error: object = None) -> None:
+        self._carrying = None
+
+    @Slot(object)
+    def _on_loaded(self, volume: Volume) -> None:
+        carried, self._carrying = self._carrying, None
+        self._placed = None
+        doc = self.document
+        if carried is None or doc.volume is not volume or doc.label_map is not None:
+            return
+        from medseg.io.label_files import place_label_map
+
+        original = carried.original
+        try:
+            if original is not None and _same_grid(original.image, volume):
+                doc.set_label_map(volume.with_array(original.array), carried.labels, "back on this grid")
+                return
+            array, _ = place_label_map(carried.image.with_array(carried.array), volume)
+            doc.set_label_map(volume.with_array(array.astype(carried.array.dtype, copy=False)), carried.labels,
+                              "placed on the other grid")
+        except MedsegError as error:
+            self.failed.emit(error)
+            return
+        self._placed = (doc.label_map, doc.history_position, carried)
+
+
+def _same_grid(a: Volume, b: Volume) -> bool:
+    return a.same_grid(b) and a.meta.extra.get("slice_positions_mm") == b.meta.extra.get("slice_positions_mm")

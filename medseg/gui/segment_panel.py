@@ -129,6 +129,11 @@ class SegmentPanel(QGroupBox):
         self.refresh()
 
     @property
+    def package(self) -> Any:
+        """The model Segment will run (None until it has been read, or when it could not be)."""
+        return self._package if self._package_source == self.window.model_path() else None
+
+    @property
     def device(self) -> str:
         return self.device_box.currentData() or "auto"
 

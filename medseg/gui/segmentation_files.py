@@ -1,13 +1,18 @@
-"""File ▸ Save segmentation (Ctrl+S), Save as (NIfTI / NRRD / DICOM SEG / STL), Open segmentation.
+"""File ▸ Save segmentation (Ctrl+S), Save as (NIfTI / NRRD / DICOM SEG / STL), Open segmentation (Ctrl+L).
 
 Saves run in a worker on a copy of the label map taken when Save is pressed, so the
 window stays responsive and later strokes cannot tear the file. A failed save (folder
 gone, read-only, disk full) is shown in a dialog; the edits stay in the document and its
-autosave journal, and the document stays marked unsaved.
+autosave journal, and the document stays marked unsaved. What is saved is the state at
+the moment Save was pressed: edits made while it runs stay unsaved.
 
-Each label's algorithm identification follows its history: labels a model produced are
-AUTOMATIC (model name and version) until a stroke touches them, then SEMIAUTOMATIC;
-labels drawn by hand are MANUAL. Labels opened from a SEG keep what the SEG said.
+What is written about each label (name, colour, codes, provenance) is the document's
+label table: the document keeps each label's provenance itself (a model's labels are
+AUTOMATIC until an edit touches them, then SEMIAUTOMATIC; drawn labels are MANUAL;
+labels opened from a file keep what the file said).
+
+Opening goes through :func:`medseg.io.label_files.open_segmentation`, the one way to open
+a label map (with its sidecar) or a DICOM SEG onto the image, in a worker.
 """
 
 from __future__ import annotations
@@ -20,11 +25,11 @@ import numpy as np
 from PySide6.QtCore import QObject, Signal, Slot
 from PySide6.QtWidgets import QFileDialog, QWidget
 
+from medseg.core.labels import Label
 from medseg.edit.document import ViewerDocument
-from medseg.edit.label_map import CodedConcept, LabelEntry
+from medseg.edit.label_map import NAME_SETS, build_label_table
 from medseg.errors import GeometryError, MedsegError, SaveError
 from medseg.gui.jobs import Job
-from medseg.core.segment_info import Coded, SegmentInfo
 
 log = logging.getLogger(__name__)
 
@@ -36,22 +41,14 @@ FILTERS = {
     "STL surfaces, one per label (*.stl)": ".stl",
     "OBJ surfaces, one per label (*.obj)": ".obj",
 }
-OPEN_FILTER = "Segmentations (*.nii.gz *.nii *.nrrd *.mha *.dcm);;All files (*)"
-
-
-def _coded(concept: CodedConcept | None) -> Coded | None:
-    return Coded(concept.value, concept.scheme, concept.meaning) if concept is not None else None
-
-
-def _concept(coded: Coded | None) -> CodedConcept | None:
-    return CodedConcept(coded.scheme, coded.value, coded.meaning) if coded is not None else None
+OPEN_FILTER = "Segmentations (*.nii.gz *.nii *.nrrd *.nhdr *.mha *.mhd *.dcm);;All files (*)"
 
 
 class SegmentationFiles(QObject):
     """Save / Save as / Open segmentation for a document (no widgets of its own besides file dialogs)."""
 
     saved = Signal(str)  # GUI thread: the path written
-    opened = Signal(str)
+    opened = Signal(object)  # the LabelFileResult, once it is the document's label map
     failed = Signal(object)  # the MedsegError to show
     busy_changed = Signal()
 
@@ -60,18 +57,12 @@ class SegmentationFiles(QObject):
         self.document = document
         self.parent_widget = parent
         self.path: Path | None = None  # where Ctrl+S saves
-        self.origin: dict[int, SegmentInfo] = {}  # per label: where it came from (model, file)
-        self.touched: set[int] = set()  # labels edited since they came from there
         self.job: Job | None = None
         self.notes: list[str] = []
         self.dialog: QFileDialog | None = None
+        self.name_set = NAME_SETS[0]  # how labels a file does not name are named (the overlay panel's choice)
         self._identity: tuple = ()
-        document.label_map_edited.connect(self._on_edited)
         document.volume_changed.connect(self._forget)
-
-    # --- provenance -----------------------------------------------------------------------
-    def _on_edited(self, edit: Any) -> None:
-        self.touched |= {int(v) for v in getattr(edit, "values", ()) if int(v)}
 
     def _image_identity(self) -> tuple:
         volume = self.document.volume
@@ -86,29 +77,10 @@ class SegmentationFiles(QObject):
         if identity != self._identity:
             self.path = None
             self._identity = identity
-        if self.document.label_map is None:
-            self.origin, self.touched = {}, set()
 
-    def record_model_output(self, model_name: str, model_version: str, values: list[int]) -> None:
-        """Called after Segment merged its result: these labels are the model's, untouched."""
-        for value in values:
-            self.origin[int(value)] = SegmentInfo(int(value), "", algorithm_type="AUTOMATIC",
-                                                  algorithm_name=model_name, algorithm_version=model_version or "")
-            self.touched.discard(int(value))
-
-    def segments(self) -> list[SegmentInfo]:
-        """The label table as saved records, with each label's algorithm type from its history."""
-        records = []
-        for value, entry in self.document.labels.items():
-            base = self.origin.get(value)
-            algorithm, name, version = "MANUAL", "", ""
-            if base is not None and base.algorithm_type in ("AUTOMATIC", "SEMIAUTOMATIC"):
-                algorithm = "SEMIAUTOMATIC" if value in self.touched else base.algorithm_type
-                name, version = base.algorithm_name, base.algorithm_version
-            records.append(SegmentInfo(value, entry.name, tuple(entry.color), _coded(entry.category),
-                                       _coded(entry.type), algorithm, name, version,
-                                       {"locked": entry.locked, "visible": entry.visible}))
-        return records
+    def segments(self) -> list[Label]:
+        """The document's label table, as it is saved."""
+        return list(self.document.labels.values())
 
     # --- saving -----------------------------------------------------------------------------
     @property
@@ -153,6 +125,7 @@ class SegmentationFiles(QObject):
         image = doc.volume
         snapshot = doc.label_map.with_array(np.array(doc.label_map.array, copy=True))  # type: ignore[union-attr]
         segments = self.segments()
+        position = doc.history_position  # what is saved is this state, whatever is drawn meanwhile
         mesh = path.suffix.lower() in (".stl", ".obj")
 
         def work(progress=None, cancel=None):
@@ -169,8 +142,8 @@ class SegmentationFiles(QObject):
                     raise SaveError(f"cannot create the folder ({error.strerror})", path=folder) from error
                 results = write_label_meshes(snapshot, folder, {s.value: s.name for s in segments},
                                              fmt=path.suffix.lstrip("."))
-                return path, [f"{len(results)} surfaces in {folder}"], True
-            return path, save_segmentation(snapshot, image, path, segments), False
+                return path, [f"{len(results)} surfaces in {folder}"], True, position
+            return path, save_segmentation(snapshot, image, path, segments), False, position
 
         self.job = Job("save-segmentation", work, self)
         self.job.finished_ok.connect(self._on_saved)
@@ -181,12 +154,12 @@ class SegmentationFiles(QObject):
 
     @Slot(object)
     def _on_saved(self, result: Any) -> None:
-        path, notes, mesh = result
+        path, notes, mesh, position = result
         self.job = None
         self.notes = list(notes)
         if not mesh:
             self.path = Path(path)
-            self.document.mark_saved()
+            self.document.mark_saved(position)
         log.info("segmentation saved (%s)", Path(path).suffix)
         self.busy_changed.emit()
         self.saved.emit(str(path))
@@ -198,11 +171,6 @@ class SegmentationFiles(QObject):
         self.failed.emit(error)  # the document keeps its edits and stays unsaved
 
     # --- opening ------------------------------------------------------------------------------
-    def open_dialog(self) -> bool:
-        path, _ = QFileDialog.getOpenFileName(self.parent_widget, "Open segmentation",
-                                              str(self.path.parent) if self.path else str(Path.home()), OPEN_FILTER)
-        return bool(path) and self.open(path)
-
     def open(self, path: str | Path) -> bool:
         """A label map (names from its sidecar) or a DICOM SEG, placed onto the open image in a worker."""
         image = self.document.volume
@@ -230,17 +198,15 @@ class SegmentationFiles(QObject):
         source, opened = result
         self.job = None
         self.busy_changed.emit()
-        table = {s.value: LabelEntry(s.value, s.name, tuple(s.color or (255, 0, 0)),  # type: ignore[arg-type]
-                                     bool(s.extra.get("visible", True)), bool(s.extra.get("locked", False)),
-                                     _concept(s.category), _concept(s.type))
-                 for s in (seg.resolved() for seg in opened.segments)}
+        table = opened.labels
+        if not opened.named and self.name_set != NAME_SETS[0]:
+            table = build_label_table(table, opened.label_map.meta.labels, self.name_set)
         try:
             self.document.set_label_map(opened.label_map, table, f"opened {source.name}")
         except MedsegError as error:
             self.failed.emit(error)
             return
-        self.origin = {s.value: s for s in opened.segments}
-        self.touched = set()
-        self.path = source  # Ctrl+S writes back where it came from
+        files = opened.label_map.meta.source_files
+        self.path = Path(files[0]) if files else source  # Ctrl+S writes back where it came from
         self.notes = list(opened.notes)
-        self.opened.emit(str(source))
+        self.opened.emit(opened)

@@ -1,4 +1,7 @@
-"""Loading images and label maps into the document, in worker threads.
+"""Loading images into the document and segmenting them, in worker threads.
+
+(Segmentation files are opened by :mod:`medseg.gui.segmentation_files`, through the one
+function that opens a label map or a DICOM SEG onto an image.)
 
 Progressive loading: the IO layer calls ``on_slice(z, hu)`` from its decoder threads
 (middle slice first). Those calls only put the slice in a thread-safe queue; a GUI
@@ -14,16 +17,16 @@ import queue
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
 from medseg import io as medseg_io
-from medseg.edit.document import SEGMENT_STEP, LabelEntry, ViewerDocument
+from medseg.core.labels import Label
+from medseg.edit.document import REPLACE, SEGMENT_STEP, ViewerDocument
 from medseg.errors import Cancelled, MedsegError
 from medseg.gui.jobs import Job
-from medseg.gui.label_table import build_label_table
 from medseg.core.volume import Volume, VolumeMeta
 
 log = logging.getLogger(__name__)
@@ -37,29 +40,10 @@ def is_image_file(path: str | Path) -> bool:
 
 
 @dataclass
-class LabelMapResult:
-    label_map: Volume
-    values: list[int]
-    resampled: bool
-    source: str
-
-
-def fit_label_map(label_map: Volume, image: Volume, source: str, progress=None, cancel=None) -> LabelMapResult:
-    """Put a label map on the image's grid (nearest neighbour) when it is not already."""
-    resampled = not label_map.same_grid(image)
-    if resampled:
-        label_map = medseg_io.resample_to(label_map, image, interpolation="nearest")
-    if cancel is not None:
-        cancel.raise_if_cancelled()
-    values = [int(v) for v in np.unique(label_map.array)]
-    return LabelMapResult(label_map, values, resampled, source)
-
-
-@dataclass
 class _Snapshot:
     volume: Volume | None
     label_map: Volume | None
-    labels: dict[int, LabelEntry]
+    labels: dict[int, Label]
     cursor: tuple[int, int, int]
     window: tuple[float, float]
     synthetic: bool
@@ -68,7 +52,7 @@ class _Snapshot:
 @dataclass
 class SegmentResult:
     label_map: Volume
-    labels: dict[int, LabelEntry]
+    labels: dict[int, Label]  # the labels present, as this model's output (its provenance)
     model_name: str
     device: str
     seconds: float
@@ -89,7 +73,6 @@ class StudyLoader(QObject):
     busy_changed = Signal()  # read .busy (no bool-typed signals: see run_gui)
     progressed = Signal(float, str)
     study_loaded = Signal(object)  # Volume
-    label_map_loaded = Signal(object)  # LabelMapResult
     segmented = Signal(object)  # SegmentResult
     failed = Signal(object)  # the exception (MedsegError, Cancelled, ...)
 
@@ -98,9 +81,7 @@ class StudyLoader(QObject):
         self.document = document
         self.job: Job | None = None
         self.source: str | None = None  # what the current image was opened from
-        self.label_name_set = "From file"
-        # Which result labels a Segment adds (None: replace every unlocked voxel); the Segment panel sets it.
-        self.merge_values: Callable[[SegmentResult], list[int] | None] | None = None
+        self._merge_mode = REPLACE  # how the running Segment's result meets the labels on screen
         self._slices: queue.Queue = queue.Queue()
         self._preview: Volume | None = None
         self._snapshot: _Snapshot | None = None
@@ -246,41 +227,13 @@ class StudyLoader(QObject):
         doc.set_cursor(snapshot.cursor)
         doc.set_window(*snapshot.window)
 
-    # --- label maps -------------------------------------------------------------------------
-    def load_label_map(self, path: str | Path) -> bool:
-        image = self.document.volume
-        if image is None:
-            from medseg.errors import GeometryError
-
-            self.failed.emit(GeometryError("open an image first, then open its label map", path=path))
-            return False
-        source = str(path)
-
-        def work(progress=None, cancel=None):
-            label_map = medseg_io.load(source, progress=progress, cancel=cancel)
-            return fit_label_map(label_map, image, source, progress, cancel)
-
-        self._snapshot = None
-        return self._start("label-map", work, self._on_label_map_loaded)
-
-    @Slot(object)
-    def _on_label_map_loaded(self, result: LabelMapResult) -> None:
-        self._finish_job()
-        table = build_label_table(result.values, result.label_map.meta.labels, self.label_name_set)
-        try:
-            self.document.set_label_map(result.label_map, table)
-        except Exception as error:  # a GeometryError the user must see
-            self.failed.emit(error)
-            return
-        log.info("label map loaded: %d labels, resampled=%s", len(table), result.resampled)
-        self.label_map_loaded.emit(result)
-
     # --- segmentation -------------------------------------------------------------------------
     def segment(self, model: str | Path | None = None, device: str = "auto", configuration: str | None = None,
-                postprocess: bool = True) -> bool:
+                postprocess: bool = True, mode: str = REPLACE) -> bool:
         """Segment the open image with a model package (default: the built-in starter) in a worker;
         ``configuration`` overrides the one the series' spacing would choose; ``postprocess`` False
-        skips the model's declared post-processing."""
+        skips the model's declared post-processing; ``mode`` says how the result meets the labels
+        on screen (``medseg.edit.document.REPLACE`` or ``ADD``)."""
         image = self.document.volume
         if image is None:
             from medseg.errors import GeometryError
@@ -297,15 +250,12 @@ class StudyLoader(QObject):
             package = load_model(model)
             result = segment(image, package, device=device, progress=progress, cancel=cancel,
                              configuration=configuration, postprocess=postprocess)
-            present = set(np.unique(result.label_map.array).tolist())
-            labels = {value: LabelEntry(value, name, tuple(package.colors.get(value, (255, 0, 0))), True)
-                      for value, name in sorted(package.labels.items()) if value != 0 and value in present}
-            version = str(package.provenance.get("version") or package.provenance.get("weights") or "")
-            return SegmentResult(result.label_map, labels, package.name, result.device_used, result.seconds,
-                                 dict(result.volumes_ml), list(result.fallbacks), version, result.configuration,
-                                 list(result.postprocessing))
+            return SegmentResult(result.label_map, dict(result.labels), package.name, result.device_used,
+                                 result.seconds, dict(result.volumes_ml), list(result.fallbacks), package.version,
+                                 result.configuration, list(result.postprocessing))
 
         self._snapshot = None
+        self._merge_mode = mode
         self._segment_generation = self.document.image_generation
         return self._start("segment", work, self._on_segmented, pause_gc=False, background=True)
 
@@ -319,8 +269,7 @@ class StudyLoader(QObject):
                 "the image changed while it was being segmented, so the result was not applied",
                 hint="press Segment again for the image now open"))
             return
-        values = self.merge_values(result) if self.merge_values is not None else None
-        doc.merge_segmentation(result.label_map, result.labels, values, f"{SEGMENT_STEP} ({result.model_name})")
+        doc.merge_segmentation(result.label_map, result.labels, self._merge_mode, f"{SEGMENT_STEP} ({result.model_name})")
         log.info("segmented with %s (%s) on %s in %.1f s", result.model_name, result.configuration, result.device,
                  result.seconds)
         self.segmented.emit(result)

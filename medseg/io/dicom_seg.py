@@ -16,20 +16,25 @@ identification). Which frames reference what depends on the grid the label map l
   that places frames by their positions (highdicom, 3D Slicer, medseg) puts every voxel
   exactly where it was drawn.
 
-Segment numbers must run 1..N in DICOM; label values are renumbered in ascending order
-(they survive unchanged when they already are 1..N). Names, colours and codes travel.
+Segment numbers must run 1..N in DICOM, so segment *n* holds the *n*-th label value in
+ascending order; each segment's Segment Description (0062,0006, a standard attribute)
+records its label value as ``medseg label value V``, and the reader gives the segments
+those values back. Names, colours, codes and provenance travel as segment attributes.
 
 Reading (:func:`read_dicom_seg`): every frame is placed by its own Image Position and
 Orientation into the loaded image (never by array index). Frames that lie on an image
 slice with the same pixel grid are pasted exactly; parallel frames elsewhere are
-placed by nearest plane and nearest pixel; oblique SEGs are resampled (nearest).
+placed by nearest plane and nearest pixel; oblique SEGs are resampled (nearest). Label
+values are the recorded ones when every segment records one (medseg's SEGs), else the
+segment numbers, and a note says that the SEG was numbered by its segments.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -37,11 +42,16 @@ import numpy as np
 
 from medseg.errors import GeometryError, MedsegError, SaveError
 from medseg.io.atomic import atomic_path
-from medseg.core.segment_info import Coded, SegmentInfo, default_segments, label_values, remap_values
+from medseg.core.label_arrays import label_values, remap_values
+from medseg.core.labels import Code, Label, Provenance
 from medseg.core.volume import Volume, VolumeMeta
 
-__all__ = ["SegmentInfo", "Coded", "SegWriteResult", "SegReadResult", "write_dicom_seg", "read_dicom_seg",
-           "is_dicom_seg", "regularization_note", "check_can_reference", "default_segments"]
+__all__ = ["SegWriteResult", "SegReadResult", "write_dicom_seg", "read_dicom_seg", "is_dicom_seg",
+           "regularization_note", "check_can_reference", "LABEL_VALUE_PREFIX"]
+
+# A segment's Segment Description names its label value, so a round trip keeps the value scheme.
+LABEL_VALUE_PREFIX = "medseg label value "
+_LABEL_VALUE = re.compile(r"^\s*medseg label value (\d+)\s*$")
 
 MANUFACTURER = "medseg"
 CT_IMAGE_STORAGE = "1.2.840.10008.5.1.4.1.1.2"
@@ -53,16 +63,17 @@ class SegWriteResult:
     path: Path
     mode: str  # "acquired" (frames reference their source images) or "regular_grid"
     n_frames: int
-    segments: list[SegmentInfo]
+    segments: list[Label]
     notes: list[str] = field(default_factory=list)
 
 
 @dataclass
 class SegReadResult:
     label_map: Volume  # on the image's grid
-    segments: list[SegmentInfo]  # value = the label value in label_map
+    segments: list[Label]  # value = the label value in label_map
     notes: list[str] = field(default_factory=list)
     placement: str = "exact"  # "exact", "nearest_plane" or "resampled"
+    values_restored: bool = True  # False: the SEG recorded no label values; they are its segment numbers
 
 
 def is_dicom_seg(path: str | os.PathLike) -> bool:
@@ -169,28 +180,32 @@ def _fill_blank_uids(datasets: list[Any], notes: list[str]) -> None:
                      "by position)")
 
 
-def _segment_descriptions(segments: list[SegmentInfo]) -> list[Any]:
+def _segment_descriptions(segments: list[Label]) -> list[Any]:
     import highdicom as hd
     from pydicom.sr.codedict import codes
-    from pydicom.sr.coding import Code
+    from pydicom.sr.coding import Code as DicomCode
 
     descriptions = []
-    for number, info in enumerate(segments, start=1):
+    for number, label in enumerate(segments, start=1):
+        made_by = label.provenance
         algorithm = None
-        if info.algorithm_type != "MANUAL":
+        if made_by.algorithm_type != "MANUAL":
             algorithm = hd.AlgorithmIdentificationSequence(
-                name=info.algorithm_name[:64], family=codes.cid7162.ArtificialIntelligence,
-                version=(info.algorithm_version or "unknown")[:64])
-        r, g, b = (min(255, max(0, int(c))) for c in info.color or (128, 128, 128))
-        descriptions.append(hd.seg.SegmentDescription(
+                name=made_by.algorithm_name[:64], family=codes.cid7162.ArtificialIntelligence,
+                version=(made_by.algorithm_version or "unknown")[:64])
+        r, g, b = label.color or (128, 128, 128)
+        category, type_ = label.codes()
+        description = hd.seg.SegmentDescription(
             segment_number=number,
-            segment_label=info.name[:64],
-            segmented_property_category=Code(info.category.value, info.category.scheme, info.category.meaning),
-            segmented_property_type=Code(info.type.value, info.type.scheme, info.type.meaning),
-            algorithm_type=info.algorithm_type,
+            segment_label=label.name[:64],
+            segmented_property_category=DicomCode(category.value, category.scheme, category.meaning),
+            segmented_property_type=DicomCode(type_.value, type_.scheme, type_.meaning),
+            algorithm_type=made_by.algorithm_type,
             algorithm_identification=algorithm,
             display_color=hd.color.CIELabColor.from_rgb(r, g, b),
-        ))
+        )
+        description.SegmentDescription = f"{LABEL_VALUE_PREFIX}{label.value}"
+        descriptions.append(description)
     return descriptions
 
 
@@ -229,7 +244,7 @@ def write_dicom_seg(
     label_map: Volume,
     image: Volume,
     path: str | os.PathLike,
-    segments: list[SegmentInfo] | None = None,
+    segments: list[Label] | None = None,
     series_description: str = "medseg segmentation",
     software_version: str | None = None,
 ) -> SegWriteResult:
@@ -247,7 +262,7 @@ def write_dicom_seg(
     present = label_values(array)
     given = {s.value: s for s in (segments or [])}
     names = dict(label_map.meta.labels)
-    infos = [given[v].resolved() if v in given else default_segments([v], names)[0] for v in present]
+    infos = [(given[v] if v in given else Label(v, names.get(v) or "")).resolved() for v in present]
     if not infos:
         raise SaveError("the segmentation is empty: there is nothing to save as DICOM SEG", path=path,
                         hint="draw or segment something first, or save a NIfTI label map")
@@ -267,8 +282,10 @@ def write_dicom_seg(
         lut[info.value] = number
     numbered = remap_values(array, lut)
     if any(info.value != number for number, info in enumerate(infos, start=1)):
-        notes.append("label values were renumbered 1..N as DICOM requires: " +
-                     ", ".join(f"{info.value}->{n}" for n, info in enumerate(infos, start=1) if info.value != n))
+        notes.append("segments are numbered 1..N as DICOM requires (" +
+                     ", ".join(f"label {info.value} is segment {n}" for n, info in enumerate(infos, start=1)
+                               if info.value != n) +
+                     "); each segment's description records its label value, which medseg restores on opening")
 
     # The source's own Spacing Between Slices can be stale (copied headers, overlapping reconstructions)
     # and highdicom copies it over the pixel measures it is given: without it, highdicom states the step
@@ -420,7 +437,8 @@ def read_dicom_seg(path: str | os.PathLike, image: Volume) -> SegReadResult:
         frames = _frames(seg)
     except GeometryError as error:
         raise GeometryError(error.message, path=path) from error
-    label = np.zeros(image.shape_zyx, dtype=np.uint8 if len(segments) < 256 else np.uint16)
+    numbers = [s.value for s in segments]  # the segment numbers, until the recorded values replace them
+    label = np.zeros(image.shape_zyx, dtype=np.uint8 if max(numbers, default=0) < 256 else np.uint16)
     planes = _slice_planes(image)
     normal = image.direction[:, 2]
     row_dir, col_dir = image.direction[:, 0], image.direction[:, 1]
@@ -468,15 +486,37 @@ def read_dicom_seg(path: str | os.PathLike, image: Volume) -> SegReadResult:
     if not label.any():
         raise GeometryError("no voxel of the SEG falls inside the open image", path=path,
                             hint="open the series it was drawn on")
+    values = _recorded_values(seg, numbers)
+    if values is not None:
+        top = max(values.values())
+        lut = np.zeros(max(numbers) + 1, dtype=np.uint8 if top < 256 else np.uint16)
+        for number, value in values.items():
+            lut[number] = value
+        label = remap_values(label, lut)
+        segments = [replace(s, value=values[s.value]) for s in segments]
     names = {s.value: s.name for s in segments}
     label_map = image.with_array(label)
     label_map.meta = VolumeMeta(modality="SEG", labels=names, source_files=[str(path)],
                                 frame_of_reference_uid=seg_for, extra={"format": "dicom-seg",
                                                                        "image_comments": str(seg.get("ImageComments", ""))})
-    return SegReadResult(label_map, segments, notes, placement)
+    return SegReadResult(label_map, segments, notes, placement, values is not None)
 
 
-def _read_segments(seg: Any) -> list[SegmentInfo]:
+def _recorded_values(seg: Any, numbers: list[int]) -> dict[int, int] | None:
+    """Segment number -> label value, when every segment records a distinct value (medseg's SEGs)."""
+    values = {}
+    for item in seg.SegmentSequence:
+        match = _LABEL_VALUE.match(str(item.get("SegmentDescription", "") or ""))
+        if match is None:
+            return None
+        values[int(item.SegmentNumber)] = int(match.group(1))
+    if sorted(values) != sorted(numbers) or len(set(values.values())) != len(values) \
+            or not all(1 <= v <= 65535 for v in values.values()):
+        return None
+    return values
+
+
+def _read_segments(seg: Any) -> list[Label]:
     import highdicom as hd
 
     infos = []
@@ -489,18 +529,19 @@ def _read_segments(seg: Any) -> list[SegmentInfo]:
             except Exception:  # noqa: BLE001 - an odd colour is not worth refusing the segment
                 color = None
 
-        def coded(keyword: str) -> Coded | None:
+        def coded(keyword: str) -> Code | None:
             code = _item(item, keyword)
-            return Coded(str(code.CodeValue), str(code.CodingSchemeDesignator), str(code.CodeMeaning)) if code else None
+            return Code(str(code.CodeValue), str(code.CodingSchemeDesignator), str(code.CodeMeaning)) if code else None
 
         algorithm = _item(item, "SegmentationAlgorithmIdentificationSequence")
-        infos.append(SegmentInfo(
-            number, str(item.get("SegmentLabel", "") or f"segment {number}"),
-            tuple(int(c) for c in color) if color is not None else None,  # type: ignore[arg-type]
-            coded("SegmentedPropertyCategoryCodeSequence"), coded("SegmentedPropertyTypeCodeSequence"),
+        made_by = Provenance(
             str(item.get("SegmentAlgorithmType", "MANUAL")),
             str(item.get("SegmentAlgorithmName", "") or (algorithm.get("AlgorithmName", "") if algorithm else "")),
-            str(algorithm.get("AlgorithmVersion", "") if algorithm else "")))
+            str(algorithm.get("AlgorithmVersion", "") if algorithm else ""))
+        infos.append(Label(
+            number, str(item.get("SegmentLabel", "") or f"segment {number}"),
+            tuple(int(c) for c in color) if color is not None else None,  # type: ignore[arg-type]
+            coded("SegmentedPropertyCategoryCodeSequence"), coded("SegmentedPropertyTypeCodeSequence"), made_by))
     return infos
 
 

@@ -1,15 +1,20 @@
-"""Label maps as NIfTI / NRRD / MHA files with a JSON sidecar of label names, and back.
+"""Segmentation files: the one place that reads and writes them, and the one way to open one onto an image.
 
-``liver.nii.gz`` gets ``liver.labels.json`` beside it (BIDS-style: same stem): for every
-label its value, name, colour, SNOMED codes and algorithm; the source series' UIDs (no
-patient names or IDs); and, when medseg regularised the series (gantry tilt, gaps,
-variable spacing), what it did and how — the label map lies on that regular grid, in
-the same patient coordinates as the acquired slices.
+``liver.nii.gz`` gets ``liver.labels.json`` beside it (BIDS-style: same stem), the one sidecar
+format (``"format": "medseg-labels/1"``): for every label its value, name, colour, SNOMED codes,
+provenance (AUTOMATIC / SEMIAUTOMATIC / MANUAL with the model's name and version), lock and
+visibility (a :class:`~medseg.core.labels.Label` row); the source series' UIDs (no patient
+names or IDs); and, when medseg regularised the series (gantry tilt, gaps, variable spacing),
+what it did and how — the label map lies on that regular grid, in the same patient coordinates
+as the acquired slices. The flat sidecar older ``medseg edit`` wrote
+(``{"<value>": {"name": ..., "color": [...], "locked": ...}}``) is still read.
 
-Opening a label map (:func:`read_label_map`) places it onto the loaded image: on the
-same grid it is taken voxel for voxel; on another grid that overlaps the image it is
-resampled in patient coordinates (nearest neighbour, so no label value is invented) and
-a note says so; a map that does not overlap the image is refused.
+:func:`open_segmentation` is the one way to open a segmentation onto an image (the GUI, the
+command line and the training datasets all call it): a NIfTI/NRRD/MHA label map with its
+sidecar, or a DICOM SEG (:mod:`medseg.io.dicom_seg`). On the same grid a label map is taken
+voxel for voxel; on another grid that overlaps the image it is placed in patient coordinates
+(nearest neighbour, so no label value is invented; a raw stack's slices where they were
+acquired) and a note says so; a map that does not overlap the image is refused.
 """
 
 from __future__ import annotations
@@ -25,21 +30,33 @@ from medseg.errors import GeometryError, ImageFormatError, MedsegError, SaveErro
 from medseg.io.atomic import atomic_write_text, check_writable
 from medseg.io.dicom_seg import regularization_note
 from medseg.io.image_files import IMAGE_SUFFIXES, image_suffix, read_image, write_image
-from medseg.io.resample import resample_to
-from medseg.core.segment_info import SegmentInfo, default_segments, label_values
+from medseg.io.resample import place_labels
+from medseg.core.label_arrays import label_values
+from medseg.core.labels import Label
 from medseg.core.volume import Volume, VolumeMeta
 
 SIDECAR_SUFFIX = ".labels.json"
 SIDECAR_FORMAT = "medseg-labels/1"
+LABEL_MAP, DICOM_SEG = "label-map", "dicom-seg"
 
 
 @dataclass
 class LabelFileResult:
+    """A segmentation opened onto an image."""
+
     label_map: Volume  # on the image's grid
-    segments: list[SegmentInfo]
-    notes: list[str] = field(default_factory=list)
+    segments: list[Label]  # every label value present (and any the file describes), sorted by value
+    notes: list[str] = field(default_factory=list)  # how it was placed, and its problems: the user must be told
     sidecar: Path | None = None
-    placement: str = "exact"  # or "resampled"
+    placement: str = "exact"  # "exact", "resampled", "nearest_plane" (a SEG's frames between slices)
+    format: str = LABEL_MAP  # or DICOM_SEG
+    named: bool = False  # the names came from the file (a sidecar or the SEG), not from the values
+    # how the labels were named or numbered, when the file did not say (no sidecar; a SEG without label values)
+    naming: list[str] = field(default_factory=list)
+
+    @property
+    def labels(self) -> dict[int, Label]:
+        return {label.value: label for label in self.segments}
 
 
 def sidecar_path(path: str | os.PathLike) -> Path:
@@ -49,12 +66,12 @@ def sidecar_path(path: str | os.PathLike) -> Path:
     return path.with_name(stem + SIDECAR_SUFFIX)
 
 
-def _sidecar(label_map: Volume, image: Volume | None, segments: list[SegmentInfo]) -> dict:
+def _sidecar(label_map: Volume, image: Volume | None, labels: list[Label]) -> dict:
     source = image.meta if image is not None else label_map.meta
     regular = regularization_note(image) if image is not None else None
     return {
         "format": SIDECAR_FORMAT,
-        "labels": [s.as_dict() for s in segments],
+        "labels": [label.resolved().as_dict() for label in labels],
         "source": {
             "study_uid": source.study_uid, "series_uid": source.series_uid,
             "frame_of_reference_uid": source.frame_of_reference_uid,
@@ -66,16 +83,17 @@ def _sidecar(label_map: Volume, image: Volume | None, segments: list[SegmentInfo
     }
 
 
-def write_label_map(label_map: Volume, path: str | os.PathLike, segments: list[SegmentInfo] | None = None,
+def write_label_map(label_map: Volume, path: str | os.PathLike, segments: list[Label] | None = None,
                     image: Volume | None = None) -> tuple[Path, Path]:
-    """Write the label map (format by suffix) and its ``.labels.json`` sidecar, both atomically."""
+    """Write the label map (format by suffix) and its ``.labels.json`` sidecar, both atomically.
+
+    The sidecar describes every value present and every label in ``segments``."""
     path = Path(path)
     array = np.asarray(label_map.array)
     present = label_values(array)
-    given = {s.value: s.resolved() for s in segments or []}
-    described = sorted(set(present) | set(given))
+    given = {s.value: s for s in segments or []}
     names = dict(label_map.meta.labels)
-    infos = [given[v] if v in given else default_segments([v], names)[0] for v in described]
+    labels = [given[v] if v in given else Label(v, names.get(v) or "") for v in sorted(set(present) | set(given))]
     if array.dtype not in (np.uint8, np.uint16):
         dtype = np.uint8 if (array.max(initial=0) <= 255 and array.min(initial=0) >= 0) else np.uint16
         label_map = label_map.with_array(array.astype(dtype))
@@ -85,7 +103,7 @@ def write_label_map(label_map: Volume, path: str | os.PathLike, segments: list[S
         raise
     except ImageFormatError as error:
         raise _save_error(path, error) from error
-    sidecar = atomic_write_text(sidecar_path(path), json.dumps(_sidecar(label_map, image, infos), indent=1) + "\n")
+    sidecar = atomic_write_text(sidecar_path(path), json.dumps(_sidecar(label_map, image, labels), indent=1) + "\n")
     return written, sidecar
 
 
@@ -101,28 +119,43 @@ def _save_error(path: Path, error: ImageFormatError) -> SaveError:
                      hint="the disk may be full or the file too large; free some space or choose another folder")
 
 
-def read_sidecar(path: str | os.PathLike) -> tuple[list[SegmentInfo], dict] | None:
+def read_sidecar(path: str | os.PathLike) -> tuple[list[Label], dict] | None:
+    """The labels (and the whole record) of the sidecar beside a label map; None when there is none."""
     sidecar = sidecar_path(path)
     if not sidecar.is_file():
         return None
     try:
         data = json.loads(sidecar.read_text(encoding="utf-8"))
-        if isinstance(data.get("labels"), list):
-            return [SegmentInfo.from_dict(item) for item in data["labels"]], data
-        # The plain form `medseg edit` writes: {"<value>": {"name": ..., "color": [...], "locked": ...}}.
-        infos = [SegmentInfo.from_dict({"value": int(value), **row}) for value, row in data.items()
-                 if str(value).isdigit() and isinstance(row, dict)]
-        for info in infos:
-            row = data[str(info.value)]
-            info.extra = {k: row[k] for k in ("locked", "visible") if k in row}
-        return infos, {}
+        if not isinstance(data, dict):
+            raise ValueError("not a JSON object")
+        if "format" in data or isinstance(data.get("labels"), list):
+            if data.get("format", SIDECAR_FORMAT) != SIDECAR_FORMAT:
+                raise ValueError(f"unknown format {data.get('format')!r} (this medseg reads {SIDECAR_FORMAT})")
+            return [Label.from_dict(row) for row in data["labels"]], data
+        # The flat form older `medseg edit` wrote: {"<value>": {"name": ..., "color": [...], "locked": ...}}.
+        return [Label.from_dict(row, int(value)) for value, row in data.items()
+                if str(value).isdigit() and isinstance(row, dict)], {}
     except (OSError, ValueError, KeyError, TypeError) as error:
-        raise ImageFormatError(f"the label-name sidecar is not readable ({error})", path=sidecar,
+        raise ImageFormatError(f"the label sidecar is not readable ({error})", path=sidecar,
                                hint="fix or delete it; the label map itself is fine") from error
 
 
+def place_label_map(raw: Volume, image: Volume, path: str | os.PathLike | None = None) -> tuple[np.ndarray, str]:
+    """``raw``'s labels on ``image``'s grid and how they got there ("exact" or "resampled"); refused
+    when the two do not meet in patient space."""
+    positions = raw.meta.extra.get("slice_positions_mm")
+    if raw.same_grid(image, tol=1e-3) and (positions is None or positions == image.meta.extra.get("slice_positions_mm")):
+        return np.asarray(raw.array), "exact"  # a file written from this grid is this grid, raw stack or not
+    _check_overlap(raw, image, path)
+    array = place_labels(raw, image)
+    if not np.any(array):
+        raise GeometryError("no labelled voxel falls inside the open image", path=path,
+                            hint="open the image it was drawn on")
+    return array, "resampled"
+
+
 def read_label_map(path: str | os.PathLike, image: Volume) -> LabelFileResult:
-    """A NIfTI/NRRD/MHA label map (names from its sidecar, if any) on ``image``'s grid."""
+    """A NIfTI/NRRD/MHA label map (described by its sidecar, if any) on ``image``'s grid."""
     path = Path(path)
     if image_suffix(path) is None:
         raise ImageFormatError("not a label-map file (by its name)", path=path,
@@ -137,27 +170,19 @@ def read_label_map(path: str | os.PathLike, image: Volume) -> LabelFileResult:
     if raw.array.max() > 65535:
         raise ImageFormatError(f"label values up to {raw.array.max()} are too large (65535 at most)", path=path)
     notes: list[str] = []
+    naming: list[str] = []
     sidecar = read_sidecar(path)
-    placement = "exact"
-    if raw.same_grid(image, tol=1e-3):
-        array = raw.array
-    else:
-        _check_overlap(raw, image, path)
-        array = resample_to(raw, image, "nearest", 0).array
-        placement = "resampled"
+    array, placement = place_label_map(raw, image, path)
+    if placement == "resampled":
         notes.append("the label map is on another grid than the image: resampled onto the image in patient "
                      "coordinates (nearest neighbour)")
-        if not np.any(array):
-            raise GeometryError("no labelled voxel of the file falls inside the open image", path=path,
-                                hint="open the image it was drawn on")
     dtype = np.uint8 if array.max(initial=0) <= 255 else np.uint16
     array = np.ascontiguousarray(array.astype(dtype, copy=False))
     present = label_values(array)
     if sidecar is not None:
-        segments, data = sidecar
-        by_value = {s.value: s for s in segments}
-        segments = [by_value[v].resolved() if v in by_value else default_segments([v])[0]
-                    for v in sorted(set(present) | set(by_value))]
+        described, data = sidecar
+        by_value = {label.value: label for label in described}
+        labels = [by_value.get(v) or Label(v) for v in sorted(set(present) | set(by_value))]
         source_for = (data.get("source") or {}).get("frame_of_reference_uid") or ""
         if source_for and image.meta.frame_of_reference_uid and source_for != image.meta.frame_of_reference_uid:
             notes.append("the sidecar names another frame of reference than the open image: check that this is "
@@ -165,15 +190,17 @@ def read_label_map(path: str | os.PathLike, image: Volume) -> LabelFileResult:
         if data.get("regularized") and image.meta.extra.get("raw_stack", True):
             notes.append("the label map was drawn on medseg's regularised grid; this image is the raw stack")
     else:
-        segments = default_segments(present, raw.meta.labels)
-        notes.append(f"no {SIDECAR_SUFFIX} sidecar: labels are named by value")
+        names = raw.meta.labels
+        labels = [Label(v, names.get(v) or "") for v in present]
+        naming.append(f"no {SIDECAR_SUFFIX} sidecar: labels are named by value")
     label_map = image.with_array(array)
-    label_map.meta = VolumeMeta(modality="SEG", labels={s.value: s.name for s in segments},
+    label_map.meta = VolumeMeta(modality="SEG", labels={s.value: s.name for s in labels},
                                 source_files=[str(path)], extra={"format": image_suffix(path)})
-    return LabelFileResult(label_map, segments, notes, sidecar_path(path) if sidecar else None, placement)
+    return LabelFileResult(label_map, labels, notes, sidecar_path(path) if sidecar else None, placement,
+                           LABEL_MAP, sidecar is not None, naming)
 
 
-def _check_overlap(raw: Volume, image: Volume, path: Path) -> None:
+def _check_overlap(raw: Volume, image: Volume, path: str | os.PathLike | None) -> None:
     """Refuse a label map whose box does not meet the image's in patient space."""
     def corners(volume: Volume) -> np.ndarray:
         size = np.asarray(volume.size_xyz) - 1
@@ -188,18 +215,38 @@ def _check_overlap(raw: Volume, image: Volume, path: Path) -> None:
 
 
 def open_segmentation(path: str | os.PathLike, image: Volume) -> LabelFileResult:
-    """A label map or a DICOM SEG, whichever ``path`` is, placed onto ``image``."""
+    """The one way to open a segmentation onto ``image``: a label map with its sidecar, or a DICOM SEG.
+
+    ``path`` may also name the sidecar itself (``X.labels.json``): the label map beside it is opened."""
     from medseg.io.dicom_seg import is_dicom_seg, read_dicom_seg
 
-    path = Path(path)
+    path = _label_map_of_sidecar(Path(path))
     if not path.exists():
         raise ImageFormatError("no such file", path=path)
     if image_suffix(path) is None:
         if is_dicom_seg(path):
             result = read_dicom_seg(path, image)
-            return LabelFileResult(result.label_map, result.segments, result.notes, None, result.placement)
+            naming = [] if result.values_restored else [
+                f"this DICOM SEG does not record label values (it was not written by medseg): its "
+                f"{len(result.segments)} segments take their segment numbers as label values"]
+            return LabelFileResult(result.label_map, result.segments, result.notes, None, result.placement,
+                                   DICOM_SEG, True, naming)
         raise MedsegError("not a segmentation: open a DICOM SEG or a NIfTI/NRRD/MHA label map", path=path)
     return read_label_map(path, image)
+
+
+def _label_map_of_sidecar(path: Path) -> Path:
+    if not path.name.lower().endswith(SIDECAR_SUFFIX):
+        return path
+    stem = path.name[: -len(SIDECAR_SUFFIX)]
+    found = [path.with_name(stem + suffix) for suffix in IMAGE_SUFFIXES if path.with_name(stem + suffix).is_file()]
+    if len(found) == 1:
+        return found[0]
+    raise ImageFormatError("this is a label sidecar (names and colours), not a label map" +
+                           (f"; several label maps share its name: {', '.join(p.name for p in found)}" if found else
+                            " and no label map lies beside it"), path=path,
+                           hint="open the label map (" + ", ".join(f"{stem}{s}" for s in IMAGE_SUFFIXES[:3]) +
+                                ", ...) instead")
 
 
 SEG_SUFFIXES = (".dcm",)
@@ -209,19 +256,19 @@ def segmentation_format(path: str | os.PathLike) -> str:
     """"dicom-seg" or "label-map" by the name's suffix; anything else is refused now, not after the work."""
     name = str(path).lower()
     if name.endswith(SEG_SUFFIXES):
-        return "dicom-seg"
+        return DICOM_SEG
     if image_suffix(path) in (".nii.gz", ".nii", ".nrrd", ".mha"):
-        return "label-map"
+        return LABEL_MAP
     raise ImageFormatError("cannot save a segmentation in this format (by its name)", path=path,
                            hint="use .dcm (DICOM SEG), .nii.gz, .nii, .nrrd or .mha")
 
 
 def save_segmentation(label_map: Volume, image: Volume, path: str | os.PathLike,
-                      segments: list[SegmentInfo] | None = None) -> list[str]:
+                      segments: list[Label] | None = None) -> list[str]:
     """Save as DICOM SEG (.dcm) or as a label map with its sidecar; returns notes for the user."""
     from medseg.io.dicom_seg import write_dicom_seg
 
-    if segmentation_format(path) == "dicom-seg":
+    if segmentation_format(path) == DICOM_SEG:
         result = write_dicom_seg(label_map, image, path, segments)
         return [f"DICOM SEG with {len(result.segments)} segments, {result.n_frames} frames "
                 f"({'frames reference their source images' if result.mode == 'acquired' else 'frames on the regular grid'})",

@@ -24,7 +24,7 @@ from scipy import ndimage
 
 from medseg.errors import MedsegError, SaveError
 from medseg.io.atomic import atomic_write_bytes
-from medseg.core.segment_info import label_values
+from medseg.core.label_arrays import label_values
 from medseg.core.volume import Volume
 
 FORMATS = ("stl", "obj")

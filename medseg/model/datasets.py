@@ -160,29 +160,21 @@ def _read_image(path: Path) -> Volume:
         raise DatasetError(f"cannot read image: {error}", path=path) from error
 
 
-def resample_label_map(label_map: Volume, reference: Volume) -> Volume:
-    """Nearest-neighbour resampling of a label map onto ``reference``'s grid (physical space)."""
-    from medseg.io import resample_to
-
-    resampled = resample_to(label_map, reference, "nearest", 0)
-    return reference.with_array(resampled.array)
-
-
-def read_dicom_seg(path: Path, reference: Volume) -> tuple[Volume, dict[int, str]]:
-    """A DICOM SEG as a label map on ``reference``'s grid (placed frame by frame), with its segment names."""
-    from medseg.io.dicom_seg import read_dicom_seg as read_seg
+def open_label_file(path: Path, image: Volume) -> tuple[Volume, dict[int, str], list[str]]:
+    """A label map (with its ``.labels.json``) or a DICOM SEG on ``image``'s grid, through the I/O layer's one
+    way to open a segmentation: (label map, the names the file gives — empty when it names nothing, notes)."""
+    from medseg.io.label_files import DICOM_SEG, open_segmentation
 
     try:
-        result = read_seg(path, reference)
+        opened = open_segmentation(path, image)
     except MedsegError as error:
-        raise DatasetError(f"cannot read DICOM SEG: {error.message}", path=path, hint=error.hint) from error
-    return result.label_map, {s.value: s.name for s in result.segments}
-
-
-def _is_dicom_seg(path: Path) -> bool:
-    from medseg.io.dicom_seg import is_dicom_seg
-
-    return not path.is_dir() and path.suffix.lower() in ("", ".dcm") and is_dicom_seg(path)
+        raise DatasetError(f"cannot place the label map on its image: {error.message}", path=path,
+                           hint=error.hint) from error
+    notes = list(opened.notes)
+    if opened.format == DICOM_SEG:
+        notes.insert(0, "DICOM SEG placed on the image grid by its geometry")
+    names = {label.value: label.name for label in opened.segments} if opened.named else {}
+    return opened.label_map, names, notes
 
 
 def load_case(spec: CaseSpec, labels: Mapping[int, str]) -> Case:
@@ -211,16 +203,9 @@ def _paint_file_labels(
     target: np.ndarray, notes: list[str],
 ) -> None:
     assert spec.label is not None
-    seg_names: dict[int, str] = {}
-    if _is_dicom_seg(spec.label):
-        label_map, seg_names = read_dicom_seg(spec.label, image)
-        notes.append("DICOM SEG placed on the image grid by its geometry")
-    else:
-        label_map = _read_image(spec.label)
-        if not label_map.same_grid(image):
-            label_map = resample_label_map(label_map, image)
-            notes.append("label map was on a different grid: resampled onto the image grid (nearest neighbour)")
-    values = spec.label_values if spec.label_values is not None else (seg_names or {v: n for v, n in labels.items() if v})
+    label_map, file_names, file_notes = open_label_file(spec.label, image)
+    notes += file_notes
+    values = spec.label_values if spec.label_values is not None else (file_names or {v: n for v, n in labels.items() if v})
     raw = np.asarray(label_map.array)
     present = set(np.unique(raw).tolist()) - {0}
     unnamed = sorted(present - set(values))

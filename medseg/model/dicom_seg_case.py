@@ -131,7 +131,7 @@ def load_seg_case(series_path: str | Path, seg_path: str | Path | None = None) -
     """
     from medseg.io.dicom_load import load_series
     from medseg.io.dicom_scan import scan
-    from medseg.io.dicom_seg import read_dicom_seg
+    from medseg.io.label_files import open_segmentation
 
     series_path = Path(series_path)
     seg_path = find_seg_in_folder(series_path) if seg_path is None else Path(seg_path)
@@ -141,7 +141,7 @@ def load_seg_case(series_path: str | Path, seg_path: str | Path | None = None) -
     series = _referenced_series(scan(series_path), reference, series_path, seg_path)
     image = load_series(series)
     try:
-        result = read_dicom_seg(seg_path, image)
+        result = open_segmentation(seg_path, image)
     except MedsegError as error:
         raise DatasetError(f"cannot place the DICOM SEG on its series: {error.message}", path=seg_path,
                            hint=error.hint) from error

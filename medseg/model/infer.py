@@ -25,6 +25,8 @@ import torch
 from scipy.ndimage import gaussian_filter
 
 from medseg.errors import DeviceError, ModelError
+from medseg.core.label_arrays import label_values
+from medseg.core.labels import Label
 from medseg.core.volume import Volume
 from medseg.model import backends
 from medseg.model.postprocess import apply_steps
@@ -50,6 +52,7 @@ class SegmentationResult:
     seconds: float = 0.0
     # the package's post-processing steps as run, with what each changed (medseg.model.postprocess)
     postprocessing: list[str] = field(default_factory=list)
+    labels: dict[int, Label] = field(default_factory=dict)  # the labels present, as this model's output
 
 
 # --- tiling ----------------------------------------------------------------------------------------------
@@ -369,6 +372,7 @@ def segment(
         volumes_ml=label_volumes_ml(labels, names, volume.voxel_volume_ml),
         seconds=time.perf_counter() - started,
         postprocessing=notes,
+        labels=package.label_table(label_values(labels)),
     )
 
 

@@ -15,6 +15,7 @@ import torch
 
 from medseg.errors import ModelError
 from medseg.core.label_colors import color_for
+from medseg.core.labels import Label, Provenance
 from medseg.model.postprocess import PostprocessStep, parse_steps
 from medseg.model.plan import ConfigurationChoice, Plan, choose_configuration
 from medseg.model.unet import UNet
@@ -40,6 +41,19 @@ class ModelPackage:
         for value in self.labels:
             self.colors.setdefault(value, color_for(value, self.labels[value]))
         self.colors = {int(k): tuple(int(c) for c in v) for k, v in self.colors.items()}  # type: ignore[misc]
+
+    @property
+    def version(self) -> str:
+        """What the saved segments name as the algorithm's version ("" when the package says nothing)."""
+        return str(self.provenance.get("version") or self.provenance.get("weights") or "")
+
+    def label_table(self, values: Sequence[int] | None = None) -> dict[int, Label]:
+        """The model's labels (background excluded; only ``values`` when given) as this model's output:
+        the one place where the package's names and colours become label descriptions."""
+        made_by = Provenance.model(self.name, self.version)
+        wanted = None if values is None else {int(v) for v in values}
+        return {value: Label(value, name, self.colors.get(value), provenance=made_by)
+                for value, name in sorted(self.labels.items()) if value and (wanted is None or value in wanted)}
 
     @property
     def num_classes(self) -> int:

@@ -38,8 +38,10 @@ def test_keep_largest_grow_and_lock_match_simpleitk(abdomen_files, tmp_path: Pat
     assert np.array_equal(after == 1, grown & (before != LIVER))  # unlocked labels are overwritten, liver is not
     assert np.array_equal(after == LIVER, before == LIVER)  # locked: the grown spleen went around it
     assert np.count_nonzero(after == 1) > np.count_nonzero(before == 1)
-    sidecar = json.loads((tmp_path / "cleaned.labels.json").read_text())
-    assert sidecar[str(LIVER)]["name"] == "liver" and sidecar[str(LIVER)]["locked"] is True
+    sidecar = json.loads((tmp_path / "cleaned.labels.json").read_text())  # the one sidecar format
+    assert sidecar["format"] == "medseg-labels/1"
+    liver = next(row for row in sidecar["labels"] if row["value"] == LIVER)
+    assert liver["name"] == "liver" and liver["locked"] is True and liver["type"]["meaning"] == "Liver"
 
 
 @pytest.mark.parametrize("operations, message", [
@@ -157,3 +159,54 @@ def test_bad_semi_automatic_operations_are_named_before_anything_runs(ct_dir, tm
     assert code == 1
     assert message in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_edit_reads_the_sidecar_the_app_and_segment_write(abdomen_files, tmp_path: Path, capsys):
+    """A segmentation saved by File ▸ Save (and by `medseg segment -o`) goes through `save_segmentation` with the
+    structured sidecar; `medseg edit --labels` takes it (it crashed: ValueError on the "format" key), keeps its
+    names, colours, locks and provenance, and also takes the sidecar's own path."""
+    from medseg.core.labels import Label, Provenance
+    from medseg.io.label_files import save_segmentation
+
+    image_path, labels_path = abdomen_files
+    image, labels = read_image(image_path), read_image(labels_path)
+    saved = tmp_path / "saved.nii.gz"
+    made_by = Provenance.model("TotalSegmentator", "2")
+    save_segmentation(labels, image, saved, [
+        Label(1, "spleen", (10, 20, 30), provenance=made_by), Label(LIVER, "liver", provenance=made_by, locked=True),
+        Label(CARTILAGES, "costal cartilages", provenance=made_by)])
+    out = tmp_path / "out.nii.gz"
+    for given in (saved, tmp_path / "saved.labels.json"):
+        assert main(["edit", str(image_path), "--labels", str(given), "-o", str(out),
+                     "--keep-largest", "costal cartilages", "--grow", "spleen", "3"]) == 0
+        capsys.readouterr()
+        rows = {row["value"]: row for row in json.loads((tmp_path / "out.labels.json").read_text())["labels"]}
+        assert rows[1]["name"] == "spleen" and rows[1]["color"] == [10, 20, 30]
+        assert rows[LIVER]["locked"] is True and rows[LIVER]["algorithm_type"] == "AUTOMATIC"  # locked: untouched
+        assert rows[1]["algorithm_type"] == "SEMIAUTOMATIC" and rows[1]["algorithm_name"] == "TotalSegmentator"
+        assert rows[CARTILAGES]["algorithm_type"] == "SEMIAUTOMATIC"
+        before, after = sitk.GetArrayFromImage(sitk.ReadImage(str(labels_path))), read_image(out).array
+        assert np.array_equal(after == LIVER, before == LIVER)  # the lock came from the sidecar
+
+
+def test_edit_still_reads_the_old_flat_sidecar(abdomen_files, tmp_path: Path, capsys):
+    image_path, labels_path = abdomen_files
+    old = tmp_path / "old.nii.gz"
+    sitk.WriteImage(sitk.ReadImage(str(labels_path)), str(old))
+    (tmp_path / "old.labels.json").write_text(json.dumps({
+        str(LIVER): {"name": "liver", "color": [1, 2, 3], "locked": True}, "1": {"name": "spleen", "color": [4, 5, 6]}}))
+    out = tmp_path / "out.nii.gz"
+    assert main(["edit", str(image_path), "--labels", str(old), "-o", str(out), "--grow", "spleen", "6"]) == 0
+    before, after = sitk.GetArrayFromImage(sitk.ReadImage(str(labels_path))), read_image(out).array
+    assert np.array_equal(after == LIVER, before == LIVER) and np.count_nonzero(after == 1) > np.count_nonzero(before == 1)
+    rows = {row["value"]: row for row in json.loads((tmp_path / "out.labels.json").read_text())["labels"]}
+    assert rows[LIVER]["color"] == [1, 2, 3] and rows[LIVER]["locked"] is True
+
+
+def test_a_sidecar_with_no_label_map_beside_it_is_named(abdomen_files, tmp_path: Path, capsys):
+    image_path, _ = abdomen_files
+    (tmp_path / "lonely.labels.json").write_text('{"format": "medseg-labels/1", "labels": []}')
+    assert main(["edit", str(image_path), "--labels", str(tmp_path / "lonely.labels.json"), "-o",
+                 str(tmp_path / "out.nii.gz"), "--keep-largest", "1"]) == 1
+    err = capsys.readouterr().err
+    assert "label sidecar" in err and "no label map lies beside it" in err and "lonely.labels.json" in err

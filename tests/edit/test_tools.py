@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import SimpleITK as sitk
@@ -84,7 +86,7 @@ def test_hu_range_masks_the_brush(chest):
 
 def test_locked_and_background_only_rules(abdomen):
     image, lm = abdomen
-    lm.labels[LIVER].locked = True
+    lm.labels[LIVER] = replace(lm.labels[LIVER], locked=True)
     liver = lm.array == LIVER
     centre = np.argwhere(liver).mean(axis=0)
     delta = tools.dab(lm, centre, 40.0, STOMACH)
@@ -121,7 +123,7 @@ def test_fill_of_a_label_region_recolours_one_component(abdomen):
 
 def test_threshold_respects_locks(abdomen):
     image, lm = abdomen
-    lm.labels[LIVER].locked = True
+    lm.labels[LIVER] = replace(lm.labels[LIVER], locked=True)
     delta = tools.threshold(lm, image, 0.0, 200.0, 90)
     hu = image.array
     expected = (hu >= 0) & (hu <= 200) & (lm.array != LIVER) & (lm.array != 90)
@@ -221,7 +223,7 @@ def test_interpolate_between_drawn_slices(abdomen):
 
 def test_smooth_removes_a_spur_and_spares_locked(abdomen):
     image, lm = abdomen
-    lm.labels[SPLEEN].locked = True
+    lm.labels[SPLEEN] = replace(lm.labels[SPLEEN], locked=True)
     spleen_before = lm.array == SPLEEN
     delta = tools.smooth(lm, LIVER, 3.0)
     result = apply(lm, delta)
@@ -264,7 +266,7 @@ def test_locked_labels_survive_every_tool(abdomen, name):
         lm.array[c[0] - 3:c[0] + 4, c[1] - 5:c[1] + 6, c[2] - 5:c[2] + 6] = abdomen[1].array[0, 0, 0]
         lm.array[c[0] - 3:c[0] + 4, c[1] - 5:c[1] + 6, c[2]] = LIVER
         lm.recount()
-    lm.labels[LIVER].locked = True
+    lm.labels[LIVER] = replace(lm.labels[LIVER], locked=True)
     liver = lm.array == LIVER
     centre = np.argwhere(liver).mean(axis=0)
     seed = tuple(np.argwhere(lm.array == STOMACH)[0])

@@ -52,8 +52,9 @@ class Driver:
     def open_image_file(self, path: Path):
         return open_image_file(self.qtbot, self.window, self.monkeypatch, path)
 
-    def open_label_map(self, path: Path):
-        return open_label_map(self.qtbot, self.window, self.monkeypatch, path)
+    def open_segmentation(self, path: Path):
+        """File ▸ Open segmentation (Ctrl+L) answered by ``path``; returns what was opened (LabelFileResult)."""
+        return open_segmentation(self.qtbot, self.window, self.monkeypatch, path)
 
 
 @pytest.fixture
@@ -88,8 +89,8 @@ def open_image_file(qtbot, window: MainWindow, monkeypatch, path: Path):
     return blocker.args[0]
 
 
-def open_label_map(qtbot, window: MainWindow, monkeypatch, path: Path):
+def open_segmentation(qtbot, window: MainWindow, monkeypatch, path: Path):
     monkeypatch.setattr(QFileDialog, "getOpenFileName", lambda *a, **k: (str(path), ""))
-    with qtbot.waitSignal(window.loader.label_map_loaded, timeout=120_000) as blocker:
-        window.open_label_action.trigger()
+    with qtbot.waitSignal(window.segmentation_files.opened, timeout=120_000) as blocker:
+        window.open_segmentation_action.trigger()
     return blocker.args[0]

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from medseg.edit.document import DEFAULT_PRESETS, LabelEntry, ViewerDocument
+from medseg.core.labels import Label
+from medseg.edit.document import DEFAULT_PRESETS, ViewerDocument
 from medseg.errors import GeometryError
 from medseg.gui.slice_render import SliceRenderer, outline_of
 from medseg.gui.view_axes import view_axes
@@ -29,7 +30,7 @@ def test_document_notifies_and_clamps(lung):
     assert doc.cursor_xyz[2] == 47  # clamped to the last slice
     doc.apply_preset("Lung")
     assert (doc.window_center, doc.window_width) == DEFAULT_PRESETS["Lung"]
-    doc.set_label_map(label_map, {1: LabelEntry(1, "nodule", (255, 0, 0))})
+    doc.set_label_map(label_map, {1: Label(1, "nodule", (255, 0, 0))})
     assert doc.label_at((0, 0, 0)) == 0
     nodule = np.argwhere(label_map.array == 1)[0]
     assert doc.label_at(tuple(int(v) for v in nodule[::-1])) == 1

@@ -153,18 +153,23 @@ def test_segment_merges_as_one_step_and_undo_restores(window, chest, qtbot, monk
     nodule = doc.active_label
     panel.tool_buttons["brush"].click()
     drag(qtbot, view, [widget_point(view, (240, 260, z))])
-    doc.set_label_locked(nodule, True)
     before = doc.label_map.array.copy()
-    asked = []
-    monkeypatch.setattr(QMessageBox, "question", lambda *a, **k: asked.append(a[2]) or QMessageBox.StandardButton.Yes)
+    window.segment_action.trigger()  # a drawn label is on screen: Segment asks first, in a window-modal box
+    box = window.editing.segment_box
+    assert box is not None and box.isVisible() and "my nodule (drawn or opened)" in box.text()
+    assert not window.loader.busy  # nothing runs until the user answers
+    box.checkBox().setChecked(True)  # "Lock this label first"
     with qtbot.waitSignal(window.loader.segmented, timeout=300_000):
-        window.segment_action.trigger()
-    assert asked and "edits" in asked[0]
+        window.editing.segment_replace_button.click()
+    assert doc.labels[nodule].locked
     after = doc.label_map.array
     assert np.array_equal(after == nodule, before == nodule)  # the locked label survived Segment
     assert {"body", "lungs", "bones"} <= {e.name for e in doc.labels.values()}
     assert doc.history.next_undo().startswith("Segment")
-    assert window.editing.may_segment() and len(asked) == 1  # segmenting again loses nothing drawn: not asked
+    with qtbot.waitSignal(window.loader.segmented, timeout=300_000):
+        window.segment_action.trigger()  # only the model's own labels and a locked one: nothing to lose, not asked
+        assert window.editing.segment_box is None
+    doc.undo()
     doc.undo()
     assert np.array_equal(doc.label_map.array, before)
 

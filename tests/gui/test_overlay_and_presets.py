@@ -32,14 +32,14 @@ def ct_with_liver(driver, window, ct_dir):
     """The TotalSegmentator DICOM series with its LAS-stored label map opened onto it."""
     folder = ct_dir / "totalsegmentator"
     volume = driver.open_series(folder / "example_ct_dicom")
-    result = driver.open_label_map(folder / "example_seg_dicom.nii.gz")
+    result = driver.open_segmentation(folder / "example_seg_dicom.nii.gz")
     return volume, result
 
 
 def test_label_map_lines_up_and_colours_liver(ct_with_liver, window, ct_dir, qtbot):
     volume, result = ct_with_liver
     doc = window.document
-    assert result.resampled  # stored LAS: resampled onto the DICOM grid, with a notice
+    assert result.placement == "resampled"  # stored LAS: resampled onto the DICOM grid, with a notice
     assert window.notice_banner.isVisible() and "resampled" in window.notice_banner.label.text()
     assert LIVER in doc.labels and len(doc.labels) == 31
     liver = doc.label_map.array == LIVER

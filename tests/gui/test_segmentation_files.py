@@ -1,5 +1,6 @@
 """File ▸ Save / Save as / Open segmentation, the statistics table and its CSV, the raw-stack action,
-driven through the window's own actions on the tilted, variably spaced GE head series."""
+driven through the window's own actions on the tilted, variably spaced GE head series. What is written
+is read back by the libraries made for it (highdicom, SimpleITK, pydicom), not by medseg."""
 
 from __future__ import annotations
 
@@ -8,10 +9,12 @@ from pathlib import Path
 
 import highdicom as hd
 import numpy as np
+import pydicom
 import pytest
 import SimpleITK as sitk
-from PySide6.QtWidgets import QFileDialog
+from PySide6.QtWidgets import QFileDialog, QMessageBox
 
+from medseg.core.labels import Label, Provenance
 from medseg.edit.tools.brush import stroke
 from medseg.edit.tools.threshold import threshold
 
@@ -24,9 +27,9 @@ def edited(driver, window, ct_dir):
     and a 'lesion' label drawn by hand."""
     volume = driver.open_series(ct_dir.joinpath(*TILTED))
     doc = window.document
-    doc.add_label("bone", value=1)
-    doc.apply(threshold(doc.label_map, doc.volume, 300, 3000, 1), "model output")
-    window.segmentation_files.record_model_output("medseg-starter", "epoch 40", [1])
+    doc.new_label_map()
+    doc.apply(threshold(doc.label_map, doc.volume, 300, 3000, 1), "model output",
+              {1: Label(1, "bone", provenance=Provenance.model("medseg-starter", "epoch 40"))})
     doc.add_label("lesion", value=2)
     nz, ny, nx = volume.shape_zyx
     doc.apply(stroke(doc.label_map, [(nz // 2, ny // 2, nx // 2), (nz // 2, ny // 2, nx // 2 + 40)], 8.0, 2,
@@ -63,7 +66,8 @@ def test_save_as_dicom_seg_then_ctrl_s_then_reopen(window, edited, qtbot, monkey
     with qtbot.waitSignal(window.segmentation_files.saved, timeout=120_000) as blocker:
         window.save_action.trigger()
     assert blocker.args == [str(path)] and not doc.unsaved
-    assert not np.array_equal(edited_again, drawn)
+    assert not np.array_equal(edited_again, drawn)  # (so the comparison below can tell the two saves apart)
+    np.testing.assert_array_equal(_seg_on_image(path, doc.volume), edited_again)  # highdicom reads the new edit
 
     # Open segmentation: the SEG lands voxel for voxel where it was drawn.
     doc.clear_label_map()
@@ -77,6 +81,23 @@ def test_save_as_dicom_seg_then_ctrl_s_then_reopen(window, edited, qtbot, monkey
     expected[edited_again == 1] = by_name["bone"]
     expected[edited_again == 2] = by_name["lesion"]
     np.testing.assert_array_equal(doc.label_map.array, expected)
+
+
+def _seg_on_image(path: Path, image) -> np.ndarray:
+    """The SEG as highdicom reads it (its own frame placement), mapped voxel by voxel onto ``image``'s grid in
+    patient space, each segment painted with the label value its description records."""
+    seg = hd.seg.segread(str(path))
+    value = {n: int(str(seg.get_segment_description(n).SegmentDescription).rsplit(" ", 1)[1])
+             for n in seg.get_segment_numbers()}
+    volume = seg.get_volume(combine_segments=True, skip_overlap_checks=True)
+    placed = np.zeros(image.shape_zyx, dtype=np.uint8)
+    k, j, i = np.nonzero(volume.array)
+    points = (volume.affine @ np.vstack([k, j, i, np.ones_like(k)]))[:3].T  # highdicom: (slice, row, column)
+    index = image.physical_to_index(points)
+    assert np.allclose(index, np.round(index), atol=1e-2)  # every set pixel sits on a voxel centre
+    x, y, z = np.round(index).astype(int).T
+    placed[z, y, x] = [value[n] for n in volume.array[k, j, i]]
+    return placed
 
 
 def test_save_as_nifti_and_stl(window, edited, driver, ct_dir, qtbot, monkeypatch, tmp_path):
@@ -136,18 +157,119 @@ def test_statistics_table_and_csv(window, edited, qtbot, monkeypatch, tmp_path, 
     window.grab().save(str(artifacts_dir / "segmentation_statistics.png"))
 
 
-def test_raw_stack_action_reloads_the_acquired_slices(window, driver, ct_dir, qtbot):
-    volume = driver.open_series(ct_dir.joinpath(*TILTED))
+def _acquired_slices(folder: Path, normal: np.ndarray) -> list:
+    """The series' files read by pydicom, in the order of their positions along the slice normal."""
+    datasets = [pydicom.dcmread(path) for path in sorted(folder.iterdir()) if path.is_file()]
+    return sorted(datasets, key=lambda ds: float(np.asarray(ds.ImagePositionPatient, dtype=float) @ normal))
+
+
+def test_raw_stack_action_shows_the_slices_as_acquired(window, driver, ct_dir, qtbot):
+    folder = ct_dir.joinpath(*TILTED)
+    volume = driver.open_series(folder)
     assert volume.shape_zyx[0] == 37  # regular grid
     assert window.raw_stack.button.isVisibleTo(window) and window.raw_stack.action.isEnabled()
-    assert "regularize=False" not in window.findings_banner.label.text()
     with qtbot.waitSignal(window.loader.study_loaded, timeout=120_000) as blocker:
         window.raw_stack.button.click()
-    assert blocker.args[0].shape_zyx[0] == 28 and window.raw_stack.action.isChecked()
+    raw = blocker.args[0]
+    assert window.raw_stack.action.isChecked() and window.document.volume is raw
+    # pydicom, independently: every acquired slice at its own position, its pixels in HU, as the scanner wrote them
+    acquired = _acquired_slices(folder, raw.direction[:, 2])
+    assert raw.shape_zyx[0] == len(acquired) == 28
+    for k, ds in enumerate(acquired):
+        np.testing.assert_allclose(raw.meta.extra["slice_positions_mm"][k], [float(v) for v in ds.ImagePositionPatient],
+                                   atol=1e-3)
+        hu = ds.pixel_array * float(ds.RescaleSlope) + float(ds.RescaleIntercept)
+        np.testing.assert_array_equal(raw.array[k], hu)
     # Unsaved edits on this grid: switching is refused, nothing is dropped.
     doc = window.document
     doc.add_label("mark", value=1)
     doc.apply(stroke(doc.label_map, [(14, 256, 256)], 5.0, 1, image=doc.volume), "brush")
-    with qtbot.waitSignal(window.error_shown, timeout=10_000):
+    with qtbot.waitSignal(window.error_shown, timeout=10_000) as refused:
         window.raw_stack.action.trigger()
+    assert "unsaved edits" in refused.args[0]
     assert doc.label_map is not None and doc.volume.shape_zyx[0] == 28
+    window.error_box.done(0)
+    # Undo back to the state it was opened in: nothing is unsaved, and the switch goes ahead.
+    doc.undo()
+    assert not doc.unsaved
+    with qtbot.waitSignal(window.loader.study_loaded, timeout=120_000) as blocker:
+        window.raw_stack.action.trigger()
+    assert blocker.args[0].shape_zyx[0] == 37 and not window.raw_stack.action.isChecked()
+
+
+def test_an_opened_segmentation_comes_along_to_the_acquired_slices_and_back(window, driver, ct_dir, qtbot, tmp_path,
+                                                                            artifacts_dir):
+    """A label map opened from a file stays on screen through View ▸ Acquired slices (placed where the acquired
+    slices are, in patient space) and comes back voxel for voxel on the regular grid."""
+    folder = ct_dir.joinpath(*TILTED)
+    regular = driver.open_series(folder)
+    labels = np.zeros(regular.shape_zyx, dtype=np.uint8)
+    labels[regular.array > 300] = 1
+    labels[8:30, 250:360, 200:300] = 2
+    written = sitk.GetImageFromArray(labels)  # written by SimpleITK, with the regular grid's geometry
+    written.SetSpacing(regular.spacing_mm)
+    written.SetOrigin(regular.origin_mm)
+    written.SetDirection(tuple(regular.direction.reshape(-1)))
+    path = tmp_path / "head.nrrd"
+    sitk.WriteImage(written, str(path))
+    driver.open_segmentation(path)
+    doc = window.document
+    np.testing.assert_array_equal(doc.label_map.array, labels)
+    doc.rename_label(2, "block")
+
+    with qtbot.waitSignal(window.loader.study_loaded, timeout=120_000):
+        window.raw_stack.button.click()
+    raw = doc.volume
+    assert raw.shape_zyx[0] == 28 and doc.label_map is not None and doc.label_map.same_grid(raw)
+    assert doc.labels[2].name == "block" and not doc.unsaved
+    # Every labelled voxel of the acquired slices (placed where pydicom says each slice is) has, in the file
+    # (indexed by SimpleITK), the same label at the nearest voxel.
+    acquired = _acquired_slices(folder, raw.direction[:, 2])
+    z, y, x = np.nonzero(doc.label_map.array)
+    origins = np.array([[float(v) for v in ds.ImagePositionPatient] for ds in acquired])[z]
+    points = origins + np.outer(x * raw.spacing_mm[0], raw.direction[:, 0]) + np.outer(y * raw.spacing_mm[1],
+                                                                                        raw.direction[:, 1])
+    index = np.array([written.TransformPhysicalPointToContinuousIndex(tuple(p)) for p in points])
+    ties = np.any(np.abs(index - np.floor(index) - 0.5) < 1e-3, axis=1)  # equally near two voxels: either is right
+    i, j, k = np.rint(index[~ties]).astype(int).T
+    assert np.array_equal(labels[k, j, i], doc.label_map.array[z, y, x][~ties])
+    for value in (1, 2):
+        assert np.count_nonzero(doc.label_map.array == value) > 1000
+    window.grab().save(str(artifacts_dir / "raw_stack_with_opened_segmentation.png"))
+
+    with qtbot.waitSignal(window.loader.study_loaded, timeout=120_000):
+        window.raw_stack.button.click()
+    assert doc.volume.shape_zyx[0] == 37
+    np.testing.assert_array_equal(doc.label_map.array, labels)  # voxel for voxel what was opened
+    assert doc.labels[2].name == "block" and not doc.unsaved
+
+
+def test_seg_after_a_renumbering_segment_names_who_made_each_segment(window, driver, ct_dir, qtbot, monkeypatch,
+                                                                     tmp_path):
+    """Draw a label by hand, Segment with the starter (its body has the same value, so it is renumbered), save
+    as DICOM SEG: highdicom reads the hand-drawn segment as MANUAL and each model segment as AUTOMATIC with the
+    model's name (they were swapped), and each segment records its label value."""
+    from medseg.model.package import load_package, starter_model_path
+
+    driver.open_series(ct_dir / "dcmqi_ct3slice_masks" / "image")
+    doc = window.document
+    doc.add_label("lesion", value=1)
+    nz, ny, nx = doc.volume.shape_zyx
+    doc.apply(stroke(doc.label_map, [(1, ny // 2, nx // 2), (1, ny // 2, nx // 2 + 30)], 6.0, 1, image=doc.volume),
+              "brush")
+    doc.set_label_locked(1, True)
+    monkeypatch.setattr(QMessageBox, "question", lambda *a, **k: QMessageBox.StandardButton.Yes)
+    with qtbot.waitSignal(window.loader.segmented, timeout=300_000):
+        window.segment_action.trigger()
+    starter = load_package(starter_model_path())
+    _save_as(qtbot, window, monkeypatch, tmp_path / "seg.dcm")
+    seg = hd.seg.segread(str(tmp_path / "seg.dcm"))
+    described = {d.segment_label: d for d in (seg.get_segment_description(n) for n in seg.get_segment_numbers())}
+    assert described["lesion"].algorithm_type.value == "MANUAL" and "body" in described
+    for name, description in described.items():
+        if name != "lesion":
+            assert description.algorithm_type.value == "AUTOMATIC", name
+            assert description.algorithm_identification[0].AlgorithmName == starter.name
+    values = {name: int(str(d.SegmentDescription).rsplit(" ", 1)[1]) for name, d in described.items()}
+    assert values["lesion"] == 1 and values["body"] != 1
+    np.testing.assert_array_equal(_seg_on_image(tmp_path / "seg.dcm", doc.volume), doc.label_map.array)

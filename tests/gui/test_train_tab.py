@@ -85,7 +85,7 @@ def test_dataset_finetune_pause_stop_resume_use_and_export(driver, window, qtbot
                                                           monkeypatch):
     # This test is about training: re-segmenting and opening the next case go ahead without the
     # "edits would be replaced / lost" questions (those are tested in test_edit_gui.py).
-    monkeypatch.setattr(window.editing, "may_segment", lambda: True)
+    monkeypatch.setattr(window.editing, "ask_before_segment", lambda _package, then: then("replace"))
     monkeypatch.setattr(window.editing, "may_discard_edits", lambda _what: True)
     tab = window.train_tab
     panel, training, export = tab.dataset_panel, tab.training_panel, tab.export_panel

@@ -19,7 +19,7 @@ import SimpleITK as sitk
 from medseg.io import load
 from medseg.io.dicom_seg import read_dicom_seg, write_dicom_seg
 from medseg.io.label_files import open_segmentation, read_label_map, save_segmentation, sidecar_path, write_label_map
-from medseg.core.segment_info import SegmentInfo
+from medseg.core.labels import Label, Provenance
 
 # (id, path under ct/, regularize): every loadable real series, the irregular ones both ways.
 SERIES = [
@@ -54,8 +54,7 @@ def case(request, ct_dir: Path, tmp_path_factory):
     image = load(ct_dir / relative, regularize=regularize)
     label_map = edited_label_map(image)
     out = tmp_path_factory.mktemp(request.param[0])
-    segments = [SegmentInfo(3, "bones", algorithm_type="SEMIAUTOMATIC", algorithm_name="medseg-starter",
-                            algorithm_version="1"), SegmentInfo(7, "liver")]
+    segments = [Label(3, "bones", provenance=Provenance("SEMIAUTOMATIC", "medseg-starter", "1")), Label(7, "liver")]
     result = write_dicom_seg(label_map, image, out / "seg.dcm", segments)
     return image, label_map, result, out
 
@@ -129,15 +128,19 @@ def test_every_seg_frame_lies_on_its_label_in_patient_space(case) -> None:
 
 
 def test_dicom_seg_reopens_identically(case) -> None:
+    """Voxel for voxel, with the label values it was saved with (bones 3, liver 7), not the segment numbers."""
+    import highdicom as hd
+
     image, label_map, result, _ = case
+    present = sorted(int(v) for v in np.unique(label_map.array) if v)
+    # highdicom, independently: segment n is the n-th label and its description records the label value
+    seg = hd.seg.segread(str(result.path))
+    assert [str(seg.get_segment_description(n).SegmentDescription) for n in seg.get_segment_numbers()] == [
+        f"medseg label value {v}" for v in present]
     opened = read_dicom_seg(result.path, image)
-    assert opened.placement == "exact"
-    by_name = {s.name: s.value for s in opened.segments}
-    expected = np.zeros_like(opened.label_map.array)
-    for value, name in NAMES.items():
-        if name in by_name:
-            expected[label_map.array == value] = by_name[name]
-    np.testing.assert_array_equal(opened.label_map.array, expected)
+    assert opened.placement == "exact" and opened.values_restored
+    assert {s.value: s.name for s in opened.segments} == {v: NAMES[v] for v in present}
+    np.testing.assert_array_equal(opened.label_map.array, label_map.array)
     regular = any(f.kind == "regularized" for f in image.meta.findings)
     assert result.mode == ("regular_grid" if regular else "acquired")
     if regular:
@@ -150,7 +153,7 @@ def test_dicom_seg_reopens_identically(case) -> None:
 def test_label_map_files_round_trip_with_names(case, suffix: str) -> None:
     image, label_map, _, out = case
     path = out / f"labels{suffix}"
-    notes = save_segmentation(label_map, image, path, [SegmentInfo(7, "liver", color=(10, 200, 30))])
+    notes = save_segmentation(label_map, image, path, [Label(7, "liver", color=(10, 200, 30))])
     assert sidecar_path(path).is_file() and notes
     # SimpleITK, independently: same voxels at the same patient coordinates.
     written = sitk.ReadImage(str(path))
@@ -180,7 +183,9 @@ def test_dcmqi_seg_opens_onto_its_ct_where_the_nrrd_says(ct_dir: Path) -> None:
     reference = sitk.GetArrayFromImage(sitk.ReadImage(str(folder / "masks" / "liver_seg.nrrd")))
     assert int(np.count_nonzero(opened.label_map.array)) == 107_098
     np.testing.assert_array_equal(opened.label_map.array > 0, reference > 0)
-    assert opened.segments[0].name == "Liver" and opened.segments[0].algorithm_type == "SEMIAUTOMATIC"
+    assert opened.segments[0].name == "Liver" and opened.segments[0].provenance.algorithm_type == "SEMIAUTOMATIC"
+    # dcmqi records no medseg label values: its segment numbers become the values, and the user is told
+    assert opened.segments[0].value == 1 and "segment numbers" in " ".join(opened.naming)
 
 
 def test_raw_stack_seg_opens_onto_the_regularised_image_by_plane(ct_dir: Path, tmp_path: Path) -> None:

@@ -1,0 +1,207 @@
+"""The one label description: what a label value means, how it is drawn, and who made it.
+
+Every layer speaks it: the editor's label table (``medseg.edit.label_map``), the autosave
+journal, the ``.labels.json`` sidecar, the DICOM SEG writer and reader, the model package
+(its labels as produced by the model) and the command line. A :class:`Label` is frozen:
+the document changes a label by putting a new record in its table, so a snapshot of a
+table never changes under its holder.
+
+Coded concepts come from pydicom's SNOMED CT dictionary (``pydicom.sr.codedict``), looked
+up by the label's name; a name it does not know is coded as the generic SNOMED "Tissue"
+and keeps its own text as the segment label.
+
+Provenance follows DICOM's Segment Algorithm Type: AUTOMATIC (a model's output,
+untouched), SEMIAUTOMATIC (a model's output a person edited), MANUAL (drawn by a person,
+or nobody said). The first two name the algorithm (the model's name and version).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
+from typing import Any, Iterable, Mapping
+
+from medseg.core.label_colors import color_for
+
+AUTOMATIC, SEMIAUTOMATIC, MANUAL = "AUTOMATIC", "SEMIAUTOMATIC", "MANUAL"
+ALGORITHM_TYPES = (AUTOMATIC, SEMIAUTOMATIC, MANUAL)
+
+
+@dataclass(frozen=True)
+class Code:
+    """A coded concept (a DICOM code sequence item): value, scheme designator, meaning."""
+
+    value: str
+    scheme: str
+    meaning: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {"value": self.value, "scheme": self.scheme, "meaning": self.meaning}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "Code":
+        return cls(str(data["value"]), str(data["scheme"]), str(data["meaning"]))
+
+
+ANATOMICAL_STRUCTURE = Code("123037004", "SCT", "Anatomical Structure")
+TISSUE = Code("85756007", "SCT", "Tissue")
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Who made a label: a person (MANUAL), a model (AUTOMATIC), or a model then a person (SEMIAUTOMATIC)."""
+
+    algorithm_type: str = MANUAL
+    algorithm_name: str = ""  # the model's name (AUTOMATIC / SEMIAUTOMATIC only)
+    algorithm_version: str = ""
+
+    def __post_init__(self) -> None:
+        kind = str(self.algorithm_type or MANUAL).upper()
+        if kind not in ALGORITHM_TYPES or (kind != MANUAL and not self.algorithm_name):
+            kind = MANUAL  # DICOM needs the algorithm's name for the other two
+        object.__setattr__(self, "algorithm_type", kind)
+        if kind == MANUAL:
+            object.__setattr__(self, "algorithm_name", "")
+            object.__setattr__(self, "algorithm_version", "")
+
+    @classmethod
+    def model(cls, name: str, version: str = "") -> "Provenance":
+        return cls(AUTOMATIC, str(name), str(version or ""))
+
+    def edited(self) -> "Provenance":
+        """After a person changed the label's voxels: a model's label becomes SEMIAUTOMATIC."""
+        return replace(self, algorithm_type=SEMIAUTOMATIC) if self.algorithm_type == AUTOMATIC else self
+
+    def made_by(self, name: str, version: str = "") -> bool:
+        """True when this is the untouched output of exactly this model (name and version)."""
+        return (self.algorithm_type == AUTOMATIC and self.algorithm_name == name
+                and self.algorithm_version == (version or ""))
+
+    def describe(self) -> str:
+        if self.algorithm_type == AUTOMATIC:
+            return f"made by {self.algorithm_name}"
+        if self.algorithm_type == SEMIAUTOMATIC:
+            return f"made by {self.algorithm_name}, edited"
+        return "drawn or opened"
+
+
+HAND = Provenance()
+
+
+@dataclass(frozen=True)
+class Label:
+    """One label value of a segmentation: name, colour, codes, who made it, and how it is shown.
+
+    ``color`` None becomes the one colour table's colour (by name, else by value);
+    ``category``/``type`` None mean "looked up by the name" (:meth:`codes`).
+    """
+
+    value: int
+    name: str = ""
+    color: tuple[int, int, int] | None = None
+    category: Code | None = None  # DICOM Segmented Property Category (CID 7150)
+    type: Code | None = None  # DICOM Segmented Property Type (CID 7151)
+    provenance: Provenance = field(default=HAND)
+    locked: bool = False  # no tool, Segment or batch operation changes a locked label
+    visible: bool = True
+
+    def __post_init__(self) -> None:
+        value = int(self.value)
+        object.__setattr__(self, "value", value)
+        name = str(self.name or "").strip() or f"label {value}"
+        object.__setattr__(self, "name", name)
+        color = self.color if self.color is not None else color_for(value, name)
+        object.__setattr__(self, "color", tuple(min(255, max(0, int(c))) for c in color))
+        object.__setattr__(self, "locked", bool(self.locked))
+        object.__setattr__(self, "visible", bool(self.visible))
+
+    # --- derived -----------------------------------------------------------------------
+    def codes(self) -> tuple[Code, Code]:
+        """(category, type): the ones given, else SNOMED CT by the name."""
+        if self.category is not None and self.type is not None:
+            return self.category, self.type
+        category, type_ = coded_for_name(self.name)
+        return self.category or category, self.type or type_
+
+    def resolved(self) -> "Label":
+        """A copy with the codes filled in (what a writer saves)."""
+        category, type_ = self.codes()
+        return replace(self, category=category, type=type_)
+
+    def edited(self) -> "Label":
+        return self if self.provenance.edited() is self.provenance else replace(self, provenance=self.provenance.edited())
+
+    # --- the sidecar's / journal's row --------------------------------------------------
+    def as_dict(self) -> dict[str, Any]:
+        """The row as JSON data (codes as given: a writer that wants them filled saves ``resolved()``)."""
+        return {
+            "value": self.value, "name": self.name, "color": list(self.color),  # type: ignore[arg-type]
+            "category": self.category.as_dict() if self.category else None,
+            "type": self.type.as_dict() if self.type else None,
+            "algorithm_type": self.provenance.algorithm_type, "algorithm_name": self.provenance.algorithm_name,
+            "algorithm_version": self.provenance.algorithm_version,
+            "locked": self.locked, "visible": self.visible,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], value: int | None = None) -> "Label":
+        """A row of the sidecar (structured or the old flat one) or of the journal; ``value`` for flat rows."""
+        color = data.get("color")
+        return cls(
+            int(data["value"] if value is None else value), str(data.get("name") or ""),
+            tuple(int(c) for c in color) if color is not None and len(color) == 3 else None,  # type: ignore[arg-type]
+            Code.from_dict(data["category"]) if data.get("category") else None,
+            Code.from_dict(data["type"]) if data.get("type") else None,
+            Provenance(str(data.get("algorithm_type") or MANUAL), str(data.get("algorithm_name") or ""),
+                       str(data.get("algorithm_version") or "")),
+            bool(data.get("locked", False)), bool(data.get("visible", True)))
+
+
+def label_table(values: Iterable[int], names: Mapping[int, str] | None = None,
+                provenance: Provenance = HAND) -> dict[int, Label]:
+    """One label per value (0 excluded, sorted), named from ``names`` (else "label N")."""
+    names = names or {}
+    return {v: Label(v, names.get(v) or "", provenance=provenance) for v in sorted({int(v) for v in values}) if v}
+
+
+# Names people and models use that the SNOMED dictionary spells differently.
+_ALIASES = {
+    "body": "EntireBody", "lungs": "Lung", "bones": "Bone", "skeleton": "Bone", "spine": "Spine",
+    "vertebrae": "Spine", "kidneys": "Kidney", "heart": "Heart", "lesion": "Lesion", "tumor": "Neoplasm",
+    "tumour": "Neoplasm", "nodule": "Nodule", "lung_nodule": "Nodule",
+}
+_LESIONS = {"Lesion", "Neoplasm", "Nodule", "Mass"}
+_MORPHOLOGICALLY_ABNORMAL = Code("49755003", "SCT", "Morphologically Altered Structure")
+
+
+def _camel(words: list[str]) -> str:
+    return "".join(w[:1].upper() + w[1:] for w in words if w)
+
+
+@lru_cache(maxsize=512)
+def coded_for_name(name: str) -> tuple[Code, Code]:
+    """(category, type) for a label name: SNOMED CT by name where pydicom knows it, else Tissue."""
+    from pydicom.sr.codedict import codes
+
+    normal = re.sub(r"[^a-z0-9]+", "_", (name or "").strip().lower()).strip("_")
+    words = normal.split("_")
+    candidates = [_ALIASES.get(normal, "")]
+    side = [w for w in words if w in ("left", "right")]
+    rest = [w for w in words if w not in ("left", "right")]
+    if side:
+        candidates.append(_camel(side + rest))  # kidney_right -> RightKidney
+    candidates += [_camel(rest), _camel([w[:-1] if w.endswith("s") and len(w) > 3 else w for w in rest])]
+    for candidate in candidates:
+        if not candidate:
+            continue
+        code = getattr(codes.SCT, candidate, None)
+        if code is not None:
+            found = Code(str(code.value), str(code.scheme_designator), str(code.meaning))
+            category = _MORPHOLOGICALLY_ABNORMAL if candidate in _LESIONS else ANATOMICAL_STRUCTURE
+            return category, found
+    return TISSUE, TISSUE
+
+
+__all__ = ["Label", "Code", "Provenance", "HAND", "label_table", "coded_for_name", "ALGORITHM_TYPES",
+           "AUTOMATIC", "SEMIAUTOMATIC", "MANUAL", "ANATOMICAL_STRUCTURE", "TISSUE"]

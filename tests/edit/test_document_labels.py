@@ -1,0 +1,151 @@
+"""The document keeps each label's provenance and its saved state itself, on pyradiomics' real chest CT and
+its real nodule mask; a Segment result is the rule labels of the same CT (body, lungs, bones), stamped as a
+model's output, so the document's bookkeeping is checked against voxels it did not compute."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from medseg.core.labels import AUTOMATIC, MANUAL, SEMIAUTOMATIC, Label, Provenance
+from medseg.edit import tools
+from medseg.edit.document import ADD, REPLACE, ViewerDocument
+from medseg.edit.journal import recover
+from medseg.io import read_image
+from medseg.model.rule_labels import rule_label_map
+
+MODEL = Provenance.model("rules", "1")
+RESULT_LABELS = {1: Label(1, "body", provenance=MODEL), 2: Label(2, "lungs", provenance=MODEL),
+                 3: Label(3, "bones", provenance=MODEL)}
+
+
+def _deep_inside(mask: np.ndarray, spacing_zyx) -> tuple[int, int, int]:
+    """The voxel of ``mask`` farthest from its outside (a dab there touches nothing else)."""
+    from scipy import ndimage
+
+    depth = ndimage.distance_transform_edt(mask, sampling=spacing_zyx)
+    assert depth.max() > 10.0
+    return tuple(int(i) for i in np.unravel_index(np.argmax(depth), mask.shape))
+
+
+@pytest.fixture(scope="module")
+def lung1(ct_dir: Path):
+    folder = ct_dir / "pyradiomics_lung1"
+    image = read_image(folder / "lung1_image.nrrd")
+    nodule = read_image(folder / "lung1_label.nrrd")
+    return image, nodule, rule_label_map(image)
+
+
+@pytest.fixture
+def doc(lung1):
+    image, nodule, _ = lung1
+    document = ViewerDocument()
+    document.set_volume(image, source="lung1_image.nrrd")
+    document.set_label_map(image.with_array(np.array(nodule.array, copy=True)), {1: Label(1, "nodule")})
+    return document
+
+
+def test_a_renumbered_segment_result_is_recorded_as_the_models_and_the_nodule_stays_the_users(doc, lung1):
+    _, nodule, rules = lung1
+    doc.set_label_locked(1, True)
+    assert doc.merge_segmentation(rules, RESULT_LABELS, REPLACE, "Segment (rules)")
+    # the result's body (1) met the user's nodule (1): it went to a free value, and the table says who made what
+    body = next(v for v, e in doc.labels.items() if e.name == "body")
+    assert body not in (1, 2, 3)
+    np.testing.assert_array_equal(doc.label_map.array == 1, nodule.array == 1)
+    np.testing.assert_array_equal(doc.label_map.array == body, (rules.array == 1) & (nodule.array != 1))
+    assert doc.labels[1].provenance.algorithm_type == MANUAL and doc.labels[1].name == "nodule"
+    assert doc.labels[body].provenance == MODEL and doc.labels[2].provenance == MODEL
+    # a person edits the model's lungs: SEMIAUTOMATIC, and undo makes them the model's again
+    lungs = _deep_inside(doc.label_map.array == 2, doc.volume.spacing_zyx)
+    assert doc.apply(tools.dab(doc.label_map, lungs, 8.0, 0, erase=True), "erase")
+    assert doc.labels[2].provenance.algorithm_type == SEMIAUTOMATIC and doc.labels[2].provenance.algorithm_name == "rules"
+    assert doc.labels[body].provenance == MODEL  # untouched labels stay the model's
+    doc.undo()
+    assert doc.labels[2].provenance == MODEL
+    doc.redo()
+    assert doc.labels[2].provenance.algorithm_type == SEMIAUTOMATIC
+    # undoing the Segment takes its labels out of the table again
+    doc.undo()
+    doc.undo()
+    assert {e.name for e in doc.labels.values()} == {"nodule"}
+
+
+def test_add_keeps_every_voxel_on_screen_and_adds_only_new_labels(doc, lung1):
+    _, nodule, rules = lung1
+    assert [e.name for e in doc.labels_not_made_by("rules", "1")] == ["nodule"]  # what Segment must ask about
+    before = doc.label_map.array.copy()
+    assert doc.merge_segmentation(rules, RESULT_LABELS, ADD, "Segment (rules)")
+    after = doc.label_map.array
+    assert np.array_equal(after[before != 0], before[before != 0])  # every nodule voxel kept
+    by_name = {e.name: v for v, e in doc.labels.items()}
+    for value, entry in RESULT_LABELS.items():
+        np.testing.assert_array_equal(after == by_name[entry.name], (rules.array == value) & (before == 0))
+    # a second run of the same model adds nothing: every label of its result is here already
+    doc.merge_segmentation(rules, RESULT_LABELS, ADD, "Segment (rules)")
+    np.testing.assert_array_equal(doc.label_map.array, after)
+    assert doc.labels_not_made_by("rules", "1") == [doc.labels[1]]  # the nodule is still the user's
+
+
+def test_replace_asks_about_nothing_the_model_made(doc, lung1):
+    _, _, rules = lung1
+    doc.clear_label_map()
+    doc.merge_segmentation(rules, RESULT_LABELS, REPLACE, "Segment (rules)")
+    assert doc.labels_not_made_by("rules", "1") == []
+    assert len(doc.labels_not_made_by("rules", "2")) == 3  # another version of the model is not this run
+    body = np.argwhere(doc.label_map.array == 1)[0]
+    doc.apply(tools.dab(doc.label_map, body, 5.0, 3), "brush bones")
+    assert {e.name for e in doc.labels_not_made_by("rules", "1")} == {"body", "bones"}  # edited: ask
+
+
+def test_undo_back_to_the_saved_state_is_saved(doc):
+    assert not doc.unsaved
+    centre = (24, 250, 250)
+    doc.apply(tools.dab(doc.label_map, centre, 6.0, 2), "brush")
+    assert doc.unsaved
+    doc.undo()
+    assert not doc.unsaved  # the state it was opened in
+    doc.redo()
+    saved_at = doc.history_position
+    doc.mark_saved()
+    doc.apply(tools.dab(doc.label_map, (30, 200, 200), 6.0, 2), "brush")
+    doc.apply(tools.dab(doc.label_map, (30, 300, 200), 6.0, 2), "brush")
+    assert doc.unsaved
+    doc.undo()
+    doc.undo()
+    assert not doc.unsaved and doc.history_position == saved_at
+    doc.undo()
+    assert doc.unsaved  # before the saved state
+    doc.redo()
+    assert not doc.unsaved
+    doc.undo()
+    doc.apply(tools.dab(doc.label_map, (20, 250, 300), 4.0, 2), "another brush")  # the saved state is gone for good
+    assert doc.unsaved
+    doc.undo()
+    assert doc.unsaved
+    # a save that was started before the last edit marks only what it wrote as saved
+    before_edit = doc.history_position
+    doc.apply(tools.dab(doc.label_map, (20, 250, 300), 4.0, 2), "brush while saving")
+    doc.mark_saved(before_edit)
+    assert doc.unsaved
+    doc.undo()
+    assert not doc.unsaved
+
+
+def test_the_journal_keeps_provenance_and_locks_for_recovery(doc, lung1, tmp_path):
+    _, _, rules = lung1
+    doc.journal_root = tmp_path
+    doc.set_label_locked(1, True)  # (no journal yet: it starts with the next base)
+    doc.set_label_map(doc.label_map.with_array(doc.label_map.array.copy()), dict(doc.labels))
+    doc.merge_segmentation(rules, RESULT_LABELS, REPLACE, "Segment (rules)")
+    lungs = _deep_inside(doc.label_map.array == 2, doc.volume.spacing_zyx)
+    doc.apply(tools.dab(doc.label_map, lungs, 8.0, 0, erase=True), "erase")
+    source, recovered = recover(doc.journal.folder)
+    assert source == "lung1_image.nrrd"
+    np.testing.assert_array_equal(recovered.array, doc.label_map.array)
+    assert recovered.labels == doc.labels  # names, colours, locks and who made each label
+    assert recovered.labels[1].locked and recovered.labels[2].provenance.algorithm_type == SEMIAUTOMATIC
+    assert recovered.labels[3].provenance.algorithm_type == AUTOMATIC
+    doc.close_journal()
