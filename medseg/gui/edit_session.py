@@ -112,7 +112,7 @@ class EditSession(QObject):
         listed = ", ".join(f"{label.name} ({label.provenance.describe()})" for label in theirs[:8])
         more = f" and {len(theirs) - 8} more" if len(theirs) > 8 else ""
         box = QMessageBox(QMessageBox.Icon.Question, "Segment over your labels",
-                          f"The segmentation holds labels {html.escape(name or 'this model')} did not make: "
+                          f"The segmentation holds labels that {html.escape(name or 'this model')} did not make: "
                           f"{html.escape(listed)}{more}.", QMessageBox.StandardButton.NoButton, self.window)
         box.setInformativeText(
             "Replace: the model's result replaces every label that is not locked. "

@@ -113,6 +113,19 @@ def test_save_as_nifti_and_stl(window, edited, driver, ct_dir, qtbot, monkeypatc
     assert window.segmentation_files.path is None  # Ctrl+S now asks: it never overwrites the last study's file
 
 
+def test_a_foreign_seg_numbered_by_its_segments_is_said_in_the_banner(window, driver, ct_dir):
+    """dcmqi's liver SEG records no medseg label values: its segment number becomes the value, and the banner
+    (not a passing status-bar message) says so."""
+    folder = ct_dir / "dcmqi_ct3slice_masks"
+    driver.open_series(folder / "image")
+    opened = driver.open_segmentation(folder / "masks" / "liver_SEG.dcm")
+    reference = sitk.GetArrayFromImage(sitk.ReadImage(str(folder / "masks" / "liver_seg.nrrd")))
+    np.testing.assert_array_equal(window.document.label_map.array, reference)  # liver is 1 in both
+    assert opened.format == "dicom-seg" and window.document.labels[1].name == "Liver"
+    banner = window.notice_banner
+    assert banner.isVisible() and "segment numbers as label values" in banner.label.text()
+
+
 def test_a_failed_save_is_shown_and_the_edits_stay(window, edited, qtbot, monkeypatch, tmp_path):
     doc = window.document
     before = doc.label_map.array.copy()

@@ -62,7 +62,7 @@ def test_label_map_on_another_grid_is_resampled_and_said(ct_dir: Path, tmp_path:
         "cases": [{"name": "dicom", "image": f"{TS}/example_ct_dicom", "label": f"{TS}/example_seg_dicom.nii.gz",
                    "label_values": {"5": "liver"}}]})
     (case,) = list(open_dataset(manifest).cases())
-    assert any("resampled onto the image grid (nearest neighbour)" in note for note in case.notes)
+    assert any("resampled onto the image in patient coordinates (nearest neighbour)" in note for note in case.notes)
     liver_hu = float(case.image.array[case.label_map.array == 1].mean())
     assert 80 < liver_hu < 100  # README: about 89 HU when the geometry is handled
 
