@@ -20,7 +20,7 @@ MAX_RECENT = 10
 SHORTCUTS = (
     ("Open DICOM folder", "Ctrl+Shift+O"),
     ("Open files (DICOM, NIfTI, NRRD, MHA)", "Ctrl+O"),
-    ("Open label map onto the image", "Ctrl+L"),
+    ("Open a segmentation (label map or DICOM SEG) onto the image", "Ctrl+L"),
     ("Scroll slices", "Mouse wheel, Up/Down, Left/Right; Page Up/Down = 10 slices"),
     ("Set crosshair (all views follow)", "Left click / drag"),
     ("Window/level", "Right-drag (or Shift + left-drag): → wider, ↓ higher level"),

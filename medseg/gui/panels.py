@@ -122,7 +122,7 @@ class OverlayPanel(QGroupBox):
         self.fill_button.setChecked(True)
         self.names_box = QComboBox(self)
         self.names_box.addItems(NAME_SETS)
-        self.source_label = QLabel("No label map. File ▸ Open label map…", self)
+        self.source_label = QLabel("No segmentation. File ▸ Open segmentation… (Ctrl+L), Segment, or draw.", self)
         self.source_label.setWordWrap(True)
         # two lines always fit: a long model name must not be clipped by the table below
         self.source_label.setMinimumHeight(2 * self.source_label.fontMetrics().lineSpacing() + 4)
