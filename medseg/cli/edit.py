@@ -165,12 +165,12 @@ def _load_seeds(path: Path, image, background: int | None):
     if array.size and (array.min() < 0 or array.max() >= BACKGROUND_SEED):
         raise MedsegError(f"seed values must lie in 0…{BACKGROUND_SEED - 1}", path=path)
     array = array.astype(np.uint16)
-    if background is None:
-        sidecar = sidecar_path(path)
-        if sidecar.is_file():
-            rows = json.loads(sidecar.read_text())
-            named = [int(v) for v, row in rows.items() if str(row.get("name", "")).strip().lower() == "background"]
-            background = named[0] if named else None
+    if background is None:  # the label its sidecar names "background" (read by the one sidecar reader)
+        from medseg.io.label_files import read_sidecar
+
+        found = read_sidecar(path)
+        named = [label.value for label in (found[0] if found else []) if label.name.strip().lower() == "background"]
+        background = named[0] if named else None
     if background is not None:
         if not (array == background).any():
             raise MedsegError(f"the seeds hold no voxel of the background value {background}", path=path)

@@ -4,6 +4,8 @@ issue #26 with seeds placed as a person places them, and the rules every tool ke
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -136,7 +138,7 @@ def test_lung_nodule_reaches_dice_070(tumour_case, native, record_property):
 def test_locked_labels_never_change_and_only_chosen_labels_grow(abdomen):
     image, label_map = abdomen
     stomach = 6
-    label_map.labels[stomach].locked = True
+    label_map.labels[stomach] = dataclasses.replace(label_map.labels[stomach], locked=True)
     before = label_map.array.copy()
     seeds = np.zeros(label_map.shape_zyx, dtype=np.uint16)
     seeds[15, 57:61, 79:83] = 200  # a new structure seeded inside the (unlocked) liver

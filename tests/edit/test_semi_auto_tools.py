@@ -4,6 +4,8 @@ ConfidenceConnected run directly on the same voxels, and lung1's nodule mask (is
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import SimpleITK as sitk
@@ -42,7 +44,7 @@ def test_polygon_raster_equals_skimage(axis, abdomen):
 @pytest.mark.parametrize("axis", [0, 1, 2], ids=["axial", "coronal", "sagittal"])
 def test_scissors_erase_exactly_the_prism_and_spare_locked_labels(axis, abdomen):
     _, label_map = abdomen
-    label_map.labels[5].locked = True  # the liver
+    label_map.labels[5] = dataclasses.replace(label_map.labels[5], locked=True)  # the liver
     plane = [n for a, n in enumerate(label_map.shape_zyx) if a != axis]
     points = [(min(i, plane[0] - 1.5), min(j, plane[1] - 1.5)) for i, j in OUTLINE]
     prism = np.expand_dims(polygon2mask(tuple(plane), np.asarray(points)), axis)
