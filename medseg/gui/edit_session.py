@@ -193,7 +193,7 @@ class EditSession(QObject):
         self.document.set_label_map(label_map, description="recovered")
         self.document.mark_recovered()  # recovered work has not been saved by the user
         discard(folder)
-        self.window.statusBar().showMessage("Recovered the segmentation from the autosave journal.", 8000)
+        self.window.notify("Recovered the segmentation from the autosave journal (not saved yet: Ctrl+S).", "success")
         log.info("recovered an autosaved session")
 
 

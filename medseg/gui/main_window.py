@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
-from PySide6.QtCore import Qt, QUrl, Signal, Slot
+from PySide6.QtCore import QEvent, Qt, QUrl, Signal, Slot
 from PySide6.QtGui import QAction, QActionGroup, QDesktopServices, QKeySequence
 from PySide6.QtWidgets import (
     QDockWidget,
@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QMainWindow,
+    QMenu,
     QMessageBox,
     QSplitter,
     QTabWidget,
@@ -28,10 +29,11 @@ from PySide6.QtWidgets import (
 
 from medseg.edit.document import AUTO_PRESET, ViewerDocument
 from medseg.errors import Cancelled, MedsegError
-from medseg.gui import app_shell
+from medseg.gui import app_shell, wheel_guard
 from medseg.gui.banners import Banner, findings_text, join_messages
 from medseg.gui.job_status import JobStatusWidget
 from medseg.gui.jobs import Job
+from medseg.gui.messages import MessageArea
 from medseg.gui.panels import PRESET_KEYS, OverlayPanel, WindowPanel
 from medseg.gui.presets_dialog import PresetsDialog
 from medseg.gui.raw_stack import RawStackToggle
@@ -64,6 +66,7 @@ class MainWindow(QMainWindow):
         # Freezing them keeps later collections short so the GUI never stalls on them.
         gc.collect()
         gc.freeze()
+        wheel_guard.install()  # before any widget exists: the wheel scrolls panels, not their values
         self.setWindowTitle("medseg")
         self.setAcceptDrops(True)
         self.document = ViewerDocument()
@@ -94,6 +97,8 @@ class MainWindow(QMainWindow):
         self._build_status_bar()
         self._build_actions()
         self.editing.install_menu()
+        for menu in self.menuBar().findChildren(QMenu):
+            menu.setToolTipsVisible(True)
         self._connect()
         self._restore_settings()
         self._update_status()
@@ -110,7 +115,7 @@ class MainWindow(QMainWindow):
         side_layout.addWidget(self.segment_panel)
         side_layout.addWidget(self.editing.panel)
         side_layout.addWidget(self.overlay_panel, 1)
-        side_scroll = QScrollArea(self)  # on a short screen the panels scroll instead of being squeezed
+        self.side_scroll = side_scroll = QScrollArea(self)  # on a short screen the panels scroll instead of being squeezed
         side_scroll.setWidget(side)
         side_scroll.setWidgetResizable(True)
         side_scroll.setFrameShape(QFrame.Shape.NoFrame)
@@ -152,8 +157,12 @@ class MainWindow(QMainWindow):
         self.progress_bar = self.job_status.progress_bar
         self.progress_text = self.job_status.progress_text
         self.cancel_button = self.job_status.cancel_button
+        # Results of saves, opens and segments: a widget of its own beside the readout, never
+        # painted over it (QStatusBar.showMessage would hide the readout), kept until dismissed.
+        self.messages = MessageArea(self)
         bar = self.statusBar()
-        bar.addWidget(self.position_label, 1)
+        bar.addWidget(self.position_label, 3)
+        bar.addWidget(self.messages, 2)
         bar.addPermanentWidget(self.job_status)
         # A fixed height: showing the progress widgets must not resize (and so re-render)
         # the views at the moment a load starts.
@@ -163,7 +172,7 @@ class MainWindow(QMainWindow):
         action = QAction(text, self)
         if shortcut:
             action.setShortcut(QKeySequence(shortcut))
-        action.setStatusTip(tip or text)
+        action.setToolTip(tip or text)  # menus show it (setToolTipsVisible); the toolbar too
         action.triggered.connect(slot)
         self.addAction(action)  # shortcuts work even without a visible menu
         return action
@@ -261,7 +270,8 @@ class MainWindow(QMainWindow):
             source.failed.connect(self._on_failed)
         self.segmentation_files.saved.connect(self._on_segmentation_saved)
         self.segmentation_files.opened.connect(self._on_segmentation_opened)
-        self.stats_panel.exported.connect(lambda path: self.statusBar().showMessage(f"wrote {path}", 8000))
+        self.stats_panel.exported.connect(
+            lambda path: self.notify(f"Statistics saved to {path}", "success", "statistics CSV saved"))
         self.viewer.hovered.connect(self._on_hover)
         self.viewer.layout_changed.connect(self._on_layout_changed)
         self.window_panel.edit_presets_requested.connect(self.edit_presets)
@@ -321,8 +331,9 @@ class MainWindow(QMainWindow):
 
     @Slot(str)
     def _on_segmentation_saved(self, path: str) -> None:
-        notes = "; ".join(self.segmentation_files.notes[:2])
-        self.statusBar().showMessage(f"{Path(path).name}: {notes}" if notes else f"{Path(path).name}", 8000)
+        notes = "; ".join(self.segmentation_files.notes)
+        self.notify(f"{Path(path).name}: {notes}" if notes else Path(path).name, "success",
+                    f"segmentation file {Path(path).suffix}: {notes}")
 
     # --- opening -----------------------------------------------------------------------------
     def open_dicom_folder(self) -> None:
@@ -436,7 +447,7 @@ class MainWindow(QMainWindow):
 
     def _refuse_when_busy(self) -> bool:
         if self.loader.busy:
-            self.statusBar().showMessage("Still loading: wait or press Cancel first.", 5000)
+            self.notify("Still loading: wait or press Cancel first.", "warning")
             return True
         return False
 
@@ -465,7 +476,7 @@ class MainWindow(QMainWindow):
                                                   self.model_path() or self._last_folder())
         if folder:
             app_shell.settings().setValue("model/path", folder)
-            self.statusBar().showMessage(f"Model: {folder}", 5000)
+            self.notify(f"Model for Segment: {folder}", "info", "model chosen")
             self.segment_panel.refresh()
 
     def segment(self) -> None:
@@ -492,8 +503,8 @@ class MainWindow(QMainWindow):
         if result.fallbacks:
             self.notice_banner.show_message("Segmentation fell back: " + "; ".join(result.fallbacks))
         self.stats_panel.refresh()  # a new segmentation: its figures are what the user reads next
-        self.statusBar().showMessage(f"Segmented in {result.seconds:.1f} s on {result.device}"
-                                     f"{' with ' + result.configuration if result.configuration else ''}.", 8000)
+        self.notify(f"Segmented in {result.seconds:.1f} s on {result.device}"
+                    f"{' with ' + result.configuration if result.configuration else ''}.", "success")
         self._update_status()
 
     # --- results -----------------------------------------------------------------------------
@@ -528,7 +539,7 @@ class MainWindow(QMainWindow):
     @Slot(object)
     def _on_failed(self, error: BaseException) -> None:
         if isinstance(error, Cancelled):
-            self.statusBar().showMessage("Cancelled; nothing was changed.", 5000)
+            self.notify("Cancelled; nothing was changed.")
             return
         if isinstance(error, MedsegError):
             message = error.message
@@ -582,6 +593,17 @@ class MainWindow(QMainWindow):
         self.recent_menu.setEnabled(bool(recent))
 
     # --- status and info -----------------------------------------------------------------------
+    def notify(self, text: str, level: str = "info", log_text: str | None = None) -> None:
+        """A result the user should read (saved, opened, segmented, recovered): kept in the message area."""
+        self.messages.show_message(text, level, log_text)
+
+    def event(self, event) -> bool:  # noqa: D401
+        # Menu items' status tips would be painted over the slice/HU readout by QStatusBar; menus
+        # show them as tooltips instead (see _build_actions).
+        if event.type() == QEvent.Type.StatusTip:
+            return True
+        return super().event(event)
+
     @Slot(object, str)
     def _on_hover(self, xyz: Any, view: str) -> None:
         self._hover = (xyz, view)

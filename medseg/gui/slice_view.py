@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 from PySide6.QtCore import QLineF, QPointF, QRectF, Qt, Signal
-from PySide6.QtGui import QColor, QFont, QImage, QKeyEvent, QMouseEvent, QPainter, QPen, QPixmap, QWheelEvent
+from PySide6.QtGui import QColor, QCursor, QFont, QImage, QKeyEvent, QMouseEvent, QPainter, QPen, QPixmap, QWheelEvent
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
 from medseg.edit.document import ViewerDocument
@@ -352,6 +352,9 @@ class SliceView(QWidget):
             self.update()
         else:
             self.scroll(int(np.sign(steps)) * max(1, int(abs(steps))))
+        # The mouse did not move but the voxel under it did (another slice, or zoomed): the
+        # status bar's slice/HU readout must follow now, not at the next mouse move.
+        self.hovered.emit(self.widget_to_index(event.position()))
 
     def scroll(self, slices: int) -> None:
         if self.axes is not None:
@@ -362,6 +365,8 @@ class SliceView(QWidget):
                  Qt.Key.Key_Right: 1, Qt.Key.Key_Left: -1}
         if event.key() in steps:
             self.scroll(steps[event.key()])
+            if self.underMouse():
+                self.hovered.emit(self.widget_to_index(QPointF(self.mapFromGlobal(QCursor.pos()))))
         elif event.key() == Qt.Key.Key_Escape:
             self.document.tools.cancel_outline()
         else:
