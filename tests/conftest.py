@@ -32,3 +32,13 @@ def ct_dir(shared_data: Path) -> Path:
 def artifacts_dir() -> Path:
     ARTIFACTS.mkdir(exist_ok=True)
     return ARTIFACTS
+
+
+@pytest.fixture(autouse=True)
+def _private_app_folders(tmp_path_factory, monkeypatch):
+    """Every test gets its own medseg data and config folders (sessions, logs, training, PACS
+    settings: medseg.app_dirs), so no test sees another's autosave or the user's own. The cache
+    (demo study) is shared: it is made again only when missing."""
+    root = tmp_path_factory.mktemp("app")
+    for variable, name in (("MEDSEG_DATA_DIR", "data"), ("MEDSEG_CONFIG_DIR", "config")):
+        monkeypatch.setenv(variable, str(root / name))

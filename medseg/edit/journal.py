@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import sys
 import uuid
 import zlib
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from medseg import app_dirs
 from medseg.edit.delta import Delta
 from medseg.edit.label_map import LabelMap
 from medseg.errors import MedsegError
@@ -41,17 +41,8 @@ HEADER = 4 + 8 + 4  # magic, payload length, crc32
 
 
 def default_root() -> Path:
-    """``$MEDSEG_DATA_DIR`` or the platform's per-user data folder, then ``sessions``."""
-    env = os.environ.get("MEDSEG_DATA_DIR")
-    if env:
-        base = Path(env)
-    elif sys.platform == "win32":
-        base = Path(os.environ.get("LOCALAPPDATA", Path.home() / "AppData" / "Local")) / "medseg"
-    elif sys.platform == "darwin":
-        base = Path.home() / "Library" / "Application Support" / "medseg"
-    else:
-        base = Path(os.environ.get("XDG_DATA_HOME", Path.home() / ".local" / "share")) / "medseg"
-    return base / "sessions"
+    """``sessions`` in medseg's data folder (``$MEDSEG_DATA_DIR`` or the platform's: medseg.app_dirs)."""
+    return app_dirs.data_dir() / "sessions"
 
 
 def _table_json(labels: dict[int, Label]) -> list[dict[str, Any]]:

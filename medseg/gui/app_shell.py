@@ -8,10 +8,10 @@ import sys
 from logging.handlers import RotatingFileHandler
 from pathlib import Path
 
-from PySide6.QtCore import QSettings, QStandardPaths, qVersion
+from PySide6.QtCore import QSettings, qVersion
 from PySide6.QtWidgets import QMessageBox, QWidget
 
-from medseg import __version__
+from medseg import __version__, app_dirs
 from medseg.edit.document import DEFAULT_PRESETS
 
 ORGANIZATION, APPLICATION = "medseg", "medseg"
@@ -89,8 +89,8 @@ def readme_path() -> Path | None:
 
 
 def log_directory() -> Path:
-    base = QStandardPaths.writableLocation(QStandardPaths.StandardLocation.AppDataLocation)
-    return Path(base or Path.home() / ".medseg") / "logs"
+    """``logs`` in medseg's data folder ($MEDSEG_DATA_DIR or the platform's: medseg.app_dirs)."""
+    return app_dirs.data_dir() / "logs"
 
 
 def setup_logging() -> Path:

@@ -12,12 +12,12 @@ import logging
 from pathlib import Path
 from typing import Any, Callable
 
-from PySide6.QtCore import QObject, QStandardPaths, QTimer, Slot
+from PySide6.QtCore import QObject, QTimer, Slot
 from PySide6.QtGui import QKeySequence
 from PySide6.QtWidgets import QCheckBox, QMessageBox
 
 from medseg.edit.document import ADD, REPLACE
-from medseg.edit.journal import discard, find_sessions, recover
+from medseg.edit.journal import default_root, discard, find_sessions, recover
 from medseg.edit.label_map import LabelMap
 from medseg.errors import MedsegError
 from medseg.gui.edit_tools import EditToolsPanel
@@ -26,9 +26,8 @@ log = logging.getLogger(__name__)
 
 
 def journal_root() -> Path:
-    """``sessions`` in the user's data folder (Qt's test mode moves it for tests)."""
-    base = QStandardPaths.writableLocation(QStandardPaths.StandardLocation.AppDataLocation)
-    return Path(base or Path.home() / ".medseg") / "sessions"
+    """``sessions`` in medseg's data folder ($MEDSEG_DATA_DIR or the platform's: medseg.app_dirs)."""
+    return default_root()
 
 
 class EditSession(QObject):

@@ -29,7 +29,7 @@ from PySide6.QtWidgets import (
 
 from medseg.edit.document import AUTO_PRESET, ViewerDocument
 from medseg.errors import Cancelled, MedsegError
-from medseg.gui import app_shell, wheel_guard
+from medseg.gui import app_shell, save_dialog, wheel_guard
 from medseg.gui.banners import Banner, findings_text, join_messages
 from medseg.gui.job_status import JobStatusWidget
 from medseg.gui.jobs import Job
@@ -286,8 +286,8 @@ class MainWindow(QMainWindow):
     def open_segmentation(self) -> None:
         """File ▸ Open segmentation (Ctrl+L): a label map with its sidecar or a DICOM SEG, onto the image."""
         files = self.segmentation_files
-        start = str(files.path.parent) if files.path else self._last_folder()
-        path, _ = QFileDialog.getOpenFileName(self, "Open segmentation", start, OPEN_FILTER)
+        start = files.path.parent if files.path else save_dialog.results_folder(self.document.image_source)
+        path, _ = QFileDialog.getOpenFileName(self, "Open segmentation", str(start), OPEN_FILTER)
         if path and self.editing.may_discard_edits("Open a segmentation"):
             files.open(path)
 

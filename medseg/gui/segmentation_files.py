@@ -29,6 +29,7 @@ from medseg.core.labels import Label
 from medseg.edit.document import ViewerDocument
 from medseg.edit.label_map import NAME_SETS, build_label_table
 from medseg.errors import GeometryError, MedsegError, SaveError
+from medseg.gui import save_dialog
 from medseg.gui.jobs import Job
 
 log = logging.getLogger(__name__)
@@ -96,14 +97,13 @@ class SegmentationFiles(QObject):
     def save_as(self) -> bool:
         if not self._can_save():
             return False
-        start = str(self.path) if self.path else str(Path.home() / "segmentation.nii.gz")
-        path, chosen = QFileDialog.getSaveFileName(self.parent_widget, "Save segmentation as", start,
-                                                   ";;".join(FILTERS))
+        doc = self.document
+        start = self.path or save_dialog.results_folder(doc.image_source) / (
+            save_dialog.study_stem(doc.image_source, doc.volume.meta.series_description) + "_seg.nii.gz")
+        path, _chosen = save_dialog.ask_save_path(self.parent_widget, "Save segmentation as", start, list(FILTERS))
         if not path:
             return False
-        suffix = FILTERS.get(chosen, "")
-        if suffix and not path.lower().endswith(suffix):
-            path += suffix
+        save_dialog.remember_results_folder(path)
         return self.save_to(path)
 
     def _can_save(self) -> bool:

@@ -10,12 +10,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from PySide6.QtCore import Signal, Slot
-from PySide6.QtWidgets import (QFileDialog, QHBoxLayout, QHeaderView, QLabel, QPushButton, QTableWidget,
+from PySide6.QtWidgets import (QHBoxLayout, QHeaderView, QLabel, QPushButton, QTableWidget,
                                QTableWidgetItem, QVBoxLayout, QWidget)
 
 from medseg.edit.document import ViewerDocument
 from medseg.edit.stats import LabelStats, label_statistics, write_stats_csv
 from medseg.errors import MedsegError
+from medseg.gui import save_dialog
 
 COLUMNS = ("Label", "Voxels", "Volume (ml)", "HU mean", "HU SD", "HU min", "HU max", "HU median",
            "Size x×y×z (mm)")
@@ -96,10 +97,14 @@ class StatsPanel(QWidget):
             self.summary.setText("No labelled voxels." if self.document.label_map is not None else "No segmentation.")
 
     def export_dialog(self) -> None:
-        path, _ = QFileDialog.getSaveFileName(self, "Export statistics", str(Path.home() / "label_statistics.csv"),
-                                              "CSV (*.csv)")
+        doc = self.document
+        source = doc.image_source if doc.volume is not None else ""
+        description = doc.volume.meta.series_description if doc.volume is not None else ""
+        start = save_dialog.results_folder(source) / (save_dialog.study_stem(source, description) + "_statistics.csv")
+        path, _ = save_dialog.ask_save_path(self, "Export statistics", start, ["CSV (*.csv)"])
         if path:
-            self.export(path if path.lower().endswith(".csv") else path + ".csv")
+            save_dialog.remember_results_folder(path)
+            self.export(path)
 
     def export(self, path: str | Path) -> bool:
         try:

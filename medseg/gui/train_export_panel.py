@@ -22,6 +22,7 @@ from PySide6.QtWidgets import (
 )
 
 from medseg.errors import DatasetError, MedsegError
+from medseg.gui import save_dialog
 from medseg.gui.jobs import Job
 
 @dataclass
@@ -138,9 +139,14 @@ class ExportComparePanel(QWidget):
         fmt, suffix = FORMATS[self.format_combo.currentText()]
         model = self.models[row]
         if out is None:
-            out, _ = QFileDialog.getSaveFileName(self, "Export to", f"model{suffix}")
+            name = save_dialog.study_stem(model or "", "starter") if model else "starter"
+            start = save_dialog.results_folder(None) / f"{name}{suffix or '_package'}"
+            kind = self.format_combo.currentText()
+            out, _ = save_dialog.ask_save_path(self, "Export to", start,
+                                               [f"{kind} (*{suffix})" if suffix else f"{kind}, a new folder (*)"])
             if not out:
                 return
+            save_dialog.remember_results_folder(out)
         dataset_source = self.dataset
 
         def work(progress=None, cancel=None):

@@ -11,9 +11,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import QStandardPaths, Signal
+from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QTabWidget, QVBoxLayout, QWidget
 
+from medseg import app_dirs
 from medseg.edit.document import ViewerDocument
 from medseg.gui.train_dataset_panel import DatasetPanel
 from medseg.gui.train_export_panel import ExportComparePanel
@@ -21,8 +22,8 @@ from medseg.gui.train_run_panel import TrainingPanel
 
 
 def default_workspace() -> Path:
-    base = QStandardPaths.writableLocation(QStandardPaths.StandardLocation.AppDataLocation)
-    return Path(base or Path.home() / ".medseg") / "training"
+    """``training`` in medseg's data folder ($MEDSEG_DATA_DIR or the platform's: medseg.app_dirs)."""
+    return app_dirs.data_dir() / "training"
 
 
 class TrainExportTab(QWidget):

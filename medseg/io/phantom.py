@@ -22,7 +22,6 @@ import datetime
 import json
 import os
 import shutil
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
@@ -32,6 +31,7 @@ from pydicom.dataset import FileDataset, FileMetaDataset
 from pydicom.uid import CTImageStorage, ExplicitVRLittleEndian, PYDICOM_IMPLEMENTATION_UID, generate_uid
 from scipy import ndimage
 
+from medseg import app_dirs
 from medseg.errors import MedsegError
 from medseg.io.atomic import atomic_write_text
 from medseg.core.volume import Volume, VolumeMeta
@@ -502,15 +502,8 @@ def write_demo_phantom(
 
 
 def cache_root() -> Path:
-    """medseg's per-user cache folder: $MEDSEG_CACHE_DIR, else the platform's user cache."""
-    override = os.environ.get("MEDSEG_CACHE_DIR")
-    if override:
-        return Path(override).expanduser()
-    if sys.platform == "win32":
-        return Path(os.environ.get("LOCALAPPDATA", Path.home() / "AppData" / "Local")) / "medseg" / "cache"
-    if sys.platform == "darwin":
-        return Path.home() / "Library" / "Caches" / "medseg"
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "medseg"
+    """medseg's per-user cache folder ($MEDSEG_CACHE_DIR, else the platform's): see medseg.app_dirs."""
+    return app_dirs.cache_dir()
 
 
 def _marker_of(folder: Path) -> Path:

@@ -13,10 +13,9 @@ from medseg.gui.main_window import MainWindow
 
 @pytest.fixture
 def window(qtbot, tmp_path, monkeypatch):
-    QStandardPaths.setTestModeEnabled(True)  # QSettings and the log go to test locations
+    QStandardPaths.setTestModeEnabled(True)  # QSettings go to a test location; the log to $MEDSEG_DATA_DIR
     from medseg.gui import app_shell
 
-    monkeypatch.setattr(app_shell, "log_directory", lambda: tmp_path / "logs")
     app_shell.settings().clear()
     app_shell.setup_logging()
     main = MainWindow()

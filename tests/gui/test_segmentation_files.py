@@ -17,6 +17,7 @@ from PySide6.QtWidgets import QFileDialog, QMessageBox
 from medseg.core.labels import Label, Provenance
 from medseg.edit.tools.brush import stroke
 from medseg.edit.tools.threshold import threshold
+from medseg.gui import save_dialog
 
 TILTED = ("dcm_qa_ct", "GE_HiSpeedDual_head_tilt_varspacing")
 
@@ -40,7 +41,7 @@ def edited(driver, window, ct_dir):
 
 
 def _save_as(qtbot, window, monkeypatch, path: Path, chosen: str = "") -> None:
-    monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *a, **k: (str(path), chosen))
+    monkeypatch.setattr(save_dialog, "ask_save_path", lambda *a, **k: (str(path), chosen))
     with qtbot.waitSignal(window.segmentation_files.saved, timeout=120_000):
         window.save_as_action.trigger()
 
@@ -131,7 +132,7 @@ def test_a_failed_save_is_shown_and_the_edits_stay(window, edited, qtbot, monkey
     before = doc.label_map.array.copy()
     folder = tmp_path / "gone"
     folder.mkdir()
-    monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *a, **k: (str(folder / "head.dcm"), ""))
+    monkeypatch.setattr(save_dialog, "ask_save_path", lambda *a, **k: (str(folder / "head.dcm"), ""))
     folder.rmdir()  # removed while the dialog was open
     with qtbot.waitSignal(window.error_shown, timeout=120_000) as blocker:
         window.save_as_action.trigger()
@@ -151,7 +152,7 @@ def test_statistics_table_and_csv(window, edited, qtbot, monkeypatch, tmp_path, 
     shown = {panel.table.item(r, 0).text(): panel.table.item(r, 1).text() for r in range(2)}
     assert shown == {"1  bone": f"{intensity.GetCount(1):,}", "2  lesion": f"{intensity.GetCount(2):,}"}
     out = tmp_path / "stats.csv"
-    monkeypatch.setattr(QFileDialog, "getSaveFileName", lambda *a, **k: (str(out), ""))
+    monkeypatch.setattr(save_dialog, "ask_save_path", lambda *a, **k: (str(out), ""))
     panel.export_button.click()
     rows = list(csv.DictReader(out.open()))
     assert [r["name"] for r in rows] == ["bone", "lesion"]

@@ -109,3 +109,104 @@ def test_wheel_scrolling_updates_the_slice_and_hu_readout_at_once(driver, window
     assert f"Axial slice {xyz1[2] + 1}/" in text
     hu = float(volume.array[xyz1[2], xyz1[1], xyz1[0]])
     assert f"{hu:.0f} HU" in text
+
+
+# --- #25.3: Save as keeps the file name and the format in step ---------------------------------------------
+@pytest.mark.parametrize("name, suffix, expected", [
+    ("segmentation.nii.gz", ".dcm", "segmentation.dcm"),      # was segmentation.nii.dcm
+    ("tilt_seg.dcm", ".nii.gz", "tilt_seg.nii.gz"),
+    ("liver.seg.dcm", ".nrrd", "liver.nrrd"),                  # a double extension is one unit
+    ("segmentation.nii.dcm", ".dcm", "segmentation.dcm"),     # Qt's mangled name is repaired
+    ("patient.v2", ".nii.gz", "patient.v2.nii.gz"),            # an unknown suffix is part of the name
+    ("lungs", ".stl", "lungs.stl"),
+])
+def test_a_format_suffix_is_replaced_as_one_unit(name, suffix, expected):
+    from medseg.gui.save_dialog import with_format_suffix
+
+    assert with_format_suffix(name, suffix) == expected
+
+
+def _pick_filter(dialog, name_filter: str) -> None:
+    """Choose a filter in the dialog's file-type box as a user does (Qt reacts to 'activated')."""
+    from PySide6.QtWidgets import QComboBox
+
+    combo = dialog.findChild(QComboBox, "fileTypeCombo")
+    index = combo.findText(name_filter)
+    assert index >= 0, [combo.itemText(i) for i in range(combo.count())]
+    combo.setCurrentIndex(index)
+    combo.activated.emit(index)  # what QComboBox emits for a user's choice, in this order
+    combo.textActivated.emit(name_filter)
+
+
+def test_choosing_dicom_seg_in_save_as_renames_nii_gz_to_dcm_and_reopening_selects_its_filter(
+        driver, window, ct_dir, qtbot, monkeypatch, tmp_path, artifacts_dir):
+    import highdicom as hd
+    from PySide6.QtWidgets import QLineEdit
+
+    from medseg.gui import save_dialog
+    from medseg.gui.segmentation_files import FILTERS
+
+    driver.open_series(ct_dir / "dcmqi_ct3slice_masks" / "image")
+    _three_labels(window)
+    seen = {}
+
+    def user_saves_as_seg(dialog) -> int:
+        name_box = dialog.findChild(QLineEdit, "fileNameEdit")
+        seen["start_name"], seen["start_filter"] = name_box.text(), dialog.selectedNameFilter()
+        seen["start_folder"] = dialog.directory().absolutePath()
+        dialog.setDirectory(str(tmp_path))
+        name_box.setText("segmentation.nii.gz")
+        _pick_filter(dialog, "DICOM SEG (*.dcm)")
+        seen["after_filter"] = name_box.text()
+        dialog.grab().save(str(artifacts_dir / "window_pass_save_as_seg.png"))
+        dialog.selectFile(str(tmp_path / name_box.text()))
+        return 1
+
+    monkeypatch.setattr(save_dialog.SaveAsDialog, "exec", user_saves_as_seg)
+    with qtbot.waitSignal(window.segmentation_files.saved, timeout=120_000) as blocker:
+        window.save_as_action.trigger()
+    # The first Save as proposes a name from the study, beside the study, in NIfTI.
+    assert seen["start_name"] == "image_seg.nii.gz" and seen["start_filter"] == "NIfTI label map (*.nii.gz)"
+    assert seen["start_folder"] == str((ct_dir / "dcmqi_ct3slice_masks").resolve())
+    assert seen["after_filter"] == "segmentation.dcm"
+    written = tmp_path / "segmentation.dcm"
+    assert blocker.args[0] == str(written) and not (tmp_path / "segmentation.nii.dcm").exists()
+    assert hd.seg.segread(written).SOPClassUID == "1.2.840.10008.5.1.4.1.1.66.4"  # a real DICOM SEG
+    # Reopening Save as starts from that file, with the DICOM SEG filter selected.
+    dialog = save_dialog.SaveAsDialog(window, "Save segmentation as", written, list(FILTERS))
+    assert dialog.selectedNameFilter() == "DICOM SEG (*.dcm)"
+    assert dialog.findChild(QLineEdit, "fileNameEdit").text() == "segmentation.dcm"
+
+
+def test_results_default_beside_the_study_but_never_into_medsegs_own_folders(window, tmp_path, monkeypatch):
+    from medseg import app_dirs
+    from medseg.gui import save_dialog
+
+    study = tmp_path / "studies" / "CT_2026"
+    study.mkdir(parents=True)
+    assert save_dialog.results_folder(str(study)) == study.parent
+    monkeypatch.setenv("MEDSEG_CACHE_DIR", str(tmp_path / "cache"))
+    cached = app_dirs.cache_dir() / "pacs" / "1.2.3"  # a series retrieved from a PACS
+    cached.mkdir(parents=True)
+    save_dialog.remember_results_folder(tmp_path / "results" / "x.dcm")
+    (tmp_path / "results").mkdir()
+    assert save_dialog.results_folder(str(cached)) == tmp_path / "results"  # not the cache
+    assert save_dialog.results_folder(None) == tmp_path / "results"  # no study: where the user saved last
+
+
+def test_medseg_keeps_its_own_files_in_one_data_folder_that_medseg_data_dir_moves(window, tmp_path, monkeypatch):
+    """#25.14: sessions, logs and the training workspace in $MEDSEG_DATA_DIR (never medseg/medseg)."""
+    from medseg import app_dirs
+    from medseg.edit.journal import default_root
+    from medseg.gui import app_shell
+    from medseg.gui.edit_session import journal_root
+    from medseg.gui.train_tab import default_workspace
+
+    monkeypatch.setenv("MEDSEG_DATA_DIR", str(tmp_path / "elsewhere"))
+    assert journal_root() == default_root() == tmp_path / "elsewhere" / "sessions"
+    assert app_shell.log_directory() == tmp_path / "elsewhere" / "logs"
+    assert default_workspace() == tmp_path / "elsewhere" / "training"
+    monkeypatch.delenv("MEDSEG_DATA_DIR")
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    if app_dirs.sys.platform.startswith("linux"):
+        assert app_dirs.data_dir() == tmp_path / "xdg" / "medseg"  # one "medseg", not two

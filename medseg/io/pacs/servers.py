@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from urllib.parse import urlparse
 
+from medseg import app_dirs
 from medseg.io.atomic import atomic_write_text
 from medseg.io.pacs.errors import PacsError
 
@@ -95,15 +95,8 @@ class PacsServer:
 
 
 def config_dir() -> Path:
-    """medseg's per-user config folder: $MEDSEG_CONFIG_DIR, else the platform's."""
-    override = os.environ.get("MEDSEG_CONFIG_DIR")
-    if override:
-        return Path(override).expanduser()
-    if sys.platform == "win32":
-        return Path(os.environ.get("APPDATA", Path.home() / "AppData" / "Roaming")) / "medseg"
-    if sys.platform == "darwin":
-        return Path.home() / "Library" / "Application Support" / "medseg"
-    return Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "medseg"
+    """medseg's per-user config folder ($MEDSEG_CONFIG_DIR, else the platform's): see medseg.app_dirs."""
+    return app_dirs.config_dir()
 
 
 @dataclass
