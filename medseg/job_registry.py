@@ -28,6 +28,7 @@ class RunningJob:
     fraction: float = 0.0
     text: str = ""
     paused: bool = False
+    reported: bool = False  # has the job said how far it is? (until then the bar shows "busy", not 0 %)
     registry: "JobRegistry | None" = field(default=None, repr=False, compare=False)
 
     @property
@@ -37,6 +38,7 @@ class RunningJob:
     def update(self, fraction: float | None = None, text: str | None = None, paused: bool | None = None) -> None:
         if fraction is not None:
             self.fraction = min(1.0, max(0.0, float(fraction)))
+            self.reported = True
         if text is not None:
             self.text = text
         if paused is not None:

@@ -69,6 +69,12 @@ class JobStatusWidget(QWidget):
         newest = jobs[-1]
         others = f"  (+{len(jobs) - 1} more)" if len(jobs) > 1 else ""
         self.progress_text.setText(f"{newest.text or newest.name}{others}")
-        self.progress_bar.setValue(int(newest.fraction * 1000))
+        # A job that has not said how far it is shows a moving "busy" bar, never a stuck 0 %.
+        maximum = 1000 if newest.reported else 0
+        if self.progress_bar.maximum() != maximum:
+            self.progress_bar.setRange(0, maximum)
+        if newest.reported:
+            self.progress_bar.setValue(int(newest.fraction * 1000))
         self.cancel_button.setEnabled(self.registry.newest_cancellable() is not None)
-        self.setToolTip("\n".join(f"{job.name}: {job.fraction:.0%} {job.text}" for job in jobs))
+        self.setToolTip("\n".join(f"{job.name}: " + (f"{job.fraction:.0%} " if job.reported else "") + job.text
+                                  for job in jobs))

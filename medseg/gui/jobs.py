@@ -100,6 +100,23 @@ def _lower_this_threads_priority() -> None:
 JobFunction = Callable[..., Any]
 
 
+# What the status bar says while a job runs: words for the user, not the job's internal name.
+JOB_TITLES = {
+    "load": "Opening the image", "load-series": "Opening the series", "label-map": "Opening the label map",
+    "segment": "Segmenting", "scan": "Looking for series", "demo": "Preparing the demo study",
+    "save-segmentation": "Saving the segmentation", "open-segmentation": "Opening the segmentation",
+    "pacs-echo": "Testing the PACS connection", "pacs-query": "Searching the PACS",
+    "pacs-series": "Listing the study's series", "pacs-retrieve": "Retrieving the series from the PACS",
+    "pacs-send": "Sending to the PACS", "export": "Exporting the model", "evaluate": "Comparing the models",
+    "open comparison": "Opening the comparison case", "training": "Training", "save plots": "Saving the plots",
+    "inspect cases": "Checking the training cases", "convert DICOM SEG case": "Adding the DICOM + SEG case",
+}
+
+
+def job_title(name: str) -> str:
+    return JOB_TITLES.get(name) or name.replace("-", " ").replace("_", " ").capitalize()
+
+
 class _Worker(QObject):
     """Lives in the worker thread; only emits."""
 
@@ -176,9 +193,11 @@ class Job(QObject):
     finished_error = Signal(object)  # the exception (MedsegError, Cancelled, or a bug)
 
     def __init__(self, name: str, function: JobFunction, parent: QObject | None = None, *,
-                 pause_gc: bool = False, background: bool = False, registry: JobRegistry | None = None, cancellable: bool = True) -> None:
+                 pause_gc: bool = False, background: bool = False, registry: JobRegistry | None = None,
+                 cancellable: bool = True, title: str = "") -> None:
         super().__init__(parent)
-        self.name = name
+        self.name = name  # for the log and the thread's name
+        self.title = title or job_title(name)  # what the user reads while it runs
         self.cancel_token = CancelToken()
         self.running = False
         self.pause_gc = pause_gc
@@ -205,7 +224,7 @@ class Job(QObject):
             _pause_gc()
         if self.background:
             _freeze_heap()
-        self.entry = self.registry.add(self.name, self.cancel if self.cancellable else None)
+        self.entry = self.registry.add(self.title, self.cancel if self.cancellable else None)
         if self.paused:
             self.entry.update(paused=True, text="paused")
         log.info("job %s started", self.name)

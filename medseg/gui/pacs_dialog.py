@@ -218,8 +218,9 @@ class PacsDialog(QDialog):
         action_row = QHBoxLayout()
         self.retrieve_button = self._button("Retrieve and open", self.retrieve_selected, action_row)
         self.send_button = self._button("Send DICOM SEG…", self.choose_and_send, action_row)
-        self.progress = QProgressBar(self)
+        self.progress = QProgressBar(self)  # shown only while an operation runs (a stale "0 %" misleads)
         self.progress.setRange(0, 1000)
+        self.progress.setVisible(False)
         action_row.addWidget(self.progress, 1)
         self.cancel_button = self._button("Cancel", self.cancel, action_row)
         self.cancel_button.setEnabled(False)
@@ -325,13 +326,16 @@ class PacsDialog(QDialog):
         self.job.finished_ok.connect(self._on_job_ok)
         self.job.finished_error.connect(self._on_job_error)
         self._pending = (name, done, label)
-        self.progress.setValue(0)
+        self.progress.setRange(0, 0)  # "busy" until the operation says how far it is
+        self.progress.setVisible(True)
         self.cancel_button.setEnabled(True)
         self.job.start()
         return True
 
     @Slot(float, str)
     def _on_progress(self, fraction: float, text: str) -> None:
+        if self.progress.maximum() == 0:
+            self.progress.setRange(0, 1000)
         self.progress.setValue(int(fraction * 1000))
         self.status.setStyleSheet("")
         self.status.setText(text)
@@ -341,6 +345,7 @@ class PacsDialog(QDialog):
         name, done, label = self._pending
         self.job = None
         self.cancel_button.setEnabled(False)
+        self.progress.setVisible(False)
         try:
             done(result)
         finally:
@@ -351,6 +356,7 @@ class PacsDialog(QDialog):
         name, _done, label = self._pending
         self.job = None
         self.cancel_button.setEnabled(False)
+        self.progress.setVisible(False)
         self._show(label, _error_text(error), ok=False)
         self.job_finished.emit(name, False)
 

@@ -159,7 +159,7 @@ class ExportComparePanel(QWidget):
                 dataset = dataset_source()
                 spec = (dataset.validation_specs or dataset.specs)[0]
                 image, name = dataset.load(spec).image, f"case {spec.name}"
-            return export_model(package, fmt, out, image, name)
+            return export_model(package, fmt, out, image, name, progress=progress)
 
         self.parity_label.setText("Exporting and checking parity…")
         self._run("export", work, self._on_exported)

@@ -28,6 +28,7 @@ from medseg.io.atomic import atomic_write_bytes
 from medseg.model.onnx_graph import (  # noqa: F401 - re-exported: export's public API
     ONNX_INPUT, ONNX_OPSET, ONNX_OUTPUT, FoldEnsemble, add_onnx_to_package, export_onnx, package_onnx,
 )
+from medseg.progress import ProgressCallback, report
 
 # --- TorchScript, packages, and the parity check (training/export engine) ---------------------------
 
@@ -146,14 +147,15 @@ class ExportResult:
 
 def export_model(
     package: Any, fmt: str, out: str | Path, check_volume: Any | None = None, check_name: str = "image",
-    configuration: str | None = None,
+    configuration: str | None = None, progress: ProgressCallback | None = None,
 ) -> ExportResult:
     """Export a package as ONNX, TorchScript or a medseg package, then verify it on ``check_volume``.
 
     ONNX and TorchScript write one file for one configuration (``configuration`` or the
     package's first); "package" writes the safetensors package with every configuration's
     ONNX model inside (so the DirectML path needs no export on the user's machine).
-    A failed parity check raises ModelError and leaves no output behind.
+    A failed parity check raises ModelError and leaves no output behind. ``progress`` hears each
+    stage (an ONNX export of a large network takes half a minute with no finer steps to count).
     """
     from medseg.model.package import save_package
 
@@ -165,11 +167,15 @@ def export_model(
         raise ModelError(f"model {package.name!r} has no configuration {configuration!r}")
     reports: list[ParityReport] = []
     if fmt == "package":
-        for name in names:
+        for index, name in enumerate(names):
+            report(progress, index / len(names), f"Exporting {name} to ONNX ({index + 1} of {len(names)})", "export")
             add_onnx_to_package(package, name)
             if check_volume is not None:
+                report(progress, (index + 0.5) / len(names), f"Checking {name}'s ONNX model against PyTorch",
+                       "parity")
                 reports.append(check_parity(package, name, check_volume, "onnx", package.onnx[name], check_name))
         _require_parity(reports, out)
+        report(progress, 1.0, "Writing the package", "write")
         if reports:  # the package says how its ONNX model was verified
             package.provenance["export_parity"] = [str(report) for report in reports]
         save_package(package, out)
@@ -179,15 +185,18 @@ def export_model(
 
     networks = build_networks(package, name, "cpu")
     buffer = io.BytesIO()
+    report(progress, 0.0, f"Exporting {name} to {'ONNX' if fmt == 'onnx' else 'TorchScript'}", "export")
     if fmt == "onnx":
         export_onnx(networks, package.configurations[name], buffer)
     else:
         export_torchscript(networks, package.configurations[name], buffer)
     data = buffer.getvalue()
     if check_volume is not None:
+        report(progress, 0.5, "Checking the exported model against PyTorch", "parity")
         reports.append(check_parity(package, name, check_volume, "onnx" if fmt == "onnx" else "torchscript",
                                     data, check_name))
     _require_parity(reports, out)
+    report(progress, 1.0, "Writing the file", "write")
     out.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_bytes(out, data)
     return ExportResult(out, fmt, reports)

@@ -210,3 +210,73 @@ def test_medseg_keeps_its_own_files_in_one_data_folder_that_medseg_data_dir_move
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
     if app_dirs.sys.platform.startswith("linux"):
         assert app_dirs.data_dir() == tmp_path / "xdg" / "medseg"  # one "medseg", not two
+
+
+# --- #25.4: progress in words, never a stuck 0 % --------------------------------------------------------------
+def test_a_running_job_is_shown_in_words_and_as_busy_until_it_reports_progress(window, qtbot):
+    import threading
+
+    from medseg.gui.jobs import Job
+
+    started, release = threading.Event(), threading.Event()
+
+    def work(progress=None, cancel=None):
+        started.set()
+        release.wait(30)
+        from medseg.progress import report
+
+        report(progress, 0.3, "")  # a fraction with no text of its own
+        release.clear()
+        release.wait(30)
+        return 1
+
+    job = Job("save-segmentation", work, window)
+    job.start()
+    qtbot.waitUntil(started.is_set)
+    qtbot.waitUntil(window.job_status.progress_bar.isVisible)
+    status = window.job_status
+    assert status.progress_text.text() == "Saving the segmentation"  # not the job id "save-segmentation"
+    assert status.progress_bar.maximum() == 0  # busy, not "0 %"
+    release.set()
+    qtbot.waitUntil(lambda: status.progress_bar.maximum() == 1000, timeout=10_000)
+    assert status.progress_bar.value() == 300
+    with qtbot.waitSignal(job.finished_ok, timeout=30_000):
+        release.set()
+    qtbot.waitUntil(lambda: not status.progress_bar.isVisible())
+
+
+def test_model_export_reports_its_stages(tmp_path):
+    """The export used to sit at 0 % for half a minute: it now says what it is doing, in order."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "model"))
+    from small_packages import starter_like_package
+
+    from medseg.core.volume import Volume
+    from medseg.model.export import export_model
+
+    package = starter_like_package()
+    ct = Volume(np.random.default_rng(0).normal(0, 300, (6, 48, 48)).astype(np.float32), (1.0, 1.0, 3.0))
+    heard = []
+    export_model(package, "onnx", tmp_path / "m.onnx", ct, "noise", configuration="2d", progress=heard.append)
+    assert [p.stage for p in heard] == ["export", "parity", "write"]
+    assert [p.fraction for p in heard] == sorted(p.fraction for p in heard) and heard[-1].fraction == 1.0
+    assert (tmp_path / "m.onnx").is_file()
+
+
+def test_pacs_test_connection_leaves_no_stale_progress_bar(window, qtbot, tmp_path):
+    from medseg.io.pacs import PacsServer, PacsSettings, save_settings
+
+    save_settings(PacsSettings(servers=[PacsServer("nowhere", host="127.0.0.1", port=9, called_aet="NOBODY",
+                                                   timeout_s=3.0)]))
+    window.pacs_action.trigger()
+    dialog = window.pacs_dialog
+    qtbot.waitExposed(dialog)
+    assert not dialog.progress.isVisible()  # nothing runs: no "0 %"
+    dialog.server_list.setCurrentRow(0)
+    with qtbot.waitSignal(dialog.job_finished, timeout=60_000) as blocker:
+        qtbot.mouseClick(dialog.test_button, Qt.MouseButton.LeftButton)
+    assert blocker.args == ["echo", False]  # nothing listens on port 9
+    assert not dialog.progress.isVisible()
+    dialog.close()
