@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import logging
+
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QMessageBox, QPushButton, QWidget
 
 from medseg.core.volume import GeometryFinding
+
+log = logging.getLogger(__name__)
 
 
 class Banner(QFrame):
@@ -54,14 +58,21 @@ def join_messages(messages: list[str]) -> str:
     return " ".join(m.strip() if m.strip().endswith((".", "!", "?")) else m.strip() + "." for m in messages if m.strip())
 
 
+# The finding a clinician must read first (the one the banner's first line shows); the rest are
+# one click away in Details. "regularized" names its causes (tilt, gaps), so it goes before them.
+BANNER_ORDER = ("regularized", "raw_stack", "duplicate_positions", "no_pixel_spacing", "no_position", "gantry_tilt",
+                "missing_slices", "variable_spacing", "single_slice")
+
+
 def findings_text(findings: list[GeometryFinding]) -> tuple[str, str]:
-    """(one line for the banner, the full details)."""
+    """(a short first line for the banner, every finding in full for Details). Both in clinical
+    words: the findings' machine kinds and numbers stay in the log and in ``--json``."""
     if not findings:
         return "", ""
-    summary = "Geometry: " + join_messages([f.message for f in findings[:3]])
-    if len(findings) > 3:
-        summary += f" (and {len(findings) - 3} more)"
-    details = "\n\n".join(
-        f.message + ("\n" + "\n".join(f"  {k}: {v}" for k, v in f.details.items()) if f.details else "") for f in findings
-    )
+    ranked = sorted(findings, key=lambda f: BANNER_ORDER.index(f.kind) if f.kind in BANNER_ORDER else len(BANNER_ORDER))
+    summary = join_messages([ranked[0].message])
+    if len(ranked) > 1:
+        summary += f"  ({len(ranked) - 1} more: Details…)"
+    details = "\n\n".join(f.message for f in ranked)
+    log.info("geometry findings: %s", ", ".join(f.kind for f in ranked))
     return summary, details

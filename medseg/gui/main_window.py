@@ -398,7 +398,8 @@ class MainWindow(QMainWindow):
     def _load_series(self, series: Any, source: str, synthetic: bool) -> None:
         if self._refuse_when_busy() or not self.editing.may_discard_edits("Open another series"):
             return
-        self.loader.load_series(series, source=source, synthetic=synthetic)
+        self.loader.load_series(series, source=source, synthetic=synthetic,
+                                scan_result=self.browser.result if self.browser is not None else None)
 
     def open_pacs(self):
         """The PACS dialog (one per window, kept so a running retrieval survives closing it)."""

@@ -7,6 +7,7 @@ objects are listed as such and cannot be loaded. Double-click (or Load) loads on
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Sequence
 
 from PySide6.QtCore import Qt, Signal, Slot
@@ -15,12 +16,15 @@ from PySide6.QtWidgets import (
     QAbstractItemView,
     QDialog,
     QDialogButtonBox,
+    QHBoxLayout,
     QHeaderView,
     QLabel,
+    QPlainTextEdit,
     QProgressBar,
     QPushButton,
     QTableWidget,
     QTableWidgetItem,
+    QToolButton,
     QVBoxLayout,
     QWidget,
 )
@@ -43,6 +47,25 @@ KIND_TEXT = {
 def _fmt_spacing(spacing: Sequence[float]) -> str:
     return " × ".join(f"{s:.3g}" for s in spacing)
 
+
+
+def scan_summary(paths: Sequence[str], result: Any) -> str:
+    """The browser's first line after a scan: what was found, or exactly why nothing can open."""
+    where = Path(paths[0]).name if len(paths) == 1 else f"the {len(paths)} items"
+    loadable = sum(1 for s in result.series if s.loadable)
+    if not result.series and not result.skipped:
+        if len(paths) == 1 and Path(paths[0]).is_dir():
+            return f"The folder {where} is empty: it holds no files."
+        return f"Nothing to open in {where}: no files were found."
+    if not result.series:
+        if len(result.skipped) == 1:
+            only = result.skipped[0]
+            return f"No CT image in {where}: {Path(only.path).name} is not one ({only.reason[:80]})."
+        return f"No CT images in {where}: its {len(result.skipped)} files are not DICOM images (see below)."
+    if not loadable:
+        return f"{len(result.series)} series found in {where}, but none is a CT volume (see Type)."
+    return (f"{len(result.series)} series found, {loadable} loadable as a volume. "
+            "Double-click one to load it.")
 
 class SeriesBrowser(QDialog):
     scan_finished = Signal(object)  # ScanResult, GUI thread
@@ -68,8 +91,21 @@ class SeriesBrowser(QDialog):
         self.table.horizontalHeader().setStretchLastSection(True)
         self.table.cellDoubleClicked.connect(self._on_double_click)
         self.table.itemSelectionChanged.connect(self._update_buttons)
+        # Files that are not CT images: one short line, and the list with each file's reason on demand.
         self.skipped_label = QLabel(self)
         self.skipped_label.setWordWrap(True)
+        self.skipped_button = QToolButton(self)
+        self.skipped_button.setText("Show which and why")
+        self.skipped_button.setCheckable(True)
+        self.skipped_button.setVisible(False)
+        self.skipped_list = QPlainTextEdit(self)
+        self.skipped_list.setReadOnly(True)
+        self.skipped_list.setVisible(False)
+        self.skipped_list.setMaximumHeight(140)
+        self.skipped_button.toggled.connect(self.skipped_list.setVisible)
+        skipped_row = QHBoxLayout()
+        skipped_row.addWidget(self.skipped_label, 1)
+        skipped_row.addWidget(self.skipped_button)
         buttons = QDialogButtonBox(self)
         self.load_button = QPushButton("Load", self)
         self.load_button.setEnabled(False)
@@ -81,8 +117,11 @@ class SeriesBrowser(QDialog):
         self.load_button.clicked.connect(self._load_selected)
         self.cancel_button.clicked.connect(self._cancel_scan)
         layout = QVBoxLayout(self)
-        for widget in (self.status, self.progress_bar, self.table, self.skipped_label, buttons):
+        for widget in (self.status, self.progress_bar, self.table):
             layout.addWidget(widget)
+        layout.addLayout(skipped_row)
+        layout.addWidget(self.skipped_list)
+        layout.addWidget(buttons)
 
     # --- scanning ---------------------------------------------------------------------------
     def start_scan(self) -> None:
@@ -112,8 +151,7 @@ class SeriesBrowser(QDialog):
         self.result = result
         self.progress_bar.setValue(1000)
         self.cancel_button.setEnabled(False)
-        loadable = sum(1 for s in result.series if s.loadable)
-        self.status.setText(f"{len(result.series)} series found, {loadable} loadable as a volume. Double-click one to load it.")
+        self.status.setText(scan_summary(self.paths, result))
         self._fill(result)
         self.scan_finished.emit(result)
 
@@ -160,7 +198,10 @@ class SeriesBrowser(QDialog):
                     item.setToolTip(f"{KIND_TEXT.get(series.kind, series.kind)}: cannot be loaded as a volume")
                 self.table.setItem(row, column, item)
         skipped = len(result.skipped)
-        self.skipped_label.setText(f"{skipped} file(s) skipped (not DICOM images)." if skipped else "")
+        self.skipped_label.setText(f"{skipped} file{'s' if skipped != 1 else ''} skipped: not CT images."
+                                   if skipped else "")
+        self.skipped_button.setVisible(bool(skipped))
+        self.skipped_list.setPlainText("\n".join(f"{Path(k.path).name}: {k.reason}    ({k.path})" for k in result.skipped))
         first_loadable = next((i for i, s in enumerate(result.series) if s.loadable), None)
         if first_loadable is not None:
             self.table.selectRow(first_loadable)

@@ -144,8 +144,10 @@ class StudyLoader(QObject):
             self.source = source
         return started
 
-    def load_series(self, series: Any, source: str | None = None, synthetic: bool = False) -> bool:
-        """One series from a scan, with progressive display of decoded slices."""
+    def load_series(self, series: Any, source: str | None = None, synthetic: bool = False,
+                    scan_result: Any = None) -> bool:
+        """One series from a scan, with progressive display of decoded slices. ``scan_result``: the
+        scan it came from, whose other series and skipped files become findings (as ``load`` does)."""
         self._synthetic = synthetic
         self._snapshot = self._take_snapshot()
         self._slices = queue.Queue()
@@ -155,7 +157,12 @@ class StudyLoader(QObject):
             slices.put((z_index, hu_slice))  # worker thread: only the queue is touched
 
         def work(progress=None, cancel=None):
-            return medseg_io.load_series(series, progress=progress, cancel=cancel, on_slice=on_slice)
+            volume = medseg_io.load_series(series, progress=progress, cancel=cancel, on_slice=on_slice)
+            if scan_result is not None:
+                from medseg.io.load import scan_findings
+
+                volume.meta.findings.extend(scan_findings(scan_result, series))
+            return volume
 
         if self.busy:
             return False

@@ -123,13 +123,14 @@ def _check_tilt(geometry: StackGeometry, gantry_tilt_tag: float | None) -> None:
     # Rounded positions give tiny spurious angles; a real tilt shears the stack by > half a pixel.
     if angle > TILT_MIN_DEGREES and shear_mm > 0.5 * min(geometry.spacing_mm[:2]):
         geometry.tilt_degrees = angle
-        source = (f"the Gantry/Detector Tilt tag says {gantry_tilt_tag:g} degrees" if gantry_tilt_tag
-                  else "there is no Gantry/Detector Tilt tag; the tilt shows only in the image orientation")
+        # The message is for a clinician; where the angle was read from stays in the details.
         geometry.findings.append(GeometryFinding(
             "gantry_tilt",
-            f"Gantry tilt of {angle:.1f} degrees: the slices are sheared ({source}).",
+            f"The gantry was tilted {angle:.1f}° for this scan" + ("." if gantry_tilt_tag else
+                                                                     " (seen in the image orientation only)."),
             {"angle_deg": round(angle, 3), "gantry_detector_tilt_deg": gantry_tilt_tag,
-             "shear_mm": round(shear_mm, 3)}))
+             "shear_mm": round(shear_mm, 3),
+             "source": "GantryDetectorTilt tag" if gantry_tilt_tag else "ImageOrientationPatient only"}))
         geometry.needs_regularization = True
 
 
@@ -148,9 +149,9 @@ def _check_spacing(geometry: StackGeometry, steps: np.ndarray, typical: float) -
         n_missing = sum(n for _, n in missing_positions)
         geometry.findings.append(GeometryFinding(
             "missing_slices",
-            f"{n_missing} slice{'s' if n_missing != 1 else ''} missing: gap of "
-            + ", ".join(f"{steps[i]:.2f} mm after slice {i + 1}" for i, _ in missing_positions)
-            + f" (typical spacing {typical:.3f} mm).",
+            f"{n_missing} slice{'s are' if n_missing != 1 else ' is'} missing: a gap of "
+            + ", ".join(f"{steps[i]:.1f} mm after slice {i + 1}" for i, _ in missing_positions)
+            + f" (slices are otherwise {typical:.2f} mm apart).",
             {"n_missing": n_missing, "after_slice_index": [i for i, _ in missing_positions],
              "gap_mm": [round(float(steps[i]), 3) for i, _ in missing_positions], "typical_mm": round(typical, 4)}))
         geometry.needs_regularization = True
@@ -159,8 +160,8 @@ def _check_spacing(geometry: StackGeometry, steps: np.ndarray, typical: float) -
     if np.any(deviation > tolerance):
         geometry.findings.append(GeometryFinding(
             "variable_spacing",
-            f"Slice spacing varies from {regular_steps.min():.2f} to {regular_steps.max():.2f} mm "
-            f"(typical {typical:.2f} mm).",
+            f"The slices are unevenly spaced: {regular_steps.min():.2f} to {regular_steps.max():.2f} mm apart "
+            f"(mostly {typical:.2f} mm).",
             {"min_mm": round(float(regular_steps.min()), 4), "max_mm": round(float(regular_steps.max()), 4),
              "typical_mm": round(typical, 4), "distinct_steps_mm": sorted({round(float(s), 2) for s in steps})}))
         geometry.needs_regularization = True

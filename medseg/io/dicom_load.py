@@ -26,6 +26,10 @@ from medseg.progress import CancelToken, ProgressCallback, report
 SliceCallback = Callable[[int, np.ndarray], None]
 
 
+# Why a stack was put on a regular grid, in the words of the "regularized" finding.
+REGULARIZED_BECAUSE = {"gantry_tilt": "tilted", "missing_slices": "missing some slices",
+                       "variable_spacing": "unevenly spaced"}
+
 def middle_out(n: int) -> list[int]:
     """Indices 0..n-1 ordered by distance from the middle slice (middle first)."""
     middle = (n - 1) // 2 if n else 0
@@ -133,12 +137,16 @@ def load_series(
         if regularize:
             report(progress, 1.0, "resampling the irregular stack onto a regular grid", "regularize")
             array, spacing, origin, details = regularize_stack(stack, geometry)
-            reasons = [f.kind for f in series.findings if f.kind in ("gantry_tilt", "missing_slices", "variable_spacing")]
+            causes = [f for f in series.findings if f.kind in REGULARIZED_BECAUSE]
+            reasons = [f.kind for f in causes]
+            why = " and ".join(REGULARIZED_BECAUSE[f.kind] + (f" {f.details['angle_deg']:.1f}°" if f.kind == "gantry_tilt"
+                                                              else "") for f in causes) or "irregular"
+            # Clinical words here (the banner, Details, a SEG's Image Comments); the machine words —
+            # the reasons' kinds, the grid — stay in the details (the log, --json).
             findings.append(GeometryFinding(
                 "regularized",
-                f"Resampled onto a regular grid ({', '.join(reasons)}): {details['size_xyz'][2]} slices "
-                f"{details['slice_step_mm']} mm apart along the slice normal. The acquired slices can be shown instead "
-                f"(View > Acquired slices; --raw-stack on the command line).",
+                f"Because the acquired slices are {why}, the images are shown on a regular grid of "
+                f"{details['size_xyz'][2]} slices {float(details['slice_step_mm']):.2f} mm apart.",
                 {**details, "reasons": reasons}))
             extra["raw_stack"] = False
         else:
@@ -147,8 +155,8 @@ def load_series(
             extra["slice_positions_mm"] = [[float(v) for v in s.position] for s in slices
                                            if s.position is not None] or None
             findings.append(GeometryFinding(
-                "raw_stack", "The irregular stack was kept as acquired (regularize=False): the voxel grid "
-                "assumes an even slice spacing, so distances along z are approximate."))
+                "raw_stack", "The slices are shown as acquired: distances and volumes across slices are "
+                "approximate, because the display assumes evenly spaced, untilted slices."))
     meta = _meta(series, findings, extra)
     volume = Volume(array, spacing, origin, geometry.direction.copy(), meta)
     report(progress, 1.0, "loaded", "decode")

@@ -346,9 +346,9 @@ def _series_number(datasets: list[Any]) -> int:
 def _comment(image: Volume, regular: dict | None, mode: str) -> str:
     if regular is None:
         return "medseg: frames are on the acquired slices and reference their source images."
-    details = ", ".join(f"{k}={v}" for k, v in regular.items() if k != "message")
+    # Read by people (a PACS viewer shows it): the finding's clinical sentence, not its details.
     return (f"medseg: the source series was regularised before segmentation. {regular.get('message', '')} "
-            f"({details}). Frames lie on that regular grid, each with its own Image Position (Patient); "
+            "The segmentation's frames lie on that regular grid, each with its own Image Position (Patient); "
             "place them by position, not by source image.")
 
 

@@ -16,6 +16,7 @@ from medseg.errors import DicomError
 from medseg.progress import CancelToken, Progress, ProgressCallback, report
 
 if TYPE_CHECKING:  # imported when called: ``import medseg.io`` must stay cheap (see __init__)
+    from medseg.core.volume import GeometryFinding
     from medseg.io.dicom_load import SliceCallback
     from medseg.io.dicom_scan import ScanResult, SeriesInfo
     from medseg.core.volume import Volume
@@ -53,7 +54,6 @@ def load(
     from medseg.io.dicom_load import load_series
     from medseg.io.dicom_scan import scan
     from medseg.io.image_files import image_suffix, read_image
-    from medseg.core.volume import GeometryFinding
 
     single = isinstance(path, (str, os.PathLike))
     if single and image_suffix(path) is not None and Path(path).is_file():
@@ -66,24 +66,37 @@ def load(
     series = result.find(series_uid) if series_uid else choose_series(result, source)
     volume = load_series(series, progress=_scaled(progress, SCAN_SHARE, 1.0 - SCAN_SHARE), cancel=cancel,
                          regularize=regularize, on_slice=on_slice)
+    volume.meta.findings.extend(scan_findings(result, series))
+    volume.meta.extra["chosen_series_key"] = series.key
+    return volume
+
+
+def scan_findings(result: ScanResult, series: SeriesInfo) -> list[GeometryFinding]:
+    """What the scan found beside the opened series — other series, series left out, files skipped
+    and why — as findings of the loaded volume (the GUI's series browser and ``load`` alike)."""
+    from medseg.core.volume import GeometryFinding
+
+    findings: list[GeometryFinding] = []
     others = [s for s in result.series if s is not series]
     if others:
-        volume.meta.findings.append(GeometryFinding(
+        findings.append(GeometryFinding(
             "series_chosen",
-            f"Loaded series {series.series_description or series.key!r} ({series.n_slices} images); "
-            f"{len(others)} other series were found and not loaded.",
+            f"Opened the series {series.series_description or series.key!r} ({series.n_slices} images); "
+            f"{len(others)} other series {'is' if len(others) == 1 else 'are'} in the same place.",
             {"key": series.key, "others": [{"key": s.key, "kind": s.kind, "n_slices": s.n_slices,
                                             "description": s.series_description} for s in others]}))
         excluded = [s for s in others if s.kind in ("localizer", "secondary_capture")]
         if excluded:
-            volume.meta.findings.append(GeometryFinding(
+            findings.append(GeometryFinding(
                 "localizer_excluded",
-                f"{len(excluded)} localizer/secondary-capture series were excluded from the volume.",
+                f"{len(excluded)} localizer or secondary-capture series {'was' if len(excluded) == 1 else 'were'} "
+                "left out (not part of a CT volume).",
                 {"keys": [s.key for s in excluded]}))
     if result.skipped:
-        volume.meta.findings.append(GeometryFinding(
+        findings.append(GeometryFinding(
             "non_image_skipped",
-            f"{len(result.skipped)} file(s) were skipped (not DICOM images).",
+            f"{len(result.skipped)} file{'s were' if len(result.skipped) != 1 else ' was'} skipped "
+            f"(not CT images): " + "; ".join(f"{Path(k.path).name}: {k.reason}" for k in result.skipped[:3])
+            + ("; …" if len(result.skipped) > 3 else "") + ".",
             {"files": [{"path": k.path, "reason": k.reason} for k in result.skipped[:50]]}))
-    volume.meta.extra["chosen_series_key"] = series.key
-    return volume
+    return findings

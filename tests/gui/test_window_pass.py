@@ -280,3 +280,75 @@ def test_pacs_test_connection_leaves_no_stale_progress_bar(window, qtbot, tmp_pa
     assert blocker.args == ["echo", False]  # nothing listens on port 9
     assert not dialog.progress.isVisible()
     dialog.close()
+
+
+# --- #25.6 and 7: clinical words, and bad inputs that say which file and why ------------------------------------
+MACHINE_WORDS = ("gantry_tilt", "variable_spacing", "regularize", "raw-stack", "reasons", "[", "_")
+
+
+def test_the_tilted_head_is_explained_in_clinical_words_in_the_banner_details_and_the_seg(
+        driver, window, ct_dir, qtbot, monkeypatch, tmp_path, artifacts_dir):
+    import pydicom
+
+    from medseg.gui import save_dialog
+
+    driver.open_series(ct_dir / "dcm_qa_ct" / "GE_HiSpeedDual_head_tilt_varspacing")
+    banner = window.findings_banner
+    assert banner.isVisible()
+    first_line = banner.label.text()
+    assert first_line.startswith("Because the acquired slices are tilted 18.5° and unevenly spaced, the images are "
+                                 "shown on a regular grid of 37 slices"), first_line
+    assert window.raw_stack.button.isVisible() and window.raw_stack.button.text() == "Show acquired slices"
+    for text in (first_line, banner.details, window.viewer.info_pane.text()):
+        assert not [w for w in MACHINE_WORDS if w in text], text
+    assert "The gantry was tilted 18.5° for this scan." in banner.details
+    window.grab().save(str(artifacts_dir / "window_pass_tilt_banner.png"))
+    _three_labels(window)
+    out = tmp_path / "tilt_seg.dcm"
+    monkeypatch.setattr(save_dialog, "ask_save_path", lambda *a, **k: (str(out), "DICOM SEG (*.dcm)"))
+    with qtbot.waitSignal(window.segmentation_files.saved, timeout=120_000):
+        window.save_as_action.trigger()
+    comments = pydicom.dcmread(out, stop_before_pixels=True).ImageComments
+    assert "tilted 18.5°" in comments and not [w for w in MACHINE_WORDS if w in comments], comments
+
+
+def test_other_series_and_skipped_files_are_reported_on_the_first_load(driver, window, ct_dir, tmp_path):
+    """The banner used to leave them out until a grid switch (the browser path lost the scan's findings)."""
+    import shutil
+
+    source = ct_dir / "dcm_qa_ct" / "Philips_Ingenuity_phantom_mixed_series"
+    folder = tmp_path / "philips"
+    shutil.copytree(source, folder)
+    (folder / "notes.dcm").write_text("not an image")
+    volume = driver.open_series(folder, "1")
+    kinds = {f.kind for f in volume.meta.findings}
+    assert {"series_chosen", "localizer_excluded", "non_image_skipped"} <= kinds, kinds
+    details = window.findings_banner.details
+    assert "other series are in the same place" in details and "notes.dcm" in details
+
+
+def test_an_empty_folder_and_a_folder_of_non_images_say_so(window, qtbot, monkeypatch, tmp_path, artifacts_dir):
+    from conftest import open_folder
+
+    empty = tmp_path / "empty study"
+    empty.mkdir()
+    browser = open_folder(qtbot, window, monkeypatch, empty)
+    assert browser.status.text() == "The folder empty study is empty: it holds no files."
+    browser.close()
+    junk = tmp_path / "junk"
+    junk.mkdir()
+    (junk / "report.dcm").write_text("Dear colleague, ...")
+    browser = open_folder(qtbot, window, monkeypatch, junk)
+    assert browser.status.text().startswith("No CT image in junk: report.dcm is not one (not a DICOM file")
+    (junk / "scan.txt").write_text("x")
+    browser.close()
+    browser = open_folder(qtbot, window, monkeypatch, junk)
+    assert browser.status.text() == "No CT images in junk: its 2 files are not DICOM images (see below)."
+    assert browser.skipped_label.text() == "2 files skipped: not CT images."
+    assert not browser.skipped_list.isVisible()
+    browser.skipped_button.click()
+    assert browser.skipped_list.isVisible()
+    listed = browser.skipped_list.toPlainText().splitlines()
+    assert sorted(line.split(":")[0] for line in listed) == ["report.dcm", "scan.txt"]
+    browser.grab().save(str(artifacts_dir / "window_pass_junk_folder.png"))
+    browser.close()

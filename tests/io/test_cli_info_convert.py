@@ -31,7 +31,7 @@ def test_info_text_shows_findings(ct_dir: Path, capsys: pytest.CaptureFixture) -
     assert main(["info", str(ct_dir / "dcm_qa_ct/GE_HiSpeedDual_head_tilt_varspacing")]) == 0
     out = capsys.readouterr().out
     assert "size [x, y, z]:    [512, 512, 28]" in out
-    assert "finding [gantry_tilt]: Gantry tilt of 18.5 degrees" in out
+    assert "finding [gantry_tilt]: The gantry was tilted 18.5° for this scan." in out
     assert "finding [variable_spacing]" in out
     assert "Explicit VR Little Endian" in out
 

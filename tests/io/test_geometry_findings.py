@@ -80,7 +80,8 @@ def test_siemens_tilt_only_in_orientation(ct_dir: Path) -> None:
     tilt = finding(series, "gantry_tilt")
     assert tilt.details["angle_deg"] == pytest.approx(14.0, abs=0.3)
     assert tilt.details["gantry_detector_tilt_deg"] is None
-    assert "no Gantry/Detector Tilt tag" in tilt.message
+    assert tilt.details["source"] == "ImageOrientationPatient only"
+    assert "seen in the image orientation only" in tilt.message
     raw = load_series(series, regularize=False)
     regular = load_series(series)
     _assert_acquired_voxels_stay_in_place(series, raw, regular)
