@@ -84,14 +84,16 @@ class SaveAsDialog(QFileDialog):
     def chosen_path(self) -> Path | None:
         """After acceptance: the path, its suffix made to agree with the selected filter."""
         files = self.selectedFiles()
-        if not files:
-            return None
-        path = Path(files[0])
-        suffix = filter_suffix(self.selectedNameFilter())
-        typed = filter_for(path.name, self.filters)
-        if typed is not None:  # a name typed with another known format wins over the filter
-            return path
-        return path.with_name(with_format_suffix(path.name, suffix))
+        return agreeing_path(files[0], self.selectedNameFilter(), self.filters) if files else None
+
+
+def agreeing_path(path: str | Path, chosen_filter: str, filters: list[str]) -> Path:
+    """``path`` ending in a format of ``filters``: a name typed with a known format keeps it (the user
+    said so), any other gets the chosen filter's suffix."""
+    path = Path(path)
+    if filter_for(path.name, filters) is not None:
+        return path
+    return path.with_name(with_format_suffix(path.name, filter_suffix(chosen_filter)))
 
 
 def ask_save_path(parent: QWidget | None, caption: str, start: Path, filters: list[str]) -> tuple[str, str]:

@@ -100,9 +100,10 @@ class SegmentationFiles(QObject):
         doc = self.document
         start = self.path or save_dialog.results_folder(doc.image_source) / (
             save_dialog.study_stem(doc.image_source, doc.volume.meta.series_description) + "_seg.nii.gz")
-        path, _chosen = save_dialog.ask_save_path(self.parent_widget, "Save segmentation as", start, list(FILTERS))
+        path, chosen = save_dialog.ask_save_path(self.parent_widget, "Save segmentation as", start, list(FILTERS))
         if not path:
             return False
+        path = save_dialog.agreeing_path(path, chosen, list(FILTERS))
         save_dialog.remember_results_folder(path)
         return self.save_to(path)
 
