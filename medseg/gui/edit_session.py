@@ -12,7 +12,7 @@ import logging
 from pathlib import Path
 from typing import Any, Callable
 
-from PySide6.QtCore import QObject, QTimer, Slot
+from PySide6.QtCore import QEventLoop, QObject, QTimer, Slot
 from PySide6.QtGui import QKeySequence
 from PySide6.QtWidgets import QCheckBox, QMessageBox
 
@@ -47,6 +47,7 @@ class EditSession(QObject):
         self.recovery_box: QMessageBox | None = None
         self.close_box: QMessageBox | None = None
         self.segment_box: QMessageBox | None = None  # the question before a Segment over the user's labels
+        self.question_box: QMessageBox | None = None  # the unsaved-segmentation question
         self._sync_actions()
         QTimer.singleShot(0, self.offer_recovery)
 
@@ -73,29 +74,65 @@ class EditSession(QObject):
         self.document.redo()
 
     # --- unsaved edits --------------------------------------------------------------------
+    def unsaved_text(self) -> str:
+        """What is at stake, in a clinician's words (never "undo: 0 steps, 0 kb")."""
+        history = self.document.history
+        if history.depth:
+            edits = "1 unsaved edit" if history.depth == 1 else f"{history.depth} unsaved edits"
+            return f"The segmentation has {edits} (the last: {history.next_undo()})."
+        return "The segmentation has not been saved yet."
+
+    def _unsaved_box(self, question: str) -> QMessageBox:
+        buttons = QMessageBox.StandardButton
+        box = QMessageBox(QMessageBox.Icon.Warning, "Unsaved segmentation", f"{self.unsaved_text()} {question}",
+                          buttons.Save | buttons.Discard | buttons.Cancel, self.window)
+        box.setDefaultButton(buttons.Save)
+        box.button(buttons.Discard).setText("Don't save")
+        return box
+
     def may_discard_edits(self, what: str) -> bool:
-        """True when there are no unsaved edits or the user agrees to lose them."""
+        """True when there are no unsaved edits, the user saved them, or agrees to lose them."""
         if not self.document.unsaved:
             return True
-        answer = QMessageBox.question(
-            self.window, "Unsaved edits",
-            f"The segmentation has unsaved edits ({self.document.history.summary().lower()}). {what} anyway and lose them?",
-            QMessageBox.StandardButton.Discard | QMessageBox.StandardButton.Cancel, QMessageBox.StandardButton.Cancel)
+        self.question_box = self._unsaved_box(f"Save it before you {what[:1].lower() + what[1:]}?")
+        answer = self.question_box.exec()
+        self.question_box = None
+        if answer == QMessageBox.StandardButton.Save:
+            return self._save_and_wait()
         return answer == QMessageBox.StandardButton.Discard
 
+    def _save_and_wait(self) -> bool:
+        """Save (Ctrl+S's way: asks for a name the first time) and wait for the worker: True once saved."""
+        files = self.window.segmentation_files
+        if not files.save():
+            return False  # the user cancelled the file dialog, or nothing can be saved
+        loop = QEventLoop()
+        files.saved.connect(loop.quit)
+        files.failed.connect(loop.quit)
+        if files.busy:
+            loop.exec()
+        files.saved.disconnect(loop.quit)
+        files.failed.disconnect(loop.quit)
+        return not self.document.unsaved
+
     def ask_then_close(self) -> None:
-        """Quitting with unsaved edits: ask in a window-modal box (never blocking), close on Discard."""
-        self.close_box = QMessageBox(
-            QMessageBox.Icon.Warning, "Unsaved edits",
-            f"The segmentation has unsaved edits ({self.document.history.summary().lower()}). Quit and lose them?",
-            QMessageBox.StandardButton.Discard | QMessageBox.StandardButton.Cancel, self.window)
-        self.close_box.setDefaultButton(QMessageBox.StandardButton.Cancel)
+        """Quitting with unsaved edits: ask in a window-modal box (never blocking); Save saves then quits."""
+        self.close_box = self._unsaved_box("Save it before quitting?")
         self.close_box.finished.connect(self._on_close_answer)
         self.close_box.open()
 
     def _on_close_answer(self, result: int) -> None:
         if result == QMessageBox.StandardButton.Discard:
             self.document.mark_saved()
+            self.window.close()
+        elif result == QMessageBox.StandardButton.Save:
+            files = self.window.segmentation_files
+            if files.save():
+                files.saved.connect(self._close_after_save)
+
+    def _close_after_save(self, _path: str) -> None:
+        self.window.segmentation_files.saved.disconnect(self._close_after_save)
+        if not self.document.unsaved:
             self.window.close()
 
     def ask_before_segment(self, package: Any, then: Callable[[str], None]) -> None:

@@ -180,7 +180,7 @@ def test_unsaved_edits_are_not_lost_without_asking(window, chest, qtbot, monkeyp
     panel.tool_buttons["brush"].click()
     drag(qtbot, view, [widget_point(view, (200, 200, doc.cursor_xyz[2]))])
     assert doc.unsaved
-    monkeypatch.setattr(QMessageBox, "question", lambda *a, **k: QMessageBox.StandardButton.Cancel)
+    monkeypatch.setattr(QMessageBox, "exec", lambda box: QMessageBox.StandardButton.Cancel)  # the user cancels
     window.open_path(ct_dir / "totalsegmentator" / "example_ct_sm.nii.gz")
     assert not window.loader.busy and doc.volume is chest
     window.close()

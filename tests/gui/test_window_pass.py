@@ -352,3 +352,47 @@ def test_an_empty_folder_and_a_folder_of_non_images_say_so(window, qtbot, monkey
     assert sorted(line.split(":")[0] for line in listed) == ["report.dcm", "scan.txt"]
     browser.grab().save(str(artifacts_dir / "window_pass_junk_folder.png"))
     browser.close()
+
+
+# --- #25.8: the unsaved-segmentation question offers Save, in plain words -------------------------------------
+def test_opening_another_image_with_unsaved_edits_offers_save_and_saves_first(
+        driver, window, ct_dir, qtbot, monkeypatch, tmp_path, artifacts_dir):
+    from PySide6.QtWidgets import QMessageBox
+
+    from medseg.edit.tools.brush import stroke
+    from medseg.gui import save_dialog
+
+    driver.open_series(ct_dir / "dcmqi_ct3slice_masks" / "image")
+    doc = window.document
+    doc.new_label_map()
+    doc.add_label("lesion", value=1)
+    doc.apply(stroke(doc.label_map, [(1, 200, 200)], 6.0, 1, image=doc.volume), "brush")
+    doc.apply(stroke(doc.label_map, [(1, 260, 260)], 6.0, 1, image=doc.volume), "brush")
+    assert doc.unsaved
+    seen = {}
+    out = tmp_path / "lesion.nii.gz"
+    monkeypatch.setattr(save_dialog, "ask_save_path", lambda *a, **k: (str(out), "NIfTI label map (*.nii.gz)"))
+
+    def user_presses_save(box):
+        seen["text"] = box.text()
+        seen["buttons"] = [b.text() for b in box.buttons()]
+        box.show()
+        QApplication.processEvents()
+        box.grab().save(str(artifacts_dir / "window_pass_unsaved_question.png"))
+        box.hide()
+        return QMessageBox.StandardButton.Save
+
+    monkeypatch.setattr(QMessageBox, "exec", user_presses_save)
+    with qtbot.waitSignal(window.loader.study_loaded, timeout=120_000):
+        window.open_path(ct_dir / "totalsegmentator" / "example_ct_sm.nii.gz")
+    assert seen["text"] == "The segmentation has 2 unsaved edits (the last: brush). Save it before you open another image?"
+    assert sorted(seen["buttons"]) == sorted(["Save", "Don't save", "Cancel"])
+    assert out.is_file()  # saved before the other image replaced it
+    import SimpleITK as sitk
+
+    assert int(sitk.GetArrayFromImage(sitk.ReadImage(str(out))).astype(bool).sum()) > 0
+
+
+def test_nothing_unsaved_is_worded_as_such_not_as_zero_steps(window):
+    window.document.history.clear()
+    assert window.editing.unsaved_text() == "The segmentation has not been saved yet."
