@@ -23,6 +23,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from medseg.edit.delta import Box, Delta, box_slices
+from medseg.edit.describe import describe_change
 from medseg.edit.events import Event
 from medseg.edit.history import DEFAULT_BUDGET_BYTES, History
 from medseg.edit.journal import Journal
@@ -115,6 +116,7 @@ class ViewerDocument:
         self.cursor_changed = Event()
         self.overlay_changed = Event()  # opacity, outline, overlay on/off
         self.comparison_changed = Event()  # the comparison layer set, cleared, shown or hidden
+        self.notice = Event()  # (text, level "info"/"warning"): what an operation did, for the user to read
 
     @property
     def labels(self) -> dict[int, Label]:
@@ -246,21 +248,32 @@ class ViewerDocument:
         self.history_changed.emit()
 
     # --- edits: the only way voxels change ------------------------------------------------
-    def apply(self, delta: Delta | None, description: str, labels: Mapping[int, Label | None] | None = None) -> bool:
+    def apply(self, delta: Delta | None, description: str, labels: Mapping[int, Label | None] | None = None,
+              announce: str = "") -> bool:
         """Write ``delta`` to the label map as one undoable, journaled step. False if nothing changed.
 
         ``labels``: label table entries this step sets (None removes one); undo puts them back.
         A model's label whose voxels the step changes, unless ``labels`` sets it, becomes
-        SEMIAUTOMATIC: provenance is the document's to keep, so every writer gets it right."""
+        SEMIAUTOMATIC: provenance is the document's to keep, so every writer gets it right.
+        ``announce``: the operation in the user's words ("Grow 2 mm"); the document then says what it
+        changed (:attr:`notice`: "Grow 2 mm: bones +23.0 ml (from body)"), or that nothing changed.
+        """
         if delta is None or delta.count == 0:
+            if announce:
+                self.notice.emit(f"{announce}: nothing changed.", "info")
             return False
         label_map = self.label_map if self.label_map is not None else self.new_label_map()
         before = {int(v): label_map.labels.get(int(v)) for v in labels or {}}  # undo puts these back
+        if announce:  # before the write: the names of labels it empties are still in the table
+            names = {value: entry.name for value, entry in self.labels.items()}
+            text = describe_change(delta, names, self.voxel_ml(), announce)
         self._write(delta, delta.new)
         changes = self._change_table(delta.values(), labels or {}, before)
         self.history.push(description, delta, changes)
         self._journal(delta)
         self.history_changed.emit()
+        if announce:
+            self.notice.emit(text, "info")
         return True
 
     def _change_table(self, touched: Any, explicit: Mapping[int, Label | None],
@@ -290,6 +303,12 @@ class ViewerDocument:
                 label_map.labels[value] = entry
         label_map.labels = dict(sorted(label_map.labels.items()))
         self._table_changed()
+
+    def voxel_ml(self) -> float:
+        """The volume of one voxel of the open image, in ml (0 without an image)."""
+        if self.volume is None:
+            return 0.0
+        return float(np.prod(self.volume.spacing_mm)) / 1000.0
 
     def _journal(self, delta: Delta) -> None:
         if self.journal is not None:
@@ -491,7 +510,7 @@ class ViewerDocument:
         entry = label_map.entry(value)
         if entry.locked:
             raise MedsegError(f"label {value} ({entry.name}) is locked; unlock it to delete it")
-        changed = self._replace_value(value, 0, f"delete {entry.name}", {value: None})
+        changed = self._replace_value(value, 0, f"delete {entry.name}", {value: None}, f"Delete {entry.name}")
         if not changed:
             self._put_entries({value: None})
         return changed
@@ -502,13 +521,14 @@ class ViewerDocument:
         src, dst = label_map.entry(source), label_map.entry(target)
         if src.locked:
             raise MedsegError(f"label {source} ({src.name}) is locked; unlock it to merge it")
-        changed = self._replace_value(source, target, f"merge {src.name} into {dst.name}", {source: None})
+        changed = self._replace_value(source, target, f"merge {src.name} into {dst.name}", {source: None},
+                                      f"Merge {src.name} into {dst.name}")
         if not changed:
             self._put_entries({source: None})
         return changed
 
     def _replace_value(self, old_value: int, new_value: int, description: str,
-                       labels: Mapping[int, Label | None]) -> bool:
+                       labels: Mapping[int, Label | None], announce: str = "") -> bool:
         from medseg.edit.tools.rules import label_box
 
         label_map = self._table()
@@ -517,7 +537,7 @@ class ViewerDocument:
             return False
         block = label_map.array[box_slices(box)]
         delta = Delta.from_blocks(box[0], block, np.where(block == old_value, new_value, block).astype(block.dtype))
-        return self.apply(delta, description, labels)
+        return self.apply(delta, description, labels, announce=announce)
 
     def set_active_label(self, value: int) -> None:
         if value != self.active_label:

@@ -155,17 +155,36 @@ class ToolController:
                                                ConfidenceParameters(k=float(self.confidence_k.value)), self.rules())
             doc.apply(delta, "click 3D")
         elif self.active == "fill":
-            hu = self.rules().hu_range if self.fill_by_hu.value else None
-            if self.fill_by_hu.value and hu is None:
-                hu = (float(self.hu_low.value), float(self.hu_high.value))
-            delta = tools.flood_fill(lm, seed, doc.active_label, self.rules(), doc.volume, hu_range=hu,
-                                     plane_axis=None if self.fill_3d.value else plane)
-            doc.apply(delta, "fill")
+            self._fill(seed, plane)
         elif self.active == "keep_island":
             try:
-                doc.apply(tools.keep_clicked(lm, seed), "keep island")
-            except MedsegError:
-                return True  # clicked background or a locked label: nothing to keep
+                doc.apply(tools.keep_clicked(lm, seed), "keep island", "Keep island")
+            except MedsegError as error:
+                doc.notice.emit(f"Keep island: {error.message}.", "warning")  # background or a locked label
+        return True
+
+    def _fill(self, seed: tuple[int, ...], plane: int) -> None:
+        doc = self.document
+        lm = doc.label_map
+        hu = self.rules().hu_range if self.fill_by_hu.value else None
+        if self.fill_by_hu.value and hu is None:
+            hu = (float(self.hu_low.value), float(self.hu_high.value))
+        in_plane = not self.fill_3d.value
+        what = "Fill" if in_plane else "Fill in 3D"
+        if hu is not None and doc.volume is not None:
+            clicked = float(doc.volume.array[seed])
+            if not hu[0] <= clicked <= hu[1]:  # the region would be empty: say why, don't fail silently
+                doc.notice.emit(f"{what}: the clicked voxel is {clicked:.0f} HU, outside the range {hu[0]:.0f} to "
+                                f"{hu[1]:.0f} HU, so nothing was filled.", "warning")
+                return
+        clicked_background = int(lm.array[seed]) == 0
+        delta = tools.flood_fill(lm, seed, doc.active_label, self.rules(), doc.volume, hu_range=hu,
+                                 plane_axis=plane if in_plane else None)
+        if doc.apply(delta, "fill", what) and clicked_background and hu is None and \
+                _touches_edge(delta.box, lm.shape_zyx, plane if in_plane else None):
+            doc.notice.emit(f"{what} reached the edge of the image: it filled the background around the patient "
+                            f"({delta.count * doc.voxel_ml():.1f} ml). Ctrl+Z undoes it; to fill inside a structure, "
+                            "click inside its outline or use 'Fill by HU range'.", "warning")
         return True
 
     def drag(self, xyz: tuple[float, float, float]) -> None:
@@ -339,4 +358,21 @@ class ToolController:
             "smooth": lambda: tools.smooth(lm, value, float(self.smooth_mm.value), rules, doc.volume),
         }[name]()
         entry = lm.labels.get(value)
-        return doc.apply(delta, f"{name.replace('_', ' ')} {entry.name if entry else value}")
+        return doc.apply(delta, f"{name.replace('_', ' ')} {entry.name if entry else value}",
+                         f"{self.operation_text(name)} on {entry.name if entry else f'label {value}'}")
+
+    def operation_text(self, name: str) -> str:
+        """The operation with its setting, as the user reads it ("Grow 2 mm")."""
+        return {
+            "grow": f"Grow {self.margin_mm.value:g} mm", "shrink": f"Shrink {self.margin_mm.value:g} mm",
+            "keep_largest": "Keep largest", "remove_small": f"Remove islands under {self.island_ml.value:g} ml",
+            "fill_holes": "Fill holes", "interpolate": "Interpolate between slices",
+            "smooth": f"Smooth {self.smooth_mm.value:g} mm",
+        }[name]
+
+
+def _touches_edge(box, shape_zyx, plane_axis: int | None) -> bool:
+    """Does the (z, y, x) box reach the image's border along an axis of the fill (not across slices)?"""
+    (lo, hi) = box
+    axes = [a for a in range(3) if a != plane_axis]
+    return any(lo[a] == 0 or hi[a] == shape_zyx[a] for a in axes)

@@ -117,11 +117,15 @@ class EditToolsPanel(QGroupBox):
         self.island_ml = bind(QDoubleSpinBox(self), controller.island_ml)
         self.smooth_mm = bind(QDoubleSpinBox(self), controller.smooth_mm)
         self.operation_buttons: dict[str, QPushButton] = {}
+        # The operations act on the active label, whose box may be scrolled out of sight: say which here.
+        self.operations_target = QLabel(self)
+        self.operations_target.setObjectName("operations-target")
         ops = QGridLayout()
+        ops.addWidget(self.operations_target, 0, 0, 1, 3)
         for i, (name, text) in enumerate(OPERATIONS):
             button = QPushButton(text, self)
             button.clicked.connect(lambda _=False, n=name: self.run_operation(n))
-            ops.addWidget(button, i // 3, i % 3)
+            ops.addWidget(button, 1 + i // 3, i % 3)
             self.operation_buttons[name] = button
         params = QHBoxLayout()
         for text, widget in (("margin", self.margin), ("islands <", self.island_ml), ("σ", self.smooth_mm)):
@@ -184,6 +188,13 @@ class EditToolsPanel(QGroupBox):
         for box in (self.label_box, self.merge_box):
             box.blockSignals(False)
         entry = doc.labels.get(doc.active_label)
+        if entry is not None:
+            r, g, b = entry.color
+            self.operations_target.setText(f"Operations on <span style='color: rgb({r},{g},{b})'>■</span> "
+                                           f"<b>{doc.active_label} {entry.name}</b>"
+                                           + (" (locked)" if entry.locked else ""))
+        else:
+            self.operations_target.setText("Operations on the active label (none yet)")
         self.lock_box.blockSignals(True)
         self.lock_box.setChecked(bool(entry and entry.locked))
         self.lock_box.setEnabled(entry is not None)

@@ -281,6 +281,7 @@ class MainWindow(QMainWindow):
         self.document.label_map_changed.connect(self._sync_source)
         self.document.history_changed.connect(self._sync_source)
         self.document.window_changed.connect(self._update_info)
+        self.document.notice.connect(self.notify)  # what an edit operation did (or why it did nothing)
 
     # --- segmentation files (medseg.gui.segmentation_files) ----------------------------------------
     def open_segmentation(self) -> None:

@@ -396,3 +396,65 @@ def test_opening_another_image_with_unsaved_edits_offers_save_and_saves_first(
 def test_nothing_unsaved_is_worded_as_such_not_as_zero_steps(window):
     window.document.history.clear()
     assert window.editing.unsaved_text() == "The segmentation has not been saved yet."
+
+
+# --- #25.9: every operation says what it changed, and why when it changed nothing -------------------------------
+def _click(qtbot, view, xyz) -> None:
+    point = view.index_to_widget(xyz)
+    qtbot.mouseClick(view, Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier, QPoint(round(point.x()),
+                                                                                              round(point.y())))
+
+
+def test_operations_say_what_they_changed_in_ml_and_whose_voxels_they_took(driver, window, ct_dir, qtbot,
+                                                                          artifacts_dir):
+    volume = driver.open_image_file(ct_dir / "pyradiomics_lung1" / "lung1_image.nrrd")
+    doc, panel = window.document, window.editing.panel
+    z = volume.shape_zyx[0] // 2
+    array = np.zeros(volume.shape_zyx, dtype=np.uint8)
+    array[z - 2:z + 3, 150:350, 150:350] = 1  # "body"
+    array[z - 2:z + 3, 230:270, 140:180] = 2  # "bones", across the body's edge
+    doc.set_label_map(volume.with_array(array), build_label_table([1, 2], {1: "body", 2: "bones"}))
+    doc.set_active_label(2)
+    assert "2 bones" in panel.operations_target.text()  # said next to the buttons
+    voxel_ml = float(np.prod(volume.spacing_mm)) / 1000
+    panel.margin.setValue(2.0)
+    before = doc.label_map.array.copy()
+    panel.operation_buttons["grow"].click()
+    after = doc.label_map.array
+    gained = (after == 2) & (before != 2)
+    from_body, from_background = int((gained & (before == 1)).sum()), int((gained & (before == 0)).sum())
+    assert from_body > 0 and from_background > 0  # into body and into background
+    text = window.messages.text()
+    assert text == (f"Grow 2 mm on bones: bones +{gained.sum() * voxel_ml:.1f} ml (from body "
+                    f"{from_body * voxel_ml:.1f} ml, background {from_background * voxel_ml:.1f} ml)"), text
+    before = after.copy()
+    panel.operation_buttons["shrink"].click()
+    lost = int(((before == 2) & (doc.label_map.array != 2)).sum())
+    assert window.messages.text() == f"Shrink 2 mm on bones: bones −{lost * voxel_ml:.1f} ml (to background)"
+    window.grab().save(str(artifacts_dir / "window_pass_operation_message.png"))
+
+
+def test_a_2d_fill_that_floods_the_background_warns_and_an_hu_fill_outside_its_range_says_why(
+        driver, window, ct_dir, qtbot):
+    volume = driver.open_image_file(ct_dir / "pyradiomics_lung1" / "lung1_image.nrrd")
+    doc, panel = window.document, window.editing.panel
+    view = window.viewer.views["axial"]
+    z = doc.cursor_xyz[2]
+    panel.tool_buttons["fill"].click()
+    _click(qtbot, view, (5, 5, z))  # outside the patient, on background: floods the slice's background
+    assert doc.label_map.array[z, 5, 5] == doc.active_label
+    assert window.messages.current.level == "warning"
+    assert window.messages.text().startswith("Fill reached the edge of the image: it filled the background")
+    doc.undo()
+    panel.fill_by_hu.setChecked(True)
+    panel.hu_masked.setChecked(True)
+    panel.hu_low.setValue(100)
+    panel.hu_high.setValue(300)
+    point = view.index_to_widget((5, 5, z))
+    x, y, _ = view.widget_to_index(QPointF(round(point.x()), round(point.y())))  # the voxel the click lands on
+    air = float(volume.array[z, y, x])
+    depth = doc.history.depth
+    _click(qtbot, view, (5, 5, z))
+    assert doc.history.depth == depth  # nothing was filled...
+    assert window.messages.text() == (f"Fill: the clicked voxel is {air:.0f} HU, outside the range 100 to 300 HU, "
+                                      "so nothing was filled.")  # ...and it says why
