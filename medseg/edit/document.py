@@ -84,6 +84,7 @@ class ViewerDocument:
         self.label_map: LabelMap | None = None
         self.window_center = 40.0
         self.window_width = 400.0
+        self.window_preset = ""  # the preset the user chose for the current window ("" = set by hand)
         self.cursor_xyz: tuple[int, int, int] = (0, 0, 0)
         self.overlay_opacity = 0.5
         self.overlay_outline = False
@@ -555,10 +556,12 @@ class ViewerDocument:
         self.paint_rules = rules
 
     # --- window / level -----------------------------------------------------------------
-    def set_window(self, center: float, width: float) -> None:
+    def set_window(self, center: float, width: float, preset: str = "") -> None:
+        """``preset``: the preset the user chose for these values ("" when set by hand), so the panel shows
+        the user's choice even when another preset (e.g. the header's window) has the same values."""
         width = max(1.0, float(width))
-        if (center, width) != (self.window_center, self.window_width):
-            self.window_center, self.window_width = float(center), width
+        if (center, width, preset) != (self.window_center, self.window_width, self.window_preset):
+            self.window_center, self.window_width, self.window_preset = float(center), width, preset
             self.window_changed.emit()
 
     def set_presets(self, presets: dict[str, tuple[float, float]]) -> None:
@@ -569,7 +572,7 @@ class ViewerDocument:
             self.apply_auto_window()
             return
         center, width = self.presets[name]
-        self.set_window(center, width)
+        self.set_window(center, width, preset=name)
 
     def auto_window(self) -> tuple[float, float]:
         """The header's window if there is one, else a robust range of the voxels."""
@@ -585,9 +588,9 @@ class ViewerDocument:
     def apply_auto_window(self, notify: bool = True) -> None:
         center, width = self.auto_window()
         if notify:
-            self.set_window(center, width)
+            self.set_window(center, width, preset=AUTO_PRESET)
         else:
-            self.window_center, self.window_width = center, width
+            self.window_center, self.window_width, self.window_preset = center, width, AUTO_PRESET
 
     # --- crosshair ----------------------------------------------------------------------
     def _clamp(self, xyz: Any) -> tuple[int, int, int]:

@@ -17,10 +17,9 @@ from medseg.edit.document import DEFAULT_PRESETS
 ORGANIZATION, APPLICATION = "medseg", "medseg"
 MAX_RECENT = 10
 
-SHORTCUTS = (
-    ("Open DICOM folder", "Ctrl+Shift+O"),
-    ("Open files (DICOM, NIfTI, NRRD, MHA)", "Ctrl+O"),
-    ("Open a segmentation (label map or DICOM SEG) onto the image", "Ctrl+L"),
+# The mouse and the keys no menu item carries; every menu item's and tool's shortcut is read from the
+# window itself (shortcut_rows), so the F1 list cannot drift from what the keys do.
+MOUSE_AND_KEYS = (
     ("Scroll slices", "Mouse wheel, Up/Down, Left/Right; Page Up/Down = 10 slices"),
     ("Set crosshair (all views follow)", "Left click / drag"),
     ("Window/level", "Right-drag (or Shift + left-drag): → wider, ↓ higher level"),
@@ -28,10 +27,8 @@ SHORTCUTS = (
     ("Zoom", "Ctrl + wheel"),
     ("Maximise a view / back", "Double-click the view, or F7"),
     ("Layouts 1×3 / 2×2 / single", "F5 / F6 / F7"),
-    ("Reset zoom and pan", "R"),
-    ("Presets: auto, soft tissue, lung, bone, brain, liver, mediastinum", "0, 1, 2, 3, 4, 5, 6"),
-    ("Toggle the label overlay", "O"),
-    ("Keyboard shortcuts", "F1"),
+    ("Pick the label under the mouse (it becomes the active label)", "Ctrl + left click"),
+    ("Change a value in a box or slider with the wheel", "Click into it first (the wheel scrolls the panel)"),
 )
 
 
@@ -132,8 +129,26 @@ def about_box(parent: QWidget) -> QMessageBox:
     return box
 
 
+def shortcut_rows(window: QWidget) -> list[tuple[str, str]]:
+    """(what, keys) for every action and tool button of ``window`` that has a shortcut, then the mouse."""
+    from PySide6.QtGui import QAction, QKeySequence
+    from PySide6.QtWidgets import QAbstractButton
+
+    rows: dict[str, str] = {}
+    for action in window.findChildren(QAction):
+        keys = action.shortcut().toString(QKeySequence.SequenceFormat.NativeText)
+        what = action.text().replace("&&", "\0").replace("&", "").replace("\0", "&").rstrip("…")
+        if keys and what:
+            rows.setdefault(what, keys)
+    for button in window.findChildren(QAbstractButton):
+        keys = button.shortcut().toString(QKeySequence.SequenceFormat.NativeText)
+        if keys and button.text():
+            rows.setdefault(f"{button.text()} tool", keys)
+    return [*rows.items(), *MOUSE_AND_KEYS]
+
+
 def shortcuts_box(parent: QWidget) -> QMessageBox:
-    rows = "".join(f"<tr><td>{what}</td><td><b>{keys}</b></td></tr>" for what, keys in SHORTCUTS)
+    rows = "".join(f"<tr><td>{what}</td><td><b>{keys}</b></td></tr>" for what, keys in shortcut_rows(parent))
     box = QMessageBox(QMessageBox.Icon.NoIcon, "Keyboard and mouse", f"<table cellspacing=6>{rows}</table>",
                       QMessageBox.StandardButton.Ok, parent)
     return box

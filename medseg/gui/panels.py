@@ -81,20 +81,23 @@ class WindowPanel(QGroupBox):
     def _on_spin(self) -> None:
         self.document.set_window(self.center_box.value(), self.width_box.value())
 
+    def _preset_window(self, name: str) -> tuple[float, float] | None:
+        window = self.document.auto_window() if name == AUTO_PRESET else self.document.presets.get(name)
+        return tuple(map(float, window)) if window is not None else None  # type: ignore[return-value]
+
     def _sync(self) -> None:
         doc = self.document
         for box, value in ((self.center_box, doc.window_center), (self.width_box, doc.window_width)):
             box.blockSignals(True)
             box.setValue(value)
             box.blockSignals(False)
-        current = (doc.window_center, doc.window_width)
-        match = 0
-        for index in range(1, self.preset_box.count()):
-            name = self.preset_box.itemData(index)
-            window = doc.auto_window() if name == AUTO_PRESET else doc.presets.get(name)
-            if window is not None and tuple(map(float, window)) == current:
-                match = index
-                break
+        # The preset the user chose, even when another has the same values (Brain = the header's window);
+        # else the first preset with these values; else "(custom)".
+        match = self.preset_box.findData(doc.window_preset) if doc.window_preset else -1
+        if match < 0:
+            current = (doc.window_center, doc.window_width)
+            match = next((index for index in range(1, self.preset_box.count())
+                          if self._preset_window(self.preset_box.itemData(index)) == current), 0)
         self.preset_box.blockSignals(True)
         self.preset_box.setCurrentIndex(match)
         self.preset_box.blockSignals(False)

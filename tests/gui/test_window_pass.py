@@ -458,3 +458,40 @@ def test_a_2d_fill_that_floods_the_background_warns_and_an_hu_fill_outside_its_r
     assert doc.history.depth == depth  # nothing was filled...
     assert window.messages.text() == (f"Fill: the clicked voxel is {air:.0f} HU, outside the range 100 to 300 HU, "
                                       "so nothing was filled.")  # ...and it says why
+
+
+# --- #25.12 and 13: the preset the user chose; a complete shortcut list -------------------------------------------
+def test_the_chosen_preset_is_shown_even_when_the_header_window_has_the_same_values(driver, window, ct_dir, qtbot):
+    volume = driver.open_series(ct_dir / "dcm_qa_ct" / "GE_HiSpeedDual_head_tilt_varspacing")
+    volume.meta.window_center, volume.meta.window_width = 40.0, 80.0  # a head CT whose header window is Brain's
+    window.apply_preset("Auto (header)")
+    box = window.window_panel.preset_box
+    assert box.currentData() == "Auto (header)"
+    window.activateWindow()
+    qtbot.waitUntil(window.isActiveWindow)  # shortcuts reach the active window only
+    qtbot.keyClick(window.viewer.views["axial"], Qt.Key.Key_4)
+    assert (window.document.window_center, window.document.window_width) == (40.0, 80.0)
+    assert box.currentData() == "Brain"  # was "Auto (header) [0]"
+    window.window_panel.width_box.setValue(120)  # by hand: no preset any more
+    window.window_panel.width_box.editingFinished.emit()
+    qtbot.waitUntil(lambda: window.document.window_width == 120.0)
+    assert box.currentIndex() == 0 and box.currentText() == "(custom)"
+
+
+def test_f1_lists_every_shortcut_the_window_has(window, qtbot):
+    from PySide6.QtGui import QAction, QKeySequence
+
+    window.activateWindow()
+    qtbot.waitUntil(window.isActiveWindow)
+    qtbot.keyClick(window, Qt.Key.Key_F1)
+    qtbot.waitUntil(lambda: window.dialog is not None and window.dialog.isVisible())
+    text = window.dialog.text()
+    for what, keys in (("Undo", "Ctrl+Z"), ("Redo", "Ctrl+Shift+Z"), ("Segment", "Ctrl+G"),
+                       ("Save segmentation", "Ctrl+S"), ("Pick the label under the mouse", "Ctrl + left click"),
+                       ("Brush tool", "B")):
+        assert what in text and f"<b>{keys}</b>" in text, what
+    for action in window.findChildren(QAction):
+        keys = action.shortcut().toString(QKeySequence.SequenceFormat.NativeText)
+        if keys:
+            assert f"<b>{keys}</b>" in text, (action.text(), keys)
+    window.dialog.close()
