@@ -17,12 +17,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--series", metavar="UID", help="Series Instance UID or series key (see `medseg info`)")
     parser.add_argument("--raw-stack", action="store_true", help="open an irregular stack as acquired")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    parser.add_argument("--csv", metavar="OUT", help="also write the table as CSV")
+    parser.add_argument("--csv", metavar="OUT", help="also write the table as CSV (with the series UID and description)")
+    parser.add_argument("--patient-name", action="store_true",
+                        help="also put the patient's name in the CSV (left out by default)")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from medseg.edit.stats import label_statistics, write_stats_csv
+    from medseg.edit.stats import label_statistics, study_columns, write_stats_csv
     from medseg.io import load
     from medseg.io.atomic import check_writable
     from medseg.io.label_files import open_segmentation
@@ -34,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
     names = {s.value: s.name for s in opened.segments}
     stats = label_statistics(image, opened.label_map, names)
     if args.csv:
-        write_stats_csv(stats, args.csv)
+        write_stats_csv(stats, args.csv, study_columns(image, patient_name=args.patient_name))
     if args.json:
         print(json.dumps({"segmentation": str(args.segmentation), "image": str(args.image), "notes": [*opened.notes, *opened.naming],
                           "labels": [s.as_json() for s in stats]}, indent=1))

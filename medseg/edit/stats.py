@@ -111,15 +111,26 @@ def label_statistics(image: Volume, label_map: Volume, names: dict[int, str] | N
     return stats
 
 
-def stats_csv(stats: list[LabelStats]) -> str:
+def study_columns(image: Volume, patient_name: bool = False) -> dict[str, str]:
+    """Which series the figures are of, as leading CSV columns: its UID and description (and the
+    patient's name only when the user asks for it: a CSV travels further than the study)."""
+    meta = image.meta
+    columns = {"series_uid": meta.series_uid, "series_description": meta.series_description}
+    if patient_name:
+        columns["patient_name"] = meta.patient_name
+    return columns
+
+
+def stats_csv(stats: list[LabelStats], study: dict[str, str] | None = None) -> str:
+    study = study or {}
     buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=CSV_COLUMNS, lineterminator="\n")
+    writer = csv.DictWriter(buffer, fieldnames=[*study, *CSV_COLUMNS], lineterminator="\n")
     writer.writeheader()
     for item in stats:
-        writer.writerow(item.row())
+        writer.writerow({**study, **item.row()})
     return buffer.getvalue()
 
 
-def write_stats_csv(stats: list[LabelStats], path: str | os.PathLike) -> Path:
-    """The table as CSV (one row per label, LPS millimetres), written atomically."""
-    return atomic_write_text(path, stats_csv(stats))
+def write_stats_csv(stats: list[LabelStats], path: str | os.PathLike, study: dict[str, str] | None = None) -> Path:
+    """The table as CSV (one row per label, LPS millimetres; ``study``'s columns first), written atomically."""
+    return atomic_write_text(path, stats_csv(stats, study))

@@ -142,7 +142,7 @@ class MainWindow(QMainWindow):
         self.stats_dock.setObjectName("label-statistics")
         self.stats_dock.setWidget(self.stats_panel)
         self.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.stats_dock)
-        self.resizeDocks([self.stats_dock], [150], Qt.Orientation.Vertical)
+        self.resizeDocks([self.stats_dock], [230], Qt.Orientation.Vertical)  # about six rows
         self.train_tab = TrainExportTab(self.document, self)
         self.train_tab.failed.connect(self._on_failed)
         self.train_tab.export_panel.open_requested.connect(lambda case: open_comparison_case(self, case))

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+
 from PySide6.QtCore import Signal, Slot
-from PySide6.QtWidgets import (QHBoxLayout, QHeaderView, QLabel, QPushButton, QTableWidget,
+from PySide6.QtWidgets import (QCheckBox, QHBoxLayout, QHeaderView, QLabel, QPushButton, QTableWidget,
                                QTableWidgetItem, QVBoxLayout, QWidget)
 
 from medseg.edit.document import ViewerDocument
-from medseg.edit.stats import LabelStats, label_statistics, write_stats_csv
+from medseg.edit.stats import LabelStats, label_statistics, study_columns, write_stats_csv
 from medseg.errors import MedsegError
 from medseg.gui import save_dialog
 
@@ -42,9 +44,17 @@ class StatsPanel(QWidget):
         self.refresh_button.clicked.connect(self.refresh)
         self.export_button = QPushButton("Export CSV…", self)
         self.export_button.clicked.connect(self.export_dialog)
+        self.patient_name_box = QCheckBox("with the patient's name", self)
+        self.patient_name_box.setToolTip("The CSV always names the series (UID and description); the patient's "
+                                         "name only when ticked")
+        self.table.setToolTip("Double-click a label to make it active and show its largest cross-section")
+        self.table.cellDoubleClicked.connect(lambda row, _column: self.show_label(self.stats[row].value))
+        self.table.setMinimumHeight(self.table.verticalHeader().defaultSectionSize() * 5
+                                    + self.table.horizontalHeader().sizeHint().height())
         buttons = QHBoxLayout()
         buttons.addWidget(self.summary, 1)
         buttons.addWidget(self.refresh_button)
+        buttons.addWidget(self.patient_name_box)
         buttons.addWidget(self.export_button)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
@@ -65,6 +75,24 @@ class StatsPanel(QWidget):
             self.stats = label_statistics(doc.volume, doc.label_map, names)
         self._stale = False
         self._fill()
+
+    def show_label(self, value: int) -> None:
+        """Make ``value`` the active label and put the crosshair on its largest axial cross-section."""
+        doc = self.document
+        if doc.label_map is None or value not in doc.labels:
+            return
+        from medseg.edit.tools.rules import label_box
+
+        doc.set_active_label(value)
+        box = label_box(doc.label_map, value)
+        if box is None:
+            return
+        (z0, y0, x0), (z1, y1, x1) = box
+        mask = doc.label_map.array[z0:z1, y0:y1, x0:x1] == value
+        z = int(np.argmax(mask.sum(axis=(1, 2))))
+        ys, xs = np.nonzero(mask[z])
+        inside = int(np.argmin((ys - ys.mean()) ** 2 + (xs - xs.mean()) ** 2))  # a label voxel, even for a ring
+        doc.set_cursor((x0 + int(xs[inside]), y0 + int(ys[inside]), z0 + z))
 
     def _mark_stale(self, _edit=None) -> None:
         # Counting every label's HU over a whole series takes a second or more, too slow for every
@@ -108,7 +136,8 @@ class StatsPanel(QWidget):
 
     def export(self, path: str | Path) -> bool:
         try:
-            write_stats_csv(self.stats, path)
+            write_stats_csv(self.stats, path, study_columns(self.document.volume,
+                                                             patient_name=self.patient_name_box.isChecked()))
         except MedsegError as error:
             self.failed.emit(error)
             return False

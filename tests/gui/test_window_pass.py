@@ -495,3 +495,37 @@ def test_f1_lists_every_shortcut_the_window_has(window, qtbot):
         if keys:
             assert f"<b>{keys}</b>" in text, (action.text(), keys)
     window.dialog.close()
+
+
+# --- #25.11: the statistics dock ----------------------------------------------------------------------------------
+def test_double_clicking_a_statistics_row_shows_that_labels_largest_cross_section(driver, window, ct_dir, qtbot,
+                                                                                   tmp_path, monkeypatch):
+    import csv
+
+    from medseg.gui import save_dialog
+
+    volume = driver.open_series(ct_dir / "dcmqi_ct3slice_masks" / "image")  # GE, with a patient name and UIDs
+    assert volume.meta.series_uid and volume.meta.patient_name
+    doc, panel = window.document, window.stats_panel
+    array = np.zeros(volume.shape_zyx, dtype=np.uint8)
+    array[0:2, 100:140, 100:140] = 1
+    for z, r in ((0, 5), (1, 20), (2, 9)):  # label 2: largest on slice 1
+        array[z, 300 - r:300 + r, 200 - r:200 + r] = 2
+    doc.set_label_map(volume.with_array(array), build_label_table([1, 2], {1: "body", 2: "tumour"}))
+    doc.set_active_label(1)
+    qtbot.waitUntil(lambda: panel.table.rowCount() == 2)
+    assert panel.table.height() >= 5 * panel.table.verticalHeader().defaultSectionSize()  # more than two rows
+    row = next(r for r in range(2) if panel.table.item(r, 0).text().endswith("tumour"))
+    panel.table.cellDoubleClicked.emit(row, 0)
+    assert doc.active_label == 2
+    x, y, z = doc.cursor_xyz
+    assert z == 1 and array[z, y, x] == 2
+    out = tmp_path / "stats.csv"
+    monkeypatch.setattr(save_dialog, "ask_save_path", lambda *a, **k: (str(out), "CSV (*.csv)"))
+    panel.export_button.click()
+    rows = list(csv.DictReader(out.open()))
+    assert list(rows[0])[:2] == ["series_uid", "series_description"] and "patient_name" not in rows[0]
+    assert rows[0]["series_uid"] == volume.meta.series_uid
+    panel.patient_name_box.setChecked(True)
+    panel.export_button.click()
+    assert list(csv.DictReader(out.open()))[0]["patient_name"] == volume.meta.patient_name
