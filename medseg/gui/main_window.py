@@ -9,9 +9,10 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
-from PySide6.QtCore import QEvent, Qt, QUrl, Signal, Slot
+from PySide6.QtCore import QEvent, Qt, QTimer, QUrl, Signal, Slot
 from PySide6.QtGui import QAction, QActionGroup, QDesktopServices, QKeySequence
 from PySide6.QtWidgets import (
+    QApplication,
     QDockWidget,
     QFileDialog,
     QFrame,
@@ -120,7 +121,7 @@ class MainWindow(QMainWindow):
         side_scroll.setWidgetResizable(True)
         side_scroll.setFrameShape(QFrame.Shape.NoFrame)
         side_scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        side_scroll.setMinimumWidth(300)
+        side_scroll.setMinimumWidth(380)  # the plan table and the Edit panel need it; narrower was cramped
         side_scroll.setMaximumWidth(460)
         splitter = QSplitter(Qt.Orientation.Horizontal, self)
         splitter.addWidget(self.viewer)
@@ -146,7 +147,11 @@ class MainWindow(QMainWindow):
         self.train_tab = TrainExportTab(self.document, self)
         self.train_tab.failed.connect(self._on_failed)
         self.train_tab.export_panel.open_requested.connect(lambda case: open_comparison_case(self, case))
-        self.tabs.addTab(self.train_tab, "Train && Export")
+        train_scroll = QScrollArea(self)  # on a laptop screen the tab scrolls instead of forcing the window taller
+        train_scroll.setWidget(self.train_tab)
+        train_scroll.setWidgetResizable(True)
+        train_scroll.setFrameShape(QFrame.Shape.NoFrame)
+        self.tabs.addTab(train_scroll, "Train && Export")
         self.setCentralWidget(self.tabs)
 
     def _build_status_bar(self) -> None:
@@ -685,14 +690,35 @@ class MainWindow(QMainWindow):
     def _restore_settings(self) -> None:
         store = app_shell.settings()
         geometry = store.value("window/geometry")
-        if geometry is not None:
-            self.restoreGeometry(geometry)
-        else:
-            self.resize(1400, 820)
+        # Placed once shown: the first layout pass widens a window sized before it (to the toolbar's width).
+        self._saved_geometry = geometry
+        self._first_placement = True
         layout = str(store.value("view/layout", "2x2"))  # the biggest views on a wide screen
         self.set_layout(layout if layout in self.layout_actions else "2x2")
         self.document.set_overlay_opacity(float(store.value("view/overlay_opacity", 0.5)))
         self._set_recent(app_shell.recent_studies())
+
+    def showEvent(self, event) -> None:  # noqa: N802
+        super().showEvent(event)
+        if self._first_placement:
+            self._first_placement = False
+            if not self.testAttribute(Qt.WidgetAttribute.WA_Resized):  # a caller sized it: keep that
+                QTimer.singleShot(0, self._place)
+
+    def _place(self) -> None:
+        """Where the user left the window last time, else most of the screen."""
+        if self._saved_geometry is None or not self.restoreGeometry(self._saved_geometry):
+            self._fill_most_of_the_screen()
+
+    def _fill_most_of_the_screen(self) -> None:
+        """The first start: 92 % of the screen, centred (a clinician's 1600 x 1000 screen is not 1014 x 874)."""
+        screen = self.screen() or QApplication.primaryScreen()
+        if screen is None:
+            self.resize(1400, 900)
+            return
+        area = screen.availableGeometry()
+        width, height = int(area.width() * 0.92), int(area.height() * 0.92)
+        self.setGeometry(area.x() + (area.width() - width) // 2, area.y() + (area.height() - height) // 2, width, height)
 
     def closeEvent(self, event) -> None:  # noqa: N802
         if self.document.unsaved:

@@ -11,6 +11,7 @@ import os
 from typing import Any
 
 import numpy as np
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QCheckBox, QComboBox, QGroupBox, QHBoxLayout, QLabel, QPushButton, QSizePolicy, QTextBrowser, QVBoxLayout, QWidget
 
 from medseg.edit.document import ViewerDocument
@@ -106,9 +107,12 @@ class SegmentPanel(QGroupBox):
                                         "below); off shows the network's own labels")
         self.postprocess_box.setChecked(True)
         self.postprocess_box.setVisible(False)  # shown when the model declares steps
-        self.plan_label = QTextBrowser(self)  # fixed height: a rich-text QLabel is squeezed inside the scroll area
+        # As tall as its text (the side panel scrolls; a second scroll bar inside it hid the plan's end);
+        # a rich-text QLabel would be squeezed inside the scroll area instead.
+        self.plan_label = QTextBrowser(self)
+        self.plan_label.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.plan_label.document().documentLayout().documentSizeChanged.connect(lambda _size: self._fit_plan())
         self.plan_label.setPlainText("Open an image to see the plan.")
-        self.plan_label.setFixedHeight(230)
         self.run_button = QPushButton("Segment", self)
         self.run_button.clicked.connect(lambda: window.segment_action.trigger())
         top = QHBoxLayout()
@@ -127,6 +131,16 @@ class SegmentPanel(QGroupBox):
         self._devices_filled = False
         document.volume_changed.connect(self.refresh)
         self.refresh()
+
+    def _fit_plan(self) -> None:
+        document = self.plan_label.document()
+        document.setTextWidth(self.plan_label.viewport().width())
+        frame = self.plan_label.frameWidth() * 2 + int(document.documentMargin())
+        self.plan_label.setFixedHeight(min(int(document.size().height()) + frame, 900))
+
+    def resizeEvent(self, event) -> None:  # noqa: N802
+        super().resizeEvent(event)
+        self._fit_plan()
 
     @property
     def package(self) -> Any:

@@ -49,8 +49,8 @@ class StatsPanel(QWidget):
                                          "name only when ticked")
         self.table.setToolTip("Double-click a label to make it active and show its largest cross-section")
         self.table.cellDoubleClicked.connect(lambda row, _column: self.show_label(self.stats[row].value))
-        self.table.setMinimumHeight(self.table.verticalHeader().defaultSectionSize() * 5
-                                    + self.table.horizontalHeader().sizeHint().height())
+        self.table.setMinimumHeight(self.table.verticalHeader().defaultSectionSize() * 3
+                                    + self.table.horizontalHeader().sizeHint().height())  # the dock opens taller
         buttons = QHBoxLayout()
         buttons.addWidget(self.summary, 1)
         buttons.addWidget(self.refresh_button)

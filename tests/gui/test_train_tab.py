@@ -90,7 +90,7 @@ def test_dataset_finetune_pause_stop_resume_use_and_export(driver, window, qtbot
     tab = window.train_tab
     panel, training, export = tab.dataset_panel, tab.training_panel, tab.export_panel
     panel.set_workspace(tmp_path / "workspace")
-    window.tabs.setCurrentWidget(tab)
+    window.tabs.setCurrentIndex(window.tabs.indexOf(tab.parentWidget().parentWidget()))  # the tab scrolls
     errors = []
     tab.failed.connect(errors.append)
 

@@ -529,3 +529,37 @@ def test_double_clicking_a_statistics_row_shows_that_labels_largest_cross_sectio
     panel.patient_name_box.setChecked(True)
     panel.export_button.click()
     assert list(csv.DictReader(out.open()))[0]["patient_name"] == volume.meta.patient_name
+
+
+# --- #25.15: the first window fills most of the screen, later ones come back where they were ------------------------
+def test_the_first_window_fills_most_of_the_screen_and_the_next_restores_it(qtbot, tmp_path):
+    from PySide6.QtCore import QStandardPaths
+
+    from medseg.gui import app_shell
+    from medseg.gui.main_window import MainWindow
+
+    QStandardPaths.setTestModeEnabled(True)
+    app_shell.settings().clear()
+    first = MainWindow()
+    qtbot.addWidget(first)
+    first.show()
+    qtbot.waitExposed(first)
+    area = first.screen().availableGeometry()
+    qtbot.waitUntil(lambda: first.width() < area.width())  # placed after its first layout pass
+    frame = first.geometry()
+    assert area.contains(frame)
+    assert frame.width() >= 0.85 * area.width() and frame.height() >= 0.85 * area.height()
+    plan = first.segment_panel.plan_label
+    assert plan.verticalScrollBar().maximum() == 0  # the plan box shows its whole text, no inner scrolling
+    smaller = (first.minimumSizeHint().width() + 10, first.minimumSizeHint().height() + 40)
+    assert smaller[0] < frame.width() and smaller[1] < frame.height()
+    first.resize(*smaller)
+    qtbot.waitUntil(lambda: (first.width(), first.height()) == smaller)
+    first.close()
+    second = MainWindow()
+    qtbot.addWidget(second)
+    second.show()
+    qtbot.waitExposed(second)
+    qtbot.wait(50)
+    assert (second.width(), second.height()) == smaller
+    second.close()
