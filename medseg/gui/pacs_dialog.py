@@ -8,6 +8,7 @@ the main window opens it.
 
 from __future__ import annotations
 
+import html
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
@@ -43,6 +44,8 @@ def _error_text(error: BaseException) -> str:
 
 class ServerForm(QGroupBox):
     """The fields of one server record; the password goes to the keyring, never to the record."""
+
+    edited = Signal()  # the user changed a field
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__("Server", parent)
@@ -84,6 +87,13 @@ class ServerForm(QGroupBox):
                               ("Timeout", self.timeout)):
             form.addRow(label, widget)
         self.protocol.currentIndexChanged.connect(self._update_enabled)
+        for widget in (self.name, self.url, self.host, self.called_aet, self.our_aet, self.ca_file, self.username):
+            widget.textEdited.connect(self.edited)
+        for widget in (self.port, self.storage_port, self.timeout):
+            widget.valueChanged.connect(self.edited)
+        for widget in (self.protocol, self.retrieve, self.auth):
+            widget.activated.connect(self.edited)
+        self.tls.clicked.connect(self.edited)
         self.set_server(PacsServer(name="new server", protocol="dicomweb", url="http://localhost:8042/dicom-web"))
 
     @Slot()
@@ -96,6 +106,7 @@ class ServerForm(QGroupBox):
             widget.setEnabled(web)
 
     def set_server(self, server: PacsServer) -> None:
+        blocked = [w.blockSignals(True) for w in (self.port, self.storage_port, self.timeout)]
         self.name.setText(server.name)
         self.protocol.setCurrentIndex(self.protocol.findData(server.protocol))
         self.url.setText(server.url)
@@ -111,6 +122,8 @@ class ServerForm(QGroupBox):
         self.username.setText(server.username)
         self.secret.clear()
         self.timeout.setValue(server.timeout_s)
+        for widget, was in zip((self.port, self.storage_port, self.timeout), blocked):
+            widget.blockSignals(was)
         self._update_enabled()
 
     def server(self) -> PacsServer:
@@ -178,9 +191,14 @@ class PacsDialog(QDialog):
         self.server_list.currentRowChanged.connect(self._on_server_chosen)
         self.form = ServerForm(self)
         server_buttons = QHBoxLayout()
-        self.add_button = self._button("Add", self.add_server, server_buttons)
+        self.add_button = self._button("New server", self.add_server, server_buttons)
         self.remove_button = self._button("Remove", self.remove_server, server_buttons)
-        self.save_button = self._button("Save", self.save_server, server_buttons)
+        self.save_button = self._button("Save server", self.save_server, server_buttons)
+        # Says whether the form is a saved server, a changed one or a new one, and what Save does: a
+        # search works with the form as it is, saving only keeps it for next time.
+        self.form_state_label = QLabel(self)
+        self.form_state_label.setWordWrap(True)
+        self.form.edited.connect(self._update_form_state)
         self.test_button = self._button("Test connection", self.test_connection, server_buttons)
         self.connection_label = QLabel(self)
         self.connection_label.setWordWrap(True)
@@ -200,6 +218,7 @@ class PacsDialog(QDialog):
         left_layout = QVBoxLayout(left)
         left_layout.addWidget(QLabel("Servers", self))
         left_layout.addWidget(self.server_list, 1)
+        left_layout.addWidget(self.form_state_label)
         left_layout.addWidget(self.form)
         left_layout.addLayout(server_buttons)
         left_layout.addWidget(self.connection_label)
@@ -257,6 +276,7 @@ class PacsDialog(QDialog):
         names = [s.name for s in self.settings.servers]
         if names:
             self.server_list.setCurrentRow(names.index(select) if select in names else 0)
+        self._update_form_state()
         self._update_cache_label()
 
     @Slot(int)
@@ -265,6 +285,33 @@ class PacsDialog(QDialog):
             self.form.set_server(self.settings.servers[row])
             self.studies.clear()
             self.connection_label.clear()
+        self._update_form_state()
+
+    def form_state(self) -> str:
+        """"saved" (the form is a saved server as saved), "changed" (a saved one, edited) or "new"."""
+        try:
+            server = self.form.server()
+        except MedsegError:
+            server = None
+        names = {s.name: s for s in self.settings.servers}
+        saved = names.get(self.form.name.text().strip())
+        selected = self.server_list.currentRow() >= 0 and self.server_list.selectedItems()
+        if saved is None or not selected:
+            return "new"
+        return "saved" if server == saved and not self.form.secret.text() else "changed"
+
+    @Slot()
+    def _update_form_state(self) -> None:
+        state = self.form_state()
+        name = self.form.name.text().strip() or "this server"
+        self.form_state_label.setText({
+            "saved": f"<b>{html.escape(name)}</b>, as saved.",
+            "changed": f"<b>{html.escape(name)}</b>: changed, <b>not saved</b>. Search and Test use the form as "
+                       "it is; <i>Save server</i> keeps the changes for next time.",
+            "new": "<b>A new server, not saved.</b> Fill it in and press <i>Test connection</i>; Search works "
+                   "without saving, <i>Save server</i> keeps it in the list for next time.",
+        }[state])
+        self.save_button.setEnabled(state != "saved")
 
     def current_server(self) -> PacsServer:
         return self.form.server()
@@ -272,8 +319,12 @@ class PacsDialog(QDialog):
     @Slot()
     def add_server(self) -> None:
         self.server_list.clearSelection()
+        self.server_list.setCurrentRow(-1)
         self.form.set_server(PacsServer(name=f"server {len(self.settings.servers) + 1}", protocol="dicomweb",
                                         url="http://localhost:8042/dicom-web"))
+        self._update_form_state()
+        self.form.name.setFocus()
+        self.form.name.selectAll()
 
     @Slot()
     def save_server(self) -> bool:

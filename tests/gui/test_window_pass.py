@@ -563,3 +563,26 @@ def test_the_first_window_fills_most_of_the_screen_and_the_next_restores_it(qtbo
     qtbot.wait(50)
     assert (second.width(), second.height()) == smaller
     second.close()
+
+
+# --- #25.16: the PACS dialog says whether the form is saved -----------------------------------------------------
+def test_the_pacs_form_says_whether_it_is_a_new_a_changed_or_a_saved_server(window, qtbot, artifacts_dir):
+    from medseg.io.pacs import PacsServer, PacsSettings, load_settings, save_settings
+
+    window.pacs_action.trigger()  # no server configured yet
+    dialog = window.pacs_dialog
+    qtbot.waitExposed(dialog)
+    assert dialog.form_state() == "new" and "A new server, not saved" in dialog.form_state_label.text()
+    assert dialog.save_button.isEnabled() and dialog.add_button.text() == "New server"
+    dialog.grab().save(str(artifacts_dir / "window_pass_pacs_new_server.png"))
+    qtbot.keyClicks(dialog.form.name, "x")  # typing into a new form keeps it "new"
+    dialog.form.name.setText("hospital")
+    dialog.form.name.textEdited.emit("hospital")
+    qtbot.mouseClick(dialog.save_button, Qt.MouseButton.LeftButton)
+    assert [s.name for s in load_settings().servers] == ["hospital"]
+    assert dialog.form_state() == "saved" and not dialog.save_button.isEnabled()
+    assert dialog.form_state_label.text() == "<b>hospital</b>, as saved."
+    qtbot.keyClicks(dialog.form.url, "/x")  # the user edits the saved server
+    assert dialog.form_state() == "changed" and "not saved" in dialog.form_state_label.text()
+    assert dialog.save_button.isEnabled()
+    dialog.close()
