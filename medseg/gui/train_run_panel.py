@@ -19,6 +19,7 @@ from typing import Any
 
 from PySide6.QtCore import Qt, QTimer, Signal, Slot
 from PySide6.QtWidgets import (
+    QMessageBox,
     QCheckBox,
     QComboBox,
     QDoubleSpinBox,
@@ -257,6 +258,8 @@ class TrainingPanel(QWidget):
                 raise DatasetError("choose at least one label to train")
             if not any(not e.validation for e in training_set.entries):
                 raise DatasetError("every case is held out for validation: train on at least one")
+            if not resume and not self.confirm_label_set(settings):
+                return False
             manifest = training_set.save(settings.labels)
             if not resume or self.run_folder is None:
                 self.run_folder = training_set.folder / "runs" / time.strftime("run-%Y%m%d-%H%M%S")
@@ -287,6 +290,33 @@ class TrainingPanel(QWidget):
         self.runner.start()
         self._update_buttons()
         return True
+
+    def label_set_change(self, settings: RunSettings) -> tuple[str, list[str], list[str]]:
+        """(base model's name, labels new to it, labels of it not trained) for these settings."""
+        if settings.base is None:
+            return "", [], []
+        from medseg.model.package import load_model
+        from medseg.model.training.heads import label_set_change
+
+        base = load_model(None if settings.base == "starter" else settings.base)
+        added, dropped = label_set_change(base.labels, {i + 1: n for i, n in enumerate(settings.labels)})
+        return base.name, added, dropped
+
+    def confirm_label_set(self, settings: RunSettings) -> bool:
+        """Before Start, not in the log after it: the base model's labels this run will not keep."""
+        name, added, dropped = self.label_set_change(settings)
+        if not dropped:
+            return True
+        box = QMessageBox(QMessageBox.Icon.Warning, "Labels the new model will not have",
+                          f"The base model {name} also segments {', '.join(dropped)}. This run trains only "
+                          f"{', '.join(settings.labels)}, so the new model will not segment "
+                          f"{'it' if len(dropped) == 1 else 'them'} any more"
+                          + (f" (new: {', '.join(added)})" if added else "") + ". Start anyway?",
+                          QMessageBox.StandardButton.Cancel, self)
+        start = box.addButton("Start anyway", QMessageBox.ButtonRole.AcceptRole)
+        box.setDefaultButton(QMessageBox.StandardButton.Cancel)
+        box.exec()
+        return box.clickedButton() is start
 
     def _engine_call(self, settings: RunSettings, manifest: Path, out: Path, resume: bool):
         """The in-process run: the same manifest and settings as the command line."""
@@ -396,12 +426,47 @@ class TrainingPanel(QWidget):
             self._log("stopped; Resume continues from the last checkpoint" if self.last_checkpoint
                       else "stopped before the first checkpoint")
             self.eta_label.setText("stopped")
+            if self.last_checkpoint:
+                self._package_stopped_run(record)
+                return  # run_ended follows once the package is written
         else:
             self._log(f"failed: {record.get('error')}" + (f"\n{record['hint']}" if record.get("hint") else ""))
             self.eta_label.setText("failed")
             self.failed.emit(MedsegError(str(record.get("error")), path=record.get("path"), hint=record.get("hint")))
         self._update_buttons()
         self.run_ended.emit(record)
+
+    def _package_stopped_run(self, record: dict[str, Any]) -> None:
+        """A stopped run is still a model: package its best (else last) checkpoint, usable and exportable."""
+        from medseg.model.training.config import CHECKPOINT_BEST
+
+        last = Path(self.last_checkpoint)
+        checkpoint = last.parent / CHECKPOINT_BEST if (last.parent / CHECKPOINT_BEST).is_file() else last
+        out = self.run_folder / "model-stopped"  # beside the checkpoints; a resumed run finishes into "model"
+        name = self.dataset_panel.training_set.name
+
+        def work(progress=None, cancel=None):
+            from medseg.model.package import save_package
+            from medseg.model.training.checkpoints import package_from_checkpoint
+
+            package = package_from_checkpoint(checkpoint, name, provenance={"stopped_by_user": True})
+            return save_package(package, out)
+
+        def packaged(path: Any) -> None:
+            self.package_path = Path(path)
+            self._log(f"stopped: model package {self.package_path} from {checkpoint.name}")
+            self._update_buttons()
+            self.run_ended.emit({**record, "package": str(self.package_path)})
+
+        def failed(error: BaseException) -> None:
+            self._log(f"stopped; the checkpoint could not be packaged: {error}")
+            self._update_buttons()
+            self.run_ended.emit(record)
+
+        self._package_job = Job("package stopped run", work, self, title="Packaging the stopped run")
+        self._package_job.finished_ok.connect(packaged)
+        self._package_job.finished_error.connect(failed)
+        self._package_job.start()
 
     def _save_plots(self, folder: Path) -> None:
         """The plots' PNGs into the run folder: rendered a plot per event-loop turn, encoded in a worker."""

@@ -26,6 +26,20 @@ def default_workspace() -> Path:
     return app_dirs.data_dir() / "training"
 
 
+
+def case_name(volume, image_source: str) -> str:
+    """A training case's name: the series description, else the image file's or folder's name — never
+    a name that holds the patient's name or ID (an anonymised file is often named after them)."""
+    from medseg.gui.save_dialog import study_stem
+
+    meta = volume.meta
+    private = {part.lower() for value in (meta.patient_name, meta.patient_id)
+               for part in str(value or "").replace("^", " ").split() if len(part) >= 3}
+    for candidate in (meta.series_description, study_stem(image_source) if image_source else ""):
+        if candidate and candidate != "segmentation" and not any(p in candidate.lower() for p in private):
+            return candidate
+    return "case"
+
 class TrainExportTab(QWidget):
     failed = Signal(object)  # an error for the window's dialog
 
@@ -54,15 +68,14 @@ class TrainExportTab(QWidget):
             return None
         labels = {value: entry.name for value, entry in doc.labels.items() if value}
         colors = {value: entry.color for value, entry in doc.labels.items() if value}
-        name = doc.volume.meta.series_description or "case"  # never the patient's name
-        return doc.volume, doc.label_map, labels, colors, name
+        return doc.volume, doc.label_map, labels, colors, case_name(doc.volume, doc.image_source)
 
     def _validation_dataset(self):
         """The training set with the labels chosen for training (what the models are judged on)."""
         return self.dataset_panel.training_set.dataset(self.training_panel.settings().labels or None)
 
     def _on_run_ended(self, record: dict) -> None:
-        if record.get("event") == "done" and record.get("package"):
+        if record.get("package"):  # a finished run, or a stopped one packaged from its checkpoint
             self.export_panel.add_model(record["package"])
 
     def shutdown(self) -> None:

@@ -209,6 +209,14 @@ def test_dataset_finetune_pause_stop_resume_use_and_export(driver, window, qtbot
     assert meta["epoch"] == 0  # the completed epoch's checkpoint, intact
     assert not (training.run_folder / "model").exists()  # no half-made package
     assert training.resume_button.isEnabled()
+    # A stopped run is still a usable model: packaged from its checkpoint, listed for export, usable (#25.10).
+    stopped = blocker.args[0]["package"]
+    assert stopped == str(training.package_path) and training.use_button.isEnabled()
+    assert stopped in export.models
+    from medseg.model.package import load_model
+
+    stopped_model = load_model(stopped)
+    assert stopped_model.provenance["stopped_by_user"] and "after epoch 1" in stopped_model.provenance["weights"]
     record = _train(qtbot, training, resume=True)
     assert record["event"] == "done"
     assert any(r["event"] == "message" and "resumed after epoch 1" in r["text"] for r in training.records)

@@ -586,3 +586,38 @@ def test_the_pacs_form_says_whether_it_is_a_new_a_changed_or_a_saved_server(wind
     assert dialog.form_state() == "changed" and "not saved" in dialog.form_state_label.text()
     assert dialog.save_button.isEnabled()
     dialog.close()
+
+
+# --- #25.10: Train & Export -----------------------------------------------------------------------------------------
+def test_training_only_some_of_the_base_models_labels_is_questioned_before_start(window, qtbot, monkeypatch):
+    from PySide6.QtWidgets import QMessageBox
+
+    from medseg.gui.train_run_panel import RunSettings
+
+    training = window.train_tab.training_panel
+    asked = []
+
+    def user_cancels(box):
+        asked.append(box.text())
+        return QMessageBox.StandardButton.Cancel
+
+    monkeypatch.setattr(QMessageBox, "exec", user_cancels)
+    assert not training.confirm_label_set(RunSettings(base="starter", labels=["body", "liver"]))
+    assert asked == ["The base model medseg-starter-body-lungs-bones also segments lungs, bones. This run trains "
+                     "only body, liver, so the new model will not segment them any more (new: liver). Start anyway?"]
+    assert training.confirm_label_set(RunSettings(base="starter", labels=["body", "lungs", "bones", "liver"]))
+    assert training.confirm_label_set(RunSettings(base=None, labels=["liver"]))  # from scratch: nothing to lose
+    assert len(asked) == 1
+
+
+def test_a_case_added_from_a_file_is_named_after_the_file_never_the_patient(driver, window, ct_dir, tmp_path):
+    import shutil
+
+    from medseg.gui.train_tab import case_name
+
+    volume = driver.open_image_file(ct_dir / "pyradiomics_lung1" / "lung1_image.nrrd")
+    assert case_name(volume, window.document.image_source) == "lung1_image"  # was "case"
+    volume.meta.patient_name = "Lung^One"
+    assert case_name(volume, str(tmp_path / "lung1_scan.nrrd")) == "case"  # the file is named after the patient
+    volume.meta.series_description = "CT Thorax 5mm"
+    assert case_name(volume, window.document.image_source) == "CT Thorax 5mm"

@@ -9,6 +9,13 @@ import torch
 from medseg.model.unet import UNet
 
 
+def label_set_change(base_labels: Mapping[int, str], labels: Mapping[int, str]) -> tuple[list[str], list[str]]:
+    """(names new to the base model, names of the base model left out), background excluded."""
+    base, chosen = set(base_labels.values()) - {"background"}, set(labels.values()) - {"background"}
+    return ([n for n in labels.values() if n in chosen - base],
+            [n for n in base_labels.values() if n in base - chosen])
+
+
 def adapt_state_to_labels(
     state: Mapping[str, torch.Tensor], network: UNet, base_labels: Mapping[int, str], labels: Mapping[int, str]
 ) -> tuple[dict[str, torch.Tensor], str | None]:
@@ -35,8 +42,7 @@ def adapt_state_to_labels(
                     new[index] = old[base_index[name]]
                     kept.append(name)
         adapted[key] = new
-    added = [n for n in labels.values() if n not in base_index]
-    dropped = [n for n in base_labels.values() if n not in labels.values()]
+    added, dropped = label_set_change(base_labels, labels)
     message = (
         f"label set changed: output heads replaced ({len(labels)} classes instead of {len(base_labels)}); "
         f"kept trained rows for {sorted(set(kept))}, new: {added or 'none'}, dropped: {dropped or 'none'}"
