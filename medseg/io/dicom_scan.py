@@ -339,8 +339,8 @@ def _build_series(key: str, members: list[_FileHeader], category: str) -> Series
     if not series_uid:
         findings.append(GeometryFinding(
             "blank_uids",
-            "The Series Instance UID is empty (anonymised data); images were grouped by frame of reference, "
-            "orientation, pixel spacing, size and series number/description.",
+            "The images carry no series identifier (the data was anonymised); medseg grouped them into a series "
+            "by their orientation, pixel spacing, size and series description.",
             {"study_uid_blank": not facts["StudyInstanceUID"], "sop_instance_uid_blank": not facts["SOPInstanceUID"]}))
     geometry = analyze_stack(slices, members[0].gantry_tilt)
     findings.extend(geometry.findings)
