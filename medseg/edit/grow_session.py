@@ -149,7 +149,7 @@ class GrowSession:
         if self.pending() or self.preview is None:
             self.compute()
         preview = self.preview
-        changed = preview is not None and self.document.apply(preview.delta, description)
+        changed = preview is not None and self.document.apply(preview.delta, description, announce="Grow from seeds")
         self.clear()
         return changed
 

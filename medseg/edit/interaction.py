@@ -149,16 +149,16 @@ class ToolController:
             region = level_trace_region(doc.volume, seed, plane, self._trace_parameters())
             lo = tuple(seed[plane] if a == plane else 0 for a in range(3))
             delta = tools.paint_mask(lm, lo, np.expand_dims(region, plane), doc.active_label, self.rules(), doc.volume)
-            doc.apply(delta, "level trace")
+            doc.apply(delta, "level trace", announce="Level trace")
         elif self.active == "confidence":
             delta = tools.confidence_connected(lm, doc.volume, seed, doc.active_label,
                                                ConfidenceParameters(k=float(self.confidence_k.value)), self.rules())
-            doc.apply(delta, "click 3D")
+            doc.apply(delta, "click 3D", announce="Click 3D")
         elif self.active == "fill":
             self._fill(seed, plane)
         elif self.active == "keep_island":
             try:
-                doc.apply(tools.keep_clicked(lm, seed), "keep island", "Keep island")
+                doc.apply(tools.keep_clicked(lm, seed), "keep island", announce="Keep island")
             except MedsegError as error:
                 doc.notice.emit(f"Keep island: {error.message}.", "warning")  # background or a locked label
         return True
@@ -180,7 +180,7 @@ class ToolController:
         clicked_background = int(lm.array[seed]) == 0
         delta = tools.flood_fill(lm, seed, doc.active_label, self.rules(), doc.volume, hu_range=hu,
                                  plane_axis=plane if in_plane else None)
-        if doc.apply(delta, "fill", what) and clicked_background and hu is None and \
+        if doc.apply(delta, "fill", announce=what) and clicked_background and hu is None and \
                 _touches_edge(delta.box, lm.shape_zyx, plane if in_plane else None):
             doc.notice.emit(f"{what} reached the edge of the image: it filled the background around the patient "
                             f"({delta.count * doc.voxel_ml():.1f} ml). Ctrl+Z undoes it; to fill inside a structure, "
@@ -271,14 +271,14 @@ class ToolController:
         centre = int(round(points[0][axis]))
         if self.active == "lasso":
             delta = tools.lasso(doc.label_map, points_ij, axis, centre, doc.active_label, self.rules(), doc.volume)
-            doc.apply(delta, "lasso")
+            doc.apply(delta, "lasso", announce="Lasso")
             return
         parameters = ScissorsParameters(str(self.scissors_operation.value),
                                         float(self.slab_mm.value) if self.scissors_slab.value else None)
         only = doc.active_label if self.eraser_active_only.value else None
         delta = tools.scissors(doc.label_map, points_ij, axis, parameters, centre, doc.active_label, self.rules(),
                                doc.volume, only_value=only)
-        doc.apply(delta, f"scissors ({parameters.operation})")
+        doc.apply(delta, f"scissors ({parameters.operation})", announce=f"Scissors ({parameters.operation})")
 
     # --- grow from seeds ----------------------------------------------------------------------------
     def grow_parameters(self) -> GrowParameters:
@@ -359,7 +359,7 @@ class ToolController:
         }[name]()
         entry = lm.labels.get(value)
         return doc.apply(delta, f"{name.replace('_', ' ')} {entry.name if entry else value}",
-                         f"{self.operation_text(name)} on {entry.name if entry else f'label {value}'}")
+                         announce=f"{self.operation_text(name)} on {entry.name if entry else f'label {value}'}")
 
     def operation_text(self, name: str) -> str:
         """The operation with its setting, as the user reads it ("Grow 2 mm")."""

@@ -62,6 +62,6 @@ def open_comparison_case(window: Any, comparison: Any) -> bool:
     table = build_label_table(np.unique(output_a.array).tolist(), comparison.labels_a)
     document.set_label_map(output_a, table, f"model {comparison.model_a}")
     document.set_comparison(comparison.output_b, comparison.labels_b, comparison.model_b, comparison.model_a)
-    window.overlay_panel.set_source(f"A: {comparison.model_a} (editable); B: {comparison.model_b} (outlines)")
+    window._set_source_line(f"A: {comparison.model_a} (editable); B: {comparison.model_b} (outlines)")
     window.tabs.setCurrentIndex(0)
     return True

@@ -316,7 +316,13 @@ class MainWindow(QMainWindow):
         (``step``: the history step that made it, e.g. a Segment result: undo takes the line away, redo
         brings it back; another label map or none replaces it)."""
         self._source = (self.document.label_map, step, text, details)
+        self._set_source_line(text, details)
+
+    def _set_source_line(self, text: str, details: str = "") -> None:
+        """Where the shown segmentation came from, in the overlay section and under the Segment button
+        (where the user's eyes are after pressing it; the overlay section is often scrolled away)."""
         self.overlay_panel.set_source(text, details)
+        self.segment_panel.show_result(text, details)
 
     @Slot()
     def _sync_source(self) -> None:
@@ -325,15 +331,15 @@ class MainWindow(QMainWindow):
         if label_map is None and doc.label_map is None:
             return
         if label_map is doc.label_map and (step is None or doc.history.is_applied(step)):
-            self.overlay_panel.set_source(text, details)
+            self._set_source_line(text, details)
             return
         if label_map is not doc.label_map:
             self._source = (None, None, "", "")
         if doc.label_map is None:
-            self.overlay_panel.set_source("No segmentation. File ▸ Open segmentation… (Ctrl+L), Segment, or draw.")
+            self._set_source_line("No segmentation. File ▸ Open segmentation… (Ctrl+L), Segment, or draw.")
         else:
             labels = len(doc.labels)
-            self.overlay_panel.set_source(f"Segmentation: {labels} label{'s' if labels != 1 else ''}")
+            self._set_source_line(f"Segmentation: {labels} label{'s' if labels != 1 else ''}")
 
     @Slot(str)
     def _on_segmentation_saved(self, path: str) -> None:

@@ -115,6 +115,9 @@ class SegmentPanel(QGroupBox):
         self.plan_label.setPlainText("Open an image to see the plan.")
         self.run_button = QPushButton("Segment", self)
         self.run_button.clicked.connect(lambda: window.segment_action.trigger())
+        self.result_label = QLabel(self)  # the segmentation on screen: which model made it, how, how long
+        self.result_label.setWordWrap(True)
+        self.result_label.setObjectName("segment-result")
         top = QHBoxLayout()
         top.addWidget(self.model_label, 1)
         top.addWidget(choose)
@@ -125,6 +128,7 @@ class SegmentPanel(QGroupBox):
         layout.addWidget(self.postprocess_box)
         layout.addWidget(self.plan_label)
         layout.addWidget(self.run_button)
+        layout.addWidget(self.result_label)
         self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Minimum)
         self._package = None
         self._package_source: object = ()
@@ -146,6 +150,10 @@ class SegmentPanel(QGroupBox):
     def package(self) -> Any:
         """The model Segment will run (None until it has been read, or when it could not be)."""
         return self._package if self._package_source == self.window.model_path() else None
+
+    def show_result(self, text: str, details: str = "") -> None:
+        self.result_label.setText(text)
+        self.result_label.setToolTip(details)
 
     @property
     def device(self) -> str:

@@ -43,6 +43,9 @@ def test_first_hour_in_a_real_window(ct_dir, tmp_path, artifacts_dir):
     assert "Axial slice" in steps["opened"]["readout"] and "HU" in steps["opened"]["readout"]
     assert {"body", "bones"} <= set(steps["segmented"]["labels"].values())
     assert steps["segmented"]["message"].startswith("Segmented in ")
+    # the result is said under the Segment button too (the overlay section is scrolled away there)
+    assert steps["segmented"]["segment_result"].startswith("Model medseg-starter")
+    assert steps["segmented"]["segment_result_visible"]
     edited = steps["edited"]
     assert 0 < edited["painted_voxels"] < edited["grown_voxels"]
     assert edited["message"].startswith("Grow 2 mm on lesion: lesion +")

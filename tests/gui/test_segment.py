@@ -46,6 +46,7 @@ def test_segment_shows_the_starter_masks_with_volumes(window, chest, qtbot, arti
     lungs = doc.label_map.array == int(rows["lungs"][0])
     assert 2 * np.count_nonzero(lungs & reference) / (lungs.sum() + reference.sum()) > 0.9
     assert starter.name in window.overlay_panel.source_label.text() and "3 labels found" in window.overlay_panel.source_label.text()
+    assert window.segment_panel.result_label.text() == window.overlay_panel.source_label.text()  # under the button too
     # the statistics dock counts the new segmentation without being asked
     stats = window.stats_panel
     assert stats.table.rowCount() == 3 and stats.summary.text().startswith("3 labels")

@@ -51,6 +51,6 @@ def test_segment_over_an_opened_tumour_asks_and_add_keeps_every_voxel(window, dr
     window.segment_action.trigger()  # the tumour is still the user's: asked again
     assert window.editing.segment_box is not None
     window.editing.segment_box.button(QMessageBox.StandardButton.Cancel).click()
-    monkeypatch.setattr(QMessageBox, "question", lambda *a, **k: QMessageBox.StandardButton.Discard)
+    monkeypatch.setattr(QMessageBox, "exec", lambda box: QMessageBox.StandardButton.Discard)  # "Don't save"
     driver.open_image_file(ct_dir / "totalsegmentator" / "example_ct_sm.nii.gz")  # another study
     assert doc.label_map is None and "found" not in source.text()

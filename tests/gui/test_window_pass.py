@@ -327,22 +327,20 @@ def test_other_series_and_skipped_files_are_reported_on_the_first_load(driver, w
     assert "other series are in the same place" in details and "notes.dcm" in details
 
 
-def test_an_empty_folder_and_a_folder_of_non_images_say_so(window, qtbot, monkeypatch, tmp_path, artifacts_dir):
-    from conftest import open_folder
-
+def test_an_empty_folder_and_a_folder_of_non_images_say_so(driver, window, tmp_path, artifacts_dir):
     empty = tmp_path / "empty study"
     empty.mkdir()
-    browser = open_folder(qtbot, window, monkeypatch, empty)
+    browser = driver.open_folder(empty)
     assert browser.status.text() == "The folder empty study is empty: it holds no files."
     browser.close()
     junk = tmp_path / "junk"
     junk.mkdir()
     (junk / "report.dcm").write_text("Dear colleague, ...")
-    browser = open_folder(qtbot, window, monkeypatch, junk)
+    browser = driver.open_folder(junk)
     assert browser.status.text().startswith("No CT image in junk: report.dcm is not one (not a DICOM file")
     (junk / "scan.txt").write_text("x")
     browser.close()
-    browser = open_folder(qtbot, window, monkeypatch, junk)
+    browser = driver.open_folder(junk)
     assert browser.status.text() == "No CT images in junk: its 2 files are not DICOM images (see below)."
     assert browser.skipped_label.text() == "2 files skipped: not CT images."
     assert not browser.skipped_list.isVisible()

@@ -70,7 +70,8 @@ def main(series: Path, out: Path) -> int:
     QTest.mouseClick(button, Qt.MouseButton.LeftButton)
     until(lambda: bool(segmented), 600, "Segment")
     labels = {value: entry.name for value, entry in window.document.labels.items()}
-    step("segmented", labels=labels)
+    step("segmented", labels=labels, segment_result=window.segment_panel.result_label.text(),
+         segment_result_visible=window.segment_panel.result_label.isVisible())
 
     # 3. Paint a lesion with the brush (B), then grow it 2 mm.
     doc, panel = window.document, window.editing.panel
