@@ -8,6 +8,11 @@ Builds a 512x512x300 CT series in a temporary folder from a real slice of shared
     with the time until the middle slice is displayable (on_slice).
 Run: .venv/bin/python benchmarks/bench_io.py [--slices 300] [--repeats 5]
 Two series: GE int16 and Philips 12-bit unsigned (another stored encoding); median and spread of the runs.
+
+--encoded: the decoders instead. The same GE slice in each compressed transfer syntax of
+cornerstone_testimages, copied into a series (new UIDs and positions, the encoded pixel data as
+it is), read by medseg.io.load and by SimpleITK (GDCM) side by side. Set PYTHONPATH to a folder
+holding another decoder (e.g. the former pylibjpeg-libjpeg) to time the same series with it.
 """
 
 from __future__ import annotations
@@ -92,10 +97,60 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--slices", type=int, default=300)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--encoded", action="store_true", help="time the compressed transfer syntaxes' decoders")
     args = parser.parse_args()
+    if args.encoded:
+        for name in ENCODED:
+            bench_encoded(name, args.slices, args.repeats)
+        return 0
     for label, source in SOURCES.items():
         bench_series(label, source, args.slices, args.repeats)
     return 0
+
+
+# CTImage.dcm variants (cornerstone_testimages) whose pixel data a decoder plugin or GDCM decodes.
+ENCODED = ("JPEGProcess14SV1TransferSyntax_1.2.840.10008.1.2.4.70", "JPEGProcess14TransferSyntax_1.2.840.10008.1.2.4.57",
+           "JPEGProcess1TransferSyntax_1.2.840.10008.1.2.4.50", "JPEGProcess2_4TransferSyntax_1.2.840.10008.1.2.4.51",
+           "JPEGLSLosslessTransferSyntax_1.2.840.10008.1.2.4.80", "JPEG2000LosslessOnlyTransferSyntax_1.2.840.10008.1.2.4.90",
+           "RLELosslessTransferSyntax_1.2.840.10008.1.2.5")
+
+
+def build_encoded_series(folder: Path, n_slices: int, source: Path) -> None:
+    """Copies of an encoded slice at new positions, the pixel data left encoded as it is."""
+    template = pydicom.dcmread(source)
+    study, series, frame = generate_uid(), generate_uid(), generate_uid()
+    x0, y0, z0 = (float(v) for v in template.ImagePositionPatient)
+    for index in range(n_slices):
+        ds = template.copy()
+        uid = generate_uid()
+        ds.SOPInstanceUID = uid
+        ds.file_meta.MediaStorageSOPInstanceUID = uid
+        ds.StudyInstanceUID, ds.SeriesInstanceUID, ds.FrameOfReferenceUID = study, series, frame
+        ds.ImageOrientationPatient = [1, 0, 0, 0, 1, 0]
+        ds.ImagePositionPatient = [x0, y0, z0 - 1.25 * float(index)]
+        ds.InstanceNumber = index + 1
+        ds.save_as(folder / f"{uid}.dcm", enforce_file_format=True)
+
+
+def bench_encoded(name: str, n_slices: int, repeats: int) -> None:
+    source = SOURCE_SLICE.parent / f"CTImage.dcm_{name}.dcm"
+    with tempfile.TemporaryDirectory(prefix="medseg-bench-io-") as tmp:
+        folder = Path(tmp)
+        build_encoded_series(folder, n_slices, source)
+        size_mb = sum(p.stat().st_size for p in folder.iterdir()) / 1e6
+        reference = sitk.GetArrayFromImage(time_simpleitk(folder))
+        timings: dict[str, list[float]] = {"simpleitk": [], "medseg_load": []}
+        for _ in range(repeats):
+            start = time.perf_counter()
+            time_simpleitk(folder)
+            timings["simpleitk"].append(time.perf_counter() - start)
+            start = time.perf_counter()
+            volume = load(folder)
+            timings["medseg_load"].append(time.perf_counter() - start)
+        error = float(np.abs(volume.array.astype(np.float64) - reference).max())
+        ratio = [m / s for m, s in zip(timings["medseg_load"], timings["simpleitk"])]
+        print(f"{name.rsplit('TransferSyntax', 1)[0]:26s} {n_slices} slices {size_mb:5.1f} MB  medseg_load {_spread(timings['medseg_load'])}"
+              f"  simpleitk {_spread(timings['simpleitk'])}  ratio {_spread(ratio)}  max|HU - GDCM| {error:g}")
 
 
 def _spread(values: list[float]) -> str:

@@ -3,10 +3,16 @@
 Three paths, fastest first:
 1. native little-endian pixel data at an offset found during the scan: read the bytes
    and view them with numpy (no second header parse);
-2. pydicom with its decoder plugins (pylibjpeg-openjpeg/-libjpeg, pyjpegls, RLE);
-3. SimpleITK/GDCM for what pydicom cannot decode (JPEG Process 6/8 and 10/12).
+2. pydicom with its permissively licensed decoder plugins: OpenJPEG (pylibjpeg-openjpeg, MIT/BSD-2)
+   for JPEG 2000, CharLS (pyjpegls, MIT/BSD-3) for JPEG-LS, Pillow (libjpeg-turbo) for 8-bit JPEG
+   Baseline, pydicom's own RLE and deflate;
+3. GDCM (inside SimpleITK, BSD) for the other JPEG processes: Extended 12-bit, Spectral
+   Selection, Full Progression and Lossless (its IJG libjpeg builds for 8, 12 and 16 bits). Each
+   frame goes to GDCM alone, in a minimal file without rescale tags, so every path yields stored
+   values that medseg rescales the same way.
 Anything else is an :class:`UnsupportedTransferSyntax` naming the syntax and the
-package that adds it.
+package that adds it. No GPL decoder (pylibjpeg-libjpeg) is used: the bundle must stay
+licence-clean (installers/README.md).
 """
 
 from __future__ import annotations
@@ -20,6 +26,9 @@ import warnings
 import numpy as np
 import pydicom
 import SimpleITK as sitk
+from pydicom.dataset import Dataset, FileMetaDataset
+from pydicom.encaps import encapsulate, generate_frames
+from pydicom.uid import CTImageStorage, generate_uid
 
 from medseg.errors import DicomError, UnsupportedTransferSyntax
 from medseg.io.dicom_headers import SliceHeader
@@ -52,10 +61,16 @@ TRANSFER_SYNTAX_NAMES = {
     "1.2.840.10008.1.2.4.203": "HTJ2K",
     "1.2.840.10008.1.2.5": "RLE Lossless",
 }
+# JPEG processes decoded by GDCM (path 3): pydicom's permissive plugins read only 8-bit
+# Baseline (Pillow), and python-gdcm would add a second GDCM with its own old OpenSSL.
+GDCM_SYNTAXES = frozenset({
+    "1.2.840.10008.1.2.4.51", "1.2.840.10008.1.2.4.53", "1.2.840.10008.1.2.4.55",
+    "1.2.840.10008.1.2.4.57", "1.2.840.10008.1.2.4.70",
+})
 # What to install when a syntax cannot be decoded.
 DECODER_HINTS = {
-    "1.2.840.10008.1.2.4.5": "pip install pylibjpeg pylibjpeg-libjpeg (or python-gdcm)",
-    "1.2.840.10008.1.2.4.7": "pip install pylibjpeg pylibjpeg-libjpeg",
+    "1.2.840.10008.1.2.4.5": "pip install SimpleITK (its GDCM decodes every JPEG process) or Pillow",
+    "1.2.840.10008.1.2.4.7": "pip install SimpleITK (its GDCM decodes JPEG Lossless)",
     "1.2.840.10008.1.2.4.8": "pip install pyjpegls",
     "1.2.840.10008.1.2.4.9": "pip install pylibjpeg pylibjpeg-openjpeg",
     "1.2.840.10008.1.2.4.20": "pip install pylibjpeg pylibjpeg-openjpeg",
@@ -157,21 +172,39 @@ def _pydicom_read(ref: str, n_frames: int) -> np.ndarray:
     return array
 
 
-def _sitk_read_hu(ref: str) -> np.ndarray:
-    """GDCM (via SimpleITK) for syntaxes pydicom cannot decode; GDCM applies the rescale itself."""
-    path, member = split_ref(ref)
-    if member is None:
-        image = sitk.ReadImage(path)
-    else:
-        with open_ref(ref) as fp, tempfile.NamedTemporaryFile(suffix=".dcm", delete=False) as tmp:
-            tmp.write(fp.read())
-        try:
-            image = sitk.ReadImage(tmp.name)
-        finally:
-            os.unlink(tmp.name)
-    if image.GetNumberOfComponentsPerPixel() != 1:
+def _gdcm_read(ref: str) -> np.ndarray:
+    """Stored values of every frame, decoded by GDCM (SimpleITK) one frame at a time."""
+    with open_ref(ref) as fp:
+        ds = pydicom.dcmread(fp, force=True)
+    if "PixelData" not in ds:
+        raise DicomError("the file has no pixel data", path=ref)
+    if int(ds.get("SamplesPerPixel", 1)) != 1:
         raise DicomError("colour pixel data is not a CT image", path=ref)
-    return sitk.GetArrayFromImage(image)
+    n_frames = int(ds.get("NumberOfFrames") or 1)
+    frames = []
+    with tempfile.TemporaryDirectory(prefix="medseg-gdcm-") as folder:
+        path = os.path.join(folder, "frame.dcm")
+        for frame in generate_frames(ds.PixelData, number_of_frames=n_frames):
+            _single_frame(ds, frame).save_as(path, enforce_file_format=True)
+            frames.append(sitk.GetArrayFromImage(sitk.ReadImage(path, imageIO="GDCMImageIO")).reshape(ds.Rows, ds.Columns))
+    return np.stack(frames)
+
+
+def _single_frame(ds: Dataset, frame: bytes) -> Dataset:
+    """A minimal CT file holding one encoded frame and only the tags that describe it: no rescale
+    (GDCM would apply it) and no functional groups (GDCM would reorder the frames)."""
+    out = Dataset()
+    out.file_meta = FileMetaDataset()
+    out.file_meta.TransferSyntaxUID = ds.file_meta.TransferSyntaxUID
+    out.SOPClassUID = CTImageStorage
+    out.SOPInstanceUID = generate_uid()
+    for keyword in ("SamplesPerPixel", "PhotometricInterpretation", "Rows", "Columns", "BitsAllocated", "BitsStored",
+                    "HighBit", "PixelRepresentation"):
+        setattr(out, keyword, ds[keyword].value)
+    out.PixelData = encapsulate([frame])
+    out["PixelData"].VR = "OB"
+    out["PixelData"].is_undefined_length = True
+    return out
 
 
 def decode_hu(headers: list[SliceHeader], dtype: np.dtype) -> list[np.ndarray]:
@@ -182,35 +215,37 @@ def decode_hu(headers: list[SliceHeader], dtype: np.dtype) -> list[np.ndarray]:
         return [to_hu(_native_read(first), first, dtype)]
     shape = (first.rows, first.columns)
     try:
-        stored = _pydicom_read(ref, len(headers))
+        if first.transfer_syntax in GDCM_SYNTAXES:
+            stored = _gdcm_decode(ref, first)
+        else:
+            stored = _pydicom_read(ref, len(headers))
     except DicomError:
         raise
     except NotImplementedError as error:
         # No pydicom decoder for this syntax: GDCM (inside SimpleITK) may have one.
-        hu = _gdcm_fallback(ref, first, error)
-        return _split_frames(hu, headers, shape, dtype, already_hu=True)
+        stored = _gdcm_decode(ref, first, error)
     except MemoryError as error:
         raise DicomError("the pixel data is too large or its length field is corrupt", path=ref) from error
     except Exception as error:  # codecs and pydicom raise many types on corrupt data
         raise DicomError(f"the pixel data cannot be decoded ({type(error).__name__}: {error})"[:400], path=ref,
                          hint="the file may be truncated or corrupt") from error
-    return _split_frames(stored, headers, shape, dtype, already_hu=False)
+    return _split_frames(stored, headers, shape, dtype)
 
 
-def _gdcm_fallback(ref: str, header: SliceHeader, cause: Exception) -> np.ndarray:
+def _gdcm_decode(ref: str, header: SliceHeader, cause: Exception | None = None) -> np.ndarray:
     try:
-        return _sitk_read_hu(ref)
+        return _gdcm_read(ref)
     except DicomError:
         raise
     except Exception as error:  # SimpleITK raises RuntimeError; anything else is also a decode failure
+        gdcm = str(error).strip().splitlines()[-1] if str(error).strip() else repr(error)
+        tried = f"neither pydicom's plugins ({cause}) nor GDCM" if cause else "GDCM"
         raise UnsupportedTransferSyntax(
-            f"the pixel data is encoded as {syntax_name(header.transfer_syntax)}, which neither pydicom's "
-            f"plugins nor GDCM could decode ({cause}; GDCM: {str(error).strip().splitlines()[-1] if str(error).strip() else error})"[:500],
-            path=ref, hint=_hint_for(header.transfer_syntax)) from error
+            f"the pixel data is encoded as {syntax_name(header.transfer_syntax)}, which {tried} could decode "
+            f"(GDCM: {gdcm})"[:500], path=ref, hint=_hint_for(header.transfer_syntax)) from error
 
 
-def _split_frames(array: np.ndarray, headers: list[SliceHeader], shape: tuple[int, int], dtype: np.dtype,
-                  already_hu: bool) -> list[np.ndarray]:
+def _split_frames(array: np.ndarray, headers: list[SliceHeader], shape: tuple[int, int], dtype: np.dtype) -> list[np.ndarray]:
     ref = headers[0].ref
     if array.ndim == 2:
         array = array[np.newaxis]
@@ -222,9 +257,5 @@ def _split_frames(array: np.ndarray, headers: list[SliceHeader], shape: tuple[in
         index = header.frame or 0
         if index >= array.shape[0]:
             raise DicomError(f"frame {index + 1} is missing from the pixel data ({array.shape[0]} decoded)", path=ref)
-        frame = array[index]
-        if already_hu:
-            frames.append(np.clip(np.rint(frame), -32768, 32767).astype(dtype) if dtype == np.int16 else frame.astype(dtype))
-        else:
-            frames.append(to_hu(frame, header, dtype))
+        frames.append(to_hu(array[index], header, dtype))
     return frames

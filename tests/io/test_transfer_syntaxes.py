@@ -1,5 +1,7 @@
 """One real CT slice in 16 transfer syntaxes: lossless ones decode to identical HU, lossy ones
-within the tolerance the data README measured; what pydicom cannot decode goes through GDCM."""
+within the tolerance the data README measured; the JPEG processes go through GDCM (SimpleITK).
+tests/io/test_decoded_pixels.py holds the pixels each file decoded to before and since the GPL
+decoder left, and checks that every decoder that reads a file agrees."""
 
 from __future__ import annotations
 
@@ -30,8 +32,8 @@ LOSSY = [
     ("JPEGLSLossyTransferSyntax_1.2.840.10008.1.2.4.81", 1),
     ("JPEGProcess1TransferSyntax_1.2.840.10008.1.2.4.50", 64),
     ("JPEGProcess2_4TransferSyntax_1.2.840.10008.1.2.4.51", 36),
-    ("JPEGProcess6_8TransferSyntax_1.2.840.10008.1.2.4.53", 36),  # pydicom cannot: GDCM fallback
-    ("JPEGProcess10_12TransferSyntax_1.2.840.10008.1.2.4.55", 36),  # pydicom cannot: GDCM fallback
+    ("JPEGProcess6_8TransferSyntax_1.2.840.10008.1.2.4.53", 36),  # pydicom has no decoder: GDCM
+    ("JPEGProcess10_12TransferSyntax_1.2.840.10008.1.2.4.55", 36),  # pydicom has no decoder: GDCM
 ]
 
 
@@ -66,10 +68,12 @@ def test_lossy_variants_are_close_in_hu(ct_dir: Path, reference_hu: np.ndarray, 
     assert error.mean() < max(1.0, tolerance / 2)
 
 
-def test_gdcm_fallback_matches_simpleitk(ct_dir: Path) -> None:
-    path = variant(ct_dir, "JPEGProcess10_12TransferSyntax_1.2.840.10008.1.2.4.55")
+@pytest.mark.parametrize("name", ["JPEGProcess10_12TransferSyntax_1.2.840.10008.1.2.4.55",
+                                  "JPEGProcess2_4TransferSyntax_1.2.840.10008.1.2.4.51"])
+def test_gdcm_path_matches_simpleitk(ct_dir: Path, name: str) -> None:
+    path = variant(ct_dir, name)
     volume = load(path)
-    expected = sitk.GetArrayFromImage(sitk.ReadImage(str(path)))  # GDCM applies slope 2.0002442
+    expected = sitk.GetArrayFromImage(sitk.ReadImage(str(path)))  # GDCM applies the slope (2.0002442 / 2.0) itself
     assert volume.array.dtype == np.float32
     np.testing.assert_allclose(volume.array, expected.astype(np.float32), atol=1e-3)
 
@@ -78,7 +82,7 @@ def test_undecodable_syntax_names_the_syntax_and_the_fix(ct_dir: Path, monkeypat
     def no_gdcm(ref: str) -> np.ndarray:
         raise RuntimeError("GDCM is not available")
 
-    monkeypatch.setattr(dicom_decode, "_sitk_read_hu", no_gdcm)
+    monkeypatch.setattr(dicom_decode, "_gdcm_read", no_gdcm)
     path = variant(ct_dir, "JPEGProcess6_8TransferSyntax_1.2.840.10008.1.2.4.53")
     with pytest.raises(UnsupportedTransferSyntax) as caught:
         load(path)
