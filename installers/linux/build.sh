@@ -6,7 +6,9 @@
 #   installers/linux/build.sh            (what `make installer` runs; needs the .venv with '.[installer]')
 #
 # Outputs: dist/medseg/ (the bundle), dist/medseg-<version>-linux-<arch>.tar.gz,
-# dist/medseg_<version>_<debarch>.deb; build/ holds PyInstaller's work files.
+# dist/medseg_<version>_<debarch>.deb, the bundle's CycloneDX SBOM and licence list
+# (dist/medseg-<version>-linux-<arch>.cdx.json, .licences.txt); build/ holds PyInstaller's work files.
+# The build fails when the SBOM finds a component whose licence installers/licences.py refuses.
 # Timings and sizes are printed at the end and written to build/installer/build-report.json.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -35,6 +37,12 @@ bundle_s=$(seconds "$start" "$(now)")
 BUNDLE="$DIST/medseg"
 test -x "$BUNDLE/medseg" || { echo "build.sh: no executable at $BUNDLE/medseg" >&2; exit 1; }
 
+# --- 1b. SBOM, licence list (into the bundle too: Help > About shows it) and the licence gate ---
+SBOM="$DIST/medseg-$VERSION-linux-$ARCH.cdx.json"
+start=$(now)
+"$PY" installers/sbom.py --bundle "$BUNDLE" --workpath "$ROOT/build/pyinstaller/medseg" --sbom "$SBOM"
+sbom_s=$(seconds "$start" "$(now)")
+
 # --- 2. the tarball ------------------------------------------------------------------------
 TARBALL="$DIST/medseg-$VERSION-linux-$ARCH.tar.gz"
 start=$(now)
@@ -57,6 +65,7 @@ install -m 0644 "$HERE/medseg-mime.xml" "$DEBROOT/usr/share/mime/packages/medseg
 install -m 0644 resources/icons/medseg.svg "$DEBROOT/usr/share/icons/hicolor/scalable/apps/medseg.svg"
 install -m 0644 resources/icons/medseg-256.png "$DEBROOT/usr/share/icons/hicolor/256x256/apps/medseg.png"
 install -m 0644 "$HERE/copyright" "$DEBROOT/usr/share/doc/medseg/copyright"
+install -m 0644 "$SBOM" "$DEBROOT/usr/share/doc/medseg/sbom.cdx.json"
 # Depends: the system libraries the bundled Qt loads (installers/linux/depends.txt).
 DEPENDS="$(grep -v '^\s*#' "$HERE/depends.txt" | sed '/^\s*$/d' | paste -sd, - | sed 's/,/, /g')"
 INSTALLED_KB="$(du -sk --apparent-size "$DEBROOT" | cut -f1)"
@@ -69,15 +78,18 @@ rm -rf "$DEBROOT"
 deb_s=$(seconds "$start" "$(now)")
 
 # --- report --------------------------------------------------------------------------------
+# The previous build's figures stay beside the new ones: the smoke test compares size and start-up.
+if test -f "$WORK/build-report.json"; then cp "$WORK/build-report.json" "$WORK/previous-build-report.json"; fi
 folder_bytes=$(du -sb "$BUNDLE" | cut -f1)
 files=$(find "$BUNDLE" -type f | wc -l)
 tar_bytes=$(stat -c %s "$TARBALL")
 deb_bytes=$(stat -c %s "$DEB")
 cat > "$WORK/build-report.json" <<EOF
-{"version": "$VERSION", "variant": "$MEDSEG_VARIANT", "bundle_seconds": $bundle_s, "tar_seconds": $tar_s,
+{"version": "$VERSION", "variant": "$MEDSEG_VARIANT", "bundle_seconds": $bundle_s, "sbom_seconds": $sbom_s, "tar_seconds": $tar_s,
  "deb_seconds": $deb_s, "folder_bytes": $folder_bytes, "files": $files, "tar_gz_bytes": $tar_bytes, "deb_bytes": $deb_bytes}
 EOF
 mb() { awk -v b="$1" 'BEGIN { printf "%.0f MB", b / 1e6 }'; }
 echo "bundle   $BUNDLE  $(mb "$folder_bytes") in $files files  (PyInstaller ${bundle_s} s)"
 echo "tar.gz   $TARBALL  $(mb "$tar_bytes")  (${tar_s} s)"
 echo "deb      $DEB  $(mb "$deb_bytes")  (${deb_s} s)"
+echo "sbom     $SBOM  and ${SBOM%.cdx.json}.licences.txt  (${sbom_s} s)"
