@@ -207,9 +207,9 @@ def cyclonedx_json(parts: list[Component], version: str) -> str:
             purl = PackageURL(type="generic", name="cpython", version=part.version)
         else:
             purl = None
-        ref = f"{part.kind}:{part.name}@{part.version}" + (f" in {part.part_of.split(':')[0]}" if part.part_of else "")
+        ref = f"{part.kind}:{part.label}" + (f" in {part.part_of.split(':')[0]}" if part.part_of else "")
         component = CdxComponent(
-            name=part.name, version=part.version, type=ComponentType.LIBRARY, bom_ref=ref, purl=purl,
+            name=part.name, version=part.version or None, type=ComponentType.LIBRARY, bom_ref=ref, purl=purl,
             licenses=[factory.make_from_string(part.licence)] if part.licence else [],
             properties=[Property(name="medseg:part-of", value=part.part_of)] if part.part_of else [])
         bom.components.add(component)

@@ -49,11 +49,15 @@ _TEXT_FILE = re.compile(r"(^|/)(licen[cs]e|copying|notice|copyright|authors)[^/]
 @dataclass
 class Component:
     name: str
-    version: str
+    version: str  # "" for a vendored library whose file name carries no version
     licence: str  # an SPDX expression where the package declares one, else the classifier or name it declares
     kind: str = "python"  # "python" (a distribution) or "library" (a shared library inside one, or from the system)
     texts: dict[str, str] = field(default_factory=dict)  # licence file name -> its text
     part_of: str = ""  # for a library: the distribution or system package it came with
+
+    @property
+    def label(self) -> str:
+        return f"{self.name} {self.version}" if self.version else self.name
 
 
 def _key(name: str) -> str:
@@ -101,7 +105,7 @@ def vendored_libraries(dist: metadata.Distribution) -> list[Component]:
         if match and match.group(2) in VENDORED:
             stem = match.group(2)
             version = (match.group(4) or "").lstrip(".")
-            found.setdefault(stem, Component(stem, version or "unknown", VENDORED[stem], kind="library",
+            found.setdefault(stem, Component(stem, version, VENDORED[stem], kind="library",
                                              part_of=f"{dist.metadata['Name']} {dist.version}"))
     return list(found.values())
 
@@ -171,15 +175,15 @@ def notice_text(components: list[Component]) -> str:
              "Name, version, licence (as the package declares it; see the texts that follow):", ""]
     for c in components:
         where = f"  (in {c.part_of})" if c.part_of else ""
-        lines.append(f"  {c.name} {c.version}: {c.licence or 'not declared'}{where}")
+        lines.append(f"  {c.label}: {c.licence or 'not declared'}{where}")
     seen: dict[str, str] = {}
     for c in components:
         for name, text in c.texts.items():
             if not text.strip():
                 continue
-            lines += ["", "-" * 78, f"{c.name} {c.version}: {name}", "-" * 78]
+            lines += ["", "-" * 78, f"{c.label}: {name}", "-" * 78]
             lines.append(text.rstrip() if text not in seen else f"(same text as {seen[text]})")
-            seen.setdefault(text, f"{c.name} {c.version}: {name}")
+            seen.setdefault(text, f"{c.label}: {name}")
     return "\n".join(lines) + "\n"
 
 

@@ -1,4 +1,5 @@
-"""Help ▸ About: versions, the kind of build, and the device check (what ``medseg devices`` prints)."""
+"""Help ▸ About: versions, the kind of build, the device check (what ``medseg devices`` prints) and
+the third-party licences."""
 
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ class AboutDialog(QDialog):
 
         self.setWindowTitle("About medseg")
         self.report = probe()
-        heading = QLabel("<b>medseg</b> — desktop CT segmentation.<br>Not a medical device: for research use.", self)
+        heading = QLabel("<b>medseg</b> — desktop CT segmentation. Apache-2.0; includes third-party software "
+                         "under its own licences.<br>Not a medical device: for research use.", self)
         versions = QLabel(versions_text(), self)
         versions.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.devices_text = QPlainTextEdit("\n".join(report_lines(self.report)), self)
@@ -33,6 +35,10 @@ class AboutDialog(QDialog):
         copy.setToolTip("Copy versions and devices (for a support request)")
         copy.clicked.connect(self.copy_to_clipboard)
         buttons.addButton(copy, QDialogButtonBox.ButtonRole.ActionRole)
+        licences = QPushButton("Third-party licences…", self)
+        licences.setToolTip("The software medseg includes, with the texts of its licences")
+        licences.clicked.connect(self.show_licences)
+        buttons.addButton(licences, QDialogButtonBox.ButtonRole.ActionRole)
         buttons.accepted.connect(self.accept)
         layout = QVBoxLayout(self)
         for widget in (heading, versions, box, buttons):
@@ -44,3 +50,9 @@ class AboutDialog(QDialog):
 
     def copy_to_clipboard(self) -> None:
         QGuiApplication.clipboard().setText(self.text())
+
+    def show_licences(self) -> None:
+        from medseg.gui.licences_dialog import LicencesDialog
+
+        self.licences = LicencesDialog(self)
+        self.licences.show()

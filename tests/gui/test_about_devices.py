@@ -31,3 +31,44 @@ def test_help_about_shows_devices(window, qtbot, artifacts_dir):
     assert QGuiApplication.clipboard().text() == dialog.text()
     assert "PySide6-Essentials" in dialog.text() and shown in dialog.text()
     dialog.accept()
+
+
+def _licences_dialog(window, qtbot):
+    from medseg.gui.licences_dialog import LicencesDialog
+
+    _menu_action(window, "Help", "About medseg").trigger()
+    about = window.dialog
+    qtbot.waitExposed(about)
+    button = next(b for b in about.findChildren(QPushButton) if b.text() == "Third-party licences…")
+    button.click()
+    dialog = about.licences
+    assert isinstance(dialog, LicencesDialog)
+    qtbot.waitExposed(dialog)
+    return about, dialog
+
+
+def test_help_about_shows_the_third_party_licences(window, qtbot, artifacts_dir):
+    """From a checkout: the list the installed packages declare, with their licence texts."""
+    from importlib.metadata import version
+
+    about, dialog = _licences_dialog(window, qtbot)
+    shown = dialog.text.toPlainText()
+    assert f"  pydicom {version('pydicom')}: MIT" in shown
+    assert f"  PySide6_Essentials {version('PySide6-Essentials')}: LGPL-3.0-only OR GPL-2.0-only OR GPL-3.0-only" in shown
+    assert "GNU LESSER GENERAL PUBLIC LICENSE" in shown and "Permission is hereby granted, free of charge" in shown
+    assert "pylibjpeg-libjpeg" not in shown
+    dialog.grab().save(str(artifacts_dir / "about_licences.png"))
+    dialog.reject()
+    about.accept()
+
+
+def test_help_about_in_a_bundle_shows_the_list_its_build_made(window, qtbot, tmp_path, monkeypatch):
+    """A frozen app reads THIRD_PARTY_LICENSES.txt beside its README (sys._MEIPASS)."""
+    import sys
+
+    (tmp_path / "THIRD_PARTY_LICENSES.txt").write_text("Third-party software in medseg\n  example-package 1.0: MIT\n")
+    monkeypatch.setattr(sys, "_MEIPASS", str(tmp_path), raising=False)
+    about, dialog = _licences_dialog(window, qtbot)
+    assert dialog.text.toPlainText() == "Third-party software in medseg\n  example-package 1.0: MIT\n"
+    dialog.reject()
+    about.accept()
