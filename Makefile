@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup run test lint bench starter starter-v2 liver clean installer installer-test
+.PHONY: setup run test lint bench starter starter-v2 liver clean installer installer-test audit
 
 $(STAMP): pyproject.toml .ci/system-deps
 	bash .ci/system-deps
@@ -90,6 +90,11 @@ installer: $(STAMP)
 # NO_CHROOT=1 tests only the bundle). About 10 minutes; not part of `make test` (see installers/README.md).
 installer-test: $(STAMP)
 	$(PY) installers/linux/smoke_test.py $(if $(NO_CHROOT),--no-chroot)
+
+# Known vulnerabilities in the pinned runtime packages (pip-audit; installers/audit.py): the report
+# goes to build/audit/. Exit 2 when the vulnerability service could not be asked for every package.
+audit: $(STAMP)
+	$(PY) installers/audit.py $(if $(AUDIT_SERVICE),--service $(AUDIT_SERVICE))
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info test-artifacts
