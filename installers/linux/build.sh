@@ -36,6 +36,12 @@ start=$(now)
 bundle_s=$(seconds "$start" "$(now)")
 BUNDLE="$DIST/medseg"
 test -x "$BUNDLE/medseg" || { echo "build.sh: no executable at $BUNDLE/medseg" >&2; exit 1; }
+# The torch wheel's own libraries ship with their symbol tables (libtorch_cpu.so 434 -> 345 MB
+# without); the dynamic symbols stay. Other wheels' libraries are left as they are (auditwheel
+# rewrote them with patchelf, which strip can break).
+for lib in "$BUNDLE"/_internal/torch/lib/lib{torch_cpu,torch_python,torch,c10,shm,torch_global_deps}.so; do
+  if test -f "$lib"; then strip --strip-unneeded "$lib"; fi
+done
 
 # --- 1b. SBOM, licence list (into the bundle too: Help > About shows it) and the licence gate ---
 SBOM="$DIST/medseg-$VERSION-linux-$ARCH.cdx.json"

@@ -3,9 +3,19 @@ installed into a bare Debian root.
 
 The bundle runs with an empty environment (no .venv on PATH, no PYTHONPATH, offscreen Qt):
 it must print its version, run every CLI command's --help (command discovery in the frozen
-app), report its devices, open the demo study (``medseg demo --screenshot``), and segment a
-real CT from ../shared/data with the starter model on the CPU, both with PyTorch and with
-ONNX Runtime. The label maps must equal the source tree's, voxel for voxel.
+app), print ``medseg devices``, open the demo study (``medseg demo --screenshot``), and do a
+clinician's work on a real 20-slice JPEG 2000 series from ../shared/data: open it, segment it
+with the starter model, write a DICOM SEG, read the SEG back as a NIfTI label map
+(``medseg edit --labels seg.dcm``), and that label map must equal the source tree's
+segmentation (written straight to NIfTI) voxel for voxel. A real CT slice is also segmented
+with PyTorch and with ONNX Runtime, equal to the source tree's. No telemetry or usage
+database may appear: the fresh HOME may hold only medseg's own files afterwards, and the
+bundle folder must be unchanged.
+
+The build's size and the bundle's cold start (first window, the app's files evicted from the
+page cache) are printed against the previous build's (build/installer/previous-*.json, or
+the committed figures in installers/linux/reference-build.json when there is none); a
+regression of more than 10 % in either fails.
 
 Then a bare bookworm (``debootstrap --variant=minbase``, cached in build/) gets the .deb with
 ``apt-get install ./medseg.deb`` (only the package's Depends; no recommends), and the same
@@ -44,6 +54,13 @@ BASE_ROOT_TAR = ROOT / "build" / "debroot" / "bookworm-minbase.tar"
 MIRROR = os.environ.get("DEBIAN_MIRROR", "http://deb.debian.org/debian")
 DEVICES = ("cpu", "onnx-cpu")
 SOURCE_PY = ROOT / ".venv" / "bin" / "python"
+REFERENCE = Path(__file__).with_name("reference-build.json")
+REGRESSION = 0.10  # size or cold start more than 10 % above the previous build's fails
+# Files a run may leave in its fresh HOME: medseg's settings, log and caches, nothing else.
+OWN_FILES = ("medseg",)
+# Caches of system libraries, not of the app (fontconfig rebuilds a stale font cache per user).
+SYSTEM_CACHES = (".cache/fontconfig/",)
+TELEMETRY = ("telemetry", "usage", "analytics", "onnxruntime", ".db", ".sqlite")
 
 
 class SmokeFailure(Exception):
@@ -71,6 +88,14 @@ def run(command: list[str], env: dict[str, str] | None = None, timeout: float = 
     return done
 
 
+def done_event(stdout: str) -> dict:
+    """The result of a ``--json`` command: the last line of its event stream (``done``)."""
+    event = json.loads(stdout.strip().splitlines()[-1])
+    if event.get("event") != "done":
+        raise SmokeFailure(f"the command's event stream did not end in 'done': {event}")
+    return event
+
+
 def command_names() -> list[str]:
     """The commands as typed (``import-model``), from the source tree's parser."""
     sys.path.insert(0, str(ROOT))
@@ -94,6 +119,11 @@ def source_labels(workdir: Path) -> dict[str, Path]:
     done = run([str(SOURCE_PY), "-m", "medseg", "convert", str(SERIES), str(path), "--quiet"])
     log(f"source tree: convert the 20-slice JPEG 2000 series: {done.seconds:.1f} s")
     out["series"] = path
+    path = workdir / "source-series-labels.nii.gz"
+    done = run([str(SOURCE_PY), "-m", "medseg", "segment", str(SERIES), "-o", str(path), "--device", "cpu",
+                "--threads", "2", "--json"], timeout=1200)
+    log(f"source tree: segment the series to NIfTI: {done.seconds:.1f} s")
+    out["series_labels"] = path
     return out
 
 
@@ -146,6 +176,10 @@ def smoke(medseg: list[str], env: dict[str, str] | None, host_out: Path, inside_
     if not report["frozen"] or report["variant"] != "cpu" or "cpu" not in report["available"]:
         raise SmokeFailure(f"{where}: unexpected device report {report}")
     log(f"{where}: devices: auto -> {report['recommended']}, available {report['available']}, frozen build")
+    printed = run([*medseg, "devices"], env).stdout.strip()
+    if "Device used by 'auto'" not in printed:
+        raise SmokeFailure(f"{where}: `medseg devices` printed no device report:\n{printed}")
+    log(f"{where}: medseg devices:\n    " + "\n    ".join(printed.splitlines()))
     start = time.perf_counter()
     shot = run([*medseg, "demo", "--screenshot", str(inside_out / "demo.png")], env)
     times["demo_s"] = time.perf_counter() - start
@@ -158,17 +192,150 @@ def smoke(medseg: list[str], env: dict[str, str] | None, host_out: Path, inside_
     hu = same_image(expected["series"], host_out / "series.nii.gz")
     log(f"{where}: the 20-slice JPEG 2000 series decodes to the source tree's {hu.size} voxels exactly "
         f"(HU {int(hu.min())}..{int(hu.max())}, {times['convert_series_s']:.1f} s)")
+    times.update(clinician(medseg, env, host_out, inside_out, series, expected, where))
     for device in DEVICES:
         name = f"{device}.nii.gz"
         start = time.perf_counter()
         done = run([*medseg, "segment", str(ct), "-o", str(inside_out / name), "--device", device,
                     "--threads", "2", "--json"], env)
         times[f"segment_{device}_s"] = time.perf_counter() - start
-        result = json.loads(done.stdout)
+        result = done_event(done.stdout)
         voxels = same_labels(expected[device], host_out / name)
         log(f"{where}: segment on {result['device']} in {times[f'segment_{device}_s']:.1f} s "
             f"(inference {result['seconds']} s): {voxels} voxels equal the source tree's; volumes {result['volumes_ml']}")
     return times
+
+
+def clinician(medseg: list[str], env: dict[str, str] | None, host_out: Path, inside_out: Path, series: Path,
+              expected: dict[str, Path], where: str) -> dict[str, float]:
+    """Open the real series, segment it into a DICOM SEG, read the SEG back. The app reads it
+    (``medseg stats``) to the same per-label voxels, HU and bounding boxes as the source tree's
+    segmentation written straight to NIfTI; and this script reads the SEG onto the series
+    voxel for voxel (medseg's reader, from the checkout), equal to that NIfTI."""
+    times = {}
+    start = time.perf_counter()
+    done = run([*medseg, "segment", str(series), "-o", str(inside_out / "series-seg.dcm"), "--device", "cpu",
+                "--threads", "2", "--json"], env, timeout=1200)
+    times["segment_series_seg_s"] = time.perf_counter() - start
+    result = done_event(done.stdout)
+    seg = host_out / "series-seg.dcm"
+    import pydicom
+
+    dataset = pydicom.dcmread(seg)
+    if dataset.Modality != "SEG" or dataset.SOPClassUID != "1.2.840.10008.5.1.4.1.1.66.4":
+        raise SmokeFailure(f"{where}: {seg} is not a DICOM Segmentation ({dataset.Modality}, {dataset.SOPClassUID})")
+    segments = [item.SegmentLabel for item in dataset.SegmentSequence]
+    # The source tree's NIfTI (and its label-name sidecar) beside the SEG, where the app can read it.
+    for suffix in (".nii.gz", ".labels.json"):
+        source = expected["series_labels"].with_name(expected["series_labels"].name.replace(".nii.gz", suffix))
+        if source.is_file():
+            shutil.copy(source, host_out / f"source-labels{suffix}")
+
+    def stats(path: Path) -> list[dict]:
+        rows = json.loads(run([*medseg, "stats", str(path), "--image", str(series), "--json"], env).stdout)["labels"]
+        return [{k: v for k, v in row.items() if k != "name"} for row in rows]
+
+    start = time.perf_counter()
+    from_seg, from_nifti = stats(inside_out / "series-seg.dcm"), stats(inside_out / "source-labels.nii.gz")
+    times["read_seg_back_s"] = time.perf_counter() - start
+    if from_seg != from_nifti or not from_seg:
+        raise SmokeFailure(f"{where}: the SEG read back differs from the source tree's NIfTI:\n{from_seg}\n{from_nifti}")
+    voxels = seg_equals_labels(seg, expected["series_labels"], host_out / "series-seg-read-back.nii.gz")
+    log(f"{where}: segmented the 20-slice series into a DICOM SEG ({len(segments)} segments: {', '.join(segments)}; "
+        f"{times['segment_series_seg_s']:.1f} s, volumes {result['volumes_ml']}); the app reads it back to the "
+        f"source tree's per-label voxels, HU and boxes ({', '.join(str(r['voxels']) for r in from_seg)} voxels), "
+        f"and its {voxels} voxels equal the source tree's NIfTI exactly")
+    return times
+
+
+def seg_equals_labels(seg: Path, labels: Path, read_back: Path) -> int:
+    """The SEG placed on the series by medseg's reader (the checkout's), written as NIfTI and
+    compared voxel for voxel with the source tree's label map."""
+    sys.path.insert(0, str(ROOT))
+    from medseg.io import load, write_image
+    from medseg.io.label_files import open_segmentation
+
+    image = load(SERIES)
+    opened = open_segmentation(seg, image)
+    write_image(opened.label_map, read_back)
+    return same_labels(labels, read_back)
+
+
+def no_telemetry(home: Path, bundle_listing: dict[str, int], bundle: Path, where: str) -> None:
+    """Nothing but medseg's own files in the fresh HOME, and the bundle folder as installed."""
+    stray = []
+    for path in sorted(home.rglob("*")):
+        if not path.is_file():
+            continue
+        relative = path.relative_to(home)
+        own = any(part.lower() == name or part.lower().startswith(name + ".") for part in relative.parts for name in OWN_FILES)
+        system_cache = str(relative).startswith(SYSTEM_CACHES)
+        if not (own or system_cache) or any(word in str(relative).lower() for word in TELEMETRY):
+            stray.append(str(relative))
+    if stray:
+        raise SmokeFailure(f"{where}: files other than medseg's own appeared in the fresh HOME: {stray}")
+    changed = listing(bundle)
+    if changed != bundle_listing:
+        added = sorted(set(changed) - set(bundle_listing))
+        altered = sorted(k for k in set(changed) & set(bundle_listing) if changed[k] != bundle_listing[k])
+        raise SmokeFailure(f"{where}: the run wrote into the installed bundle: added {added[:20]}, changed {altered[:20]}")
+    log(f"{where}: no telemetry or usage file: HOME holds only medseg's own files "
+        f"({sum(1 for p in home.rglob('*') if p.is_file())}), the bundle folder is unchanged")
+
+
+def listing(folder: Path) -> dict[str, int]:
+    return {str(p.relative_to(folder)): p.stat().st_size for p in folder.rglob("*") if p.is_file() and not p.is_symlink()}
+
+
+# --- size and start-up against the previous build --------------------------------------------
+def cold_start(executable: Path, home: Path, runs: int = 3) -> float:
+    """Median seconds to the first window and back (``gui --quit-after 0``), the bundle's files
+    evicted from the page cache before each run (benchmarks/bench_bundle.py's method)."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from bench_bundle import evict
+
+    seconds = []
+    for _ in range(runs):
+        evict([executable.parent])
+        start = time.perf_counter()
+        run([str(executable), "gui", "--quit-after", "0"], clean_env(home))
+        seconds.append(time.perf_counter() - start)
+    return sorted(seconds)[len(seconds) // 2]
+
+
+def against_previous(figures: dict[str, float]) -> None:
+    """Print size and cold start against the previous build's; more than 10 % worse fails."""
+    previous_file = WORK / "previous-smoke-figures.json"
+    current_file = WORK / "smoke-figures.json"
+    if current_file.is_file():
+        previous, source = json.loads(current_file.read_text()), "the previous build (build/installer-test)"
+        previous_file.write_text(current_file.read_text())
+    else:
+        previous, source = json.loads(REFERENCE.read_text()), f"the committed reference ({REFERENCE.name})"
+    current_file.write_text(json.dumps(figures, indent=1))
+    worse = []
+    for key, value in figures.items():
+        before = previous.get(key)
+        if not before:
+            log(f"  {key}: {value:,.2f} (no previous figure)")
+            continue
+        change = value / before - 1
+        log(f"  {key}: {value:,.2f} vs {before:,.2f} in {source}: {change:+.1%}")
+        if change > REGRESSION:
+            worse.append(f"{key} {change:+.1%}")
+    load = os.getloadavg()
+    log(f"  (load average {load[0]:.1f} {load[1]:.1f} {load[2]:.1f} on {os.cpu_count()} cores while measuring)")
+    if worse:
+        raise SmokeFailure(f"more than {REGRESSION:.0%} worse than {source}: {', '.join(worse)}")
+
+
+def build_figures(bundle: Path, executable: Path, home: Path) -> dict[str, float]:
+    report = json.loads((ROOT / "build" / "installer" / "build-report.json").read_text())
+    figures = {"deb_bytes": float(report["deb_bytes"]), "tar_gz_bytes": float(report["tar_gz_bytes"]),
+               "folder_bytes": float(report["folder_bytes"])}
+    home.mkdir(parents=True, exist_ok=True)
+    figures["cold_start_s"] = cold_start(executable, home)
+    return figures
 
 
 # --- the bare Debian root ------------------------------------------------------------------
@@ -257,9 +424,11 @@ def chroot_smoke(deb: Path, expected: dict[str, Path]) -> dict[str, float]:
         log("bare Debian: every bundled Qt library and plugin (xcb and wayland too) finds its system libraries")
         env = clean_env(Path("/tmp/smoke/home"))
         (tmp / "home").mkdir()
+        installed = listing(root.path / "opt" / "medseg")
         times.update(smoke(root.command("env", "-i", *(f"{k}={v}" for k, v in env.items()), "/usr/bin/medseg"),
                            None, tmp, Path("/tmp/smoke"), Path("/tmp/smoke/ct.dcm"), Path("/tmp/smoke/series"),
                            expected, "bare Debian"))
+        no_telemetry(tmp / "home", installed, root.path / "opt" / "medseg", "bare Debian")
         del done
         shutil.copy(tmp / "demo.png", WORK / "debian-demo.png")  # the root is removed; keep what it showed
     return times
@@ -289,8 +458,12 @@ def main() -> int:
         (bundle_dir / "home").mkdir(parents=True)
         env = clean_env(bundle_dir / "home")
         bundle_start = time.perf_counter()
+        installed = listing(args.bundle)
         times = smoke([str(executable.resolve())], env, bundle_dir, bundle_dir, CT, SERIES, expected, "bundle")
+        no_telemetry(bundle_dir / "home", installed, args.bundle, "bundle")
         times["bundle_total_s"] = time.perf_counter() - bundle_start
+        log("size and cold start (first window) against the previous build:")
+        against_previous(build_figures(args.bundle, executable, bundle_dir / "home-start"))
         if not args.no_chroot:
             deb = args.deb or max((ROOT / "dist").glob("medseg_*.deb"), key=lambda p: p.stat().st_mtime, default=None)
             if deb is None:

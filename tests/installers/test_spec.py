@@ -153,9 +153,30 @@ def test_no_excluded_module_is_imported_by_medseg(spec):
     ("torch/lib/libtorch_cpu.so", True),
     ("torch/bin/torch_shm_manager", True),
     ("torch/bin/test_jit", False),
+    ("torch/test/Dict_test", False),  # C++ test programs (83 MB)
+    ("torch/lib/libtorchbind_test.so", False),
+    ("PySide6/Qt/translations/qtbase_de.qm", False),
 ])  # fmt: skip
+
+
 def test_plugin_and_data_filter(spec, dest, kept):
     assert spec.ns["keep"](dest) is kept
+
+
+def test_system_libraries_kept_only_when_needed_and_not_provided_by_depends(spec):
+    """Follows DT_NEEDED from the bundled (non-system) binaries: libssl (for Python's _ssl) and the
+    libcrypto it links stay; glib (the .deb's Depends install it) and a library nothing kept links
+    to (pixman, once needed by the dropped GTK theme plugin) go."""
+    import _ssl
+
+    prune, needed = spec.ns["prune_system_libraries"], spec.ns["needed"]
+    system = Path("/usr/lib/x86_64-linux-gnu")
+    libssl = next(n for n in needed(_ssl.__file__) if n.startswith("libssl"))
+    libcrypto = next(n for n in needed(str(system / libssl)) if n.startswith("libcrypto"))
+    binaries = [("python3.11/lib-dynload/_ssl.so", _ssl.__file__, "EXTENSION")]
+    binaries += [(name, str(system / name), "BINARY") for name in (libssl, libcrypto, "libglib-2.0.so.0", "libpixman-1.so.0")]
+    kept = {entry[0] for entry in prune(binaries)}
+    assert kept == {"python3.11/lib-dynload/_ssl.so", libssl, libcrypto}
 
 
 def test_executables_and_collect(spec):
