@@ -43,13 +43,17 @@ SOURCES = {
 }
 
 
-def build_series(folder: Path, n_slices: int, source: Path = SOURCE_SLICE) -> None:
+def build_series(folder: Path, n_slices: int, source: Path = SOURCE_SLICE, keep_encoding: bool = False) -> None:
+    """Copies of ``source`` at new positions with new UIDs, written in random order. Re-encoded as
+    Explicit VR LE with each slice's pixels rolled (not all identical), or, with ``keep_encoding``,
+    with the pixel data left encoded as it is (to time a decoder)."""
     template = pydicom.dcmread(source)
-    template.file_meta.TransferSyntaxUID = ExplicitVRLittleEndian
+    if not keep_encoding:
+        template.file_meta.TransferSyntaxUID = ExplicitVRLittleEndian
+        pixels = template.pixel_array
     study, series, frame = generate_uid(), generate_uid(), generate_uid()
     x0, y0, z0 = (float(v) for v in template.ImagePositionPatient)
     rng = np.random.default_rng(0)
-    pixels = template.pixel_array
     for index in rng.permutation(n_slices):  # written in random order, named by random UIDs
         ds = template.copy()
         uid = generate_uid()
@@ -60,7 +64,8 @@ def build_series(folder: Path, n_slices: int, source: Path = SOURCE_SLICE) -> No
         ds.ImagePositionPatient = [x0, y0, z0 - 1.25 * float(index)]
         ds.SliceLocation = z0 - 1.25 * float(index)
         ds.InstanceNumber = int(index) + 1
-        ds.PixelData = np.roll(pixels, int(index), axis=1).astype(pixels.dtype).tobytes()  # not all identical
+        if not keep_encoding:
+            ds.PixelData = np.roll(pixels, int(index), axis=1).astype(pixels.dtype).tobytes()
         ds.save_as(folder / f"{uid}.dcm", enforce_file_format=True)
 
 
@@ -115,28 +120,11 @@ ENCODED = ("JPEGProcess14SV1TransferSyntax_1.2.840.10008.1.2.4.70", "JPEGProcess
            "RLELosslessTransferSyntax_1.2.840.10008.1.2.5")
 
 
-def build_encoded_series(folder: Path, n_slices: int, source: Path) -> None:
-    """Copies of an encoded slice at new positions, the pixel data left encoded as it is."""
-    template = pydicom.dcmread(source)
-    study, series, frame = generate_uid(), generate_uid(), generate_uid()
-    x0, y0, z0 = (float(v) for v in template.ImagePositionPatient)
-    for index in range(n_slices):
-        ds = template.copy()
-        uid = generate_uid()
-        ds.SOPInstanceUID = uid
-        ds.file_meta.MediaStorageSOPInstanceUID = uid
-        ds.StudyInstanceUID, ds.SeriesInstanceUID, ds.FrameOfReferenceUID = study, series, frame
-        ds.ImageOrientationPatient = [1, 0, 0, 0, 1, 0]
-        ds.ImagePositionPatient = [x0, y0, z0 - 1.25 * float(index)]
-        ds.InstanceNumber = index + 1
-        ds.save_as(folder / f"{uid}.dcm", enforce_file_format=True)
-
-
 def bench_encoded(name: str, n_slices: int, repeats: int) -> None:
     source = SOURCE_SLICE.parent / f"CTImage.dcm_{name}.dcm"
     with tempfile.TemporaryDirectory(prefix="medseg-bench-io-") as tmp:
         folder = Path(tmp)
-        build_encoded_series(folder, n_slices, source)
+        build_series(folder, n_slices, source, keep_encoding=True)
         size_mb = sum(p.stat().st_size for p in folder.iterdir()) / 1e6
         reference = sitk.GetArrayFromImage(time_simpleitk(folder))
         timings: dict[str, list[float]] = {"simpleitk": [], "medseg_load": []}
