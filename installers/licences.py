@@ -48,6 +48,19 @@ ALLOWED: dict[str, Exception_] = {
         "MPL-2.0", "MPL-2.0",
         "Mozilla's CA bundle, unmodified; MPL-2.0 is file-level copyleft: it binds only changes to its own "
         "files, which medseg does not make. Source: the certifi release of the same version."),
+    "pyinstaller": Exception_(
+        "GPL-2.0", "GPL-2.0-or-later WITH Bootloader-exception",
+        "PyInstaller's bootloader, run-time hooks and loader modules inside every bundle it makes: its "
+        "COPYING.txt grants the Bootloader Exception, unlimited permission to embed them in other programs "
+        "and distribute the combination without restriction from them (unmodified here)."),
+    "tqdm": Exception_(
+        "MPL-2.0 AND MIT", "MPL-2.0 AND MIT",
+        "Progress bars that torch and onnx import when present (the build environment has them); unmodified "
+        "Python files under file-level copyleft, source in the tqdm release of the same version."),
+    "fqdn": Exception_(
+        "MPL-2.0", "MPL-2.0",
+        "A host-name check jsonschema imports when present (build environment); unmodified, file-level "
+        "copyleft, source in the fqdn release of the same version."),
     "libgfortran": _GCC_RUNTIME,
     "libgomp": _GCC_RUNTIME,
     "libgcc_s": _GCC_RUNTIME,
@@ -58,6 +71,13 @@ ALLOWED: dict[str, Exception_] = {
         "unmodified shared library, a separate replaceable file in the one-folder bundle."),
 }
 
+
+
+def _key(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+_ALLOWED_BY_KEY = {_key(name): exception for name, exception in ALLOWED.items()}
 _WORD = re.compile(r"\(|\)|\s+(?:AND|OR)\s+|[^()\s]+(?:\s+WITH\s+[^()\s]+)?")
 
 
@@ -82,7 +102,7 @@ def verdict(name: str, licence: str) -> str | None:
     """None when the component may ship; otherwise why not, naming the component."""
     if is_permissive(licence):
         return None
-    exception = ALLOWED.get(re.sub(r"[-_.]+", "-", name).lower())
+    exception = _ALLOWED_BY_KEY.get(_key(name))
     if exception is not None and exception.licence == licence:
         return None
     what = f"declares {licence!r}" if licence else "declares no licence"

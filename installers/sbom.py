@@ -49,6 +49,8 @@ SYSTEM_LICENCES = {
     "libgcc-s1": "GPL-3.0-or-later WITH GCC-exception-3.1", "libstdc++6": "GPL-3.0-or-later WITH GCC-exception-3.1",
     "libncursesw6": "X11", "libtinfo6": "X11", "libtirpc3": "BSD-3-Clause", "libnsl2": "BSD-3-Clause",
     "libzstd1": "BSD-3-Clause OR GPL-2.0-only", "libxcb1": "MIT", "libxau6": "MIT", "libxdmcp6": "MIT",
+    "libjpeg62-turbo": "IJG AND BSD-3-Clause AND Zlib", "libpng16-16": "libpng-2.0", "libbrotli1": "MIT",
+    "libharfbuzz0b": "MIT", "liblz4-1": "BSD-2-Clause", "libpcre2-8-0": "BSD-3-Clause", "libcap2": "BSD-3-Clause OR GPL-2.0-only",
 }
 # Debian package name -> the component name the licence policy knows (GCC's runtime libraries).
 SYSTEM_COMPONENT = {"libgcc-s1": "libgcc_s", "libstdc++6": "libstdc++"}
