@@ -89,6 +89,7 @@ installer: $(STAMP)
 # Smoke test of the built bundle and of the .deb installed into a bare Debian root (needs root;
 # NO_CHROOT=1 tests only the bundle). About 10 minutes; not part of `make test` (see installers/README.md).
 installer-test: $(STAMP)
+	$(if $(NO_CHROOT),,command -v debootstrap >/dev/null || apt-get install -y --no-install-recommends debootstrap)
 	$(PY) installers/linux/smoke_test.py $(if $(NO_CHROOT),--no-chroot)
 
 # Known vulnerabilities in the pinned runtime packages (pip-audit; installers/audit.py): the report
