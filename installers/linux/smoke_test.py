@@ -49,6 +49,14 @@ DATA = ROOT.parent / "shared" / "data"
 # segmenting stays fast on a busy 2-core machine (the 20 slices take 1-5 minutes there).
 CT = DATA / "ct" / "cornerstone_testimages" / "CT1_J2KR"
 SERIES = DATA / "ct" / "totalsegmentator" / "example_ct_dicom"
+# One CT slice in the encodings each bundled decoder reads (cornerstone_testimages): GDCM (JPEG
+# Lossless, 12-bit Extended), Pillow (Baseline), CharLS (JPEG-LS), OpenJPEG (JPEG 2000), RLE.
+# The bundle must decode them to the pixels tests/io/test_decoded_pixels.py records.
+VARIANTS = DATA / "ct" / "cornerstone_testimages"
+VARIANT_NAMES = [f"CTImage.dcm_{name}.dcm" for name in (
+    "JPEGProcess14SV1TransferSyntax_1.2.840.10008.1.2.4.70", "JPEGProcess2_4TransferSyntax_1.2.840.10008.1.2.4.51",
+    "JPEGProcess1TransferSyntax_1.2.840.10008.1.2.4.50", "JPEGLSLosslessTransferSyntax_1.2.840.10008.1.2.4.80",
+    "JPEG2000TransferSyntax_1.2.840.10008.1.2.4.91", "RLELosslessTransferSyntax_1.2.840.10008.1.2.5")]
 WORK = ROOT / "build" / "installer-test"
 BASE_ROOT_TAR = ROOT / "build" / "debroot" / "bookworm-minbase.tar"
 MIRROR = os.environ.get("DEBIAN_MIRROR", "http://deb.debian.org/debian")
@@ -192,6 +200,7 @@ def smoke(medseg: list[str], env: dict[str, str] | None, host_out: Path, inside_
     hu = same_image(expected["series"], host_out / "series.nii.gz")
     log(f"{where}: the 20-slice JPEG 2000 series decodes to the source tree's {hu.size} voxels exactly "
         f"(HU {int(hu.min())}..{int(hu.max())}, {times['convert_series_s']:.1f} s)")
+    decoders(medseg, env, host_out, inside_out, series.parent / "variants" if where != "bundle" else VARIANTS, where)
     times.update(clinician(medseg, env, host_out, inside_out, series, expected, where))
     for device in DEVICES:
         name = f"{device}.nii.gz"
@@ -204,6 +213,23 @@ def smoke(medseg: list[str], env: dict[str, str] | None, host_out: Path, inside_
         log(f"{where}: segment on {result['device']} in {times[f'segment_{device}_s']:.1f} s "
             f"(inference {result['seconds']} s): {voxels} voxels equal the source tree's; volumes {result['volumes_ml']}")
     return times
+
+
+def decoders(medseg: list[str], env: dict[str, str] | None, host_out: Path, inside_out: Path, variants: Path,
+             where: str) -> None:
+    """Each bundled decoder reads its encoding to the pixels the decoder tests record."""
+    sys.path.insert(0, str(ROOT / "tests" / "io"))
+    from test_decoded_pixels import CHANGED, DECODED, pixel_hash
+
+    for name in VARIANT_NAMES:
+        out = f"{name}.nii.gz"
+        run([*medseg, "convert", str(variants / name), str(inside_out / out), "--quiet"], env)
+        key = f"cornerstone_testimages/{name}"
+        expected = CHANGED[key][0] if key in CHANGED else DECODED[key]
+        got = pixel_hash(sitk.GetArrayFromImage(sitk.ReadImage(str(host_out / out))))
+        if got != expected:
+            raise SmokeFailure(f"{where}: {name} decodes to {got}, not the recorded {expected}")
+    log(f"{where}: GDCM, Pillow, CharLS, OpenJPEG and RLE decode {len(VARIANT_NAMES)} encodings to the recorded pixels")
 
 
 def clinician(medseg: list[str], env: dict[str, str] | None, host_out: Path, inside_out: Path, series: Path,
@@ -406,6 +432,9 @@ def chroot_smoke(deb: Path, expected: dict[str, Path]) -> dict[str, float]:
         os.chmod(tmp / "medseg.deb", 0o644)
         shutil.copy(CT, tmp / "ct.dcm")
         shutil.copytree(SERIES, tmp / "series")
+        (tmp / "variants").mkdir()
+        for name in VARIANT_NAMES:
+            shutil.copy(VARIANTS / name, tmp / "variants" / name)
         apt_env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "DEBIAN_FRONTEND": "noninteractive", "LANG": "C.UTF-8"}
         start = time.perf_counter()
         run(root.command("apt-get", "update", "-qq"), apt_env)
