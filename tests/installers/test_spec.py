@@ -138,6 +138,13 @@ def test_no_excluded_module_is_imported_by_medseg(spec):
         assert not users, f"medseg imports {users}, which installers/medseg.spec excludes: update EXCLUDES"
 
 
+def test_highdicom_standard_tables_are_bundled(spec):
+    """Writing a DICOM SEG reads highdicom/_standard/*.json (the smoke test found them missing)."""
+    datas = {Path(dest) / Path(source).name for source, dest in spec.analysis.kwargs["datas"]}
+    for name in ("sop_class_iod_map.json", "iod_module_map.json", "module_attribute_map.json"):
+        assert Path("highdicom/_standard") / name in datas
+
+
 def test_no_excluded_module_is_loaded_by_the_gui_or_its_libraries(spec):
     """What the main window, the training curves and the 3D view import, their libraries' own
     imports by name (pyqtgraph's ``importlib.import_module(f"{QT_LIB}.QtOpenGL")``) included:
