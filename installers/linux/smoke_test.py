@@ -257,9 +257,11 @@ def clinician(medseg: list[str], env: dict[str, str] | None, host_out: Path, ins
         if source.is_file():
             shutil.copy(source, host_out / f"source-labels{suffix}")
 
-    def stats(path: Path) -> list[dict]:
+    def stats(path: Path) -> dict[str, dict]:
+        """Per label NAME: a SEG numbers its segments 1, 2, ... (an empty label leaves no gap), so
+        the values may differ from the label map's while the names and voxels may not."""
         rows = json.loads(run([*medseg, "stats", str(path), "--image", str(series), "--json"], env).stdout)["labels"]
-        return [{k: v for k, v in row.items() if k != "name"} for row in rows]
+        return {row["name"]: {k: v for k, v in row.items() if k not in ("name", "value")} for row in rows}
 
     start = time.perf_counter()
     from_seg, from_nifti = stats(inside_out / "series-seg.dcm"), stats(inside_out / "source-labels.nii.gz")
@@ -267,24 +269,34 @@ def clinician(medseg: list[str], env: dict[str, str] | None, host_out: Path, ins
     if from_seg != from_nifti or not from_seg:
         raise SmokeFailure(f"{where}: the SEG read back differs from the source tree's NIfTI:\n{from_seg}\n{from_nifti}")
     voxels = seg_equals_labels(seg, expected["series_labels"], host_out / "series-seg-read-back.nii.gz")
+    counts = ", ".join(f"{name} {row['voxels']} voxels" for name, row in from_seg.items())
     log(f"{where}: segmented the 20-slice series into a DICOM SEG ({len(segments)} segments: {', '.join(segments)}; "
         f"{times['segment_series_seg_s']:.1f} s, volumes {result['volumes_ml']}); the app reads it back to the "
-        f"source tree's per-label voxels, HU and boxes ({', '.join(str(r['voxels']) for r in from_seg)} voxels), "
+        f"source tree's per-label voxels, HU and boxes ({counts}), "
         f"and its {voxels} voxels equal the source tree's NIfTI exactly")
     return times
 
 
 def seg_equals_labels(seg: Path, labels: Path, read_back: Path) -> int:
-    """The SEG placed on the series by medseg's reader (the checkout's), written as NIfTI and
-    compared voxel for voxel with the source tree's label map."""
+    """The SEG and the source tree's label map placed on the series by medseg's reader (the
+    checkout's), segments matched by name: equal voxel for voxel."""
     sys.path.insert(0, str(ROOT))
-    from medseg.io import load, write_image
+    from medseg.io import load
     from medseg.io.label_files import open_segmentation
 
     image = load(SERIES)
-    opened = open_segmentation(seg, image)
-    write_image(opened.label_map, read_back)
-    return same_labels(labels, read_back)
+    from_seg, from_map = open_segmentation(seg, image), open_segmentation(labels, image)
+    by_name = {s.name: s.value for s in from_map.segments}
+    seg_array = from_seg.label_map.array
+    remapped = np.zeros_like(from_map.label_map.array)
+    for segment in from_seg.segments:
+        if segment.name not in by_name:
+            raise SmokeFailure(f"{seg}: segment {segment.name!r} is not a label of {labels}")
+        remapped[seg_array == segment.value] = by_name[segment.name]
+    differ = int(np.count_nonzero(remapped != from_map.label_map.array))
+    if differ:
+        raise SmokeFailure(f"{seg}: {differ} voxels differ from {labels} (segments matched by name)")
+    return int(remapped.size)
 
 
 def no_telemetry(home: Path, bundle_listing: dict[str, int], bundle: Path, where: str) -> None:
