@@ -161,4 +161,44 @@ def atomic_write_text(path: str | os.PathLike, text: str, encoding: str = "utf-8
 
 
 __all__ = ["SaveError", "atomic_path", "atomic_open", "atomic_write_bytes", "atomic_write_text",
-           "check_writable", "fsync_folder"]
+           "atomic_folder", "check_writable", "fsync_folder"]
+
+
+@contextmanager
+def atomic_folder(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield an empty temporary folder beside ``path``; on a clean exit it becomes ``path`` (a folder of
+    files written together, e.g. a de-identified series): a reader sees the old folder or the whole new one.
+
+    The files inside need no atomic write of their own; they are fsynced before the rename. An older
+    ``path`` is moved aside, the new folder renamed in, then the old one deleted.
+    """
+    import shutil
+
+    path = Path(path)
+    try:
+        temp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    except OSError as error:
+        raise SaveError(f"cannot write ({error.strerror})", path=path, hint=_hint(error)) from error
+    old: Path | None = None
+    try:
+        yield temp
+        for child in temp.iterdir():
+            if child.is_file():
+                with open(child, "rb+") as handle:
+                    os.fsync(handle.fileno())
+        fsync_folder(temp)
+        if path.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".old", dir=path.parent))
+            os.replace(path, old / path.name)
+        os.replace(temp, path)
+        fsync_folder(path.parent)
+    except BaseException as error:
+        shutil.rmtree(temp, ignore_errors=True)
+        if old is not None and not path.exists():
+            os.replace(old / path.name, path)  # the rename in failed: the old folder goes back
+        if isinstance(error, OSError):
+            raise SaveError(f"cannot write ({_reason(error)})", path=path, hint=_hint(error)) from error
+        raise
+    finally:
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)

@@ -36,7 +36,7 @@ import re
 import warnings
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -143,7 +143,7 @@ def _source_datasets(image: Volume) -> list[Any]:
     return datasets
 
 
-def _fill_blank_uids(datasets: list[Any], notes: list[str]) -> None:
+def fill_blank_uids(datasets: list[Any], notes: list[str]) -> None:
     """Stand-in UIDs for a series anonymised down to empty UIDs (derived from the files, so stable)."""
     from pydicom.uid import generate_uid
 
@@ -247,8 +247,13 @@ def write_dicom_seg(
     segments: list[Label] | None = None,
     series_description: str = "medseg segmentation",
     software_version: str | None = None,
+    finish: Callable[[Any], Any] | None = None,
 ) -> SegWriteResult:
-    """Write ``label_map`` (on ``image``'s grid) as a DICOM SEG referencing ``image``'s series."""
+    """Write ``label_map`` (on ``image``'s grid) as a DICOM SEG referencing ``image``'s series.
+
+    ``finish`` is called on the finished SEG dataset just before it is written (e.g.
+    :meth:`medseg.io.deidentify.Deidentifier.dataset` for a research export).
+    """
     import highdicom as hd
 
     from medseg import __version__
@@ -269,7 +274,7 @@ def write_dicom_seg(
     notes: list[str] = []
     check_can_reference(image, path)
     datasets = _source_datasets(image)
-    _fill_blank_uids(datasets, notes)
+    fill_blank_uids(datasets, notes)
     if any("SliceThickness" not in ds or not ds.SliceThickness for ds in datasets):
         for ds in datasets:
             if "SliceThickness" not in ds or not ds.SliceThickness:
@@ -331,6 +336,8 @@ def write_dicom_seg(
         except Exception as error:  # noqa: BLE001 - highdicom validates many things; name the file
             raise SaveError(f"cannot build the DICOM SEG ({type(error).__name__}: {error})"[:500], path=path) from error
     seg.ImageComments = comment[:10240]
+    if finish is not None:
+        finish(seg)
     with atomic_path(path, suffix=".dcm") as temp:
         seg.save_as(str(temp), enforce_file_format=True)
     return SegWriteResult(path, mode, int(seg.NumberOfFrames), infos, notes)

@@ -295,6 +295,21 @@ def _scaled(progress: ProgressCallback | None, low: float, high: float) -> Progr
     return lambda p: report(progress, low + (high - low) * p.fraction, p.text, p.stage)
 
 
+@dataclass
+class PreparedInput:
+    """A Volume chosen a configuration for and preprocessed for it: what ``segment`` does before the network,
+    done ahead (a batch prepares the next case while the network runs on this one)."""
+
+    configuration: str
+    plan: Any
+    image: Any  # medseg.model.preprocess.PreprocessedImage
+
+
+def prepare(volume: Volume, package: Any, configuration: str | None = None) -> PreparedInput:
+    config_name, plan = _choose_configuration(package, configuration, volume)
+    return PreparedInput(config_name, plan, preprocess(volume, plan))
+
+
 def label_volumes_ml(label_map: np.ndarray, labels: dict[int, str], voxel_ml: float) -> dict[str, float]:
     counts = np.bincount(label_map.ravel(), minlength=max(labels, default=0) + 1)
     return {name: float(counts[value] * voxel_ml) for value, name in sorted(labels.items()) if value != 0}
@@ -312,6 +327,7 @@ def segment(
     postprocess: bool = True,
     progress: ProgressCallback | None = None,
     cancel: CancelToken | None = None,
+    prepared: PreparedInput | None = None,
 ) -> SegmentationResult:
     """Segment a CT Volume with a model package; the label map has the input's grid and geometry.
 
@@ -319,14 +335,15 @@ def segment(
     back to fewer tiles per pass, then host-memory stitching, then the CPU, and each step
     is listed in ``fallbacks``. A cancel stops between tiles with Cancelled; nothing is returned.
     The package's post-processing steps run on the label map unless ``postprocess`` is False
-    (the probabilities are the network's, never post-processed).
+    (the probabilities are the network's, never post-processed). ``prepared`` is this volume
+    already through :func:`prepare` (``configuration`` is then ignored).
     """
     started = time.perf_counter()
-    config_name, plan = _choose_configuration(package, configuration, volume)
     device_name = backends.resolve_device(device)
     fallbacks: list[str] = []
     report(progress, 0.0, "preparing the image", "preprocess")
-    prep = preprocess(volume, plan)
+    prepared = prepared or prepare(volume, package, configuration)
+    config_name, plan, prep = prepared.configuration, prepared.plan, prepared.image
     if cancel is not None:
         cancel.raise_if_cancelled()
     mirror_axes = _mirror_axes(plan) if mirror else None

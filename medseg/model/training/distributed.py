@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import os
 from dataclasses import dataclass
 
@@ -39,10 +40,12 @@ def resolve_device(device: str) -> torch.device:
     raise DeviceError(f"training runs on cpu or cuda, not '{device}'")
 
 
-def setup_distributed(device: str) -> DistributedContext:
+def setup_distributed(device: str, timeout: datetime.timedelta | None = None) -> DistributedContext:
     """Join the process group torchrun describes (WORLD_SIZE > 1); otherwise a single process.
 
     NCCL on CUDA, gloo on CPU; under CUDA each process uses the GPU of its LOCAL_RANK.
+    ``timeout`` bounds every collective (torch's default, 30 minutes, when None): a batch
+    whose processes meet only at the end needs longer.
     """
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
     base = resolve_device(device)
@@ -55,7 +58,8 @@ def setup_distributed(device: str) -> DistributedContext:
         torch.cuda.set_device(base)
     initialized_here = False
     if not dist.is_initialized():
-        dist.init_process_group(backend="nccl" if base.type == "cuda" else "gloo", init_method="env://")
+        options = {"timeout": timeout} if timeout is not None else {}
+        dist.init_process_group(backend="nccl" if base.type == "cuda" else "gloo", init_method="env://", **options)
         initialized_here = True
     return DistributedContext(rank, world_size, base, initialized_here)
 
