@@ -66,10 +66,6 @@ class BatchSettings:
     def output_path(self, case: Case) -> Path:
         return self.output_dir / f"{case.case_id}{FORMATS[self.output_format]}"
 
-    def series_folder(self, case: Case) -> Path:
-        """The de-identified source series a de-identified SEG references."""
-        return self.output_dir / f"{case.case_id}_ct"
-
     def stats_path(self, case: Case) -> Path:
         return self.output_dir / f"{case.case_id}.stats.csv"
 
@@ -109,6 +105,8 @@ class BatchPlan:
 def is_done(row: Row | None, settings: BatchSettings, case: Case, current_model: str) -> bool:
     if row is None or row.status != "ok" or row.model_id != current_model or row.settings != settings.digest():
         return False
+    if not row.output:
+        return True  # measured, nothing to write (no label found, and DICOM has no empty SEG)
     output = settings.output_dir / row.output
     return output == settings.output_path(case) and output.is_file() and output.stat().st_size == row.output_bytes
 
@@ -150,6 +148,7 @@ class Summary:
     interrupted: bool = False
     stop_signal: int | None = None
     input_wait_s: float = 0.0  # the network waiting for its next input
+    read_s: float = 0.0  # reading and preprocessing (on the prefetch thread): the wait there would be without it
     network_s: float = 0.0  # segmenting (network, resampling, post-processing)
     wall_s: float = 0.0
     seconds_per_case: list[float] = field(default_factory=list)
@@ -247,6 +246,7 @@ class BatchRunner:
                 except BaseException as caught:  # noqa: BLE001 - recorded as the case's error below
                     item, error = None, caught
                 summary.input_wait_s += time.perf_counter() - waited
+                summary.read_s += item.seconds if item is not None else 0.0
                 # the next case is read while this one is on the network: a prefetch of one
                 pending = pool.submit(self._read, cases[index + 1]) if index + 1 < len(cases) else None
                 if isinstance(error, Cancelled) or (error is not None and self.stop.cancelled):
@@ -319,31 +319,35 @@ class BatchRunner:
         settings, deid = self.settings, self.settings.deid
         output = settings.output_path(case)
         _remove_stale_temps(output)
+        if deid is not None and settings.output_format == "dcm":
+            from medseg.io.deidentify import deidentified_series_folder
+
+            _remove_stale_temps(deidentified_series_folder(output))
         stats = label_statistics(item.volume, result.label_map, self.names)
         if settings.stats:
             write_stats_csv(stats, settings.stats_path(case))
         segments = list(self.package.label_table().values())
-        if settings.output_format == "dcm" and deid is not None:
-            from medseg.io.deidentify import write_deidentified_series
-            from medseg.io.dicom_seg import write_dicom_seg
+        note = ""
+        if settings.output_format == "dcm" and not stats:
+            # DICOM has no empty SEG: the case is measured (nothing found) and no file is written
+            output, note = None, "no label found: no DICOM SEG written"
+        elif deid is not None:
+            from medseg.io.deidentify import save_deidentified
 
-            _remove_stale_temps(settings.series_folder(case))
-            write_deidentified_series(item.volume, settings.series_folder(case), deid)
-            write_dicom_seg(result.label_map, item.volume, output, segments, finish=deid.dataset)
+            save_deidentified(result.label_map, item.volume, output, segments, deid)
         else:
-            image = deid.volume(item.volume) if deid is not None else item.volume
-            save_segmentation(result.label_map, image, output, segments)
-        if self.reid_journal is not None and deid is not None:
+            save_segmentation(result.label_map, item.volume, output, segments)
+        if self.reid_journal is not None and deid is not None and output is not None:
             from medseg.batch.mapping import record
 
             self.reid_journal.append(record(case.case_id, case.source, item.volume.meta, deid))
         volumes = {name: 0.0 for value, name in sorted(self.names.items()) if value != 0}
         volumes.update({s.name: s.volume_ml for s in stats})
-        return _row(case, settings, "ok", configuration=result.configuration,
+        return _row(case, settings, "ok", error=note, configuration=result.configuration,
                     device=self.device_label or result.device_used, seconds=round(seconds, 3),
-                    output=output.name, model=self.package.name, model_id=self.model_id, settings=settings.digest(),
-                    output_bytes=output.stat().st_size, finished_at=_now(), rank=self.rank, volumes_ml=volumes,
-                    mean_hu={s.name: s.hu_mean for s in stats})
+                    output=output.name if output else "", model=self.package.name, model_id=self.model_id,
+                    settings=settings.digest(), output_bytes=output.stat().st_size if output else None,
+                    finished_at=_now(), rank=self.rank, volumes_ml=volumes, mean_hu={s.name: s.hu_mean for s in stats})
 
     # --- signals ---
 

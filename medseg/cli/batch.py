@@ -214,7 +214,9 @@ def _batch(args: argparse.Namespace, rank: int, events: Any) -> int:
                   "ok": summary.ok, "failed": summary.failed, "interrupted": summary.interrupted,
                   "table": [str(t) for t in tables], "seconds": round(summary.wall_s, 3),
                   "input_wait_s": round(summary.input_wait_s, 3), "network_s": round(summary.network_s, 3),
-                  "input_wait_share": round(wait_share, 4), "processes": ctx.world_size}
+                  "input_wait_share": round(wait_share, 4), "read_s": round(summary.read_s, 3),
+                  "read_share": round(summary.read_s / summary.wall_s, 4) if summary.wall_s else 0.0,
+                  "processes": ctx.world_size}
         if summary.interrupted:
             events.emit("failed", error="interrupted", cancelled=True, **fields)
         else:

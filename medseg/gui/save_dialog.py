@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtWidgets import QFileDialog, QLineEdit, QWidget
+from PySide6.QtWidgets import QCheckBox, QFileDialog, QLineEdit, QWidget
 
 # Suffixes a file name may carry from a format the user could have chosen before, longest first,
 # so ".nii.gz" and ".seg.dcm" are each stripped as one.
@@ -59,7 +59,9 @@ class SaveAsDialog(QFileDialog):
     changes, the same on every platform.
     """
 
-    def __init__(self, parent: QWidget | None, caption: str, start: Path, filters: list[str]) -> None:
+    def __init__(self, parent: QWidget | None, caption: str, start: Path, filters: list[str],
+                 option: tuple[str, str, bool] | None = None) -> None:
+        """``option``: (text, tooltip, checked) of a checkbox under the file list (e.g. "De-identify")."""
         super().__init__(parent, caption, str(start.parent))
         self.setAcceptMode(QFileDialog.AcceptMode.AcceptSave)
         self.setFileMode(QFileDialog.FileMode.AnyFile)
@@ -70,6 +72,14 @@ class SaveAsDialog(QFileDialog):
         self.selectNameFilter(chosen)
         self.selectFile(with_format_suffix(start.name, filter_suffix(chosen)))
         self.filterSelected.connect(self._on_filter)
+        self.option: QCheckBox | None = None
+        if option is not None:
+            text, tip, checked = option
+            self.option = QCheckBox(text, self)
+            self.option.setToolTip(tip)
+            self.option.setChecked(checked)
+            layout = self.layout()  # Qt's own dialog is a grid: one row more, across all its columns
+            layout.addWidget(self.option, layout.rowCount(), 0, 1, layout.columnCount())  # type: ignore[call-arg]
 
     def current_name(self) -> str:
         line_edit = self.findChild(QLineEdit, "fileNameEdit")  # the name box of Qt's own dialog
@@ -98,11 +108,19 @@ def agreeing_path(path: str | Path, chosen_filter: str, filters: list[str]) -> P
 
 def ask_save_path(parent: QWidget | None, caption: str, start: Path, filters: list[str]) -> tuple[str, str]:
     """Run the dialog (window-modal); ("", "") when cancelled, else (path, the chosen filter)."""
-    dialog = SaveAsDialog(parent, caption, start, filters)
+    path, name_filter, _ = ask_save_path_with_option(parent, caption, start, filters, None)
+    return path, name_filter
+
+
+def ask_save_path_with_option(parent: QWidget | None, caption: str, start: Path, filters: list[str],
+                              option: tuple[str, str, bool] | None) -> tuple[str, str, bool]:
+    """:func:`ask_save_path` with a checkbox ``option`` (text, tooltip, checked): (path, filter, ticked)."""
+    dialog = SaveAsDialog(parent, caption, start, filters, option)
     if not dialog.exec():
-        return "", ""
+        return "", "", False
     path = dialog.chosen_path()
-    return (str(path), dialog.selectedNameFilter()) if path is not None else ("", "")
+    ticked = dialog.option is not None and dialog.option.isChecked()
+    return (str(path), dialog.selectedNameFilter(), ticked) if path is not None else ("", "", False)
 
 
 def results_folder(image_source: str | None) -> Path:

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 from PySide6.QtCore import QObject, Signal, Slot
-from PySide6.QtWidgets import QFileDialog, QWidget
+from PySide6.QtWidgets import QCheckBox, QFileDialog, QWidget
 
 from medseg.core.labels import Label
 from medseg.edit.document import ViewerDocument
@@ -43,6 +43,10 @@ FILTERS = {
     "OBJ surfaces, one per label (*.obj)": ".obj",
 }
 OPEN_FILTER = "Segmentations (*.nii.gz *.nii *.nrrd *.nhdr *.mha *.mhd *.dcm);;All files (*)"
+DEIDENTIFY_TEXT = "De-identify (research export)"
+DEIDENTIFY_TIP = ("No patient name, ID, birth date, accession number or institution in the file (DICOM PS3.15 Basic "
+                  "Profile). A DICOM SEG is saved with its de-identified source series beside it (NAME_ct/), which "
+                  "it references; UIDs and the patient pseudonym come from your own key in medseg's settings folder.")
 
 
 class SegmentationFiles(QObject):
@@ -58,6 +62,7 @@ class SegmentationFiles(QObject):
         self.document = document
         self.parent_widget = parent
         self.path: Path | None = None  # where Ctrl+S saves
+        self.deidentified = False  # whether Ctrl+S saves de-identified (as the last Save as did)
         self.job: Job | None = None
         self.notes: list[str] = []
         self.dialog: QFileDialog | None = None
@@ -92,7 +97,7 @@ class SegmentationFiles(QObject):
         """Ctrl+S: to the last path, or ask for one."""
         if self.path is None or self.path.suffix.lower() in (".stl", ".obj"):
             return self.save_as()
-        return self.save_to(self.path)
+        return self.save_to(self.path, deidentify=self.deidentified)
 
     def save_as(self) -> bool:
         if not self._can_save():
@@ -100,12 +105,14 @@ class SegmentationFiles(QObject):
         doc = self.document
         start = self.path or save_dialog.results_folder(doc.image_source) / (
             save_dialog.study_stem(doc.image_source, doc.volume.meta.series_description) + "_seg.nii.gz")
-        path, chosen = save_dialog.ask_save_path(self.parent_widget, "Save segmentation as", start, list(FILTERS))
+        path, chosen, deidentify = save_dialog.ask_save_path_with_option(
+            self.parent_widget, "Save segmentation as", start, list(FILTERS),
+            (DEIDENTIFY_TEXT, DEIDENTIFY_TIP, self.deidentified))
         if not path:
             return False
         path = save_dialog.agreeing_path(path, chosen, list(FILTERS))
         save_dialog.remember_results_folder(path)
-        return self.save_to(path)
+        return self.save_to(path, deidentify=deidentify)
 
     def _can_save(self) -> bool:
         doc = self.document
@@ -117,8 +124,11 @@ class SegmentationFiles(QObject):
             return False
         return True
 
-    def save_to(self, path: str | Path) -> bool:
-        """Save in the format the name says, in a worker; Ctrl+S then saves here again (not for meshes)."""
+    def save_to(self, path: str | Path, deidentify: bool = False) -> bool:
+        """Save in the format the name says, in a worker; Ctrl+S then saves here again (not for meshes).
+
+        ``deidentify``: a research export (:func:`medseg.io.deidentify.save_deidentified` with the user's key).
+        """
         if not self._can_save():
             return False
         path = Path(path)
@@ -143,8 +153,12 @@ class SegmentationFiles(QObject):
                     raise SaveError(f"cannot create the folder ({error.strerror})", path=folder) from error
                 results = write_label_meshes(snapshot, folder, {s.value: s.name for s in segments},
                                              fmt=path.suffix.lstrip("."))
-                return path, [f"{len(results)} surfaces in {folder}"], True, position
-            return path, save_segmentation(snapshot, image, path, segments), False, position
+                return path, [f"{len(results)} surfaces in {folder}"], True, position, False
+            if deidentify:
+                from medseg.io.deidentify import save_deidentified, user_deidentifier
+
+                return path, save_deidentified(snapshot, image, path, segments, user_deidentifier()), False, position, True
+            return path, save_segmentation(snapshot, image, path, segments), False, position, False
 
         self.job = Job("save-segmentation", work, self)
         self.job.finished_ok.connect(self._on_saved)
@@ -155,11 +169,12 @@ class SegmentationFiles(QObject):
 
     @Slot(object)
     def _on_saved(self, result: Any) -> None:
-        path, notes, mesh, position = result
+        path, notes, mesh, position, deidentified = result
         self.job = None
         self.notes = list(notes)
         if not mesh:
             self.path = Path(path)
+            self.deidentified = deidentified
             self.document.mark_saved(position)
         log.info("segmentation saved (%s)", Path(path).suffix)
         self.busy_changed.emit()

@@ -17,7 +17,7 @@ from typing import Any, Callable
 from PySide6.QtCore import Qt, Signal, Slot
 from PySide6.QtGui import QBrush, QColor
 from PySide6.QtWidgets import (
-    QFileDialog, QHBoxLayout, QHeaderView, QLabel, QPushButton, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget,
+    QCheckBox, QFileDialog, QHBoxLayout, QHeaderView, QLabel, QPushButton, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget,
 )
 
 from medseg.errors import Cancelled, DatasetError, MedsegError
@@ -54,9 +54,13 @@ class DatasetPanel(QWidget):
         self.add_seg_button.setToolTip("A DICOM series and a DICOM SEG drawn on it (or one folder holding both)")
         self.convert_job: Job | None = None
         self.remove_button = QPushButton("Remove case", self)
+        self.deidentify_box = QCheckBox("De-identify", self)
+        self.deidentify_box.setToolTip(
+            "Cases added from the Segment tab or from DICOM + SEG get a pseudonymous name (from your own key in "
+            "medseg's settings folder) instead of the series description; their NIfTI files carry no patient data")
         buttons = QHBoxLayout()
         for button in (self.add_current_button, self.add_folder_button, self.add_nnunet_button, self.add_seg_button,
-                       self.remove_button):
+                       self.remove_button, self.deidentify_box):
             buttons.addWidget(button)
         buttons.addStretch(1)
         self.table = QTableWidget(0, len(COLUMNS), self)
@@ -96,6 +100,8 @@ class DatasetPanel(QWidget):
             return
         image, label_map, labels, colors, name = case
         try:
+            if self.deidentify_box.isChecked():
+                name = _pseudonym(image.meta.series_uid or "|".join(image.meta.source_files[:1]) or name)
             self.training_set.add_editor_case(image, label_map, labels, colors, name)
         except MedsegError as error:
             self.failed.emit(error)
@@ -126,9 +132,11 @@ class DatasetPanel(QWidget):
             seg, _ = QFileDialog.getOpenFileName(
                 self, "DICOM SEG drawn on this series (Cancel: find it among the folder's files)", series)
         training_set = self.training_set
+        deidentify = self.deidentify_box.isChecked()
 
         def work(progress=None, cancel=None):
-            return training_set.convert_dicom_seg_case(series, seg or None)
+            name = _pseudonym(str(Path(series).resolve())) if deidentify else None
+            return training_set.convert_dicom_seg_case(series, seg or None, name)
 
         self.convert_job = Job("convert DICOM SEG case", work, self)
         self.convert_job.finished_ok.connect(self._on_converted)
@@ -278,6 +286,13 @@ class DatasetPanel(QWidget):
         for job in (self.job, self.convert_job):
             if job is not None:
                 job.wait_stopped()
+
+
+def _pseudonym(identity: str) -> str:
+    """A case name that says nothing about the patient (keyed: the same series keeps its name)."""
+    from medseg.io.deidentify import user_deidentifier
+
+    return "case-" + user_deidentifier().pseudonym("case", identity, 12)
 
 
 def _median(values) -> list[float]:

@@ -341,3 +341,46 @@ def write_deidentified_series(image: Volume, folder: str | os.PathLike, deid: De
             dataset.save_as(temp / name, enforce_file_format=True)
             written.append(Path(folder) / name)
     return written
+
+
+def save_deidentified(label_map: Volume, image: Volume, path: str | os.PathLike, segments: list[Any] | None,
+                      deid: Deidentifier) -> list[str]:
+    """Save a segmentation for a research export: a label map whose sidecar names only replaced UIDs, or a
+    DICOM SEG (Basic Profile) written after its de-identified source series (``<name>_ct/`` beside it),
+    which it references. Returns notes for the user."""
+    from medseg.io.label_files import save_segmentation, segmentation_format
+
+    path = Path(path)
+    if segmentation_format(path) != "dicom-seg":
+        return save_segmentation(label_map, deid.volume(image), path, segments)
+    from medseg.io.dicom_seg import write_dicom_seg
+
+    series = deidentified_series_folder(path)
+    written = write_deidentified_series(image, series, deid)
+    result = write_dicom_seg(label_map, image, path, segments, finish=deid.dataset)
+    return [f"de-identified DICOM SEG with {len(result.segments)} segments; it references the de-identified "
+            f"series in {series.name}/ ({len(written)} images)", *result.notes]
+
+
+def deidentified_series_folder(seg_path: str | os.PathLike) -> Path:
+    """Where the de-identified source series of a de-identified SEG goes: ``<name>_ct/`` beside it."""
+    seg_path = Path(seg_path)
+    return seg_path.with_name(seg_path.name[: -len(seg_path.suffix)] + "_ct")
+
+
+USER_KEY_NAME = "deidentify.key"
+
+
+def user_deidentifier() -> Deidentifier:
+    """The de-identifier of this user's own key (medseg's config folder; created on first use), for saves
+    from the app: the same series always gets the same replacement UIDs and pseudonym."""
+    from medseg.io.pacs.servers import config_dir
+
+    folder = config_dir()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise DeidentificationKeyError(f"cannot create medseg's settings folder ({error.strerror})", path=folder) \
+            from error
+    key, _created = load_or_create_key(folder / USER_KEY_NAME)
+    return Deidentifier(key)

@@ -16,6 +16,7 @@ from PySide6.QtWidgets import QFileDialog, QMessageBox
 
 from medseg.core.labels import Label, Provenance
 from medseg.edit.tools.brush import stroke
+from medseg.gui import segmentation_files
 from medseg.edit.tools.threshold import threshold
 from medseg.gui import save_dialog
 
@@ -40,8 +41,8 @@ def edited(driver, window, ct_dir):
     return volume
 
 
-def _save_as(qtbot, window, monkeypatch, path: Path, chosen: str = "") -> None:
-    monkeypatch.setattr(save_dialog, "ask_save_path", lambda *a, **k: (str(path), chosen))
+def _save_as(qtbot, window, monkeypatch, path: Path, chosen: str = "", deidentify: bool = False) -> None:
+    monkeypatch.setattr(save_dialog, "ask_save_path_with_option", lambda *a, **k: (str(path), chosen, deidentify))
     with qtbot.waitSignal(window.segmentation_files.saved, timeout=120_000):
         window.save_as_action.trigger()
 
@@ -132,7 +133,7 @@ def test_a_failed_save_is_shown_and_the_edits_stay(window, edited, qtbot, monkey
     before = doc.label_map.array.copy()
     folder = tmp_path / "gone"
     folder.mkdir()
-    monkeypatch.setattr(save_dialog, "ask_save_path", lambda *a, **k: (str(folder / "head.dcm"), ""))
+    monkeypatch.setattr(save_dialog, "ask_save_path_with_option", lambda *a, **k: (str(folder / "head.dcm"), "", False))
     folder.rmdir()  # removed while the dialog was open
     with qtbot.waitSignal(window.error_shown, timeout=120_000) as blocker:
         window.save_as_action.trigger()
@@ -287,3 +288,45 @@ def test_seg_after_a_renumbering_segment_names_who_made_each_segment(window, dri
     values = {name: int(str(d.SegmentDescription).rsplit(" ", 1)[1]) for name, d in described.items()}
     assert values["lesion"] == 1 and values["body"] != 1
     np.testing.assert_array_equal(_seg_on_image(tmp_path / "seg.dcm", doc.volume), doc.label_map.array)
+
+
+def test_save_as_dialog_has_the_deidentify_checkbox(window, edited, qtbot, monkeypatch, tmp_path, artifacts_dir):
+    """Save as offers "De-identify (research export)" under the file list; ticking it makes a de-identified save
+    (and Ctrl+S keeps saving that way)."""
+    seen = {}
+
+    def user_ticks_deidentify(dialog) -> int:
+        dialog.resize(900, 560)
+        assert dialog.option is not None
+        dialog.option.setChecked(True)
+        dialog.selectFile(str(tmp_path / "export.dcm"))
+        dialog.show()
+        dialog.grab().save(str(artifacts_dir / "save_as_deidentify.png"))
+        seen["box"] = dialog.option.isVisible() and dialog.option.text()
+        return 1
+
+    monkeypatch.setenv("MEDSEG_CONFIG_DIR", str(tmp_path / "config"))
+    monkeypatch.setattr(save_dialog.SaveAsDialog, "exec", user_ticks_deidentify)
+    with qtbot.waitSignal(window.segmentation_files.saved, timeout=120_000) as blocker:
+        window.save_as_action.trigger()
+    assert seen["box"] == segmentation_files.DEIDENTIFY_TEXT
+    assert blocker.args[0] == str(tmp_path / "export.dcm") and window.segmentation_files.deidentified
+
+
+def test_save_as_deidentified_dicom_seg(window, edited, qtbot, monkeypatch, tmp_path):
+    import pydicom
+
+    monkeypatch.setenv("MEDSEG_CONFIG_DIR", str(tmp_path / "config"))
+    source = pydicom.dcmread(window.document.volume.meta.source_files[0], stop_before_pixels=True)
+    path = tmp_path / "export.dcm"
+    _save_as(qtbot, window, monkeypatch, path, deidentify=True)
+    seg = hd.seg.segread(str(path))
+    series = sorted((tmp_path / "export_ct").glob("*.dcm"))
+    ct = [pydicom.dcmread(p, stop_before_pixels=True) for p in series]
+    assert len(ct) == 28 and seg.PatientIdentityRemoved == "YES"
+    assert seg.PatientID == ct[0].PatientID != source.PatientID
+    assert seg.StudyInstanceUID == ct[0].StudyInstanceUID != source.StudyInstanceUID
+    assert {s.SeriesInstanceUID for s in seg.ReferencedSeriesSequence} == {ct[0].SeriesInstanceUID}
+    assert "ImageComments" not in seg  # free text may name anything: removed by the profile
+    assert (tmp_path / "config" / "deidentify.key").stat().st_mode & 0o077 == 0  # the key is the user's alone
+    assert window.segmentation_files.deidentified  # Ctrl+S keeps saving de-identified
