@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from medseg.cli.segment import DEVICE_CHOICES
+from medseg.cli.segment import add_inference_options
 from medseg.errors import MedsegError
 
 BARRIER_TIMEOUT = datetime.timedelta(days=7)  # processes meet only at the start and at the end
@@ -56,12 +56,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--pacs-server", metavar="NAME",
                         help="saved PACS server for saved queries that do not name theirs")
     parser.add_argument("--pacs-cache", metavar="DIR", help="where retrieved series go (default: the PACS settings')")
-    parser.add_argument("--device", default="auto", choices=DEVICE_CHOICES, help="compute device (default: auto)")
-    parser.add_argument("--configuration", help="model configuration to use (default: chosen by each series' spacing)")
-    parser.add_argument("--step", type=float, default=0.5, help="tile step as a fraction of the patch (default 0.5)")
-    parser.add_argument("--mirror", action="store_true", help="mirroring test-time augmentation (slower)")
-    parser.add_argument("--no-postprocess", action="store_true", help="skip the model's own post-processing steps")
-    parser.add_argument("--raw-stack", action="store_true", help="keep irregular stacks as acquired")
+    add_inference_options(parser)
     parser.add_argument("--threads", type=int,
                         help="CPU threads per process (default: the cores shared among the processes of this machine)")
     parser.add_argument("--json", action="store_true",

@@ -165,7 +165,7 @@ def run_query(args: argparse.Namespace) -> int:
     page = query_studies(server, filters, limit=args.limit, offset=args.offset)
     series = {s.study_uid: query_series(server, s.study_uid) for s in page.studies} if args.series else {}
     if args.json:
-        print(json.dumps({"offset": page.offset, "more": page.more,
+        print(json.dumps({"server": server.name if args.server else None, "offset": page.offset, "more": page.more,
                           "studies": [{**asdict(s), "series": [asdict(x) for x in series.get(s.study_uid, [])]}
                                       for s in page.studies]}, indent=1))
         return 0

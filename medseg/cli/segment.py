@@ -15,6 +15,18 @@ from medseg.cli._console import progress_printer
 DEVICE_CHOICES = ("auto", "cpu", "cuda", "directml", "onnx-cpu", "mps")
 
 
+def add_inference_options(parser: argparse.ArgumentParser) -> None:
+    """How the model runs: the options ``segment`` and ``batch`` share."""
+    parser.add_argument("--device", default="auto", choices=DEVICE_CHOICES, help="compute device (default: auto)")
+    parser.add_argument("--configuration", help="model configuration to use (default: chosen by the series' spacing)")
+    parser.add_argument("--step", type=float, default=0.5, help="tile step as a fraction of the patch (default 0.5)")
+    parser.add_argument("--mirror", action="store_true", help="mirroring test-time augmentation (slower)")
+    parser.add_argument("--no-postprocess", action="store_true",
+                        help="skip the model's own post-processing steps (model.json 'postprocessing')")
+    parser.add_argument("--raw-stack", action="store_true",
+                        help="keep an irregular (tilted, gapped) stack as acquired instead of regularizing it")
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "segment", help="segment a CT with a model and write the label map",
@@ -29,16 +41,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              "(default: the built-in starter model: body, lungs, bones)")
     parser.add_argument("-o", "--output", required=True, help="segmentation to write: .dcm (DICOM SEG) or a label map "
                                                              "(.nii.gz, .nii, .nrrd, .mha)")
-    parser.add_argument("--device", default="auto", choices=DEVICE_CHOICES, help="compute device (default: auto)")
-    parser.add_argument("--configuration", help="model configuration to use (default: chosen by the series' spacing)")
-    parser.add_argument("--step", type=float, default=0.5, help="tile step as a fraction of the patch (default 0.5)")
-    parser.add_argument("--mirror", action="store_true", help="mirroring test-time augmentation (slower)")
+    add_inference_options(parser)
     parser.add_argument("--tile-batch", type=int, help="tiles per forward pass (default: 1 on CPU, 2 on GPUs)")
     parser.add_argument("--threads", type=int, help="CPU threads for PyTorch / ONNX Runtime")
-    parser.add_argument("--no-postprocess", action="store_true",
-                        help="skip the model's own post-processing steps (model.json 'postprocessing')")
-    parser.add_argument("--raw-stack", action="store_true",
-                        help="keep an irregular (tilted, gapped) stack as acquired instead of regularizing it")
     parser.add_argument("--json", action="store_true",
                         help="print the event stream, one JSON object per line: progress ..., then done (with the "
                              "result: output, device, fallbacks, volumes_ml) or failed")

@@ -149,7 +149,7 @@ class Deidentifier:
         """De-identify a pydicom Dataset in place (file meta included); returns it."""
         from pydicom.sr.codedict import codes
 
-        self._walk(dataset)
+        self._walk(dataset, set())
         dataset.remove_private_tags()
         meta = getattr(dataset, "file_meta", None)
         if meta is not None and "MediaStorageSOPInstanceUID" in meta:
@@ -165,7 +165,12 @@ class Deidentifier:
         dataset.DeidentificationMethodCodeSequence = [item]
         return dataset
 
-    def _walk(self, dataset: Any) -> None:
+    def _walk(self, dataset: Any, seen: set[int]) -> None:
+        """Apply the table to ``dataset`` and its items; each item once, though a writer (highdicom) may
+        put the same item object in several sequences (a UID must not be replaced twice)."""
+        if id(dataset) in seen:
+            return
+        seen.add(id(dataset))
         by_tag, groups = _profile()
         for element in list(dataset):
             tag = int(element.tag)
@@ -188,7 +193,7 @@ class Deidentifier:
                 # U* (references), D on a sequence, or a sequence the table does not name: its items
                 # are de-identified with the same table.
                 for item in element.value or []:
-                    self._walk(item)
+                    self._walk(item, seen)
                 continue
             if action is None:
                 continue
@@ -228,19 +233,13 @@ class Deidentifier:
     def _empty(element: Any) -> None:
         from dicomanonymizer.simpledicomanonymizer import empty_element
 
-        try:
-            empty_element(element)
-        except NotImplementedError:
-            element.value = None
+        _per_vr(empty_element, element)
 
     @staticmethod
     def _dummy(element: Any) -> None:
         from dicomanonymizer.simpledicomanonymizer import replace_element
 
-        try:
-            replace_element(element)
-        except NotImplementedError:
-            element.value = None
+        _per_vr(replace_element, element)
 
     # --- medseg's own records ---------------------------------------------------------------------
 
@@ -284,6 +283,14 @@ class Deidentifier:
             return json.loads(self._fernet().decrypt(token.strip().encode("ascii")))
         except (InvalidToken, ValueError) as error:
             raise DeidentificationKeyError("this mapping was not written with this key (or is damaged)") from error
+
+
+def _per_vr(action: Any, element: Any) -> None:
+    """dicom-anonymizer's empty/dummy value for the element's VR; no value for a VR it has none for."""
+    try:
+        action(element)
+    except NotImplementedError:
+        element.value = None
 
 
 def write_mapping(path: str | os.PathLike, deid: Deidentifier, records: list[dict[str, Any]]) -> Path:

@@ -197,3 +197,21 @@ def test_output_inside_an_input_is_refused(small_archive: Path) -> None:
     run = run_cli("batch", str(small_archive), "-o", str(small_archive / "segmentations"))
     assert run.returncode == 1 and "inside an input folder" in run.stderr
     assert not (small_archive / "segmentations").exists()
+
+
+def test_saved_pacs_query_cases(tmp_path: Path) -> None:
+    """A saved query's CT series become cases (retrieved when their turn comes); one without a server is refused."""
+    from medseg.batch.cases import ManifestError, discover
+
+    query = {"server": None, "offset": 0, "more": False, "studies": [
+        {"study_uid": "1.2.3", "patient_name": "DOE^JANE", "series": [
+            {"series_uid": "1.2.3.4", "modality": "CT"}, {"series_uid": "1.2.3.5", "modality": "SR"},
+            {"series_uid": "1.2.3.6", "modality": "CT"}]}]}
+    path = tmp_path / "q.json"
+    path.write_text(json.dumps(query))
+    with pytest.raises(ManifestError, match="does not say which server"):
+        discover([path])
+    cases = discover([path], pacs_server="archive").cases
+    assert [(c.kind, c.pacs) for c in cases] == [("pacs", ("archive", "1.2.3", "1.2.3.4")),
+                                                 ("pacs", ("archive", "1.2.3", "1.2.3.6"))]
+    assert all("DOE" not in c.case_id and "DOE" not in c.source for c in cases)

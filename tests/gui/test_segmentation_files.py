@@ -293,13 +293,15 @@ def test_seg_after_a_renumbering_segment_names_who_made_each_segment(window, dri
 def test_save_as_dialog_has_the_deidentify_checkbox(window, edited, qtbot, monkeypatch, tmp_path, artifacts_dir):
     """Save as offers "De-identify (research export)" under the file list; ticking it makes a de-identified save
     (and Ctrl+S keeps saving that way)."""
+    from PySide6.QtWidgets import QLineEdit
+
     seen = {}
 
     def user_ticks_deidentify(dialog) -> int:
         dialog.resize(900, 560)
         assert dialog.option is not None
-        dialog.option.setChecked(True)
-        dialog.selectFile(str(tmp_path / "export.dcm"))
+        dialog.option.click()
+        dialog.findChild(QLineEdit, "fileNameEdit").setText(str(tmp_path / "export.dcm"))  # typed into the name field
         dialog.show()
         dialog.grab().save(str(artifacts_dir / "save_as_deidentify.png"))
         seen["box"] = dialog.option.isVisible() and dialog.option.text()

@@ -18,6 +18,13 @@ def test_added_case_gets_a_pseudonym(qtbot, ct_dir: Path, tmp_path: Path, monkey
     case = (image, labels, {1: "bone"}, {1: (255, 255, 0)}, image.meta.series_description)
     panel = DatasetPanel(tmp_path / "workspace", lambda: case)
     qtbot.addWidget(panel)
+    try:
+        _add_three(panel, image, tmp_path)
+    finally:
+        panel.shutdown()  # the case inspection runs in a worker
+
+
+def _add_three(panel: DatasetPanel, image, tmp_path: Path) -> None:
     panel.add_current_case()
     panel.deidentify_box.setChecked(True)
     panel.add_current_case()
