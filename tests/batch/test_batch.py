@@ -215,3 +215,25 @@ def test_saved_pacs_query_cases(tmp_path: Path) -> None:
     assert [(c.kind, c.pacs) for c in cases] == [("pacs", ("archive", "1.2.3", "1.2.3.4")),
                                                  ("pacs", ("archive", "1.2.3", "1.2.3.6"))]
     assert all("DOE" not in c.case_id and "DOE" not in c.source for c in cases)
+
+
+@pytest.mark.slow
+def test_sigterm_stops_after_the_current_write(small_archive: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    command = [sys.executable, "-m", "medseg", "batch", str(small_archive), "-o", str(out), "--json", "--threads", "1"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO_ROOT)
+    events = []
+    for line in process.stdout:  # type: ignore[union-attr]
+        events.append(json.loads(line))
+        if events[-1]["event"] == "case" and events[-1]["index"] == 1:
+            process.send_signal(signal.SIGTERM)  # once, while the next case is read or on the network
+    stderr = process.stderr.read()  # type: ignore[union-attr]
+    assert process.wait(timeout=300) == 128 + signal.SIGTERM, stderr[-2000:]
+    done = [e["case_id"] for e in events if e["event"] == "case"]
+    assert events[-1]["event"] == "failed" and events[-1]["cancelled"] and 1 <= len(done) < 4
+    # what finished is whole and recorded; what was stopped left nothing
+    assert sorted(p.name for p in out.glob("*.nii.gz")) == sorted(f"{case}.nii.gz" for case in done)
+    assert [p.name for p in out.iterdir() if p.name.startswith(".") and p.name != ".medseg-batch"] == []
+    table = {r["case_id"]: r["status"] for r in read_table(out / "results.csv")}
+    assert sorted(c for c, s in table.items() if s == "ok") == sorted(done)
+    assert sorted(s for s in table.values() if s != "ok") == ["pending"] * (4 - len(done))
