@@ -9,7 +9,7 @@ import textwrap
 import pytest
 
 from medseg.errors import MedsegError, SaveError
-from medseg.io.atomic import atomic_open, atomic_path, atomic_write_bytes, check_writable
+from medseg.io.atomic import atomic_folder, atomic_open, atomic_path, atomic_write_bytes, check_writable
 from medseg.core.label_colors import color_for, name_color, totalsegmentator_name, value_color
 
 
@@ -78,3 +78,21 @@ def test_one_colour_per_label_everywhere():
     # Unknown names fall back to the value's colour; values past the table still differ.
     assert color_for(7, "my lesion") == value_color(7)
     assert value_color(300) != value_color(301)
+
+
+def test_atomic_folder_replaces_whole_or_not_at_all(tmp_path):
+    target = tmp_path / "series"
+    with atomic_folder(target) as temp:
+        (temp / "1.dcm").write_bytes(b"one")
+    assert sorted(p.name for p in target.iterdir()) == ["1.dcm"]
+    try:
+        with atomic_folder(target) as temp:
+            (temp / "2.dcm").write_bytes(b"two")
+            raise RuntimeError("the third file could not be read")
+    except RuntimeError:
+        pass
+    assert sorted(p.name for p in target.iterdir()) == ["1.dcm"]  # the old folder, untouched
+    with atomic_folder(target) as temp:
+        (temp / "2.dcm").write_bytes(b"two")
+    assert sorted(p.name for p in target.iterdir()) == ["2.dcm"]
+    assert [p.name for p in tmp_path.iterdir()] == ["series"]  # no temporary or old folder left
