@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from medseg.io.dicom_scan import ScanResult, SeriesInfo
 
 MANIFEST_SUFFIXES = (".csv", ".json")
-_SAFE = re.compile(r"[^A-Za-z0-9._-]+")
+_SAFE = re.compile(r"[^A-Za-z0-9_-]+")  # no dots: a name's dots read as suffixes (UIDs are full of them)
 # A skipped file is reported as a failed case when it was meant to be an image: a DICOM file whose
 # header is broken, or a file named like one. Anything else in an archive folder is not a case.
 _BROKEN_DICOM = ("unreadable DICOM header", "DICOM file without a transfer syntax")
@@ -70,7 +70,7 @@ class Discovery:
 
 def slug(text: str) -> str:
     """A file-name-safe case id from a path or a name."""
-    cleaned = _SAFE.sub("_", text).strip("._-")
+    cleaned = _SAFE.sub("_", text).strip("_-")
     return cleaned[:120] or "case"
 
 
@@ -255,7 +255,7 @@ def _manifest_cases(path: Path, namer: _Namer, scan_fn: Callable[..., ScanResult
     for line, row, target in resolved:
         given = row.get("case_id", "")
         if given and slug(given) != given:
-            raise ManifestError(f"line {line}: the case id {given!r} may only hold letters, digits, '.', '_' and '-'",
+            raise ManifestError(f"line {line}: the case id {given!r} may only hold letters, digits, '_' and '-'",
                                 path=path)
         if target.is_file() and image_suffix(target) is not None:
             cases.append(_image_case(target, path.parent, namer, given))
@@ -308,7 +308,7 @@ def _pacs_cases(path: Path, data: dict, server_name: str | None, namer: _Namer,
             if not series_uid or (modality and modality != "CT"):
                 continue
             source = f"pacs:{server}/{study_uid}/{series_uid}"
-            case_id = namer(f"{study_uid}_{series_uid}", source)
+            case_id = namer(f"series_{series_uid}", source)
             cases.append(Case(case_id, source, "pacs", series_uid=series_uid, pacs=(server, study_uid, series_uid)))
     return cases
 

@@ -29,12 +29,13 @@ def _stats_cli(output: Path, image: Path, series_uid: str) -> dict[str, float]:
 
 @pytest.mark.slow
 def test_folder_of_real_series_mixed_vendors(ct_dir: Path, tmp_path: Path) -> None:
-    """Philips (two volumes, a localizer, two secondary captures), a tilted Siemens stack, a GE series and a
-    corrupt file in one archive: a SEG per loadable series, the rest recorded with the reason, and the table's
-    volumes equal to `medseg stats` on each written SEG."""
+    """Philips (two volumes, a localizer, two secondary captures), a Hitachi slice with a -22 degree gantry tilt, a
+    Toshiba slice, a GE series and a corrupt file in one archive: a SEG per loadable series, the rest recorded
+    with the reason, and the table's volumes equal to `medseg stats` on each written SEG."""
     archive = tmp_path / "archive"
     copy_series(ct_dir / "dcm_qa_ct" / "Philips_Ingenuity_phantom_mixed_series", archive / "philips")
-    copy_series(ct_dir / "dicom2nifti_testdata" / "gantry_tilt_siemens_iop_only", archive / "siemens_tilt")
+    copy_series(ct_dir / "pydicom_wheel_testfiles", archive / "hitachi_tilt", "J2K_pixelrep_mismatch.dcm")
+    copy_series(ct_dir / "cornerstone_testimages", archive / "toshiba", "CT2_J2KR")
     copy_series(ct_dir / "dcmqi_ct3slice_masks" / "image", archive / "ge")
     truncated_copy(ct_dir / "cornerstone_testimages" / "CTImage.dcm", archive / "incoming" / "CTImage.dcm")
     (archive / "notes.txt").write_text("not an image\n")
@@ -53,14 +54,14 @@ def test_folder_of_real_series_mixed_vendors(ct_dir: Path, tmp_path: Path) -> No
     assert sorted(r["status"] for r in philips) == ["ok", "ok", "skipped", "skipped", "skipped"]
     assert {r["error"].split(",")[0] for r in philips if r["status"] == "skipped"} == {
         "a localizer (scout)", "a secondary capture or colour image"}
-    assert [r["status"] for r in by_source["siemens_tilt"]] == ["ok"]
-    assert [r["status"] for r in by_source["ge"]] == ["ok"]
+    for folder in ("hitachi_tilt", "toshiba", "ge"):
+        assert [r["status"] for r in by_source[folder]] == ["ok"], folder
     [corrupt] = by_source["incoming"]
     assert corrupt["status"] == "failed" and "truncated" in corrupt["error"] and "CTImage.dcm" in corrupt["error"]
     assert "notes" not in " ".join(rows)  # a text file is not a case
 
     ok = [row for row in rows.values() if row["status"] == "ok"]
-    assert len(ok) == 4
+    assert len(ok) == 5 and all(row["output"] for row in ok)  # the starter finds something in each
     case_events = sorted(e["case_id"] for e in events if e["event"] == "case")
     assert case_events == sorted([r["case_id"] for r in ok] + [corrupt["case_id"]])  # the rest never ran
     # one output per loadable series, nothing for the others, no temporary file left behind

@@ -23,7 +23,7 @@ def test_batch_over_a_saved_query(orthanc, ct_dir, tmp_path, capsys):
     out, cache = tmp_path / "out", tmp_path / "cache"
     assert main(["batch", str(query), "-o", str(out), "--pacs-cache", str(cache), "--threads", "1", "--json"]) == 0
     events = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
-    assert events[-1]["event"] == "done" and events[-1]["counts"] == {"ok": 2}
+    assert events[-1]["event"] == "done" and events[-1]["counts"] == {"ok": 2}, [e for e in events if e["event"] == "case"]
     expected = {pydicom.dcmread(files[0], stop_before_pixels=True).SeriesInstanceUID: len(files)
                 for files in (ct3_files(ct_dir), philips_1mm_files(ct_dir))}
     rows = read_table(out / "results.csv")
