@@ -237,3 +237,22 @@ def test_sigterm_stops_after_the_current_write(small_archive: Path, tmp_path: Pa
     table = {r["case_id"]: r["status"] for r in read_table(out / "results.csv")}
     assert sorted(c for c, s in table.items() if s == "ok") == sorted(done)
     assert sorted(s for s in table.values() if s != "ok") == ["pending"] * (4 - len(done))
+
+
+def test_manifest_rows_become_cases(ct_dir: Path, tmp_path: Path) -> None:
+    """A CSV manifest: paths relative to it, a chosen series of a mixed folder by UID, the largest volume without
+    one, an image file, and the ids the user gave."""
+    import pydicom
+
+    from medseg.batch.cases import discover
+
+    mixed = copy_series(ct_dir / "dcm_qa_ct" / "Philips_Ingenuity_phantom_mixed_series", tmp_path / "data" / "philips")
+    thin_uid = str(pydicom.dcmread(mixed / "S2020_I10", stop_before_pixels=True).SeriesInstanceUID)
+    manifest = tmp_path / "data" / "cases.csv"
+    manifest.write_text(f"path,series_uid,case_id\nphilips,{thin_uid},thin\nphilips,,largest\n"
+                        f"{ct_dir / 'totalsegmentator' / 'example_ct_sm.nii.gz'},,small_nifti\n")
+    cases = {c.case_id: c for c in discover([manifest]).cases}
+    assert sorted(cases) == ["largest", "small_nifti", "thin"]
+    assert cases["thin"].series_uid == thin_uid and len(cases["thin"].files) == 16
+    assert len(cases["largest"].files) == 28  # the 5 mm series, as `medseg segment` would choose
+    assert cases["small_nifti"].kind == "image"
