@@ -8,7 +8,7 @@ times each. Printed per set-up: cases/hour (median, min-max over the runs), wall
 the share of the batch's time the network waited for its input with the prefetch of one,
 beside the share reading took (what the network would wait without the prefetch).
 
-    .venv/bin/python benchmarks/bench_batch.py [--repeats 2] [--model M] [--device cpu]
+    .venv/bin/python benchmarks/bench_batch.py [--repeats 2] [--small] [--model M] [--device cpu]
 
 On a GPU machine, give ``--device cuda`` and a larger model (e.g. the 3d_fullres-sized network
 benchmarks/gpu_check.py builds) to see whether the GPU ever waits for DICOM decoding.
@@ -50,18 +50,22 @@ CASES = [
 ]
 
 
+# The quick set: the cases of at most a few slices (about a tenth of the full set's voxels).
+SMALL = [case for case in CASES if "dicom2nifti" in case or case.endswith((".dcm", "J2KR")) or "dcmqi" in case]
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
 
 
-def _manifest(folder: Path) -> Path:
+def _manifest(folder: Path, cases: list[str]) -> Path:
     manifest = folder / "cases.csv"
     with open(manifest, "w", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(["path", "case_id"])
-        for index, relative in enumerate(CASES):
+        for index, relative in enumerate(cases):
             writer.writerow([str(DATA / relative), f"{index:02d}_{Path(relative).name.split('.')[0]}"])
     return manifest
 
@@ -90,11 +94,13 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--model", help="model package (default: the starter)")
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--small", action="store_true", help=f"only the {len(SMALL)} cases of a few slices each")
     args = parser.parse_args()
+    cases = SMALL if args.small else CASES
     results: dict[int, list[dict]] = {1: [], 2: []}
     with tempfile.TemporaryDirectory(prefix="bench_batch_") as tmp:
         work = Path(tmp)
-        manifest = _manifest(work)
+        manifest = _manifest(work, cases)
         for repeat in range(args.repeats):
             for processes in (1, 2):
                 result = _run(processes, manifest, work / f"out_{processes}_{repeat}", args.model, args.device)
@@ -102,7 +108,7 @@ def main() -> int:
                 print(f"  run {repeat + 1}, {processes} process(es): {result['ok']} ok, {result['failed']} failed, "
                       f"{result['wall_s']:.1f} s, {result['cases_per_hour']:.0f} cases/h, network waited "
                       f"{result['input_wait_share']:.1%} (reading {result['read_share']:.1%})", flush=True)
-    print(f"\n{len(CASES)} real CT cases from shared/data, starter model unless --model; {os.cpu_count()} CPU cores, "
+    print(f"\n{len(cases)} real CT cases from shared/data{' (--small)' if args.small else ''}, starter model unless --model; {os.cpu_count()} CPU cores, "
           f"device {args.device}; median [min-max] over {args.repeats} run(s)")
     medians = {}
     for processes, runs in results.items():
