@@ -3,8 +3,9 @@
 The archive is every real CT in shared/data that medseg can segment (DICOM series of five
 vendors, single slices, NIfTI and NRRD volumes; label maps and the SEG left out), listed in a
 manifest. Each run starts from an empty output folder in a fresh process (start-up, model
-loading, scanning and the table merge included); the two set-ups alternate, ``--repeats``
-times each. Printed per set-up: cases/hour (median, min-max over the runs), wall seconds, and
+loading, scanning and the table merge included). Three set-ups alternate, ``--repeats`` times
+each: one process on every core (the batch's default), one process on half the cores, and two
+processes (torchrun, gloo) on half the cores each. Printed per set-up: cases/hour (median, min-max over the runs), wall seconds, and
 the share of the batch's time the network waited for its input with the prefetch of one,
 beside the share reading took (what the network would wait without the prefetch).
 
@@ -70,8 +71,7 @@ def _manifest(folder: Path, cases: list[str]) -> Path:
     return manifest
 
 
-def _run(processes: int, manifest: Path, out: Path, model: str | None, device: str) -> dict:
-    threads = max(1, (os.cpu_count() or 2) // processes)
+def _run(processes: int, threads: int, manifest: Path, out: Path, model: str | None, device: str) -> dict:
     launcher = [sys.executable, "-m", "medseg"] if processes == 1 else [
         sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", str(processes), "--master_addr",
         "127.0.0.1", "--master_port", str(_free_port()), "-m", "medseg"]
@@ -97,31 +97,41 @@ def main() -> int:
     parser.add_argument("--small", action="store_true", help=f"only the {len(SMALL)} cases of a few slices each")
     args = parser.parse_args()
     cases = SMALL if args.small else CASES
-    results: dict[int, list[dict]] = {1: [], 2: []}
+    cores = os.cpu_count() or 2
+    # (processes, threads each): the batch's default for one process (every core), one process on one thread
+    # (what each of the two gets), and two processes
+    setups = [(1, cores), (1, max(1, cores // 2)), (2, max(1, cores // 2))]
+    results: dict[tuple[int, int], list[dict]] = {setup: [] for setup in setups}
     with tempfile.TemporaryDirectory(prefix="bench_batch_") as tmp:
         work = Path(tmp)
         manifest = _manifest(work, cases)
         for repeat in range(args.repeats):
-            for processes in (1, 2):
-                result = _run(processes, manifest, work / f"out_{processes}_{repeat}", args.model, args.device)
-                results[processes].append(result)
-                print(f"  run {repeat + 1}, {processes} process(es): {result['ok']} ok, {result['failed']} failed, "
+            for processes, threads in setups:
+                result = _run(processes, threads, manifest, work / f"out_{processes}x{threads}_{repeat}", args.model,
+                              args.device)
+                results[(processes, threads)].append(result)
+                print(f"  run {repeat + 1}, {processes} process(es) x {threads} thread(s): {result['ok']} ok, "
+                      f"{result['failed']} failed, "
                       f"{result['wall_s']:.1f} s, {result['cases_per_hour']:.0f} cases/h, network waited "
                       f"{result['input_wait_share']:.1%} (reading {result['read_share']:.1%})", flush=True)
     print(f"\n{len(cases)} real CT cases from shared/data{' (--small)' if args.small else ''}, starter model unless --model; {os.cpu_count()} CPU cores, "
           f"device {args.device}; median [min-max] over {args.repeats} run(s)")
     medians = {}
-    for processes, runs in results.items():
+    for (processes, threads), runs in results.items():
         rates = [r["cases_per_hour"] for r in runs]
-        medians[processes] = statistics.median(rates)
+        medians[(processes, threads)] = statistics.median(rates)
         waits = [r["input_wait_share"] for r in runs]
         reads = [r["read_share"] for r in runs]
-        print(f"  {processes} process(es): {medians[processes]:.0f} cases/h [{min(rates):.0f}-{max(rates):.0f}], "
+        print(f"  {processes} process(es) x {threads} thread(s): {medians[(processes, threads)]:.0f} cases/h "
+              f"[{min(rates):.0f}-{max(rates):.0f}], "
               f"wall {statistics.median(r['wall_s'] for r in runs):.1f} s; network waiting for input "
               f"{statistics.median(waits):.1%} [{min(waits):.1%}-{max(waits):.1%}] with the prefetch, reading "
               f"{statistics.median(reads):.1%} of the time (the wait without it)")
-    pairs = [b["cases_per_hour"] / a["cases_per_hour"] for a, b in zip(results[1], results[2])]
-    print(f"  2 processes / 1 process: {medians[2] / medians[1]:.2f}x (per pair {min(pairs):.2f}-{max(pairs):.2f}x)")
+    two = setups[2]
+    for one in setups[:2]:
+        pairs = [b["cases_per_hour"] / a["cases_per_hour"] for a, b in zip(results[one], results[two])]
+        print(f"  2 processes / 1 process x {one[1]} thread(s): {medians[two] / medians[one]:.2f}x "
+              f"(per pair {min(pairs):.2f}-{max(pairs):.2f}x)")
     return 0
 
 

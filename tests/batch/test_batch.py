@@ -19,15 +19,17 @@ from batch_helpers import REPO_ROOT, copy_series, events_of, run_cli, truncated_
 RUN_COLUMNS = {"seconds", "finished_at", "rank", "device"}
 
 
-def _stats_cli(output: Path, image: Path, series_uid: str) -> dict[str, float]:
+def _stats_cli(capsys, output: Path, image: Path, series_uid: str) -> dict[str, float]:
     """Volumes by label name as `medseg stats --json` reads them back from the written output."""
-    run = run_cli("stats", str(output), "--image", str(image), "--series", series_uid, "--json", timeout=300)
-    assert run.returncode == 0, run.stderr[-2000:]
-    return {item["name"]: item["volume_ml"] for item in json.loads(run.stdout)["labels"]}
+    from medseg.cli import main
+
+    capsys.readouterr()
+    assert main(["stats", str(output), "--image", str(image), "--series", series_uid, "--json"]) == 0
+    return {item["name"]: item["volume_ml"] for item in json.loads(capsys.readouterr().out)["labels"]}
 
 
 @pytest.mark.slow
-def test_folder_of_real_series_mixed_vendors(ct_dir: Path, tmp_path: Path) -> None:
+def test_folder_of_real_series_mixed_vendors(ct_dir: Path, tmp_path: Path, capsys) -> None:
     """Philips (two volumes, a localizer, two secondary captures), a Hitachi slice with a -22 degree gantry tilt, a
     Toshiba slice, a GE series and a corrupt file in one archive: a SEG per loadable series, the rest recorded
     with the reason, and the table's volumes equal to `medseg stats` on each written SEG."""
@@ -70,7 +72,7 @@ def test_folder_of_real_series_mixed_vendors(ct_dir: Path, tmp_path: Path) -> No
     assert {p.name for p in out.iterdir() if not p.name.startswith(".medseg-batch")} == expected
     for row in ok:
         source = Path(row["source"])
-        volumes = _stats_cli(out / row["output"], source, row["series_uid"])
+        volumes = _stats_cli(capsys, out / row["output"], source, row["series_uid"])
         for name in ("body", "lungs", "bones"):
             assert float(row[f"{name}_ml"]) == pytest.approx(volumes.get(name, 0.0), abs=1e-3), (row["case_id"], name)
     assert {r["configuration"] for r in ok} == {"2d"} and {r["device"] for r in ok} == {"cpu"}
