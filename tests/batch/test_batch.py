@@ -159,14 +159,14 @@ def test_two_gloo_processes_equal_one(small_archive: Path, tmp_path: Path) -> No
 
 def test_unreadable_manifest_line_is_refused_before_any_case(small_archive: Path, tmp_path: Path) -> None:
     manifest = tmp_path / "cases.csv"
-    manifest.write_text(f"path,series_uid,case_id\n{small_archive / 'ge_liver'},,liver\n"
-                        f"{small_archive / 'ge_gap'},\"unclosed,quote\n")
+    manifest.write_text(f"path,series_uid,case_id\n{small_archive / 'ge_head'},,head\n"
+                        f"{small_archive / 'toshiba'},\"unclosed,quote\n")
     run = run_cli("batch", str(manifest), "-o", str(tmp_path / "out"), "--json")
     assert run.returncode == 1
     events = events_of(run.stdout)
     assert [e["event"] for e in events] == ["failed"]
     assert "line 3" in events[0]["error"] and events[0]["path"] == str(manifest)
-    assert not (tmp_path / "out" / "liver.nii.gz").exists()
+    assert not (tmp_path / "out" / "head.nii.gz").exists()
 
 
 def test_missing_paths_are_refused_before_any_case(small_archive: Path, tmp_path: Path) -> None:
@@ -175,7 +175,7 @@ def test_missing_paths_are_refused_before_any_case(small_archive: Path, tmp_path
     assert run.returncode == 1 and f"{missing}: no such file or folder" in run.stderr
     assert not list((tmp_path / "out").glob("*.nii.gz"))
     manifest = tmp_path / "cases.json"
-    manifest.write_text(json.dumps({"cases": [{"path": str(small_archive / "ge_liver")}, {"path": "gone/series"}]}))
+    manifest.write_text(json.dumps({"cases": [{"path": str(small_archive / "ge_head")}, {"path": "gone/series"}]}))
     run = run_cli("batch", str(manifest), "-o", str(tmp_path / "out2"))
     assert run.returncode == 1 and "line 2: no such file or folder: gone/series" in run.stderr
     assert not list((tmp_path / "out2").glob("*.nii.gz"))
