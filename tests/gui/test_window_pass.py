@@ -305,7 +305,8 @@ def test_the_tilted_head_is_explained_in_clinical_words_in_the_banner_details_an
     window.grab().save(str(artifacts_dir / "window_pass_tilt_banner.png"))
     _three_labels(window)
     out = tmp_path / "tilt_seg.dcm"
-    monkeypatch.setattr(save_dialog, "ask_save_path", lambda *a, **k: (str(out), "DICOM SEG (*.dcm)"))
+    monkeypatch.setattr(save_dialog, "ask_save_path_with_option",
+                        lambda *a, **k: (str(out), "DICOM SEG (*.dcm)", False))
     with qtbot.waitSignal(window.segmentation_files.saved, timeout=120_000):
         window.save_as_action.trigger()
     comments = pydicom.dcmread(out, stop_before_pixels=True).ImageComments
@@ -369,7 +370,8 @@ def test_opening_another_image_with_unsaved_edits_offers_save_and_saves_first(
     assert doc.unsaved
     seen = {}
     out = tmp_path / "lesion.nii.gz"
-    monkeypatch.setattr(save_dialog, "ask_save_path", lambda *a, **k: (str(out), "NIfTI label map (*.nii.gz)"))
+    monkeypatch.setattr(save_dialog, "ask_save_path_with_option",
+                        lambda *a, **k: (str(out), "NIfTI label map (*.nii.gz)", False))
 
     def user_presses_save(box):
         seen["text"] = box.text()

@@ -91,7 +91,7 @@ def main(series: Path, out: Path) -> int:
 
     # 4. Save as DICOM SEG (the dialog answered with a name), then open it again onto the image.
     seg = out / "walkthrough_seg.dcm"
-    save_dialog.ask_save_path = lambda *a, **k: (str(seg), "DICOM SEG (*.dcm)")
+    save_dialog.ask_save_path_with_option = lambda *a, **k: (str(seg), "DICOM SEG (*.dcm)", False)
     saved: list = []
     window.segmentation_files.saved.connect(saved.append)
     window.save_as_action.trigger()  # File ▸ Save segmentation as…
