@@ -58,6 +58,10 @@ def run_gui(path: str | None = None, demo: bool = False, screenshot: str | None 
     from medseg.gui.unix_signals import SignalCloser
 
     window = MainWindow()
+    if app.platformName() == "offscreen":
+        # No real screen: the offscreen platform's is a fictional 800 x 800, and 92 % of it
+        # is narrower than the side panel needs; render a clinician's window size instead.
+        window.resize(1400, 900)
     window.show()
     closer = SignalCloser(window)
     state = {"code": 0}

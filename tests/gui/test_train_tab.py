@@ -253,15 +253,17 @@ def test_dataset_finetune_pause_stop_resume_use_and_export(driver, window, qtbot
     qtbot.waitUntil(lambda: export.job is None, timeout=300_000)  # done or failed: both end the job
     assert not errors, errors
     (results,) = compared
-    assert len(results) == 3  # the two finished runs and the starter
+    # The two finished runs, the package the stopped run left (still listed: it is a model the
+    # user may have used) and the starter.
+    assert len(results) == 4 and sum("model-stopped" in name for name in results) == 1
     headers = [export.table.horizontalHeaderItem(c).text() for c in range(export.table.columnCount())]
     assert headers[:2] == ["Model", "Case"] and "body Dice" in headers and "body vol. diff %" in headers
-    assert export.table.rowCount() == 3 and {export.table.item(r, 1).text() for r in range(3)} == {second.spec.name}
+    assert export.table.rowCount() == 4 and {export.table.item(r, 1).text() for r in range(4)} == {second.spec.name}
     for row, (model, scores) in enumerate(results.items()):
         body = next(label for label in scores[0].labels if label.name == "body")
         assert export.table.item(row, 0).text() == model
         assert export.table.item(row, headers.index("body Dice")).text() == f"{body.dice:.3f}"
-    starter_row = next(r for r in range(3) if "built in" in export.table.item(r, 0).text())
+    starter_row = next(r for r in range(4) if "built in" in export.table.item(r, 0).text())
     # the validation labels are the starter's own segmentation of that case: it agrees with itself
     assert export.table.item(starter_row, headers.index("body Dice")).text() == "1.000"
     window.grab().save(str(artifacts_dir / "gui_train_tab_export.png"))

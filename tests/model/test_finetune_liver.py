@@ -42,7 +42,7 @@ def test_starter_learns_the_liver_on_another_patient(ct_dir: Path, tmp_path: Pat
                  "--from", str(starter_model_path()), *RECIPE]) == 0
     out = capsys.readouterr().out
     assert "output heads replaced" in out and "liver" in out
-    assert "resampled onto the image grid (nearest neighbour)" in out  # the LAS label map, said
+    assert "resampled onto the image in patient coordinates (nearest neighbour)" in out  # the LAS label map, said
 
     assert main(["evaluate", str(model), str(MANIFEST), "--data-root", data_root, "--held-out", "--json",
                  "--record"]) == 0
