@@ -42,3 +42,26 @@ def _private_app_folders(tmp_path_factory, monkeypatch):
     root = tmp_path_factory.mktemp("app")
     for variable, name in (("MEDSEG_DATA_DIR", "data"), ("MEDSEG_CONFIG_DIR", "config")):
         monkeypatch.setenv(variable, str(root / name))
+
+
+@pytest.fixture
+def fake_machine(monkeypatch):
+    """``fake_machine(cuda=N, mps=bool, providers=[...])``: torch and ONNX Runtime report that machine.
+
+    For tests of the device choice on every kind of machine, whatever runs them.
+    """
+    from types import SimpleNamespace
+
+    import onnxruntime
+    import torch
+
+    def make(cuda: int = 0, mps: bool = False, providers: tuple[str, ...] = ("CPUExecutionProvider",)) -> None:
+        gpus = [SimpleNamespace(name=f"Fake GPU {i}", total_memory=(24 + 8 * i) * 2**30, major=8, minor=9)
+                for i in range(cuda)]
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda > 0)
+        monkeypatch.setattr(torch.cuda, "device_count", lambda: cuda)
+        monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index: gpus[index])
+        monkeypatch.setattr(torch.backends.mps, "is_available", lambda: mps)
+        monkeypatch.setattr(onnxruntime, "get_available_providers", lambda: list(providers))
+
+    return make

@@ -15,7 +15,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("dataset", help="nnU-Net raw folder, images/labels folder, editor cases, or a dataset .json")
     parser.add_argument("--data-root", help="root for relative paths in a dataset .json")
     parser.add_argument("--held-out", action="store_true", help="only the dataset's validation (held-out) cases")
-    parser.add_argument("--device", default="auto", help="auto, cpu, cuda, directml, onnx-cpu (default auto)")
+    parser.add_argument("--device", default="auto",
+                        help="compute device: auto (the best here, the default) or one `medseg devices` lists")
     parser.add_argument("--json", action="store_true",
                         help="print the event stream, one JSON object per line: progress ..., case (per case), "
                              "then done (cases, mean_dice) or failed")
@@ -38,8 +39,10 @@ def run(args: argparse.Namespace) -> int:
 def _evaluate(args: argparse.Namespace, events) -> int:
     from medseg.model.datasets import open_dataset
     from medseg.model.evaluate import evaluate_model, mean_dice
+    from medseg.model.backends import resolve_device
     from medseg.model.package import load_package
 
+    resolve_device(args.device)  # an absent device fails before the model and the cases are read
     package = load_package(args.model)
     dataset = open_dataset(args.dataset, args.data_root)
     specs = dataset.validation_specs if args.held_out else dataset.specs

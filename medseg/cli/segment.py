@@ -12,12 +12,10 @@ import sys
 
 from medseg.cli._console import progress_printer
 
-DEVICE_CHOICES = ("auto", "cpu", "cuda", "directml", "onnx-cpu", "mps")
-
-
 def add_inference_options(parser: argparse.ArgumentParser) -> None:
     """How the model runs: the options ``segment`` and ``batch`` share."""
-    parser.add_argument("--device", default="auto", choices=DEVICE_CHOICES, help="compute device (default: auto)")
+    parser.add_argument("--device", default="auto",
+                        help="compute device: auto (the best here, the default) or one `medseg devices` lists")
     parser.add_argument("--configuration", help="model configuration to use (default: chosen by the series' spacing)")
     parser.add_argument("--step", type=float, default=0.5, help="tile step as a fraction of the patch (default 0.5)")
     parser.add_argument("--mirror", action="store_true", help="mirroring test-time augmentation (slower)")
@@ -69,9 +67,11 @@ def _segment(args: argparse.Namespace, events) -> int:
     import torch
 
     from medseg.io import load
+    from medseg.model.backends import resolve_device
     from medseg.model.infer import segment
     from medseg.model.package import load_model
 
+    resolve_device(args.device)  # an absent device fails before the series is read
     if args.threads:
         torch.set_num_threads(int(args.threads))
     volume = load(args.path, regularize=not args.raw_stack)

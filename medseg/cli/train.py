@@ -32,7 +32,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--epochs", type=int, default=50)
     parser.add_argument("--iterations", type=int, default=250, help="optimiser steps per epoch (default 250)")
     parser.add_argument("--batch-size", type=int, help="global batch size (default: the plan's)")
-    parser.add_argument("--device", default="auto", help="auto, cpu, cuda or cuda:N (default auto)")
+    parser.add_argument("--device", default="auto",
+                        help="auto (CUDA when present, the default), cuda, cuda:N or cpu; `medseg devices` lists them")
     parser.add_argument("--resume", action="store_true", help="continue from the last checkpoint")
     parser.add_argument("--data-root", help="root for relative paths in a dataset .json")
     parser.add_argument("--work-dir", help="checkpoint folder (default: OUT.training)")
@@ -80,6 +81,7 @@ def _train(args: argparse.Namespace, is_main: bool, events) -> int:
     import torch
 
     from medseg.model.augment import NO_AUGMENTATION, AugmentConfig
+    from medseg.model.backends import TRAINING, resolve_device
     from medseg.model.datasets import open_dataset
     from medseg.model.plan import REFERENCE_VAL_3D
     from medseg.model.training import (
@@ -87,6 +89,7 @@ def _train(args: argparse.Namespace, is_main: bool, events) -> int:
     )
 
     require_training()  # before the dataset is read: the DirectML build cannot train
+    resolve_device(args.device, TRAINING)
     if args.epochs < 1 or args.iterations < 1:
         raise MedsegError("--epochs and --iterations must be at least 1")
     if args.threads:

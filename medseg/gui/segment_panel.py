@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import html
 import math
-import os
 from typing import Any
 
 import numpy as np
@@ -15,24 +14,6 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QCheckBox, QComboBox, QGroupBox, QHBoxLayout, QLabel, QPushButton, QSizePolicy, QTextBrowser, QVBoxLayout, QWidget
 
 from medseg.edit.document import ViewerDocument
-
-
-def available_devices() -> list[tuple[str, str]]:
-    """(device id for segment(), what the user sees) for what this machine really has."""
-    import onnxruntime
-    import torch
-
-    devices = [("auto", "Automatic (best available)")]
-    if torch.cuda.is_available():
-        for index in range(torch.cuda.device_count()):
-            props = torch.cuda.get_device_properties(index)
-            devices.append(("cuda", f"CUDA: {props.name}, {props.total_memory / 2**30:.0f} GB"))
-    if "DmlExecutionProvider" in onnxruntime.get_available_providers():
-        devices.append(("directml", "DirectML (ONNX Runtime)"))
-    threads = torch.get_num_threads()
-    devices.append(("cpu", f"CPU (PyTorch, {threads} threads of {os.cpu_count()})"))
-    devices.append(("onnx-cpu", f"CPU (ONNX Runtime, {os.cpu_count()} cores)"))
-    return devices
 
 
 def _mm(values) -> str:
@@ -204,8 +185,10 @@ class SegmentPanel(QGroupBox):
 
         try:
             if not self._devices_filled:
-                for device, text in available_devices():
-                    self.device_box.addItem(text, device)
+                from medseg.model.backends import device_choices
+
+                for choice in device_choices():
+                    self.device_box.addItem(choice.label, choice.device)
                 self._devices_filled = True
             if source != self._package_source or self._package is None:
                 from medseg.model.package import load_model

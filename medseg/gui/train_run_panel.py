@@ -44,6 +44,7 @@ from medseg.gui.jobs import Job
 from medseg.gui.train_dataset_panel import SCRATCH_PLAN_OPTIONS, DatasetPanel
 from medseg.gui.train_plots import LiveCurves, write_pngs
 from medseg.gui.train_runner import InProcessRunner, TorchrunRunner, torchrun_command
+from medseg.model.backends import TRAINING, device_choices
 from medseg.model.training.run_record import RunRecorder, read_events
 
 log = logging.getLogger(__name__)
@@ -136,7 +137,8 @@ class TrainingPanel(QWidget):
         self.learning_rate.setValue(0.01)
         self.batch_size = _spin(1, 256, 4)
         self.device = QComboBox(self)
-        self.device.addItems(["Auto", "CUDA", "CPU"])
+        for choice in device_choices(TRAINING):
+            self.device.addItem(choice.label, choice.device)
         self.processes = _spin(1, 16, 1)
         self.processes.setToolTip("More than 1: DistributedDataParallel through torchrun (one process per GPU; "
                                   "gloo processes on the CPU)")
@@ -237,7 +239,7 @@ class TrainingPanel(QWidget):
         return RunSettings(
             base=base, labels=labels, epochs=self.epochs.value(), iterations=self.iterations.value(),
             learning_rate=float(self.learning_rate.value()), batch_size=self.batch_size.value(),
-            device={"Auto": "auto", "CUDA": "cuda", "CPU": "cpu"}[self.device.currentText()],
+            device=self.device.currentData(),
             processes=self.processes.value(), amp=self.amp.isChecked(),
             augmentation={0: "default", 1: "no-mirror", 2: "off"}[self.augmentation.currentIndex()])
 

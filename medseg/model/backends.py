@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import os
 import types
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, Sequence
 
@@ -28,6 +29,7 @@ from medseg.errors import DeviceError
 from medseg.model.lean_forward import lean_forward
 
 DEVICES = ("auto", "cuda", "directml", "onnx-cpu", "cpu", "mps")
+INFERENCE, TRAINING = "inference", "training"  # what a device is chosen for
 DIRECTML_PROVIDER = "DmlExecutionProvider"
 
 
@@ -58,11 +60,18 @@ def directml_available() -> bool:
     return DIRECTML_PROVIDER in onnx_providers()
 
 
-def available_devices() -> list[str]:
-    """The devices that would work on this machine, best first (for menus and `medseg info`)."""
+def available_devices(purpose: str = INFERENCE) -> list[str]:
+    """The devices that would work on this machine for ``purpose``, best first (menus, `medseg devices`).
+
+    Training runs on PyTorch's CUDA or the CPU only: ONNX Runtime cannot train, and medseg's
+    training has never been run on Apple MPS (refused rather than offered untried).
+    """
+    _check_purpose(purpose)
     found = []
     if cuda_available():
         found.append("cuda")
+    if purpose == TRAINING:
+        return found + ["cpu"]
     if directml_available():
         found.append("directml")
     if mps_available():
@@ -71,9 +80,17 @@ def available_devices() -> list[str]:
     return found
 
 
-def resolve_device(requested: str) -> str:
-    """Turn "auto" into a concrete device and check an explicit one exists (DeviceError if not)."""
-    requested = (requested or "auto").lower()
+def resolve_device(requested: str, purpose: str = INFERENCE) -> str:
+    """The one device choice: turn "auto" into a concrete device, check an explicit one exists.
+
+    The GUI, the CLI, training and the device report all come here. Raises DeviceError (with
+    what to choose instead) for a device that is unknown, absent, or not usable for ``purpose``.
+    Training also takes "cuda:N" (one GPU of several).
+    """
+    _check_purpose(purpose)
+    requested = (requested or "auto").strip().lower()
+    if purpose == TRAINING:
+        return _resolve_training(requested)
     if requested not in DEVICES:
         raise DeviceError(f"unknown device {requested!r}", hint=f"choose one of {', '.join(DEVICES)}")
     if requested == "auto":
@@ -102,6 +119,56 @@ def resolve_device(requested: str) -> str:
     if requested == "mps" and not mps_available():
         raise DeviceError("Apple MPS was requested but is not available", hint="use --device cpu")
     return requested
+
+
+def _resolve_training(requested: str) -> str:
+    if requested == "auto":
+        return "cuda" if cuda_available() else "cpu"
+    if requested == "cpu":
+        return "cpu"
+    if requested == "cuda" or requested.startswith("cuda:"):
+        if not cuda_available():
+            raise DeviceError("CUDA was requested but no CUDA GPU is usable by PyTorch", hint="use --device cpu or auto")
+        index = requested.partition(":")[2]
+        if index and not (index.isdigit() and int(index) < torch.cuda.device_count()):
+            raise DeviceError(f"there is no CUDA GPU {index!r} (this machine has {torch.cuda.device_count()})",
+                              hint="use --device cuda, or cuda:0 to cuda:" f"{torch.cuda.device_count() - 1}")
+        return requested
+    if requested in DEVICES:
+        raise DeviceError(f"training runs on CUDA or the CPU, not {requested!r} ({requested} is for segmenting)",
+                          hint="use --device auto, cuda or cpu")
+    raise DeviceError(f"unknown device {requested!r}", hint="training runs on auto, cuda, cuda:N or cpu")
+
+
+def _check_purpose(purpose: str) -> None:
+    if purpose not in (INFERENCE, TRAINING):
+        raise ValueError(f"purpose is {INFERENCE!r} or {TRAINING!r}, not {purpose!r}")
+
+
+@dataclass(frozen=True)
+class DeviceChoice:
+    device: str  # what resolve_device and --device take
+    label: str  # what a menu shows
+
+
+def device_choices(purpose: str = INFERENCE) -> list[DeviceChoice]:
+    """"auto" and then every device :func:`available_devices` finds, named for a menu."""
+    choices = [DeviceChoice("auto", f"Automatic (here: {_describe(resolve_device('auto', purpose))})")]
+    return choices + [DeviceChoice(device, _describe(device)) for device in available_devices(purpose)]
+
+
+def _describe(device: str) -> str:
+    cores = os.cpu_count() or 1
+    if device == "cuda":
+        props = torch.cuda.get_device_properties(0)
+        more = torch.cuda.device_count() - 1
+        return f"CUDA: {props.name}, {props.total_memory / 2**30:.0f} GB" + (f" (+{more} more)" if more > 0 else "")
+    return {
+        "directml": "DirectML (ONNX Runtime)",
+        "mps": "Apple MPS (PyTorch)",
+        "cpu": f"CPU (PyTorch, {torch.get_num_threads()} threads of {cores})",
+        "onnx-cpu": f"CPU (ONNX Runtime, {cores} cores)",
+    }[device]
 
 
 def uses_onnx(device: str) -> bool:

@@ -128,7 +128,7 @@ def probe() -> DeviceReport:
     directml = backends.DIRECTML_PROVIDER in providers
     mps_backend = getattr(torch.backends, "mps", None)
     notes = []
-    if mps_backend is not None and mps_backend.is_available():
+    if backends.mps_available():
         notes.append("MPS is offered but not chosen automatically (3D transposed convolutions differ "
                      "between PyTorch versions); pick it with --device mps")
     return DeviceReport(

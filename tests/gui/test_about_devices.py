@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QPushButton
 
@@ -72,3 +74,20 @@ def test_help_about_in_a_bundle_shows_the_list_its_build_made(window, qtbot, tmp
     assert dialog.text.toPlainText() == "Third-party software in medseg\n  example-package 1.0: MIT\n"
     dialog.reject()
     about.accept()
+
+
+@pytest.fixture
+def mac(fake_machine):
+    fake_machine(cuda=0, mps=True)  # before the window: the training panel lists its devices when built
+
+
+def test_segment_and_training_menus_offer_what_the_machine_has(mac, window, driver, ct_dir):
+    """The Segment panel offers Apple MPS on a Mac; training (CUDA or CPU only) does not."""
+    driver.open_image_file(ct_dir / "totalsegmentator" / "example_ct_sm.nii.gz")
+    segment_box = window.segment_panel.device_box
+    assert [segment_box.itemData(i) for i in range(segment_box.count())] == ["auto", "mps", "cpu", "onnx-cpu"]
+    assert segment_box.itemText(0) == "Automatic (here: CPU (PyTorch, " + segment_box.itemText(2).split("(PyTorch, ")[1] + ")"
+    training_box = window.train_tab.training_panel.device
+    assert [training_box.itemData(i) for i in range(training_box.count())] == ["auto", "cpu"]
+    training_box.setCurrentIndex(training_box.findData("cpu"))
+    assert window.train_tab.training_panel.settings().device == "cpu"

@@ -149,7 +149,7 @@ def test_dataset_finetune_pause_stop_resume_use_and_export(driver, window, qtbot
     training.epochs.setValue(2)
     training.iterations.setValue(4)
     training.batch_size.setValue(2)
-    training.device.setCurrentText("CPU")
+    training.device.setCurrentIndex(training.device.findData("cpu"))
     meter = GapMeter()
     arrivals = []  # (time, event kind) as the GUI thread receives them
     frozen = []  # objects in the collector's permanent generation when each record arrived
@@ -301,7 +301,7 @@ def test_two_process_gloo_ddp_from_the_tab_reports_into_the_plots(window, qtbot,
     training.epochs.setValue(2)
     training.iterations.setValue(2)
     training.batch_size.setValue(2)
-    training.device.setCurrentText("CPU")
+    training.device.setCurrentIndex(training.device.findData("cpu"))
     training.processes.setValue(2)
     record = _train(qtbot, training)
     assert record["event"] == "done", (record, training.log_pane.toPlainText()[-2000:])

@@ -35,7 +35,7 @@ from medseg.model.training.config import (
     CHECKPOINT_BEST, CHECKPOINT_LAST, HISTORY_FILE, POLY_EXPONENT, CheckpointEvent, EpochEvent, FallbackEvent,
     IterationEvent, MessageEvent, StartedEvent, TrainConfig, TrainEvent, TrainResult, event_to_json,
 )
-from medseg.model.training.distributed import DistributedContext, resolve_device, setup_distributed
+from medseg.model.training.distributed import DistributedContext, setup_distributed
 from medseg.model.training.heads import adapt_state_to_labels
 from medseg.model.training.run import TrainingRun, default_work_dir, poly_lr, run_training, train
 from medseg.model.training.sampling import (
@@ -48,6 +48,6 @@ __all__ = [
     "POLY_EXPONENT", "CheckpointEvent", "DistributedContext", "EpochEvent", "FallbackEvent", "IterationEvent",
     "MessageEvent", "PreparedCase", "StartedEvent", "TrainConfig", "TrainEvent", "TrainResult", "TrainingRun",
     "adapt_state_to_labels", "default_work_dir", "draw_sample", "event_to_json", "load_checkpoint", "local_batch",
-    "package_from_checkpoint", "pick_case", "plan_for_dataset", "poly_lr", "prepare_case", "resolve_device",
+    "package_from_checkpoint", "pick_case", "plan_for_dataset", "poly_lr", "prepare_case",
     "run_training", "sample_rng", "save_checkpoint", "setup_distributed", "train", "validate", "validate_with_loss",
 ]

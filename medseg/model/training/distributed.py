@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
-from medseg.errors import DeviceError
+from medseg.model.backends import TRAINING, resolve_device
 
 
 @dataclass(frozen=True)
@@ -28,18 +28,6 @@ class DistributedContext:
         return self.world_size > 1
 
 
-def resolve_device(device: str) -> torch.device:
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if device.startswith("cuda"):
-        if not torch.cuda.is_available():
-            raise DeviceError("CUDA was requested but no CUDA GPU is available", hint="use --device cpu")
-        return torch.device(device)
-    if device == "cpu":
-        return torch.device("cpu")
-    raise DeviceError(f"training runs on cpu or cuda, not '{device}'")
-
-
 def setup_distributed(device: str, timeout: datetime.timedelta | None = None) -> DistributedContext:
     """Join the process group torchrun describes (WORLD_SIZE > 1); otherwise a single process.
 
@@ -48,7 +36,7 @@ def setup_distributed(device: str, timeout: datetime.timedelta | None = None) ->
     whose processes meet only at the end needs longer.
     """
     world_size = int(os.environ.get("WORLD_SIZE", "1"))
-    base = resolve_device(device)
+    base = torch.device(resolve_device(device, TRAINING))
     if world_size <= 1:
         return DistributedContext(device=base)
     rank = int(os.environ.get("RANK", "0"))
