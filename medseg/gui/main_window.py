@@ -45,10 +45,12 @@ from medseg.gui.train_tab import TrainExportTab
 from medseg.gui.study_loader import StudyLoader, is_image_file
 from medseg.gui.viewer import ViewerPanel
 from medseg.core.volume import Volume
+from medseg.io.image_files import IMAGE_SUFFIXES
 
 log = logging.getLogger(__name__)
 
-IMAGE_FILTER = "Images (*.dcm *.nii *.nii.gz *.nrrd *.nhdr *.mha *.mhd);;All files (*)"
+_PATTERNS = " ".join(f"*{suffix}" for suffix in IMAGE_SUFFIXES)
+IMAGE_FILTER = f"Images (*.dcm {_PATTERNS});;All files (*)"
 ARCHIVE_FILTER = "Zip archives or DICOMDIR (*.zip DICOMDIR);;All files (*)"
 
 

@@ -28,15 +28,12 @@ from medseg.edit.document import REPLACE, SEGMENT_STEP, ViewerDocument
 from medseg.errors import Cancelled, MedsegError
 from medseg.gui.jobs import Job
 from medseg.core.volume import Volume, VolumeMeta
+from medseg.io.image_files import image_suffix
 
 log = logging.getLogger(__name__)
 
-IMAGE_SUFFIXES = (".nii", ".nii.gz", ".nrrd", ".nhdr", ".mha", ".mhd")
-
-
 def is_image_file(path: str | Path) -> bool:
-    name = str(path).lower()
-    return Path(path).is_file() and name.endswith(IMAGE_SUFFIXES)
+    return Path(path).is_file() and image_suffix(path) is not None
 
 
 @dataclass

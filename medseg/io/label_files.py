@@ -29,7 +29,7 @@ import numpy as np
 from medseg.errors import GeometryError, ImageFormatError, MedsegError, SaveError
 from medseg.io.atomic import atomic_write_text, check_writable
 from medseg.io.dicom_seg import regularization_note
-from medseg.io.image_files import IMAGE_SUFFIXES, image_suffix, read_image, write_image
+from medseg.io.image_files import IMAGE_SUFFIXES, WRITE_SUFFIXES, image_suffix, read_image, write_image
 from medseg.io.resample import place_labels
 from medseg.core.label_arrays import label_values
 from medseg.core.labels import Label
@@ -257,7 +257,7 @@ def segmentation_format(path: str | os.PathLike) -> str:
     name = str(path).lower()
     if name.endswith(SEG_SUFFIXES):
         return DICOM_SEG
-    if image_suffix(path) in (".nii.gz", ".nii", ".nrrd", ".mha"):
+    if image_suffix(path) in WRITE_SUFFIXES:
         return LABEL_MAP
     raise ImageFormatError("cannot save a segmentation in this format (by its name)", path=path,
                            hint="use .dcm (DICOM SEG), .nii.gz, .nii, .nrrd or .mha")

@@ -34,12 +34,12 @@ import SimpleITK as sitk
 
 from medseg.errors import DatasetError, MedsegError, ModelError
 from medseg.io.atomic import atomic_path, atomic_write_text
+from medseg.io.image_files import image_suffix
 from medseg.core.label_colors import color_for
 from medseg.core.volume import Volume
 from medseg.model.fingerprint import Fingerprint, fingerprint_cases  # noqa: F401 - where they were before
 from medseg.model.postprocess import parse_steps
 
-IMAGE_SUFFIXES = (".nii.gz", ".nii", ".nrrd", ".nhdr", ".mha", ".mhd")
 LABEL_TAGS = ("_label", "_labels", "_seg", "_mask")
 CASE_FILE = "case.json"
 @dataclass
@@ -296,10 +296,8 @@ def open_nnunet_raw(folder: Path) -> Dataset:
 
 
 def _strip_suffix(name: str) -> tuple[str, str] | None:
-    for suffix in IMAGE_SUFFIXES:
-        if name.lower().endswith(suffix):
-            return name[: -len(suffix)], suffix
-    return None
+    suffix = image_suffix(name)
+    return (name[: -len(suffix)], suffix) if suffix else None
 
 
 def open_image_label_folder(folder: Path) -> Dataset:

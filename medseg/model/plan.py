@@ -503,7 +503,11 @@ def plan_from_fingerprint(
 
 # --- choosing a configuration for a series -------------------------------------------
 def is_anisotropic(spacing_zyx: Sequence[float], threshold: float = ANISOTROPY_THRESHOLD) -> bool:
-    return max(spacing_zyx) / min(spacing_zyx) > threshold
+    """nnU-Net's rule (``get_do_separate_z``): the coarsest axis is over ``threshold`` times the finest.
+
+    The one anisotropy test: configuration choice and the separate-z resampling both use it.
+    """
+    return bool(max(spacing_zyx) / min(spacing_zyx) > threshold)
 
 
 @dataclass(frozen=True)

@@ -28,11 +28,9 @@ from scipy import ndimage
 
 from medseg.errors import ModelError
 from medseg.io.orientation import Reorientation, reoriented, reorientation_to
+from medseg.model.plan import is_anisotropic
 from medseg.core.volume import Volume
 
-# nnU-Net's ANISO_THRESHOLD: an axis this many times coarser than the finest is resampled
-# separately (in-plane spline, nearest neighbour across).
-ANISOTROPY_THRESHOLD = 3.0
 # nnU-Net's default resampling orders: data cubic / nearest across, logits linear / nearest across.
 DATA_ORDER, DATA_ORDER_ACROSS = 3, 0
 # Output voxels per slab when resampling logits back (bounds the float32 working set).
@@ -135,10 +133,6 @@ def compute_new_shape(shape: Sequence[int], spacing: Sequence[float], new_spacin
     return tuple(max(1, int(round(s / n * k))) for s, n, k in zip(spacing, new_spacing, shape))
 
 
-def _is_anisotropic(spacing: Sequence[float]) -> bool:
-    return bool(np.max(spacing) / np.min(spacing) > ANISOTROPY_THRESHOLD)
-
-
 def _coarse_axis(spacing: Sequence[float]) -> int | None:
     spacing = np.asarray(spacing, dtype=np.float64)
     coarsest = np.flatnonzero(spacing.max() / spacing == 1)
@@ -148,9 +142,11 @@ def _coarse_axis(spacing: Sequence[float]) -> int | None:
 
 def separate_axis(current_spacing: Sequence[float], new_spacing: Sequence[float]) -> int | None:
     """The axis resampled with nearest neighbour, or None (nnU-Net's determine_do_sep_z_and_axis)."""
-    if _is_anisotropic(current_spacing):
+    # An axis more than ANISOTROPY_THRESHOLD times coarser than the finest is resampled
+    # separately (in-plane spline, nearest neighbour across).
+    if is_anisotropic(current_spacing):
         return _coarse_axis(current_spacing)
-    if _is_anisotropic(new_spacing):
+    if is_anisotropic(new_spacing):
         return _coarse_axis(new_spacing)
     return None
 

@@ -1,0 +1,56 @@
+"""Concepts with one home: each is defined in one module and everything else imports it.
+
+A copy drifts: the GUI's image suffixes, the datasets' and the CLI's were three lists; the
+planner's anisotropy rule and the preprocessor's were two; the largest label value was 255 in
+the document and 65535 in the label map. These checks read the source (ast) for the copies.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "medseg"
+
+
+def _modules():
+    for path in sorted(PACKAGE.rglob("*.py")):
+        yield path.relative_to(PACKAGE.parent).as_posix(), ast.parse(path.read_text(), filename=str(path))
+
+
+def _homes(predicate) -> list[str]:
+    return sorted({name for name, tree in _modules() for node in ast.walk(tree) if predicate(node)})
+
+
+def _assigned_names(node) -> list[str]:
+    if isinstance(node, ast.Assign):
+        return [t.id for t in node.targets if isinstance(t, ast.Name)]
+    if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
+        return [node.target.id]
+    return []
+
+
+def test_image_suffixes_are_listed_once():
+    """".mhd" is in no other list: any string holding it is a copy of the image suffixes."""
+    holders = _homes(lambda n: isinstance(n, ast.Constant) and isinstance(n.value, str) and ".mhd" in n.value)
+    assert holders == ["medseg/io/image_files.py"]
+
+
+def test_image_file_dialogs_and_datasets_know_every_suffix(tmp_path):
+    from medseg.gui.main_window import IMAGE_FILTER, LABEL_FILTER
+    from medseg.io.image_files import IMAGE_SUFFIXES
+    from medseg.io.label_files import sidecar_path
+    from medseg.model.datasets import _strip_suffix
+
+    for suffix in IMAGE_SUFFIXES:
+        assert f"*{suffix} " in IMAGE_FILTER.replace(")", " ") and f"*{suffix} " in LABEL_FILTER.replace(")", " ")
+        assert _strip_suffix(f"case_01{suffix.upper()}") == ("case_01", suffix)
+        assert sidecar_path(tmp_path / f"seg{suffix}") == tmp_path / "seg.labels.json"
+
+
+def test_one_anisotropy_rule():
+    """nnU-Net's ANISO_THRESHOLD and its max/min spacing test live in medseg/model/plan.py only."""
+    defined = _homes(lambda n: "ANISOTROPY_THRESHOLD" in _assigned_names(n))
+    assert defined == ["medseg/model/plan.py"]
+    rules = _homes(lambda n: isinstance(n, ast.FunctionDef) and "anisotropic" in n.name and "suits" not in n.name)
+    assert rules == ["medseg/model/plan.py"]
