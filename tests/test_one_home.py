@@ -54,3 +54,19 @@ def test_one_anisotropy_rule():
     assert defined == ["medseg/model/plan.py"]
     rules = _homes(lambda n: isinstance(n, ast.FunctionDef) and "anisotropic" in n.name and "suits" not in n.name)
     assert rules == ["medseg/model/plan.py"]
+
+
+def test_one_largest_label_value():
+    """Label values run 1…65535 everywhere (the document once stopped at 255, the label map at 65535).
+
+    That the range is really accepted everywhere: tests/edit/test_cli_edit.py (CLI, recipe, files) and
+    tests/gui/test_overlay_and_presets.py (a uint16 label map opened and drawn in the window).
+    """
+    from medseg.core.label_values import MAX_LABEL_VALUE
+
+    assert MAX_LABEL_VALUE == 65535  # uint16: the widest label maps users bring (see core/label_values.py)
+    defined = _homes(lambda n: "MAX_LABEL_VALUE" in _assigned_names(n))
+    assert defined == ["medseg/core/label_values.py"]
+    spelled = _homes(lambda n: isinstance(n, ast.Constant) and n.value == MAX_LABEL_VALUE)
+    # the number itself only where it is defined (TCP ports run 1…65535 too)
+    assert [m for m in spelled if "/pacs" not in m] == ["medseg/core/label_values.py"]

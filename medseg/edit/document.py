@@ -31,6 +31,7 @@ from medseg.edit.label_map import LabelMap, build_label_table
 from medseg.edit.tools.rules import PaintRules
 from medseg.errors import GeometryError, MedsegError
 from medseg.core.label_arrays import remap_values
+from medseg.core.label_values import MAX_LABEL_VALUE, label_dtype
 from medseg.core.labels import Label
 from medseg.core.volume import Volume
 
@@ -44,7 +45,6 @@ DEFAULT_PRESETS: dict[str, tuple[float, float]] = {
     "Mediastinum": (50.0, 350.0),
 }
 AUTO_PRESET = "Auto (header)"
-MAX_LABEL_VALUE = 255  # the overlay colour table has one row per value 0..255 (LabelMap itself holds up to 65535)
 
 
 @dataclass(frozen=True)
@@ -53,6 +53,13 @@ class LabelEdit:
 
     box: Box
     values: frozenset[int]
+
+def _check_label_values(label_map: Volume) -> None:
+    if label_map.array.size and int(label_map.array.min()) < 0:
+        raise GeometryError("label maps cannot hold negative values")
+    if label_map.array.size and int(label_map.array.max()) > MAX_LABEL_VALUE:
+        raise GeometryError(f"label values run up to {MAX_LABEL_VALUE}, not {int(label_map.array.max())}")
+
 
 # The undo description of a model's result starts with this (the GUI adds the model's name).
 SEGMENT_STEP = "Segment"
@@ -176,10 +183,7 @@ class ViewerDocument:
             raise GeometryError(
                 f"the label map's grid {label_map.size_xyz} does not match the image's {self.volume.size_xyz}"
             )
-        if label_map.array.size and int(label_map.array.min()) < 0:
-            raise GeometryError("label maps cannot hold negative values")
-        if label_map.array.size and int(label_map.array.max()) > MAX_LABEL_VALUE:
-            raise GeometryError(f"label values above {MAX_LABEL_VALUE} cannot be shown")
+        _check_label_values(label_map)
         if label_table is None and isinstance(label_map, LabelMap):
             label_table = label_map.labels
         wrapped = LabelMap.from_volume(label_map, label_table)
@@ -409,7 +413,7 @@ class ViewerDocument:
                 remap[value] = free
         if remap:
             lut = np.arange(max(int(proposed.max(initial=0)), max(remap)) + 1,
-                            dtype=np.uint8 if max(taken) < 256 else np.uint16)
+                            dtype=label_dtype(max(taken)))
             for old, new in remap.items():
                 lut[old] = new
             proposed = remap_values(proposed, lut)
@@ -632,8 +636,7 @@ class ViewerDocument:
         if not label_map.same_grid(self.volume):
             raise GeometryError(f"the comparison label map's grid {label_map.size_xyz} does not match the "
                                 f"image's {self.volume.size_xyz}")
-        if label_map.array.size and int(label_map.array.max()) > MAX_LABEL_VALUE:
-            raise GeometryError(f"label values above {MAX_LABEL_VALUE} cannot be shown")
+        _check_label_values(label_map)
         label_map.array.flags.writeable = False
         table = build_label_table(np.unique(label_map.array).tolist(), names)
         self.comparison = ComparisonLayer(label_map, table, name, primary_name)

@@ -33,6 +33,7 @@ from medseg.edit.delta import Delta
 from medseg.edit.label_map import LabelMap
 from medseg.errors import MedsegError
 from medseg.io.atomic import atomic_open, atomic_write_text
+from medseg.core.label_values import label_dtype
 from medseg.core.labels import Label
 from medseg.core.volume import Volume, VolumeMeta
 
@@ -188,8 +189,8 @@ def recover(folder: Path) -> tuple[str, LabelMap]:
         array = np.zeros(shape, dtype=np.dtype(info["dtype"]))
     deltas = read_records(folder / "journal.bin")
     top = max([int(array.max(initial=0))] + [int(d.new.max(initial=0)) for d in deltas])
-    if top > 255 and array.dtype != np.uint16:
-        array = array.astype(np.uint16)
+    if label_dtype(top).itemsize > array.dtype.itemsize:
+        array = array.astype(label_dtype(top))
     for delta in deltas:
         delta.write(array, delta.new)
     grid = Volume(array, info["spacing_mm"], info["origin_mm"],

@@ -20,11 +20,10 @@ import numpy as np
 from medseg.edit.delta import value_counts
 from medseg.errors import GeometryError, MedsegError
 from medseg.core.label_colors import totalsegmentator_name
+from medseg.core.label_values import label_dtype
 from medseg.core.labels import Label
 from medseg.core.volume import Volume
 
-MAX_UINT8 = 255
-MAX_LABEL_VALUE = 65535
 NAME_SETS = ("From file", "TotalSegmentator v2 (total)")
 
 
@@ -42,12 +41,6 @@ def build_label_table(values: Iterable[int], names: Mapping[int, str] | None = N
     return table
 
 
-def dtype_for(max_value: int) -> np.dtype:
-    if max_value < 0 or max_value > MAX_LABEL_VALUE:
-        raise MedsegError(f"label value {max_value} is outside 0…{MAX_LABEL_VALUE}")
-    return np.dtype(np.uint8) if max_value <= MAX_UINT8 else np.dtype(np.uint16)
-
-
 class LabelMap(Volume):
     """A label Volume on the image grid, with its label table and per-value voxel counts."""
 
@@ -60,7 +53,7 @@ class LabelMap(Volume):
         high = int(array.max()) if array.size else 0
         if low < 0:
             raise MedsegError(f"a label map cannot hold negative values (found {low})")
-        wanted = dtype_for(high)
+        wanted = label_dtype(high)
         if array.dtype != wanted:
             array = array.astype(wanted)
         kwargs = {} if direction is None else {"direction": direction}
@@ -129,7 +122,7 @@ class LabelMap(Volume):
     # --- voxels --------------------------------------------------------------------------
     def widen_for(self, value: int) -> bool:
         """Make the array wide enough for ``value`` (uint8 → uint16, in place of the old one)."""
-        if dtype_for(int(value)).itemsize <= self.array.dtype.itemsize:
+        if label_dtype(int(value)).itemsize <= self.array.dtype.itemsize:
             return False
         self.array = self.array.astype(np.uint16)
         return True
@@ -162,4 +155,4 @@ class LabelMap(Volume):
         return f"LabelMap(size_xyz={self.size_xyz}, dtype={self.array.dtype}, labels={len(self.labels)})"
 
 
-__all__ = ["LabelMap", "build_label_table", "NAME_SETS", "MAX_LABEL_VALUE"]
+__all__ = ["LabelMap", "build_label_table", "NAME_SETS"]

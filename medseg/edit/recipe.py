@@ -18,6 +18,7 @@ from typing import Callable
 
 import numpy as np
 
+from medseg.core.label_values import MAX_LABEL_VALUE
 from medseg.edit import tools
 from medseg.edit.document import ViewerDocument
 from medseg.edit.label_map import LabelMap
@@ -77,8 +78,8 @@ def _label(text: str, label_map: LabelMap, op: Operation, may_be_new: bool, crea
         if value < 0:
             known = ", ".join(sorted(names)) or "none"
             raise MedsegError(f"{op}: there is no label named {text!r} (labels: {known})") from None
-    if not 1 <= value <= 65535:
-        raise MedsegError(f"{op}: label {value} is outside 1…65535 (0 is background)")
+    if not 1 <= value <= MAX_LABEL_VALUE:
+        raise MedsegError(f"{op}: label {value} is outside 1…{MAX_LABEL_VALUE} (0 is background)")
     if not may_be_new and value not in label_map.labels and label_map.voxel_count(value) == 0 and value not in created:
         raise MedsegError(f"{op}: there is no label {value} in the label map")
     return value

@@ -3,7 +3,8 @@
 The hot path of scrolling. An int16 slice (a view into the volume, never a copy of it)
 indexes a 65,536-entry grey table; with an overlay, ``label << 8 | grey`` indexes a
 256 × 256 table of pre-blended colours, so opacity, visibility and colour cost nothing
-per pixel. Output is 0xAARRGGBB words that a QImage (Format_RGB32) wraps without a copy.
+per pixel. A uint16 label map (values up to 65535) first goes through a 65,536-entry
+table from value to colour row. Output is 0xAARRGGBB words that a QImage (Format_RGB32) wraps without a copy.
 
 Planes come from :meth:`SliceRenderer.plane`. A view whose normal is the x index axis
 (sagittal, usually) reads one voxel per 64-byte cache line of a (z, y, x) array, which
@@ -40,6 +41,8 @@ class SliceRenderer:
         self.rgb_of_value = np.zeros(65536, dtype=np.uint32)
         self.label_colors = np.zeros((256, 3), dtype=np.uint8)
         self.label_visible = np.zeros(256, dtype=bool)
+        self.label_slots = _FIRST_256  # label value -> colour row, for uint16 label maps
+        self.comparison_slots = _FIRST_256
         self.opacity = 0.5
         self.blended = np.zeros(256 * 256, dtype=np.uint32)
         self.comparison_words = np.zeros(256, dtype=np.uint32)  # opaque outline colour per comparison label
@@ -55,8 +58,14 @@ class SliceRenderer:
         self.rgb_of_value = _OPAQUE | (g << 16) | (g << 8) | g
         self._blend_stale = True
 
-    def set_labels(self, colors: np.ndarray, visible: np.ndarray, opacity: float) -> None:
-        """colors: (256, 3) uint8 per label value; visible: (256,) bool; opacity 0..1."""
+    def set_labels(self, colors: np.ndarray, visible: np.ndarray, opacity: float,
+                   slots: np.ndarray | None = None) -> None:
+        """colors: (256, 3) uint8 per colour row; visible: (256,) bool; opacity 0..1.
+
+        ``slots`` (65536,) uint8: the row of each value of a uint16 label map (None: values
+        up to 255 are their own row, larger ones are not drawn).
+        """
+        self.label_slots = _FIRST_256 if slots is None else np.asarray(slots, dtype=np.uint8).reshape(65536)
         self.label_colors = np.asarray(colors, dtype=np.uint8).reshape(256, 3)
         self.label_visible = np.asarray(visible, dtype=bool).reshape(256).copy()
         self.label_visible[0] = False  # background is never coloured
@@ -66,8 +75,9 @@ class SliceRenderer:
         self.seed_words = _OPAQUE | (rgb[:, 0] << 16) | (rgb[:, 1] << 8) | rgb[:, 2]
         self.seed_words[255] = 0xFF00E5FF  # background seeds: cyan, a colour no label table uses by default
 
-    def set_comparison_labels(self, colors: np.ndarray, visible: np.ndarray) -> None:
-        """Colours of the comparison layer's outlines (drawn opaque over the blended overlay)."""
+    def set_comparison_labels(self, colors: np.ndarray, visible: np.ndarray, slots: np.ndarray | None = None) -> None:
+        """Colours of the comparison layer's outlines (drawn opaque over the blended overlay); slots as set_labels."""
+        self.comparison_slots = _FIRST_256 if slots is None else np.asarray(slots, dtype=np.uint8).reshape(65536)
         rgb = np.asarray(colors, dtype=np.uint32).reshape(256, 3)
         words = _OPAQUE | (rgb[:, 0] << 16) | (rgb[:, 1] << 8) | rgb[:, 2]
         shown = np.asarray(visible, dtype=bool).reshape(256).copy()
@@ -76,7 +86,7 @@ class SliceRenderer:
 
     def outline_over(self, words: np.ndarray, labels: np.ndarray) -> np.ndarray:
         """``words`` with the one-pixel contours of ``labels`` drawn over them (a second label map)."""
-        outline = self.comparison_words.take(outline_of(labels))
+        outline = self.comparison_words.take(_rows(outline_of(labels), self.comparison_slots))
         return np.where(outline != 0, outline, words)
 
     def _rebuild_blend(self) -> None:
@@ -105,15 +115,15 @@ class SliceRenderer:
         self.x_major.refuse(array_zyx)
 
     def render(self, values: np.ndarray, labels: np.ndarray | None = None, outline: bool = False) -> np.ndarray:
-        """RGB32 words, shape of ``values``. ``values`` int16, ``labels`` uint8 (same shape)."""
+        """RGB32 words, shape of ``values``. ``values`` int16, ``labels`` uint8 or uint16 (same shape)."""
         codes = values.view(np.uint16) if values.dtype == np.int16 else values.astype(np.int16).view(np.uint16)
         if labels is None:
             return self.rgb_of_value.take(codes)
         if self._blend_stale:
             self._rebuild_blend()
         if outline:
-            labels = outline_of(labels)
-        index = labels.astype(np.uint16)
+            labels = outline_of(labels)  # on the values: two labels sharing a colour still have a border
+        index = _rows(labels, self.label_slots).astype(np.uint16)
         index <<= 8
         index |= self.grey_of_value.take(codes)
         return self.blended.take(index)
@@ -130,7 +140,16 @@ def outline_of(labels: np.ndarray) -> np.ndarray:
     edge[:, :-1] |= differs_h
     edge[0, :] = edge[-1, :] = True
     edge[:, 0] = edge[:, -1] = True
-    return np.where(edge, labels, 0).astype(np.uint8)
+    return np.where(edge, labels, 0).astype(labels.dtype)
+
+
+# Values up to 255 are their own colour row; larger ones have none unless a table gives them one.
+_FIRST_256 = np.concatenate([np.arange(256), np.zeros(65536 - 256)]).astype(np.uint8)
+
+
+def _rows(labels: np.ndarray, slots: np.ndarray) -> np.ndarray:
+    """The colour row of each label: uint8 labels are their own rows, uint16 ones go through ``slots``."""
+    return labels if labels.dtype == np.uint8 else slots.take(labels)
 
 
 def qimage_of(words: np.ndarray) -> QImage:

@@ -40,8 +40,8 @@ class SliceView(QWidget):
         self.renderer = renderer
         self.axes: ViewAxes | None = None
         self.display_values: np.ndarray | None = None  # int16 (z, y, x) shared by all views
-        self.display_labels: np.ndarray | None = None  # uint8 (z, y, x) or None
-        self.display_comparison: np.ndarray | None = None  # uint8 (z, y, x): a read-only label map, as outlines
+        self.display_labels: np.ndarray | None = None  # uint8 or uint16 (z, y, x), or None
+        self.display_comparison: np.ndarray | None = None  # (z, y, x): a read-only label map, as outlines
         self.image: QImage | None = None  # this view's slice at one pixel per voxel
         self._words: np.ndarray | None = None  # keeps the QImage's buffer alive
         self._render_key: tuple | None = None

@@ -135,8 +135,7 @@ class ViewerPanel(QWidget):
         label_map = self.document.label_map
         if label_map is None:
             return None
-        array = label_map.array
-        return array if array.dtype == np.uint8 else array.astype(np.uint8)
+        return label_map.array  # uint8 or uint16: the renderer maps values to colour rows
 
     def _on_label_map_changed(self) -> None:
         labels = self._label_array()
@@ -158,8 +157,8 @@ class ViewerPanel(QWidget):
                 view.mark_labels_changed()
 
     def _on_labels_changed(self) -> None:
-        colors, visible = color_arrays(self.document.labels)
-        self.renderer.set_labels(colors, visible, self.document.overlay_opacity)
+        colors, visible, slots = color_arrays(self.document.labels)
+        self.renderer.set_labels(colors, visible, self.document.overlay_opacity, slots)
         for view in self.views.values():
             view.mark_labels_changed()
 
@@ -177,7 +176,6 @@ class ViewerPanel(QWidget):
         array = None
         if comparison is not None:
             array = comparison.label_map.array
-            array = array if array.dtype == np.uint8 else array.astype(np.uint8)
             self.renderer.set_comparison_labels(*color_arrays(comparison.labels))
         for view in self.views.values():
             view.display_comparison = array

@@ -43,6 +43,7 @@ import numpy as np
 from medseg.errors import GeometryError, MedsegError, SaveError
 from medseg.io.atomic import atomic_path
 from medseg.core.label_arrays import label_values, remap_values
+from medseg.core.label_values import MAX_LABEL_VALUE, label_dtype
 from medseg.core.labels import Code, Label, Provenance
 from medseg.core.volume import Volume, VolumeMeta
 
@@ -282,7 +283,7 @@ def write_dicom_seg(
         notes.append(f"the source images have no Slice Thickness; the SEG records the slice step "
                      f"({image.spacing_mm[2]:.3f} mm)")
 
-    lut = np.zeros(int(array.max()) + 1, dtype=np.uint16 if len(infos) > 255 else np.uint8)
+    lut = np.zeros(int(array.max()) + 1, dtype=label_dtype(len(infos)))
     for number, info in enumerate(infos, start=1):
         lut[info.value] = number
     numbered = remap_values(array, lut)
@@ -445,7 +446,7 @@ def read_dicom_seg(path: str | os.PathLike, image: Volume) -> SegReadResult:
     except GeometryError as error:
         raise GeometryError(error.message, path=path) from error
     numbers = [s.value for s in segments]  # the segment numbers, until the recorded values replace them
-    label = np.zeros(image.shape_zyx, dtype=np.uint8 if max(numbers, default=0) < 256 else np.uint16)
+    label = np.zeros(image.shape_zyx, dtype=label_dtype(max(numbers, default=0)))
     planes = _slice_planes(image)
     normal = image.direction[:, 2]
     row_dir, col_dir = image.direction[:, 0], image.direction[:, 1]
@@ -496,7 +497,7 @@ def read_dicom_seg(path: str | os.PathLike, image: Volume) -> SegReadResult:
     values = _recorded_values(seg, numbers)
     if values is not None:
         top = max(values.values())
-        lut = np.zeros(max(numbers) + 1, dtype=np.uint8 if top < 256 else np.uint16)
+        lut = np.zeros(max(numbers) + 1, dtype=label_dtype(top))
         for number, value in values.items():
             lut[number] = value
         label = remap_values(label, lut)
@@ -518,7 +519,7 @@ def _recorded_values(seg: Any, numbers: list[int]) -> dict[int, int] | None:
             return None
         values[int(item.SegmentNumber)] = int(match.group(1))
     if sorted(values) != sorted(numbers) or len(set(values.values())) != len(values) \
-            or not all(1 <= v <= 65535 for v in values.values()):
+            or not all(1 <= v <= MAX_LABEL_VALUE for v in values.values()):
         return None
     return values
 

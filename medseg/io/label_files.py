@@ -32,6 +32,7 @@ from medseg.io.dicom_seg import regularization_note
 from medseg.io.image_files import IMAGE_SUFFIXES, WRITE_SUFFIXES, image_suffix, read_image, write_image
 from medseg.io.resample import place_labels
 from medseg.core.label_arrays import label_values
+from medseg.core.label_values import MAX_LABEL_VALUE, label_dtype
 from medseg.core.labels import Label
 from medseg.core.volume import Volume, VolumeMeta
 
@@ -95,7 +96,7 @@ def write_label_map(label_map: Volume, path: str | os.PathLike, segments: list[L
     names = dict(label_map.meta.labels)
     labels = [given[v] if v in given else Label(v, names.get(v) or "") for v in sorted(set(present) | set(given))]
     if array.dtype not in (np.uint8, np.uint16):
-        dtype = np.uint8 if (array.max(initial=0) <= 255 and array.min(initial=0) >= 0) else np.uint16
+        dtype = label_dtype(int(array.max(initial=0))) if array.min(initial=0) >= 0 else np.uint16
         label_map = label_map.with_array(array.astype(dtype))
     try:
         written = write_image(label_map, path)
@@ -167,8 +168,9 @@ def read_label_map(path: str | os.PathLike, image: Volume) -> LabelFileResult:
                                    hint="open it as an image instead")
     if raw.array.min() < 0:
         raise ImageFormatError("this is not a label map: it has negative values", path=path)
-    if raw.array.max() > 65535:
-        raise ImageFormatError(f"label values up to {raw.array.max()} are too large (65535 at most)", path=path)
+    if raw.array.max() > MAX_LABEL_VALUE:
+        raise ImageFormatError(f"label values up to {raw.array.max()} are too large ({MAX_LABEL_VALUE} at most)",
+                               path=path)
     notes: list[str] = []
     naming: list[str] = []
     sidecar = read_sidecar(path)
@@ -176,7 +178,7 @@ def read_label_map(path: str | os.PathLike, image: Volume) -> LabelFileResult:
     if placement == "resampled":
         notes.append("the label map is on another grid than the image: resampled onto the image in patient "
                      "coordinates (nearest neighbour)")
-    dtype = np.uint8 if array.max(initial=0) <= 255 else np.uint16
+    dtype = label_dtype(int(array.max(initial=0)))
     array = np.ascontiguousarray(array.astype(dtype, copy=False))
     present = label_values(array)
     if sidecar is not None:

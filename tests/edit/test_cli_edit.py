@@ -210,3 +210,19 @@ def test_a_sidecar_with_no_label_map_beside_it_is_named(abdomen_files, tmp_path:
                  str(tmp_path / "out.nii.gz"), "--keep-largest", "1"]) == 1
     err = capsys.readouterr().err
     assert "label sidecar" in err and "no label map lies beside it" in err and "lonely.labels.json" in err
+
+
+def test_the_largest_label_value_is_the_same_for_the_cli_the_document_and_the_files(abdomen_files, tmp_path: Path,
+                                                                                       capsys):
+    from medseg.core.label_values import MAX_LABEL_VALUE
+
+    image_path, _ = abdomen_files
+    out = tmp_path / "bone.nii.gz"
+    assert main(["edit", str(image_path), "-o", str(out), "--threshold", "250", "3000", str(MAX_LABEL_VALUE)]) == 0
+    written = sitk.ReadImage(str(out))
+    assert written.GetPixelID() == sitk.sitkUInt16
+    expected = sitk.GetArrayFromImage(sitk.BinaryThreshold(sitk.ReadImage(str(image_path)), 250, 3000)) > 0
+    assert np.array_equal(sitk.GetArrayFromImage(written) == 65535, expected) and expected.any()
+    assert main(["edit", str(image_path), "-o", str(tmp_path / "x.nii.gz"),
+                 "--threshold", "250", "3000", str(MAX_LABEL_VALUE + 1)]) == 1
+    assert "outside 1…65535" in capsys.readouterr().err

@@ -90,6 +90,35 @@ def test_label_map_lines_up_and_colours_liver(ct_with_liver, window, ct_dir, qtb
     assert (c.red(), c.green(), c.blue()) == (grey, grey, grey)
 
 
+def test_a_uint16_label_map_opens_and_is_drawn_in_its_own_colours(driver, window, ct_dir, tmp_path):
+    """Values above 255 (uint16 label maps) are opened, kept and drawn: one MAX_LABEL_VALUE everywhere."""
+    folder = ct_dir / "totalsegmentator"
+    seg = sitk.ReadImage(str(folder / "example_seg.nii.gz"))
+    coded = sitk.GetArrayFromImage(seg).astype(np.uint16)
+    coded[coded == LIVER] = 1000 + LIVER  # a foreign scheme: liver 1005, the rest as they were
+    coded[coded == 1] = 65535  # and the largest value there is (was spleen)
+    written = sitk.GetImageFromArray(coded)
+    written.CopyInformation(seg)
+    sitk.WriteImage(written, str(tmp_path / "coded.nii.gz"))
+    volume = driver.open_image_file(folder / "example_ct_sm.nii.gz")  # the grid example_seg was made on
+    driver.open_label_map(tmp_path / "coded.nii.gz")
+    doc = window.document
+    assert doc.label_map.array.dtype == np.uint16 and np.array_equal(doc.label_map.array, coded)
+    assert {1005, 65535} <= set(doc.labels)
+    axial = window.viewer.views["axial"]
+    for value in (1005, 65535, 2):
+        z, y, x = (int(v) for v in np.argwhere(coded == value)[np.count_nonzero(coded == value) // 2])
+        doc.set_cursor((x, y, z))
+        grey = _grey(doc.window_center, doc.window_width, float(volume.array[z, y, x]))
+        expected = _expected_blend(grey, doc.labels[value].color, doc.overlay_opacity)
+        c = _pixel(axial, (x, y, z))
+        assert (c.red(), c.green(), c.blue()) == pytest.approx(expected, abs=1), value
+    assert doc.labels[1005].color != doc.labels[65535].color != doc.labels[2].color
+    # and a label above 255 can be added and painted by hand
+    entry = doc.add_label("lesion", value=4000)
+    assert doc.labels[4000] == entry
+
+
 def test_outline_mode_colours_only_the_border(ct_with_liver, window):
     doc = window.document
     axial = window.viewer.views["axial"]

@@ -10,8 +10,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from medseg.edit.delta import Box, Delta, box_of, box_slices
-from medseg.edit.label_map import LabelMap, dtype_for
+from medseg.edit.label_map import LabelMap
 from medseg.errors import MedsegError
+from medseg.core.label_values import MAX_LABEL_VALUE, label_dtype
 from medseg.core.volume import Volume
 
 OVERWRITE_MODES = ("unlocked", "background")
@@ -80,7 +81,7 @@ def paint_mask(label_map: LabelMap, lo: tuple[int, int, int], mask: np.ndarray, 
     for limit in (writable(label_map, before, rules, value), hu_mask(image, sl, rules)):
         if limit is not None:
             region &= limit
-    dtype = np.promote_types(before.dtype, dtype_for(int(value)))
+    dtype = np.promote_types(before.dtype, label_dtype(int(value)))
     return _delta(lo, before, region, value, dtype)
 
 
@@ -129,6 +130,6 @@ def label_box(label_map: LabelMap, value: int, pad_voxels=(0, 0, 0)) -> Box | No
 
 def require_label(label_map: LabelMap, value: int, *, unlocked: bool = True) -> None:
     if value <= 0:
-        raise MedsegError(f"label {value} is not a label (background is 0; labels are 1…65535)")
+        raise MedsegError(f"label {value} is not a label (background is 0; labels are 1…{MAX_LABEL_VALUE})")
     if unlocked and value in label_map.labels and label_map.labels[value].locked:
         raise LockedLabelError(f"label {value} ({label_map.labels[value].name}) is locked; unlock it to change it")
