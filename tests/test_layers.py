@@ -30,3 +30,97 @@ def test_rule_detects_a_violation(tmp_path):
     bad = tmp_path / "bad.py"
     bad.write_text("from PySide6 import QtCore\n")
     assert _imported_roots(bad) & QT_MODULES == {"PySide6"}
+
+
+# --- no import cycles between medseg's modules ----------------------------------------------------------------
+
+# Edges a cycle may still use, each with the work that removes it. Nothing else belongs here.
+ALLOWED_EDGES = {
+    # ViewerDocument builds its ToolController (a late import inside a method); issue #24's split of
+    # the document (the GUI builds the tool controller around the document) removes it.
+    ("medseg.edit.document", "medseg.edit.interaction"),
+}
+
+
+def _module_names() -> dict[str, Path]:
+    names = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        names[".".join(parts)] = path
+    return names
+
+
+def import_graph(modules: dict[str, Path] | None = None) -> dict[str, set[str]]:
+    """Module -> the medseg modules it imports, at module level or inside functions (TYPE_CHECKING too).
+
+    ``from package import name`` points at ``package.name`` when that is a module, else at the
+    package. Importing a submodule runs its package's __init__ too; that is Python's doing,
+    not an edge.
+    """
+    modules = _module_names() if modules is None else modules
+    graph: dict[str, set[str]] = {name: set() for name in modules}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            targets: list[str] = []
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parent = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                    base = ".".join(parent + ([node.module] if node.module else []))
+                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
+            graph[name].update(t for t in targets if t in modules and t != name)
+    return graph
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle (a list of modules, first repeated last), or None."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(module: str) -> list[str] | None:
+        state[module] = 1
+        path.append(module)
+        for target in sorted(graph.get(module, ())):
+            if state.get(target) == 1:
+                return path[path.index(target):] + [target]
+            if target not in state and (cycle := visit(target)):
+                return cycle
+        path.pop()
+        state[module] = 2
+        return None
+
+    for module in sorted(graph):
+        if module not in state and (cycle := visit(module)):
+            return cycle
+    return None
+
+
+def test_no_two_medseg_modules_import_each_other():
+    graph = import_graph()
+    assert len(graph) > 100 and sum(map(len, graph.values())) > 300  # the scan really saw the package
+    for source, target in ALLOWED_EDGES:
+        assert target in graph[source], f"{source} -> {target} is gone: take it off ALLOWED_EDGES"
+        graph[source].discard(target)
+    assert find_cycle(graph) is None, " -> ".join(find_cycle(graph) or [])
+
+
+def test_cycle_check_sees_imports_inside_functions_and_from_packages(tmp_path):
+    package = tmp_path / "medseg"
+    (package / "sub").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "sub" / "__init__.py").write_text("from medseg.sub.b import thing\n")
+    (package / "sub" / "a.py").write_text("def late():\n    from medseg.sub import b\n")
+    (package / "sub" / "b.py").write_text("from . import a\nthing = 1\n")
+    modules = {"medseg": package / "__init__.py", "medseg.sub": package / "sub" / "__init__.py",
+               "medseg.sub.a": package / "sub" / "a.py", "medseg.sub.b": package / "sub" / "b.py"}
+    graph = import_graph(modules)
+    assert graph["medseg.sub"] == {"medseg.sub.b"} and graph["medseg.sub.b"] == {"medseg.sub.a"}
+    cycle = find_cycle(graph)  # a imports b only inside a function, b imports a relatively
+    assert cycle is not None and cycle[0] == cycle[-1] and set(cycle) == {"medseg.sub.a", "medseg.sub.b"}
+    graph["medseg.sub.a"].clear()
+    assert find_cycle(graph) is None
