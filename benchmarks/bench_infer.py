@@ -321,7 +321,7 @@ def bench_network(work: Path, network: str, ct: Path, args: argparse.Namespace) 
     if "starter" in spec:
         plan = starter.configurations[spec["starter"]]
         what = (f"the starter model's {spec['starter']} configuration ({plan.num_stages} stages, features "
-                f"{plan.features_per_stage}, patch {tuple(plan.patch_size)} at {tuple(plan.target_spacing_zyx)} mm, "
+                f"{plan.features_per_stage}, patch {tuple(plan.patch_size)} at {tuple(plan.target_spacing_image_zyx)} mm, "
                 f"trained weights; medseg runs the package, which chooses by spacing)")
         medseg_model = starter.source_path or args.starter
         models = {peer: (medseg_model if peer.startswith("medseg") else model) for peer in args.peers}

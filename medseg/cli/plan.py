@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
         model_choice = {
             "model": package.name, "configuration": choice.chosen.name, "reason": choice.reason,
             "candidates": [{"configuration": name, "suits_series": suits, "target_spacing_zyx":
-                            list(package.configurations[name].target_spacing_zyx), "log_distance": round(gap, 4)}
+                            list(package.configurations[name].target_spacing_image_zyx), "log_distance": round(gap, 4)}
                            for name, suits, gap in choice.candidates],
             "plan": choice.chosen.to_dict(),
             "postprocessing": [step.describe(package.labels) for step in package.postprocess_steps()],

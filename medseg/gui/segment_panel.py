@@ -13,6 +13,7 @@ import numpy as np
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QCheckBox, QComboBox, QGroupBox, QHBoxLayout, QLabel, QPushButton, QSizePolicy, QTextBrowser, QVBoxLayout, QWidget
 
+from medseg.core.volume import Volume
 from medseg.edit.document import ViewerDocument
 
 
@@ -21,14 +22,14 @@ def _mm(values) -> str:
     return " × ".join(f"{v:.3g}" for v in values)
 
 
-def plan_summary(package: Any, spacing_zyx: tuple[float, float, float], shape_zyx: tuple[int, int, int],
-                 step_size: float = 0.5, configuration: str | None = None) -> str:
+def plan_summary(package: Any, volume: Volume, step_size: float = 0.5, configuration: str | None = None) -> str:
     """The plan this series would run with, as rich text: the configuration, why, and its strides.
 
     ``configuration`` is the user's override; None lets the series' spacing choose.
     """
-    from medseg.model.infer import compute_steps
+    from medseg.model.infer import plan_tiles
 
+    spacing_zyx, shape_zyx = volume.spacing_zyx, volume.shape_zyx
     choice = package.choose(spacing_zyx, shape_zyx)
     if configuration is not None and configuration in package.configurations:
         plan = package.configurations[configuration]
@@ -37,18 +38,11 @@ def plan_summary(package: Any, spacing_zyx: tuple[float, float, float], shape_zy
     else:
         plan = choice.chosen
         why = choice.reason
-    targets = "".join(f"<br>&nbsp;&nbsp;{name}: target {_mm(package.configurations[name].target_spacing_zyx)} mm"
+    targets = "".join(f"<br>&nbsp;&nbsp;{name}: target {_mm(package.configurations[name].target_spacing_image_zyx)} mm"
                       for name, _, _ in choice.candidates) if len(package.configurations) > 1 else ""
-    target = plan.target_spacing_zyx
-    resampled = [max(1, round(n * s / t)) for n, s, t in zip(shape_zyx, spacing_zyx, target)]
+    tiling = plan_tiles(volume, plan, step_size)  # what the sliding window will run
+    resampled, target, tiles = tiling.network_shape, tiling.network_spacing, tiling.tiles
     patch = list(plan.patch_size)
-    if plan.dim == 2:
-        plane = resampled[1:]
-        steps = compute_steps([max(a, b) for a, b in zip(plane, patch)], patch, step_size)
-        tiles = resampled[0] * math.prod(len(s) for s in steps)
-    else:
-        steps = compute_steps([max(a, b) for a, b in zip(resampled, patch)], patch, step_size)
-        tiles = math.prod(len(s) for s in steps)
     classes = len(package.labels)
     stitching_mb = np.prod(resampled) * classes * 4 / 1e6  # float32 logits of the whole (resampled) series
     tile_mb = np.prod(patch) * (plan.features_per_stage[0] * 6 + classes) * 4 / 1e6  # first-stage activations
@@ -58,7 +52,8 @@ def plan_summary(package: Any, spacing_zyx: tuple[float, float, float], shape_zy
     return (
         f"<b>{plan.name}</b> ({plan.dim}D U-Net)<br>{why}{targets}<br>"
         f"spacing (z, y, x): series {_mm(spacing_zyx)} mm<br>"
-        f"→ target {_mm(target)} mm<br>patch ({axes}) {' × '.join(str(p) for p in patch)}, {len(plan.strides)} stages, "
+        f"→ network grid {_mm(target)} mm, {' × '.join(str(n) for n in resampled)} voxels<br>"
+        f"patch ({axes}) {' × '.join(str(p) for p in patch)}, {len(plan.strides)} stages, "
         f"{tiles} tiles at step {step_size:g}<br>"
         f"memory ≈ {stitching_mb + tile_mb:.0f} MB<br>({stitching_mb:.0f} MB stitching, {tile_mb:.0f} MB per tile)"
         f"<table><tr><th>stage</th><th>stride</th><th>features</th></tr>{strides}</table>"
@@ -170,7 +165,7 @@ class SegmentPanel(QGroupBox):
         from medseg.errors import MedsegError
 
         try:
-            self.plan_label.setHtml(plan_summary(self._package, volume.spacing_zyx, volume.shape_zyx,
+            self.plan_label.setHtml(plan_summary(self._package, volume,
                                                  configuration=self.configuration))
         except MedsegError as error:
             self.plan_label.setPlainText(f"Cannot plan: {error}")

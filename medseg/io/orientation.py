@@ -31,13 +31,13 @@ class Reorientation:
     def is_identity(self) -> bool:
         return self.source == (0, 1, 2) and not any(self.flip)
 
-    def _zyx_axes(self) -> list[int]:
+    def zyx_axes(self) -> list[int]:
         return [2 - self.source[2 - k] for k in range(3)]  # output zyx axis k <- input zyx axis
 
     def apply(self, array: np.ndarray) -> np.ndarray:
         """Reorient a (..., z, y, x) array (leading axes, e.g. classes, are kept)."""
         lead = array.ndim - 3
-        out = np.transpose(array, [*range(lead), *(lead + a for a in self._zyx_axes())])
+        out = np.transpose(array, [*range(lead), *(lead + a for a in self.zyx_axes())])
         flips = [lead + 2 - j for j in range(3) if self.flip[j]]
         return np.ascontiguousarray(np.flip(out, flips) if flips else out)
 
@@ -46,7 +46,7 @@ class Reorientation:
         lead = array.ndim - 3
         flips = [lead + 2 - j for j in range(3) if self.flip[j]]
         unflipped = np.flip(array, flips) if flips else array
-        inverse = np.argsort(self._zyx_axes())
+        inverse = np.argsort(self.zyx_axes())
         return np.ascontiguousarray(np.transpose(unflipped, [*range(lead), *(lead + int(a) for a in inverse)]))
 
 

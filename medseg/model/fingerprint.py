@@ -109,7 +109,7 @@ def plan_for_dataset(
         dim = 2 if configuration == "2d" else 3
         plan = plan_from_spacing(target, median, reference, dim, num_classes=num_classes,
                                  num_training_cases=len(shapes), normalization=normalization,
-                                 target_spacing_zyx=target, name=configuration)
+                                 target_spacing_transposed=target, name=configuration)
     # medseg-trained networks see every image in one orientation (medseg.io.orientation).
     plan = dataclasses.replace(plan, orientation=CANONICAL_ORIENTATION)
     if num_stages is not None and num_stages < plan.num_stages:

@@ -30,7 +30,10 @@ from medseg.core.labels import Label
 from medseg.core.volume import Volume
 from medseg.model import backends
 from medseg.model.postprocess import apply_steps
-from medseg.model.preprocess import logits_to_label_map, logits_to_probabilities, preprocess
+from medseg.io.orientation import reorientation_to
+from medseg.model.preprocess import (
+    compute_new_shape, logits_to_label_map, logits_to_probabilities, network_spacing, plan_transpose, preprocess,
+)
 from medseg.progress import CancelToken, ProgressCallback, report
 
 # nnU-Net's Gaussian: sigma = patch * 1/8, scaled so the centre is 10 (was 1000 before
@@ -245,6 +248,38 @@ def sliding_window_logits(
             fallbacks.append(f"out of memory stitching on {getattr(runner, 'name', device.type)}: stitching in host memory")
     logits = _accumulate(runner, padded, slicers, patch, torch.device("cpu"), batching, flips, progress, cancel, fallbacks)
     return logits[unpad]
+
+
+@dataclass(frozen=True)
+class TilePlan:
+    """What the sliding window will run for a series, known before it runs (the Segment panel shows it)."""
+
+    network_shape: tuple[int, int, int]  # the resampled image, in the plan's axis order
+    network_spacing: tuple[float, float, float]  # its spacing (a 2D plan keeps the slice spacing)
+    tiles: int
+
+
+def plan_tiles(volume: Volume, plan: Any, step_size: float = 0.5) -> TilePlan:
+    """The network's input grid and tile count for ``volume``, from its geometry alone.
+
+    The same steps as :func:`segment` (preprocess's reorientation, transpose and target spacing,
+    then pad_to_patch's padding and tile_slicers), without touching a voxel. preprocess also
+    crops to the non-zero voxels first; CT is rarely zero at its border, and a crop can only
+    lower the count, so this is the count or an upper bound of it.
+    """
+    axes_zyx = [0, 1, 2]
+    if getattr(plan, "orientation", None):
+        axes_zyx = reorientation_to(volume, plan.orientation).zyx_axes()
+    shape = [volume.shape_zyx[a] for a in axes_zyx]
+    spacing = [float(volume.spacing_zyx[a]) for a in axes_zyx]
+    transpose = plan_transpose(plan)
+    shape, spacing = [shape[a] for a in transpose], [spacing[a] for a in transpose]
+    target = network_spacing(plan, spacing)
+    network_shape = compute_new_shape(shape, spacing, target)
+    patch = [int(p) for p in plan.patch_size]
+    padded = [*network_shape[: 3 - len(patch)], *(max(n, p) for n, p in zip(network_shape[3 - len(patch):], patch))]
+    tiles = len(tile_slicers(padded, patch, step_size))
+    return TilePlan(tuple(network_shape), tuple(target), tiles)  # type: ignore[arg-type]
 
 
 # --- the whole job -------------------------------------------------------------------------------------------

@@ -394,7 +394,7 @@ def _plan_from_nnunet(plans: dict[str, Any], name: str, config: dict[str, Any], 
     return Plan(
         name=name,
         dim=dim,
-        target_spacing_zyx=tuple(spacing),
+        target_spacing_transposed=tuple(spacing),
         patch_size=tuple(patch),
         strides=[_per_stage(s, dim) for s in _per_stage(kwargs["strides"], n)],
         kernel_sizes=[_per_stage(k, dim) for k in _per_stage(kwargs["kernel_sizes"], n)],

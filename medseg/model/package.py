@@ -33,7 +33,10 @@ from medseg.model.plan import Plan
 from medseg.model.unet import build_network
 
 FORMAT_NAME = "medseg-model"
-FORMAT_VERSION = 2  # 2: "postprocessing" steps (written as version 1 when a package has none)
+# 2: "postprocessing" steps. 3: a plan's target spacing is "target_spacing_transposed" (the
+# plan's axis order; version 1-2 called it "target_spacing_zyx", still read). An older medseg
+# refuses a version-3 package by its version instead of failing on the unknown key.
+FORMAT_VERSION = 3
 MODEL_JSON = "model.json"
 WEIGHTS_FILE = "weights.safetensors"
 ZIP_SUFFIXES = (".zip", ".medseg")
@@ -215,8 +218,7 @@ def _package_members(pkg: ModelPackage) -> dict[str, bytes]:
     provenance = dict(pkg.provenance)
     manifest = {
         "format": FORMAT_NAME,
-        # an older medseg would ignore the steps and segment differently: it must refuse instead
-        "format_version": FORMAT_VERSION if pkg.postprocessing else 1,
+        "format_version": FORMAT_VERSION,
         "name": pkg.name,
         "configurations": {name: plan.to_dict() for name, plan in pkg.configurations.items()},
         "labels": {str(k): v for k, v in sorted(pkg.labels.items())},
@@ -316,7 +318,7 @@ def package_summary(pkg: ModelPackage) -> str:
     for name, plan in pkg.configurations.items():
         folds = pkg.num_folds(name)
         onnx = ", ONNX" if name in pkg.onnx else ""
-        spacing = " x ".join(f"{s:.3g}" for s in plan.target_spacing_zyx)
+        spacing = " x ".join(f"{s:.3g}" for s in plan.target_spacing_image_zyx)
         lines.append(f"  {name}: {plan.dim}D, {plan.num_stages} stages, patch {tuple(plan.patch_size)}, "
                      f"spacing {spacing} mm, {folds} fold(s){onnx}")
     return "\n".join(lines)

@@ -11,10 +11,11 @@ PlainConvUNet planner, version 2.8.1, and ``network_topology.get_pool_and_conv_p
 they are written down below so that a plan made here equals the one nnU-Net makes, which
 the tests check against nnU-Net itself.
 
-Axis conventions: all tuples are in array order, ``(z, y, x)`` for 3D and ``(y, x)`` for
-2D patch sizes. When an imported nnU-Net plan has a non-identity ``transpose_forward``,
-``target_spacing_zyx`` and ``patch_size`` are in the *transposed* order, exactly as in
-nnU-Net's plans.json (apply ``transpose_forward`` to the array first).
+Axis conventions: all tuples are in the network's axis order: the image array's ``(z, y, x)``
+with ``transpose_forward`` applied (``(y, x)`` for 2D patch sizes). medseg's own plans never
+transpose, so for them this is ``(z, y, x)``; an imported nnU-Net plan may move its coarsest axis
+first, and then ``target_spacing_transposed`` and ``patch_size`` are in that order, exactly as in
+nnU-Net's plans.json. ``target_spacing_image_zyx`` gives the target in the image's own order.
 """
 
 from __future__ import annotations
@@ -71,7 +72,9 @@ class Plan:
 
     name: str
     dim: int
-    target_spacing_zyx: tuple[float, float, float]
+    # In the network's axis order (transpose_forward applied; see the module doc). model.json
+    # files before format 3 call it "target_spacing_zyx" (read as this).
+    target_spacing_transposed: tuple[float, float, float]
     patch_size: tuple[int, ...]
     strides: list[list[int]]
     kernel_sizes: list[list[int]]
@@ -98,7 +101,7 @@ class Plan:
     orientation: str | None = None
 
     def __post_init__(self) -> None:
-        self.target_spacing_zyx = tuple(float(s) for s in self.target_spacing_zyx)  # type: ignore[assignment]
+        self.target_spacing_transposed = tuple(float(s) for s in self.target_spacing_transposed)  # type: ignore[assignment]
         self.patch_size = tuple(int(p) for p in self.patch_size)
         self.strides = [[int(s) for s in stage] for stage in self.strides]
         self.kernel_sizes = [[int(k) for k in stage] for stage in self.kernel_sizes]
@@ -122,8 +125,8 @@ class Plan:
         problems = []
         if self.dim not in (2, 3):
             problems.append(f"dim must be 2 or 3, not {self.dim}")
-        if len(self.target_spacing_zyx) != 3 or any(not s > 0 for s in self.target_spacing_zyx):
-            problems.append(f"target_spacing_zyx must be 3 positive numbers, not {self.target_spacing_zyx}")
+        if len(self.target_spacing_transposed) != 3 or any(not s > 0 for s in self.target_spacing_transposed):
+            problems.append(f"target_spacing_transposed must be 3 positive numbers, not {self.target_spacing_transposed}")
         n = len(self.strides)
         if n < 1:
             problems.append("a plan needs at least one stage")
@@ -174,19 +177,25 @@ class Plan:
             divisor = [d * s for d, s in zip(divisor, stage)]
         return divisor
 
+    @property
+    def target_spacing_image_zyx(self) -> tuple[float, float, float]:
+        """The target spacing in the image array's own (z, y, x) order (transpose_backward applied)."""
+        return tuple(self.target_spacing_transposed[a] for a in self.transpose_backward)  # type: ignore[return-value]
+
     def target_spacing_for(self, image_spacing_zyx: Sequence[float]) -> tuple[float, float, float]:
         """The spacing an image is resampled to. 2D plans keep the image's own axis-0 spacing.
 
         Both the argument and the result are in the plan's (transposed) axis order.
         """
+        target = self.target_spacing_transposed
         if self.dim == 3:
-            return self.target_spacing_zyx
-        return (float(image_spacing_zyx[0]), self.target_spacing_zyx[1], self.target_spacing_zyx[2])
+            return target
+        return (float(image_spacing_zyx[0]), target[1], target[2])
 
     # -- serialization --------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
-        data["target_spacing_zyx"] = list(self.target_spacing_zyx)
+        data["target_spacing_transposed"] = list(self.target_spacing_transposed)
         data["patch_size"] = list(self.patch_size)
         data["mirror_axes"] = list(self.mirror_axes) if self.mirror_axes is not None else None
         data["median_shape"] = list(self.median_shape) if self.median_shape is not None else None
@@ -194,6 +203,10 @@ class Plan:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Plan":
+        data = dict(data)
+        if "target_spacing_zyx" in data and "target_spacing_transposed" not in data:
+            # model.json before format 3 (e.g. the starter): the same values under the old, misleading name
+            data["target_spacing_transposed"] = data.pop("target_spacing_zyx")
         known = set(cls.__dataclass_fields__)
         unknown = set(data) - known
         if unknown:
@@ -207,8 +220,8 @@ class Plan:
             raise ModelError(f"plan is incomplete: {error}") from error
 
     def __str__(self) -> str:
-        axes = "zyx" if self.dim == 3 else "yx"
-        spacing = " x ".join(f"{s:.3g}" for s in self.target_spacing_zyx)
+        axes = ["zyx"[a] for a in self.transpose_forward][3 - self.dim:]  # the image axes of the patch's axes
+        spacing = " x ".join(f"{s:.3g}" for s in self.target_spacing_image_zyx)
         lines = [
             f"Plan {self.name!r} ({self.dim}D U-Net, {self.num_stages} stages"
             + ("" if self.architecture == "PlainConvUNet" else ", residual encoder") + ")",
@@ -349,7 +362,7 @@ def plan_from_spacing(
     num_training_cases: int | None = None,
     name: str | None = None,
     normalization: dict[str, Any] | None = None,
-    target_spacing_zyx: Sequence[float] | None = None,
+    target_spacing_transposed: Sequence[float] | None = None,
 ) -> Plan:
     """Plan one configuration for images of this (target) spacing and median shape.
 
@@ -409,11 +422,11 @@ def plan_from_spacing(
         batch_size = min(batch_size, batch_cap)
     batch_size = max(batch_size, MIN_BATCH_SIZE)
 
-    full_target = target_spacing_zyx if target_spacing_zyx is not None else spacing_zyx
+    full_target = target_spacing_transposed if target_spacing_transposed is not None else spacing_zyx
     return Plan(
         name=name or ("3d_fullres" if dim == 3 else "2d"),
         dim=dim,
-        target_spacing_zyx=tuple(float(s) for s in full_target),
+        target_spacing_transposed=tuple(float(s) for s in full_target),
         patch_size=tuple(patch),
         strides=strides,
         kernel_sizes=kernels,
@@ -562,13 +575,13 @@ def choose_configuration(configs: dict[str, Plan], spacing_zyx: Sequence[float],
         # e.g. 5 x 2 x 2 mm is under the threshold of 3, yet its plan keeps z flat (kernel 1)
         # until in-plane catches up: it was made for thick slices
         flat_axis = plan.dim == 3 and 1 in plan.kernel_sizes[0]
-        return plan.dim == 2 or flat_axis or is_anisotropic(plan.target_spacing_zyx, plan.anisotropy_threshold)
+        return plan.dim == 2 or flat_axis or is_anisotropic(plan.target_spacing_transposed, plan.anisotropy_threshold)
 
     def distance(plan: Plan) -> tuple[float, int, str]:
         # The full target (also for 2D, whose axis 0 is the 3D target) so that a 2D and a
         # 3D plan of the same spacing tie and the 3D one wins. Targets are stored in the
         # plan's transposed axis order.
-        target = plan.target_spacing_zyx
+        target = plan.target_spacing_transposed
         series = [spacing_zyx[axis] for axis in plan.transpose_forward]
         log_gap = sum(abs(math.log(s / t)) for s, t in zip(series, target))
         return (round(log_gap, 9), 0 if plan.dim == 3 else 1, plan.name)

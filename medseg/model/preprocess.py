@@ -71,7 +71,7 @@ def network_spacing(plan: Any, spacing_transposed: Sequence[float]) -> tuple[flo
     """The spacing the network runs at; a 2D plan keeps the slice axis as it is (as nnU-Net)."""
     if hasattr(plan, "target_spacing_for"):
         return tuple(float(s) for s in plan.target_spacing_for(spacing_transposed))  # type: ignore[return-value]
-    target = [float(s) for s in plan.target_spacing_zyx][-3:]
+    target = [float(s) for s in plan.target_spacing_transposed][-3:]
     if int(plan.dim) == 2:
         target = [float(spacing_transposed[0]), *target[-2:]]
     return tuple(target)  # type: ignore[return-value]

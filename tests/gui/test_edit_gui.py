@@ -225,8 +225,10 @@ def test_recovery_offer_after_a_crash(qtbot, tmp_path, monkeypatch, ct_dir):
     window.close()
 
 
-def test_segment_panel_shows_the_plan_for_this_series(window, chest, artifacts_dir):
-    from medseg.model.infer import compute_steps
+def test_segment_panel_shows_the_plan_for_this_series(window, chest, qtbot, monkeypatch, artifacts_dir):
+    import re
+
+    from medseg.model import backends
     from medseg.model.package import load_package, starter_model_path
 
     panel = window.segment_panel
@@ -236,18 +238,20 @@ def test_segment_panel_shows_the_plan_for_this_series(window, chest, artifacts_d
     assert plan.name in text and starter.name in panel.model_label.text()
     assert " × ".join(str(p) for p in plan.patch_size) in text
     assert f"{len(plan.strides)} stages" in text
-    # tiles, computed here from the plan with nnU-Net's step rule
-    resampled = [max(1, round(n * s / t)) for n, s, t in zip(chest.shape_zyx, chest.spacing_zyx, plan.target_spacing_zyx)]
-    patch = list(plan.patch_size)
-    if plan.dim == 2:
-        steps = compute_steps([max(a, b) for a, b in zip(resampled[1:], patch)], patch, 0.5)
-        tiles = resampled[0] * int(np.prod([len(s) for s in steps]))
-    else:
-        tiles = int(np.prod([len(s) for s in compute_steps([max(a, b) for a, b in zip(resampled, patch)], patch, 0.5)]))
-    assert f"{tiles} tiles" in text
     devices = [panel.device_box.itemData(i) for i in range(panel.device_box.count())]
     assert devices[0] == "auto" and "cpu" in devices
     window.grab().save(str(artifacts_dir / "gui_segment_plan_panel.png"))
+    # The tiles announced are the tiles the engine then runs (counted as they reach the network).
+    announced = int(re.search(r"(\d+) tiles at step 0.5", text).group(1))
+    ran = []
+    for runner in (backends.TorchRunner, backends.OnnxRunner):
+        def counting(self, tiles, _call=runner.__call__):
+            ran.append(int(tiles.shape[0]))
+            return _call(self, tiles)
+        monkeypatch.setattr(runner, "__call__", counting)
+    with qtbot.waitSignal(window.loader.segmented, timeout=300_000):
+        window.segment_action.trigger()
+    assert announced == sum(ran) == chest.shape_zyx[0]  # the starter's 2D network: one tile per 5 mm slice
 
 
 def test_segment_panel_says_which_configuration_and_why_and_lets_the_user_choose(window, chest, qtbot, artifacts_dir,
@@ -272,7 +276,7 @@ def test_segment_panel_says_which_configuration_and_why_and_lets_the_user_choose
     text = panel.plan_label.toPlainText()
     assert text.splitlines()[0].startswith("3d_thick") and "is thick-slice" in text
     for name, plan in model.configurations.items():  # every configuration's target is listed beside the series'
-        assert f"{name}: target {' × '.join(f'{s:.3g}' for s in plan.target_spacing_zyx)} mm" in text
+        assert f"{name}: target {' × '.join(f'{s:.3g}' for s in plan.target_spacing_image_zyx)} mm" in text
     window.grab().save(str(artifacts_dir / "gui_segment_configuration_auto.png"))
     # the user's override is shown, said, and is what runs
     box.setCurrentIndex(box.findData("2d"))

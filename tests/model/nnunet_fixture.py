@@ -270,7 +270,7 @@ def nnunet_folder_from_package(package, configuration: str, root: Path) -> Path:
                  "percentile_99_5": norm["percentile_99_5"], "median": norm["mean"],
                  "min": norm["percentile_00_5"], "max": norm["percentile_99_5"]}
     divisor = np.prod(np.asarray(plan.strides), axis=0)
-    plans = fixture_plans(plan.target_spacing_zyx, plan.patch_size, 1, plan.features_per_stage[0], "3d_fullres",
+    plans = fixture_plans(plan.target_spacing_transposed, plan.patch_size, 1, plan.features_per_stage[0], "3d_fullres",
                           intensity)
     config = plans["configurations"]["3d_fullres"]
     config["patch_size"] = [int(p) for p in plan.patch_size]

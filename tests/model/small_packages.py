@@ -20,7 +20,7 @@ LABELS = {0: "background", 1: "body", 2: "lungs", 3: "bones"}
 def tiny_plan(normalization: dict | None = None) -> Plan:
     """A 2D plan small enough to train a few steps in seconds on the CPU."""
     return Plan(
-        name="2d", dim=2, target_spacing_zyx=(3.0, 6.0, 6.0), patch_size=(48, 48),
+        name="2d", dim=2, target_spacing_transposed=(3.0, 6.0, 6.0), patch_size=(48, 48),
         strides=[[1, 1], [2, 2], [2, 2]], kernel_sizes=[[3, 3]] * 3, features_per_stage=[8, 16, 32],
         n_conv_per_stage_encoder=[2, 2, 2], n_conv_per_stage_decoder=[2, 2], batch_size=4,
         normalization=normalization or dict(NORMALIZATION),
@@ -30,7 +30,7 @@ def tiny_plan(normalization: dict | None = None) -> Plan:
 def one_configuration(name: str, target: tuple[float, float, float], seed: int, labels=LABELS) -> ModelPackage:
     """A package of one small 3D configuration planned by medseg's planner for ``target``."""
     plan = plan_from_spacing(target, (40, 96, 96), 2e7, 3, num_classes=len(labels), normalization=NORMALIZATION,
-                             target_spacing_zyx=target, name=name)
+                             target_spacing_transposed=target, name=name)
     plan = dataclasses.replace(plan, features_per_stage=[4] * plan.num_stages)
     torch.manual_seed(seed)
     return ModelPackage(name=f"starter-{name}", configurations={name: plan}, labels=dict(labels),
@@ -40,7 +40,7 @@ def one_configuration(name: str, target: tuple[float, float, float], seed: int, 
 
 def two_d_configuration(seed: int = 2) -> ModelPackage:
     plan = plan_from_spacing((3.0, 2.0, 2.0), (40, 96, 96), 2e7, 2, num_classes=len(LABELS),
-                             normalization=NORMALIZATION, target_spacing_zyx=(3.0, 2.0, 2.0), name="2d")
+                             normalization=NORMALIZATION, target_spacing_transposed=(3.0, 2.0, 2.0), name="2d")
     plan = dataclasses.replace(plan, features_per_stage=[4] * plan.num_stages)
     torch.manual_seed(seed)
     return ModelPackage(name="starter-2d", configurations={"2d": plan}, labels=dict(LABELS),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from types import SimpleNamespace
 
@@ -214,3 +215,56 @@ def test_probabilities_on_request(package, abdomen):
     assert np.allclose(probabilities.sum(axis=0), 1.0, atol=1e-3)
     agreement = (probabilities.argmax(axis=0) == result.label_map.array).mean()
     assert agreement >= 0.999  # float32 softmax vs float16 argmax: only near-ties may differ
+
+
+# --- the tile count the Segment panel announces --------------------------------------------------------------
+
+
+def _plan_variants():
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from small_packages import starter_like_package
+
+    configurations = starter_like_package().configurations
+    thick = configurations["3d_thick"]
+    transposed = dataclasses.replace(  # an nnU-Net-style plan that moves x first (spacing in that order)
+        thick, name="transposed", transpose_forward=[2, 0, 1], transpose_backward=[1, 2, 0],
+        target_spacing_transposed=(1.5, 5.0, 1.5), patch_size=tuple(thick.patch_size[i] for i in (2, 0, 1)))
+    transposed = dataclasses.replace(transposed, strides=[[s[i] for i in (2, 0, 1)] for s in thick.strides],
+                                     kernel_sizes=[[k[i] for i in (2, 0, 1)] for k in thick.kernel_sizes])
+    return {**configurations, "transposed": transposed,
+            "2d_lps": dataclasses.replace(configurations["2d"], name="2d_lps", orientation="LPS")}
+
+
+@pytest.mark.parametrize("series", ["pyradiomics_lung1/lung1_image.nrrd", "totalsegmentator/example_ct_sm.nii.gz",
+                                    "lung1 stored sagittal"])
+@pytest.mark.parametrize("configuration", ["2d", "3d_thin", "3d_thick", "transposed", "2d_lps"])
+def test_plan_tiles_is_what_the_sliding_window_runs(ct_dir, series, configuration):
+    """plan_tiles (from the geometry alone) against the real preprocess and the real sliding window."""
+    import SimpleITK as sitk
+
+    from medseg.core.volume import Volume
+    from medseg.io import load
+    from medseg.model.infer import plan_tiles
+
+    if series == "lung1 stored sagittal":  # the same patient space, array axes permuted (x slowest)
+        axial = load(ct_dir / "pyradiomics_lung1" / "lung1_image.nrrd")
+        volume = Volume.from_sitk(sitk.PermuteAxes(axial.to_sitk(), (1, 2, 0)), axial.meta)
+        assert volume.shape_zyx == (axial.shape_zyx[2], axial.shape_zyx[0], axial.shape_zyx[1])
+    else:  # lung1: LPS, 5 mm slices; example_ct_sm: stored RAS
+        volume = load(ct_dir / series)
+    plan = _plan_variants()[configuration]
+    planned = plan_tiles(volume, plan, 0.5)
+    prep = preprocess(volume, plan)
+    assert planned.network_shape == prep.data.shape[1:] and planned.network_spacing == pytest.approx(prep.spacing_network)
+    run = []
+
+    def runner(tiles):
+        run.append(tiles.shape[0])
+        return torch.zeros(tiles.shape[0], 2, *tiles.shape[2:])
+
+    runner.device = torch.device("cpu")
+    sliding_window_logits(runner, prep.data, plan, step_size=0.5)
+    assert planned.tiles == sum(run)

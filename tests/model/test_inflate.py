@@ -37,7 +37,7 @@ def with_z(plan: Plan, z_kernels: list[int], z_strides: list[int], patch_z: int,
         plan, name=name, dim=3, patch_size=(patch_z, *plan.patch_size),
         strides=[[sz, *s] for sz, s in zip(z_strides, plan.strides)],
         kernel_sizes=[[kz, *k] for kz, k in zip(z_kernels, plan.kernel_sizes)],
-        target_spacing_zyx=(5.0, *plan.target_spacing_zyx[1:]), mirror_axes=[0, 1, 2],
+        target_spacing_transposed=(5.0, *plan.target_spacing_transposed[1:]), mirror_axes=[0, 1, 2],
     )
 
 

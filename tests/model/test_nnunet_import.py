@@ -43,7 +43,7 @@ def test_import_matches_nnunet_network(tmp_path, plans_format):
     package = import_nnunet(folder)
     plan = package.configurations["3d_fullres"]
     assert package.labels == {0: "background", 1: "liver", 2: "spleen"}
-    assert plan.target_spacing_zyx == (3.0, 1.5, 1.5)
+    assert plan.target_spacing_transposed == (3.0, 1.5, 1.5)
     assert plan.patch_size == (32, 64, 64)
     assert plan.strides == [[1, 1, 1], [1, 2, 2], [2, 2, 2], [2, 2, 2]]
     assert plan.kernel_sizes[0] == [1, 3, 3]
@@ -69,7 +69,7 @@ def test_import_2d_configuration(tmp_path):
     package = import_nnunet(folder)
     plan = package.configurations["2d"]
     assert plan.dim == 2 and plan.patch_size == (64, 64)
-    assert plan.target_spacing_zyx[1:] == (1.5, 1.5)
+    assert plan.target_spacing_transposed[1:] == (1.5, 1.5)
     x = torch.randn(2, 1, 64, 64)
     with torch.no_grad():
         ours = build_networks(package, "2d")[0](x)

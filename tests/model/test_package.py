@@ -221,3 +221,33 @@ def test_loading_never_unpickles(tmp_path):
     with pytest.raises(ModelError, match="damaged"):
         load_package(path)
     assert not marker.exists()
+
+
+def test_target_spacing_is_written_under_its_new_name_and_old_packages_still_load(tmp_path):
+    """model.json before format 3 called the (transposed-order) target spacing "target_spacing_zyx"."""
+    from importlib import resources
+
+    package = small_package()
+    path = save_package(package, tmp_path / "new_folder")
+    manifest = json.loads((path / MODEL_JSON).read_text())
+    assert manifest["format_version"] == 3
+    for name, plan in package.configurations.items():
+        written = manifest["configurations"][name]
+        assert "target_spacing_zyx" not in written
+        assert written["target_spacing_transposed"] == list(plan.target_spacing_transposed)
+    # the same package as a version-2 file, as medseg wrote it before the rename
+    old = json.loads(json.dumps(manifest))
+    old["format_version"] = 2
+    for written in old["configurations"].values():
+        written["target_spacing_zyx"] = written.pop("target_spacing_transposed")
+    (path / MODEL_JSON).write_text(json.dumps(old))
+    assert_same_package(load_package(path), package)
+    # the built-in starter is such a file
+    starter = resources.files("medseg.resources") / "models" / "starter" / MODEL_JSON
+    starter_json = json.loads(starter.read_text())
+    assert all("target_spacing_zyx" in c for c in starter_json["configurations"].values())
+    from medseg.model.package import starter_model_path
+
+    loaded = load_package(starter_model_path())
+    assert [p.target_spacing_transposed for p in loaded.configurations.values()] == [
+        tuple(c["target_spacing_zyx"]) for c in starter_json["configurations"].values()]

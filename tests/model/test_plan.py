@@ -69,7 +69,7 @@ def assert_same_configuration(ours: Plan, theirs: dict) -> None:
     assert ours.num_stages == arch["n_stages"]
     assert ours.batch_size == theirs["batch_size"]
     spacing = theirs["spacing"]
-    assert np.allclose(ours.target_spacing_zyx[3 - len(spacing):], spacing)
+    assert np.allclose(ours.target_spacing_transposed[3 - len(spacing):], spacing)  # both transposed
     assert list(ours.median_shape) == [int(round(m)) for m in theirs["median_image_size_in_voxels"]]
 
 
@@ -98,14 +98,17 @@ def test_fingerprint_planning_matches_nnunet(case, tmp_path, monkeypatch):
         assert_same_configuration(plan, theirs["configurations"][name])
         assert plan.transpose_forward == theirs["transpose_forward"]
         assert plan.transpose_backward == theirs["transpose_backward"]
+        if case == "coarse_x_axis":  # stored with x first, as nnU-Net's plans; the image's own order is z, y, x
+            assert plan.target_spacing_transposed[0] == 4.0
+            assert plan.target_spacing_image_zyx == pytest.approx((0.8, 0.8, 4.0))
 
 
 def test_ten_percentile_rule_picks_finer_slice_spacing():
     spacings, shapes = FINGERPRINTS["5mm_thick_with_thin_cases"]
     plan = plan_from_fingerprint(spacings, shapes)["3d_fullres"]
     # Median z spacing is 5 mm; the 10th percentile of the z spacings is ~1.2 mm.
-    assert plan.target_spacing_zyx[0] == pytest.approx(np.percentile([s[0] for s in spacings], 10))
-    assert plan.target_spacing_zyx[0] < 2.0
+    assert plan.target_spacing_transposed[0] == pytest.approx(np.percentile([s[0] for s in spacings], 10))
+    assert plan.target_spacing_transposed[0] < 2.0
 
 
 def test_required_abdominal_example():

@@ -122,11 +122,11 @@ def test_segment_runs_the_packages_steps_and_reports_them(chest, tmp_path: Path)
 def test_packages_carry_their_steps_and_refuse_bad_ones(tmp_path: Path) -> None:
     package = two_d_configuration()
     save_package(package, tmp_path / "plain")
-    assert json.loads((tmp_path / "plain" / "model.json").read_text())["format_version"] == 1
+    assert json.loads((tmp_path / "plain" / "model.json").read_text())["format_version"] == 3
     package.postprocessing = list(STEPS)
     save_package(package, tmp_path / "pp")
     manifest = json.loads((tmp_path / "pp" / "model.json").read_text())
-    assert manifest["format_version"] == 2  # an older medseg refuses it instead of skipping the steps
+    assert manifest["format_version"] == 3  # an older medseg refuses it instead of skipping the steps
     assert load_package(tmp_path / "pp").postprocessing == STEPS
 
     for bad, message in [

@@ -21,14 +21,14 @@ def small_plan(dim: int) -> Plan:
     if dim == 3:
         # Thick-slice topology: z kept at stage 1, kernel 1 along z at stage 0.
         return Plan(
-            name="3d_small", dim=3, target_spacing_zyx=(3.0, 1.5, 1.5), patch_size=(16, 32, 32),
+            name="3d_small", dim=3, target_spacing_transposed=(3.0, 1.5, 1.5), patch_size=(16, 32, 32),
             strides=[[1, 1, 1], [1, 2, 2], [2, 2, 2], [2, 2, 2]],
             kernel_sizes=[[1, 3, 3], [3, 3, 3], [3, 3, 3], [3, 3, 3]],
             features_per_stage=[8, 16, 24, 32], n_conv_per_stage_encoder=[2, 2, 2, 2],
             n_conv_per_stage_decoder=[2, 2, 2],
         )
     return Plan(
-        name="2d_small", dim=2, target_spacing_zyx=(3.0, 0.8, 0.8), patch_size=(64, 48),
+        name="2d_small", dim=2, target_spacing_transposed=(3.0, 0.8, 0.8), patch_size=(64, 48),
         strides=[[1, 1], [2, 2], [2, 2], [2, 1]], kernel_sizes=[[3, 3]] * 4,
         features_per_stage=[8, 16, 32, 32], n_conv_per_stage_encoder=[1, 2, 2, 3],
         n_conv_per_stage_decoder=[1, 2, 1],
@@ -138,7 +138,7 @@ def test_trace_and_onnx_export_match_eager():
 
 
 def test_network_needs_two_stages():
-    plan = Plan(name="flat", dim=2, target_spacing_zyx=(1, 1, 1), patch_size=(8, 8), strides=[[1, 1]],
+    plan = Plan(name="flat", dim=2, target_spacing_transposed=(1, 1, 1), patch_size=(8, 8), strides=[[1, 1]],
                 kernel_sizes=[[3, 3]], features_per_stage=[4], n_conv_per_stage_encoder=[1], n_conv_per_stage_decoder=[])
     with pytest.raises(ModelError, match="at least 2"):
         UNet(plan, 2)
