@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+import os
 import subprocess
 import sys
 import textwrap
@@ -40,11 +42,17 @@ def test_temporary_path_has_the_target_suffix(tmp_path):
 
 
 def test_missing_folder_is_named(tmp_path):
+    target = tmp_path / "gone" / "seg.dcm"
     with pytest.raises(SaveError) as info:
-        check_writable(tmp_path / "gone" / "seg.dcm")
-    assert "gone" in str(info.value) and "does not exist" in str(info.value)
-    with pytest.raises(MedsegError, match="no longer exists|does not exist|cannot write"):
-        atomic_write_bytes(tmp_path / "gone" / "seg.dcm", b"x")
+        check_writable(target)  # before the work: the folder is named
+    assert (info.value.path, info.value.message) == (tmp_path / "gone", "the folder does not exist")
+    # at the write (the folder vanished during the work): the file is named, with the OS's reason
+    with pytest.raises(SaveError) as info:
+        atomic_write_bytes(target, b"x")
+    assert isinstance(info.value.__cause__, FileNotFoundError)
+    assert (info.value.path, info.value.message) == (target, f"cannot write ({os.strerror(errno.ENOENT)})")
+    assert info.value.hint == "the folder no longer exists; choose another folder"
+    assert list(tmp_path.iterdir()) == []  # nothing made on the way
 
 
 def test_disk_full_is_a_save_error_and_old_file_survives(tmp_path):
