@@ -134,8 +134,15 @@ def test_case_weights_set_how_often_a_case_is_drawn(small_dataset, tmp_path: Pat
     picks = [pick_case([single, volume], sample_rng(5, 0, i, 0)) for i in range(1000)]
     share = sum(case is volume for case in picks) / len(picks)
     assert 0.75 < share < 0.85, share  # 4 : 1 -> 80 %
-    equal = dataclasses.replace(volume, weight=1.0), dataclasses.replace(single, weight=1.0)
-    assert pick_case(equal, sample_rng(5, 0, 0, 0)) is equal[int(sample_rng(5, 0, 0, 0).integers(2))]  # nnU-Net's
+    # Equal weights: uniform, as nnU-Net draws its cases; three weights: in their proportion. Counts of
+    # 3000 draws against the binomial expectation (within 5 standard deviations).
+    for weights in ((1.0, 1.0, 1.0), (1.0, 2.0, 5.0)):
+        three = [dataclasses.replace(case, weight=w) for case, w in zip((single, volume, single), weights)]
+        drawn = [pick_case(three, sample_rng(11, 0, i, 0)) for i in range(3000)]
+        for case, weight in zip(three, weights):
+            p = weight / sum(weights)
+            count = sum(d is case for d in drawn)
+            assert abs(count - 3000 * p) < 5 * math.sqrt(3000 * p * (1 - p)), (weights, weight, count)
     (tmp_path / "w.json").write_text(json.dumps({
         "data_root": str(ct_dir), "labels": ["body"],
         "cases": [{"name": "x", "image": f"{TS}/example_ct_sm.nii.gz", "label_rule": "starter", "weight": 0}]}))
