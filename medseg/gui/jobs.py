@@ -131,6 +131,7 @@ class _Worker(QObject):
         self._function = function
         self._cancel = cancel
         self._running = running  # cleared while paused
+        self.held = threading.Event()  # set while the generator is held at a yield by a pause
         self._background = background
         self._started_at = 0.0
 
@@ -144,8 +145,14 @@ class _Worker(QObject):
 
     def _between_yields(self) -> None:
         self._cancel.raise_if_cancelled()
-        while not self._running.wait(0.1):
-            self._cancel.raise_if_cancelled()
+        if self._running.is_set():
+            return
+        self.held.set()
+        try:
+            while not self._running.wait(0.1):
+                self._cancel.raise_if_cancelled()
+        finally:
+            self.held.clear()
 
     def _drain(self, generator) -> Any:
         try:
@@ -241,6 +248,11 @@ class Job(QObject):
     def paused(self) -> bool:
         return not self._resume_event.is_set()
 
+    @property
+    def held(self) -> bool:
+        """True once a paused generator job has stopped at a yield (nothing of it runs until resume)."""
+        return self._worker.held.is_set()
+
     def pause(self) -> None:
         """Hold a generator job at its next yield (a plain function runs on)."""
         self._resume_event.clear()
@@ -266,8 +278,8 @@ class Job(QObject):
 
     @Slot(float, str)
     def _on_progress(self, fraction: float, text: str) -> None:
-        if self.entry is not None:
-            self.entry.update(fraction, text)
+        if self.entry is not None:  # a report made before the hold arrives late: the status still says "paused"
+            self.entry.update(fraction, None if self.paused else text)
         self.progressed.emit(fraction, text)
 
     @Slot(object)

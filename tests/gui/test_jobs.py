@@ -44,24 +44,27 @@ def test_a_generator_job_streams_its_events_and_returns_its_value(qtbot):
 def test_cancel_is_checked_between_yields_and_the_generator_is_closed(qtbot):
     registry = JobRegistry()
     state = {"yielded": 0, "closed": False}
-    gate = threading.Event()
+    working, gate = threading.Event(), threading.Event()
 
     def work(progress=None, cancel=None):
         def events():
             try:
                 for number in range(1000):
                     state["yielded"] += 1
-                    yield number
-                    if number >= 2:
+                    if number == 3:
+                        working.set()
                         gate.wait(10)  # a long unit of work, during which the GUI presses Cancel
+                    yield number
             finally:
                 state["closed"] = True
         return events()
 
     job = Job("cancel-me", work, registry=registry)
-    job.event.connect(lambda n: (job.cancel(), gate.set()) if n == 2 else None)
     with qtbot.waitSignal(job.finished_error, timeout=10_000) as blocker:
         job.start()
+        qtbot.waitUntil(working.is_set, timeout=5_000)
+        job.cancel()
+        gate.set()
     assert isinstance(blocker.args[0], Cancelled)
     # the unit of work under way finishes and yields; the check before the next one stops the job
     assert state["yielded"] == 4 and state["closed"] and registry.jobs() == []
@@ -69,25 +72,43 @@ def test_cancel_is_checked_between_yields_and_the_generator_is_closed(qtbot):
 
 def test_pause_holds_a_generator_at_its_next_yield(qtbot):
     registry = JobRegistry()
-    progress_seen = []
+    progress_seen, yielded, delivered = [], [], []
+    paused_by_gui = threading.Event()
 
     def work(progress=None, cancel=None):
         report(progress, 0.5, "half way")  # a callback-style report from a generator job still arrives
 
         def events():
-            for number in range(3):
+            for number in range(6):
+                yielded.append(number)
                 yield number
+                if number == 2:
+                    paused_by_gui.wait(10)  # item 3 is under way when the GUI pauses on item 2
             return "finished"
         return events()
 
+    def on_event(number):
+        delivered.append(number)
+        if number == 2:
+            job.pause()
+            paused_by_gui.set()
+
     job = Job("pausable", work, registry=registry)
     job.progressed.connect(lambda f, t: progress_seen.append((f, t)))
+    job.event.connect(on_event)
     job.pause()
     with qtbot.waitSignal(job.finished_ok, timeout=10_000):
         job.start()
-        qtbot.waitUntil(lambda: registry.jobs() and registry.jobs()[0].paused, timeout=5_000)
-        assert registry.jobs()[0].text == "paused"
+        qtbot.waitUntil(lambda: job.held, timeout=5_000)  # held before its first item
+        assert registry.jobs()[0].paused and registry.jobs()[0].text == "paused"
+        assert yielded == [] and not delivered
         job.resume()
+        qtbot.waitUntil(lambda: job.held and len(delivered) >= 3, timeout=5_000)  # held again
+        assert yielded == [0, 1, 2, 3]  # the item under way was finished, and the next one not begun
+        qtbot.waitUntil(lambda: delivered == [0, 1, 2, 3], timeout=5_000)
+        assert job.held and yielded == [0, 1, 2, 3] and registry.jobs()[0].text == "paused"
+        job.resume()
+    assert delivered == yielded == list(range(6))  # resumed where it stopped: nothing lost, nothing twice
     assert progress_seen[0] == (0.5, "half way")
 
 

@@ -19,6 +19,7 @@ import pytest
 import SimpleITK as sitk
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QImage
+from PySide6.QtWidgets import QApplication
 
 from medseg.model.package import load_package, starter_model_path
 from medseg.model.training import CHECKPOINT_LAST, load_checkpoint
@@ -193,10 +194,13 @@ def test_dataset_finetune_pause_stop_resume_use_and_export(driver, window, qtbot
     assert started
     qtbot.waitUntil(lambda: sum(r["event"] == "iteration" for r in training.records) >= 2, timeout=300_000)
     training.pause_button.click()
-    assert training.runner.job.paused and training.resume_button.isEnabled()
-    at_pause = sum(r["event"] == "iteration" for r in training.records)
-    qtbot.wait(400)  # observe that nothing moves while paused (not a synchronisation)
-    assert sum(r["event"] == "iteration" for r in training.records) <= at_pause + 1
+    job = training.runner.job
+    assert job.paused and training.resume_button.isEnabled()
+    qtbot.waitUntil(lambda: job.held, timeout=300_000)  # the engine stopped at its next yield ...
+    QApplication.processEvents()  # ... and what it made before that has arrived
+    steps_at_pause = [r["step"] for r in training.records if r["event"] == "iteration"]
+    QApplication.processEvents()
+    assert job.held and [r["step"] for r in training.records if r["event"] == "iteration"] == steps_at_pause
     training.resume_button.click()
     qtbot.waitUntil(lambda: any(r["event"] == "checkpoint" for r in training.records), timeout=300_000)
     qtbot.waitUntil(lambda: any(r["event"] == "iteration" and r["epoch"] == 1 for r in training.records),
@@ -204,6 +208,9 @@ def test_dataset_finetune_pause_stop_resume_use_and_export(driver, window, qtbot
     with qtbot.waitSignal(training.run_ended, timeout=300_000) as blocker:
         training.stop_button.click()
     assert blocker.args[0]["event"] == "failed" and blocker.args[0]["cancelled"]
+    steps = [r["step"] for r in training.records if r["event"] == "iteration"]
+    assert steps[: len(steps_at_pause)] == steps_at_pause and len(steps) > len(steps_at_pause)
+    assert steps == list(range(steps[0], steps[0] + len(steps)))  # resumed where it stopped: no step lost or repeated
     work = training.run_folder / "model.training"
     _, _, meta = load_checkpoint(work / CHECKPOINT_LAST)
     assert meta["epoch"] == 0  # the completed epoch's checkpoint, intact
