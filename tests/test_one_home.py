@@ -37,15 +37,18 @@ def test_image_suffixes_are_listed_once():
 
 
 def test_image_file_dialogs_and_datasets_know_every_suffix(tmp_path):
-    from medseg.gui.main_window import IMAGE_FILTER, LABEL_FILTER
+    from medseg.gui.main_window import IMAGE_FILTER
+    from medseg.gui.save_dialog import strip_format_suffix
+    from medseg.gui.segmentation_files import OPEN_FILTER
     from medseg.io.image_files import IMAGE_SUFFIXES
     from medseg.io.label_files import sidecar_path
     from medseg.model.datasets import _strip_suffix
 
     for suffix in IMAGE_SUFFIXES:
-        assert f"*{suffix} " in IMAGE_FILTER.replace(")", " ") and f"*{suffix} " in LABEL_FILTER.replace(")", " ")
+        assert f"*{suffix} " in IMAGE_FILTER.replace(")", " ") and f"*{suffix} " in OPEN_FILTER.replace(")", " ")
         assert _strip_suffix(f"case_01{suffix.upper()}") == ("case_01", suffix)
         assert sidecar_path(tmp_path / f"seg{suffix}") == tmp_path / "seg.labels.json"
+        assert strip_format_suffix(f"liver{suffix}") == "liver"
 
 
 def test_one_anisotropy_rule():

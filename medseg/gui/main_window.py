@@ -45,12 +45,11 @@ from medseg.gui.train_tab import TrainExportTab
 from medseg.gui.study_loader import StudyLoader, is_image_file
 from medseg.gui.viewer import ViewerPanel
 from medseg.core.volume import Volume
-from medseg.io.image_files import IMAGE_SUFFIXES
+from medseg.io.image_files import IMAGE_PATTERNS
 
 log = logging.getLogger(__name__)
 
-_PATTERNS = " ".join(f"*{suffix}" for suffix in IMAGE_SUFFIXES)
-IMAGE_FILTER = f"Images (*.dcm {_PATTERNS});;All files (*)"
+IMAGE_FILTER = f"Images (*.dcm {IMAGE_PATTERNS});;All files (*)"
 ARCHIVE_FILTER = "Zip archives or DICOMDIR (*.zip DICOMDIR);;All files (*)"
 
 

@@ -14,10 +14,12 @@ from pathlib import Path
 
 from PySide6.QtWidgets import QCheckBox, QFileDialog, QLineEdit, QWidget
 
+from medseg.io.image_files import IMAGE_SUFFIXES
+
 # Suffixes a file name may carry from a format the user could have chosen before, longest first,
 # so ".nii.gz" and ".seg.dcm" are each stripped as one.
-KNOWN_SUFFIXES = (".seg.nii.gz", ".nii.gz", ".seg.dcm", ".nii", ".nrrd", ".nhdr", ".mha", ".mhd", ".dcm", ".stl",
-                  ".obj", ".csv", ".onnx", ".pt", ".zip", ".gz")
+KNOWN_SUFFIXES = (".seg.nii.gz", ".seg.dcm", *IMAGE_SUFFIXES, ".dcm", ".stl", ".obj", ".csv", ".onnx", ".pt", ".zip",
+                  ".gz")
 
 
 def strip_format_suffix(name: str) -> str:

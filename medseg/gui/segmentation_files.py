@@ -31,6 +31,7 @@ from medseg.edit.label_map import NAME_SETS, build_label_table
 from medseg.errors import GeometryError, MedsegError, SaveError
 from medseg.gui import save_dialog
 from medseg.gui.jobs import Job
+from medseg.io.image_files import IMAGE_PATTERNS
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +43,7 @@ FILTERS = {
     "STL surfaces, one per label (*.stl)": ".stl",
     "OBJ surfaces, one per label (*.obj)": ".obj",
 }
-OPEN_FILTER = "Segmentations (*.nii.gz *.nii *.nrrd *.nhdr *.mha *.mhd *.dcm);;All files (*)"
+OPEN_FILTER = f"Segmentations ({IMAGE_PATTERNS} *.dcm);;All files (*)"
 DEIDENTIFY_TEXT = "De-identify (research export)"
 DEIDENTIFY_TIP = ("No patient name, ID, birth date, accession number or institution in the file (DICOM PS3.15 Basic "
                   "Profile). A DICOM SEG is saved with its de-identified source series beside it (NAME_ct/), which "

@@ -23,6 +23,7 @@ from medseg.io.atomic import atomic_path
 from medseg.core.volume import Volume, VolumeMeta
 
 IMAGE_SUFFIXES = (".nii.gz", ".nii", ".nrrd", ".nhdr", ".mha", ".mhd")
+IMAGE_PATTERNS = " ".join(f"*{suffix}" for suffix in IMAGE_SUFFIXES)  # for file dialogs' filters
 WRITE_SUFFIXES = (".nii.gz", ".nii", ".nrrd", ".mha")
 
 

@@ -37,6 +37,7 @@ from typing import Sequence
 
 import numpy as np
 
+from medseg.core.label_values import MAX_LABEL_VALUE
 from medseg.edit.delta import Box, Delta, box_of, box_slices
 from medseg.edit.label_map import LabelMap
 from medseg.edit.tools.rules import PaintRules
@@ -48,7 +49,9 @@ try:  # the compiled kernel (native/growcut/growcut.cpp); optional
 except ImportError:  # pragma: no cover - exercised where the extension is not built
     _native = None
 
-BACKGROUND_SEED = 0xFFFF  # a seed value meaning "not the structure": grows, but writes nothing
+# A seed value meaning "not the structure": grows, but writes nothing. It is the largest label value,
+# so label MAX_LABEL_VALUE itself cannot be grown from a seed volume.
+BACKGROUND_SEED = MAX_LABEL_VALUE
 COST_UNITS_PER_HU = 8  # int16 then holds ±4095 HU (values beyond are clipped); locality in steps of 1/8 HU
 INF = 0xFFFFFFFF
 ROOT, NONE = 6, 7  # parent codes (as in the kernel)
