@@ -33,7 +33,7 @@ def test_a_generator_job_streams_its_events_and_returns_its_value(qtbot):
     registry.subscribe(lambda: changes.append(len(registry.jobs())))
     with qtbot.waitSignal(job.finished_ok, timeout=10_000) as blocker:
         job.start()
-        assert [j.name for j in registry.jobs()] == ["gen"]  # listed while it runs
+        assert [j.name for j in registry.jobs()] == ["Gen"]  # listed while it runs, by its title
     assert blocker.args == ["the result"]
     assert received[:5] == [{"n": n} for n in range(5)] and received[5] == Progress(1.0, "done", "end")
     assert all(t is not threading.main_thread() for t in seen_threads)  # it ran in the worker
