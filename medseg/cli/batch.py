@@ -132,12 +132,13 @@ def _batch(args: argparse.Namespace, rank: int, events: Any) -> int:
     import torch
 
     from medseg.batch.run import BatchPlan, BatchRunner, BatchSettings, merge_table, model_id, plan_batch
+    from medseg.model.backends import cuda_available
     from medseg.model.package import load_model
     from medseg.model.training.distributed import setup_distributed
 
     world = int(os.environ.get("WORLD_SIZE", "1"))
     local_world = int(os.environ.get("LOCAL_WORLD_SIZE", str(world)))
-    want_cuda = args.device in ("auto", "cuda") and torch.cuda.is_available()
+    want_cuda = args.device in ("auto", "cuda") and cuda_available()
     ctx = setup_distributed("cuda" if want_cuda else "cpu", timeout=BARRIER_TIMEOUT)
     threads = args.threads or max(1, (os.cpu_count() or 1) // max(1, local_world))
     torch.set_num_threads(threads)
