@@ -12,6 +12,13 @@ model packages, checkpoints, journals' snapshots, dataset cases) goes through he
 A failure raises :class:`~medseg.errors.MedsegError` naming the destination, and the
 destination is untouched.
 
+Before the rename the temporary file is checked (:mod:`medseg.io.file_checks`: the bytes
+its header declares are there, a gzip trailer matches, a zip's members pass their CRC,
+...), because not every writer reports a short write: ITK's NIfTI writer prints
+"wrote only 0 of N bytes" and returns as if it had succeeded, and the rename would then
+replace the user's previous file with a broken one. A writer may add its own check
+(``verify``); a handle from :func:`atomic_open` must hold every byte written to it.
+
 ``sync=False`` keeps the all-or-nothing rename but skips the two fsyncs: for files that
 can be fetched again and whose completeness is checked, not trusted (the PACS cache
 records each instance's size in its completion marker), where an fsync per file cost
@@ -26,9 +33,10 @@ import re
 import tempfile
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Iterator
+from typing import IO, Callable, Iterator
 
 from medseg.errors import SaveError
+from medseg.io.file_checks import IncompleteFile, check_complete
 
 
 def _errno_of(error: BaseException) -> int | None:
@@ -105,12 +113,26 @@ def check_writable(path: str | os.PathLike) -> Path:
     return path
 
 
+def _verify(temp: Path, path: Path, verify: Callable[[Path], None] | None, by_format: bool) -> None:
+    """The temporary file must be whole before it may replace ``path``."""
+    try:
+        if by_format:
+            check_complete(temp, path.name)
+        if verify is not None:
+            verify(temp)
+    except IncompleteFile as error:
+        raise SaveError(f"the file was not written completely ({error}); the previous file is unchanged", path=path,
+                        hint="the disk is probably full; free some space or choose another folder") from error
+
+
 @contextmanager
-def atomic_path(path: str | os.PathLike, suffix: str | None = None, *, sync: bool = True) -> Iterator[Path]:
+def atomic_path(path: str | os.PathLike, suffix: str | None = None, *, sync: bool = True,
+                verify: Callable[[Path], None] | None = None, _by_format: bool = True) -> Iterator[Path]:
     """Yield a temporary file path beside ``path``; on a clean exit it replaces ``path``.
 
     ``suffix`` (default: ``path``'s full suffix, e.g. ``.nii.gz``) lets writers that pick the
-    format from the name see the right one.
+    format from the name see the right one. The temporary file is checked before the rename
+    (by ``path``'s format, then ``verify(temp)``, which raises IncompleteFile when it is not whole).
     """
     path = Path(path)
     if suffix is None:
@@ -130,6 +152,7 @@ def atomic_path(path: str | os.PathLike, suffix: str | None = None, *, sync: boo
         if sync:
             with open(temp, "rb+") as handle:
                 os.fsync(handle.fileno())
+        _verify(temp, path, verify, _by_format)
         os.replace(temp, path)
         if sync:
             fsync_folder(path.parent)
@@ -143,11 +166,20 @@ def atomic_path(path: str | os.PathLike, suffix: str | None = None, *, sync: boo
 
 @contextmanager
 def atomic_open(path: str | os.PathLike, *, sync: bool = True) -> Iterator[IO[bytes]]:
-    """Yield a binary handle whose contents replace ``path`` on a clean exit."""
-    with atomic_path(path, sync=sync) as temp:
+    """Yield a binary handle whose contents replace ``path`` on a clean exit (all bytes on disk)."""
+    written: list[int] = []
+
+    def all_bytes_there(temp: Path) -> None:
+        if temp.stat().st_size < written[0]:
+            raise IncompleteFile(f"{temp.stat().st_size} of {written[0]} bytes are on disk")
+
+    # Python raises on a short write, so the byte count is all this path needs checking (the
+    # PACS cache writes thousands of files through here; reading each back would cost more).
+    with atomic_path(path, sync=sync, verify=all_bytes_there, _by_format=False) as temp:
         with open(temp, "wb") as handle:
             yield handle
             handle.flush()
+            written.append(handle.tell())
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes, *, sync: bool = True) -> Path:
