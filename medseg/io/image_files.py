@@ -9,10 +9,7 @@ half-written file under the final name.
 
 from __future__ import annotations
 
-import gzip
 import os
-import struct
-import zlib
 from pathlib import Path
 
 import numpy as np
@@ -20,6 +17,7 @@ import SimpleITK as sitk
 
 from medseg.errors import ImageFormatError, SaveError
 from medseg.io.atomic import atomic_path
+from medseg.io.file_checks import IncompleteFile, check_nifti
 from medseg.core.volume import Volume, VolumeMeta
 
 IMAGE_SUFFIXES = (".nii.gz", ".nii", ".nrrd", ".nhdr", ".mha", ".mhd")
@@ -75,8 +73,20 @@ def write_image(volume: Volume, path: str | os.PathLike) -> Path:
     if not path.parent.is_dir():
         raise ImageFormatError("the folder does not exist", path=path.parent)
     image = volume.to_sitk()
+
+    def reads_back(temp: Path) -> None:
+        """The header ITK reads from the file describes the image written."""
+        reader = sitk.ImageFileReader()
+        reader.SetFileName(str(temp))
+        try:
+            reader.ReadImageInformation()
+        except RuntimeError as error:
+            raise IncompleteFile(f"its header cannot be read back ({_first_line(error)})") from error
+        if tuple(reader.GetSize()) != tuple(image.GetSize()):
+            raise IncompleteFile(f"its header reads back size {reader.GetSize()}, not {image.GetSize()}")
+
     try:
-        with atomic_path(path, suffix=suffix) as temp:
+        with atomic_path(path, suffix=suffix, verify=reads_back) as temp:
             sitk.WriteImage(image, str(temp), useCompression=suffix in (".nii.gz", ".nrrd", ".mha"))
     except SaveError:
         raise
@@ -86,52 +96,13 @@ def write_image(volume: Volume, path: str | os.PathLike) -> Path:
     return path
 
 
-def _nifti_expected_size(header: bytes) -> int | None:
-    """Header + voxel bytes a NIfTI-1/2 file must hold, from its header (None if unknown)."""
-    for order in "<>":
-        if len(header) >= 348 and struct.unpack(order + "i", header[:4])[0] == 348:
-            dims = struct.unpack(order + "8h", header[40:56])
-            bitpix = struct.unpack(order + "h", header[72:74])[0]
-            offset = int(struct.unpack(order + "f", header[108:112])[0])
-            header_size = 348
-            break
-        if len(header) >= 540 and struct.unpack(order + "i", header[:4])[0] == 540:
-            bitpix = struct.unpack(order + "h", header[14:16])[0]
-            dims = struct.unpack(order + "8q", header[16:80])
-            offset = struct.unpack(order + "q", header[168:176])[0]
-            header_size = 540
-            break
-    else:
-        return None
-    n_dims = dims[0]
-    if not 1 <= n_dims <= 7 or bitpix <= 0 or any(d < 1 for d in dims[1:n_dims + 1]):
-        return None
-    voxels = int(np.prod([int(d) for d in dims[1:n_dims + 1]], dtype=np.float64))
-    return max(offset, header_size) + voxels * bitpix // 8
-
-
 def _check_nifti_complete(path: Path) -> None:
     """ITK reads a truncated .nii(.gz) without complaint (missing voxels come back as garbage)."""
     try:
-        if str(path).lower().endswith(".gz"):
-            with gzip.open(path, "rb") as handle:
-                header = handle.read(544)
-            expected = _nifti_expected_size(header)
-            with open(path, "rb") as raw:
-                raw.seek(-4, os.SEEK_END)
-                stored_size = struct.unpack("<I", raw.read(4))[0]  # gzip trailer: length mod 2**32
-            actual_ok = expected is None or stored_size == expected % 2**32
-        else:
-            with open(path, "rb") as handle:
-                header = handle.read(544)
-            expected = _nifti_expected_size(header)
-            actual_ok = expected is None or path.stat().st_size >= expected
-    except (OSError, EOFError, zlib.error, struct.error) as error:
-        raise ImageFormatError(f"cannot read the NIfTI header ({error})", path=path,
-                               hint="the file may be truncated or corrupt") from error
-    if not actual_ok:
-        raise ImageFormatError("the NIfTI file is truncated or corrupt (it holds fewer voxel bytes than its "
-                               "header declares)", path=path, hint="copy or export the file again")
+        check_nifti(path)
+    except IncompleteFile as error:
+        raise ImageFormatError(f"the NIfTI file is truncated or corrupt ({error})", path=path,
+                               hint="copy or export the file again") from error
 
 
 def _first_line(error: Exception) -> str:
