@@ -20,18 +20,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--raw-stack", action="store_true",
                         help="keep an irregular (tilted, gapped) stack as acquired instead of regularizing it")
     parser.add_argument("--quiet", action="store_true", help="no progress output")
+    parser.add_argument("--force", action="store_true", help="replace OUT if it exists")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from medseg.io import load, write_image  # SimpleITK and pydicom: only when the command runs
     from medseg.io.image_files import WRITE_SUFFIXES, image_suffix
+    from medseg.io.output_paths import check_output, source_paths
 
     if image_suffix(args.out) not in WRITE_SUFFIXES:
         raise ImageFormatError("unsupported output format (by its name)", path=args.out,
                                hint="use .nii.gz, .nii, .nrrd or .mha")
+    check_output(args.out, [args.path], force=args.force, option="OUT")
     volume = load(args.path, series_uid=args.series, regularize=not args.raw_stack,
                   progress=None if args.quiet else progress_printer())
+    check_output(args.out, source_paths(volume), force=True, option="OUT")
     written = write_image(volume, args.out)
     for finding in volume.meta.findings:
         print(f"finding [{finding.kind}]: {finding.message}", file=sys.stderr)

@@ -64,6 +64,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="painting operations change only background voxels (default: any unlocked label)")
     parser.add_argument("--totalsegmentator-names", action="store_true",
                         help="name the labels by TotalSegmentator v2's class map (so LABEL can be e.g. liver)")
+    parser.add_argument("--force", action="store_true",
+                        help="replace OUTPUT even when it exists and is not a label map medseg wrote")
     parser.add_argument("--json", action="store_true", help="print a JSON summary")
     grow = parser.add_argument_group("grow from seeds")
     grow.add_argument("--roi-margin", type=float, default=None, metavar="MM",
@@ -90,14 +92,28 @@ def run(args: argparse.Namespace) -> int:
     from medseg.errors import MedsegError
     from medseg.io import load
     from medseg.io.atomic import check_writable
-    from medseg.io.label_files import open_segmentation, write_label_map
+    from medseg.io.label_files import (
+        is_saved_segmentation,
+        open_segmentation,
+        segmentation_format,
+        segmentation_outputs,
+        sidecar_path,
+        write_label_map,
+    )
+    from medseg.io.output_paths import check_output, source_paths
 
     operations = [Operation(name, raw) for name, raw in (args.operations or [])]
     if not operations:
         raise MedsegError("no operations given (see medseg edit --help)")
     output = Path(args.output)
+    if segmentation_format(output) != "label-map":
+        raise MedsegError("-o must be a label map (.nii.gz, .nii, .nrrd or .mha)", path=output)
+    inputs = [args.image, args.labels, sidecar_path(args.labels) if args.labels else None]
+    outputs = segmentation_outputs(output)
+    check_output(output, inputs, force=args.force, ours=is_saved_segmentation, option="-o", extra_outputs=outputs[1:])
     check_writable(output)
     image = load(args.image)
+    check_output(output, source_paths(image), force=True, option="-o", extra_outputs=outputs[1:])
     document = ViewerDocument()
     document.set_undo_budget(0)  # a batch needs no undo: keep only the newest step
     document.set_volume(image, source=str(args.image))

@@ -42,6 +42,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_inference_options(parser)
     parser.add_argument("--tile-batch", type=int, help="tiles per forward pass (default: 1 on CPU, 2 on GPUs)")
     parser.add_argument("--threads", type=int, help="CPU threads for PyTorch / ONNX Runtime")
+    parser.add_argument("--force", action="store_true",
+                        help="replace OUTPUT even when it exists and is not a segmentation medseg wrote")
     parser.add_argument("--json", action="store_true",
                         help="print the event stream, one JSON object per line: progress ..., then done (with the "
                              "result: output, device, fallbacks, volumes_ml) or failed")
@@ -58,10 +60,19 @@ def run(args: argparse.Namespace) -> int:
 
 def _segment(args: argparse.Namespace, events) -> int:
     from medseg.io.atomic import check_writable
-    from medseg.io.label_files import save_segmentation, segmentation_format
+    from medseg.io.label_files import (
+        is_saved_segmentation,
+        save_segmentation,
+        segmentation_format,
+        segmentation_outputs,
+    )
+    from medseg.io.output_paths import check_output, source_paths
 
     # A bad -o must fail now (before torch is even imported), not after the whole segmentation.
     segmentation_format(args.output)
+    outputs = segmentation_outputs(args.output)
+    check_output(args.output, [args.path], force=args.force, ours=is_saved_segmentation, option="-o",
+                 extra_outputs=outputs[1:])
     check_writable(args.output)
 
     import torch
@@ -75,6 +86,7 @@ def _segment(args: argparse.Namespace, events) -> int:
     if args.threads:
         torch.set_num_threads(int(args.threads))
     volume = load(args.path, regularize=not args.raw_stack)
+    check_output(args.output, source_paths(volume), force=True, option="-o", extra_outputs=outputs[1:])
     if segmentation_format(args.output) == "dicom-seg":
         from medseg.io.dicom_seg import check_can_reference
 

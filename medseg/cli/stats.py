@@ -17,21 +17,32 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--series", metavar="UID", help="Series Instance UID or series key (see `medseg info`)")
     parser.add_argument("--raw-stack", action="store_true", help="open an irregular stack as acquired")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    parser.add_argument("--csv", metavar="OUT", help="also write the table as CSV (with the series UID and description)")
+    parser.add_argument("--csv", metavar="OUT",
+                        help="also write the table as CSV (a .csv file, with the series UID and description)")
     parser.add_argument("--patient-name", action="store_true",
                         help="also put the patient's name in the CSV (left out by default)")
+    parser.add_argument("--force", action="store_true",
+                        help="replace the --csv file even when it is not a statistics table medseg wrote")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from medseg.edit.stats import label_statistics, study_columns, write_stats_csv
+    from medseg.edit.stats import is_stats_csv, label_statistics, study_columns, write_stats_csv
+    from medseg.errors import SaveError
     from medseg.io import load
     from medseg.io.atomic import check_writable
-    from medseg.io.label_files import open_segmentation
+    from medseg.io.label_files import open_segmentation, sidecar_path
+    from medseg.io.output_paths import check_output, source_paths
 
+    inputs = [args.segmentation, sidecar_path(args.segmentation), args.image]
     if args.csv:
+        if not str(args.csv).lower().endswith(".csv"):
+            raise SaveError("--csv must name a .csv file", path=args.csv, hint="e.g. --csv label_statistics.csv")
+        check_output(args.csv, inputs, force=args.force, ours=is_stats_csv, option="--csv")
         check_writable(args.csv)
     image = load(args.image, series_uid=args.series, regularize=not args.raw_stack)
+    if args.csv:
+        check_output(args.csv, source_paths(image), force=True, option="--csv")
     opened = open_segmentation(args.segmentation, image)
     names = {s.value: s.name for s in opened.segments}
     stats = label_statistics(image, opened.label_map, names)

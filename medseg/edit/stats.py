@@ -131,6 +131,15 @@ def stats_csv(stats: list[LabelStats], study: dict[str, str] | None = None) -> s
     return buffer.getvalue()
 
 
+def is_stats_csv(path: str | os.PathLike) -> bool:
+    """Is ``path`` a statistics table medseg wrote (its header ends with this table's columns)?"""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return handle.readline().rstrip("\r\n").endswith(",".join(CSV_COLUMNS))
+    except OSError:
+        return False
+
+
 def write_stats_csv(stats: list[LabelStats], path: str | os.PathLike, study: dict[str, str] | None = None) -> Path:
     """The table as CSV (one row per label, LPS millimetres; ``study``'s columns first), written atomically."""
     return atomic_write_text(path, stats_csv(stats, study))

@@ -30,6 +30,7 @@ from medseg.errors import GeometryError, ImageFormatError, MedsegError, SaveErro
 from medseg.io.atomic import atomic_write_text, check_writable
 from medseg.io.dicom_seg import regularization_note
 from medseg.io.image_files import IMAGE_SUFFIXES, WRITE_SUFFIXES, image_suffix, read_image, write_image
+from medseg.io.output_paths import check_not_an_input, source_paths
 from medseg.io.resample import place_labels
 from medseg.core.label_arrays import label_values
 from medseg.core.label_values import MAX_LABEL_VALUE, label_dtype
@@ -265,11 +266,30 @@ def segmentation_format(path: str | os.PathLike) -> str:
                            hint="use .dcm (DICOM SEG), .nii.gz, .nii, .nrrd or .mha")
 
 
+def segmentation_outputs(path: str | os.PathLike) -> list[Path]:
+    """The files a save to ``path`` writes: the segmentation, and a label map's sidecar."""
+    return [Path(path)] if segmentation_format(path) == DICOM_SEG else [Path(path), sidecar_path(path)]
+
+
+def is_saved_segmentation(path: str | os.PathLike) -> bool:
+    """Did medseg write ``path`` as a segmentation (a label map with its sidecar, or a DICOM SEG)?"""
+    from medseg.io.dicom_seg import is_dicom_seg
+
+    if segmentation_format(path) == DICOM_SEG:
+        return is_dicom_seg(path)
+    return sidecar_path(path).is_file()
+
+
 def save_segmentation(label_map: Volume, image: Volume, path: str | os.PathLike,
                       segments: list[Label] | None = None) -> list[str]:
-    """Save as DICOM SEG (.dcm) or as a label map with its sidecar; returns notes for the user."""
+    """Save as DICOM SEG (.dcm) or as a label map with its sidecar; returns notes for the user.
+
+    Never over a file the image was read from (a source slice, the CT itself).
+    """
     from medseg.io.dicom_seg import write_dicom_seg
 
+    for output in segmentation_outputs(path):
+        check_not_an_input(output, source_paths(image), "the segmentation file")
     if segmentation_format(path) == DICOM_SEG:
         result = write_dicom_seg(label_map, image, path, segments)
         return [f"DICOM SEG with {len(result.segments)} segments, {result.n_frames} frames "

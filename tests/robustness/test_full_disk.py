@@ -37,7 +37,7 @@ def test_convert_onto_a_full_disk_fails_and_keeps_the_old_file(three_slices: Pat
     folder.mkdir()
     # The folder is a mount point only inside the namespace: the digest is taken there too.
     script = _fill_script(folder, {name: 900_000}, 1024) + f" && sha256sum {folder / name} > {tmp_path / 'before'}"
-    run = run_medseg("convert", "--quiet", three_slices, folder / name,
+    run = run_medseg("convert", "--quiet", "--force", three_slices, folder / name,
                      prefix=in_namespace(script + f' && trap "sha256sum {folder / name} > {tmp_path / "after"}; '
                                                   f'ls -a {folder} > {tmp_path / "listing"}" EXIT && "$@"; exit $?'
                                          ' #'))

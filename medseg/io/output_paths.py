@@ -1,0 +1,67 @@
+"""Where a command may write: never over one of its inputs, never over a file it did not make.
+
+``segment ct.nii.gz -o ct.nii.gz`` used to replace the CT with its label map, ``segment
+FOLDER -o FOLDER/01.dcm`` a source slice with the SEG, and ``stats --csv ct.nii.gz`` the CT
+with a table, each with exit code 0. Every command that writes calls :func:`check_output`
+with everything it reads (the image argument, ``--labels``, and once loaded every file of
+the source series: :func:`source_paths`):
+
+- an output that is an input (the same file, also through another name or a link), or
+  whose sidecar is one, is refused, even with ``--force``;
+- an existing file is replaced only when it is what this output option writes and medseg
+  made it (``ours``: a label map with its medseg sidecar, a DICOM SEG, a statistics table);
+  anything else needs ``--force`` (the GUI's save dialog asks instead).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from medseg.errors import SaveError
+from medseg.io.dicom_sources import split_ref
+
+
+def source_paths(volume) -> list[Path]:
+    """The files a loaded Volume was read from (a zip member counts as its archive)."""
+    return list(dict.fromkeys(Path(split_ref(str(ref))[0]) for ref in volume.meta.source_files))
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def check_not_an_input(output: str | os.PathLike, inputs: Iterable[str | os.PathLike | None],
+                       option: str = "the output") -> None:
+    """Refuse an output that is one of ``inputs`` (a zip member's archive counts as the input)."""
+    output = Path(output)
+    for item in inputs:
+        if item is None:
+            continue
+        source = Path(split_ref(str(item))[0])
+        if _same_file(output, source) or (not source.is_dir() and output.resolve() == source.resolve()):
+            raise SaveError(f"{option} is also an input of this command; writing it would destroy the input",
+                            path=output, hint="choose another file name")
+
+
+def check_output(output: str | os.PathLike, inputs: Iterable[str | os.PathLike | None] = (), *,
+                 force: bool = False, ours: Callable[[Path], bool] | None = None,
+                 option: str = "the output", extra_outputs: Iterable[str | os.PathLike] = ()) -> Path:
+    """Check ``output`` (and files written with it, e.g. its sidecar) before any work is done."""
+    output = Path(output)
+    inputs = list(inputs)
+    if output.is_dir():
+        raise SaveError(f"{option} is a folder, not a file name", path=output, hint="name a file inside it")
+    for path in (output, *(Path(p) for p in extra_outputs)):
+        check_not_an_input(path, inputs, option)
+    if output.exists() and not force and not (ours is not None and ours(output)):
+        raise SaveError(f"{option} exists and was not written by medseg as this kind of file; it would be replaced",
+                        path=output, hint="choose another name, or add --force to replace it")
+    return output
+
+
+__all__ = ["check_not_an_input", "check_output", "source_paths"]
