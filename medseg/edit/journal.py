@@ -2,12 +2,20 @@
 
 A session folder (in the user's data folder, ``sessions/<id>/``) holds:
 
-- ``session.json`` — where the image came from, the grid, the label table (written atomically);
-- ``base.npz`` — the label map when the session (re)started: a loaded file or a Segment
-  result (written atomically; an empty map is not written, only its shape);
-- ``journal.bin`` — appended records ``MAGIC | length | crc32 | delta bytes``, each one
-  fsync'd before the edit returns. Undo appends the inverse delta, so replaying the
+- ``session.json`` — where the image came from, the grid, the label table and the current
+  *generation* (written atomically);
+- ``base-<generation>.npz`` — the label map when the session (re)started: a loaded file or a
+  Segment result (written atomically; an empty map is not written, only its shape);
+- ``journal-<generation>.bin`` — appended records ``MAGIC | length | crc32 | delta bytes``,
+  each one fsync'd before the edit returns. Undo appends the inverse delta, so replaying the
   journal from the base gives the state the user saw.
+
+A new base (a label map opened, a Segment result) starts a new generation: its base and an
+empty journal are written under new names first, then session.json names the generation
+(the one atomic rename that switches), then the old generation's files are removed. A kill
+at any point recovers either the state before the switch or the state after it, never the
+old journal replayed onto the new base (``_crash_point`` lets a test kill the process at
+each step). Sessions written before generations (``base.npz``, ``journal.bin``) still recover.
 
 After a crash (even SIGKILL) the next start finds the session still marked open and can
 :func:`recover` it: the base plus every complete record; a record cut short by the kill
@@ -24,7 +32,7 @@ import uuid
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -39,6 +47,36 @@ from medseg.core.volume import Volume, VolumeMeta
 
 MAGIC = b"MSJ1"
 HEADER = 4 + 8 + 4  # magic, payload length, crc32
+
+# A test sets this to a callable taking the step's name (e.g. one that SIGKILLs the process).
+_crash_point: Callable[[str], None] | None = None
+
+
+def _step(name: str) -> None:
+    if _crash_point is not None:
+        _crash_point(name)
+
+
+LEGACY_FILES = ("base.npz", "journal.bin")  # sessions written before generations
+
+
+def base_file(folder: Path, generation: int | None) -> Path:
+    return folder / (LEGACY_FILES[0] if generation is None else f"base-{generation}.npz")
+
+
+def journal_file(folder: Path, generation: int | None = None) -> Path:
+    """The journal of ``generation`` (default: the one session.json names)."""
+    if generation is None:
+        generation = _generation_of(folder)
+    return folder / (LEGACY_FILES[1] if generation is None else f"journal-{generation}.bin")
+
+
+def _generation_of(folder: Path) -> int | None:
+    try:
+        value = json.loads((folder / "session.json").read_text()).get("generation")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return value if isinstance(value, int) else None
 
 
 def default_root() -> Path:
@@ -70,6 +108,7 @@ class Journal:
         self.folder = folder
         self._handle = None
         self.records = 0
+        self.generation = 0
 
     @classmethod
     def start(cls, label_map: LabelMap, image_source: str, root: Path | None = None,
@@ -84,27 +123,33 @@ class Journal:
         return journal
 
     def rebase(self, label_map: LabelMap, image_source: str, description: str = "") -> None:
-        """A new starting point (a label map opened, a Segment result as the base): truncates the journal."""
+        """A new starting point (a label map opened, a Segment result as the base): a new generation."""
         self._close_handle()
-        empty = not label_map.counts[1:].any()
-        if not empty:
-            with atomic_open(self.folder / "base.npz") as handle:
+        previous, generation = self.generation, self.generation + 1
+        _step("start")
+        if label_map.counts[1:].any():  # an empty map is not written, only its shape
+            with atomic_open(base_file(self.folder, generation)) as handle:
                 np.savez_compressed(handle, labels=label_map.array)
-        else:
-            (self.folder / "base.npz").unlink(missing_ok=True)
-        self._write_session(label_map, image_source, description)
-        with atomic_open(self.folder / "journal.bin"):
+        _step("base written")
+        with atomic_open(journal_file(self.folder, generation)):
             pass
-        self._handle = open(self.folder / "journal.bin", "ab", buffering=0)
+        _step("journal created")
+        self._write_session(label_map, image_source, description, generation)  # the switch
+        self.generation = generation
+        _step("session switched")
+        self._handle = open(journal_file(self.folder, generation), "ab", buffering=0)
         self.records = 0
+        for stale in (base_file(self.folder, previous), journal_file(self.folder, previous), *LEGACY_FILES):
+            (self.folder / stale).unlink(missing_ok=True)
+        _step("old generation removed")
 
-    def _write_session(self, label_map: LabelMap, image_source: str, description: str) -> None:
+    def _write_session(self, label_map: LabelMap, image_source: str, description: str, generation: int) -> None:
         info = {
             "image_source": image_source, "description": description,
             "shape_zyx": list(label_map.shape_zyx), "dtype": str(label_map.array.dtype),
             "spacing_mm": list(label_map.spacing_mm), "origin_mm": list(label_map.origin_mm),
             "direction": label_map.direction.reshape(-1).tolist(),
-            "labels": _table_json(label_map.labels), "open": True,
+            "labels": _table_json(label_map.labels), "open": True, "generation": generation,
         }
         atomic_write_text(self.folder / "session.json", json.dumps(info, indent=1))
         self._info = info
@@ -168,7 +213,7 @@ def find_sessions(root: Path | None = None) -> list[RecoverableSession]:
             continue
         if not info.get("open"):
             continue
-        journal = folder.parent / "journal.bin"
+        journal = journal_file(folder.parent, info.get("generation") if isinstance(info.get("generation"), int) else None)
         found.append(RecoverableSession(folder.parent, info.get("image_source", ""), info.get("description", ""),
                                         len(read_records(journal)), journal.stat().st_mtime if journal.exists() else 0))
     return sorted(found, key=lambda s: -s.modified)
@@ -181,13 +226,14 @@ def recover(folder: Path) -> tuple[str, LabelMap]:
     except (OSError, ValueError) as error:
         raise MedsegError("the autosaved session cannot be read", path=folder) from error
     shape = tuple(info["shape_zyx"])
-    base = folder / "base.npz"
+    generation = info.get("generation") if isinstance(info.get("generation"), int) else None
+    base = base_file(folder, generation)
     if base.is_file():
         with np.load(base, allow_pickle=False) as data:
             array = data["labels"]
     else:
         array = np.zeros(shape, dtype=np.dtype(info["dtype"]))
-    deltas = read_records(folder / "journal.bin")
+    deltas = read_records(journal_file(folder, generation))
     top = max([int(array.max(initial=0))] + [int(d.new.max(initial=0)) for d in deltas])
     if label_dtype(top).itemsize > array.dtype.itemsize:
         array = array.astype(label_dtype(top))

@@ -14,7 +14,7 @@ import pytest
 
 from medseg.edit import tools
 from medseg.edit.document import ViewerDocument
-from medseg.edit.journal import find_sessions, recover
+from medseg.edit.journal import find_sessions, journal_file, recover
 
 from edit_cases import LIVER, STOMACH
 
@@ -146,7 +146,7 @@ def test_sigkill_recovery_is_voxel_exact(abdomen_files, tmp_path: Path):
     assert label_map.labels[LIVER].name == "liver"
 
     # a record torn by the kill (half written) is ignored: the state before it comes back
-    journal = sessions[0].folder / "journal.bin"
+    journal = journal_file(sessions[0].folder)
     data = journal.read_bytes()
     journal.write_bytes(data[:-7])
     _, torn = recover(sessions[0].folder)
