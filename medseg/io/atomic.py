@@ -19,6 +19,12 @@ its header declares are there, a gzip trailer matches, a zip's members pass thei
 replace the user's previous file with a broken one. A writer may add its own check
 (``verify``); a handle from :func:`atomic_open` must hold every byte written to it.
 
+A process killed while writing (SIGKILL, power loss) leaves its hidden temporary file
+(up to the size of the file). Each writer holds an advisory lock on its temporary file while
+it writes; the first write into a folder in a process removes the temporaries there whose
+lock nobody holds any more and that are older than a few seconds (files of older versions,
+which took no lock, once they are an hour old).
+
 ``sync=False`` keeps the all-or-nothing rename but skips the two fsyncs: for files that
 can be fetched again and whose completeness is checked, not trusted (the PACS cache
 records each instance's size in its completion marker), where an fsync per file cost
@@ -31,12 +37,26 @@ import errno
 import os
 import re
 import tempfile
+import threading
+import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Callable, Iterator
 
 from medseg.errors import SaveError
 from medseg.io.file_checks import IncompleteFile, check_complete
+
+try:
+    import fcntl
+except ImportError:  # Windows: stale temporaries are recognised by age alone
+    fcntl = None  # type: ignore[assignment]
+
+# ".<target name>.<8 random characters from mkstemp><suffix>"
+_TEMPORARY = re.compile(r"^\.(?P<target>.+)\.[a-z0-9_]{8}(?P<suffix>(?:\.[A-Za-z0-9]+)*)$")
+STALE_AFTER_S = 10.0  # a temporary's lock is taken right after it is created
+UNLOCKED_STALE_AFTER_S = 3600.0  # no lock to ask (older versions, Windows): an hour without a change
+_cleaned: set[str] = set()
+_cleaned_lock = threading.Lock()
 
 
 def _errno_of(error: BaseException) -> int | None:
@@ -98,6 +118,62 @@ def _file_mode(path: Path) -> int:
     return 0o666 & ~umask
 
 
+def _is_temporary(name: str) -> bool:
+    match = _TEMPORARY.match(name)
+    if match is None:
+        return False
+    target, suffix = match["target"], match["suffix"]
+    return suffix in (".tmp", ".probe") or (bool(suffix) and target.lower().endswith(suffix.lower()))
+
+
+def _lock(fd: int) -> bool:
+    """Take the advisory lock that marks a temporary file as being written (False: someone holds it)."""
+    if fcntl is None:
+        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return False
+    return True
+
+
+def clean_stale_temporaries(folder: str | os.PathLike, now: float | None = None) -> list[Path]:
+    """Remove temporary files in ``folder`` that a killed writer left behind; returns what was removed."""
+    removed: list[Path] = []
+    now = time.time() if now is None else now
+    try:
+        entries = [e for e in os.scandir(folder) if e.name.startswith(".") and _is_temporary(e.name)]
+    except OSError:
+        return removed
+    for entry in entries:
+        try:
+            if not entry.is_file(follow_symlinks=False):
+                continue
+            age = now - entry.stat(follow_symlinks=False).st_mtime
+            if age < STALE_AFTER_S:
+                continue
+            fd = os.open(entry.path, os.O_RDONLY)
+            try:
+                unlocked = _lock(fd) if fcntl is not None else age > UNLOCKED_STALE_AFTER_S
+                if unlocked:
+                    os.unlink(entry.path)
+                    removed.append(Path(entry.path))
+            finally:
+                os.close(fd)
+        except OSError:
+            continue
+    return removed
+
+
+def _clean_once(folder: Path) -> None:
+    key = os.path.abspath(folder)
+    with _cleaned_lock:
+        if key in _cleaned:
+            return
+        _cleaned.add(key)
+    clean_stale_temporaries(folder)
+
+
 def check_writable(path: str | os.PathLike) -> Path:
     """Fail now, not after an hour of work, when ``path`` cannot be written (folder missing or read-only)."""
     path = Path(path)
@@ -137,13 +213,17 @@ def atomic_path(path: str | os.PathLike, suffix: str | None = None, *, sync: boo
     path = Path(path)
     if suffix is None:
         suffix = "".join(path.suffixes) or ".tmp"
+    _clean_once(path.parent)
     try:
         fd, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix, dir=path.parent)
+        _lock(fd)  # held until the rename: this temporary is being written, not left behind
         try:
             os.fchmod(fd, _file_mode(path))  # mkstemp makes 0600: a saved file must be as readable as any other
         except (OSError, AttributeError):
             pass
-        os.close(fd)
+        if fcntl is None:  # Windows cannot rename a file that is open: no lock to hold there
+            os.close(fd)
+            fd = -1
     except OSError as error:
         raise SaveError(f"cannot write ({error.strerror})", path=path, hint=_hint(error)) from error
     temp = Path(temp_name)
@@ -162,6 +242,9 @@ def atomic_path(path: str | os.PathLike, suffix: str | None = None, *, sync: boo
     except BaseException:
         temp.unlink(missing_ok=True)
         raise
+    finally:
+        if fd >= 0:
+            os.close(fd)  # releases the lock
 
 
 @contextmanager
@@ -193,7 +276,7 @@ def atomic_write_text(path: str | os.PathLike, text: str, encoding: str = "utf-8
 
 
 __all__ = ["SaveError", "atomic_path", "atomic_open", "atomic_write_bytes", "atomic_write_text",
-           "atomic_folder", "check_writable", "fsync_folder"]
+           "atomic_folder", "check_writable", "clean_stale_temporaries", "fsync_folder"]
 
 
 @contextmanager
