@@ -20,3 +20,21 @@ def progress_printer() -> ProgressCallback:
             print(f"[{progress.fraction:4.0%}] {progress.text}", file=sys.stderr, flush=True)
 
     return show
+
+
+def add_spacing_option(parser) -> None:
+    """``--spacing X Y Z``: the true voxel spacing when the file's is missing or implausible."""
+    parser.add_argument("--spacing", nargs=3, type=float, metavar=("X", "Y", "Z"),
+                        help="voxel spacing in mm to use instead of the file's (a spacing outside 0.05-50 mm is "
+                             "refused unless given here)")
+
+
+def findings_json(volume) -> list[dict]:
+    """The load findings (assumed spacing, replaced voxels, regularised grid, ...) for --json."""
+    return [{"kind": f.kind, "message": f.message} for f in volume.meta.findings]
+
+
+def print_findings(volume, file=None) -> None:
+    """Every load finding, one line each: the numbers that follow depend on them."""
+    for finding in volume.meta.findings:
+        print(f"finding [{finding.kind}]: {finding.message}", file=file or sys.stderr)

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
-from medseg.cli._console import progress_printer
+from medseg.cli._console import add_spacing_option, print_findings, progress_printer
 from medseg.errors import ImageFormatError
 
 
@@ -19,6 +18,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--series", metavar="UID", help="Series Instance UID or series key (see `medseg info`)")
     parser.add_argument("--raw-stack", action="store_true",
                         help="keep an irregular (tilted, gapped) stack as acquired instead of regularizing it")
+    add_spacing_option(parser)
     parser.add_argument("--quiet", action="store_true", help="no progress output")
     parser.add_argument("--force", action="store_true", help="replace OUT if it exists")
     parser.set_defaults(func=run)
@@ -34,11 +34,10 @@ def run(args: argparse.Namespace) -> int:
                                hint="use .nii.gz, .nii, .nrrd or .mha")
     check_output(args.out, [args.path], force=args.force, option="OUT")
     volume = load(args.path, series_uid=args.series, regularize=not args.raw_stack,
-                  progress=None if args.quiet else progress_printer())
+                  progress=None if args.quiet else progress_printer(), spacing_mm=args.spacing)
     check_output(args.out, source_paths(volume), force=True, option="OUT")
     written = write_image(volume, args.out)
-    for finding in volume.meta.findings:
-        print(f"finding [{finding.kind}]: {finding.message}", file=sys.stderr)
+    print_findings(volume)
     print(f"wrote {written} size {list(volume.size_xyz)} spacing_mm "
           f"{[round(v, 4) for v in volume.spacing_mm]} {volume.array.dtype}")
     return 0

@@ -15,6 +15,8 @@ import re
 import sys
 from pathlib import Path
 
+from medseg.cli._console import add_spacing_option, findings_json, print_findings
+
 OPERATION_HELP = {  # kept here so `medseg --help` does not import the editing layer
     "threshold": ("LOW", "HIGH", "LABEL"), "keep-largest": ("LABEL",), "remove-smaller": ("LABEL", "ML"),
     "grow": ("LABEL", "MM"), "shrink": ("LABEL", "MM"), "smooth": ("LABEL", "MM"), "fill-holes": ("LABEL",),
@@ -66,6 +68,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="name the labels by TotalSegmentator v2's class map (so LABEL can be e.g. liver)")
     parser.add_argument("--force", action="store_true",
                         help="replace OUTPUT even when it exists and is not a label map medseg wrote")
+    add_spacing_option(parser)
     parser.add_argument("--json", action="store_true", help="print a JSON summary")
     grow = parser.add_argument_group("grow from seeds")
     grow.add_argument("--roi-margin", type=float, default=None, metavar="MM",
@@ -112,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
     outputs = segmentation_outputs(output)
     check_output(output, inputs, force=args.force, ours=is_saved_segmentation, option="-o", extra_outputs=outputs[1:])
     check_writable(output)
-    image = load(args.image)
+    image = load(args.image, spacing_mm=args.spacing)
     check_output(output, source_paths(image), force=True, option="-o", extra_outputs=outputs[1:])
     document = ViewerDocument()
     document.set_undo_budget(0)  # a batch needs no undo: keep only the newest step
@@ -146,8 +149,10 @@ def run(args: argparse.Namespace) -> int:
     volumes = label_map.volumes_ml()
     if args.json:
         print(json.dumps({"output": str(written), "operations": [{"operation": o, "voxels_changed": n} for o, n in done],
+                          "findings": findings_json(image),
                           "volumes_ml": {str(v): round(ml, 3) for v, ml in volumes.items()}}, indent=1))
     else:
+        print_findings(image)
         print(f"-> {written}")
         for value, ml in volumes.items():
             print(f"  {value:5d} {label_map.labels[value].name if value in label_map.labels else '':<24} {ml:10.2f} ml")

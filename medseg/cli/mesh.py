@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
+
+from medseg.cli._console import add_spacing_option, findings_json, print_findings
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -17,6 +20,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--raw-stack", action="store_true", help="open an irregular stack as acquired")
     parser.add_argument("-o", "--output", required=True, metavar="OUT_DIR", help="folder for the mesh files")
     parser.add_argument("--format", default="stl", choices=("stl", "obj"), help="mesh format (default: stl)")
+    add_spacing_option(parser)
     parser.add_argument("--json", action="store_true", help="print JSON")
     parser.set_defaults(func=run)
 
@@ -37,14 +41,15 @@ def run(args: argparse.Namespace) -> int:
         except OSError as error:
             raise SaveError(f"cannot create the folder ({error.strerror})", path=folder) from error
     check_writable(folder / "probe.stl")
-    image = load(args.image, series_uid=args.series, regularize=not args.raw_stack)
+    image = load(args.image, series_uid=args.series, regularize=not args.raw_stack, spacing_mm=args.spacing)
     opened = open_segmentation(args.segmentation, image)
     results = write_label_meshes(opened.label_map, folder, {s.value: s.name for s in opened.segments}, args.format)
     if args.json:
-        print(json.dumps({"notes": [*opened.notes, *opened.naming], "meshes": [
+        print(json.dumps({"notes": [*opened.notes, *opened.naming], "findings": findings_json(image), "meshes": [
             {"value": r.value, "name": r.name, "path": str(r.path), "vertices": r.n_vertices, "faces": r.n_faces,
              "bbox_min_lps_mm": r.bbox_min_lps, "bbox_max_lps_mm": r.bbox_max_lps} for r in results]}, indent=1))
         return 0
+    print_findings(image, sys.stdout)
     for note in [*opened.notes, *opened.naming]:
         print(f"note: {note}")
     for r in results:

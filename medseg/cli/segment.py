@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from medseg.cli._console import progress_printer
+from medseg.cli._console import add_spacing_option, findings_json, print_findings, progress_printer
 
 def add_inference_options(parser: argparse.ArgumentParser) -> None:
     """How the model runs: the options ``segment`` and ``batch`` share."""
@@ -42,6 +42,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_inference_options(parser)
     parser.add_argument("--tile-batch", type=int, help="tiles per forward pass (default: 1 on CPU, 2 on GPUs)")
     parser.add_argument("--threads", type=int, help="CPU threads for PyTorch / ONNX Runtime")
+    add_spacing_option(parser)
     parser.add_argument("--force", action="store_true",
                         help="replace OUTPUT even when it exists and is not a segmentation medseg wrote")
     parser.add_argument("--json", action="store_true",
@@ -85,7 +86,7 @@ def _segment(args: argparse.Namespace, events) -> int:
     resolve_device(args.device)  # an absent device fails before the series is read
     if args.threads:
         torch.set_num_threads(int(args.threads))
-    volume = load(args.path, regularize=not args.raw_stack)
+    volume = load(args.path, regularize=not args.raw_stack, spacing_mm=args.spacing)
     check_output(args.output, source_paths(volume), force=True, option="-o", extra_outputs=outputs[1:])
     if segmentation_format(args.output) == "dicom-seg":
         from medseg.io.dicom_seg import check_can_reference
@@ -113,6 +114,7 @@ def _segment(args: argparse.Namespace, events) -> int:
             "fallbacks": result.fallbacks,
             "postprocessing": result.postprocessing,
             "notes": notes,
+            "findings": findings_json(volume),
             "seconds": round(result.seconds, 3),
             "size_xyz": list(result.label_map.size_xyz),
             "spacing_mm": list(result.label_map.spacing_mm),
@@ -120,6 +122,7 @@ def _segment(args: argparse.Namespace, events) -> int:
             "volumes_ml": {name: round(ml, 3) for name, ml in result.volumes_ml.items()},
         })
         return 0
+    print_findings(volume)
     for note in [*result.fallbacks, *notes]:
         print(f"note: {note}", file=sys.stderr)
     print(f"{package.name} [{result.configuration}] on {result.device_used}, {result.seconds:.1f} s -> {written}")

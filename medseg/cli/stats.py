@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
+
+from medseg.cli._console import add_spacing_option, findings_json, print_findings
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -16,6 +19,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--image", required=True, help="the CT: DICOM folder, files, .zip or image file")
     parser.add_argument("--series", metavar="UID", help="Series Instance UID or series key (see `medseg info`)")
     parser.add_argument("--raw-stack", action="store_true", help="open an irregular stack as acquired")
+    add_spacing_option(parser)
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.add_argument("--csv", metavar="OUT",
                         help="also write the table as CSV (a .csv file, with the series UID and description)")
@@ -40,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
             raise SaveError("--csv must name a .csv file", path=args.csv, hint="e.g. --csv label_statistics.csv")
         check_output(args.csv, inputs, force=args.force, ours=is_stats_csv, option="--csv")
         check_writable(args.csv)
-    image = load(args.image, series_uid=args.series, regularize=not args.raw_stack)
+    image = load(args.image, series_uid=args.series, regularize=not args.raw_stack, spacing_mm=args.spacing)
     if args.csv:
         check_output(args.csv, source_paths(image), force=True, option="--csv")
     opened = open_segmentation(args.segmentation, image)
@@ -49,9 +53,11 @@ def run(args: argparse.Namespace) -> int:
     if args.csv:
         write_stats_csv(stats, args.csv, study_columns(image, patient_name=args.patient_name))
     if args.json:
-        print(json.dumps({"segmentation": str(args.segmentation), "image": str(args.image), "notes": [*opened.notes, *opened.naming],
+        print(json.dumps({"segmentation": str(args.segmentation), "image": str(args.image),
+                          "notes": [*opened.notes, *opened.naming], "findings": findings_json(image),
                           "labels": [s.as_json() for s in stats]}, indent=1))
         return 0
+    print_findings(image, sys.stdout)
     for note in [*opened.notes, *opened.naming]:
         print(f"note: {note}")
     width = max([len(s.name) for s in stats] + [5])

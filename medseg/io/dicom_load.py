@@ -20,6 +20,7 @@ from medseg.io.dicom_decode import decode_hu, hu_dtype, read_native_into, syntax
 from medseg.io.dicom_headers import SliceHeader
 from medseg.io.dicom_scan import SeriesInfo
 from medseg.io.regularize import regularize_stack
+from medseg.io.voxel_checks import replace_non_finite
 from medseg.core.volume import GeometryFinding, Volume, VolumeMeta
 from medseg.progress import CancelToken, ProgressCallback, report
 
@@ -159,6 +160,7 @@ def load_series(
                 "approximate, because the display assumes evenly spaced, untilted slices."))
     meta = _meta(series, findings, extra)
     volume = Volume(array, spacing, origin, geometry.direction.copy(), meta)
+    replace_non_finite(volume)
     report(progress, 1.0, "loaded", "decode")
     return volume
 

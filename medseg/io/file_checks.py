@@ -115,17 +115,19 @@ def nifti_expected_size(header: bytes) -> int | None:
     return max(offset, header_size) + voxels * bitpix // 8
 
 
-def check_nifti(path: Path) -> None:
-    gzipped = path.name.lower().endswith(".gz")
+def read_nifti_header(path: Path) -> bytes:
+    """The first 544 bytes of a .nii or .nii.gz (enough for a NIfTI-1 or -2 header)."""
     try:
-        if gzipped:
-            with gzip.open(path, "rb") as handle:
-                header = handle.read(544)
-        else:
-            with open(path, "rb") as handle:
-                header = handle.read(544)
+        opener = gzip.open if path.name.lower().endswith(".gz") else open
+        with opener(path, "rb") as handle:
+            return handle.read(544)
     except (OSError, EOFError, zlib.error) as error:
         raise IncompleteFile(f"the NIfTI header cannot be read ({error})") from error
+
+
+def check_nifti(path: Path) -> None:
+    gzipped = path.name.lower().endswith(".gz")
+    header = read_nifti_header(path)
     expected = nifti_expected_size(header)
     if expected is None:
         raise IncompleteFile("the file does not start with a NIfTI header")

@@ -9,7 +9,9 @@ half-written file under the final name.
 
 from __future__ import annotations
 
+import math
 import os
+import struct
 from pathlib import Path
 
 import numpy as np
@@ -17,8 +19,9 @@ import SimpleITK as sitk
 
 from medseg.errors import ImageFormatError, SaveError
 from medseg.io.atomic import atomic_path
-from medseg.io.file_checks import IncompleteFile, check_nifti
-from medseg.core.volume import Volume, VolumeMeta
+from medseg.io.file_checks import IncompleteFile, check_nifti, read_nifti_header
+from medseg.io.voxel_checks import replace_non_finite
+from medseg.core.volume import GeometryFinding, Volume, VolumeMeta
 
 IMAGE_SUFFIXES = (".nii.gz", ".nii", ".nrrd", ".nhdr", ".mha", ".mhd")
 IMAGE_PATTERNS = " ".join(f"*{suffix}" for suffix in IMAGE_SUFFIXES)  # for file dialogs' filters
@@ -57,10 +60,30 @@ def read_image(path: str | os.PathLike) -> Volume:
     if image.GetDimension() not in (2, 3):
         raise ImageFormatError(f"the image is {image.GetDimension()}D; a 3D volume is needed", path=path)
     meta = VolumeMeta(source_files=[str(path)], extra={"format": image_suffix(path)})
+    if image_suffix(path) in (".nii", ".nii.gz"):
+        meta.findings.extend(_nifti_spacing_findings(path, image.GetDimension()))
     try:
-        return Volume.from_sitk(image, meta)
+        volume = Volume.from_sitk(image, meta)
     except Exception as error:
         raise ImageFormatError(f"the image geometry is not usable ({error})", path=path) from error
+    replace_non_finite(volume)
+    return volume
+
+
+def _nifti_spacing_findings(path: Path, dimension: int) -> list[GeometryFinding]:
+    """ITK reads a NIfTI pixdim of 0, NaN or infinity as 1 mm without a word: say so."""
+    header = read_nifti_header(path)
+    order = "<" if struct.unpack("<i", header[:4])[0] == 348 else ">"
+    if struct.unpack(order + "i", header[:4])[0] != 348:
+        return []  # NIfTI-2: ITK reads its double pixdim as given
+    pixdim = struct.unpack(order + "8f", header[76:108])
+    odd = {axis: value for axis, value in zip("xyz", pixdim[1:dimension + 1]) if not (math.isfinite(value) and value)}
+    if not odd:
+        return []
+    listed = ", ".join(f"{axis} {value}" for axis, value in odd.items())
+    return [GeometryFinding("no_pixel_spacing", f"The NIfTI header gives no usable voxel spacing ({listed}); "
+                                                "1 mm is assumed, so distances and volumes may be wrong.",
+                            {"pixdim": [float(v) for v in pixdim[1:4]]})]
 
 
 def write_image(volume: Volume, path: str | os.PathLike) -> Path:

@@ -49,8 +49,18 @@ def load(
     cancel: CancelToken | None = None,
     regularize: bool = True,
     on_slice: SliceCallback | None = None,
+    spacing_mm: Sequence[float] | None = None,
 ) -> Volume:
-    """Load an image file or a DICOM series (chosen by UID/key, else the largest volume)."""
+    """Load an image file or a DICOM series (chosen by UID/key, else the largest volume).
+
+    A spacing outside what any CT has is refused unless ``spacing_mm`` (x, y, z) gives the true one.
+    """
+    from medseg.io.voxel_checks import check_spacing
+
+    return check_spacing(_load(path, series_uid, progress, cancel, regularize, on_slice), spacing_mm)
+
+
+def _load(path, series_uid, progress, cancel, regularize, on_slice) -> Volume:
     from medseg.io.dicom_load import load_series
     from medseg.io.dicom_scan import scan
     from medseg.io.image_files import image_suffix, read_image

@@ -1,0 +1,121 @@
+"""Numbers are never silently wrong: non-finite voxels are replaced and said, every finding that
+affects a number reaches the commands that print numbers (text and --json), and a spacing no
+CT has is refused with the file named unless the user gives the true one."""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+
+import numpy as np
+import pydicom
+import pytest
+import SimpleITK as sitk
+
+from medseg.core.volume import Volume
+from medseg.errors import GeometryError
+from medseg.io import load, write_image
+from probes import run_medseg
+
+
+def _json_done(run) -> dict:
+    assert run.returncode == 0, run.stderr[-3000:]
+    events = [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
+    return next(e for e in events if e.get("event") == "done")
+
+
+def _kinds(findings: list[dict]) -> set[str]:
+    return {f["kind"] for f in findings}
+
+
+def test_one_nan_voxel_no_longer_blanks_its_slice(three_slices: Path, tmp_path: Path) -> None:
+    full = load(three_slices)
+    centre = full.array[:, 128:384, 128:384].astype(np.float32)  # the middle of the body: fewer tiles to run
+    origin = full.index_to_physical((128, 128, 0))
+    clean = Volume(centre.copy(), full.spacing_mm, origin, full.direction)
+    holed = Volume(centre.copy(), full.spacing_mm, origin, full.direction)
+    holed.array[1, 128, 128] = np.nan  # one voxel in the middle slice
+    write_image(clean, tmp_path / "clean.nrrd")
+    write_image(holed, tmp_path / "holed.nrrd")
+    loaded = load(tmp_path / "holed.nrrd")
+    assert np.isfinite(loaded.array).all()
+    assert [f.kind for f in loaded.meta.findings] == ["non_finite_voxels"]
+    assert loaded.array[1, 128, 128] == clean.array.min()
+
+    results = {}
+    for name in ("clean", "holed"):
+        done = _json_done(run_medseg("segment", tmp_path / f"{name}.nrrd", "-o", tmp_path / f"{name}_seg.nii.gz",
+                                     "--json"))
+        results[name] = (done, sitk.GetArrayFromImage(sitk.ReadImage(str(tmp_path / f"{name}_seg.nii.gz"))))
+    assert "non_finite_voxels" in _kinds(results["holed"][0]["findings"])
+    assert "non_finite_voxels" not in _kinds(results["clean"][0]["findings"])
+    clean_labels, holed_labels = results["clean"][1], results["holed"][1]
+    assert np.count_nonzero(clean_labels[1]) > 40_000  # the middle slice is mostly body
+    assert np.count_nonzero(clean_labels[1] != holed_labels[1]) < 50  # one voxel, not the whole slice
+
+
+@pytest.fixture
+def zero_pixel_spacing(three_slices: Path, tmp_path: Path) -> Path:
+    folder = tmp_path / "bad_spacing"
+    folder.mkdir()
+    for path in sorted(three_slices.iterdir()):
+        dataset = pydicom.dcmread(path)
+        dataset.PixelSpacing = [0, 0]
+        centre = dataset.pixel_array[128:384, 128:384]  # fewer tiles to run
+        dataset.PixelData, dataset.Rows, dataset.Columns = np.ascontiguousarray(centre).tobytes(), 256, 256
+        dataset.save_as(folder / path.name)
+    return folder
+
+
+def test_an_assumed_pixel_spacing_reaches_segment_and_stats(zero_pixel_spacing: Path, tmp_path: Path) -> None:
+    done = _json_done(run_medseg("segment", zero_pixel_spacing, "-o", tmp_path / "seg.nii.gz", "--json"))
+    assert "no_pixel_spacing" in _kinds(done["findings"])
+    assert any("1 mm" in f["message"] for f in done["findings"])
+
+    stats = run_medseg("stats", tmp_path / "seg.nii.gz", "--image", zero_pixel_spacing, "--json")
+    assert stats.returncode == 0, stats.stderr
+    assert "no_pixel_spacing" in _kinds(json.loads(stats.stdout)["findings"])
+    text = run_medseg("stats", tmp_path / "seg.nii.gz", "--image", zero_pixel_spacing)
+    assert "finding [no_pixel_spacing]" in text.stdout and "1 mm is assumed" in text.stdout
+
+
+def _nifti_with_pixdim_x(tmp_path: Path, ct_dir: Path, value: float) -> Path:
+    source = ct_dir / "totalsegmentator" / "example_ct_sm.nii.gz"
+    plain = tmp_path / f"ct_{value}.nii"
+    sitk.WriteImage(sitk.ReadImage(str(source)), str(plain))
+    data = bytearray(plain.read_bytes())
+    data[80:84] = struct.pack("<f", value)  # pixdim[1]
+    data[252:256] = struct.pack("<hh", 0, 0)  # no qform/sform: pixdim is the spacing
+    plain.write_bytes(bytes(data))
+    return plain
+
+
+@pytest.mark.parametrize("value", [0.0, float("nan")])
+def test_a_nifti_without_a_usable_pixdim_says_1_mm_is_assumed(ct_dir: Path, tmp_path: Path, value: float) -> None:
+    path = _nifti_with_pixdim_x(tmp_path, ct_dir, value)
+    volume = load(path)
+    assert volume.spacing_mm[0] == 1.0
+    assert [f.kind for f in volume.meta.findings] == ["no_pixel_spacing"]
+    labels = volume.with_array((volume.array > 0).astype(np.uint8))
+    write_image(labels, tmp_path / "labels.nii.gz")
+    stats = run_medseg("stats", tmp_path / "labels.nii.gz", "--image", path, "--json")
+    assert stats.returncode == 0, stats.stderr
+    assert "no_pixel_spacing" in _kinds(json.loads(stats.stdout)["findings"])
+
+
+@pytest.mark.parametrize("value", [1e-30, 1e30, 0.001, 200.0])
+def test_a_spacing_no_ct_has_is_refused_unless_given(ct_dir: Path, tmp_path: Path, value: float) -> None:
+    path = _nifti_with_pixdim_x(tmp_path, ct_dir, value)
+    with pytest.raises(GeometryError, match="outside the range") as caught:
+        load(path)
+    assert path.name in str(caught.value) and "--spacing" in str(caught.value)
+    run = run_medseg("stats", ct_dir / "totalsegmentator" / "example_seg.nii.gz", "--image", path)
+    assert run.returncode == 1 and "Traceback" not in run.stderr and path.name in run.stderr
+    given = load(path, spacing_mm=(3.0, 3.0, 3.0))
+    assert given.spacing_mm == (3.0, 3.0, 3.0)
+    assert "spacing_override" in [f.kind for f in given.meta.findings]
+    write_image(given.with_array((given.array > 0).astype(np.uint8)), tmp_path / "seg.nii.gz")  # drawn on it
+    overridden = run_medseg("stats", tmp_path / "seg.nii.gz", "--image", path, "--spacing", "3", "3", "3", "--json")
+    assert overridden.returncode == 0, overridden.stderr
+    assert "spacing_override" in _kinds(json.loads(overridden.stdout)["findings"])
