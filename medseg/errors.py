@@ -55,6 +55,10 @@ class ModelError(MedsegError):
     """A model package or nnU-Net folder is missing, malformed or unsupported."""
 
 
+class ModalityMismatch(ModelError):
+    """The series' modality (e.g. MR) is not the one the model was trained on (e.g. CT)."""
+
+
 class UnsafeModelError(ModelError):
     """A model file would execute code when loaded; it is refused."""
 

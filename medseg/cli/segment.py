@@ -43,6 +43,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--tile-batch", type=int, help="tiles per forward pass (default: 1 on CPU, 2 on GPUs)")
     parser.add_argument("--threads", type=int, help="CPU threads for PyTorch / ONNX Runtime")
     add_spacing_option(parser)
+    parser.add_argument("--allow-modality", action="store_true",
+                        help="segment a series whose modality (e.g. MR, PET) is not the one the model was trained on "
+                             "(the result says so)")
     parser.add_argument("--force", action="store_true",
                         help="replace OUTPUT even when it exists and is not a segmentation medseg wrote")
     parser.add_argument("--json", action="store_true",
@@ -81,6 +84,7 @@ def _segment(args: argparse.Namespace, events) -> int:
     from medseg.io import load
     from medseg.model.backends import resolve_device
     from medseg.model.infer import segment
+    from medseg.model.modality import check_modality
     from medseg.model.package import load_model
 
     resolve_device(args.device)  # an absent device fails before the series is read
@@ -93,12 +97,15 @@ def _segment(args: argparse.Namespace, events) -> int:
 
         check_can_reference(volume, args.output)
     package = load_model(args.model)
+    modality_note = check_modality(volume, package, allow=args.allow_modality)
     result = segment(
         volume, package, device=args.device, configuration=args.configuration, step_size=args.step,
         mirror=args.mirror, tile_batch=args.tile_batch, postprocess=not args.no_postprocess,
         progress=events.progress() if args.json else progress_printer(),
     )  # fmt: skip
     notes = save_segmentation(result.label_map, volume, args.output, list(package.label_table().values()))
+    if modality_note:
+        notes.insert(0, modality_note)
     written = args.output
     if args.json:
         for note in result.fallbacks:

@@ -29,7 +29,7 @@ from PySide6.QtWidgets import (
 )
 
 from medseg.edit.document import AUTO_PRESET, ViewerDocument
-from medseg.errors import Cancelled, MedsegError
+from medseg.errors import Cancelled, MedsegError, ModalityMismatch
 from medseg.gui import app_shell, save_dialog, wheel_guard
 from medseg.gui.banners import Banner, findings_text, join_messages
 from medseg.gui.job_status import JobStatusWidget
@@ -500,11 +500,23 @@ class MainWindow(QMainWindow):
             return
         self.editing.ask_before_segment(self.segment_panel.package, self._segment_with)
 
-    def _segment_with(self, mode: str) -> None:
+    def _segment_with(self, mode: str, allow_modality: bool = False) -> None:
         if self._refuse_when_busy():
             return
+        self._segment_mode = mode
         self.loader.segment(self.model_path(), self.segment_panel.device, self.segment_panel.configuration,
-                            self.segment_panel.postprocess, mode)
+                            self.segment_panel.postprocess, mode, allow_modality=allow_modality)
+
+    def _ask_modality(self, error: ModalityMismatch) -> None:
+        """The model was trained on another modality: segment anyway only if the user says so."""
+        self.modality_box = QMessageBox(QMessageBox.Icon.Warning, "medseg", error.message,
+                                        QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.No, self)
+        self.modality_box.setInformativeText("Segment it anyway? The result will say so.")
+        self.modality_box.setDefaultButton(QMessageBox.StandardButton.No)
+        self.modality_box.finished.connect(
+            lambda answer: self._segment_with(self._segment_mode, allow_modality=True)
+            if answer == QMessageBox.StandardButton.Yes else None)
+        self.modality_box.open()
 
     @Slot(object)
     def _on_segmented(self, result: Any) -> None:
@@ -514,8 +526,10 @@ class MainWindow(QMainWindow):
                           f"found ({config}{result.device}, {result.seconds:.1f} s)",
                           "After the network:\n" + "\n".join(result.postprocessing) if result.postprocessing else "",
                           step=self.document.history_position)
-        if result.fallbacks:
-            self.notice_banner.show_message("Segmentation fell back: " + "; ".join(result.fallbacks))
+        notices = [*getattr(result, "notes", []), *(["fell back: " + "; ".join(result.fallbacks)]
+                                                     if result.fallbacks else [])]
+        if notices:
+            self.notice_banner.show_message("Segmentation: " + "; ".join(notices))
         self.stats_panel.refresh()  # a new segmentation: its figures are what the user reads next
         self.notify(f"Segmented in {result.seconds:.1f} s on {result.device}"
                     f"{' with ' + result.configuration if result.configuration else ''}.", "success")
@@ -554,6 +568,9 @@ class MainWindow(QMainWindow):
     def _on_failed(self, error: BaseException) -> None:
         if isinstance(error, Cancelled):
             self.notify("Cancelled; nothing was changed.")
+            return
+        if isinstance(error, ModalityMismatch):
+            self._ask_modality(error)
             return
         if isinstance(error, MedsegError):
             message = error.message

@@ -58,6 +58,7 @@ class SegmentResult:
     model_version: str = ""  # for the saved segments' algorithm identification
     configuration: str = ""  # which of the model's configurations ran
     postprocessing: list[str] = field(default_factory=list)  # the model's steps after the network, with ml changed
+    notes: list[str] = field(default_factory=list)  # e.g. a modality the model was not trained on, allowed by the user
 
 
 class ImageChangedError(MedsegError):
@@ -233,11 +234,12 @@ class StudyLoader(QObject):
 
     # --- segmentation -------------------------------------------------------------------------
     def segment(self, model: str | Path | None = None, device: str = "auto", configuration: str | None = None,
-                postprocess: bool = True, mode: str = REPLACE) -> bool:
+                postprocess: bool = True, mode: str = REPLACE, allow_modality: bool = False) -> bool:
         """Segment the open image with a model package (default: the built-in starter) in a worker;
         ``configuration`` overrides the one the series' spacing would choose; ``postprocess`` False
         skips the model's declared post-processing; ``mode`` says how the result meets the labels
-        on screen (``medseg.edit.document.REPLACE`` or ``ADD``)."""
+        on screen (``medseg.edit.document.REPLACE`` or ``ADD``). A series of another modality than
+        the model's fails with ModalityMismatch (the window asks) unless ``allow_modality``."""
         image = self.document.volume
         if image is None:
             from medseg.errors import GeometryError
@@ -247,16 +249,19 @@ class StudyLoader(QObject):
 
         def work(progress=None, cancel=None):
             from medseg.model.infer import segment
+            from medseg.model.modality import check_modality
             from medseg.model.package import load_model
             from medseg.progress import report
 
             report(progress, 0.0, "loading the model", "model")
             package = load_model(model)
+            modality_note = check_modality(image, package, allow=allow_modality)
             result = segment(image, package, device=device, progress=progress, cancel=cancel,
                              configuration=configuration, postprocess=postprocess)
             return SegmentResult(result.label_map, dict(result.labels), package.name, result.device_used,
                                  result.seconds, dict(result.volumes_ml), list(result.fallbacks), package.version,
-                                 result.configuration, list(result.postprocessing))
+                                 result.configuration, list(result.postprocessing),
+                                 [modality_note] if modality_note else [])
 
         self._snapshot = None
         self._merge_mode = mode

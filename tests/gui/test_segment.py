@@ -114,3 +114,36 @@ def test_the_models_post_processing_can_be_switched_off(window, chest, qtbot, mo
     panel.postprocess_box.setChecked(False)
     window.segment_action.trigger()
     assert asked and asked[-1][3] is False
+
+
+def test_an_mr_series_is_segmented_only_when_the_user_says_so(window, driver, qtbot, ct_dir, tmp_path, artifacts_dir):
+    """The starter is a CT model: on an MR series the window asks; No changes nothing, Yes runs and says so."""
+    from PySide6.QtWidgets import QMessageBox
+
+    series = _rewrite(ct_dir / "dcmqi_ct3slice_masks" / "image", tmp_path / "mr", Modality="MR")
+    driver.open_series(series)
+    window.segment_action.trigger()
+    qtbot.waitUntil(lambda: getattr(window, "modality_box", None) is not None and window.modality_box.isVisible(),
+                    timeout=120_000)
+    assert "this series is MR" in window.modality_box.text()
+    window.modality_box.button(QMessageBox.StandardButton.No).click()
+    assert window.document.label_map is None  # No: nothing ran, nothing changed
+    window.segment_action.trigger()
+    qtbot.waitUntil(lambda: window.modality_box.isVisible(), timeout=120_000)
+    with qtbot.waitSignal(window.loader.segmented, timeout=300_000) as blocker:
+        window.modality_box.button(QMessageBox.StandardButton.Yes).click()
+    assert any("MR series" in note for note in blocker.args[0].notes)
+    assert window.notice_banner.isVisible() and "MR series" in window.notice_banner.label.text()
+    window.grab().save(str(artifacts_dir / "gui_segment_mr_allowed.png"))
+
+
+def _rewrite(source, target, **changes):
+    import pydicom
+
+    target.mkdir(parents=True)
+    for path in sorted(source.iterdir()):
+        dataset = pydicom.dcmread(path)
+        for keyword, value in changes.items():
+            setattr(dataset, keyword, value)
+        dataset.save_as(target / path.name)
+    return target

@@ -35,3 +35,32 @@ def run_medseg(*args: str | Path, prefix: list[str] | None = None, memory_bytes:
     command = [*(prefix or []), sys.executable, "-m", "medseg", *(str(a) for a in args)]
     return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env, cwd=cwd,
                           preexec_fn=limited(memory_bytes), input=stdin)
+
+
+def rewrite_series(source: Path, target: Path, crop: int | None = None, **changes) -> Path:
+    """Copy a DICOM series, setting header elements (``Modality="MR"``, ``PixelSpacing=[0, 0]``)
+    and optionally keeping only the central ``crop`` x ``crop`` pixels (fewer tiles to segment)."""
+    import numpy as np
+    import pydicom
+
+    target.mkdir(parents=True, exist_ok=True)
+    for path in sorted(source.iterdir()):
+        dataset = pydicom.dcmread(path)
+        for keyword, value in changes.items():
+            setattr(dataset, keyword, value)
+        if crop is not None:
+            rows, columns = dataset.Rows, dataset.Columns
+            top, left = (rows - crop) // 2, (columns - crop) // 2
+            centre = np.ascontiguousarray(dataset.pixel_array[top:top + crop, left:left + crop])
+            dataset.PixelData, dataset.Rows, dataset.Columns = centre.tobytes(), crop, crop
+        dataset.save_as(target / path.name)
+    return target
+
+
+def json_event(run: subprocess.CompletedProcess, name: str = "done") -> dict:
+    """The first event called ``name`` of a ``--json`` event stream."""
+    import json
+
+    assert run.returncode == 0, run.stderr[-3000:]
+    events = [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
+    return next(e for e in events if e.get("event") == name)

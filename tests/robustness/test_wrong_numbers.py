@@ -9,20 +9,13 @@ import struct
 from pathlib import Path
 
 import numpy as np
-import pydicom
 import pytest
 import SimpleITK as sitk
 
 from medseg.core.volume import Volume
 from medseg.errors import GeometryError
 from medseg.io import load, write_image
-from probes import run_medseg
-
-
-def _json_done(run) -> dict:
-    assert run.returncode == 0, run.stderr[-3000:]
-    events = [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
-    return next(e for e in events if e.get("event") == "done")
+from probes import json_event, rewrite_series, run_medseg
 
 
 def _kinds(findings: list[dict]) -> set[str]:
@@ -45,7 +38,7 @@ def test_one_nan_voxel_no_longer_blanks_its_slice(three_slices: Path, tmp_path: 
 
     results = {}
     for name in ("clean", "holed"):
-        done = _json_done(run_medseg("segment", tmp_path / f"{name}.nrrd", "-o", tmp_path / f"{name}_seg.nii.gz",
+        done = json_event(run_medseg("segment", tmp_path / f"{name}.nrrd", "-o", tmp_path / f"{name}_seg.nii.gz",
                                      "--json"))
         results[name] = (done, sitk.GetArrayFromImage(sitk.ReadImage(str(tmp_path / f"{name}_seg.nii.gz"))))
     assert "non_finite_voxels" in _kinds(results["holed"][0]["findings"])
@@ -57,19 +50,11 @@ def test_one_nan_voxel_no_longer_blanks_its_slice(three_slices: Path, tmp_path: 
 
 @pytest.fixture
 def zero_pixel_spacing(three_slices: Path, tmp_path: Path) -> Path:
-    folder = tmp_path / "bad_spacing"
-    folder.mkdir()
-    for path in sorted(three_slices.iterdir()):
-        dataset = pydicom.dcmread(path)
-        dataset.PixelSpacing = [0, 0]
-        centre = dataset.pixel_array[128:384, 128:384]  # fewer tiles to run
-        dataset.PixelData, dataset.Rows, dataset.Columns = np.ascontiguousarray(centre).tobytes(), 256, 256
-        dataset.save_as(folder / path.name)
-    return folder
+    return rewrite_series(three_slices, tmp_path / "bad_spacing", crop=256, PixelSpacing=[0, 0])
 
 
 def test_an_assumed_pixel_spacing_reaches_segment_and_stats(zero_pixel_spacing: Path, tmp_path: Path) -> None:
-    done = _json_done(run_medseg("segment", zero_pixel_spacing, "-o", tmp_path / "seg.nii.gz", "--json"))
+    done = json_event(run_medseg("segment", zero_pixel_spacing, "-o", tmp_path / "seg.nii.gz", "--json"))
     assert "no_pixel_spacing" in _kinds(done["findings"])
     assert any("1 mm" in f["message"] for f in done["findings"])
 
