@@ -71,6 +71,10 @@ class DeviceError(MedsegError):
     """A compute device (CUDA, DirectML) is unavailable or ran out of memory."""
 
 
+class ResourceLimitError(MedsegError):
+    """An input would need more memory, disk or work than is reasonable or available (a bomb, a forged header)."""
+
+
 class DatasetError(MedsegError):
     """A training dataset is malformed (missing labels, mismatched grids, ...)."""
 

@@ -23,25 +23,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _image_file_entry(path: str) -> dict[str, Any]:
-    from medseg.io import read_image
+    from medseg.io.image_files import describe_image
 
-    volume = read_image(path)
+    header = describe_image(path)  # the header only: no voxel is read
     return {
         "key": str(path),
         "series_uid": "",
-        "modality": volume.meta.modality,
+        "modality": "",
         "series_description": Path(path).name,
         "kind": "image_file",
-        "loadable": True,
+        "loadable": header["components"] == 1,
         "n_files": 1,
-        "n_slices": volume.size_xyz[2],
-        "size_xyz": list(volume.size_xyz),
-        "spacing_mm": [round(v, 6) for v in volume.spacing_mm],
-        "origin_mm": [round(v, 6) for v in volume.origin_mm],
-        "direction": [round(float(v), 6) for v in volume.direction.reshape(-1)],
+        "n_slices": header["size_xyz"][2],
+        "size_xyz": list(header["size_xyz"]),
+        "spacing_mm": [round(v, 6) for v in header["spacing_mm"]],
+        "origin_mm": [round(v, 6) for v in header["origin_mm"]],
+        "direction": [round(float(v), 6) for v in header["direction"].reshape(-1)],
         "transfer_syntaxes": [],
-        "dtype": str(volume.array.dtype),
-        "findings": [],
+        "dtype": header["dtype"],
+        "findings": [{"kind": f.kind, "message": f.message, "details": f.details} for f in header["findings"]],
     }
 
 

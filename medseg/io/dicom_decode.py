@@ -32,7 +32,7 @@ from pydicom.uid import CTImageStorage, generate_uid
 
 from medseg.errors import DicomError, UnsupportedTransferSyntax
 from medseg.io.dicom_headers import SliceHeader
-from medseg.io.dicom_sources import open_ref, split_ref
+from medseg.io.dicom_sources import open_ref, ref_size
 
 # pydicom logs every decode failure with a traceback; medseg raises a DicomError naming the file
 # instead. Without a handler Python would print those records to stderr (logging.lastResort);
@@ -214,6 +214,7 @@ def decode_hu(headers: list[SliceHeader], dtype: np.dtype) -> list[np.ndarray]:
     if first.pixel_offset is not None and first.bits_allocated == 16 and first.samples_per_pixel == 1:
         return [to_hu(_native_read(first), first, dtype)]
     shape = (first.rows, first.columns)
+    _check_plausible_size(first, len(headers))
     try:
         if first.transfer_syntax in GDCM_SYNTAXES:
             stored = _gdcm_decode(ref, first)
@@ -230,6 +231,18 @@ def decode_hu(headers: list[SliceHeader], dtype: np.dtype) -> list[np.ndarray]:
         raise DicomError(f"the pixel data cannot be decoded ({type(error).__name__}: {error})"[:400], path=ref,
                          hint="the file may be truncated or corrupt") from error
     return _split_frames(stored, headers, shape, dtype)
+
+
+def _check_plausible_size(header: SliceHeader, n_frames: int) -> None:
+    """The general decoders read a file whole: refuse one far larger than its images need
+    (a 16 GiB file behind a 512 x 512 header), as no compression makes a file bigger."""
+    expected = (header.rows * header.columns * max(1, n_frames) * max(1, header.samples_per_pixel)
+                * max(1, (header.bits_allocated + 7) // 8))
+    size = ref_size(header.ref)
+    if size > 4 * expected + (64 << 20):
+        raise DicomError(f"the file holds {size / 2**20:.0f} MiB, far more than its {max(1, n_frames)} image(s) of "
+                         f"{header.columns} x {header.rows} need ({expected / 2**20:.1f} MiB): not decoded",
+                         path=header.ref, hint="the file is corrupt or not what its header says")
 
 
 def _gdcm_decode(ref: str, header: SliceHeader, cause: Exception | None = None) -> np.ndarray:

@@ -19,6 +19,7 @@ from medseg.errors import Cancelled, DicomError, MedsegError, NotAVolumeError
 from medseg.io.dicom_decode import decode_hu, hu_dtype, read_native_into, syntax_name
 from medseg.io.dicom_headers import SliceHeader
 from medseg.io.dicom_scan import SeriesInfo
+from medseg.io.memory_budget import check_allocation
 from medseg.io.regularize import regularize_stack
 from medseg.io.voxel_checks import replace_non_finite
 from medseg.core.volume import GeometryFinding, Volume, VolumeMeta
@@ -70,6 +71,9 @@ def load_series(
     dtype = hu_dtype(slices)
     n = len(slices)
     rows, cols = slices[0].rows, slices[0].columns
+    # The stack, and the float32 regular grid beside it when the stack is irregular.
+    needed = n * rows * cols * (dtype.itemsize + (4 if geometry.needs_regularization and regularize else 0))
+    check_allocation(needed, f"{n} images of {cols} x {rows} pixels", series.files[0] if series.files else None)
     stack = np.empty((n, rows, cols), dtype=dtype)
 
     # One task per file (a multi-frame file decodes all its frames at once), middle first.

@@ -3,11 +3,17 @@
 A *source reference* is a plain string: a file path, or ``"<archive.zip>::<member>"`` for
 a member of a zip archive. Plain strings keep ``SeriesInfo.files`` easy to print, store
 and pass between threads.
+
+A zip member is streamed, never read whole into memory: the scan reads only its header
+(a 2 MB zip holding a 2 GB member of zeros drove ``info`` past 4 GB when every member was
+read whole, eight threads at once). A member whose declared size exceeds
+:data:`MAX_MEMBER_BYTES` (no DICOM file of a CT study is that large: 1000 frames of
+512 x 512 x 16 bit are 0.5 GB) is refused by name, and a member never yields more than its
+declared size (``zipfile`` stops there and checks the CRC).
 """
 
 from __future__ import annotations
 
-import io
 import os
 import threading
 import zipfile
@@ -18,6 +24,7 @@ from typing import BinaryIO
 from medseg.errors import DicomError
 
 ZIP_SEPARATOR = "::"
+MAX_MEMBER_BYTES = 1 << 30
 
 # One ZipFile per (archive, thread): ZipFile reads share a file handle, so threads get their own.
 _zip_local = threading.local()
@@ -113,14 +120,28 @@ def _zip_handle(archive: str) -> zipfile.ZipFile:
     return handle
 
 
+def _member_info(archive: str, member: str) -> zipfile.ZipInfo:
+    try:
+        info = _zip_handle(archive).getinfo(member)
+    except (KeyError, zipfile.BadZipFile, OSError, EOFError) as error:
+        raise DicomError(f"cannot read {member!r} from the zip archive ({error})", path=archive) from error
+    if info.file_size > MAX_MEMBER_BYTES:
+        raise DicomError(f"the zip member {member!r} declares {info.file_size / 2**30:.1f} GiB uncompressed "
+                         f"({info.compress_size / 2**20:.1f} MiB compressed), more than any DICOM file of a CT study "
+                         f"({MAX_MEMBER_BYTES / 2**30:.0f} GiB at most): not read, it may be a zip bomb", path=archive,
+                         hint="unpack the study with a trusted tool instead")
+    return info
+
+
 def open_ref(ref: str) -> BinaryIO:
-    """A binary file object for a reference (zip members are read into memory)."""
+    """A binary file object for a reference; a zip member is a stream (seekable, never read whole)."""
     archive, member = split_ref(ref)
     if member is None:
         return open(archive, "rb")
+    info = _member_info(archive, member)
     try:
-        return io.BytesIO(_zip_handle(archive).read(member))
-    except (KeyError, zipfile.BadZipFile, OSError, EOFError) as error:
+        return _zip_handle(archive).open(info)  # type: ignore[return-value]
+    except (KeyError, zipfile.BadZipFile, OSError, EOFError, RuntimeError, NotImplementedError) as error:
         raise DicomError(f"cannot read {member!r} from the zip archive ({error})", path=archive) from error
 
 
@@ -128,4 +149,4 @@ def ref_size(ref: str) -> int:
     archive, member = split_ref(ref)
     if member is None:
         return os.path.getsize(archive)
-    return _zip_handle(archive).getinfo(member).file_size
+    return _member_info(archive, member).file_size

@@ -20,6 +20,7 @@ import SimpleITK as sitk
 from medseg.errors import ImageFormatError, SaveError
 from medseg.io.atomic import atomic_path
 from medseg.io.file_checks import IncompleteFile, check_nifti, read_nifti_header
+from medseg.io.memory_budget import check_allocation
 from medseg.io.voxel_checks import replace_non_finite
 from medseg.core.volume import GeometryFinding, Volume, VolumeMeta
 
@@ -47,6 +48,11 @@ def read_image(path: str | os.PathLike) -> Volume:
                                hint="supported: " + ", ".join(IMAGE_SUFFIXES))
     if image_suffix(path) in (".nii", ".nii.gz"):
         _check_nifti_complete(path)
+    info = read_image_information(path)
+    voxel_bytes = int(np.prod(info.GetSize(), dtype=np.float64)) * _bytes_per_voxel(info)
+    # ITK's buffer and the NumPy copy made from it exist at the same time.
+    check_allocation(2 * voxel_bytes, f"reading an image of {' x '.join(map(str, info.GetSize()))} voxels "
+                                      f"({voxel_bytes / 2**30:.1f} GiB)", path)
     try:
         image = sitk.ReadImage(str(path))
     except Exception as error:  # SimpleITK raises RuntimeError with ITK's message
@@ -84,6 +90,46 @@ def _nifti_spacing_findings(path: Path, dimension: int) -> list[GeometryFinding]
     return [GeometryFinding("no_pixel_spacing", f"The NIfTI header gives no usable voxel spacing ({listed}); "
                                                 "1 mm is assumed, so distances and volumes may be wrong.",
                             {"pixdim": [float(v) for v in pixdim[1:4]]})]
+
+
+def read_image_information(path: str | os.PathLike) -> sitk.ImageFileReader:
+    """The header only (size, spacing, origin, direction, pixel type): no voxel is read."""
+    reader = sitk.ImageFileReader()
+    reader.SetFileName(str(path))
+    try:
+        reader.ReadImageInformation()
+    except Exception as error:  # SimpleITK raises RuntimeError with ITK's message
+        raise ImageFormatError(f"cannot read the image header ({_first_line(error)})", path=path,
+                               hint="the file may be truncated or corrupt") from error
+    return reader
+
+
+def describe_image(path: str | os.PathLike) -> dict:
+    """What ``medseg info`` shows of an image file, from its header alone (a 16 GiB file costs no more
+    than a small one): size, spacing, origin, direction (LPS), voxel type and spacing findings."""
+    path = Path(path)
+    if not path.is_file():
+        raise ImageFormatError("no such file", path=path)
+    if image_suffix(path) in (".nii", ".nii.gz"):
+        _check_nifti_complete(path)
+    reader = read_image_information(path)
+    dimension = reader.GetDimension()
+    size = list(reader.GetSize())[:3] + [1] * max(0, 3 - dimension)
+    spacing = list(reader.GetSpacing())[:3] + [1.0] * max(0, 3 - dimension)
+    origin = list(reader.GetOrigin())[:3] + [0.0] * max(0, 3 - dimension)
+    matrix = np.eye(3)
+    given = np.asarray(reader.GetDirection(), dtype=float).reshape(dimension, dimension)
+    matrix[:min(3, dimension), :min(3, dimension)] = given[:3, :3]
+    probe = sitk.Image([1] * dimension, reader.GetPixelID(), reader.GetNumberOfComponents())
+    findings = _nifti_spacing_findings(path, dimension) if image_suffix(path) in (".nii", ".nii.gz") else []
+    return {"size_xyz": size, "spacing_mm": spacing, "origin_mm": origin, "direction": matrix,
+            "dtype": str(sitk.GetArrayViewFromImage(probe).dtype), "components": reader.GetNumberOfComponents(),
+            "findings": findings}
+
+
+def _bytes_per_voxel(reader: sitk.ImageFileReader) -> int:
+    probe = sitk.Image([1] * reader.GetDimension(), reader.GetPixelID(), reader.GetNumberOfComponents())
+    return probe.GetSizeOfPixelComponent() * reader.GetNumberOfComponents()
 
 
 def write_image(volume: Volume, path: str | os.PathLike) -> Path:

@@ -64,3 +64,58 @@ def json_event(run: subprocess.CompletedProcess, name: str = "done") -> dict:
     assert run.returncode == 0, run.stderr[-3000:]
     events = [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
     return next(e for e in events if e.get("event") == name)
+
+
+def zeros_deflated(size: int, block: int = 1 << 24, true_crc: bool = True) -> tuple[bytes, int]:
+    """(raw deflate stream, CRC-32) of ``size`` zero bytes, built without compressing them all:
+    after a full flush the compressor forgets its history, so every whole block compresses to
+    the same bytes, which are repeated. ``true_crc=False`` skips the CRC (0): for members that
+    must never be read to the end anyway."""
+    import zlib
+
+    compressor = zlib.compressobj(9, zlib.DEFLATED, -15)
+    whole, rest = divmod(size, block)
+    chunk = bytes(block)
+    one_block = compressor.compress(chunk) + compressor.flush(zlib.Z_FULL_FLUSH) if whole else b""
+    tail = compressor.compress(bytes(rest)) + compressor.flush()
+    crc = 0
+    for _ in range(whole if true_crc else 0):  # block by block: Python's zlib has no crc32_combine
+        crc = zlib.crc32(chunk, crc)
+    crc = zlib.crc32(bytes(rest), crc) if true_crc else 0
+    return one_block * whole + tail, crc
+
+
+def write_zip(path: Path, members: list[tuple[str, int | bytes]], declared: dict[str, int] | None = None,
+              true_crc: bool = True) -> Path:
+    """A zip (deflate, zip64 headers) of members given as bytes or as a size of zeros, written
+    as a stream; ``declared`` forges the uncompressed size the headers state for some members."""
+    import struct
+    import zlib
+
+    declared = declared or {}
+    central = b""
+    with open(path, "wb") as out:
+        for name, content in members:
+            if isinstance(content, bytes):
+                compressor = zlib.compressobj(6, zlib.DEFLATED, -15)
+                data, crc, size = compressor.compress(content) + compressor.flush(), zlib.crc32(content), len(content)
+            else:
+                (data, crc), size = zeros_deflated(content, true_crc=true_crc), content
+            stated = declared.get(name, size)
+            offset = out.tell()
+            encoded = name.encode()
+            extra = struct.pack("<HHQQ", 1, 16, stated, len(data))
+            out.write(struct.pack("<IHHHHHIIIHH", 0x04034B50, 45, 0, 8, 0, 0, crc, 0xFFFFFFFF, 0xFFFFFFFF,
+                                  len(encoded), len(extra)) + encoded + extra + data)
+            central_extra = struct.pack("<HHQQQ", 1, 24, stated, len(data), offset)
+            central += (struct.pack("<IHHHHHHIIIHHHHHII", 0x02014B50, 45, 45, 0, 8, 0, 0, crc, 0xFFFFFFFF,
+                                    0xFFFFFFFF, len(encoded), len(central_extra), 0, 0, 0, 0, 0xFFFFFFFF)
+                        + encoded + central_extra)
+        start = out.tell()
+        out.write(central)
+        end64 = out.tell()
+        out.write(struct.pack("<IQHHIIQQQQ", 0x06064B50, 44, 45, 45, 0, 0, len(members), len(members),
+                              len(central), start))
+        out.write(struct.pack("<IIQI", 0x07064B50, 0, end64, 1))
+        out.write(struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, 0xFFFF, 0xFFFF, 0xFFFFFFFF, 0xFFFFFFFF, 0))
+    return path
