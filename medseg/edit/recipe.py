@@ -85,7 +85,7 @@ def _label(text: str, label_map: LabelMap, op: Operation, may_be_new: bool, crea
     return value
 
 
-def _number(text: str, op: Operation, kind: str) -> float:
+def _number(text: str, op: Operation, kind: str, label_map: LabelMap) -> float:
     try:
         value = float(text)
     except ValueError:
@@ -94,6 +94,11 @@ def _number(text: str, op: Operation, kind: str) -> float:
         raise MedsegError(f"{op}: {text!r} is not a finite number")
     if kind in ("mm", "ml") and value < 0:
         raise MedsegError(f"{op}: {kind} must not be negative, got {text}")
+    # A distance beyond the image's diagonal changes nothing more, but a Gaussian or a distance
+    # map of that size would run for hours (--smooth 1 1e6 ran unbounded).
+    across = math.dist((0, 0, 0), [n * s for n, s in zip(label_map.size_xyz, label_map.spacing_mm)])
+    if kind == "mm" and value > across:
+        raise MedsegError(f"{op}: {value:g} mm is more than the whole image ({across:.0f} mm corner to corner)")
     return value
 
 
@@ -184,7 +189,7 @@ def validate(operations: list[Operation], label_map: LabelMap, image: Volume | N
             elif kind == "polygon-file":
                 args.append(_scissors_file(text, op, label_map, created))
             else:
-                args.append(_number(text, op, kind))
+                args.append(_number(text, op, kind, label_map))
         if op.name == "threshold":
             if args[0] > args[1]:
                 raise MedsegError(f"{op}: the range is empty (LOW > HIGH)")

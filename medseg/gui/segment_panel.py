@@ -6,10 +6,8 @@ per-axis strides, tiles, memory estimate) — shown before pressing Segment.
 from __future__ import annotations
 
 import html
-import math
 from typing import Any
 
-import numpy as np
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QCheckBox, QComboBox, QGroupBox, QHBoxLayout, QLabel, QPushButton, QSizePolicy, QTextBrowser, QVBoxLayout, QWidget
 
@@ -27,7 +25,7 @@ def plan_summary(package: Any, volume: Volume, step_size: float = 0.5, configura
 
     ``configuration`` is the user's override; None lets the series' spacing choose.
     """
-    from medseg.model.infer import plan_tiles
+    from medseg.model.run_estimate import estimate_run
 
     spacing_zyx, shape_zyx = volume.spacing_zyx, volume.shape_zyx
     choice = package.choose(spacing_zyx, shape_zyx)
@@ -40,12 +38,11 @@ def plan_summary(package: Any, volume: Volume, step_size: float = 0.5, configura
         why = choice.reason
     targets = "".join(f"<br>&nbsp;&nbsp;{name}: target {_mm(package.configurations[name].target_spacing_image_zyx)} mm"
                       for name, _, _ in choice.candidates) if len(package.configurations) > 1 else ""
-    tiling = plan_tiles(volume, plan, step_size)  # what the sliding window will run
-    resampled, target, tiles = tiling.network_shape, tiling.network_spacing, tiling.tiles
+    estimate = estimate_run(plan, len(package.labels), volume, step_size)  # what the sliding window will run
+    resampled, target, tiles = estimate.resampled_shape, estimate.network_spacing, estimate.tiles
     patch = list(plan.patch_size)
-    classes = len(package.labels)
-    stitching_mb = np.prod(resampled) * classes * 4 / 1e6  # float32 logits of the whole (resampled) series
-    tile_mb = np.prod(patch) * (plan.features_per_stage[0] * 6 + classes) * 4 / 1e6  # first-stage activations
+    stitching_mb = estimate.stitching_bytes / 1e6
+    tile_mb = estimate.tile_bytes / 1e6
     strides = "".join(f"<tr><td>{i}</td><td>{'×'.join(str(v) for v in stride)}</td><td>{f}</td></tr>"
                       for i, (stride, f) in enumerate(zip(plan.strides, plan.features_per_stage)))
     axes = "z, y, x" if plan.dim == 3 else "y, x"

@@ -30,10 +30,9 @@ from medseg.core.labels import Label
 from medseg.core.volume import Volume
 from medseg.model import backends
 from medseg.model.postprocess import apply_steps
-from medseg.io.orientation import reorientation_to
-from medseg.model.preprocess import (
-    compute_new_shape, logits_to_label_map, logits_to_probabilities, network_spacing, plan_transpose, preprocess,
-)
+from medseg.model.preprocess import logits_to_label_map, logits_to_probabilities, preprocess
+from medseg.model.run_estimate import check_run, estimate_run
+from medseg.model.tiling import compute_steps, plan_tiles, tile_slicers  # noqa: F401 - tiling's API, used here too
 from medseg.progress import CancelToken, ProgressCallback, report
 
 # nnU-Net's Gaussian: sigma = patch * 1/8, scaled so the centre is 10 (was 1000 before
@@ -58,43 +57,7 @@ class SegmentationResult:
     labels: dict[int, Label] = field(default_factory=dict)  # the labels present, as this model's output
 
 
-# --- tiling ----------------------------------------------------------------------------------------------
-
-
-def compute_steps(image_size: Sequence[int], patch_size: Sequence[int], step_size: float) -> list[list[int]]:
-    """Tile start positions per axis (nnU-Net's compute_steps_for_sliding_window)."""
-    if not 0 < step_size <= 1:
-        raise ModelError(f"the tile step must be in (0, 1], got {step_size}")
-    steps = []
-    for size, patch in zip(image_size, patch_size):
-        if size < patch:
-            raise ModelError(f"image axis of {size} voxels is smaller than the patch ({patch})")
-        n = int(np.ceil((size - patch) / (patch * step_size))) + 1
-        actual = (size - patch) / (n - 1) if n > 1 else 0.0
-        steps.append([int(np.round(actual * i)) for i in range(n)])  # np.round: half to even, as nnU-Net
-    return steps
-
-
-def tile_slicers(image_shape: Sequence[int], patch_size: Sequence[int], step_size: float) -> list[tuple[Any, ...]]:
-    """Index tuples into a (C, z, y, x) array, in nnU-Net's order (first axis outermost).
-
-    A 2D patch runs over every slice of the first axis, each slice tiled in-plane.
-    """
-    patch = [int(p) for p in patch_size]
-    if len(patch) == 3:
-        steps = compute_steps(image_shape, patch, step_size)
-        return [
-            (slice(None), *(slice(s, s + p) for s, p in zip(start, patch)))
-            for start in itertools.product(*steps)
-        ]
-    if len(patch) == 2:
-        steps = compute_steps(image_shape[1:], patch, step_size)
-        return [
-            (slice(None), d, *(slice(s, s + p) for s, p in zip(start, patch)))
-            for d in range(image_shape[0])
-            for start in itertools.product(*steps)
-        ]
-    raise ModelError(f"patch size {patch_size} is neither 2D nor 3D")
+# --- tiles through the network --------------------------------------------------------------------------
 
 
 @lru_cache(maxsize=4)
@@ -250,38 +213,6 @@ def sliding_window_logits(
     return logits[unpad]
 
 
-@dataclass(frozen=True)
-class TilePlan:
-    """What the sliding window will run for a series, known before it runs (the Segment panel shows it)."""
-
-    network_shape: tuple[int, int, int]  # the resampled image, in the plan's axis order
-    network_spacing: tuple[float, float, float]  # its spacing (a 2D plan keeps the slice spacing)
-    tiles: int
-
-
-def plan_tiles(volume: Volume, plan: Any, step_size: float = 0.5) -> TilePlan:
-    """The network's input grid and tile count for ``volume``, from its geometry alone.
-
-    The same steps as :func:`segment` (preprocess's reorientation, transpose and target spacing,
-    then pad_to_patch's padding and tile_slicers), without touching a voxel. preprocess also
-    crops to the non-zero voxels first; CT is rarely zero at its border, and a crop can only
-    lower the count, so this is the count or an upper bound of it.
-    """
-    axes_zyx = [0, 1, 2]
-    if getattr(plan, "orientation", None):
-        axes_zyx = reorientation_to(volume, plan.orientation).zyx_axes()
-    shape = [volume.shape_zyx[a] for a in axes_zyx]
-    spacing = [float(volume.spacing_zyx[a]) for a in axes_zyx]
-    transpose = plan_transpose(plan)
-    shape, spacing = [shape[a] for a in transpose], [spacing[a] for a in transpose]
-    target = network_spacing(plan, spacing)
-    network_shape = compute_new_shape(shape, spacing, target)
-    patch = [int(p) for p in plan.patch_size]
-    padded = [*network_shape[: 3 - len(patch)], *(max(n, p) for n, p in zip(network_shape[3 - len(patch):], patch))]
-    tiles = len(tile_slicers(padded, patch, step_size))
-    return TilePlan(tuple(network_shape), tuple(target), tiles)  # type: ignore[arg-type]
-
-
 # --- the whole job -------------------------------------------------------------------------------------------
 
 
@@ -340,8 +271,12 @@ class PreparedInput:
     image: Any  # medseg.model.preprocess.PreprocessedImage
 
 
-def prepare(volume: Volume, package: Any, configuration: str | None = None) -> PreparedInput:
+def prepare(volume: Volume, package: Any, configuration: str | None = None, step_size: float = 0.5) -> PreparedInput:
+    """The volume resampled and normalised for the chosen configuration; an absurd run
+    (resampled size, tiles, memory) is refused here, before any work."""
     config_name, plan = _choose_configuration(package, configuration, volume)
+    check_run(estimate_run(plan, len(package.labels), volume, step_size),
+              (volume.meta.source_files or [None])[0])
     return PreparedInput(config_name, plan, preprocess(volume, plan))
 
 
@@ -377,7 +312,7 @@ def segment(
     device_name = backends.resolve_device(device)
     fallbacks: list[str] = []
     report(progress, 0.0, "preparing the image", "preprocess")
-    prepared = prepared or prepare(volume, package, configuration)
+    prepared = prepared or prepare(volume, package, configuration, step_size)
     config_name, plan, prep = prepared.configuration, prepared.plan, prepared.image
     if cancel is not None:
         cancel.raise_if_cancelled()

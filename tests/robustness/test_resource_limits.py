@@ -119,3 +119,25 @@ def test_a_file_far_larger_than_its_images_is_not_decoded_whole(ct_dir: Path, tm
     with pytest.raises(DicomError, match="far more than its 1 image"):
         load(folder)
     assert np.asarray(load(ct_dir / "pydicom_data" / "693_J2KR.dcm").array).shape == (1, 512, 512)
+
+
+def test_an_absurd_plan_is_refused_before_it_runs(tmp_path: Path) -> None:
+    """A 64 x 64 x 24 image at 20 mm per voxel (given with --spacing): the starter's 2 mm plan would
+    grow it 100-fold into about 8 700 tiles. Refused with the numbers, in seconds."""
+    from medseg.core.volume import Volume
+    from medseg.io import write_image
+
+    small = Volume(np.full((24, 64, 64), -1000, np.int16), (1.0, 1.0, 1.0))
+    small.array[:, 16:48, 16:48] = 40
+    write_image(small, tmp_path / "small.nii.gz")
+    run = run_medseg("segment", tmp_path / "small.nii.gz", "-o", tmp_path / "seg.nii.gz", "--spacing", "20", "20", "20")
+    _clean_failure(run, "100 times its voxels", "tiles")
+    assert not (tmp_path / "seg.nii.gz").exists()
+
+
+def test_edit_with_a_distance_larger_than_the_image_is_refused_at_once(tmp_path: Path, ct_dir: Path) -> None:
+    labels = ct_dir / "totalsegmentator" / "example_seg.nii.gz"
+    image = ct_dir / "totalsegmentator" / "example_ct_sm.nii.gz"
+    for operation in (["--smooth", "5", "1e6"], ["--grow", "5", "1e9"]):
+        run = run_medseg("edit", image, "--labels", labels, "-o", tmp_path / "out.nii.gz", *operation, timeout=120)
+        _clean_failure(run, "more than the whole image")
