@@ -28,7 +28,7 @@ from safetensors.torch import save as save_safetensors_bytes
 
 from medseg.errors import ModelError
 from medseg.io.atomic import atomic_open
-from medseg.model.package_model import ModelPackage
+from medseg.model.package_model import ModelPackage, parameter_count
 from medseg.model.plan import Plan
 from medseg.model.unet import build_network
 
@@ -64,15 +64,17 @@ def load_package(path: str | Path) -> ModelPackage:
         configurations = {
             name: _plan_from_manifest(name, data, path) for name, data in manifest["configurations"].items()
         }
+        labels = _labels(manifest, path)
+        _check_weights_size(files, manifest, configurations, len(labels), path)
         weights = _read_weights(files, manifest, path)
         onnx: dict[str, bytes | Path] = {}
         for config_name, member in manifest.get("onnx", {}).items():
             onnx[config_name] = files.reference(member)
     package = ModelPackage(
-        name=str(manifest["name"]),
+        name=manifest["name"],
         configurations=configurations,
-        labels={int(k): v for k, v in manifest["labels"].items()},
-        colors={int(k): tuple(v) for k, v in manifest.get("colors", {}).items()},  # type: ignore[misc]
+        labels=labels,
+        colors=_colors(manifest, path),
         weights=weights,
         onnx=onnx,
         provenance=dict(manifest.get("provenance", {})),
@@ -83,13 +85,21 @@ def load_package(path: str | Path) -> ModelPackage:
     return package
 
 
+MAX_MANIFEST_BYTES = 16 << 20  # model.json holds plans and names: kilobytes
+
+
 def _read_manifest(files: "_PackageFiles", path: Path) -> dict[str, Any]:
     try:
+        if files.size(MODEL_JSON) > MAX_MANIFEST_BYTES:
+            raise ModelError(f"{MODEL_JSON} is {files.size(MODEL_JSON) / 2**20:.0f} MiB; a model description is "
+                             "kilobytes", path=path)
         manifest = json.loads(files.read(MODEL_JSON).decode("utf-8"))
     except KeyError:
         raise ModelError(f"not a medseg model package: {MODEL_JSON} is missing", path=path) from None
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise ModelError(f"{MODEL_JSON} is not valid JSON: {error}", path=path) from error
+    except RecursionError:
+        raise ModelError(f"{MODEL_JSON} is nested too deeply to be a model description", path=path) from None
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT_NAME:
         raise ModelError(f"{MODEL_JSON} does not describe a {FORMAT_NAME}", path=path)
     version = manifest.get("format_version")
@@ -99,7 +109,62 @@ def _read_manifest(files: "_PackageFiles", path: Path) -> dict[str, Any]:
     for key in ("name", "configurations", "labels", "folds"):
         if key not in manifest:
             raise ModelError(f"{MODEL_JSON} lacks {key!r}", path=path)
+    expected = {"name": str, "configurations": dict, "labels": dict, "folds": dict, "colors": dict, "onnx": dict,
+                "provenance": dict, "postprocessing": list}
+    for key, kind in expected.items():
+        if key in manifest and manifest[key] is not None and not isinstance(manifest[key], kind):
+            raise ModelError(f"{MODEL_JSON}: {key!r} must be a JSON {_JSON_NAMES[kind]}, not "
+                             f"{type(manifest[key]).__name__}", path=path)
+    for config_name, fold_names in manifest["folds"].items():
+        if not isinstance(fold_names, list) or not all(isinstance(f, str) for f in fold_names) or len(fold_names) > 64:
+            raise ModelError(f"{MODEL_JSON}: the folds of {config_name!r} must be a list of up to 64 names",
+                             path=path)
+    for config_name, member in (manifest.get("onnx") or {}).items():
+        if not isinstance(member, str):
+            raise ModelError(f"{MODEL_JSON}: the ONNX file of {config_name!r} must be a file name", path=path)
     return manifest
+
+
+_JSON_NAMES = {str: "string", dict: "object", list: "array"}
+
+
+def _labels(manifest: dict[str, Any], path: Path) -> dict[int, str]:
+    labels = {}
+    for key, name in manifest["labels"].items():
+        if not (isinstance(key, str) and key.isdigit() and int(key) <= 65535) or not isinstance(name, str):
+            raise ModelError(f"{MODEL_JSON}: labels must map values 0..65535 to names, got {key!r}: {name!r}"[:300],
+                             path=path)
+        labels[int(key)] = name
+    return labels
+
+
+def _colors(manifest: dict[str, Any], path: Path) -> dict[int, tuple[int, int, int]]:
+    colors = {}
+    for key, color in (manifest.get("colors") or {}).items():
+        if (not (isinstance(key, str) and key.isdigit()) or not isinstance(color, list) or len(color) != 3
+                or not all(isinstance(c, int) and not isinstance(c, bool) and 0 <= c <= 255 for c in color)):
+            raise ModelError(f"{MODEL_JSON}: colours must map label values to [r, g, b] of 0..255, got "
+                             f"{key!r}: {color!r}"[:300], path=path)
+        colors[int(key)] = (color[0], color[1], color[2])
+    return colors
+
+
+def _check_weights_size(files: "_PackageFiles", manifest: dict[str, Any], configurations: dict[str, Plan],
+                        num_classes: int, path: Path) -> None:
+    """The weights file may not be larger than the listed networks' parameters (as float64) need:
+    a 2 GB member in a model zip would otherwise be read whole, twice over."""
+    try:
+        size = files.size(WEIGHTS_FILE)
+    except KeyError:
+        return  # _read_weights names it
+    budget = 16 << 20
+    for config_name, fold_names in manifest["folds"].items():
+        if config_name in configurations:
+            budget += len(fold_names) * 8 * parameter_count(configurations[config_name], max(2, num_classes))
+    if size > budget:
+        raise ModelError(f"{WEIGHTS_FILE} is {size / 2**20:.0f} MiB, more than the networks model.json lists can "
+                         f"hold ({budget / 2**20:.0f} MiB)", path=path, hint="the package is damaged or not what "
+                                                                               "it says")
 
 
 def _plan_from_manifest(name: str, data: Any, path: Path) -> Plan:
@@ -135,6 +200,9 @@ class _PackageFiles:
     def read(self, name: str) -> bytes:  # KeyError when absent
         raise NotImplementedError
 
+    def size(self, name: str) -> int:  # KeyError when absent
+        raise NotImplementedError
+
     def reference(self, name: str) -> bytes | Path:
         raise NotImplementedError
 
@@ -160,6 +228,12 @@ class _FolderFiles(_PackageFiles):
             raise KeyError(name)
         return member.read_bytes()
 
+    def size(self, name: str) -> int:
+        member = self._path(name)
+        if not member.is_file():
+            raise KeyError(name)
+        return member.stat().st_size
+
     def reference(self, name: str) -> Path:
         member = self._path(name)
         if not member.is_file():
@@ -180,6 +254,9 @@ class _ZipFiles(_PackageFiles):
             return self.archive.read(name)
         except zipfile.BadZipFile as error:
             raise ModelError(f"damaged zip member {name}: {error}", path=self.path) from error
+
+    def size(self, name: str) -> int:
+        return self.archive.getinfo(name).file_size  # what the zip declares; reading never yields more
 
     def reference(self, name: str) -> bytes:
         try:

@@ -105,6 +105,17 @@ def _expected_shapes(plan: Plan, num_classes: int) -> dict[str, tuple[int, ...]]
     return {key: tuple(tensor.shape) for key, tensor in network.state_dict().items()}
 
 
+def parameter_count(plan: Plan, num_classes: int) -> int:
+    """Values in one network of ``plan`` (built on the meta device: nothing is allocated)."""
+    total = 0
+    for shape in _expected_shapes(plan, num_classes).values():
+        count = 1
+        for extent in shape:
+            count *= extent
+        total += count
+    return total
+
+
 def _check_state_dict(state: dict[str, torch.Tensor], expected: dict[str, tuple[int, ...]], what: str,
                       where: str | Path | None) -> None:
     missing = sorted(set(expected) - set(state))

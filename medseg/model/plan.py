@@ -121,8 +121,10 @@ class Plan:
 
     # -- consistency ----------------------------------------------------------------
     def validate(self) -> None:
-        """Raise ModelError when the fields do not describe a buildable U-Net."""
-        problems = []
+        """Raise ModelError when the fields do not describe a buildable U-Net of a sane size."""
+        problems = _out_of_bounds(self)
+        if problems:  # the checks below would build or iterate over absurd sizes
+            raise ModelError(f"invalid plan {self.name!r}: " + "; ".join(problems))
         if self.dim not in (2, 3):
             problems.append(f"dim must be 2 or 3, not {self.dim}")
         if len(self.target_spacing_transposed) != 3 or any(not s > 0 for s in self.target_spacing_transposed):
@@ -203,6 +205,9 @@ class Plan:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Plan":
+        """A plan from a model file: any wrong type, missing field or absurd value is a ModelError."""
+        if not isinstance(data, dict):
+            raise ModelError(f"a plan must be a JSON object, not {type(data).__name__}")
         data = dict(data)
         if "target_spacing_zyx" in data and "target_spacing_transposed" not in data:
             # model.json before format 3 (e.g. the starter): the same values under the old, misleading name
@@ -211,13 +216,21 @@ class Plan:
         unknown = set(data) - known
         if unknown:
             raise ModelError(f"plan has unknown fields {sorted(unknown)}")
+        for key, value in data.items():
+            kind = _FIELD_KINDS.get(key)
+            if kind is not None and not _is_kind(value, kind):
+                raise ModelError(f"plan field {key!r} must be {kind}, not {json_type(value)}")
         try:
             values = dict(data)
             if "mirror_axes" in values and values["mirror_axes"] is not None:
                 values["mirror_axes"] = tuple(values["mirror_axes"])
             return cls(**values)
+        except ModelError:
+            raise
         except TypeError as error:
-            raise ModelError(f"plan is incomplete: {error}") from error
+            raise ModelError(f"plan is incomplete or has a value of the wrong type: {error}") from error
+        except (ValueError, OverflowError, AttributeError, KeyError, IndexError) as error:
+            raise ModelError(f"plan has a value of the wrong type: {type(error).__name__}: {error}"[:300]) from error
 
     def __str__(self) -> str:
         axes = ["zyx"[a] for a in self.transpose_forward][3 - self.dim:]  # the image axes of the patch's axes
@@ -245,6 +258,89 @@ class Plan:
                 f"z-score with mean {norm['mean']:.1f}, std {norm['std']:.1f}"
             )
         return str(norm.get("scheme"))
+
+
+_FIELD_KINDS = {
+    "name": "a string", "architecture": "a string", "orientation": "a string or null",
+    "dim": "a whole number", "batch_size": "a whole number", "num_input_channels": "a whole number",
+    "anisotropy_threshold": "a number", "use_mask_for_norm": "true or false",
+    "target_spacing_transposed": "a list of numbers", "patch_size": "a list of numbers",
+    "features_per_stage": "a list of numbers", "n_conv_per_stage_encoder": "a list of numbers",
+    "n_conv_per_stage_decoder": "a list of numbers", "transpose_forward": "a list of numbers",
+    "transpose_backward": "a list of numbers", "mirror_axes": "a list of numbers or null",
+    "median_shape": "a list of numbers or null", "strides": "a list of lists of numbers",
+    "kernel_sizes": "a list of lists of numbers", "normalization": "an object", "resampling": "an object",
+}
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _is_kind(value: Any, kind: str) -> bool:
+    if kind.endswith(" or null") and value is None:
+        return True
+    kind = kind.removesuffix(" or null")
+    if kind == "a string":
+        return isinstance(value, str)
+    if kind == "a whole number":
+        return _number(value) and float(value).is_integer()
+    if kind == "a number":
+        return _number(value)
+    if kind == "true or false":
+        return isinstance(value, bool)
+    if kind == "an object":
+        return isinstance(value, dict)
+    if kind == "a list of numbers":
+        return isinstance(value, (list, tuple)) and all(_number(v) for v in value)
+    if kind == "a list of lists of numbers":
+        return isinstance(value, (list, tuple)) and all(_is_kind(v, "a list of numbers") for v in value)
+    return True
+
+
+def json_type(value: Any) -> str:
+    """How a JSON reader would name ``value``'s type (for messages about model files)."""
+    names = {dict: "an object", list: "a list", tuple: "a list", str: "a string", bool: "true/false",
+             type(None): "null", int: "a number", float: "a number"}
+    return names.get(type(value), type(value).__name__)
+
+
+# What any U-Net medseg can run stays within; a model file outside them is damaged or hostile
+# (a patch of 1e9 voxels or 5000 stages would exhaust memory before any check could run).
+PLAN_BOUNDS = {
+    "stages": (1, 12), "patch_edge": (1, 2048), "patch_voxels": (1, 1 << 25), "features": (1, 4096),
+    "convs": (1, 16), "stride": (1, 8), "kernel": (1, 15), "batch_size": (1, 4096), "channels": (1, 16),
+    "spacing_mm": (0.01, 100.0),
+}
+
+
+def _out_of_bounds(plan: "Plan") -> list[str]:
+    b = PLAN_BOUNDS
+    problems = []
+
+    def within(label: str, values: Sequence[float], bound: str) -> None:
+        low, high = b[bound]
+        odd = [v for v in values if not (low <= v <= high)]
+        if odd:
+            problems.append(f"{label} {odd[:3]} outside {low:g}..{high:g}")
+
+    if not b["stages"][0] <= len(plan.strides) <= b["stages"][1]:
+        problems.append(f"{len(plan.strides)} stages (at most {b['stages'][1]})")
+    within("patch_size", plan.patch_size, "patch_edge")
+    voxels = 1
+    for edge in plan.patch_size:
+        voxels *= max(1, edge)
+    within("patch voxels", [voxels], "patch_voxels")
+    within("features_per_stage", plan.features_per_stage, "features")
+    within("convolutions per stage", [*plan.n_conv_per_stage_encoder, *plan.n_conv_per_stage_decoder], "convs")
+    within("strides", [v for stage in plan.strides for v in stage], "stride")
+    within("kernel_sizes", [v for stage in plan.kernel_sizes for v in stage], "kernel")
+    within("batch_size", [plan.batch_size], "batch_size")
+    within("num_input_channels", [plan.num_input_channels], "channels")
+    within("target_spacing_transposed (mm)", plan.target_spacing_transposed, "spacing_mm")
+    if plan.median_shape is not None:
+        within("median_shape", plan.median_shape, "patch_voxels")
+    return problems
 
 
 def _axes_text(values: Sequence[int]) -> str:
