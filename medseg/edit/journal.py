@@ -43,6 +43,7 @@ from medseg.errors import MedsegError
 from medseg.io.atomic import atomic_open, atomic_write_text
 from medseg.core.label_values import label_dtype
 from medseg.core.labels import Label
+from medseg.io.json_files import read_json_object
 from medseg.core.volume import Volume, VolumeMeta
 
 MAGIC = b"MSJ1"
@@ -209,9 +210,9 @@ def find_sessions(root: Path | None = None) -> list[RecoverableSession]:
     for folder in sorted(root.glob("*/session.json")) if root.is_dir() else []:
         try:
             info = json.loads(folder.read_text())
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):
             continue
-        if not info.get("open"):
+        if not isinstance(info, dict) or not info.get("open"):
             continue
         journal = journal_file(folder.parent, info.get("generation") if isinstance(info.get("generation"), int) else None)
         found.append(RecoverableSession(folder.parent, info.get("image_source", ""), info.get("description", ""),
@@ -220,11 +221,21 @@ def find_sessions(root: Path | None = None) -> list[RecoverableSession]:
 
 
 def recover(folder: Path) -> tuple[str, LabelMap]:
-    """(image source, label map) of a crashed session: the base with every intact record replayed."""
+    """(image source, label map) of a crashed session: the base with every intact record replayed.
+
+    A session damaged beyond that (a disk error, an edited file) is a MedsegError naming it.
+    """
     try:
-        info = json.loads((folder / "session.json").read_text())
-    except (OSError, ValueError) as error:
-        raise MedsegError("the autosaved session cannot be read", path=folder) from error
+        return _recover(folder)
+    except MedsegError:
+        raise
+    except Exception as error:  # noqa: BLE001 - any damage: say which session, never a traceback
+        raise MedsegError(f"the autosaved session cannot be recovered ({type(error).__name__}: {error})"[:300],
+                          path=folder, hint="discard it; the image itself is untouched") from error
+
+
+def _recover(folder: Path) -> tuple[str, LabelMap]:
+    info = read_json_object(folder / "session.json", "autosaved session record")
     shape = tuple(info["shape_zyx"])
     generation = info.get("generation") if isinstance(info.get("generation"), int) else None
     base = base_file(folder, generation)

@@ -30,6 +30,7 @@ from medseg.errors import GeometryError, ImageFormatError, MedsegError, SaveErro
 from medseg.io.atomic import atomic_write_text, check_writable
 from medseg.io.dicom_seg import regularization_note
 from medseg.io.image_files import IMAGE_SUFFIXES, WRITE_SUFFIXES, image_suffix, read_image, write_image
+from medseg.io.json_files import read_json_object
 from medseg.io.output_paths import check_not_an_input, source_paths
 from medseg.io.resample import place_labels
 from medseg.core.label_arrays import label_values
@@ -122,24 +123,50 @@ def _save_error(path: Path, error: ImageFormatError) -> SaveError:
 
 
 def read_sidecar(path: str | os.PathLike) -> tuple[list[Label], dict] | None:
-    """The labels (and the whole record) of the sidecar beside a label map; None when there is none."""
+    """The labels (and the whole record) of the sidecar beside a label map; None when there is none.
+
+    Any malformed sidecar (garbage, a list, nesting 100 000 deep, a name that is a number, a
+    value or colour out of range) is an ImageFormatError naming it; the label map itself is fine.
+    """
     sidecar = sidecar_path(path)
     if not sidecar.is_file():
         return None
+    data = read_json_object(sidecar, "label-name sidecar", ImageFormatError)
     try:
-        data = json.loads(sidecar.read_text(encoding="utf-8"))
-        if not isinstance(data, dict):
-            raise ValueError("not a JSON object")
         if "format" in data or isinstance(data.get("labels"), list):
             if data.get("format", SIDECAR_FORMAT) != SIDECAR_FORMAT:
                 raise ValueError(f"unknown format {data.get('format')!r} (this medseg reads {SIDECAR_FORMAT})")
-            return [Label.from_dict(row) for row in data["labels"]], data
+            rows = data.get("labels")
+            if not isinstance(rows, list):
+                raise ValueError(f"'labels' must be a list, not {type(rows).__name__}")
+            return [Label.from_dict(_checked_row(row)) for row in rows], data
         # The flat form older `medseg edit` wrote: {"<value>": {"name": ..., "color": [...], "locked": ...}}.
-        return [Label.from_dict(row, int(value)) for value, row in data.items()
+        return [Label.from_dict(_checked_row(row, int(value)), int(value)) for value, row in data.items()
                 if str(value).isdigit() and isinstance(row, dict)], {}
-    except (OSError, ValueError, KeyError, TypeError) as error:
-        raise ImageFormatError(f"the label sidecar is not readable ({error})", path=sidecar,
+    except (ValueError, KeyError, TypeError, AttributeError, OverflowError) as error:
+        raise ImageFormatError(f"the label sidecar is not readable ({error})"[:300], path=sidecar,
                                hint="fix or delete it; the label map itself is fine") from error
+
+
+def _checked_row(row: object, value: object = None) -> dict:
+    """A sidecar row whose types and ranges Label.from_dict can trust (else ValueError saying which)."""
+    if not isinstance(row, dict):
+        raise ValueError(f"a label must be an object, not {type(row).__name__}")
+    value = row.get("value") if value is None else value
+    if isinstance(value, bool) or not isinstance(value, (int, str)) or not 0 <= int(value) <= 65535:
+        raise ValueError(f"label value {value!r} is not a whole number in 0..65535")
+    if "name" in row and not isinstance(row["name"], str):
+        raise ValueError(f"the name of label {value} must be text, not {row['name']!r}")
+    color = row.get("color")
+    if color is not None and (not isinstance(color, list) or len(color) != 3 or not all(
+            isinstance(c, int) and not isinstance(c, bool) and 0 <= c <= 255 for c in color)):
+        raise ValueError(f"the colour of label {value} must be [r, g, b] of 0..255, not {color!r}"[:200])
+    for key in ("category", "type"):
+        coded = row.get(key)
+        if coded is not None and not (isinstance(coded, dict) and all(
+                isinstance(coded.get(k), str) for k in ("value", "scheme", "meaning"))):
+            raise ValueError(f"the {key} code of label {value} must have value, scheme and meaning")
+    return row
 
 
 def place_label_map(raw: Volume, image: Volume, path: str | os.PathLike | None = None) -> tuple[np.ndarray, str]:

@@ -35,6 +35,7 @@ import SimpleITK as sitk
 from medseg.errors import DatasetError, MedsegError, ModelError
 from medseg.io.atomic import atomic_path, atomic_write_text
 from medseg.io.image_files import image_suffix
+from medseg.io.json_files import read_json_object
 from medseg.core.label_colors import color_for
 from medseg.core.volume import Volume
 from medseg.model.fingerprint import Fingerprint, fingerprint_cases  # noqa: F401 - where they were before
@@ -438,10 +439,7 @@ def _resolve_root(raw: str | None, manifest: Path) -> Path:
 
 
 def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError) as error:
-        raise DatasetError(f"cannot read JSON: {error}", path=path) from error
+    return read_json_object(path, "dataset description", DatasetError)
 
 
 ProgressFn = Callable[[int, int, str], None]

@@ -14,12 +14,12 @@ gets a ModelError that says what is unsupported.
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Sequence
 
+from medseg.io.json_files import read_json_object
 from medseg.errors import ModelError
 from medseg.core.label_colors import color_for
 from medseg.model.package_model import ModelPackage
@@ -158,13 +158,7 @@ def _flatten_labels(wanted: Any) -> list[int]:
 def _read_json(path: Path) -> dict[str, Any]:
     if not path.is_file():
         raise ModelError(f"{path.name} is missing; is this an nnU-Net v2 result folder?", path=path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise ModelError(f"not valid JSON: {error}", path=path) from error
-    if not isinstance(data, dict):
-        raise ModelError("expected a JSON object", path=path)
-    return data
+    return read_json_object(path, path.name, ModelError)
 
 
 def _sha256(path: Path) -> str:
