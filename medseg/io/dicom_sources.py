@@ -18,7 +18,7 @@ import os
 import threading
 import zipfile
 from collections.abc import Iterable, Sequence
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import BinaryIO
 
 from medseg.errors import DicomError
@@ -39,7 +39,12 @@ def _is_dicomdir(path: Path) -> bool:
 
 
 def files_from_dicomdir(dicomdir: Path) -> list[str]:
-    """The image files a DICOMDIR refers to (paths relative to the DICOMDIR's folder)."""
+    """The image files a DICOMDIR refers to (paths relative to the DICOMDIR's folder).
+
+    A reference that would leave the folder (``..``, an absolute path or drive, a link out of
+    it) is refused with the DICOMDIR named: media never points outside itself, and a hostile
+    one must not make medseg read files elsewhere on the machine.
+    """
     import pydicom
 
     try:
@@ -49,12 +54,25 @@ def files_from_dicomdir(dicomdir: Path) -> list[str]:
         raise DicomError(f"cannot read this DICOMDIR ({error})", path=dicomdir,
                          hint="open the folder that contains it instead") from error
     files = []
+    root = dicomdir.parent.resolve()
     for record in records:
-        file_id = record.get("ReferencedFileID")
+        try:
+            file_id = record.get("ReferencedFileID")
+        except Exception:  # noqa: BLE001 - a damaged record: pydicom raises many types
+            continue
         if not file_id:
             continue
-        parts = [file_id] if isinstance(file_id, str) else list(file_id)
-        files.append(str(dicomdir.parent.joinpath(*parts)))
+        raw = [file_id] if isinstance(file_id, str) else [str(part) for part in file_id]
+        # Components are separated by "\\" in the DICOM value; split on both separators so that
+        # "..\\..\\outside" cannot pass as one odd file name here and climb out on Windows.
+        parts = [piece for part in raw for piece in part.replace("\\", "/").split("/")]
+        target = dicomdir.parent.joinpath(*parts)
+        if (any(piece in ("..", "") for piece in parts) or any(PurePath(piece).is_absolute() or ":" in piece
+                                                                for piece in parts)
+                or not target.resolve().is_relative_to(root)):
+            raise DicomError(f"the DICOMDIR refers to {'/'.join(parts)!r}, outside its own folder; it is not read",
+                             path=dicomdir, hint="open the folder of images instead")
+        files.append(str(target))
     return files
 
 

@@ -119,3 +119,30 @@ def write_zip(path: Path, members: list[tuple[str, int | bytes]], declared: dict
         out.write(struct.pack("<IIQI", 0x07064B50, 0, end64, 1))
         out.write(struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, 0xFFFF, 0xFFFF, 0xFFFFFFFF, 0xFFFFFFFF, 0))
     return path
+
+
+def write_dicomdir(slices: list[Path], folder: Path, names: list[list[str]]) -> Path:
+    """A DICOMDIR (written by pydicom's FileSet) whose image records point at ``names`` under ``folder``
+    (a list of path components each; they may be anything, e.g. ``["..", "outside"]``)."""
+    import warnings
+
+    from pydicom import dcmread
+    from pydicom.fileset import FileSet
+
+    fileset = FileSet()
+    for path in slices:
+        fileset.add(dcmread(path))
+    fileset.write(folder)
+    dicomdir = dcmread(folder / "DICOMDIR")
+    images = [r for r in dicomdir.DirectoryRecordSequence if r.DirectoryRecordType == "IMAGE"]
+    with warnings.catch_warnings():  # '02.dcm' or a path is not a valid CS value: that is the point
+        warnings.filterwarnings("ignore", ".*Invalid value for VR CS")
+        for record, parts in zip(images, names, strict=True):
+            current = folder.joinpath(*record.ReferencedFileID)
+            target = folder.joinpath(*parts)
+            if current.exists() and folder.resolve() in target.resolve().parents:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                current.rename(target)
+            record.ReferencedFileID = parts
+        dicomdir.save_as(folder / "DICOMDIR")
+    return folder / "DICOMDIR"

@@ -5,7 +5,6 @@ the CT replaced by its label map, a source slice by the SEG, the CT by a CSV tab
 from __future__ import annotations
 
 import hashlib
-import warnings
 import shutil
 from pathlib import Path
 
@@ -15,7 +14,7 @@ import pytest
 from medseg.errors import SaveError
 from medseg.io import load
 from medseg.io.label_files import save_segmentation
-from probes import run_medseg
+from probes import run_medseg, write_dicomdir
 
 
 def _digest(path: Path) -> str:
@@ -68,31 +67,8 @@ def test_segment_refuses_to_replace_a_slice_of_its_series(series_folder: Path) -
     assert {p: _digest(p) for p in slices} == before
 
 
-def _dicomdir(slices: list[Path], folder: Path, names: list[list[str]]) -> Path:
-    """A DICOMDIR (written by pydicom's FileSet) whose image records point at ``names`` under ``folder``."""
-    from pydicom import dcmread
-    from pydicom.fileset import FileSet
-
-    fileset = FileSet()
-    for path in slices:
-        fileset.add(dcmread(path))
-    fileset.write(folder)
-    dicomdir = dcmread(folder / "DICOMDIR")
-    warnings.filterwarnings("ignore", "Invalid value for VR CS")  # '02.dcm' is not a valid CS; real media has such names
-    images = [r for r in dicomdir.DirectoryRecordSequence if r.DirectoryRecordType == "IMAGE"]
-    for record, parts in zip(images, names, strict=True):
-        current = folder.joinpath(*record.ReferencedFileID)
-        target = folder.joinpath(*parts)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if current.exists():
-            current.rename(target)
-        record.ReferencedFileID = parts
-    dicomdir.save_as(folder / "DICOMDIR")
-    return folder / "DICOMDIR"
-
-
 def test_a_dicomdir_source_slice_is_protected_too(three_slices: Path, tmp_path: Path) -> None:
-    dicomdir = _dicomdir(sorted(three_slices.iterdir()), tmp_path / "media",
+    dicomdir = write_dicomdir(sorted(three_slices.iterdir()), tmp_path / "media",
                          [["IMG", f"{i:02d}.dcm"] for i in (1, 2, 3)])
     slice_two = dicomdir.parent / "IMG" / "02.dcm"
     before = _digest(slice_two)
