@@ -9,6 +9,8 @@ import os
 import sys
 
 if __name__ == "__main__":
+    # No ONNX Runtime telemetry (medseg/__init__.py sets it too; this covers anything imported first).
+    os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
     # The windowed executable (medseg-gui on Windows/macOS) has no console: sys.stdout and
     # sys.stderr are None there, and the app's progress and status prints would fail.
     for stream in ("stdout", "stderr"):
