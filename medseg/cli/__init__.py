@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import pkgutil
 import sys
 
@@ -43,6 +44,10 @@ def main(argv: list[str] | None = None) -> int:
     # What was typed, for provenance (``medseg train`` records its own command line).
     args.argv = list(argv) if argv is not None else sys.argv[1:]
     try:
+        if getattr(args, "threads", None) is not None or getattr(args, "computes", False):
+            from medseg import threads
+
+            threads.configure(getattr(args, "threads", None))  # before torch & co start their pools
         return int(args.func(args) or 0)
     except MedsegError as error:
         print(f"medseg: error: {error}", file=sys.stderr)
@@ -50,6 +55,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("medseg: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `medseg info --json | head`: the reader left, nothing is wrong
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
 
 
 if __name__ == "__main__":

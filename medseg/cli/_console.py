@@ -38,3 +38,10 @@ def print_findings(volume, file=None) -> None:
     """Every load finding, one line each: the numbers that follow depend on them."""
     for finding in volume.meta.findings:
         print(f"finding [{finding.kind}]: {finding.message}", file=file or sys.stderr)
+
+
+def add_threads_option(parser) -> None:
+    """``--threads N`` for a command that computes; without it the free cores are used (medseg.threads)."""
+    parser.add_argument("--threads", type=int, metavar="N",
+                        help="CPU threads to compute with (default: the cores other processes leave free)")
+    parser.set_defaults(computes=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from medseg.cli._console import add_spacing_option, print_findings, progress_printer
+from medseg.cli._console import add_spacing_option, add_threads_option, print_findings, progress_printer
 from medseg.errors import ImageFormatError
 
 
@@ -21,6 +21,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_spacing_option(parser)
     parser.add_argument("--quiet", action="store_true", help="no progress output")
     parser.add_argument("--force", action="store_true", help="replace OUT if it exists")
+    add_threads_option(parser)
     parser.set_defaults(func=run)
 
 

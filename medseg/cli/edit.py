@@ -15,7 +15,7 @@ import re
 import sys
 from pathlib import Path
 
-from medseg.cli._console import add_spacing_option, findings_json, print_findings
+from medseg.cli._console import add_spacing_option, add_threads_option, findings_json, print_findings
 
 OPERATION_HELP = {  # kept here so `medseg --help` does not import the editing layer
     "threshold": ("LOW", "HIGH", "LABEL"), "keep-largest": ("LABEL",), "remove-smaller": ("LABEL", "ML"),
@@ -84,6 +84,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                          help=DESCRIPTIONS[name])
     # a point X,Y,Z often starts with a minus (LPS): read "-12.5,30,-7" as a value, not an option
     parser._negative_number_matcher = re.compile(r"^-\d+$|^-\d*\.\d+$|^-\d*\.?\d*,[-\d.,]*$")
+    add_threads_option(parser)
     parser.set_defaults(func=run, operations=None)
 
 

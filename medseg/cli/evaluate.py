@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import math
 
+from medseg.cli._console import add_threads_option
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
@@ -25,6 +27,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              "chooses, as in the app)")
     parser.add_argument("--record", action="store_true",
                         help="also write the scores into the model's provenance (model.json), for its model card")
+    add_threads_option(parser)
     parser.set_defaults(func=run)
 
 

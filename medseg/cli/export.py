@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 import dataclasses
 
+from medseg.cli._console import add_threads_option
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
@@ -28,6 +30,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--json", action="store_true",
                         help="print the event stream, one JSON object per line: parity (per check), then done "
                              "(path, format) or failed")
+    add_threads_option(parser)
     parser.set_defaults(func=run)
 
 

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from medseg.cli._console import add_spacing_option, findings_json, print_findings
+from medseg.cli._console import add_spacing_option, add_threads_option, findings_json, print_findings
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -22,6 +22,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--format", default="stl", choices=("stl", "obj"), help="mesh format (default: stl)")
     add_spacing_option(parser)
     parser.add_argument("--json", action="store_true", help="print JSON")
+    add_threads_option(parser)
     parser.set_defaults(func=run)
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from medseg.cli._console import add_spacing_option, findings_json, print_findings, progress_printer
+from medseg.cli._console import add_spacing_option, add_threads_option, findings_json, print_findings, progress_printer
 
 def add_inference_options(parser: argparse.ArgumentParser) -> None:
     """How the model runs: the options ``segment`` and ``batch`` share."""
@@ -41,7 +41,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                                              "(.nii.gz, .nii, .nrrd, .mha)")
     add_inference_options(parser)
     parser.add_argument("--tile-batch", type=int, help="tiles per forward pass (default: 1 on CPU, 2 on GPUs)")
-    parser.add_argument("--threads", type=int, help="CPU threads for PyTorch / ONNX Runtime")
+    add_threads_option(parser)
     add_spacing_option(parser)
     parser.add_argument("--allow-modality", action="store_true",
                         help="segment a series whose modality (e.g. MR, PET) is not the one the model was trained on "
@@ -79,8 +79,6 @@ def _segment(args: argparse.Namespace, events) -> int:
                  extra_outputs=outputs[1:])
     check_writable(args.output)
 
-    import torch
-
     from medseg.io import load
     from medseg.model.backends import resolve_device
     from medseg.model.infer import segment
@@ -88,8 +86,6 @@ def _segment(args: argparse.Namespace, events) -> int:
     from medseg.model.package import load_model
 
     resolve_device(args.device)  # an absent device fails before the series is read
-    if args.threads:
-        torch.set_num_threads(int(args.threads))
     volume = load(args.path, regularize=not args.raw_stack, spacing_mm=args.spacing)
     check_output(args.output, source_paths(volume), force=True, option="-o", extra_outputs=outputs[1:])
     if segmentation_format(args.output) == "dicom-seg":
@@ -118,6 +114,7 @@ def _segment(args: argparse.Namespace, events) -> int:
             "model": package.name,
             "configuration": result.configuration,
             "device": result.device_used,
+            "threads": sys.modules["torch"].get_num_threads(),  # what PyTorch (and ONNX Runtime) ran with
             "fallbacks": result.fallbacks,
             "postprocessing": result.postprocessing,
             "notes": notes,

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from medseg.cli._console import add_spacing_option, findings_json, print_findings
+from medseg.cli._console import add_spacing_option, add_threads_option, findings_json, print_findings
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -27,6 +27,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="also put the patient's name in the CSV (left out by default)")
     parser.add_argument("--force", action="store_true",
                         help="replace the --csv file even when it is not a statistics table medseg wrote")
+    add_threads_option(parser)
     parser.set_defaults(func=run)
 
 

@@ -19,6 +19,8 @@ from pathlib import Path
 from medseg.build_info import require_training
 from medseg.errors import MedsegError
 
+from medseg.cli._console import add_threads_option
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
@@ -48,7 +50,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--no-mirror", action="store_true",
                         help="no mirroring augmentation (for labels that differ left and right, e.g. liver vs spleen)")
     parser.add_argument("--no-amp", action="store_true", help="no mixed precision on CUDA")
-    parser.add_argument("--threads", type=int, help="CPU threads per process")
+    add_threads_option(parser)  # per process
     plan = parser.add_argument_group("planning (ignored with --from: the base model's plan is kept)")
     plan.add_argument("--configuration", choices=("3d_fullres", "2d"), default="3d_fullres")
     plan.add_argument("--configuration-name", metavar="NAME",
@@ -78,8 +80,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _train(args: argparse.Namespace, is_main: bool, events) -> int:
-    import torch
-
     from medseg.model.augment import NO_AUGMENTATION, AugmentConfig
     from medseg.model.backends import TRAINING, resolve_device
     from medseg.model.datasets import open_dataset
@@ -92,8 +92,6 @@ def _train(args: argparse.Namespace, is_main: bool, events) -> int:
     resolve_device(args.device, TRAINING)
     if args.epochs < 1 or args.iterations < 1:
         raise MedsegError("--epochs and --iterations must be at least 1")
-    if args.threads:
-        torch.set_num_threads(args.threads)
     dataset = open_dataset(args.dataset, args.data_root)
     from medseg.model.package import load_package
 

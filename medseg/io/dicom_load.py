@@ -7,7 +7,6 @@ the study while the rest is still loading.
 
 from __future__ import annotations
 
-import os
 import threading
 from collections import defaultdict
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
@@ -15,6 +14,7 @@ from typing import Callable
 
 import numpy as np
 
+from medseg import threads
 from medseg.errors import Cancelled, DicomError, MedsegError, NotAVolumeError
 from medseg.io.dicom_decode import decode_hu, hu_dtype, read_native_into, syntax_name
 from medseg.io.dicom_headers import SliceHeader
@@ -121,7 +121,8 @@ def load_series(
             report(progress, count / n, f"decoded {count} of {n} images", "decode")
 
     report(progress, 0.0, f"decoding {n} images", "decode")
-    workers = min(len(task_order), max(4, 2 * (os.cpu_count() or 2)), 16)
+    # Decoding is CPU work (JPEG 2000, rescale): twice the thread budget, as file reads interleave.
+    workers = min(len(task_order), max(2, 2 * threads.budget()), 16)
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="medseg-decode") as pool:
         futures = [pool.submit(work, ref) for ref in task_order]
         finished, pending = wait(futures, return_when=FIRST_EXCEPTION)
