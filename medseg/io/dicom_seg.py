@@ -416,7 +416,23 @@ def _slice_planes(image: Volume) -> np.ndarray:
 
 
 def read_dicom_seg(path: str | os.PathLike, image: Volume) -> SegReadResult:
-    """A DICOM SEG placed onto ``image``'s grid by every frame's own position and orientation."""
+    """A DICOM SEG placed onto ``image``'s grid by every frame's own position and orientation.
+
+    A malformed SEG (a code item without its value, a frame group missing, a wrong type found
+    by fuzzing) is a GeometryError naming the file, never another exception.
+    """
+    try:
+        return _read_dicom_seg(path, image)
+    except MedsegError:
+        raise
+    except MemoryError as error:
+        raise GeometryError("the DICOM SEG declares more frames or pixels than fit in memory", path=path) from error
+    except Exception as error:  # noqa: BLE001 - pydicom datasets raise many types on malformed content
+        raise GeometryError(f"the DICOM SEG is malformed ({type(error).__name__}: {error})"[:400], path=path,
+                            hint="export it again from the program that made it") from error
+
+
+def _read_dicom_seg(path: str | os.PathLike, image: Volume) -> SegReadResult:
     import pydicom
 
     path = Path(path)

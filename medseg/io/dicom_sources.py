@@ -15,6 +15,7 @@ declared size (``zipfile`` stops there and checks the CRC).
 from __future__ import annotations
 
 import os
+import struct
 import threading
 import zipfile
 from collections.abc import Iterable, Sequence
@@ -62,18 +63,34 @@ def files_from_dicomdir(dicomdir: Path) -> list[str]:
             continue
         if not file_id:
             continue
-        raw = [file_id] if isinstance(file_id, str) else [str(part) for part in file_id]
+        try:
+            raw = [file_id] if isinstance(file_id, str) else [str(part) for part in file_id]
+        except TypeError:  # not text: a damaged record
+            continue
         # Components are separated by "\\" in the DICOM value; split on both separators so that
         # "..\\..\\outside" cannot pass as one odd file name here and climb out on Windows.
         parts = [piece for part in raw for piece in part.replace("\\", "/").split("/")]
         target = dicomdir.parent.joinpath(*parts)
         if (any(piece in ("..", "") for piece in parts) or any(PurePath(piece).is_absolute() or ":" in piece
-                                                                for piece in parts)
-                or not target.resolve().is_relative_to(root)):
+                                                                or not piece.isprintable() for piece in parts)
+                or not _resolves_inside(target, root)):
             raise DicomError(f"the DICOMDIR refers to {'/'.join(parts)!r}, outside its own folder; it is not read",
                              path=dicomdir, hint="open the folder of images instead")
         files.append(str(target))
     return files
+
+
+def _resolves_inside(target: Path, root: Path) -> bool:
+    try:
+        return target.resolve().is_relative_to(root)
+    except (OSError, ValueError, RuntimeError):  # a null byte, a link loop
+        return False
+
+
+# zipfile raises these besides BadZipFile on a damaged archive: a name that is not UTF-8 though
+# flagged so, an empty name, an unknown compression or encryption, a negative size (found by fuzzing).
+_ZIP_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, KeyError, ValueError, RuntimeError,
+               NotImplementedError, OverflowError, IndexError, TypeError, struct.error)
 
 
 def _walk(folder: Path) -> list[str]:
@@ -91,8 +108,8 @@ def _zip_members(archive: Path) -> list[str]:
     try:
         with zipfile.ZipFile(archive) as zf:
             names = [info.filename for info in zf.infolist() if not info.is_dir()]
-    except (zipfile.BadZipFile, OSError) as error:
-        raise DicomError(f"cannot open the zip archive ({error})", path=archive) from error
+    except _ZIP_ERRORS as error:
+        raise DicomError(f"cannot open the zip archive ({type(error).__name__}: {error})"[:300], path=archive) from error
     return [f"{archive}{ZIP_SEPARATOR}{name}" for name in sorted(names)
             if not Path(name).name.startswith(".") and "__MACOSX" not in name]
 
@@ -141,7 +158,7 @@ def _zip_handle(archive: str) -> zipfile.ZipFile:
 def _member_info(archive: str, member: str) -> zipfile.ZipInfo:
     try:
         info = _zip_handle(archive).getinfo(member)
-    except (KeyError, zipfile.BadZipFile, OSError, EOFError) as error:
+    except _ZIP_ERRORS as error:
         raise DicomError(f"cannot read {member!r} from the zip archive ({error})", path=archive) from error
     if info.file_size > MAX_MEMBER_BYTES:
         raise DicomError(f"the zip member {member!r} declares {info.file_size / 2**30:.1f} GiB uncompressed "
@@ -159,7 +176,7 @@ def open_ref(ref: str) -> BinaryIO:
     info = _member_info(archive, member)
     try:
         return _zip_handle(archive).open(info)  # type: ignore[return-value]
-    except (KeyError, zipfile.BadZipFile, OSError, EOFError, RuntimeError, NotImplementedError) as error:
+    except _ZIP_ERRORS as error:
         raise DicomError(f"cannot read {member!r} from the zip archive ({error})", path=archive) from error
 
 
