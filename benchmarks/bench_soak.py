@@ -1,0 +1,238 @@
+"""Soak: the desktop app (offscreen) over a long session — does memory, file handles or the
+event loop drift? Not a CI test: run by hand, and say what was run and on what machine.
+
+Phases, in one MainWindow with the autosave journal on (as a user has it):
+  1. open/close studies: real CT from ../shared/data in turn (a 3-slice DICOM series, a NIfTI,
+     a 48-slice NRRD), each opened through the window and then closed (document emptied);
+  2. segment: the starter model on a crop of the NIfTI CT, N times (each result one undoable step);
+  3. brush strokes with undo: N strokes of 5 positions each through the tool controller (what
+     a mouse drag does), every third one undone, on the chest CT.
+For each phase: RSS after every step (printed as a curve of 10 points), open file handles at
+start and end, the longest event-loop stall (a 10 ms timer's largest gap while the phase
+ran) and the growth of RSS over the second half of the phase (a leak grows steadily there;
+allocator warm-up happens in the first half).
+
+Then the memory goal: open a 512 x 512 x 1000 DICOM series (1000 real slices re-positioned,
+500 MB of int16 voxels) in the window; peak RSS (VmHWM, reset before the open) against
+1.5 x the voxels + 400 MB.
+
+Run:  QT_QPA_PLATFORM=offscreen .venv/bin/python benchmarks/bench_soak.py \\
+        [--studies 200] [--segments 50] [--strokes 10000] [--big-slices 1000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+SHARED = Path(os.environ.get("MEDSEG_SHARED_DATA", REPO.parent / "shared" / "data")) / "ct"
+
+import numpy as np  # noqa: E402
+from PySide6.QtCore import QEventLoop, QStandardPaths, QTimer  # noqa: E402
+from PySide6.QtWidgets import QApplication  # noqa: E402
+
+
+def status_mb(field: str) -> float:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+class StallMeter:
+    """The longest gap between ticks of a 10 ms timer: how long the event loop was blocked."""
+
+    def __init__(self) -> None:
+        self.timer = QTimer()
+        self.timer.setInterval(10)
+        self.timer.timeout.connect(self._tick)
+        self.last = time.perf_counter()
+        self.longest = 0.0
+
+    def _tick(self) -> None:
+        now = time.perf_counter()
+        self.longest = max(self.longest, now - self.last)
+        self.last = now
+
+    def start(self) -> None:
+        self.last, self.longest = time.perf_counter(), 0.0
+        self.timer.start()
+
+    def stop(self) -> float:
+        self.timer.stop()
+        return self.longest
+
+
+def wait_for(signal, timeout_s: float = 600.0):
+    """Run the event loop until ``signal`` fires; returns its arguments."""
+    loop, got = QEventLoop(), []
+    signal.connect(lambda *args: (got.append(args), loop.quit()))
+    QTimer.singleShot(int(timeout_s * 1000), loop.quit)
+    loop.exec()
+    if not got:
+        raise TimeoutError(f"no {signal} within {timeout_s} s")
+    return got[0]
+
+
+def pump(ms: int = 20) -> None:
+    loop = QEventLoop()
+    QTimer.singleShot(ms, loop.quit)
+    loop.exec()
+
+
+def report(name: str, rss: list[float], fds: tuple[int, int], stall: float, seconds: float) -> dict:
+    points = [rss[round(i * (len(rss) - 1) / 9)] for i in range(10)] if len(rss) >= 10 else rss
+    half = rss[len(rss) // 2:]
+    growth = half[-1] - half[0] if len(half) > 1 else 0.0
+    print(f"\n{name}: {len(rss)} steps in {seconds:.0f} s")
+    print(f"  RSS MB (10 points): {' '.join(f'{v:.0f}' for v in points)}")
+    print(f"  RSS over the second half: {half[0]:.0f} -> {half[-1]:.0f} MB ({growth:+.0f} MB); "
+          f"median {statistics.median(rss):.0f} MB")
+    print(f"  open file handles: {fds[0]} -> {fds[1]}")
+    print(f"  longest event-loop stall: {stall * 1000:.0f} ms")
+    return {"growth_mb": growth, "fds": fds, "stall_ms": stall * 1000}
+
+
+def make_big_series(folder: Path, slices: int) -> Path:
+    """``slices`` real 512 x 512 CT slices (the dcmqi series' first, re-positioned 1 mm apart)."""
+    import pydicom
+    from pydicom.uid import generate_uid
+
+    source = pydicom.dcmread(sorted((SHARED / "dcmqi_ct3slice_masks" / "image").iterdir())[0])
+    series_uid = generate_uid()
+    folder.mkdir(parents=True, exist_ok=True)
+    for index in range(slices):
+        source.SeriesInstanceUID = series_uid
+        source.SOPInstanceUID = source.file_meta.MediaStorageSOPInstanceUID = generate_uid()
+        source.InstanceNumber = index + 1
+        source.ImagePositionPatient = [-235.2, -226.8, -500.0 + index]
+        source.SliceLocation = -500.0 + index
+        source.save_as(folder / f"{index:04d}.dcm")
+    return folder
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--studies", type=int, default=200)
+    parser.add_argument("--segments", type=int, default=50)
+    parser.add_argument("--strokes", type=int, default=10_000)
+    parser.add_argument("--big-slices", type=int, default=1000, help="0 skips the memory goal")
+    args = parser.parse_args()
+
+    app = QApplication.instance() or QApplication(sys.argv)
+    QStandardPaths.setTestModeEnabled(True)
+    work = Path(tempfile.mkdtemp(prefix="medseg-soak-"))
+    os.environ["MEDSEG_DATA_DIR"] = str(work / "data")  # the journal's sessions
+    from medseg.gui import app_shell
+    from medseg.gui.main_window import MainWindow
+
+    app_shell.settings().clear()
+    window = MainWindow()
+    window.resize(1400, 820)
+    window.show()
+    window.document.journal_root = work / "data" / "sessions"
+    pump(200)
+    stall = StallMeter()
+    print(f"medseg soak on {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}; start RSS {status_mb('VmRSS'):.0f} MB")
+
+    studies = [SHARED / "dcmqi_ct3slice_masks" / "image", SHARED / "totalsegmentator" / "example_ct_sm.nii.gz",
+               SHARED / "pyradiomics_lung1" / "lung1_image.nrrd"]
+    results = {}
+
+    # 1. open/close
+    rss, fds0, started = [], open_fds(), time.perf_counter()
+    stall.start()
+    for index in range(args.studies):
+        path = studies[index % len(studies)]
+        window.open_path(str(path), auto_load=True)
+        wait_for(window.loader.study_loaded)
+        window.document.mark_saved()
+        window.document.close_image()
+        pump(10)
+        rss.append(status_mb("VmRSS"))
+    results["open/close"] = report(f"open/close {args.studies} studies", rss, (fds0, open_fds()), stall.stop(),
+                                   time.perf_counter() - started)
+
+    # 2. segment (a 128 x 96 x 8 crop of the abdomen CT: the same work per run as any CT, fewer tiles)
+    import SimpleITK as sitk
+
+    crop = sitk.RegionOfInterest(sitk.ReadImage(str(studies[1])), (112, 96, 8), (5, 3, 10))
+    sitk.WriteImage(crop, str(work / "abdomen_crop.nii.gz"))
+    window.open_path(str(work / "abdomen_crop.nii.gz"))
+    wait_for(window.loader.study_loaded)
+    rss, fds0, started = [], open_fds(), time.perf_counter()
+    stall.start()
+    for _ in range(args.segments):
+        window.loader.segment()
+        wait_for(window.loader.segmented)
+        pump(10)
+        rss.append(status_mb("VmRSS"))
+    results["segment"] = report(f"segment {args.segments} times (starter, 112 x 96 x 8 of example_ct_sm)", rss, (fds0, open_fds()),
+                                stall.stop(), time.perf_counter() - started)
+    window.document.mark_saved()
+
+    # 3. strokes with undo
+    window.open_path(str(studies[2]))
+    wait_for(window.loader.study_loaded)
+    doc, tools = window.document, window.document.tools
+    tools.tool.set("brush")
+    rng = np.random.default_rng(7)
+    shape = np.array(doc.volume.size_xyz)
+    rss, fds0, started = [], open_fds(), time.perf_counter()
+    stall.start()
+    for index in range(args.strokes):
+        centre = rng.uniform(0.2, 0.8, 3) * shape
+        tools.press(tuple(centre), 2)
+        for step in range(1, 5):
+            tools.drag(tuple(centre + (step * 2.0, step, 0)))
+        tools.release()
+        if index % 3 == 2:
+            doc.undo()
+        pump(0)  # the events a real stroke would let through (repaints, the journal's signals)
+        if index % 50 == 0:
+            rss.append(status_mb("VmRSS"))
+    results["strokes"] = report(f"{args.strokes} brush strokes (5 positions each, every third undone)", rss,
+                                (fds0, open_fds()), stall.stop(), time.perf_counter() - started)
+    print(f"  undo history: {doc.history.depth} steps, {doc.history.nbytes / 2**20:.1f} MB")
+    doc.mark_saved()
+    doc.close_image()
+
+    # 4. the 512 x 512 x N memory goal
+    if args.big_slices:
+        folder = make_big_series(work / "big", args.big_slices)
+        voxels_mb = 512 * 512 * args.big_slices * 2 / 2**20
+        pump(100)
+        before = status_mb("VmRSS")
+        with open("/proc/self/clear_refs", "w") as clear:
+            clear.write("5")  # VmHWM := current RSS
+        started = time.perf_counter()
+        stall.start()
+        window.open_path(str(folder), auto_load=True)
+        wait_for(window.loader.study_loaded, timeout_s=1800)
+        pump(200)
+        longest = stall.stop()
+        peak = status_mb("VmHWM")
+        goal = 1.5 * voxels_mb + 400
+        print(f"\nopen a 512 x 512 x {args.big_slices} series ({voxels_mb:.0f} MB of voxels) in "
+              f"{time.perf_counter() - started:.0f} s: RSS before {before:.0f} MB, peak {peak:.0f} MB "
+              f"(+{peak - before:.0f} MB, {(peak - before) / voxels_mb:.2f} x the voxels); goal peak <= "
+              f"{goal:.0f} MB: {'met' if peak <= goal else 'NOT met'}; longest stall {longest * 1000:.0f} ms")
+    window.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
