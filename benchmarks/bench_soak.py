@@ -79,9 +79,15 @@ class StallMeter:
 def wait_for(signal, timeout_s: float = 600.0):
     """Run the event loop until ``signal`` fires; returns its arguments."""
     loop, got = QEventLoop(), []
-    signal.connect(lambda *args: (got.append(args), loop.quit()))
+
+    def fired(*args) -> None:
+        got.append(args)
+        loop.quit()
+
+    signal.connect(fired)
     QTimer.singleShot(int(timeout_s * 1000), loop.quit)
     loop.exec()
+    signal.disconnect(fired)  # else every later emission (and its Volume) is kept by this closure
     if not got:
         raise TimeoutError(f"no {signal} within {timeout_s} s")
     return got[0]
