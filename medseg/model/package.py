@@ -109,8 +109,9 @@ def _read_manifest(files: "_PackageFiles", path: Path) -> dict[str, Any]:
     for key in ("name", "configurations", "labels", "folds"):
         if key not in manifest:
             raise ModelError(f"{MODEL_JSON} lacks {key!r}", path=path)
+    # ("postprocessing" is checked step by step by parse_steps, with its own messages)
     expected = {"name": str, "configurations": dict, "labels": dict, "folds": dict, "colors": dict, "onnx": dict,
-                "provenance": dict, "postprocessing": list}
+                "provenance": dict}
     for key, kind in expected.items():
         if key in manifest and manifest[key] is not None and not isinstance(manifest[key], kind):
             raise ModelError(f"{MODEL_JSON}: {key!r} must be a JSON {_JSON_NAMES[kind]}, not "
@@ -125,7 +126,7 @@ def _read_manifest(files: "_PackageFiles", path: Path) -> dict[str, Any]:
     return manifest
 
 
-_JSON_NAMES = {str: "string", dict: "object", list: "array"}
+_JSON_NAMES = {str: "string", dict: "object"}
 
 
 def _labels(manifest: dict[str, Any], path: Path) -> dict[int, str]:
