@@ -1,4 +1,4 @@
-"""Surface meshes (STL / OBJ) of each label, in physical LPS millimetres.
+"""Surface meshes of each label, in physical LPS millimetres: the STL / OBJ export and the 3D view.
 
 scikit-image's marching cubes (Lewiner) extracts the 0.5 iso-surface of each label's
 mask, and trimesh writes it. Why these two: scikit-image is already in the scientific
@@ -7,6 +7,14 @@ for CT (seconds for a body mask), and trimesh writes both STL and OBJ from plain
 arrays in a few hundred kB of pure Python; VTK would add over 100 MB to the installer
 for the same two calls.
 
+One function, :func:`mesh_cells`, makes every surface: the export meshes a label's whole
+box at full resolution (``EXACT``: the voxel mask itself), the 3D view
+(``medseg.io.surface_bricks``) meshes it brick by brick, sampled every few voxels (each
+sample the mean of its block of the mask, so thin structures fade instead of aliasing) and
+smoothed with a small Gaussian. A brick is meshed from the samples around it, so its faces
+meet its neighbours' exactly (the same samples give the same vertices): an edit re-meshes
+only the bricks it touches.
+
 Vertices are mapped from voxel indices through the volume's spacing, direction and
 origin, so a mesh lies where the label lies in the patient (LPS, as DICOM and 3D Slicer
 use; the STL header and OBJ comment say so). Faces wind outwards (positive volume).
@@ -14,6 +22,7 @@ use; the STL header and OBJ comment say so). Faces wind outwards (positive volum
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from dataclasses import dataclass
@@ -28,6 +37,149 @@ from medseg.core.label_arrays import label_values
 from medseg.core.volume import Volume
 
 FORMATS = ("stl", "obj")
+_TRUNCATE = 4.0  # scipy's default: the Gaussian's kernel reaches int(4 * sigma + 0.5) samples
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """How a surface samples the mask: one sample per ``step`` voxels along (z, y, x), each the mean of its
+    block of voxels, smoothed with a Gaussian of ``sigma`` samples per axis (0: not smoothed).
+
+    Sample ``k`` of an axis is the block of voxels ``[(k - 1) * step, k * step)``: the first and last
+    samples lie wholly outside the volume, so every surface is closed at the volume's edges.
+    """
+
+    step_zyx: tuple[int, int, int] = (1, 1, 1)
+    sigma_zyx: tuple[float, float, float] = (0.0, 0.0, 0.0)
+
+    @property
+    def radius_zyx(self) -> tuple[int, int, int]:
+        """How many samples the smoothing reaches on each side."""
+        return tuple(int(_TRUNCATE * s + 0.5) if s > 0 else 0 for s in self.sigma_zyx)  # type: ignore[return-value]
+
+    def sample_counts(self, shape_zyx: tuple[int, ...]) -> tuple[int, int, int]:
+        return tuple(-(-n // s) + 2 for n, s in zip(shape_zyx, self.step_zyx))  # type: ignore[return-value]
+
+    def cells_touched(self, lo_zyx, hi_zyx, shape_zyx) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+        """The cells (between samples k and k + 1) whose surface depends on voxels ``[lo, hi)``."""
+        counts = self.sample_counts(shape_zyx)
+        low, high = [], []
+        for lo, hi, step, radius, count in zip(lo_zyx, hi_zyx, self.step_zyx, self.radius_zyx, counts):
+            first, last = (int(lo) + step) // step, (int(hi) - 1 + step) // step
+            low.append(max(0, first - radius - 1))
+            high.append(min(count - 1, last + radius + 1))
+        return tuple(low), tuple(high)  # type: ignore[return-value]
+
+
+EXACT = Sampling()  # the voxel mask itself: what the STL / OBJ export writes
+
+
+def sampling_for(spacing_zyx, sample_mm: float, smoothing: float = 0.6) -> Sampling:
+    """Samples about ``sample_mm`` apart (never finer than a voxel), smoothed by ``smoothing`` samples
+    on each axis (at least that, and more along an axis whose voxels are finer than the samples)."""
+    steps = tuple(max(1, int(round(sample_mm / sp))) for sp in spacing_zyx)
+    sigmas = tuple(float(smoothing) for _ in steps) if smoothing > 0 else (0.0, 0.0, 0.0)
+    return Sampling(steps, sigmas)  # type: ignore[arg-type]
+
+
+@dataclass
+class CellMesh:
+    """Part of a surface in continuous voxel indices (z, y, x): vertices, faces, outward normals, and the
+    sample cell each face lies in (to cut a mesh into bricks)."""
+
+    vertices_zyx: np.ndarray  # (N, 3) float32
+    faces: np.ndarray  # (M, 3) int32, outward by the right-hand rule in (x, y, z) index space
+    normals_zyx: np.ndarray  # (N, 3) float32: the field's falling gradient, in index units
+    face_cells: np.ndarray  # (M, 3) int32: (z, y, x) cell of each face
+
+    @classmethod
+    def empty(cls) -> "CellMesh":
+        return cls(np.zeros((0, 3), np.float32), np.zeros((0, 3), np.int32), np.zeros((0, 3), np.float32),
+                   np.zeros((0, 3), np.int32))
+
+    def subset(self, keep: np.ndarray) -> "CellMesh":
+        """The faces where ``keep`` is true, with only the vertices they use."""
+        faces = self.faces[keep]
+        used = np.zeros(len(self.vertices_zyx), bool)
+        used[faces.ravel()] = True
+        renumber = (np.cumsum(used) - 1).astype(np.int32)
+        return CellMesh(self.vertices_zyx[used], renumber[faces], self.normals_zyx[used], self.face_cells[keep])
+
+
+def mesh_cells(labels: np.ndarray, value: int, sampling: Sampling = EXACT,
+               cells: tuple[tuple[int, int, int], tuple[int, int, int]] | None = None) -> CellMesh:
+    """The surface of ``labels == value`` inside the sample cells ``[low, high)`` (all cells when None).
+
+    The mask is read around the cells (one sample more for the normals, plus the smoothing's reach),
+    so the faces of neighbouring cell ranges meet exactly.
+    """
+    from skimage.measure import marching_cubes
+
+    counts = sampling.sample_counts(labels.shape)
+    low, high = cells if cells is not None else ((0, 0, 0), tuple(n - 1 for n in counts))
+    if any(h <= l for l, h in zip(low, high)):
+        return CellMesh.empty()
+    # samples used by the cells (and one more on each side for the normals) and the samples smoothing them
+    used_lo = [l - 1 for l in low]
+    used_hi = [h + 2 for h in high]  # exclusive
+    read_lo = [u - r for u, r in zip(used_lo, sampling.radius_zyx)]
+    read_hi = [u + r for u, r in zip(used_hi, sampling.radius_zyx)]
+    field = _block_means(labels, value, sampling.step_zyx, read_lo, read_hi)
+    if field is None:
+        return CellMesh.empty()
+    if any(s > 0 for s in sampling.sigma_zyx):
+        field = ndimage.gaussian_filter(field, sampling.sigma_zyx, mode="constant", cval=0.0, truncate=_TRUNCATE)
+    used = field[tuple(slice(u - r0, e - r0) for u, e, r0 in zip(used_lo, used_hi, read_lo))]
+    if not (used.min() < 0.5 < used.max()):
+        return CellMesh.empty()
+    verts, faces, normals, _ = marching_cubes(used, level=0.5, method="lewiner", allow_degenerate=False)
+    # a face lies inside one cell: the cell that holds its centroid
+    face_cells = (np.floor(verts[faces].mean(axis=1)).astype(np.int64) + np.asarray(used_lo)).astype(np.int32)
+    samples = verts + np.asarray(used_lo)
+    step = np.asarray(sampling.step_zyx, dtype=np.float64)
+    # sample k is the block [(k - 1) * step, k * step): its centre is the voxel index below
+    index_zyx = (samples - 1.0) * step + (step - 1.0) / 2.0
+    mesh = CellMesh(index_zyx.astype(np.float32), faces.astype(np.int32), (normals / step).astype(np.float32),
+                    face_cells)
+    if cells is None:
+        return mesh
+    return mesh.subset(np.all((face_cells >= np.asarray(low)) & (face_cells < np.asarray(high)), axis=1))
+
+
+def _block_means(labels: np.ndarray, value: int, step, read_lo, read_hi) -> np.ndarray | None:
+    """Samples ``[read_lo, read_hi)`` of the mask: block means of ``labels == value`` (0 outside). None if empty."""
+    step = tuple(int(s) for s in step)
+    voxel_lo = [(k - 1) * s for k, s in zip(read_lo, step)]
+    voxel_hi = [(k - 1) * s for k, s in zip(read_hi, step)]
+    inner_lo = [max(0, v) for v in voxel_lo]
+    inner_hi = [min(n, v) for n, v in zip(labels.shape, voxel_hi)]
+    if any(h <= l for l, h in zip(inner_lo, inner_hi)):
+        return None
+    inside = labels[tuple(slice(l, h) for l, h in zip(inner_lo, inner_hi))] == value
+    if not inside.any():
+        return None
+    mask = np.zeros([h - l for l, h in zip(voxel_lo, voxel_hi)], dtype=np.uint8)
+    mask[tuple(slice(il - l, ih - l) for l, il, ih in zip(voxel_lo, inner_lo, inner_hi))] = inside
+    if step == (1, 1, 1):
+        return mask.astype(np.float32)
+    # one axis at a time, each a reduction over a contiguous run: 5-10x faster than one 6-D sum
+    nz, ny, nx = (n // s for n, s in zip(mask.shape, step))
+    sums = mask.reshape(nz * step[0] * ny * step[1], nx, step[2]).sum(axis=2, dtype=np.uint16)
+    sums = sums.reshape(nz * step[0], ny, step[1], nx).sum(axis=2, dtype=np.uint16)
+    sums = sums.reshape(nz, step[0], ny, nx).sum(axis=1, dtype=np.uint16)
+    return sums.astype(np.float32) * np.float32(1.0 / math.prod(step))
+
+
+def to_patient(volume: Volume, mesh: CellMesh) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(vertices (N, 3) LPS mm, faces (M, 3), unit outward normals (N, 3)) of a :class:`CellMesh`."""
+    vertices = volume.index_to_physical(mesh.vertices_zyx[:, ::-1].astype(np.float64))
+    gradient_xyz = mesh.normals_zyx[:, ::-1].astype(np.float64) / np.asarray(volume.spacing_mm)
+    normals = gradient_xyz @ volume.direction.T
+    normals /= np.maximum(np.linalg.norm(normals, axis=1, keepdims=True), 1e-12)
+    faces = mesh.faces.astype(np.int64)
+    if np.linalg.det(volume.direction) < 0:  # a mirroring direction turns the winding inside out
+        faces = faces[:, ::-1]
+    return vertices, faces, normals
 
 
 @dataclass
@@ -41,34 +193,21 @@ class MeshResult:
     bbox_max_lps: tuple[float, float, float]
 
 
-def label_surface(label_map: Volume, value: int, box: tuple[slice, ...] | None = None) -> tuple[np.ndarray, np.ndarray]:
+def label_surface(label_map: Volume, value: int, box: tuple[slice, ...] | None = None,
+                  sampling: Sampling = EXACT) -> tuple[np.ndarray, np.ndarray]:
     """(vertices (N, 3) in LPS mm, faces (M, 3)) of the surface around voxels equal to ``value``.
 
     ``box``: the label's bounding box (z, y, x slices) when already known (scipy's find_objects).
     """
-    from skimage.measure import marching_cubes
-
     labels = np.asarray(label_map.array)
     if box is None:
         boxes = ndimage.find_objects((labels == value).astype(np.uint8))
         box = boxes[0] if boxes else None
     if box is None:
         return np.zeros((0, 3)), np.zeros((0, 3), dtype=np.int64)
-    start = np.array([s.start for s in box])  # (z, y, x)
-    # One voxel of background around the crop closes the surface at the volume's edges.
-    cropped = np.pad(labels[box] == value, 1).astype(np.float32)
-    verts_zyx, faces, _, _ = marching_cubes(cropped, level=0.5, method="lewiner", allow_degenerate=False)
-    index_zyx = verts_zyx - 1.0 + start
-    vertices = label_map.index_to_physical(index_zyx[:, ::-1])
-    faces = faces.astype(np.int64)
-    if _signed_volume(vertices, faces) < 0:
-        faces = faces[:, ::-1]  # index order (z, y, x) -> (x, y, z) and the direction may mirror the surface
+    cells = sampling.cells_touched([s.start for s in box], [s.stop for s in box], labels.shape)
+    vertices, faces, _normals = to_patient(label_map, mesh_cells(labels, value, sampling, cells))
     return vertices, faces
-
-
-def _signed_volume(vertices: np.ndarray, faces: np.ndarray) -> float:
-    a, b, c = (vertices[faces[:, i]] for i in range(3))
-    return float(np.einsum("ij,ij->i", a, np.cross(b, c)).sum() / 6.0)
 
 
 def _safe_name(name: str) -> str:

@@ -1,0 +1,142 @@
+"""The 3D view's surfaces: brick by brick, they are the surface of the whole label map.
+
+The oracle is built here without medseg's meshing: the mask zero-padded by one block, averaged
+over blocks with numpy, smoothed with scipy's Gaussian and handed to scikit-image's marching
+cubes whole. After edits, the bricks that medseg re-meshed must give exactly its triangles.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import ndimage
+from scipy.spatial import cKDTree
+from skimage.measure import marching_cubes
+
+from medseg.io import read_image
+from medseg.io.mesh import EXACT, label_surface
+from medseg.io.surface_bricks import SurfaceBricks
+
+BODY, LUNGS, BONES = 1, 2, 3
+
+
+@pytest.fixture(scope="module")
+def chest(ct_dir: Path):
+    """lung1 (512×512×48 at 0.57×0.57×5 mm) with threshold labels: body, the air inside it, bone."""
+    image = read_image(ct_dir / "pyradiomics_lung1" / "lung1_image.nrrd")
+    hu = image.array
+    body = hu > -400
+    parts, _ = ndimage.label(body)
+    body = parts == np.argmax(np.bincount(parts.ravel())[1:]) + 1
+    inside = np.stack([ndimage.binary_fill_holes(plane) for plane in body])
+    labels = np.zeros(hu.shape, np.uint8)
+    labels[body] = BODY
+    labels[inside & ~body & (hu < -400)] = LUNGS
+    labels[hu > 250] = BONES
+    return image.with_array(labels)
+
+
+def oracle_triangles(label_map, value: int, step_zyx, sigma_zyx) -> np.ndarray:
+    """(M, 3, 3) LPS triangles of the smoothed, block-averaged mask, meshed whole by scikit-image."""
+    mask = (np.asarray(label_map.array) == value).astype(np.float64)
+    pad = [(s, -(-n // s) * s - n + s) for n, s in zip(mask.shape, step_zyx)]
+    padded = np.pad(mask, pad)
+    shape = []
+    for n, s in zip(padded.shape, step_zyx):
+        shape += [n // s, s]
+    field = padded.reshape(shape).mean(axis=(1, 3, 5))
+    field = ndimage.gaussian_filter(field, sigma_zyx, mode="constant")
+    verts, faces, _n, _v = marching_cubes(field, 0.5)
+    step = np.asarray(step_zyx, float)
+    index_xyz = ((verts - 1) * step + (step - 1) / 2)[:, ::-1]
+    return _triangles(label_map.index_to_physical(index_xyz), faces)
+
+
+def _triangles(vertices: np.ndarray, faces: np.ndarray) -> np.ndarray:
+    return np.asarray(vertices, np.float64)[np.asarray(faces)]
+
+
+def assert_same_triangles(got: np.ndarray, expected: np.ndarray, tol: float = 1e-3) -> None:
+    """Each triangle of ``got`` is one of ``expected`` (one to one), corners in the same winding order."""
+    assert got.shape == expected.shape
+    _distance, match = cKDTree(expected.mean(axis=1)).query(got.mean(axis=1))
+    assert len(np.unique(match)) == len(match), "two triangles matched the same one"
+    paired = expected[match]
+    error = np.min([np.abs(np.roll(got, shift, axis=1) - paired).max(axis=(1, 2)) for shift in range(3)], axis=0)
+    assert error.max() < tol
+
+
+def test_bricks_after_edits_are_the_whole_smoothed_surface(chest):
+    labels = np.array(chest.array)
+    surfaces = SurfaceBricks(chest)
+    surfaces.rebuild(labels)
+    # three edits: paint lungs into the body, erase a piece of bone, paint a new label
+    edits = [((20, 200, 100), (26, 232, 140), LUNGS), ((10, 300, 240), (14, 340, 280), 0),
+             ((30, 250, 250), (33, 262, 262), 7)]
+    for lo, hi, value in edits:
+        box = tuple(slice(l, h) for l, h in zip(lo, hi))
+        touched = set(np.unique(labels[box]).tolist()) | {value}
+        labels[box] = value
+        surfaces.update(labels, (lo, hi), touched)
+    label_map = chest.with_array(labels)
+    for value in (BODY, LUNGS, BONES, 7):
+        sampling = surfaces._labels[value].sampling
+        got = surfaces.surface(value)
+        expected = oracle_triangles(label_map, value, sampling.step_zyx, sampling.sigma_zyx)
+        assert_same_triangles(_triangles(got.vertices, got.faces), expected)
+
+
+def test_an_edit_re_meshes_only_the_labels_and_bricks_it_touched(chest):
+    labels = np.array(chest.array)
+    surfaces = SurfaceBricks(chest)
+    surfaces.rebuild(labels)
+    whole = {v: len(surfaces._labels[v].bricks) for v in (BODY, LUNGS, BONES)}
+    before = dict(surfaces.meshings)
+    lo, hi = (20, 150, 100), (26, 182, 140)
+    box = tuple(slice(l, h) for l, h in zip(lo, hi))
+    touched = set(np.unique(labels[box]).tolist()) | {LUNGS}
+    assert BONES not in touched
+    labels[box] = LUNGS
+    changed = surfaces.update(labels, (lo, hi), touched)
+    assert set(changed) == touched - {0}
+    meshed = {v: surfaces.meshings[v] - before.get(v, 0) for v in (BODY, LUNGS, BONES)}
+    assert meshed[BONES] == 0
+    for value in touched - {0}:
+        assert 1 <= meshed[value] <= 8 < whole[value]  # the bricks around a small box, not the label
+
+
+def test_decimated_body_stays_within_budget_and_encloses_its_volume(chest):
+    surfaces = SurfaceBricks(chest, triangle_budget=60_000)
+    result = surfaces.rebuild(chest.array)
+    assert surfaces.triangles() <= 1.5 * 60_000
+    body = result[BODY]
+    assert body.sample_mm > max(chest.spacing_mm[:2])  # sampled coarser than its voxels
+    a, b, c = (body.vertices[body.faces[:, i]].astype(np.float64) for i in range(3))
+    enclosed_ml = np.einsum("ij,ij->i", a, np.cross(b, c)).sum() / 6000.0
+    voxels_ml = np.count_nonzero(chest.array == BODY) * chest.voxel_volume_ml
+    assert enclosed_ml == pytest.approx(voxels_ml, rel=0.1)
+    # normals point outwards: a sample spacing along the normal mostly lies outside the body (a coarse
+    # sampling moves the surface of thin parts), against it almost always inside
+    reach = body.sample_mm
+    labels = np.asarray(chest.array)
+
+    def label_at(points):
+        index = np.rint(chest.physical_to_index(points)).astype(int)
+        index = np.clip(index, 0, np.asarray(chest.size_xyz) - 1)
+        return labels[index[:, 2], index[:, 1], index[:, 0]]
+
+    outside = label_at(body.vertices + reach * body.normals) != BODY
+    inside = label_at(body.vertices - reach * body.normals) == BODY
+    assert outside.mean() > 0.75 and inside.mean() > 0.9
+
+
+def test_exact_sampling_is_the_export_surface(chest):
+    """The STL export's surface is the same meshing at full resolution, unsmoothed."""
+    labels = np.zeros(chest.shape_zyx, np.uint8)
+    labels[10:20, 100:140, 150:200] = 4
+    label_map = chest.with_array(labels)
+    vertices, faces = label_surface(label_map, 4, sampling=EXACT)
+    expected = oracle_triangles(label_map, 4, (1, 1, 1), (0, 0, 0))
+    assert_same_triangles(_triangles(vertices, faces), expected)
