@@ -4,6 +4,7 @@ Real CT (pyradiomics lung1, 512×512×48, with its label map) is stacked along z
 512×512×600 study, and upsampled in-plane to 1024² for the large case. medseg's LUT
 path is timed against the peers' ways of doing the same: pyqtgraph's makeARGB +
 makeQImage (what ImageView does) and a straightforward float numpy window/level.
+The 3D view's rows (re-mesh after an edit, frames/s while rotating) come from bench_view3d.py.
 Run: .venv/bin/python benchmarks/bench_render.py
 """
 
@@ -199,6 +200,14 @@ def main() -> int:
         fps, p50, p95, cpu95 = frame_rate(image, labels, (3840, 2160), layout, axis, steps=60)
         what = f"{layout} layout, scrolling {'axial' if axis == 2 else 'sagittal'}"
         print(f"  {what:34s} per step p50 {p50:6.2f} ms, p95 {p95:6.2f} ms (process CPU p95 {cpu95:6.2f} ms) → {fps:.0f} frames/s")
+    # The 3D view's rows (re-mesh after an edit, frames/s while rotating): benchmarks/bench_view3d.py
+    import bench_view3d
+
+    label_map = bench_view3d.chest_512x512x300()
+    print("\n== 3D view: re-mesh after a brush-sized edit, 512×512×300 label map (lung1 rule labels) ==")
+    bench_view3d.remesh_rows(label_map, edits=7)
+    print("\n== 3D view: frames/s while rotating, 700×450 pane, Xvfb + Mesa llvmpipe ==")
+    bench_view3d.fps_rows(frames=40, coarse_budget=60_000)
     app.quit()
     return 0
 

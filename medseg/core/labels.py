@@ -105,6 +105,7 @@ class Label:
     provenance: Provenance = field(default=HAND)
     locked: bool = False  # no tool, Segment or batch operation changes a locked label
     visible: bool = True
+    opacity: float | None = None  # of its surface in the 3D view, 0…1 (None: the view's default for it)
 
     def __post_init__(self) -> None:
         value = int(self.value)
@@ -115,6 +116,8 @@ class Label:
         object.__setattr__(self, "color", tuple(min(255, max(0, int(c))) for c in color))
         object.__setattr__(self, "locked", bool(self.locked))
         object.__setattr__(self, "visible", bool(self.visible))
+        if self.opacity is not None:
+            object.__setattr__(self, "opacity", min(1.0, max(0.0, float(self.opacity))))
 
     # --- derived -----------------------------------------------------------------------
     def codes(self) -> tuple[Code, Code]:
@@ -141,7 +144,7 @@ class Label:
             "type": self.type.as_dict() if self.type else None,
             "algorithm_type": self.provenance.algorithm_type, "algorithm_name": self.provenance.algorithm_name,
             "algorithm_version": self.provenance.algorithm_version,
-            "locked": self.locked, "visible": self.visible,
+            "locked": self.locked, "visible": self.visible, "opacity": self.opacity,
         }
 
     @classmethod
@@ -155,7 +158,8 @@ class Label:
             Code.from_dict(data["type"]) if data.get("type") else None,
             Provenance(str(data.get("algorithm_type") or MANUAL), str(data.get("algorithm_name") or ""),
                        str(data.get("algorithm_version") or "")),
-            bool(data.get("locked", False)), bool(data.get("visible", True)))
+            bool(data.get("locked", False)), bool(data.get("visible", True)),
+            float(data["opacity"]) if data.get("opacity") is not None else None)
 
 
 def label_table(values: Iterable[int], names: Mapping[int, str] | None = None,

@@ -482,6 +482,10 @@ class ViewerDocument:
     def set_label_visible(self, value: int, visible: bool) -> None:
         self._change_entry(value, visible=bool(visible))
 
+    def set_label_opacity(self, value: int, opacity: float) -> None:
+        """How opaque the label's surface is in the 3D view (0…1)."""
+        self._change_entry(value, opacity=min(1.0, max(0.0, float(opacity))))
+
     def set_all_labels_visible(self, visible: bool) -> None:
         if self.label_map is not None:
             self._put_entries({v: replace(e, visible=bool(visible)) for v, e in self.labels.items()})

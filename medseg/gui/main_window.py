@@ -145,6 +145,13 @@ class MainWindow(QMainWindow):
         self.stats_dock.setWidget(self.stats_panel)
         self.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.stats_dock)
         self.resizeDocks([self.stats_dock], [230], Qt.Orientation.Vertical)  # about six rows
+        # the study's details left the 2×2 layout's fourth pane to the 3D view
+        self.details_dock = QDockWidget("Study details", self)
+        self.details_dock.setObjectName("study-details")
+        self.details_dock.setWidget(self.viewer.info_pane)
+        self.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.details_dock)
+        self.tabifyDockWidget(self.stats_dock, self.details_dock)
+        self.stats_dock.raise_()
         self.train_tab = TrainExportTab(self.document, self)
         self.train_tab.failed.connect(self._on_failed)
         self.train_tab.export_panel.open_requested.connect(lambda case: open_comparison_case(self, case))
@@ -235,6 +242,7 @@ class MainWindow(QMainWindow):
         view_menu.addSeparator()
         view_menu.addAction(self.raw_stack.action)
         view_menu.addAction(self.stats_dock.toggleViewAction())
+        view_menu.addAction(self.details_dock.toggleViewAction())
         self.reset_action = self._action("Reset zoom and pan", self.viewer.reset_views, "R")
         view_menu.addAction(self.reset_action)
         self.overlay_action = self._action("Show label overlay", self._toggle_overlay, "O")
@@ -755,6 +763,7 @@ class MainWindow(QMainWindow):
         store.setValue("view/layout", self.viewer.layout_name if self.viewer.layout_name != "single" else "1x3")
         store.setValue("view/overlay_opacity", self.document.overlay_opacity)
         self.loader.shutdown()
+        self.viewer.view3d.shutdown()
         if self.browser is not None:
             self.browser.shutdown()
         if self.demo_job is not None:

@@ -1,4 +1,4 @@
-"""The three linked slice views and their layout (1×3, 2×2 with an info pane, single).
+"""The three linked slice views and the 3D view, and their layout (1×3, 2×2 with the 3D view, single).
 
 The views never talk to each other: they observe the document (napari style). This
 panel keeps the int16/uint8 arrays the views slice from, made once per image or label
@@ -15,6 +15,7 @@ from medseg.edit.document import ViewerDocument
 from medseg.gui.label_table import color_arrays
 from medseg.gui.slice_render import SliceRenderer
 from medseg.gui.slice_view import SliceView
+from medseg.gui.view3d import View3D
 from medseg.gui.view_axes import VIEW_NAMES, view_axes
 
 LAYOUTS = ("1x3", "2x2", "single")
@@ -36,12 +37,15 @@ class ViewerPanel(QWidget):
         self.document = document
         self.renderer = SliceRenderer()
         self.views = {name: SliceView(name, document, self.renderer, self) for name in VIEW_NAMES}
-        self.info_pane = QLabel(self)
+        self.view3d = View3D(document, self)
+        self.view3d.maximise_requested.connect(self._toggle_maximise)
+        self.info_pane = QLabel()  # the study's details: the main window shows them in a dock
         self.info_pane.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
         self.info_pane.setWordWrap(True)
         self.info_pane.setStyleSheet("QLabel { background: #151515; color: #d0d0d0; padding: 10px; }")
         self.layout_name = "1x3"
-        self.active_view = "axial"
+        self.active_view = "axial"  # the slice view the status bar and keys follow
+        self.single_view = "axial"  # what the single layout shows: a slice view or the 3D view
         self._grid = QGridLayout(self)
         self._grid.setContentsMargins(0, 0, 0, 0)
         self._grid.setSpacing(2)
@@ -69,9 +73,11 @@ class ViewerPanel(QWidget):
         if name not in LAYOUTS:
             raise ValueError(f"unknown layout {name!r}")
         if view is not None:
-            self.active_view = view
+            self.single_view = view  # a slice view or the 3D view
+            if view in self.views:
+                self.active_view = view
         self.layout_name = name
-        for widget in (*self.views.values(), self.info_pane):
+        for widget in (*self.views.values(), self.view3d):
             self._grid.removeWidget(widget)
             widget.hide()
         for row in range(2):
@@ -83,15 +89,15 @@ class ViewerPanel(QWidget):
         elif name == "2x2":
             places = {"axial": (0, 0), "coronal": (0, 1), "sagittal": (1, 0)}
         else:
-            places = {self.active_view: (0, 0)}
+            places = {self.single_view: (0, 0)}
+        if name == "2x2":
+            places[self.view3d.name] = (1, 1)
         for view_name, (row, column) in places.items():
-            self._grid.addWidget(self.views[view_name], row, column)
-            self.views[view_name].show()
+            widget = self.view3d if view_name == self.view3d.name else self.views[view_name]
+            self._grid.addWidget(widget, row, column)
+            widget.show()
             self._grid.setRowStretch(row, 1)
             self._grid.setColumnStretch(column, 1)
-        if name == "2x2":
-            self._grid.addWidget(self.info_pane, 1, 1)
-            self.info_pane.show()
         self.layout_changed.emit(name)
 
     def _toggle_maximise(self, view: str) -> None:
@@ -102,7 +108,7 @@ class ViewerPanel(QWidget):
             self.set_layout("single", view)
 
     def _set_active(self, view: str) -> None:
-        self.active_view = view
+        self.active_view = self.single_view = view
 
     def reset_views(self) -> None:
         for view in self.views.values():

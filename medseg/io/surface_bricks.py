@@ -35,6 +35,7 @@ MIN_LABEL_BUDGET = 20_000
 # Marching cubes on a smoothed mask gives about this many triangles per (voxel-face area / sample area).
 TRIANGLES_PER_FACE = 1.2
 REPLAN_FACTOR = 4.0
+OVERSHOOT_LIMIT = 1.4  # a label meshed to more than this times its budget is meshed again, coarser
 
 
 @dataclass
@@ -100,8 +101,7 @@ class SurfaceBricks:
         for value in present:
             box = boxes[value - 1]
             budget = max(MIN_LABEL_BUDGET, self.triangle_budget * areas[value] / total)
-            self._labels[value] = self._plan(areas[value], budget, int(np.count_nonzero(labels[box] == value)))
-            self._mesh_whole(labels, value, box)
+            self._mesh_planned(labels, value, box, areas[value], budget, int(np.count_nonzero(labels[box] == value)))
         return {value: self.surface(value) for value in present}
 
     # --- an edit ----------------------------------------------------------------------------
@@ -129,8 +129,7 @@ class SurfaceBricks:
                 found = ndimage.find_objects((labels == value).astype(np.uint8))
                 whole = found[0] if found else tuple(slice(l, h) for l, h in zip(lo, hi))
                 area = self._face_area_mm2(labels, value, whole)
-                self._labels[value] = self._plan(area, self._budget_left(value), count)
-                self._mesh_whole(labels, value, whole)
+                self._mesh_planned(labels, value, whole, area, self._budget_left(value), count)
             else:
                 self._mesh_box(labels, value, lo, hi)
             changed[value] = self.surface(value)
@@ -159,6 +158,16 @@ class SurfaceBricks:
         sampling = sampling_for(self.geometry.spacing_zyx, sample_mm, self.smoothing)
         return _Label(sampling, sample_mm, voxels)
 
+    def _mesh_planned(self, labels: np.ndarray, value: int, box, area_mm2: float, budget: float, voxels: int) -> None:
+        """Plan the label's sampling from its area and mesh it whole; a surface more intricate than its
+        area says (vessels in the lungs, ribs) overshoots the budget: it is planned once more from the count."""
+        self._labels[value] = self._plan(area_mm2, budget, voxels)
+        self._mesh_whole(labels, value, box)
+        overshoot = self._labels[value].n_triangles / max(budget, 1.0)
+        if overshoot > OVERSHOOT_LIMIT:
+            self._labels[value] = self._plan(area_mm2 * overshoot, budget, voxels)
+            self._mesh_whole(labels, value, box)
+
     def _budget_left(self, value: int) -> float:
         """The triangles the other labels leave to ``value`` (at least MIN_LABEL_BUDGET)."""
         others = sum(entry.n_triangles for v, entry in self._labels.items() if v != value)
@@ -178,15 +187,14 @@ class SurfaceBricks:
         self.meshings[value] += 1
         if not len(mesh.faces):
             return
-        keys = mesh.face_cells // self.brick_cells
-        unique, which = np.unique(keys, axis=0, return_inverse=True)
-        which = which.ravel()
-        order = np.argsort(which, kind="stable")
-        bounds = np.searchsorted(which[order], np.arange(len(unique) + 1))
-        for i, key in enumerate(unique):
-            keep = np.zeros(len(mesh.faces), bool)
-            keep[order[bounds[i]:bounds[i + 1]]] = True
-            entry.bricks[tuple(int(k) for k in key)] = self._brick(mesh.subset(keep))  # type: ignore[index]
+        keys = (mesh.face_cells // self.brick_cells).astype(np.int64)
+        code = (keys[:, 0] << 40) | (keys[:, 1] << 20) | keys[:, 2]  # one sortable number per brick
+        order = np.argsort(code, kind="stable")
+        starts = np.flatnonzero(np.diff(code[order], prepend=-1))
+        for start, stop in zip(starts, [*starts[1:], len(order)]):
+            faces = order[start:stop]
+            key = tuple(int(k) for k in keys[faces[0]])
+            entry.bricks[key] = self._brick(mesh.subset(faces))  # type: ignore[index]
 
     def _mesh_box(self, labels: np.ndarray, value: int, lo, hi) -> None:
         """Re-mesh every brick of ``value`` whose surface depends on voxels ``[lo, hi)``."""
