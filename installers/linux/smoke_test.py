@@ -166,6 +166,21 @@ def check_screenshot(path: Path) -> str:
     return f"{width}x{height}, {colours} colours"
 
 
+def check_3d_view(stdout: str, env: dict[str, str] | None) -> str:
+    """The 3D view's line of ``medseg demo --screenshot``: with an X display (DISPLAY set, xcb) OpenGL
+    must work (PyOpenGL bundled, Mesa from the .deb's Depends); offscreen without one the pane must
+    say why, and nothing may crash (issue #28)."""
+    lines = [line for line in stdout.splitlines() if line.startswith("3D view:")]
+    if not lines:
+        raise SmokeFailure(f"no '3D view:' line from the demo run:\n{stdout[-2000:]}")
+    line = lines[-1]
+    if env is not None and env.get("DISPLAY") and env.get("QT_QPA_PLATFORM") == "xcb" and "unavailable" in line:
+        raise SmokeFailure(f"an X display was there but the 3D view had no OpenGL: {line}")
+    if "unavailable" in line and "PyOpenGL" in line:
+        raise SmokeFailure(f"the bundle's PyOpenGL does not work: {line}")
+    return line
+
+
 def smoke(medseg: list[str], env: dict[str, str] | None, host_out: Path, inside_out: Path, ct: Path, series: Path,
           expected: dict[str, Path], where: str) -> dict[str, float]:
     """Run the checks through ``medseg`` (a command prefix). Files are written to ``inside_out``
@@ -193,6 +208,7 @@ def smoke(medseg: list[str], env: dict[str, str] | None, host_out: Path, inside_
     times["demo_s"] = time.perf_counter() - start
     log(f"{where}: demo study opened and captured in {times['demo_s']:.1f} s "
         f"({check_screenshot(host_out / 'demo.png')}); {shot.stdout.strip().splitlines()[-1]}")
+    log(f"{where}: {check_3d_view(shot.stdout, env)}")
     run([*medseg, "info", str(series), "--json"], env)
     start = time.perf_counter()
     run([*medseg, "convert", str(series), str(inside_out / "series.nii.gz"), "--quiet"], env)

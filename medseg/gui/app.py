@@ -72,6 +72,11 @@ def run_gui(path: str | None = None, demo: bool = False, screenshot: str | None 
             Path(screenshot).parent.mkdir(parents=True, exist_ok=True)
             window.grab().save(str(screenshot))
             print(f"screenshot saved to {screenshot}", flush=True)
+            from medseg.gui.gl_support import gl_support
+
+            support = gl_support()  # the installers' smoke test reads this line
+            print(f"3D view: OpenGL {support.version} on {support.renderer}" if support.available
+                  else f"3D view: unavailable: {support.problem}", flush=True)
         if quit_after is None and screenshot:
             window.close()
 

@@ -200,12 +200,12 @@ def test_mouse_and_keys_scroll_crosshair_and_window(driver, window, ct_dir, qtbo
     axial.mouseMoveEvent(move)
     qtbot.mouseRelease(axial, Qt.MouseButton.RightButton)
     assert doc.window_width > before[1] and doc.window_center > before[0]
-    # Layouts: F6 shows the info pane, double-click maximises a view, F5 goes back.
+    # Layouts: F6 shows the 3D view as the fourth pane, double-click maximises a view, F5 goes back.
     from PySide6.QtGui import QKeySequence
 
     assert window.layout_actions["2x2"].shortcut() == QKeySequence("F6")
     window.layout_actions["2x2"].trigger()
-    assert window.viewer.info_pane.isVisible() and window.viewer.layout_name == "2x2"
+    assert window.viewer.view3d.isVisible() and window.viewer.layout_name == "2x2"
     qtbot.mouseDClick(window.viewer.views["coronal"], Qt.MouseButton.LeftButton)
     assert window.viewer.layout_name == "single" and not axial.isVisible()
     window.layout_actions["1x3"].trigger()

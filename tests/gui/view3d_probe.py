@@ -121,6 +121,12 @@ def run_segment(window, view3d, out: Path, result: dict) -> None:
     result["picked_lps"] = [float(v) for v in doc.volume.index_to_physical(cursor)]
     result["lungs_mean_lps_x"] = float(doc.volume.index_to_physical([float(lung_x.mean()), 0, 0])[0])
 
+    # for the README: the slices at the picked point, the 3D view turned a little
+    view3d.gl_view.set_camera(None, None, 18.0, -62.0)
+    settle(500)
+    window.grab().save(str(out / "window_2x2_3d_oblique.png"))
+    view3d.set_standard_view("A")
+
     # a brush stroke of lungs into the body, away from the bones: only the touched labels re-mesh
     bricks = view3d.surface_bricks
     before = dict(bricks.meshings)
