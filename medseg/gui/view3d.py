@@ -259,8 +259,7 @@ class View3D(QWidget):
     def wait_idle(self, timeout_ms: int = 120_000) -> bool:
         """Run the event loop until no meshing is running or pending (tests, screenshots). True if idle.
 
-        One QEventLoop, not a processEvents() loop: PySide6 6.12 on CPython 3.11 drops a reference
-        to None on every call of a void Qt method from Python, and a tight loop of them crashes.
+        One QEventLoop woken by the idle signal, not a polling loop of processEvents() calls.
         """
         from PySide6.QtCore import QEventLoop
 
