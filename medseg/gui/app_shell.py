@@ -29,6 +29,9 @@ MOUSE_AND_KEYS = (
     ("Layouts 1×3 / 2×2 / single", "F5 / F6 / F7"),
     ("Pick the label under the mouse (it becomes the active label)", "Ctrl + left click"),
     ("Change a value in a box or slider with the wheel", "Click into it first (the wheel scrolls the panel)"),
+    ("3D view: turn / pan / zoom", "Left-drag / middle-drag (or Ctrl + left-drag) / wheel"),
+    ("3D view: move the crosshair to a surface", "Left click on it"),
+    ("3D view: look from a side, reset, screenshot", "A P L R S I buttons, ☰ menu"),
 )
 
 

@@ -233,8 +233,13 @@ class View3D(QWidget):
         self.status.setText("3D · meshing…")
         self._job.start()
 
+    def _finish_job(self) -> None:
+        if self._job is not None:
+            self._job.deleteLater()  # one job per edit: do not keep their threads as children
+            self._job = None
+
     def _on_meshed(self, result, generation: int) -> None:
-        self._job = None
+        self._finish_job()
         if generation == self._generation and self.gl_view is not None:
             kind, surfaces, coarse = result
             if kind == "all":
@@ -247,7 +252,7 @@ class View3D(QWidget):
         self._schedule()
 
     def _on_mesh_failed(self, error: BaseException) -> None:
-        self._job = None
+        self._finish_job()
         log.error("3D surfaces failed", exc_info=error)
         self.status.setText(f"3D · meshing failed: {error}")
         self._schedule()
