@@ -25,6 +25,7 @@ from PySide6.QtGui import QGuiApplication, QOffscreenSurface, QOpenGLContext
 log = logging.getLogger(__name__)
 
 NO_OPENGL_ENV = "MEDSEG_NO_OPENGL"
+WIDGETLESS_PLATFORMS = {"offscreen", "minimal", "vnc", "linuxfb"}
 _checked: "GLSupport | None" = None
 
 
@@ -57,6 +58,10 @@ def _check() -> GLSupport:
     app = QGuiApplication.instance()
     if app is None:
         return GLSupport("no Qt application")
+    if app.platformName() in WIDGETLESS_PLATFORMS:
+        # a GL context may exist (offscreen + an X display gives one), but QOpenGLWidget has no
+        # framebuffer to compose into there ("QOpenGLWidget: No fbo, cannot render")
+        return GLSupport(f"Qt's '{app.platformName()}' platform cannot show OpenGL widgets.")
     context = QOpenGLContext()
     if not context.create():
         return GLSupport(f"no OpenGL context could be made on this display (Qt platform '{app.platformName()}').")

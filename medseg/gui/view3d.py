@@ -142,18 +142,14 @@ class View3D(QWidget):
             return False
         support = gl_support()
         if not support.available:
-            self._gl_failed = True
-            self.message.setText(f"3D view unavailable: {support.problem}\n\nThe slice views, editing and "
-                                 "saving work as usual; File ▸ Save segmentation as… writes STL/OBJ surfaces "
-                                 "for another 3D viewer.")
-            self.status.setText("3D: no OpenGL")
-            for button in self.view_buttons.values():
-                button.setEnabled(False)
-            self.screenshot_action.setEnabled(False)
-            return False
-        from medseg.gui.view3d_gl import GLView
+            return self._unavailable(support.problem or "")
+        try:
+            from medseg.gui.view3d_gl import GLView
 
-        self.gl_view = GLView(self)
+            self.gl_view = GLView(self)
+        except Exception as error:  # noqa: BLE001 - a broken GL stack must not take the app down
+            log.exception("3D view could not be built")
+            return self._unavailable(f"{type(error).__name__}: {error}")
         self.gl_view.clicked.connect(self._on_clicked)
         self.gl_view.turning.connect(self._set_turning)
         self._stack.addWidget(self.gl_view)
@@ -161,6 +157,16 @@ class View3D(QWidget):
         self.status.setText(f"3D · {support.renderer}")
         self._on_label_map_changed()
         return True
+
+    def _unavailable(self, problem: str) -> bool:
+        self._gl_failed = True
+        self.message.setText(f"3D view unavailable: {problem}\n\nThe slice views, editing and saving work as "
+                             "usual; File ▸ Save segmentation as… writes STL/OBJ surfaces for another 3D viewer.")
+        self.status.setText("3D: no OpenGL")
+        for button in self.view_buttons.values():
+            button.setEnabled(False)
+        self.screenshot_action.setEnabled(False)
+        return False
 
     # --- document events -------------------------------------------------------------------
     def _on_label_map_changed(self) -> None:
