@@ -59,6 +59,15 @@ def test_segmented_chest_shows_two_lungs_picks_the_left_and_follows_a_brush_stro
     # left of the lungs' middle (LPS x grows towards the patient's left)
     assert result["picked_label"] == lungs
     assert result["picked_lps"][0] > result["lungs_mean_lps_x"] + 30.0
+    # a drag turns the scene (no pick), drawing the coarse copies until the button is released
+    turning, after = result["while_turning"], result["after_turning"]
+    assert turning["azimuth_change"] != 0 and turning["fine_shown"] == 0 and turning["coarse_shown"] == 3
+    assert after["fine_shown"] == 3 and after["coarse_shown"] == 0 and after["cursor_unchanged"]
+    # Save 3D screenshot: a PNG of the pane with both lungs in it
+    from PySide6.QtGui import QImage
+
+    saved = QImage(str(out / "saved_3d.png"))
+    assert not saved.isNull() and saved.width() > 300
     # the brush stroke (lungs over body, no bone in reach) re-meshed only the two labels it changed,
     # and of those only a few bricks around it
     assert result["stroke_values_under_brush"] == [1, 2]

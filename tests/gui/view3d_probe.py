@@ -121,6 +121,22 @@ def run_segment(window, view3d, out: Path, result: dict) -> None:
     result["picked_lps"] = [float(v) for v in doc.volume.index_to_physical(cursor)]
     result["lungs_mean_lps_x"] = float(doc.volume.index_to_physical([float(lung_x.mean()), 0, 0])[0])
 
+    # a drag turns the scene: the coarse copies are drawn meanwhile, the full surfaces after
+    gl_view = view3d.gl_view
+    centre = QPoint(gl_view.width() // 2, gl_view.height() // 2)
+    azimuth = gl_view.opts["azimuth"]
+    QTest.mousePress(gl_view, Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier, centre)
+    QTest.mouseMove(gl_view, centre + QPoint(40, 0))
+    QTest.mouseMove(gl_view, centre + QPoint(80, 0))
+    result["while_turning"] = {"fine_shown": sum(i.visible() for i in view3d.items.values()),
+                               "coarse_shown": sum(i.visible() for i in view3d.coarse_items.values()),
+                               "azimuth_change": gl_view.opts["azimuth"] - azimuth}
+    QTest.mouseRelease(gl_view, Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier, centre + QPoint(80, 0))
+    result["after_turning"] = {"fine_shown": sum(i.visible() for i in view3d.items.values()),
+                               "coarse_shown": sum(i.visible() for i in view3d.coarse_items.values()),
+                               "cursor_unchanged": list(doc.cursor_xyz) == result["picked_voxel"]}
+    view3d.save_screenshot(out / "saved_3d.png")
+
     # for the README: the slices at the picked point, the 3D view turned a little
     view3d.gl_view.set_camera(None, None, 18.0, -62.0)
     settle(500)
