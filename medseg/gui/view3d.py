@@ -1,14 +1,15 @@
 """The 3D view: each visible label as a smoothed surface, in patient space beside the slice views.
 
 Library: pyqtgraph.opengl (pyqtgraph is already here; it adds PyOpenGL, a 3.1 MB wheel).
-Measured under Xvfb with Mesa llvmpipe, rotating a 512k-triangle surface of lung1's body
-(800×700 window, the 2-core machine shared, load ~13): pyqtgraph.opengl 680-713 ms per frame
-(1.4 frames/s), vispy 0.17 1113-1535 ms (0.8), VTK 9.7.1 2075-2297 ms (0.4); VTK's wheel is
-134 MB (566 MB installed; the libraries a surface viewer loads come to 282 MB), vispy 2.2 MB
-plus freetype-py and hsluv. Without a usable context, pyqtgraph raises Python errors that
-:mod:`medseg.gui.gl_support` catches before the pane is built; VTK logs and draws nothing.
-llvmpipe turns around about 1 M triangles/s on this machine under load, so the surfaces are
-decimated to a budget (``medseg.io.surface_bricks``) and coarser still while the mouse turns them.
+Measured under Xvfb with Mesa llvmpipe, rotating a 512k-triangle surface of lung1's body in an
+800×700 window, 20 frames, on the shared 2-core machine (load ~21), wall p50 / process CPU p50
+per frame: pyqtgraph.opengl 583 ms / 128 ms, VTK 9.7.1 701 ms / 143 ms with multisampling off
+(2075-2297 ms with its defaults), vispy 0.17 1104 ms / 232 ms. VTK's wheel is 134 MB (566 MB
+installed; the libraries a surface viewer loads alone come to 282 MB), vispy's 2.2 MB plus
+freetype-py and hsluv (2.9 MB). Without a usable context pyqtgraph raises Python errors, which
+:mod:`medseg.gui.gl_support` avoids by making a context first; VTK logs errors and draws nothing.
+llvmpipe turns around about a million triangles a second here, so the surfaces are decimated to a
+budget (``medseg.io.surface_bricks``) and drawn from coarser copies while the mouse turns them.
 
 The surfaces come from :class:`~medseg.io.surface_bricks.SurfaceBricks` (the STL export's
 meshing) in a worker thread: a new label map is meshed whole, an edit only where it changed.
