@@ -15,6 +15,7 @@ The goal (issue #28): an edit shown within 1 s; >= 30 frames/s while rotating.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -137,12 +138,14 @@ print(json.dumps({"renderer": support.renderer, "rows": rows}))
 """
 
 
-def fps_rows(frames: int, coarse_budget: int) -> None:
+@contextlib.contextmanager
+def private_xvfb():
+    """A private Xvfb display (None when Xvfb is missing) and the environment for an xcb child."""
     import shutil
 
     xvfb = shutil.which("Xvfb")
     if xvfb is None:
-        print("  (Xvfb missing: .ci/system-deps installs it)")
+        yield None
         return
     read_fd, write_fd = os.pipe()
     server = subprocess.Popen([xvfb, "-displayfd", str(write_fd), "-screen", "0", "1600x1000x24", "-nolisten", "tcp"],
@@ -155,11 +158,19 @@ def fps_rows(frames: int, coarse_budget: int) -> None:
     env = {k: v for k, v in os.environ.items() if k != "QT_QPA_PLATFORM"}
     env.update(DISPLAY=f":{display.decode().strip()}", QT_QPA_PLATFORM="xcb")
     try:
-        done = subprocess.run([sys.executable, "-c", _FPS_CHILD, str(Path(__file__).parent), str(coarse_budget),
-                               str(frames)], env=env, capture_output=True, text=True, timeout=1800)
+        yield env
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+def fps_rows(frames: int, coarse_budget: int) -> None:
+    with private_xvfb() as env:
+        if env is None:
+            print("  (Xvfb missing: .ci/system-deps installs it)")
+            return
+        done = subprocess.run([sys.executable, "-c", _FPS_CHILD, str(Path(__file__).parent), str(coarse_budget),
+                               str(frames)], env=env, capture_output=True, text=True, timeout=1800)
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if not lines:
         print(f"  failed: {done.stderr[-2000:]}")
