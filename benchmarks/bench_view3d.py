@@ -50,7 +50,7 @@ def remesh_rows(label_map, edits: int) -> None:
     from medseg.io.mesh import EXACT, mesh_cells
     from medseg.io.surface_bricks import SurfaceBricks
 
-    from medseg.gui.view3d import COARSE_BRICK_CELLS, COARSE_BUDGET
+    from medseg.gui.surface_jobs import COARSE_BRICK_CELLS, COARSE_BUDGET
 
     labels = np.array(label_map.array)
     bricks = SurfaceBricks(label_map)

@@ -32,16 +32,13 @@ from PySide6.QtWidgets import (QFileDialog, QHBoxLayout, QLabel, QMenu, QSizePol
 
 from medseg.edit.document import ViewerDocument
 from medseg.gui.gl_support import gl_support
-from medseg.gui.jobs import Job
-from medseg.job_registry import JobRegistry
+from medseg.gui.surface_jobs import SurfaceMesher
 
 log = logging.getLogger(__name__)
 
 # camera (elevation, azimuth) in pyqtgraph's terms for each standard view: the camera sits on that side
 STANDARD_VIEWS = {"A": (0.0, -90.0), "P": (0.0, 90.0), "L": (0.0, 0.0), "R": (0.0, 180.0),
                   "S": (90.0, -90.0), "I": (-90.0, -90.0)}
-COARSE_BUDGET = 60_000  # triangles drawn while turning: what llvmpipe turns around at ~30 frames/s
-COARSE_BRICK_CELLS = 8
 # Labels that wrap the others (TotalSegmentator's and the starter's body): see-through by default
 ENVELOPES = {"body", "skin", "body_trunc", "body_extremities", "torso"}
 ENVELOPE_OPACITY = 0.25
@@ -53,7 +50,6 @@ class View3D(QWidget):
 
     maximise_requested = Signal(str)
     surfaces_updated = Signal(object)  # the label values whose surfaces were just replaced
-    idle = Signal()  # nothing meshing, nothing waiting to be meshed
 
     def __init__(self, document: ViewerDocument, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -62,17 +58,14 @@ class View3D(QWidget):
         self.gl_view: Any = None  # the _GLView once built (lazily: the first time the pane is shown)
         self.items: dict[int, Any] = {}  # label value -> GLMeshItem
         self.coarse_items: dict[int, Any] = {}  # drawn instead while the mouse turns the scene
-        self.coarse_bricks: Any = None
         self._turning = False
         self.surfaces: dict[int, Any] = {}  # label value -> Surface (what is drawn)
-        self.surface_bricks: Any = None
         self.show_planes = True
         self._plane_item: Any = None
-        self._job: Job | None = None
-        self._registry = JobRegistry()  # its own: a re-mesh is too short-lived for the status bar
-        self._generation = 0
-        self._rebuild_pending = False
-        self._edits: list[tuple[tuple, tuple, set[int]]] = []
+        self.mesher = SurfaceMesher(document, self)
+        self.mesher.meshed.connect(self._on_meshed)
+        self.mesher.failed.connect(self._on_mesh_failed)
+        self.mesher.started.connect(lambda: self.status.setText("3D · meshing…"))
 
         self.status = QLabel("3D", self)
         self.status.setStyleSheet("QLabel { color: #d0d0d0; }")
@@ -125,7 +118,7 @@ class View3D(QWidget):
 
         document.volume_changed.connect(self._on_label_map_changed)
         document.label_map_changed.connect(self._on_label_map_changed)
-        document.label_map_edited.connect(self._on_label_map_edited)
+        document.label_map_edited.connect(self.mesher.label_map_edited)
         document.labels_changed.connect(self._on_labels_changed)
         document.cursor_changed.connect(self._update_planes)
 
@@ -156,6 +149,7 @@ class View3D(QWidget):
         self._stack.addWidget(self.gl_view)
         self._stack.setCurrentWidget(self.gl_view)
         self.status.setText(f"3D · {support.renderer}")
+        self.mesher.enabled = True
         self._on_label_map_changed()
         return True
 
@@ -171,20 +165,10 @@ class View3D(QWidget):
 
     # --- document events -------------------------------------------------------------------
     def _on_label_map_changed(self) -> None:
-        self._generation += 1
-        self._rebuild_pending = True
-        self._edits.clear()
         if self.gl_view is not None:
             self.reset_camera()
             self._update_planes()
-            self._schedule()
-
-    def _on_label_map_edited(self, edit) -> None:
-        if self.gl_view is None or self._rebuild_pending:
-            return  # no view yet, or a whole rebuild not yet started: it reads the edited map
-        lo, hi = edit.box
-        self._edits.append((tuple(lo), tuple(hi), set(int(v) for v in edit.values)))
-        self._schedule()
+        self.mesher.label_map_changed()
 
     def _on_labels_changed(self) -> None:
         """Colour, visibility, opacity: no re-meshing. A label new to the table is met by its edit."""
@@ -192,102 +176,35 @@ class View3D(QWidget):
             return
         self._restyle()
 
-    # --- meshing in a worker ------------------------------------------------------------------
-    def _schedule(self) -> None:
-        if self._job is None and self.gl_view is not None:
-            self._start_next()
-        if not self.busy:
-            self.idle.emit()
-
-    def _start_next(self) -> None:
-        label_map, volume = self.document.label_map, self.document.volume
-        if self._rebuild_pending:
-            self._rebuild_pending = False
-            self._clear_items()
-            if label_map is None or volume is None:
-                self.surface_bricks = None
-                self._show_status()
-                return
-            from medseg.io.surface_bricks import SurfaceBricks
-
-            self.surface_bricks = bricks = SurfaceBricks(volume)
-            self.coarse_bricks = coarse = SurfaceBricks(volume, COARSE_BUDGET, brick_cells=COARSE_BRICK_CELLS)
-            array, values = label_map.array, [v for v in label_map.labels if label_map.voxel_count(v)]
-            self._start(lambda progress=None, cancel=None: ("all", bricks.rebuild(array, values),
-                                                            coarse.rebuild(array, values)))
-            return
-        if not self._edits or self.surface_bricks is None or label_map is None:
-            return
-        edits, self._edits = _merge_edits(self._edits), []
-        bricks, coarse, array = self.surface_bricks, self.coarse_bricks, label_map.array
-        counts = {v: label_map.voxel_count(v) for _lo, _hi, values in edits for v in values}
-
-        def work(progress=None, cancel=None):
-            changed: dict = {}
-            changed_coarse: dict = {}
-            for lo, hi, values in edits:
-                changed.update(bricks.update(array, (lo, hi), values, counts))
-                changed_coarse.update(coarse.update(array, (lo, hi), values, counts))
-            return "some", changed, changed_coarse
-
-        self._start(work)
-
-    def _start(self, work) -> None:
-        generation = self._generation
-        self._job = Job("3D surfaces", work, self, registry=self._registry, cancellable=False)
-        self._job.finished_ok.connect(lambda result: self._on_meshed(result, generation))
-        self._job.finished_error.connect(self._on_mesh_failed)
-        self.status.setText("3D · meshing…")
-        self._job.start()
-
-    def _finish_job(self) -> None:
-        if self._job is not None:
-            self._job.deleteLater()  # one job per edit: do not keep their threads as children
-            self._job = None
-
-    def _on_meshed(self, result, generation: int) -> None:
-        self._finish_job()
-        if generation == self._generation and self.gl_view is not None:
-            kind, surfaces, coarse = result
-            if kind == "all":
-                self._clear_items()
-            for value, surface in surfaces.items():
-                self._set_surface(value, surface, coarse.get(value))
-            self._show_status()
-            self.gl_view.update()
-            self.surfaces_updated.emit(sorted(surfaces))
-        self._schedule()
-
-    def _on_mesh_failed(self, error: BaseException) -> None:
-        self._finish_job()
-        log.error("3D surfaces failed", exc_info=error)
-        self.status.setText(f"3D · meshing failed: {error}")
-        self._schedule()
+    # --- meshing (medseg.gui.surface_jobs) -----------------------------------------------------
+    @property
+    def surface_bricks(self):
+        """The full surfaces' SurfaceBricks (tests count its meshings)."""
+        return self.mesher.fine
 
     @property
     def busy(self) -> bool:
-        return self._job is not None or bool(self._edits) or (self._rebuild_pending and self.gl_view is not None)
+        return self.mesher.busy
 
     def wait_idle(self, timeout_ms: int = 120_000) -> bool:
-        """Run the event loop until no meshing is running or pending (tests, screenshots). True if idle.
-
-        One QEventLoop woken by the idle signal, not a polling loop of processEvents() calls.
-        """
-        from PySide6.QtCore import QEventLoop
-
-        if not self.busy:
-            return True
-        loop = QEventLoop()
-        self.idle.connect(loop.quit)
-        QTimer.singleShot(timeout_ms, loop.quit)
-        loop.exec()
-        self.idle.disconnect(loop.quit)
-        return not self.busy
+        return self.mesher.wait_idle(timeout_ms)
 
     def shutdown(self) -> None:
-        if self._job is not None:
-            self._job.wait_stopped()
-            self._job = None
+        self.mesher.shutdown()
+
+    def _on_meshed(self, kind: str, surfaces: dict, coarse: dict) -> None:
+        if self.gl_view is None:
+            return
+        if kind == "all":
+            self._clear_items()
+        for value, surface in surfaces.items():
+            self._set_surface(value, surface, coarse.get(value))
+        self._show_status()
+        self.gl_view.update()
+        self.surfaces_updated.emit(sorted(surfaces))
+
+    def _on_mesh_failed(self, error: BaseException) -> None:
+        self.status.setText(f"3D · meshing failed: {error}")
 
     # --- GL items ------------------------------------------------------------------------------
     def _clear_items(self) -> None:
@@ -473,21 +390,3 @@ class View3D(QWidget):
 
 _SIDE_NAMES = {"A": "front (anterior)", "P": "back (posterior)", "L": "left", "R": "right",
                "S": "head end (superior)", "I": "feet end (inferior)"}
-
-
-def _merge_edits(edits: list[tuple[tuple, tuple, set[int]]]) -> list[tuple[tuple, tuple, set[int]]]:
-    """Edits close together (a stroke's many small writes) become one box; far ones stay apart."""
-    merged: list[list[Any]] = []
-    for lo, hi, values in edits:
-        for box in merged:
-            union_lo = tuple(min(a, b) for a, b in zip(box[0], lo))
-            union_hi = tuple(max(a, b) for a, b in zip(box[1], hi))
-            union = math.prod(h - l for l, h in zip(union_lo, union_hi))
-            parts = math.prod(h - l for l, h in zip(box[0], box[1])) + math.prod(h - l for l, h in zip(lo, hi))
-            if union <= 2 * parts + 32 ** 3:
-                box[0], box[1] = union_lo, union_hi
-                box[2] |= values
-                break
-        else:
-            merged.append([lo, hi, set(values)])
-    return [(tuple(lo), tuple(hi), values) for lo, hi, values in merged]
