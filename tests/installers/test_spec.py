@@ -160,6 +160,22 @@ def test_no_excluded_module_is_loaded_by_the_gui_or_its_libraries(spec):
     assert excluded - {"PySide6.QtTest"} == set(), f"loaded by the GUI but excluded from the bundle: {sorted(excluded)}"
 
 
+def test_nothing_the_3d_view_loads_is_excluded(spec):
+    """pyqtgraph.opengl needs Qt modules medseg never names (QtOpenGL, QtOpenGLWidgets): ask Python
+    which modules the 3D view's GL side really loads. pyqtgraph's Qt shim also tries QtTest, and
+    works without it (it keeps a FailedImport): that one may stay excluded."""
+    probe = ("import sys, json; import medseg.gui.view3d_gl; "
+             "print(json.dumps(sorted(m for m in sys.modules if m.startswith(('PySide6', 'OpenGL', 'pyqtgraph')))))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "QT_QPA_PLATFORM": "offscreen"})
+    assert done.returncode == 0, done.stderr
+    loaded = set(json.loads(done.stdout.splitlines()[-1])) - {"PySide6.QtTest"}
+    assert {"PySide6.QtOpenGL", "PySide6.QtOpenGLWidgets", "OpenGL.GL", "pyqtgraph.opengl"} <= loaded
+    for excluded in spec.ns["EXCLUDES"]:
+        users = sorted(m for m in loaded if m == excluded or m.startswith(excluded + "."))
+        assert not users, f"the 3D view loads {users}, which installers/medseg.spec excludes"
+
+
 @pytest.mark.parametrize("dest, kept", [
     ("PySide6/Qt/plugins/platforms/libqxcb.so", True),
     ("PySide6/Qt/plugins/platforms/libqoffscreen.so", True),
