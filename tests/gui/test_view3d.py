@@ -136,3 +136,28 @@ def test_a_click_ray_hits_the_ball_and_picks_a_voxel_inside(ct_dir):
     vx, vy, vz = voxel_behind(image, labels, value, point, direction)
     assert labels[vz, vy, vx] == 5
     assert first_hit(surfaces.values(), origin, -direction) is None  # looking away: nothing
+
+
+def test_label_opacity_lives_in_the_label_table(qtbot, ct_dir):
+    """The 3D opacity is the label's own (kept by the sidecar and journal rows); a body label that wraps
+    the others is see-through until the user says otherwise."""
+    from medseg.core.labels import Label
+    from medseg.edit.document import ViewerDocument
+    from medseg.gui.view3d import ENVELOPE_OPACITY, View3D
+    from medseg.io import read_image
+
+    image = read_image(ct_dir / "pyradiomics_lung1" / "lung1_image.nrrd")
+    doc = ViewerDocument()
+    doc.set_volume(image)
+    labels = np.zeros(image.shape_zyx, np.uint8)
+    labels[20:30, 100:200, 100:200], labels[22:28, 120:180, 120:180] = 1, 2
+    doc.set_label_map(image.with_array(labels), {1: Label(1, "body"), 2: Label(2, "lungs")})
+    view = View3D(doc)
+    qtbot.addWidget(view)
+    assert view.opacity(1) == ENVELOPE_OPACITY and view.opacity(2) == 1.0
+    doc.set_label_opacity(2, 0.4)
+    doc.set_label_opacity(1, 1.0)
+    assert view.opacity(2) == pytest.approx(0.4) and view.opacity(1) == 1.0
+    row = doc.labels[2].as_dict()
+    assert Label.from_dict(row).opacity == pytest.approx(0.4)
+    assert Label.from_dict({k: v for k, v in row.items() if k != "opacity"}).opacity is None  # older rows
