@@ -102,7 +102,7 @@ def run_gui(path: str | None = None, demo: bool = False, screenshot: str | None 
     app.exec()
     closer.restore()
     # Tear the widgets down while Python is still fully alive: letting the interpreter's
-    # final garbage collection destroy Qt objects crashed PySide6 6.12 once in our runs.
+    # final garbage collection destroy Qt objects crashed PySide6 6.12 once in our runs (kept for 6.11).
     window.deleteLater()
     app.processEvents()
     del window

@@ -6,7 +6,7 @@ value it yields reaches the GUI through the one :attr:`Job.event` signal (a yiel
 :class:`~medseg.progress.Progress` also drives :attr:`Job.progressed`), cancellation and
 pause are checked between yields, and the result is the generator's return value.
 
-PySide6 6.12 runs plain Python callables connected to a worker's signal *in the worker
+PySide6 runs plain Python callables connected to a worker's signal *in the worker
 thread*; only ``@Slot`` methods of a QObject living in the GUI thread are queued to it
 (stack-notes §2.3). So the worker's signals connect only to the slots of :class:`Job`,
 which lives in the GUI thread, stops the thread (quit + wait) when the work is over and
