@@ -725,6 +725,7 @@ class MainWindow(QMainWindow):
         # Placed once shown: the first layout pass widens a window sized before it (to the toolbar's width).
         self._saved_geometry = geometry
         self._first_placement = True
+        self.placed = False  # True once the first show has put the window where it belongs
         layout = str(store.value("view/layout", "2x2"))  # the biggest views on a wide screen
         self.set_layout(layout if layout in self.layout_actions else "2x2")
         self.document.set_overlay_opacity(float(store.value("view/overlay_opacity", 0.5)))
@@ -741,6 +742,7 @@ class MainWindow(QMainWindow):
         """Where the user left the window last time, else most of the screen."""
         if self._saved_geometry is None or not self.restoreGeometry(self._saved_geometry):
             self._fill_most_of_the_screen()
+        self.placed = True
 
     def _fill_most_of_the_screen(self) -> None:
         """The first start: 92 % of the screen, centred (a clinician's 1600 x 1000 screen is not 1014 x 874)."""
@@ -749,8 +751,15 @@ class MainWindow(QMainWindow):
             self.resize(1400, 900)
             return
         area = screen.availableGeometry()
-        width, height = int(area.width() * 0.92), int(area.height() * 0.92)
-        self.setGeometry(area.x() + (area.width() - width) // 2, area.y() + (area.height() - height) // 2, width, height)
+        # The window system's frame comes on top of the size given here; on a small screen the
+        # window takes as little as it needs and stays on the screen where it can.
+        frame_w, frame_h = self.frameGeometry().width() - self.width(), self.frameGeometry().height() - self.height()
+        least = self.minimumSizeHint()
+        width = max(least.width(), min(int(area.width() * 0.92), area.width() - frame_w))
+        height = max(least.height(), min(int(area.height() * 0.92), area.height() - frame_h))
+        self.resize(width, height)
+        self.move(area.x() + max(0, (area.width() - width - frame_w) // 2),
+                  area.y() + max(0, (area.height() - height - frame_h) // 2))
 
     def closeEvent(self, event) -> None:  # noqa: N802
         if self.document.unsaved:

@@ -42,6 +42,7 @@ STANDARD_VIEWS = {"A": (0.0, -90.0), "P": (0.0, 90.0), "L": (0.0, 0.0), "R": (0.
 # Labels that wrap the others (TotalSegmentator's and the starter's body): see-through by default
 ENVELOPES = {"body", "skin", "body_trunc", "body_extremities", "torso"}
 ENVELOPE_OPACITY = 0.25
+HEADER_BUTTON_WIDTH = 24
 PLANE_COLORS = {"axial": (240, 80, 80), "coronal": (110, 200, 90), "sagittal": (235, 200, 60)}  # as the views' frames
 
 
@@ -78,6 +79,7 @@ class View3D(QWidget):
         for letter in STANDARD_VIEWS:
             button = QToolButton(self)
             button.setText(letter)
+            button.setFixedWidth(HEADER_BUTTON_WIDTH)  # a narrow pane keeps all six (the window's minimum width)
             button.setToolTip(f"Look from the patient's {_SIDE_NAMES[letter]}")
             button.clicked.connect(lambda _=False, v=letter: self.set_standard_view(v))
             header.addWidget(button)
@@ -94,6 +96,7 @@ class View3D(QWidget):
         self.menu.addAction("Maximise / restore", lambda: self.maximise_requested.emit(self.name))
         menu_button = QToolButton(self)
         menu_button.setText("☰")
+        menu_button.setFixedWidth(HEADER_BUTTON_WIDTH)
         menu_button.setToolTip("3D view menu")
         menu_button.setPopupMode(QToolButton.ToolButtonPopupMode.InstantPopup)
         menu_button.setMenu(self.menu)

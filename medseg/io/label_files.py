@@ -153,8 +153,8 @@ def _checked_row(row: object, value: object = None) -> dict:
     if not isinstance(row, dict):
         raise ValueError(f"a label must be an object, not {type(row).__name__}")
     value = row.get("value") if value is None else value
-    if isinstance(value, bool) or not isinstance(value, (int, str)) or not 0 <= int(value) <= 65535:
-        raise ValueError(f"label value {value!r} is not a whole number in 0..65535")
+    if isinstance(value, bool) or not isinstance(value, (int, str)) or not 0 <= int(value) <= MAX_LABEL_VALUE:
+        raise ValueError(f"label value {value!r} is not a whole number in 0..{MAX_LABEL_VALUE}")
     if "name" in row and not isinstance(row["name"], str):
         raise ValueError(f"the name of label {value} must be text, not {row['name']!r}")
     color = row.get("color")

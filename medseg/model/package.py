@@ -26,6 +26,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load as load_safetensors_bytes
 from safetensors.torch import save as save_safetensors_bytes
 
+from medseg.core.label_values import MAX_LABEL_VALUE
 from medseg.errors import ModelError
 from medseg.io.atomic import atomic_open
 from medseg.model.package_model import ModelPackage, parameter_count
@@ -132,8 +133,8 @@ _JSON_NAMES = {str: "string", dict: "object"}
 def _labels(manifest: dict[str, Any], path: Path) -> dict[int, str]:
     labels = {}
     for key, name in manifest["labels"].items():
-        if not (isinstance(key, str) and key.isdigit() and int(key) <= 65535) or not isinstance(name, str):
-            raise ModelError(f"{MODEL_JSON}: labels must map values 0..65535 to names, got {key!r}: {name!r}"[:300],
+        if not (isinstance(key, str) and key.isdigit() and int(key) <= MAX_LABEL_VALUE) or not isinstance(name, str):
+            raise ModelError(f"{MODEL_JSON}: labels must map values 0..{MAX_LABEL_VALUE} to names, got {key!r}: {name!r}"[:300],
                              path=path)
         labels[int(key)] = name
     return labels

@@ -56,9 +56,9 @@ def test_label_map_lines_up_and_colours_liver(ct_with_liver, window, ct_dir, qtb
     assert doc.label_map.array[index[2], index[1], index[0]] == LIVER
     # Click on it in the axial view: the crosshair goes there and the status names it.
     axial = window.viewer.views["axial"]
-    # > 1 screen pixel per voxel, so a click is exact: the statistics dock leaves the single
-    # view about 400 px of an 820 px window, so close it for this check.
-    window.stats_dock.hide()
+    # > 1 screen pixel per voxel, so a click is exact: the docks leave the single view about
+    # 400 px of the fixture's 820 px window, so this check uses a taller one.
+    window.resize(1400, 1500)
     window.viewer.set_layout("single", "axial")
     qtbot.wait(50)
     assert axial.image_rect().height() > 512
@@ -102,7 +102,7 @@ def test_a_uint16_label_map_opens_and_is_drawn_in_its_own_colours(driver, window
     written.CopyInformation(seg)
     sitk.WriteImage(written, str(tmp_path / "coded.nii.gz"))
     volume = driver.open_image_file(folder / "example_ct_sm.nii.gz")  # the grid example_seg was made on
-    driver.open_label_map(tmp_path / "coded.nii.gz")
+    driver.open_segmentation(tmp_path / "coded.nii.gz")
     doc = window.document
     assert doc.label_map.array.dtype == np.uint16 and np.array_equal(doc.label_map.array, coded)
     assert {1005, 65535} <= set(doc.labels)

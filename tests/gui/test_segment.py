@@ -110,7 +110,7 @@ def test_the_models_post_processing_can_be_switched_off(window, chest, qtbot, mo
     panel = window.segment_panel
     assert panel.postprocess_box.isVisibleTo(window) and panel.postprocess
     asked = []
-    monkeypatch.setattr(window.loader, "segment", lambda *args: asked.append(args))
+    monkeypatch.setattr(window.loader, "segment", lambda *args, **options: asked.append(args))
     panel.postprocess_box.setChecked(False)
     window.segment_action.trigger()
     assert asked and asked[-1][3] is False
