@@ -8,9 +8,11 @@ The output folder is checked before the model runs.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 
 from medseg.cli._console import add_spacing_option, add_threads_option, findings_json, print_findings, progress_printer
+
 
 def add_inference_options(parser: argparse.ArgumentParser) -> None:
     """How the model runs: the options ``segment`` and ``batch`` share."""
@@ -48,6 +50,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              "(the result says so)")
     parser.add_argument("--force", action="store_true",
                         help="replace OUTPUT even when it exists and is not a segmentation medseg wrote")
+    parser.add_argument("--profile", metavar="DIR",
+                        help="write a torch.profiler trace (open the .pt.trace.json in Perfetto, or DIR in "
+                             "TensorBoard) and phases.txt/.json to DIR, and print where the time went (load, "
+                             "preprocess, network, stitching, export, write)")
     parser.add_argument("--json", action="store_true",
                         help="print the event stream, one JSON object per line: progress ..., then done (with the "
                              "result: output, device, fallbacks, volumes_ml) or failed")
@@ -81,27 +87,43 @@ def _segment(args: argparse.Namespace, events) -> int:
 
     from medseg.io import load
     from medseg.model.backends import resolve_device
-    from medseg.model.infer import segment
+    from medseg.model.infer import compute_device, segment
     from medseg.model.modality import check_modality
     from medseg.model.package import load_model
+    from medseg.model.profiling import Profiling, phase
 
-    resolve_device(args.device)  # an absent device fails before the series is read
-    volume = load(args.path, regularize=not args.raw_stack, spacing_mm=args.spacing)
-    check_output(args.output, source_paths(volume), force=True, option="-o", extra_outputs=outputs[1:])
-    if segmentation_format(args.output) == "dicom-seg":
-        from medseg.io.dicom_seg import check_can_reference
+    device_name = resolve_device(args.device)  # an absent device fails before the series is read
+    profiling = Profiling(args.profile, title="medseg segment: where the time went") if args.profile else None
+    with profiling or contextlib.nullcontext():
+        if profiling is not None:
+            profiling.set_device(compute_device(device_name))
+        with phase("load"):
+            volume = load(args.path, regularize=not args.raw_stack, spacing_mm=args.spacing)
+            check_output(args.output, source_paths(volume), force=True, option="-o", extra_outputs=outputs[1:])
+            if segmentation_format(args.output) == "dicom-seg":
+                from medseg.io.dicom_seg import check_can_reference
 
-        check_can_reference(volume, args.output)
-    package = load_model(args.model)
-    modality_note = check_modality(volume, package, allow=args.allow_modality)
-    result = segment(
-        volume, package, device=args.device, configuration=args.configuration, step_size=args.step,
-        mirror=args.mirror, tile_batch=args.tile_batch, postprocess=not args.no_postprocess,
-        progress=events.progress() if args.json else progress_printer(),
-    )  # fmt: skip
-    notes = save_segmentation(result.label_map, volume, args.output, list(package.label_table().values()))
+                check_can_reference(volume, args.output)
+            package = load_model(args.model)
+        modality_note = check_modality(volume, package, allow=args.allow_modality)
+        result = segment(
+            volume, package, device=args.device, configuration=args.configuration, step_size=args.step,
+            mirror=args.mirror, tile_batch=args.tile_batch, postprocess=not args.no_postprocess,
+            progress=events.progress() if args.json else progress_printer(),
+        )  # fmt: skip
+        with phase("write"):
+            notes = save_segmentation(result.label_map, volume, args.output, list(package.label_table().values()))
     if modality_note:
         notes.insert(0, modality_note)
+    if profiling is not None:
+        if args.json:
+            events.emit("profile", folder=str(args.profile), trace=[str(p) for p in profiling.trace_files()],
+                        **profiling.profile.to_dict(profiling.order))
+        else:
+            print(profiling.table(), file=sys.stderr)
+            traces = profiling.trace_files()
+            print(f"trace: {traces[-1] if traces else args.profile} (Perfetto: ui.perfetto.dev; or tensorboard "
+                  f"--logdir {args.profile})", file=sys.stderr)
     written = args.output
     if args.json:
         for note in result.fallbacks:

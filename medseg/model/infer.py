@@ -6,8 +6,9 @@ starts (``compute_steps``), the same loop order, the same Gaussian importance ma
 smallest non-zero value) and the same fp16 accumulators, so labels agree with
 ``nnUNetPredictor`` on ≥ 99.99 % of voxels. Differences from nnU-Net, all about cost:
 several tiles per forward pass, folds averaged per tile, cancellation and progress
-between tiles, an explicit out-of-memory fallback chain that is reported, a
-chunked resampling back to the original grid (``medseg.model.preprocess``), and on the
+between tiles, an explicit out-of-memory fallback chain that is reported, the
+preprocessing and the chunked resampling back to the original grid done as torch
+operations on the run's device (``medseg.model.preprocess``), and on the
 CPU a lean network forward (``medseg.model.lean_forward``: same numbers, about a third
 of the activation memory) with the networks sharing the package's weight tensors.
 """
@@ -30,7 +31,8 @@ from medseg.core.labels import Label
 from medseg.core.volume import Volume
 from medseg.model import backends
 from medseg.model.postprocess import apply_steps
-from medseg.model.preprocess import logits_to_label_map, logits_to_probabilities, preprocess
+from medseg.model.preprocess import logits_to_label_map, logits_to_probabilities, preprocess_to
+from medseg.model.profiling import phase
 from medseg.model.run_estimate import check_run, estimate_run
 from medseg.model.tiling import compute_steps, plan_tiles, tile_slicers  # noqa: F401 - tiling's API, used here too
 from medseg.progress import CancelToken, ProgressCallback, report
@@ -103,11 +105,12 @@ def mirror_combinations(axes: Sequence[int] | None) -> list[tuple[int, ...]]:
 
 
 def _predict_tiles(runner: Callable[[torch.Tensor], torch.Tensor], tiles: torch.Tensor, flips: list[tuple[int, ...]]) -> torch.Tensor:
-    logits = runner(tiles)
-    for axes in flips:
-        logits += torch.flip(runner(torch.flip(tiles, axes)), axes)
-    if flips:
-        logits /= len(flips) + 1
+    with phase("network"):
+        logits = runner(tiles)
+        for axes in flips:
+            logits += torch.flip(runner(torch.flip(tiles, axes)), axes)
+        if flips:
+            logits /= len(flips) + 1
     return logits
 
 
@@ -271,13 +274,16 @@ class PreparedInput:
     image: Any  # medseg.model.preprocess.PreprocessedImage
 
 
-def prepare(volume: Volume, package: Any, configuration: str | None = None, step_size: float = 0.5) -> PreparedInput:
-    """The volume resampled and normalised for the chosen configuration; an absurd run
-    (resampled size, tiles, memory) is refused here, before any work."""
+def prepare(volume: Volume, package: Any, configuration: str | None = None, step_size: float = 0.5,
+            device: str = "cpu", fallbacks: list[str] | None = None) -> PreparedInput:
+    """The volume resampled and normalised for the chosen configuration, on ``device`` (a run's device
+    name); an absurd run (resampled size, tiles, memory) is refused here, before any work."""
     config_name, plan = _choose_configuration(package, configuration, volume)
     check_run(estimate_run(plan, len(package.labels), volume, step_size),
               (volume.meta.source_files or [None])[0])
-    return PreparedInput(config_name, plan, preprocess(volume, plan))
+    with phase("preprocess"):
+        image = _preprocess_on(volume, plan, device, fallbacks if fallbacks is not None else [])
+    return PreparedInput(config_name, plan, image)
 
 
 def label_volumes_ml(label_map: np.ndarray, labels: dict[int, str], voxel_ml: float) -> dict[str, float]:
@@ -312,21 +318,23 @@ def segment(
     device_name = backends.resolve_device(device)
     fallbacks: list[str] = []
     report(progress, 0.0, "preparing the image", "preprocess")
-    prepared = prepared or prepare(volume, package, configuration, step_size)
+    prepared = prepared or prepare(volume, package, configuration, step_size, device_name, fallbacks)
     config_name, plan, prep = prepared.configuration, prepared.plan, prepared.image
     if cancel is not None:
         cancel.raise_if_cancelled()
     mirror_axes = _mirror_axes(plan) if mirror else None
-    image = torch.from_numpy(prep.data)
+    image = torch.as_tensor(prep.data)  # a tensor on the run's device (numpy from an older caller)
     prep.data = np.empty(0, np.float32)  # the tensor above is the only reference now
     logits = None
     for attempt in (device_name, "cpu"):
         try:
-            runner = _make_runner(attempt, package, config_name, plan)
-            logits = sliding_window_logits(
-                runner, image, plan, step_size=step_size, mirror_axes=mirror_axes, tile_batch=tile_batch,
-                progress=_scaled(progress, 0.05, 0.9), cancel=cancel, fallbacks=fallbacks,
-            )  # fmt: skip
+            with phase("load"):
+                runner = _make_runner(attempt, package, config_name, plan)
+            with phase("stitching"):
+                logits = sliding_window_logits(
+                    runner, image, plan, step_size=step_size, mirror_axes=mirror_axes, tile_batch=tile_batch,
+                    progress=_scaled(progress, 0.05, 0.9), cancel=cancel, fallbacks=fallbacks,
+                )  # fmt: skip
             device_name = attempt
             break
         except Exception as error:
@@ -342,13 +350,15 @@ def segment(
     if cancel is not None:
         cancel.raise_if_cancelled()
     report(progress, 0.9, "resampling to the original grid", "resample")
-    labels = logits_to_label_map(logits, prep)
-    probabilities = logits_to_probabilities(logits, prep) if return_probabilities else None
-    del logits
-    names = {int(k): str(v) for k, v in dict(package.labels).items()}
-    steps = package.postprocess_steps() if postprocess else []
-    notes = [outcome.describe(names) for outcome in apply_steps(labels, steps, volume.voxel_volume_ml)]
-    label_map = volume.with_array(labels, labels=names, modality="SEG")
+    with phase("export"):
+        labels = _export_labels(logits, prep, fallbacks)
+        probabilities = logits_to_probabilities(logits, prep) if return_probabilities else None
+        del logits
+        names = {int(k): str(v) for k, v in dict(package.labels).items()}
+        steps = package.postprocess_steps() if postprocess else []
+        notes = [outcome.describe(names) for outcome in apply_steps(labels, steps, volume.voxel_volume_ml)]
+        label_map = volume.with_array(labels, labels=names, modality="SEG")
+        volumes = label_volumes_ml(labels, names, volume.voxel_volume_ml)
     report(progress, 1.0, "done", "done")
     return SegmentationResult(
         label_map=label_map,
@@ -356,11 +366,44 @@ def segment(
         device_used=device_name,
         configuration=config_name,
         fallbacks=fallbacks,
-        volumes_ml=label_volumes_ml(labels, names, volume.voxel_volume_ml),
+        volumes_ml=volumes,
         seconds=time.perf_counter() - started,
         postprocessing=notes,
         labels=package.label_table(label_values(labels)),
     )
+
+
+def compute_device(device_name: str) -> torch.device:
+    """Where a run on this device does its tensor work (ONNX engines take host memory)."""
+    return torch.device(device_name) if device_name in ("cuda", "mps") else torch.device("cpu")
+
+
+def _preprocess_on(volume: Volume, plan: Any, device_name: str, fallbacks: list[str]) -> Any:
+    """Preprocessing on the run's device; out of memory there: on the CPU, said in ``fallbacks``."""
+    device = compute_device(device_name)
+    if device.type != "cpu":
+        try:
+            return preprocess_to(volume, plan, device)
+        except Exception as error:
+            if not backends.is_out_of_memory(error):
+                raise
+            backends.free_device_memory(device)
+            fallbacks.append(f"out of memory preprocessing on {device_name}: preprocessing on the CPU")
+    return preprocess_to(volume, plan, "cpu")
+
+
+def _export_labels(logits: torch.Tensor, prep: Any, fallbacks: list[str]) -> np.ndarray:
+    """Logits back to the original grid on their device; out of memory there: on the CPU, said so."""
+    if logits.device.type != "cpu":
+        try:
+            return logits_to_label_map(logits, prep)
+        except Exception as error:
+            if not backends.is_out_of_memory(error):
+                raise
+            backends.free_device_memory(logits.device)
+            fallbacks.append(f"out of memory resampling the result on {logits.device.type}: resampling on the CPU")
+            logits = logits.cpu()
+    return logits_to_label_map(logits, prep)
 
 
 def _short(error: BaseException) -> str:

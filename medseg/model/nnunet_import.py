@@ -32,6 +32,7 @@ SUPPORTED_NETWORKS = ("PlainConvUNet", "ResidualEncoderUNet")
 KNOWN_UNSUPPORTED_NETWORKS = ("ResidualUNet", "Primus", "MedNeXt", "UMamba", "SwinUNETR", "nnFormer", "UNETR")
 _ENCODER_COUNT_KEY = {"PlainConvUNet": "n_conv_per_stage", "ResidualEncoderUNet": "n_blocks_per_stage"}
 SUPPORTED_RESAMPLING = "resample_data_or_seg_to_shape"
+TORCH_RESAMPLING = "resample_torch_fornnunet"  # the *_torchres planners: run as nnU-Net runs it (trilinear)
 SUPPORTED_PREPROCESSOR = "DefaultPreprocessor"
 
 # Trainer variants that change only training (epochs, learning rate, loss, augmentation,
@@ -371,10 +372,20 @@ def _plan_from_nnunet(plans: dict[str, Any], name: str, config: dict[str, Any], 
     resampling = {}
     for kind, key in (("data", "resampling_fn_data"), ("seg", "resampling_fn_seg"),
                       ("probabilities", "resampling_fn_probabilities")):
-        if config.get(key, SUPPORTED_RESAMPLING) != SUPPORTED_RESAMPLING:
-            raise ModelError(f"{key} {config[key]!r} is not supported (only nnU-Net's default resampling)", path=path)
+        function = config.get(key, SUPPORTED_RESAMPLING)
+        if function not in (SUPPORTED_RESAMPLING, TORCH_RESAMPLING):
+            raise ModelError(f"{key} {function!r} is not supported (only nnU-Net's default resampling and "
+                             f"{TORCH_RESAMPLING})", path=path)
         settings = dict(config.get(f"{key}_kwargs") or {})
         settings.pop("is_seg", None)
+        if function == TORCH_RESAMPLING:
+            threshold = settings.get("separate_z_anisotropy_threshold", ANISOTROPY_THRESHOLD)
+            mode = settings.get("mode", "linear")
+            if float(threshold) != ANISOTROPY_THRESHOLD or mode != "linear":
+                raise ModelError(f"{key}_kwargs {settings} are not supported (medseg runs {TORCH_RESAMPLING} with "
+                                 f"mode 'linear' and the anisotropy threshold {ANISOTROPY_THRESHOLD:g})", path=path)
+            resampling[kind] = {"function": TORCH_RESAMPLING, "force_separate_z": settings.get("force_separate_z")}
+            continue
         resampling[kind] = {"order": settings.get("order", 3 if kind == "data" else 1),
                             "order_z": settings.get("order_z", 0),
                             "force_separate_z": settings.get("force_separate_z")}

@@ -14,11 +14,18 @@ only needs the input slices that bracket it.
 
 Every function works in the array's (z, y, x) index space, like nnU-Net's
 SimpleITK reader, so a mask lands on exactly the grid and geometry of the input.
+
+Both directions run as torch operations on the run's device (``preprocess_to``): on a GPU
+the CT goes up as stored (int16: half the bytes) and is normalised and resampled there;
+on the CPU the same code uses every intra-op thread. The cubic B-spline is scipy's own
+operator applied as matrix products (``medseg.model.device_resample``); ``resample_image``
+below is the scipy reference it is tested against. Plans made by nnU-Net's ``*_torchres``
+planners (``resample_torch_fornnunet``) are resampled with the same torch calls as nnU-Net.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Iterator, Sequence
 
 import numpy as np
@@ -27,6 +34,7 @@ import torch.nn.functional as F
 from scipy import ndimage
 
 from medseg.errors import ModelError
+from medseg.model.device_resample import spline_resample, torch_resample_fornnunet
 from medseg.io.orientation import Reorientation, reoriented, reorientation_to
 from medseg.model.plan import is_anisotropic
 from medseg.core.volume import Volume
@@ -44,7 +52,7 @@ class PreprocessedImage:
     All shapes and spacings are in the plan's (transposed) axis order.
     """
 
-    data: np.ndarray  # (C, z, y, x) float32, normalized, at the plan's spacing
+    data: np.ndarray | torch.Tensor  # (C, z, y, x) float32, normalized, at the plan's spacing
     transpose_forward: tuple[int, ...]
     spacing_original: tuple[float, float, float]
     spacing_network: tuple[float, float, float]
@@ -53,6 +61,8 @@ class PreprocessedImage:
     original_shape_zyx: tuple[int, int, int]  # the input Volume's array shape
     # Plan.orientation: the input array was first reoriented by this (None: used as stored)
     reorientation: Reorientation | None = None
+    # the plan's resampling of the logits back (resampling_fn_probabilities); nnU-Net's default if empty
+    export_resampling: dict[str, Any] = field(default_factory=dict)
 
     @property
     def shape_after_crop(self) -> tuple[int, int, int]:
@@ -203,8 +213,63 @@ def resample_image(
 # --- the forward pipeline ------------------------------------------------------------------------------
 
 
-def preprocess(volume: Volume, plan: Any) -> PreprocessedImage:
-    """Crop, normalize and resample a CT Volume for the plan's network."""
+TORCH_RESAMPLING = "resample_torch_fornnunet"  # nnU-Net's torch resampling (its *_torchres planners)
+
+
+def data_resampling(plan: Any) -> dict[str, Any]:
+    """The plan's image resampling settings (nnU-Net's default when it names none)."""
+    return dict((getattr(plan, "resampling", None) or {}).get("data") or {})
+
+
+def resampling_axis(settings: dict[str, Any], current: Sequence[float], new: Sequence[float]) -> int | None:
+    """The separately resampled axis: nnU-Net's determine_do_sep_z_and_axis, with the plan's force_separate_z."""
+    force = settings.get("force_separate_z")
+    if force is None:
+        return separate_axis(current, new)
+    return _coarse_axis(current) if force else None
+
+
+def normalize_tensor(data: torch.Tensor, normalization: dict[str, Any] | None) -> torch.Tensor:
+    """``normalize`` for a (C, ...) float32 tensor on any device, with numpy's float32 arithmetic, bit for bit.
+
+    Per-image schemes (z-score) need the whole image: those go through ``normalize`` on the host.
+    """
+    scheme = (normalization or {}).get("scheme", "CTNormalization")
+    if scheme in ("NoNormalization", "none"):
+        return data
+    if scheme != "CTNormalization":
+        return torch.from_numpy(normalize(data.cpu().numpy(), normalization)).to(data.device)
+    try:
+        low, high = float(normalization["percentile_00_5"]), float(normalization["percentile_99_5"])
+        mean, std = float(normalization["mean"]), float(normalization["std"])
+    except (KeyError, TypeError) as error:
+        raise ModelError(f"CT normalization in the model lacks {error}") from None
+    # numpy rounds the bounds and the statistics to float32 first; so does this. The divisor is a
+    # device tensor, not a Python scalar: CUDA divides by a host scalar as a multiplication by its
+    # reciprocal, which is not always the same float32.
+    data.clamp_(float(np.float32(low)), float(np.float32(high)))
+    data.sub_(torch.tensor(np.float32(mean), device=data.device))
+    data.div_(torch.tensor(np.float32(max(std, 1e-8)), device=data.device))
+    return data
+
+
+# dtypes a CT travels to the device in as stored; any other is converted to float32 first
+# (the preprocessing's first step anyway), e.g. uint16, which torch cannot compute with
+_DEVICE_DTYPES = (np.dtype(np.int8), np.dtype(np.uint8), np.dtype(np.int16), np.dtype(np.int32), np.dtype(np.float32))
+
+
+def _device_image(array: np.ndarray, device: torch.device) -> torch.Tensor:
+    if array.dtype not in _DEVICE_DTYPES:
+        array = array.astype(np.float32)
+    return torch.from_numpy(np.ascontiguousarray(array)).to(device)
+
+
+def preprocess_to(volume: Volume, plan: Any, device: str | torch.device = "cpu") -> PreprocessedImage:
+    """Crop, normalize and resample a CT Volume for the plan's network, on ``device``.
+
+    ``data`` of the result is a (C, z, y, x) float32 tensor on the device.
+    """
+    device = torch.device(device)
     channels = int(getattr(plan, "num_input_channels", 1) or 1)
     if channels != 1:
         raise ModelError(f"the model expects {channels} input channels; medseg segments single CT volumes")
@@ -215,24 +280,44 @@ def preprocess(volume: Volume, plan: Any) -> PreprocessedImage:
         volume = reoriented(volume, reorientation)
     transpose = plan_transpose(plan)
     spacing = tuple(float(volume.spacing_zyx[a]) for a in transpose)
-    image = np.transpose(volume.array, transpose)[None]
-    bbox = nonzero_bbox(image)
-    # float32 copy of the cropped region only (the input may be int16 and large)
-    data = np.array(image[(slice(None), *bbox)], dtype=np.float32, order="C")
-    normalize(data, getattr(plan, "normalization", None))
+    image = np.transpose(volume.array, transpose)
+    bbox = nonzero_bbox(image[None])
     target = network_spacing(plan, spacing)
-    new_shape = compute_new_shape(data.shape[1:], spacing, target)
-    data = resample_image(data, new_shape, spacing, target)
+    cropped = image[bbox]
+    new_shape = compute_new_shape(cropped.shape, spacing, target)
+    normalization = getattr(plan, "normalization", None)
+    settings = data_resampling(plan)
+    axis = resampling_axis(settings, spacing, target)
+    raw = _device_image(cropped, device)
+    if settings.get("function") == TORCH_RESAMPLING:
+        data = normalize_tensor(raw.to(torch.float32)[None], normalization)
+        data = torch_resample_fornnunet(data, new_shape, axis)
+    else:
+        if (normalization or {}).get("scheme", "CTNormalization") not in ("CTNormalization", "NoNormalization", "none"):
+            raw = normalize_tensor(raw.to(torch.float32)[None], normalization)[0]  # whole-image statistics first
+            normalization = {"scheme": "NoNormalization"}
+        data = spline_resample(raw, new_shape, axis, int(settings.get("order", DATA_ORDER)),
+                               prepare=lambda slab: normalize_tensor(slab.to(torch.float32), normalization),
+                               nearest_indices=nearest_source_indices)[None]
+    del raw
     return PreprocessedImage(
-        data=data,
+        data=data,  # type: ignore[arg-type]
         transpose_forward=transpose,
         spacing_original=spacing,  # type: ignore[arg-type]
         spacing_network=target,
-        shape_before_crop=tuple(image.shape[1:]),  # type: ignore[arg-type]
+        shape_before_crop=tuple(image.shape),  # type: ignore[arg-type]
         bbox=bbox,
         original_shape_zyx=original_shape,
         reorientation=reorientation,
+        export_resampling=dict((getattr(plan, "resampling", None) or {}).get("probabilities") or {}),
     )
+
+
+def preprocess(volume: Volume, plan: Any) -> PreprocessedImage:
+    """``preprocess_to`` on the CPU, with ``data`` as a numpy array."""
+    prep = preprocess_to(volume, plan, "cpu")
+    prep.data = prep.data.numpy()  # type: ignore[union-attr]
+    return prep
 
 
 # --- the inverse: logits back to the original grid -------------------------------------------------------
@@ -256,8 +341,19 @@ def _slab_plan(n_out: int, n_in: int, axis_mode: str, slab: int) -> Iterator[tup
         yield start, stop, lower[start:stop], upper[start:stop], weight[start:stop]
 
 
+def _slab_voxels(device: torch.device) -> int:
+    return SLAB_VOXELS * (8 if device.type == "cuda" else 1)
+
+
+def _class_chunks(n_classes: int, plane_voxels: int, budget: int) -> list[slice]:
+    """Classes per pass so that one output slice of them fits the budget (117 labels: a few passes)."""
+    per_chunk = max(1, min(n_classes, budget // max(1, plane_voxels)))
+    return [slice(c, min(n_classes, c + per_chunk)) for c in range(0, n_classes, per_chunk)]
+
+
 def _resampled_slabs(
-    logits: torch.Tensor, out_shape: Sequence[int], current_spacing: Sequence[float], new_spacing: Sequence[float]
+    logits: torch.Tensor, out_shape: Sequence[int], current_spacing: Sequence[float], new_spacing: Sequence[float],
+    channels: slice | None = None, slab_classes: int | None = None,
 ) -> Iterator[tuple[int, int, int, torch.Tensor, torch.Tensor]]:
     """Yield (axis, start, stop, values, rows) per output slab along the slab axis.
 
@@ -265,15 +361,18 @@ def _resampled_slabs(
     argmax/softmax over C reads contiguous memory (5x faster than across planes);
     output slice i of the slab is ``values[rows[i]]``. With nearest neighbour across,
     each source slice is resampled once however many output slices repeat it.
+    ``channels`` restricts the classes; the slabs are sized for ``slab_classes`` of them (default: all).
     """
     axis = separate_axis(current_spacing, new_spacing)
     axis_mode = "nearest" if axis is not None else "linear"
     axis = 0 if axis is None else axis
     moved = logits.movedim(axis + 1, 0)  # (n_axis, C, a, b)
+    if channels is not None:
+        moved = moved[:, channels]
     plane_out = [n for a, n in enumerate(out_shape) if a != axis]
     n_in, n_out = moved.shape[0], int(out_shape[axis])
-    per_slice = int(np.prod(plane_out)) * max(1, moved.shape[1])
-    slab = max(1, SLAB_VOXELS // per_slice)
+    per_slice = int(np.prod(plane_out)) * max(1, slab_classes or moved.shape[1])
+    slab = max(1, _slab_voxels(logits.device) // per_slice)
     for start, stop, lower, upper, weight in _slab_plan(n_out, n_in, axis_mode, slab):
         needed = np.unique(np.concatenate([lower, upper]))
         source = moved[torch.from_numpy(needed).to(moved.device)].float()  # (k, C, a, b)
@@ -292,23 +391,80 @@ def _resampled_slabs(
         yield axis, start, stop, blended, torch.arange(stop - start)
 
 
+def _running_argmax(best: tuple[torch.Tensor, torch.Tensor] | None, values: torch.Tensor, offset: int,
+                    dim: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(max, argmax) over classes so far, extended by ``values`` (classes offset.. along ``dim``).
+
+    Ties keep the lower class, as one argmax over all classes does.
+    """
+    top, index = values.max(dim=dim)
+    index = index.to(torch.int16 if offset + values.shape[dim] <= 32767 else torch.int32).add_(offset)
+    if best is None:
+        return top, index
+    better = top > best[0]
+    return torch.where(better, top, best[0]), torch.where(better, index, best[1])
+
+
 def logits_to_label_map(
     logits: torch.Tensor, prep: PreprocessedImage, label_dtype: np.dtype | None = None
 ) -> np.ndarray:
     """Argmax label map on the original (z, y, x) grid from network-space logits (C, z, y, x).
 
     The resampled logits are rounded to float16 before the argmax, as nnU-Net stores them,
-    so ties break the same way (lowest label).
+    so ties break the same way (lowest label). Memory stays bounded whatever the number of
+    classes: slabs along one axis, and when one slice of every class is too much (a
+    117-label model), classes in chunks with the argmax carried from chunk to chunk.
+    A plan with nnU-Net's torch resampling goes back as nnU-Net does it (``_torch_labels``).
     """
     n_classes = int(logits.shape[0])
     dtype = label_dtype or (np.uint8 if n_classes <= 255 else np.uint16)
     full = np.zeros(prep.shape_before_crop, dtype=dtype)
     cropped = full[prep.bbox]
-    for axis, start, stop, values, rows in _resampled_slabs(logits, prep.shape_after_crop, prep.spacing_network, prep.spacing_original):
-        labels = values.half().argmax(dim=1).cpu().numpy().astype(dtype, copy=False)  # (n, a, b)
-        np.moveaxis(cropped, axis, 0)[start:stop] = labels[rows.numpy()]
+    if prep.export_resampling.get("function") == TORCH_RESAMPLING:
+        _torch_labels(logits, prep, cropped)
+    else:
+        axis = separate_axis(prep.spacing_network, prep.spacing_original)
+        plane = int(np.prod([n for a, n in enumerate(prep.shape_after_crop) if a != (axis or 0)]))
+        chunks = _class_chunks(n_classes, plane, _slab_voxels(logits.device))
+        if len(chunks) == 1:
+            for axis, start, stop, values, rows in _resampled_slabs(logits, prep.shape_after_crop,
+                                                                    prep.spacing_network, prep.spacing_original):
+                labels = values.half().argmax(dim=1).cpu().numpy().astype(dtype, copy=False)  # (n, a, b)
+                np.moveaxis(cropped, axis, 0)[start:stop] = labels[rows.numpy()]
+        else:
+            _chunked_labels(logits, prep, cropped, chunks)
     labels = np.transpose(full, np.argsort(prep.transpose_forward))
     return prep.reorientation.undo(labels) if prep.reorientation else np.ascontiguousarray(labels)
+
+
+def _chunked_labels(logits: torch.Tensor, prep: PreprocessedImage, cropped: np.ndarray, chunks: list[slice]) -> None:
+    """The slab-wise argmax, each slab over the classes chunk by chunk (one slice of each chunk at a time)."""
+    size = chunks[0].stop - chunks[0].start
+    streams = [_resampled_slabs(logits, prep.shape_after_crop, prep.spacing_network, prep.spacing_original, chunk,
+                                slab_classes=size) for chunk in chunks]
+    for slabs in zip(*streams):  # every stream cuts the same slabs: same axis, same slab length
+        best = None
+        for chunk, (axis, start, stop, values, rows) in zip(chunks, slabs):
+            best = _running_argmax(best, values[rows.to(values.device)].half(), chunk.start, dim=1)
+        np.moveaxis(cropped, axis, 0)[start:stop] = best[1].cpu().numpy()
+
+
+def _torch_labels(logits: torch.Tensor, prep: PreprocessedImage, cropped: np.ndarray) -> None:
+    """nnU-Net's export for torch-resampled plans: resample_torch_fornnunet on the float32 logits, argmax.
+
+    Here class by class (as many as fit one class's float32 volume), the argmax carried along:
+    the same numbers as nnU-Net's one call over all classes, in a fraction of the memory.
+    """
+    settings = prep.export_resampling
+    axis = resampling_axis(settings, prep.spacing_network, prep.spacing_original)
+    shape = prep.shape_after_crop
+    budget = max(_slab_voxels(logits.device), int(np.prod(shape)))
+    best = None
+    for chunk in _class_chunks(int(logits.shape[0]), int(np.prod(shape)), budget):
+        values = torch_resample_fornnunet(logits[chunk].float(), shape, axis)
+        best = _running_argmax(best, values, chunk.start, dim=0)
+        del values
+    cropped[...] = best[1].cpu().numpy()
 
 
 def logits_to_probabilities(logits: torch.Tensor, prep: PreprocessedImage) -> np.ndarray:
