@@ -49,7 +49,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              "as contrast enhancement does (e.g. -20 60 to train on non-contrast CT for contrast CT)")
     parser.add_argument("--no-mirror", action="store_true",
                         help="no mirroring augmentation (for labels that differ left and right, e.g. liver vs spleen)")
-    parser.add_argument("--no-amp", action="store_true", help="no mixed precision on CUDA")
+    parser.add_argument("--no-amp", action="store_true",
+                        help="full precision on CUDA (default there: mixed precision, float16 autocast with GradScaler)")
+    parser.add_argument("--prefetch", type=int, metavar="N",
+                        help="threads preparing batches ahead of the step (default: 2 feeding a GPU, 1 on the CPU; "
+                             "0: in the loop); the batches are the same either way")
+    parser.add_argument("--profile", metavar="DIR",
+                        help="write a torch.profiler trace of a few iterations (Perfetto or TensorBoard) and the "
+                             "run's phase table (load, preprocess, batches, network, validation, write) to DIR")
     add_threads_option(parser)  # per process
     plan = parser.add_argument_group("planning (ignored with --from: the base model's plan is kept)")
     plan.add_argument("--configuration", choices=("3d_fullres", "2d"), default="3d_fullres")
@@ -105,7 +112,7 @@ def _train(args: argparse.Namespace, is_main: bool, events) -> int:
     config = TrainConfig(
         epochs=args.epochs, iterations_per_epoch=args.iterations, batch_size=args.batch_size,
         optimizer=args.optimizer, learning_rate=args.lr, seed=args.seed, device=args.device,
-        amp=not args.no_amp, validate_every=args.validate_every, augmentation=augmentation,
+        amp=not args.no_amp, validate_every=args.validate_every, augmentation=augmentation, prefetch=args.prefetch,
     )
     plan_options = {
         "configuration": args.configuration,
@@ -125,7 +132,7 @@ def _train(args: argparse.Namespace, is_main: bool, events) -> int:
     command = "medseg " + shlex.join(args.argv)
     generator = train(dataset, args.out, config, base_package=base, inflate_from=flat, resume=args.resume,
                       plan_options=plan_options,
-                      work_dir=args.work_dir, provenance={"training_command": command})
+                      work_dir=args.work_dir, provenance={"training_command": command}, profile=args.profile)
     result = None
     while True:
         try:

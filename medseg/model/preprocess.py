@@ -398,7 +398,8 @@ def _running_argmax(best: tuple[torch.Tensor, torch.Tensor] | None, values: torc
     Ties keep the lower class, as one argmax over all classes does.
     """
     top, index = values.max(dim=dim)
-    index = index.to(torch.int16 if offset + values.shape[dim] <= 32767 else torch.int32).add_(offset)
+    classes = offset + values.shape[dim]
+    index = index.to(torch.uint8 if classes <= 256 else torch.int16 if classes <= 32768 else torch.int32).add_(offset)
     if best is None:
         return top, index
     better = top > best[0]
@@ -445,7 +446,10 @@ def _chunked_labels(logits: torch.Tensor, prep: PreprocessedImage, cropped: np.n
     for slabs in zip(*streams):  # every stream cuts the same slabs: same axis, same slab length
         best = None
         for chunk, (axis, start, stop, values, rows) in zip(chunks, slabs):
-            best = _running_argmax(best, values[rows.to(values.device)].half(), chunk.start, dim=1)
+            rounded = values.half()  # as nnU-Net stores the resampled logits
+            if len(rows) != len(rounded) or not torch.equal(rows, torch.arange(len(rows))):
+                rounded = rounded[rows.to(rounded.device)]
+            best = _running_argmax(best, rounded, chunk.start, dim=1)
         np.moveaxis(cropped, axis, 0)[start:stop] = best[1].cpu().numpy()
 
 

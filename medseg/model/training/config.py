@@ -37,6 +37,8 @@ class TrainConfig:
     deep_supervision: bool = True
     validation_step: float = 0.5  # sliding-window step (fraction of the patch)
     validate_every: int = 1  # epochs between validations (the last epoch is always validated)
+    # threads preparing batches ahead of the step (None: 2 feeding a GPU, 1 on the CPU; 0: in the loop)
+    prefetch: int | None = None
     augmentation: AugmentConfig = field(default_factory=AugmentConfig)
 
     def resolved_learning_rate(self) -> float:
@@ -114,6 +116,8 @@ class StartedEvent:
     device: str
     labels: dict[str, str]
     plan: dict[str, Any]
+    amp: bool = False  # mixed precision in use (AMP asked for and the device is CUDA)
+    prefetch_workers: int = 0  # threads preparing batches ahead (0: in the loop)
 
 
 TrainEvent = IterationEvent | EpochEvent | MessageEvent | FallbackEvent | CheckpointEvent | StartedEvent

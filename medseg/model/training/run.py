@@ -35,6 +35,7 @@ from medseg.model.fingerprint import CANONICAL_ORIENTATION, Fingerprint, fingerp
 from medseg.model.losses import DeepSupervisionLoss, DiceCELoss
 from medseg.model.plan import Plan
 from medseg.model.postprocess import parse_steps
+from medseg.model.profiling import TRAIN_PHASES, Profiling, phase
 from medseg.model.training.checkpoints import load_checkpoint, save_checkpoint
 from medseg.model.training.config import (
     CHECKPOINT_BEST, CHECKPOINT_LAST, HISTORY_FILE, POLY_EXPONENT, CheckpointEvent, EpochEvent, FallbackEvent,
@@ -43,7 +44,8 @@ from medseg.model.training.config import (
 from medseg.model.training.distributed import DistributedContext, setup_distributed
 from medseg.model.training.heads import adapt_state_to_labels
 from medseg.model.training.inflate import check_inflatable, inflate_state
-from medseg.model.training.sampling import PreparedCase, local_batch, prepare_case
+from medseg.model.training.prefetch import BatchPrefetcher, default_workers
+from medseg.model.training.sampling import PreparedCase, host_batch, prepare_case
 from medseg.model.training.validation import validate_with_loss
 from medseg.model.unet import build_network
 from medseg.progress import CancelToken, ProgressCallback, report
@@ -84,7 +86,8 @@ class TrainingRun:
     ``plan`` fixes the plan; otherwise the dataset's fingerprint is planned with
     ``plan_options`` (see :func:`medseg.model.fingerprint.plan_for_dataset`). Checkpoints go
     to ``work_dir`` (default: ``<out_dir>.training``). ``provenance`` adds entries to the
-    package's provenance (the CLI records its command line there).
+    package's provenance (the CLI records its command line there). ``profile``: a folder for
+    a torch.profiler trace of a few iterations and the run's phase table (medseg.model.profiling).
     """
 
     def __init__(
@@ -92,7 +95,7 @@ class TrainingRun:
         plan: Plan | None = None, base_package: Any = None, inflate_from: Any = None, resume: bool = False,
         plan_options: Mapping[str, Any] | None = None, work_dir: str | Path | None = None,
         progress: ProgressCallback | None = None, cancel: CancelToken | None = None,
-        provenance: Mapping[str, Any] | None = None,
+        provenance: Mapping[str, Any] | None = None, profile: str | Path | None = None,
     ) -> None:
         require_training()  # the DirectML build has no PyTorch device to train on
         self.dataset = dataset
@@ -110,6 +113,9 @@ class TrainingRun:
         self.progress = progress
         self.cancel = cancel
         self.extra_provenance = dict(provenance or {})
+        self.profile = Path(profile) if profile is not None else None
+        self.profiling: Profiling | None = None
+        self.batches: BatchPrefetcher | None = None
         self.labels = dict(dataset.labels)
         self.messages: list[str] = []
         self.history: list[dict[str, Any]] = []
@@ -148,28 +154,68 @@ class TrainingRun:
     def events(self) -> Iterator[TrainEvent]:
         """Every step in order; the generator's return value is the :class:`TrainResult`."""
         self.ctx = setup_distributed(self.config.device)
+        profile = self.profile if self.ctx.is_main else None  # one trace: rank 0's
+        self.profiling = Profiling(profile, self.ctx.device, stepped=True, order=TRAIN_PHASES,
+                                   title="medseg train: where the time went") if profile is not None else None
         try:
+            if self.profiling is not None:
+                self.profiling.__enter__()
             yield from self.check_device()
-            yield from self.load_cases()
-            yield from self.choose_plan()
-            yield from self.prepare_cases()
+            with phase("load"):
+                yield from self.load_cases()
+                yield from self.choose_plan()
+            with phase("preprocess"):
+                yield from self.prepare_cases()
             yield from self.build()
             yield from self.restore()
+            self.batches = self.make_prefetcher()
             yield self._message(
                 f"{len(self.cases)} training and {len(self.validation_cases)} validation cases; global batch "
-                f"{self.global_batch} over {self.ctx.world_size} process(es) on {self.ctx.device}")
+                f"{self.global_batch} over {self.ctx.world_size} process(es) on {self.ctx.device}; "
+                f"{self.precision}; {self.feeding}")
             yield self.started_event()
             self.run_started = time.monotonic()
             for epoch in range(self.start_epoch, self.config.epochs):
                 losses = yield from self.train_epoch(epoch)
                 yield from self.finish_epoch(epoch, losses)
-            package_path = yield from self.export()
+            with phase("write"):
+                package_path = yield from self.export()
+            if self.profiling is not None:
+                self.profiling.__exit__(None, None, None)
+                yield self._message(self.profiling.table())
+                traces = self.profiling.trace_files()
+                yield self._message(f"profile: {traces[-1] if traces else self.profile} (open in Perfetto, "
+                                    f"ui.perfetto.dev, or tensorboard --logdir {self.profile})")
+                self.profiling = None
         finally:
+            if self.batches is not None:
+                self.batches.close()
+            if self.profiling is not None:
+                self.profiling.__exit__(None, None, None)
             if self.ctx.initialized_here and dist.is_initialized():
                 dist.destroy_process_group()
         return TrainResult(package_path, self.history, self.best_epoch,
                            self.best_dice if self.best_epoch is not None else math.nan, self.messages,
                            time.monotonic() - self.run_started if self.run_started else 0.0, str(self.ctx.device))
+
+    @property
+    def precision(self) -> str:
+        return "mixed precision (AMP: float16 autocast, GradScaler)" if self.use_amp else "full precision (float32)"
+
+    @property
+    def feeding(self) -> str:
+        workers = self.batches.workers if self.batches is not None else 0
+        return (f"batches prepared ahead by {workers} thread(s)" if workers
+                else "batches prepared in the loop")
+
+    def make_prefetcher(self) -> BatchPrefetcher:
+        config = self.config
+        workers = default_workers(self.ctx.device) if config.prefetch is None else int(config.prefetch)
+        keys = ((epoch, iteration) for epoch in range(self.start_epoch, config.epochs)
+                for iteration in range(config.iterations_per_epoch))
+        cases, plan, batch, ctx = self.cases, self.plan, self.global_batch, self.ctx
+        return BatchPrefetcher(lambda epoch, iteration: host_batch(cases, plan, config, batch, epoch, iteration, ctx),
+                               keys, ctx.device, workers)
 
     # --- steps ---------------------------------------------------------------------------------------
     def check_device(self) -> Events:
@@ -302,7 +348,8 @@ class TrainingRun:
     def started_event(self) -> StartedEvent:
         return StartedEvent(self.total_steps, self.start_epoch * self.config.iterations_per_epoch, self.config.epochs,
                             self.config.iterations_per_epoch, self.global_batch, self.ctx.world_size,
-                            str(self.ctx.device), {str(k): v for k, v in self.labels.items()}, self.plan.to_dict())
+                            str(self.ctx.device), {str(k): v for k, v in self.labels.items()}, self.plan.to_dict(),
+                            amp=self.use_amp, prefetch_workers=self.batches.workers if self.batches else 0)
 
     def train_epoch(self, epoch: int) -> Iterator[TrainEvent]:
         """The optimiser steps of one epoch; returns the per-iteration losses."""
@@ -316,21 +363,25 @@ class TrainingRun:
             lr = poly_lr(self.initial_lr, step, self.total_steps)
             for group in self.optimizer.param_groups:
                 group["lr"] = lr
-            images, targets = local_batch(self.cases, self.plan, config, self.global_batch, epoch, iteration, ctx)
-            self.optimizer.zero_grad(set_to_none=True)
-            with torch.autocast(ctx.device.type, enabled=self.use_amp):
-                outputs = self.model(images)
-            loss = self.loss_fn(outputs, targets)
-            self.scaler.scale(loss).backward()
-            self.scaler.unscale_(self.optimizer)
-            torch.nn.utils.clip_grad_norm_(self.network.parameters(), config.grad_clip)
-            self.scaler.step(self.optimizer)
-            self.scaler.update()
-            value = loss.detach()
-            if ctx.distributed:
-                dist.all_reduce(value)
-                value = value / ctx.world_size
-            losses.append(float(value))
+            assert self.batches is not None
+            images, targets = self.batches.get(epoch, iteration)
+            with phase("network"):
+                self.optimizer.zero_grad(set_to_none=True)
+                with torch.autocast(ctx.device.type, enabled=self.use_amp):
+                    outputs = self.model(images)
+                loss = self.loss_fn(outputs, targets)
+                self.scaler.scale(loss).backward()
+                self.scaler.unscale_(self.optimizer)
+                torch.nn.utils.clip_grad_norm_(self.network.parameters(), config.grad_clip)
+                self.scaler.step(self.optimizer)
+                self.scaler.update()
+                value = loss.detach()
+                if ctx.distributed:
+                    dist.all_reduce(value)
+                    value = value / ctx.world_size
+                losses.append(float(value))
+            if self.profiling is not None:
+                self.profiling.step()
             done = step + 1 - self.start_epoch * config.iterations_per_epoch
             elapsed = time.monotonic() - self.run_started
             remaining = (self.total_steps - step - 1) * elapsed / max(done, 1)
@@ -350,8 +401,10 @@ class TrainingRun:
         due = (epoch + 1) % max(1, config.validate_every) == 0 or epoch == config.epochs - 1
         if self.validation_cases and ctx.is_main and due:
             report(self.progress, (epoch + 1) * config.iterations_per_epoch / self.total_steps, "validating", "validate")
-            dice, validation_loss = validate_with_loss(self.network, self.validation_cases, self.plan, self.labels,
-                                                       ctx.device, config.validation_step, self.use_amp, self.cancel)
+            with phase("validation"):
+                dice, validation_loss = validate_with_loss(self.network, self.validation_cases, self.plan,
+                                                           self.labels, ctx.device, config.validation_step,
+                                                           self.use_amp, self.cancel)
         scored = [v for v in dice.values() if not math.isnan(v)]
         mean = float(np.mean(scored)) if scored else math.nan
         is_best = not math.isnan(mean) and mean > self.best_dice
@@ -372,12 +425,14 @@ class TrainingRun:
                     "best_mean_dice": self.best_dice if self.best_epoch is not None else None,
                     "best_epoch": self.best_epoch}
             last_path, best_path = self.work_dir / CHECKPOINT_LAST, self.work_dir / CHECKPOINT_BEST
-            save_checkpoint(last_path, self.network, self.optimizer, meta)
+            with phase("write"):
+                save_checkpoint(last_path, self.network, self.optimizer, meta)
+                if is_best:
+                    save_checkpoint(best_path, self.network, self.optimizer, meta)
+                atomic_write_text(self.work_dir / HISTORY_FILE, json.dumps(self.history, indent=1))
             yield CheckpointEvent(epoch, str(last_path), False)
             if is_best:
-                save_checkpoint(best_path, self.network, self.optimizer, meta)
                 yield CheckpointEvent(epoch, str(best_path), True)
-            atomic_write_text(self.work_dir / HISTORY_FILE, json.dumps(self.history, indent=1))
         if ctx.distributed:
             dist.barrier()
         yield EpochEvent(epoch, config.epochs, record["train_loss"], dice, mean,

@@ -130,15 +130,21 @@ def _augment_for(plan: Plan, config: TrainConfig) -> AugmentConfig:
     return augmentation
 
 
+def host_batch(
+    cases: Sequence[PreparedCase], plan: Plan, config: TrainConfig, global_batch: int,
+    epoch: int, iteration: int, ctx: DistributedContext,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """This process's contiguous share of the global batch, in host memory."""
+    share = global_batch // ctx.world_size
+    indices = range(ctx.rank * share, (ctx.rank + 1) * share)
+    samples = [draw_sample(cases, plan, config, global_batch, epoch, iteration, i) for i in indices]
+    return torch.stack([s[0] for s in samples]), torch.stack([s[1] for s in samples])
+
+
 def local_batch(
     cases: Sequence[PreparedCase], plan: Plan, config: TrainConfig, global_batch: int,
     epoch: int, iteration: int, ctx: DistributedContext,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """This process's contiguous share of the global batch."""
-    share = global_batch // ctx.world_size
-    indices = range(ctx.rank * share, (ctx.rank + 1) * share)
-    samples = [draw_sample(cases, plan, config, global_batch, epoch, iteration, i) for i in indices]
-    images = torch.stack([s[0] for s in samples]).to(ctx.device, non_blocking=True)
-    labels = torch.stack([s[1] for s in samples]).to(ctx.device, non_blocking=True)
-    return images, labels
-
+    """This process's contiguous share of the global batch, on its device (drawn now: the in-loop sampler)."""
+    images, labels = host_batch(cases, plan, config, global_batch, epoch, iteration, ctx)
+    return images.to(ctx.device, non_blocking=True), labels.to(ctx.device, non_blocking=True)

@@ -1,0 +1,89 @@
+"""Batches prepared ahead in worker threads are the in-loop sampler's batches (issue #27).
+
+Real patches: example_ct_sm with the starter's rule labels, on a 3D plan, every
+augmentation forced on (so each random decision of the sampler is exercised); then two
+short trainings, in-loop against prefetched, must give the same losses and weights.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from infer_fixtures import small_model_folder
+from small_packages import tiny_plan
+
+from medseg.io import load
+from medseg.model.augment import AugmentConfig
+from medseg.model.datasets import Case, open_dataset
+from medseg.model.nnunet_import import import_nnunet
+from medseg.model.rule_labels import rule_label_map
+from medseg.model.train import (
+    CHECKPOINT_LAST, DistributedContext, IterationEvent, StartedEvent, TrainConfig, load_checkpoint, local_batch,
+    prepare_case, train,
+)
+from medseg.model.training.prefetch import BatchPrefetcher
+from medseg.model.training.sampling import host_batch
+
+torch.set_num_threads(2)
+EVERY_AUGMENTATION = AugmentConfig(p_rotation=1.0, p_scale=1.0, p_noise=1.0, p_brightness=1.0, p_contrast=1.0,
+                                   p_gamma=1.0, p_gamma_inverted=0.5, p_mirror=0.5)
+
+
+@pytest.fixture(scope="module")
+def case_and_plan(ct_dir, tmp_path_factory):
+    plan = import_nnunet(small_model_folder(tmp_path_factory.mktemp("nnunet"))).configurations["3d_fullres"]
+    image = load(ct_dir / "totalsegmentator" / "example_ct_sm.nii.gz")
+    return prepare_case(Case("sm", image, rule_label_map(image)), plan), plan
+
+
+def test_prefetched_batches_equal_the_in_loop_batches(case_and_plan):
+    case, plan = case_and_plan
+    config = TrainConfig(seed=4, augmentation=EVERY_AUGMENTATION)
+    ctx = DistributedContext(0, 1, torch.device("cpu"))
+    keys = [(epoch, iteration) for epoch in range(2) for iteration in range(4)]
+    in_loop = [local_batch([case], plan, config, 3, epoch, iteration, ctx) for epoch, iteration in keys]
+    with BatchPrefetcher(lambda e, i: host_batch([case], plan, config, 3, e, i, ctx), keys, ctx.device,
+                         workers=2, depth=4) as prefetcher:
+        ahead = [prefetcher.get(*key) for key in keys]
+    assert len({float(images.sum()) for images, _ in in_loop}) == len(keys)  # every batch differs
+    for (images, labels), (expected_images, expected_labels) in zip(ahead, in_loop):
+        assert torch.equal(images, expected_images) and torch.equal(labels, expected_labels)
+
+
+def test_batches_are_asked_for_in_order(case_and_plan):
+    case, plan = case_and_plan
+    config = TrainConfig(seed=4)
+    ctx = DistributedContext(0, 1, torch.device("cpu"))
+    with BatchPrefetcher(lambda e, i: host_batch([case], plan, config, 2, e, i, ctx), [(0, 0), (0, 1)], ctx.device,
+                         workers=1) as prefetcher:
+        with pytest.raises(RuntimeError, match="out of order"):
+            prefetcher.get(0, 1)
+
+
+@pytest.fixture()
+def small_dataset(ct_dir: Path, tmp_path: Path):
+    manifest = tmp_path / "small.json"
+    manifest.write_text(json.dumps({
+        "name": "small", "data_root": str(ct_dir / "totalsegmentator"), "labels": ["body", "lungs", "bones"],
+        "cases": [{"name": "sm", "image": "example_ct_sm.nii.gz", "label_rule": "starter"}]}))
+    return open_dataset(manifest)
+
+
+def test_training_with_prefetching_equals_training_in_the_loop(small_dataset, tmp_path):
+    base = TrainConfig(epochs=2, iterations_per_epoch=3, batch_size=3, seed=9, augmentation=EVERY_AUGMENTATION)
+    runs = {}
+    for workers in (0, 2):
+        events = list(train(small_dataset, tmp_path / f"w{workers}", dataclasses.replace(base, prefetch=workers),
+                            plan=tiny_plan()))
+        started = next(e for e in events if isinstance(e, StartedEvent))
+        assert started.prefetch_workers == workers and not started.amp  # the CPU: full precision
+        runs[workers] = ([e.loss for e in events if isinstance(e, IterationEvent)],
+                         load_checkpoint(tmp_path / f"w{workers}.training" / CHECKPOINT_LAST)[0])
+    (losses, weights), (losses_ahead, weights_ahead) = runs[0], runs[2]
+    assert len(losses) == 6 and losses_ahead == losses
+    for key in weights:
+        assert torch.equal(weights_ahead[key], weights[key]), key
