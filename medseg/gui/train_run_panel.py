@@ -69,6 +69,7 @@ class RunSettings:
     amp: bool = True
     augmentation: str = "default"  # default | no-mirror | off
     threads: int = 0
+    profile: bool = False  # a torch.profiler trace and the phase table in the run folder's profile/
 
     def cli_arguments(self, manifest: Path, out: Path, resume: bool) -> list[str]:
         from medseg.model.package import starter_model_path
@@ -90,9 +91,16 @@ class RunSettings:
             arguments.append("--no-mirror")
         if self.threads:
             arguments += ["--threads", str(self.threads)]
+        if self.profile:
+            arguments += ["--profile", str(out.parent / "profile")]
         if resume:
             arguments.append("--resume")
         return arguments
+
+
+def precision_text(started: dict[str, Any]) -> str:
+    """What the started event says about the arithmetic: the Train tab shows whether AMP is on."""
+    return "mixed precision, AMP" if started.get("amp") else "full precision, float32"
 
 
 class TrainingPanel(QWidget):
@@ -144,6 +152,12 @@ class TrainingPanel(QWidget):
                                   "gloo processes on the CPU)")
         self.amp = QCheckBox("Mixed precision (AMP, CUDA only)", self)
         self.amp.setChecked(True)
+        self.amp.setToolTip("float16 autocast with a gradient scaler on a CUDA GPU (about 1.5x the speed); "
+                            "the CPU always trains in float32. The log says which a run uses.")
+        self.profile = QCheckBox("Profile (trace + phase table)", self)
+        self.profile.setToolTip("Write a torch.profiler trace of a few iterations (open it in Perfetto or "
+                                "TensorBoard) and where the time went (load, preprocess, batches, network, "
+                                "validation, write) to the run folder's profile/; the table also goes to the log.")
         self.augmentation = QComboBox(self)
         self.augmentation.addItems(["nnU-Net default", "Default without mirroring", "Off"])
         form = QFormLayout()
@@ -156,6 +170,7 @@ class TrainingPanel(QWidget):
         form.addRow("Device", self.device)
         form.addRow("Processes (DDP)", self.processes)
         form.addRow("", self.amp)
+        form.addRow("", self.profile)
         form.addRow("Augmentation", self.augmentation)
         self.start_button = QPushButton("Start", self)
         self.pause_button = QPushButton("Pause", self)
@@ -241,7 +256,8 @@ class TrainingPanel(QWidget):
             learning_rate=float(self.learning_rate.value()), batch_size=self.batch_size.value(),
             device=self.device.currentData(),
             processes=self.processes.value(), amp=self.amp.isChecked(),
-            augmentation={0: "default", 1: "no-mirror", 2: "off"}[self.augmentation.currentIndex()])
+            augmentation={0: "default", 1: "no-mirror", 2: "off"}[self.augmentation.currentIndex()],
+            profile=self.profile.isChecked())
 
     # --- running ---------------------------------------------------------------------------------------
     @property
@@ -339,6 +355,7 @@ class TrainingPanel(QWidget):
                 base = load_model(None if settings.base == "starter" else settings.base)
             return train(dataset, out, config, base_package=base, resume=resume, cancel=cancel,
                          plan_options=None if base is not None else SCRATCH_PLAN_OPTIONS,
+                         profile=out.parent / "profile" if settings.profile else None,
                          provenance={"training_command": "medseg train (Train & Export tab) "
                                      + shlex.join(settings.cli_arguments(manifest, out, resume))})
         return make
@@ -394,7 +411,9 @@ class TrainingPanel(QWidget):
             self._log(("fallback: " if kind == "fallback" else "") + record["text"])
         elif kind == "started":
             self._log(f"{record['total_steps']} iterations on {record['device']} "
-                      f"({record['world_size']} process(es), global batch {record['global_batch']})")
+                      f"({record['world_size']} process(es), global batch {record['global_batch']}), "
+                      f"{precision_text(record)}")
+            self.eta_label.setText(f"starting on {record['device']}, {precision_text(record)}…")
 
     def _on_iteration(self, record: dict[str, Any]) -> None:
         now = time.monotonic()
@@ -507,8 +526,10 @@ class TrainingPanel(QWidget):
         dice = ", ".join(f"{k} {v:.3f}" for k, v in (scored.get("validation_dice") or {}).items() if v is not None)
         seconds = float(done.get("seconds") or 0.0)
         rate = len(iterations) / seconds if seconds else math.nan
+        started = next((r for r in self.records if r.get("event") == "started"), {})
+        precision = f" ({precision_text(started)})" if started else ""
         return (f"<b>Run finished</b>: best epoch {best + 1 if best is not None else 'n/a (no validation cases)'}"
-                f"{'<br>Dice ' + dice if dice else ''}<br>{_hms(seconds)} on {done.get('device') or '?'}, "
+                f"{'<br>Dice ' + dice if dice else ''}<br>{_hms(seconds)} on {done.get('device') or '?'}{precision}, "
                 f"{rate:.2f} iterations/s")
 
     def use_model(self) -> None:
