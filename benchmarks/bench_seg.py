@@ -12,7 +12,7 @@ Time is the wall time of the whole process for dcmqi and of the operation for me
 (plus, for fairness, medseg's whole process including Python start-up and imports, minus
 loading the CT that the app already holds). Peak memory is the process's peak RSS,
 sampled every 5 ms. Prints the median and min-max of --repeats runs, and the ratios.
-Run: .venv/bin/python benchmarks/bench_seg.py [--slices 300] [--repeats 3]
+Run: .venv/bin/python benchmarks/bench_seg.py [--slices 300] [--repeats 3] [--label-count 117]
 """
 
 from __future__ import annotations
@@ -36,8 +36,15 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-N_LABELS = 10
-NAMES = ["liver", "spleen", "kidney_left", "kidney_right", "aorta", "stomach", "pancreas", "heart", "lungs", "bones"]
+N_LABELS = 10  # --labels: 117 is TotalSegmentator's label count (issue #27)
+ORGANS = ["liver", "spleen", "kidney_left", "kidney_right", "aorta", "stomach", "pancreas", "heart", "lungs", "bones"]
+NAMES = list(ORGANS)
+
+
+def set_label_count(count: int) -> None:
+    global N_LABELS, NAMES
+    N_LABELS = count
+    NAMES = ORGANS[:count] + [f"structure_{i}" for i in range(len(ORGANS) + 1, count + 1)]
 
 
 def build_labels(shape_zyx: tuple[int, int, int]) -> np.ndarray:
@@ -45,11 +52,12 @@ def build_labels(shape_zyx: tuple[int, int, int]) -> np.ndarray:
     z, y, x = np.ogrid[:nz, :ny, :nx]
     labels = np.zeros(shape_zyx, dtype=np.uint8)
     rng = np.random.default_rng(1)
+    size = 1.0 if N_LABELS <= 10 else 0.35  # many labels: smaller structures, as TotalSegmentator's
     for value in range(1, N_LABELS + 1):
         cz = rng.uniform(0.2, 0.8) * nz
         cy, cx = rng.uniform(0.25, 0.75) * ny, rng.uniform(0.25, 0.75) * nx
-        rz = rng.uniform(20, nz / 2)
-        ry, rx = rng.uniform(20, 90), rng.uniform(20, 90)
+        rz = rng.uniform(20, nz / 2) * size
+        ry, rx = rng.uniform(20, 90) * size, rng.uniform(20, 90) * size
         inside = ((z - cz) / rz) ** 2 + ((y - cy) / ry) ** 2 + ((x - cx) / rx) ** 2 <= 1.0
         labels[inside & (labels == 0)] = value
     return labels
@@ -149,12 +157,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--slices", type=int, default=300)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--label-count", type=int, default=N_LABELS,
+                        help="labels in the segmentation (default 10; 117 as TotalSegmentator)")
     parser.add_argument("--keep", help="work folder to keep (default: a temporary one)")
     parser.add_argument("--child", choices=("write", "read", "stl"), help=argparse.SUPPRESS)
     parser.add_argument("--series", help=argparse.SUPPRESS)
     parser.add_argument("--labels", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    set_label_count(args.label_count)
     if args.child:
         child(args)
         return
@@ -184,7 +195,7 @@ def main() -> None:
     print(f"series {image.size_xyz} spacing {tuple(round(s, 3) for s in image.spacing_mm)}; {N_LABELS} labels, "
           f"{int(counts.sum())} labelled voxels, {sum(slices_per_label)} non-empty label slices (= BINARY frames)")
 
-    python = [sys.executable, str(Path(__file__).resolve())]
+    python = [sys.executable, str(Path(__file__).resolve()), "--label-count", str(N_LABELS)]
     results: dict[str, list[tuple[float, int]]] = {k: [] for k in
                                                    ("medseg write", "medseg write (process)", "dcmqi write",
                                                     "medseg read", "medseg read (process)", "dcmqi read", "stl")}

@@ -7,14 +7,13 @@ and pandas, but not SimpleITK, imagecodecs, pydicom or nnU-Net. ``pack`` (run he
     build/gpu-check/site/   pure-Python peers copied from .venv (nnunetv2 and what its inference imports)
     build/gpu-check/stubs/  import-only stand-ins for compiled packages the numpy paths never call
                             (SimpleITK, imagecodecs, blosc2, cc3d): importing works, calling raises
-    build/gpu-check/data/   the CTs as .npz (array + geometry), and with --starter-v2 the starter's
-                            training and held-out cases with their labels
+    build/gpu-check/data/   the CTs as .npz (array + geometry), the starter's CPU labels of lung1
 
 and ``bootstrap`` (there) puts them on sys.path and maps ``medseg.resources`` onto
 ``resources/`` as an installed medseg has it. ``block_missing_packages`` makes a dry run here
 refuse every import the GPU machine could not satisfy, so the dry run proves the real one.
 
-    .venv/bin/python benchmarks/gpu_pack.py [--starter-v2]      # then: du -sh build/gpu-check
+    .venv/bin/python benchmarks/gpu_pack.py       # then: du -sh build/gpu-check
 """
 
 from __future__ import annotations
@@ -92,7 +91,7 @@ def load_volume(path: Path):
                   tuple(float(o) for o in data["origin_mm"]), data["direction"])
 
 
-def pack(out: Path = PACK, starter_v2: bool = False, reference: bool = True) -> Path:
+def pack(out: Path = PACK, reference: bool = True) -> Path:
     from medseg.io import read_image
 
     if out.exists():
@@ -119,10 +118,6 @@ def pack(out: Path = PACK, starter_v2: bool = False, reference: bool = True) -> 
         lung = read_image(SHARED / "ct" / "pyradiomics_lung1" / "lung1_image.nrrd")
         labels = segment(lung, load_model(None), device="cpu").label_map.array
         np.savez_compressed(out / "data" / "starter_lung1_cpu.npz", labels=labels)
-    if starter_v2:
-        from starter_v2_gpu import pack_cases
-
-        pack_cases(out / "data" / "starter_v2")
     return out
 
 
@@ -174,12 +169,11 @@ def bootstrap(pack_dir: Path = PACK) -> None:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--starter-v2", action="store_true", help="also the starter v2 cases (make starter-v2-gpu)")
     parser.add_argument("--out", type=Path, default=PACK)
     parser.add_argument("--no-reference", action="store_true", help="skip the starter's CPU labels of lung1")
     args = parser.parse_args()
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    folder = pack(args.out, args.starter_v2, not args.no_reference)
+    folder = pack(args.out, not args.no_reference)
     size = size_mib(folder)
     print(f"{folder}: {size:.1f} MiB (the working tree, about 10 MiB, travels too: 64 MiB in all)")
     return 0 if size < 50 else 1

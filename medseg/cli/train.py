@@ -15,6 +15,7 @@ import os
 import shlex
 import time
 from pathlib import Path
+from typing import Any
 
 from medseg.build_info import require_training
 from medseg.errors import MedsegError
@@ -87,13 +88,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _train(args: argparse.Namespace, is_main: bool, events) -> int:
-    from medseg.model.augment import NO_AUGMENTATION, AugmentConfig
     from medseg.model.backends import TRAINING, resolve_device
     from medseg.model.datasets import open_dataset
-    from medseg.model.plan import REFERENCE_VAL_3D
-    from medseg.model.training import (
-        EpochEvent, FallbackEvent, IterationEvent, MessageEvent, TrainConfig, event_to_json, train,
-    )
+    from medseg.model.training import EpochEvent, FallbackEvent, IterationEvent, MessageEvent, event_to_json, train
 
     require_training()  # before the dataset is read: the DirectML build cannot train
     resolve_device(args.device, TRAINING)
@@ -104,25 +101,7 @@ def _train(args: argparse.Namespace, is_main: bool, events) -> int:
 
     base = load_package(args.base) if args.base else None
     flat = load_package(args.inflate_from) if args.inflate_from else None  # the 2D model a 3D plan starts from
-    augmentation = NO_AUGMENTATION if args.no_augment else AugmentConfig()
-    if args.no_mirror:
-        augmentation = dataclasses.replace(augmentation, p_mirror=0.0)
-    if args.tissue_shift and not args.no_augment:
-        augmentation = dataclasses.replace(augmentation, p_tissue_shift=0.5, tissue_shift_hu=tuple(args.tissue_shift))
-    config = TrainConfig(
-        epochs=args.epochs, iterations_per_epoch=args.iterations, batch_size=args.batch_size,
-        optimizer=args.optimizer, learning_rate=args.lr, seed=args.seed, device=args.device,
-        amp=not args.no_amp, validate_every=args.validate_every, augmentation=augmentation, prefetch=args.prefetch,
-    )
-    plan_options = {
-        "configuration": args.configuration,
-        "target_spacing_zyx": args.target_spacing,
-        "memory_reference": REFERENCE_VAL_3D * args.memory_gb / 8.0,
-        "base_features": args.base_features,
-        "max_features": args.max_features,
-        "num_stages": args.stages,
-        "name": args.configuration_name,
-    }
+    config, plan_options = run_settings(args)
     say = (lambda text: None) if args.json or not is_main else (lambda text: print(text, flush=True))
     say(f"dataset {dataset.name!r}: {len(dataset.training_specs)} training, {len(dataset.validation_specs)} "
         f"validation cases; labels {', '.join(n for v, n in sorted(dataset.labels.items()) if v)}")
@@ -168,6 +147,35 @@ def _train(args: argparse.Namespace, is_main: bool, events) -> int:
                     device=result.device, command=command)
         say(f"done in {_hms(seconds)}: model package {Path(args.out)}")
     return 0
+
+
+def run_settings(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
+    """The TrainConfig and the planning options that ``medseg train``'s arguments say (also for scripts that
+    run the same recipe on other data, e.g. benchmarks/starter_v2_gpu.py)."""
+    from medseg.model.augment import NO_AUGMENTATION, AugmentConfig
+    from medseg.model.plan import REFERENCE_VAL_3D
+    from medseg.model.training import TrainConfig
+
+    augmentation = NO_AUGMENTATION if args.no_augment else AugmentConfig()
+    if args.no_mirror:
+        augmentation = dataclasses.replace(augmentation, p_mirror=0.0)
+    if args.tissue_shift and not args.no_augment:
+        augmentation = dataclasses.replace(augmentation, p_tissue_shift=0.5, tissue_shift_hu=tuple(args.tissue_shift))
+    config = TrainConfig(
+        epochs=args.epochs, iterations_per_epoch=args.iterations, batch_size=args.batch_size,
+        optimizer=args.optimizer, learning_rate=args.lr, seed=args.seed, device=args.device,
+        amp=not args.no_amp, validate_every=args.validate_every, augmentation=augmentation, prefetch=args.prefetch,
+    )
+    plan_options = {
+        "configuration": args.configuration,
+        "target_spacing_zyx": args.target_spacing,
+        "memory_reference": REFERENCE_VAL_3D * args.memory_gb / 8.0,
+        "base_features": args.base_features,
+        "max_features": args.max_features,
+        "num_stages": args.stages,
+        "name": args.configuration_name,
+    }
+    return config, plan_options
 
 
 def _hms(seconds: float) -> str:

@@ -287,7 +287,12 @@ def prepare(volume: Volume, package: Any, configuration: str | None = None, step
 
 
 def label_volumes_ml(label_map: np.ndarray, labels: dict[int, str], voxel_ml: float) -> dict[str, float]:
-    counts = np.bincount(label_map.ravel(), minlength=max(labels, default=0) + 1)
+    # torch counts uint8/int16 labels as they are (intra-op threads); numpy's bincount first copies the
+    # map into 8-byte integers: 0.36 s of a 1.1 s GPU segmentation (issue #27), 6x torch's time here
+    flat = torch.from_numpy(np.ascontiguousarray(label_map).reshape(-1))
+    if flat.dtype not in (torch.uint8, torch.int16, torch.int32, torch.int64):
+        flat = flat.to(torch.int64)
+    counts = torch.bincount(flat, minlength=max(labels, default=0) + 1).numpy()
     return {name: float(counts[value] * voxel_ml) for value, name in sorted(labels.items()) if value != 0}
 
 
