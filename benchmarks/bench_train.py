@@ -50,6 +50,7 @@ def _worker(rank: int, world: int, port: int, steps: int, batch: int, device: st
     from medseg.model.rule_labels import rule_label_map
     from medseg.model.training import DistributedContext, TrainConfig, local_batch, prepare_case
     from medseg.model.unet import build_network
+    from training_step import optimizer_step
 
     torch.set_num_threads(threads)
     if world > 1:
@@ -69,15 +70,7 @@ def _worker(rank: int, world: int, port: int, steps: int, batch: int, device: st
 
     def step(iteration: int) -> None:
         images, targets = local_batch([case], plan, config, batch, 0, iteration, context)
-        optimizer.zero_grad(set_to_none=True)
-        with torch.autocast(device.split(":")[0], enabled=amp):
-            outputs = model(images)
-        loss = loss_fn(outputs, targets)
-        scaler.scale(loss).backward()
-        scaler.unscale_(optimizer)
-        torch.nn.utils.clip_grad_norm_(network.parameters(), 12.0)
-        scaler.step(optimizer)
-        scaler.update()
+        optimizer_step(model, network, optimizer, scaler, loss_fn, images, targets, amp, device.split(":")[0])
 
     for warmup in range(2):
         step(warmup)

@@ -200,6 +200,7 @@ def part_train(model: Path, args, out: Path) -> dict:
     from medseg.model.training.prefetch import BatchPrefetcher, default_workers
     from medseg.model.training.sampling import host_batch
     from medseg.model.unet import build_network
+    from training_step import optimizer_step
 
     torch.backends.cudnn.benchmark = True
     package = load_model(model)
@@ -224,16 +225,7 @@ def part_train(model: Path, args, out: Path) -> dict:
 
             def step(i):
                 images, targets = fixed if source == "tensors" else feeder.get(0, i)
-                optimizer.zero_grad(set_to_none=True)
-                with torch.autocast(device.type, enabled=amp):
-                    outputs = network(images)
-                loss = loss_fn(outputs, targets)
-                scaler.scale(loss).backward()
-                scaler.unscale_(optimizer)
-                torch.nn.utils.clip_grad_norm_(network.parameters(), 12.0)
-                scaler.step(optimizer)
-                scaler.update()
-                return loss
+                return optimizer_step(network, network, optimizer, scaler, loss_fn, images, targets, amp, device.type)
 
             for i in range(warmup):
                 step(i)

@@ -46,3 +46,18 @@ def nnunet_array(image: sitk.Image) -> tuple[np.ndarray, dict]:
     """The input nnUNetPredictor.predict_single_npy_array takes (as its SimpleITK reader makes it)."""
     array = sitk.GetArrayFromImage(image).astype(np.float32)[None]
     return array, {"spacing": list(image.GetSpacing())[::-1]}
+
+
+def nnunet_preprocessed(model_folder: Path, image: sitk.Image, configuration: str = "3d_fullres"):
+    """nnU-Net's own DefaultPreprocessor on a crop: (data, properties, plans manager, dataset.json)."""
+    import json
+
+    from nnunetv2.preprocessing.preprocessors.default_preprocessor import DefaultPreprocessor
+    from nnunetv2.utilities.plans_handling.plans_handler import PlansManager
+
+    plans = PlansManager(json.loads((Path(model_folder) / "plans.json").read_text()))
+    dataset_json = json.loads((Path(model_folder) / "dataset.json").read_text())
+    array, properties = nnunet_array(image)
+    data, _, properties = DefaultPreprocessor(verbose=False).run_case_npy(
+        array, None, properties, plans, plans.get_configuration(configuration), dataset_json)
+    return data, properties, plans, dataset_json

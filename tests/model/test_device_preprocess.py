@@ -14,11 +14,11 @@ import json
 import numpy as np
 import pytest
 import torch
-from infer_fixtures import ABDOMEN, ABDOMEN_WIDER, CHEST, crop_volume, ct_crop, nnunet_array, small_model_folder
+from infer_fixtures import (
+    ABDOMEN, ABDOMEN_WIDER, CHEST, crop_volume, ct_crop, nnunet_array, nnunet_preprocessed, small_model_folder,
+)
 from nnunet_fixture import make_nnunet_result_folder
 from nnunetv2.inference.predict_from_raw_data import nnUNetPredictor
-from nnunetv2.preprocessing.preprocessors.default_preprocessor import DefaultPreprocessor
-from nnunetv2.utilities.plans_handling.plans_handler import PlansManager
 
 from medseg.core.volume import Volume
 from medseg.model import device_resample
@@ -34,13 +34,8 @@ TOLERANCE = 1e-6
 
 
 @pytest.fixture(scope="module")
-def model_folder(tmp_path_factory):
-    return small_model_folder(tmp_path_factory.mktemp("nnunet"))
-
-
-@pytest.fixture(scope="module")
-def plan(model_folder):
-    return import_nnunet(model_folder).configurations["3d_fullres"]
+def plan(tmp_path_factory):
+    return import_nnunet(small_model_folder(tmp_path_factory.mktemp("nnunet"))).configurations["3d_fullres"]
 
 
 def _scipy_reference(volume: Volume, plan) -> np.ndarray:
@@ -138,11 +133,7 @@ def test_torchres_plan_imports_as_torch_resampling(torchres_folder):
 @pytest.mark.parametrize("which", [ABDOMEN, CHEST], ids=["abdomen-3mm", "chest-5mm-anisotropic"])
 def test_torchres_preprocessing_equals_nnunets(torchres_folder, ct_dir, which):
     image = ct_crop(ct_dir, which)
-    plans = PlansManager(json.loads((torchres_folder / "plans.json").read_text()))
-    dataset_json = json.loads((torchres_folder / "dataset.json").read_text())
-    array, properties = nnunet_array(image)
-    expected, _, _ = DefaultPreprocessor(verbose=False).run_case_npy(
-        array, None, properties, plans, plans.get_configuration("3d_fullres"), dataset_json)
+    expected, _, _, _ = nnunet_preprocessed(torchres_folder, image)
     plan = import_nnunet(torchres_folder).configurations["3d_fullres"]
     prep = pp.preprocess(Volume.from_sitk(image), plan)
     assert prep.data.shape == expected.shape

@@ -11,16 +11,12 @@ must not fit, or the test would not show anything.
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pytest
 import torch
-from infer_fixtures import CHEST, crop_volume, ct_crop, nnunet_array
+from infer_fixtures import CHEST, crop_volume, ct_crop, nnunet_preprocessed
 from nnunet_fixture import make_nnunet_result_folder
 from nnunetv2.inference.export_prediction import convert_predicted_logits_to_segmentation_with_correct_shape
-from nnunetv2.preprocessing.preprocessors.default_preprocessor import DefaultPreprocessor
-from nnunetv2.utilities.plans_handling.plans_handler import PlansManager
 
 from medseg.core.volume import Volume
 from medseg.model import preprocess as pp
@@ -90,11 +86,7 @@ def test_chunked_export_equals_nnunets_export(tmp_path, ct_dir, monkeypatch):
     """117 classes chunk by chunk give nnU-Net's labels (its export: float64 resampling of all classes, argmax)."""
     folder = make_nnunet_result_folder(tmp_path, labels=LABELS, base_features=4, n_stages=3, seed=3)
     image = ct_crop(ct_dir, CHEST)
-    plans = PlansManager(json.loads((folder / "plans.json").read_text()))
-    dataset_json = json.loads((folder / "dataset.json").read_text())
-    array, properties = nnunet_array(image)
-    _, _, properties = DefaultPreprocessor(verbose=False).run_case_npy(
-        array, None, properties, plans, plans.get_configuration("3d_fullres"), dataset_json)
+    _, properties, plans, dataset_json = nnunet_preprocessed(folder, image)
     prep = pp.preprocess(Volume.from_sitk(image), import_nnunet(folder).configurations["3d_fullres"])
     logits = torch.randn((117, *prep.data.shape[1:]), generator=torch.Generator().manual_seed(5)).half()
     expected = convert_predicted_logits_to_segmentation_with_correct_shape(

@@ -87,3 +87,14 @@ def test_training_with_prefetching_equals_training_in_the_loop(small_dataset, tm
     assert len(losses) == 6 and losses_ahead == losses
     for key in weights:
         assert torch.equal(weights_ahead[key], weights[key]), key
+
+
+def test_medseg_train_uses_amp_and_prefetching_unless_told_not_to():
+    from medseg.cli import build_parser
+    from medseg.cli.train import run_settings
+
+    config, _ = run_settings(build_parser().parse_args(["train", "set.json", "--out", "model", "--device", "cuda"]))
+    assert config.amp and config.prefetch is None  # AMP on CUDA; 2 prefetch threads feeding a GPU
+    config, _ = run_settings(build_parser().parse_args(["train", "set.json", "--out", "model", "--device", "cuda",
+                                                        "--no-amp", "--prefetch", "0"]))
+    assert not config.amp and config.prefetch == 0

@@ -8,12 +8,10 @@ import json
 import numpy as np
 import pytest
 import torch
-from infer_fixtures import ABDOMEN, CHEST, crop_volume, nnunet_array, small_model_folder, ct_crop
+from infer_fixtures import ABDOMEN, CHEST, crop_volume, nnunet_preprocessed, small_model_folder, ct_crop
 from nnunetv2.inference.export_prediction import convert_predicted_logits_to_segmentation_with_correct_shape
 from nnunetv2.preprocessing.cropping.cropping import crop_to_nonzero
-from nnunetv2.preprocessing.preprocessors.default_preprocessor import DefaultPreprocessor
 from nnunetv2.preprocessing.resampling.default_resampling import resample_data_or_seg_to_shape
-from nnunetv2.utilities.plans_handling.plans_handler import PlansManager
 
 from medseg.core.volume import Volume
 from medseg.model import preprocess as pp
@@ -34,11 +32,7 @@ def plan(model_folder):
 
 
 def _nnunet_preprocess(model_folder, image):
-    plans = PlansManager(json.loads((model_folder / "plans.json").read_text()))
-    dataset_json = json.loads((model_folder / "dataset.json").read_text())
-    array, properties = nnunet_array(image)
-    data, _, properties = DefaultPreprocessor(verbose=False).run_case_npy(
-        array, None, properties, plans, plans.get_configuration("3d_fullres"), dataset_json)
+    data, properties, plans, _ = nnunet_preprocessed(model_folder, image)
     return data, properties, plans
 
 
