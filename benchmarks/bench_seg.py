@@ -54,12 +54,15 @@ def build_labels(shape_zyx: tuple[int, int, int]) -> np.ndarray:
     rng = np.random.default_rng(1)
     size = 1.0 if N_LABELS <= 10 else 0.35  # many labels: smaller structures, as TotalSegmentator's
     for value in range(1, N_LABELS + 1):
-        cz = rng.uniform(0.2, 0.8) * nz
-        cy, cx = rng.uniform(0.25, 0.75) * ny, rng.uniform(0.25, 0.75) * nx
-        rz = rng.uniform(20, nz / 2) * size
-        ry, rx = rng.uniform(20, 90) * size, rng.uniform(20, 90) * size
-        inside = ((z - cz) / rz) ** 2 + ((y - cy) / ry) ** 2 + ((x - cx) / rx) ** 2 <= 1.0
-        labels[inside & (labels == 0)] = value
+        while True:  # every label present (a label hidden under the others would be renumbered away)
+            cz = rng.uniform(0.2, 0.8) * nz
+            cy, cx = rng.uniform(0.25, 0.75) * ny, rng.uniform(0.25, 0.75) * nx
+            rz = rng.uniform(20, nz / 2) * size
+            ry, rx = rng.uniform(20, 90) * size, rng.uniform(20, 90) * size
+            claimed = (((z - cz) / rz) ** 2 + ((y - cy) / ry) ** 2 + ((x - cx) / rx) ** 2 <= 1.0) & (labels == 0)
+            if claimed.sum() >= 100:
+                break
+        labels[claimed] = value
     return labels
 
 
