@@ -351,44 +351,63 @@ def _class_chunks(n_classes: int, plane_voxels: int, budget: int) -> list[slice]
     return [slice(c, min(n_classes, c + per_chunk)) for c in range(0, n_classes, per_chunk)]
 
 
-def _resampled_slabs(
-    logits: torch.Tensor, out_shape: Sequence[int], current_spacing: Sequence[float], new_spacing: Sequence[float],
-    channels: slice | None = None, slab_classes: int | None = None,
-) -> Iterator[tuple[int, int, int, torch.Tensor, torch.Tensor]]:
-    """Yield (axis, start, stop, values, rows) per output slab along the slab axis.
+@dataclass
+class _Slabs:
+    """How logits go back slab by slab: the slab axis, the logits with it first, the output plane, the slabs."""
 
-    ``values`` is (n, C, a, b) float32 in channels-last layout, so that the per-voxel
-    argmax/softmax over C reads contiguous memory (5x faster than across planes);
-    output slice i of the slab is ``values[rows[i]]``. With nearest neighbour across,
-    each source slice is resampled once however many output slices repeat it.
-    ``channels`` restricts the classes; the slabs are sized for ``slab_classes`` of them (default: all).
-    """
+    axis: int
+    moved: torch.Tensor  # (n_axis, C, a, b), a view of the logits
+    plane_out: list[int]
+    slabs: list[tuple[int, int, np.ndarray, np.ndarray, np.ndarray]]  # _slab_plan's rows
+
+
+def _slabs(logits: torch.Tensor, out_shape: Sequence[int], current_spacing: Sequence[float],
+           new_spacing: Sequence[float], slab_classes: int | None = None) -> _Slabs:
+    """The slabs along the slab axis, each sized for ``slab_classes`` classes (default: all) of an output slice."""
     axis = separate_axis(current_spacing, new_spacing)
     axis_mode = "nearest" if axis is not None else "linear"
     axis = 0 if axis is None else axis
     moved = logits.movedim(axis + 1, 0)  # (n_axis, C, a, b)
-    if channels is not None:
-        moved = moved[:, channels]
     plane_out = [n for a, n in enumerate(out_shape) if a != axis]
     n_in, n_out = moved.shape[0], int(out_shape[axis])
     per_slice = int(np.prod(plane_out)) * max(1, slab_classes or moved.shape[1])
     slab = max(1, _slab_voxels(logits.device) // per_slice)
-    for start, stop, lower, upper, weight in _slab_plan(n_out, n_in, axis_mode, slab):
-        needed = np.unique(np.concatenate([lower, upper]))
-        source = moved[torch.from_numpy(needed).to(moved.device)].float()  # (k, C, a, b)
-        source = source.contiguous(memory_format=torch.channels_last)
-        if list(source.shape[2:]) != plane_out:
-            # in-plane linear, align_corners=False == skimage/scipy order 1 with mode 'edge'
-            source = F.interpolate(source, size=plane_out, mode="bilinear", align_corners=False)
-        position = np.searchsorted(needed, lower)
-        if not np.any(weight):
-            yield axis, start, stop, source, torch.from_numpy(position)
-            continue
-        low = source[torch.from_numpy(position)]
-        high = source[torch.from_numpy(np.searchsorted(needed, upper))]
-        w = torch.from_numpy(weight).to(source.device).view(-1, 1, 1, 1)
-        blended = low.mul_(1 - w).add_(high.mul_(w))
-        yield axis, start, stop, blended, torch.arange(stop - start)
+    return _Slabs(axis, moved, plane_out, list(_slab_plan(n_out, n_in, axis_mode, slab)))
+
+
+def _slab_values(slabs: _Slabs, slab: tuple[int, int, np.ndarray, np.ndarray, np.ndarray],
+                 channels: slice | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """(values, rows) of one slab: values (n, C, a, b) float32 channels-last, output slice i is values[rows[i]].
+
+    Channels-last, so that the per-voxel argmax/softmax over C reads contiguous memory (5x
+    faster than across planes). With nearest neighbour across, each source slice is
+    resampled once however many output slices repeat it. ``channels`` restricts the classes.
+    """
+    start, stop, lower, upper, weight = slab
+    moved = slabs.moved if channels is None else slabs.moved[:, channels]
+    needed = np.unique(np.concatenate([lower, upper]))
+    source = moved[torch.from_numpy(needed).to(moved.device)].float()  # (k, C, a, b)
+    source = source.contiguous(memory_format=torch.channels_last)
+    if list(source.shape[2:]) != slabs.plane_out:
+        # in-plane linear, align_corners=False == skimage/scipy order 1 with mode 'edge'
+        source = F.interpolate(source, size=slabs.plane_out, mode="bilinear", align_corners=False)
+    position = np.searchsorted(needed, lower)
+    if not np.any(weight):
+        return source, torch.from_numpy(position)
+    low = source[torch.from_numpy(position)]
+    high = source[torch.from_numpy(np.searchsorted(needed, upper))]
+    w = torch.from_numpy(weight).to(source.device).view(-1, 1, 1, 1)
+    return low.mul_(1 - w).add_(high.mul_(w)), torch.arange(stop - start)
+
+
+def _resampled_slabs(
+    logits: torch.Tensor, out_shape: Sequence[int], current_spacing: Sequence[float], new_spacing: Sequence[float],
+) -> Iterator[tuple[int, int, int, torch.Tensor, torch.Tensor]]:
+    """Yield (axis, start, stop, values, rows) per output slab along the slab axis (``_slab_values``)."""
+    slabs = _slabs(logits, out_shape, current_spacing, new_spacing)
+    for slab in slabs.slabs:
+        values, rows = _slab_values(slabs, slab)
+        yield slabs.axis, slab[0], slab[1], values, rows
 
 
 def _running_argmax(best: tuple[torch.Tensor, torch.Tensor] | None, values: torch.Tensor, offset: int,
@@ -439,18 +458,21 @@ def logits_to_label_map(
 
 
 def _chunked_labels(logits: torch.Tensor, prep: PreprocessedImage, cropped: np.ndarray, chunks: list[slice]) -> None:
-    """The slab-wise argmax, each slab over the classes chunk by chunk (one slice of each chunk at a time)."""
-    size = chunks[0].stop - chunks[0].start
-    streams = [_resampled_slabs(logits, prep.shape_after_crop, prep.spacing_network, prep.spacing_original, chunk,
-                                slab_classes=size) for chunk in chunks]
-    for slabs in zip(*streams):  # every stream cuts the same slabs: same axis, same slab length
+    """The slab-wise argmax, each slab over the classes chunk by chunk: one chunk's slab alive at a time."""
+    slabs = _slabs(logits, prep.shape_after_crop, prep.spacing_network, prep.spacing_original,
+                   slab_classes=chunks[0].stop - chunks[0].start)
+    for slab in slabs.slabs:
         best = None
-        for chunk, (axis, start, stop, values, rows) in zip(chunks, slabs):
+        for chunk in chunks:
+            values, rows = _slab_values(slabs, slab, chunk)
             rounded = values.half()  # as nnU-Net stores the resampled logits
+            del values
             if len(rows) != len(rounded) or not torch.equal(rows, torch.arange(len(rows))):
                 rounded = rounded[rows.to(rounded.device)]
             best = _running_argmax(best, rounded, chunk.start, dim=1)
-        np.moveaxis(cropped, axis, 0)[start:stop] = best[1].cpu().numpy()
+            del rounded
+        assert best is not None
+        np.moveaxis(cropped, slabs.axis, 0)[slab[0]:slab[1]] = best[1].cpu().numpy()
 
 
 def _torch_labels(logits: torch.Tensor, prep: PreprocessedImage, cropped: np.ndarray) -> None:

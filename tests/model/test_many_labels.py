@@ -1,7 +1,7 @@
 """A TotalSegmentator-sized label set (117 labels): the export's memory stays bounded.
 
 A random-weight 117-label network (nnU-Net's own code) on a real chest crop (16 slices of
-256 x 512 pixels of lung1); the logits go back to the CT's grid with the argmax carried
+512 x 512 pixels of lung1); the logits go back to the CT's grid with the argmax carried
 class chunk by class chunk. Peak resident memory during that export, measured exactly
 with the kernel's high-water mark (/proc/self/clear_refs, Linux), must stay within issue
 #27's budget: twice the label map plus one class's float32 logits on the image grid. The
@@ -10,6 +10,9 @@ must not fit, or the test would not show anything.
 """
 
 from __future__ import annotations
+
+import ctypes
+import ctypes.util
 
 import numpy as np
 import pytest
@@ -27,7 +30,7 @@ from medseg.model.package import build_networks
 
 torch.set_num_threads(2)
 LABELS = ["background"] + [f"structure_{i}" for i in range(1, 117)]
-CROP = (slice(16, 32), slice(128, 384), slice(None))  # lung1: 16 slices of 256 x 512 (0.57 mm pixels, 5 mm slices)
+CROP = (slice(16, 32), slice(None), slice(None))  # lung1: 16 slices of 512 x 512 (0.57 mm pixels, 5 mm slices)
 
 
 def _status_kb(field: str) -> int:
@@ -35,8 +38,20 @@ def _status_kb(field: str) -> int:
         return next(int(line.split()[1]) for line in status if line.startswith(field + ":"))
 
 
+def _exact_malloc() -> None:
+    """Make the resident memory follow the live allocations: glibc's malloc raises its mmap threshold
+    after a large block is freed (up to 32 MiB), and blocks under it stay in the heap when freed, so
+    one run's freed slabs would hide the next run's, or fragment the heap and add to it (measured:
+    -0.1 MiB one run, +35 MiB the next). A fixed threshold maps every block over 64 KiB on its own
+    and unmaps it when freed; the trim hands the heap's free memory back before measuring."""
+    libc = ctypes.CDLL(ctypes.util.find_library("c"))
+    libc.mallopt(-3, 64 * 1024)  # M_MMAP_THRESHOLD (malloc.h); also turns the dynamic threshold off
+    libc.malloc_trim(0)
+
+
 def peak_rss_increase(function) -> tuple[object, int]:
     """(result, bytes): the process's peak resident memory during the call above its memory before it."""
+    _exact_malloc()
     with open("/proc/self/clear_refs", "w") as clear:
         clear.write("5")  # resets VmHWM to the current RSS (proc(5), Linux >= 4.0)
     before = _status_kb("VmRSS")
@@ -63,10 +78,10 @@ def test_117_label_export_memory_is_bounded(logits_and_prep, monkeypatch):
     label_bytes = int(np.prod(volume.shape_zyx))  # uint8
     one_class = int(np.prod(volume.shape_zyx)) * 4  # float32 on the image grid
     budget = 2 * label_bytes + one_class
-    # The slab budget is a constant (4 M voxels: 16 classes of a 512 x 512 slice), a few per cent of the
-    # budget above for a 512 x 512 x 300 CT; scaled to this crop: 2 classes of a slice per pass.
+    # The slab budget is a constant (4 M voxels: 16 classes of a 512 x 512 slice), about 4 % of the
+    # budget above for a 512 x 512 x 300 CT; scaled to this crop: one class of a slice per pass.
     plane = volume.shape_zyx[1] * volume.shape_zyx[2]
-    monkeypatch.setattr(pp, "SLAB_VOXELS", 2 * plane)
+    monkeypatch.setattr(pp, "SLAB_VOXELS", plane)
     pp.logits_to_label_map(logits, prep)  # warm: thread pools, the allocator's arenas
     labels, chunked = peak_rss_increase(lambda: pp.logits_to_label_map(logits, prep))
     print(f"117 labels, {volume.shape_zyx}: export peak +{chunked / 2**20:.1f} MiB; budget {budget / 2**20:.1f} MiB "
@@ -78,7 +93,10 @@ def test_117_label_export_memory_is_bounded(logits_and_prep, monkeypatch):
     unchunked_labels, unchunked = peak_rss_increase(lambda: pp.logits_to_label_map(logits, prep))
     print(f"  every class at once: +{unchunked / 2**20:.1f} MiB")
     assert unchunked > budget
-    assert np.array_equal(labels, unchunked_labels)  # chunking changes the memory, not one label
+    # chunking changes the memory, not the labels: torch's bilinear interpolation vectorises across the
+    # channels, so one class at a time rounds a float32 differently from 117 at once now and then, and a
+    # near tie after the float16 rounding can flip (measured: 1 voxel of 4.2 M)
+    assert (labels != unchunked_labels).mean() <= 1e-5
     assert len(np.unique(labels)) > 20  # a random 117-label network: many labels to get right
 
 
