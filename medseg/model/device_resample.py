@@ -213,8 +213,12 @@ def _separate_axis_resample(
     planes = torch.empty((len(needed), *plane_out), dtype=torch.float32, device=device)
     step = _slab_size(device, int(np.prod(moved.shape[1:])) * 8 * 3)
     for start in range(0, len(needed), step):
-        chosen = torch.from_numpy(needed[start:start + step]).to(device)
-        slab = prepare(moved.index_select(0, chosen)).to(dtype)
+        chosen = needed[start:start + step]
+        if chosen[-1] - chosen[0] + 1 == len(chosen):  # consecutive planes (upsampling: all of them): a view, no copy
+            picked = moved[int(chosen[0]):int(chosen[-1]) + 1]
+        else:
+            picked = moved.index_select(0, torch.from_numpy(chosen).to(device))
+        slab = prepare(picked).to(dtype)
         # skimage resizes each plane on its own: each plane is clipped to its own range
         low = slab.amin(dim=(1, 2), keepdim=True).to(torch.float32)
         high = slab.amax(dim=(1, 2), keepdim=True).to(torch.float32)

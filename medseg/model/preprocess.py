@@ -288,16 +288,18 @@ def preprocess_to(volume: Volume, plan: Any, device: str | torch.device = "cpu")
     normalization = getattr(plan, "normalization", None)
     settings = data_resampling(plan)
     axis = resampling_axis(settings, spacing, target)
+    # on the CPU a float32 CT is a view of the Volume's own array: every step below that normalises in
+    # place does it on a copy (.to(..., copy=True)), or the caller's image would change
     raw = _device_image(cropped, device)
     if settings.get("function") == TORCH_RESAMPLING:
-        data = normalize_tensor(raw.to(torch.float32)[None], normalization)
+        data = normalize_tensor(raw.to(torch.float32, copy=True)[None], normalization)
         data = torch_resample_fornnunet(data, new_shape, axis)
     else:
         if (normalization or {}).get("scheme", "CTNormalization") not in ("CTNormalization", "NoNormalization", "none"):
-            raw = normalize_tensor(raw.to(torch.float32)[None], normalization)[0]  # whole-image statistics first
+            raw = normalize_tensor(raw.to(torch.float32, copy=True)[None], normalization)[0]  # whole-image statistics first
             normalization = {"scheme": "NoNormalization"}
         data = spline_resample(raw, new_shape, axis, int(settings.get("order", DATA_ORDER)),
-                               prepare=lambda slab: normalize_tensor(slab.to(torch.float32), normalization),
+                               prepare=lambda slab: normalize_tensor(slab.to(torch.float32, copy=True), normalization),
                                nearest_indices=nearest_source_indices)[None]
     del raw
     return PreprocessedImage(

@@ -82,6 +82,18 @@ def test_int16_ct_goes_to_the_device_as_stored_and_gives_the_float_result(plan, 
     assert np.array_equal(pp.preprocess(as_int16, plan).data, pp.preprocess(as_float, plan).data)
 
 
+@pytest.mark.parametrize("which", [ABDOMEN_WIDER, CHEST], ids=["3d-zoom", "separate-z"])
+def test_preprocessing_leaves_a_float_volume_unchanged(plan, ct_dir, which):
+    """On the CPU a float32 CT reaches the torch path as a view of the Volume's array; normalising in place
+    there would change the user's image (it did, before this test)."""
+    volume = crop_volume(ct_dir, which)
+    as_float = volume.with_array(volume.array.astype(np.float32))
+    before = as_float.array.copy()
+    prep = pp.preprocess(as_float, plan)
+    assert np.array_equal(as_float.array, before)
+    assert np.array_equal(prep.data, pp.preprocess(volume, plan).data)
+
+
 def test_slabs_of_any_size_give_the_same_image(plan, ct_dir, monkeypatch):
     volume = crop_volume(ct_dir, ABDOMEN_WIDER)
     whole = pp.preprocess(volume, plan).data
