@@ -40,6 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(REPO / "tests" / "model"))
 
 from bench_infer import CT, thin_ct  # noqa: E402
+from infer_fixtures import scipy_preprocessed  # noqa: E402
 
 PLAN_SPACING = (1.5, 1.5, 1.5)
 LABELS = 14
@@ -56,19 +57,6 @@ def main_preprocess_module(work: Path):
     sys.modules["preprocess_main"] = module  # dataclasses look their module up
     spec.loader.exec_module(module)
     return module
-
-
-def scipy_preprocess(pp, volume, plan):
-    import numpy as np
-
-    transpose = pp.plan_transpose(plan)
-    image = np.transpose(volume.array, transpose)[None]
-    bbox = pp.nonzero_bbox(image)
-    data = np.array(image[(slice(None), *bbox)], dtype=np.float32)
-    pp.normalize(data, plan.normalization)
-    spacing = tuple(float(volume.spacing_zyx[a]) for a in transpose)
-    target = pp.network_spacing(plan, spacing)
-    return pp.resample_image(data, pp.compute_new_shape(data.shape[1:], spacing, target), spacing, target)
 
 
 def timed(function):
@@ -97,7 +85,7 @@ def bench_case(name: str, ct: Path, plan, main_pp, repeats: int) -> list[str]:
     times: dict[str, list[float]] = {"scipy": [], "torch": [], "export-main": [], "export-torch": []}
     prep_main = logits = None
     for _ in range(repeats):
-        seconds, reference = timed(lambda: scipy_preprocess(pp, volume, plan))
+        seconds, reference = timed(lambda: scipy_preprocessed(volume, plan))
         times["scipy"].append(seconds)
         seconds, prep = timed(lambda: pp.preprocess_to(volume, plan, "cpu"))
         times["torch"].append(seconds)

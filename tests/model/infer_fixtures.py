@@ -61,3 +61,18 @@ def nnunet_preprocessed(model_folder: Path, image: sitk.Image, configuration: st
     data, _, properties = DefaultPreprocessor(verbose=False).run_case_npy(
         array, None, properties, plans, plans.get_configuration(configuration), dataset_json)
     return data, properties, plans, dataset_json
+
+
+def scipy_preprocessed(volume: Volume, plan) -> np.ndarray:
+    """The preprocessing as it was before issue #27 (the reference of the torch path): a float32 copy of the
+    crop, numpy normalisation, scipy zoom (``preprocess.resample_image``)."""
+    from medseg.model import preprocess as pp
+
+    transpose = pp.plan_transpose(plan)
+    image = np.transpose(volume.array, transpose)[None]
+    bbox = pp.nonzero_bbox(image)
+    data = np.array(image[(slice(None), *bbox)], dtype=np.float32)
+    pp.normalize(data, plan.normalization)
+    spacing = tuple(float(volume.spacing_zyx[a]) for a in transpose)
+    target = pp.network_spacing(plan, spacing)
+    return pp.resample_image(data, pp.compute_new_shape(data.shape[1:], spacing, target), spacing, target)

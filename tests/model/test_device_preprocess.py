@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 import torch
 from infer_fixtures import (
-    ABDOMEN, ABDOMEN_WIDER, CHEST, crop_volume, ct_crop, nnunet_array, nnunet_preprocessed, small_model_folder,
+    ABDOMEN, ABDOMEN_WIDER, CHEST, crop_volume, ct_crop, nnunet_array, nnunet_preprocessed, scipy_preprocessed,
+    small_model_folder,
 )
 from nnunet_fixture import make_nnunet_result_folder
 from nnunetv2.inference.predict_from_raw_data import nnUNetPredictor
@@ -38,18 +39,6 @@ def plan(tmp_path_factory):
     return import_nnunet(small_model_folder(tmp_path_factory.mktemp("nnunet"))).configurations["3d_fullres"]
 
 
-def _scipy_reference(volume: Volume, plan) -> np.ndarray:
-    """The preprocessing as it was before issue #27: float32 copy, numpy normalisation, scipy zoom."""
-    transpose = pp.plan_transpose(plan)
-    image = np.transpose(volume.array, transpose)[None]
-    bbox = pp.nonzero_bbox(image)
-    data = np.array(image[(slice(None), *bbox)], dtype=np.float32)
-    pp.normalize(data, plan.normalization)
-    spacing = tuple(float(volume.spacing_zyx[a]) for a in transpose)
-    target = pp.network_spacing(plan, spacing)
-    return pp.resample_image(data, pp.compute_new_shape(data.shape[1:], spacing, target), spacing, target)
-
-
 # (crop, plan spacing): the 3 mm abdomen on the 3 x 1.5 x 1.5 plan is a 3D cubic zoom of two axes,
 # on a 2 x 1.5 x 1.5 plan of all three; the 5 mm chest (0.57 mm pixels) is resized in-plane slice
 # by slice with nearest neighbour across (separate z), on a 2 mm plan with z upsampled too
@@ -63,7 +52,7 @@ def test_torch_preprocessing_on_the_cpu_equals_the_scipy_path(ct_dir, tmp_path, 
     folder = make_nnunet_result_folder(tmp_path, spacing_zyx=spacing, base_features=4, n_stages=3)
     plan = import_nnunet(folder).configurations["3d_fullres"]
     volume = crop_volume(ct_dir, which)
-    expected = _scipy_reference(volume, plan)
+    expected = scipy_preprocessed(volume, plan)
     prep = pp.preprocess_to(volume, plan, "cpu")
     assert isinstance(prep.data, torch.Tensor) and prep.data.dtype == torch.float32
     got = prep.data.numpy()
