@@ -35,7 +35,7 @@ import SimpleITK as sitk
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 from medseg.edit import tools  # noqa: E402
-from medseg.edit.document import ViewerDocument  # noqa: E402
+from medseg.edit.document import SegmentationDocument  # noqa: E402
 from medseg.edit.label_map import LabelMap  # noqa: E402
 from medseg.edit.tools import PaintRules  # noqa: E402
 from medseg.io import read_image  # noqa: E402
@@ -90,7 +90,7 @@ def stroke_path(rng, centre, n=50, step_vox=3.0):
 
 
 def medseg_bench(image: Volume, labels: np.ndarray, repeats: int, seeds) -> dict[str, list[float]]:
-    doc = ViewerDocument()
+    doc = SegmentationDocument()
     doc.set_volume(image)
     doc.set_label_map(image.with_array(labels.copy()))
     lm = doc.label_map
@@ -199,7 +199,7 @@ def numpy_bench(image: Volume, labels: np.ndarray, repeats: int, seeds) -> dict[
 
 
 def memory_of_strokes(image: Volume, labels: np.ndarray, strokes: int, seeds) -> tuple[int, int]:
-    doc = ViewerDocument()
+    doc = SegmentationDocument()
     doc.set_volume(image)
     doc.set_label_map(image.with_array(labels.copy()))
     lm = doc.label_map

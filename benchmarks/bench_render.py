@@ -114,19 +114,21 @@ def frame_rate(image: np.ndarray, labels: np.ndarray, size: tuple[int, int] = (1
                axis: int = 2, steps: int | None = None) -> tuple[float, float, float, float]:
     """Scroll one view through the study (along index ``axis``) with every visible view repainting."""
     from medseg.core.labels import Label
-    from medseg.edit.document import ViewerDocument
+    from medseg.edit.document import SegmentationDocument
+    from medseg.edit.view_state import ViewState
     from medseg.gui.viewer import ViewerPanel
     from medseg.core.volume import Volume
 
-    doc = ViewerDocument()
-    panel = ViewerPanel(doc)
+    doc = SegmentationDocument()
+    view = ViewState(doc)
+    panel = ViewerPanel(doc, view)
     panel.resize(*size)
     panel.set_layout(layout, view={2: "axial", 1: "coronal", 0: "sagittal"}[axis])
     panel.show()
     volume = Volume(image, (0.57, 0.57, 5.0))
     doc.set_volume(volume)
     doc.set_label_map(volume.with_array(labels), {v: Label(v, str(v), (220, 90, 60)) for v in (1, 2)})
-    doc.set_cursor((0, 0, 0))
+    view.set_cursor((0, 0, 0))
     QApplication.processEvents()
     for view in panel.views.values():
         view.repaint()
@@ -135,7 +137,7 @@ def frame_rate(image: np.ndarray, labels: np.ndarray, size: tuple[int, int] = (1
     for _ in range(min(steps or 10**9, volume.size_xyz[axis] - 1)):
         # Process CPU time here: Qt scales large images in its own worker threads.
         start, start_cpu = time.perf_counter(), time.process_time()
-        doc.move_cursor(axis, 1)
+        view.move_cursor(axis, 1)
         for view in panel.views.values():
             if view.isVisible():
                 view.repaint()

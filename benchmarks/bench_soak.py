@@ -149,7 +149,7 @@ def main() -> int:
     window = MainWindow()
     window.resize(1400, 820)
     window.show()
-    window.document.journal_root = work / "data" / "sessions"
+    window.document.enable_autosave(work / "data" / "sessions")
     pump(200)
     stall = StallMeter()
     print(f"medseg soak on {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}; start RSS {status_mb('VmRSS'):.0f} MB")

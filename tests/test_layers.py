@@ -35,11 +35,7 @@ def test_rule_detects_a_violation(tmp_path):
 # --- no import cycles between medseg's modules ----------------------------------------------------------------
 
 # Edges a cycle may still use, each with the work that removes it. Nothing else belongs here.
-ALLOWED_EDGES = {
-    # ViewerDocument builds its ToolController (a late import inside a method); issue #24's split of
-    # the document (the GUI builds the tool controller around the document) removes it.
-    ("medseg.edit.document", "medseg.edit.interaction"),
-}
+ALLOWED_EDGES: set[tuple[str, str]] = set()  # none left; an entry needs the work that removes it
 
 
 def _module_names() -> dict[str, Path]:

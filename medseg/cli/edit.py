@@ -89,7 +89,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from medseg.edit.document import ViewerDocument
+    from medseg.edit.document import SegmentationDocument
     from medseg.edit.label_map import NAME_SETS, LabelMap
     from medseg.edit.recipe import Operation, run_operations, validate
     from medseg.edit.tools import PaintRules
@@ -118,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
     check_writable(output)
     image = load(args.image, spacing_mm=args.spacing)
     check_output(output, source_paths(image), force=True, option="-o", extra_outputs=outputs[1:])
-    document = ViewerDocument()
+    document = SegmentationDocument()
     document.set_undo_budget(0)  # a batch needs no undo: keep only the newest step
     document.set_volume(image, source=str(args.image))
     if args.labels:

@@ -1,17 +1,20 @@
-"""The viewer's document: what is open and how it is looked at, without any Qt.
+"""The segmentation document: the image, the label map and its table, and their history, without any Qt.
 
-Like napari's layer/viewer models, this is plain Python with change notifications:
-widgets subscribe to the :class:`Event` attributes and redraw; tests drive it without a
-window. It holds the image volume, an optional label map on the same grid with its
-label table, the window/level, the crosshair position (voxel index) and overlay
-settings, and optionally a read-only comparison label map (another model's output) that
-the views draw as outlines beside the editable one. The layout of the views is the GUI's business and lives there.
+Headless and shared: the GUI, ``medseg edit`` and batch recipes all change a segmentation
+through it, so a batch result is what the same clicks give and every writer sees the same
+provenance. It holds the image volume, an optional label map on the same grid with its label
+table, the undo history, the autosave journal (when enabled) and whether the label map is
+saved, which is computed from the history position (undoing back to the saved state is
+saved). How it is looked at (window/level, crosshair, overlay, comparison layer, active label
+and tool) is the GUI's :class:`~medseg.edit.view_state.ViewState`.
 
-The document is the only writer of its state: the GUI calls its methods and never
-assigns its attributes. Edits arrive as sparse deltas (:meth:`ViewerDocument.apply`),
+Like napari's layer models, this is plain Python with change notifications: widgets
+subscribe to the :class:`Event` attributes and redraw; tests drive it without a window.
+The document is the only writer of its state: callers use its methods and never assign its
+attributes or emit its events. Edits arrive as sparse deltas (:meth:`SegmentationDocument.apply`),
 which go to the undo history and the autosave journal, keep the per-label voxel counts
-current, and are announced with the changed box and label values
-(``label_map_edited(LabelEdit)``) so views redraw only what changed.
+current, keep each label's provenance, and are announced with the changed box and label
+values (``label_map_edited(LabelEdit)``) so views redraw only what changed.
 """
 
 from __future__ import annotations
@@ -28,23 +31,12 @@ from medseg.edit.events import Event
 from medseg.edit.history import DEFAULT_BUDGET_BYTES, History
 from medseg.edit.journal import Journal
 from medseg.edit.label_map import LabelMap, build_label_table
-from medseg.edit.tools.rules import PaintRules
 from medseg.errors import GeometryError, MedsegError
 from medseg.core.label_arrays import remap_values
 from medseg.core.label_values import MAX_LABEL_VALUE, label_dtype
 from medseg.core.labels import Label
 from medseg.core.volume import Volume
 
-# CT window presets (centre, width) in HU, as commonly taught (Radiopaedia's table).
-DEFAULT_PRESETS: dict[str, tuple[float, float]] = {
-    "Soft tissue": (40.0, 400.0),
-    "Lung": (-600.0, 1500.0),
-    "Bone": (400.0, 1800.0),
-    "Brain": (40.0, 80.0),
-    "Liver": (30.0, 150.0),
-    "Mediastinum": (50.0, 350.0),
-}
-AUTO_PRESET = "Auto (header)"
 
 
 @dataclass(frozen=True)
@@ -54,12 +46,6 @@ class LabelEdit:
     box: Box
     values: frozenset[int]
 
-def _check_label_values(label_map: Volume) -> None:
-    if label_map.array.size and int(label_map.array.min()) < 0:
-        raise GeometryError("label maps cannot hold negative values")
-    if label_map.array.size and int(label_map.array.max()) > MAX_LABEL_VALUE:
-        raise GeometryError(f"label values run up to {MAX_LABEL_VALUE}, not {int(label_map.array.max())}")
-
 
 # The undo description of a model's result starts with this (the GUI adds the model's name).
 SEGMENT_STEP = "Segment"
@@ -68,62 +54,39 @@ SEGMENT_STEP = "Segment"
 REPLACE, ADD = "replace", "add"
 
 
-@dataclass(frozen=True)
-class ComparisonLayer:
-    """A second, read-only label map on the image grid, shown beside the editable one (e.g. another
-    model's output). ``primary_name`` says what the editable label map is, ``name`` what this one is."""
-
-    label_map: Volume  # its array is made read-only: nothing edits a comparison
-    labels: dict[int, Label]
-    name: str
-    primary_name: str
-
-
 def _same_name(a: Label, b: Label) -> bool:
     return a.name.strip().lower() == b.name.strip().lower()
 
 
-class ViewerDocument:
-    """Image, label map, label table, window/level, crosshair and overlay settings."""
+def check_label_values(label_map: Volume) -> None:
+    """A label map's values must be label values (0 … MAX_LABEL_VALUE)."""
+    if label_map.array.size and int(label_map.array.min()) < 0:
+        raise GeometryError("label maps cannot hold negative values")
+    if label_map.array.size and int(label_map.array.max()) > MAX_LABEL_VALUE:
+        raise GeometryError(f"label values run up to {MAX_LABEL_VALUE}, not {int(label_map.array.max())}")
+
+
+class SegmentationDocument:
+    """Image, label map, label table, undo history, autosave journal, provenance and saved state."""
 
     def __init__(self) -> None:
         self.volume: Volume | None = None
         self.label_map: LabelMap | None = None
-        self.window_center = 40.0
-        self.window_width = 400.0
-        self.window_preset = ""  # the preset the user chose for the current window ("" = set by hand)
-        self.cursor_xyz: tuple[int, int, int] = (0, 0, 0)
-        self.overlay_opacity = 0.5
-        self.overlay_outline = False
-        self.overlay_visible = True
-        self.comparison: ComparisonLayer | None = None
-        self.comparison_visible = True
-        self.presets: dict[str, tuple[float, float]] = dict(DEFAULT_PRESETS)
         self.is_synthetic = False  # the demo study: the UI must say so
         self.image_source = ""  # what the image was opened from (for the journal's recovery offer)
         self.image_generation = 0  # bumped on every new image: a job's result can tell it is stale
         self.history = History()
         self.journal: Journal | None = None
-        self.journal_root: Path | None = None  # None: no autosave (tests, notebooks); the GUI sets it
+        self._autosave_root: Path | None = None  # None: no autosave (tests, the CLI, notebooks)
         self._saved_position = self.history.position  # the history position the label map was saved at
-        self.active_label = 1
-        self.paint_rules = PaintRules()
         self._stroke: Delta | None = None
-        from medseg.edit.interaction import ToolController  # it drives this document: imported late
 
-        self.tools = ToolController(self)  # the active tool and its options; views forward the mouse here
-
-        self.volume_changed = Event()  # a new image (geometry may differ)
+        self.volume_changed = Event()  # a new image (geometry may differ), or none
         self.pixels_changed = Event()  # same image, new voxels (progressive loading)
         self.label_map_changed = Event()  # a whole new label map (or none)
         self.label_map_edited = Event()  # (LabelEdit): voxels in a box changed
         self.labels_changed = Event()  # names, colours, visibility, locks, entries added/removed
-        self.history_changed = Event()  # undo depth / memory / unsaved flag
-        self.active_label_changed = Event()
-        self.window_changed = Event()
-        self.cursor_changed = Event()
-        self.overlay_changed = Event()  # opacity, outline, overlay on/off
-        self.comparison_changed = Event()  # the comparison layer set, cleared, shown or hidden
+        self.history_changed = Event()  # undo depth / memory / saved state
         self.notice = Event()  # (text, level "info"/"warning"): what an operation did, for the user to read
 
     @property
@@ -136,23 +99,40 @@ class ViewerDocument:
         """Edits since the label map was opened, segmented or saved: undoing back to that state is saved."""
         return self._stroke is not None or self.history.position != self._saved_position
 
+    # --- autosave ------------------------------------------------------------------------
+    @property
+    def autosave_root(self) -> Path | None:
+        """Where the journal of this session is written (None: no autosave)."""
+        return self._autosave_root
+
+    def enable_autosave(self, root: Path | str) -> None:
+        """Journal every edit under ``root`` from now on (the label map open now becomes its base)."""
+        root = Path(root)
+        if self.journal is not None and root != self._autosave_root:
+            self.close_journal(discard=True)
+        self._autosave_root = root
+        if self.journal is None:
+            self._rebase_journal("autosave enabled")
+
+    def disable_autosave(self) -> None:
+        """Stop journalling; the journal written so far is discarded."""
+        self._autosave_root = None
+        self.close_journal(discard=True)
+
+    def announce(self, text: str, level: str = "info") -> None:
+        """Tell the user what an operation did or why it did nothing (``level``: "info" or "warning")."""
+        self.notice.emit(text, level)
+
     # --- image --------------------------------------------------------------------------
-    def set_volume(self, volume: Volume, *, synthetic: bool = False, keep_view: bool = False,
-                   source: str | None = None) -> None:
-        """Show a new image; drops a label map that no longer fits it."""
+    def set_volume(self, volume: Volume, *, synthetic: bool = False, source: str | None = None) -> None:
+        """Open a new image; drops a label map that no longer fits it."""
         self.volume = volume
         self.is_synthetic = synthetic
         self.image_generation += 1
         if source is not None:
             self.image_source = source
-        self.clear_comparison()  # it belonged to the previous image
         if self.label_map is not None and not self.label_map.same_grid(volume):
             self._drop_label_map()
-        if not keep_view:
-            self.cursor_xyz = tuple(n // 2 for n in volume.size_xyz)  # type: ignore[assignment]
-            self.apply_auto_window(notify=False)
-        else:
-            self.cursor_xyz = self._clamp(self.cursor_xyz)
         self.volume_changed.emit()
 
     def close_image(self) -> None:
@@ -162,7 +142,6 @@ class ViewerDocument:
         self.is_synthetic = False
         self.image_source = ""
         self.image_generation += 1
-        self.clear_comparison()
         if had_labels:
             self._drop_label_map()
         self.volume_changed.emit()
@@ -183,7 +162,7 @@ class ViewerDocument:
             raise GeometryError(
                 f"the label map's grid {label_map.size_xyz} does not match the image's {self.volume.size_xyz}"
             )
-        _check_label_values(label_map)
+        check_label_values(label_map)
         if label_table is None and isinstance(label_map, LabelMap):
             label_table = label_map.labels
         wrapped = LabelMap.from_volume(label_map, label_table)
@@ -202,19 +181,17 @@ class ViewerDocument:
         self.label_map = label_map
         self.history.clear()
         self._saved_position = self.history.position
-        if label_map is not None and label_map.labels and self.active_label not in label_map.labels:
-            self.active_label = next(iter(label_map.labels))
         self._rebase_journal(description)
         self.label_map_changed.emit()
         self.labels_changed.emit()
         self.history_changed.emit()
 
     def _rebase_journal(self, description: str) -> None:
-        if self.label_map is None or self.journal_root is None:
+        if self.label_map is None or self._autosave_root is None:
             self.close_journal()
             return
         if self.journal is None:
-            self.journal = Journal.start(self.label_map, self.image_source, self.journal_root, description)
+            self.journal = Journal.start(self.label_map, self.image_source, self._autosave_root, description)
         else:
             self.journal.rebase(self.label_map, self.image_source, description)
 
@@ -265,7 +242,7 @@ class ViewerDocument:
         """
         if delta is None or delta.count == 0:
             if announce:
-                self.notice.emit(f"{announce}: nothing changed.", "info")
+                self.announce(f"{announce}: nothing changed.")
             return False
         label_map = self.label_map if self.label_map is not None else self.new_label_map()
         before = {int(v): label_map.labels.get(int(v)) for v in labels or {}}  # undo puts these back
@@ -278,7 +255,7 @@ class ViewerDocument:
         self._journal(delta)
         self.history_changed.emit()
         if announce:
-            self.notice.emit(text, "info")
+            self.announce(text)
         return True
 
     def _change_table(self, touched: Any, explicit: Mapping[int, Label | None],
@@ -473,7 +450,6 @@ class ViewerDocument:
             raise MedsegError(f"label values run from 1 to {MAX_LABEL_VALUE}, not {value}")
         entry = Label(value, name or "", tuple(color) if color else None)  # type: ignore[arg-type]
         self._put_entries({value: entry})
-        self.set_active_label(value)
         return entry
 
     def _change_entry(self, value: int, **changes: Any) -> None:
@@ -548,125 +524,24 @@ class ViewerDocument:
         delta = Delta.from_blocks(box[0], block, np.where(block == old_value, new_value, block).astype(block.dtype))
         return self.apply(delta, description, labels, announce=announce)
 
-    def set_active_label(self, value: int) -> None:
-        if value != self.active_label:
-            self.active_label = int(value)
-            self.active_label_changed.emit()
-
-    def pick_label_at(self, xyz: tuple[int, int, int]) -> int | None:
-        """Make the label under a voxel the active one (ctrl-click)."""
-        value = self.label_at(xyz)
-        if value:
-            self.set_active_label(value)
-        return value
-
-    def set_paint_rules(self, rules: PaintRules) -> None:
-        self.paint_rules = rules
-
-    # --- window / level -----------------------------------------------------------------
-    def set_window(self, center: float, width: float, preset: str = "") -> None:
-        """``preset``: the preset the user chose for these values ("" when set by hand), so the panel shows
-        the user's choice even when another preset (e.g. the header's window) has the same values."""
-        width = max(1.0, float(width))
-        if (center, width, preset) != (self.window_center, self.window_width, self.window_preset):
-            self.window_center, self.window_width, self.window_preset = float(center), width, preset
-            self.window_changed.emit()
-
-    def set_presets(self, presets: dict[str, tuple[float, float]]) -> None:
-        self.presets = dict(presets)
-
-    def apply_preset(self, name: str) -> None:
-        if name == AUTO_PRESET:
-            self.apply_auto_window()
-            return
-        center, width = self.presets[name]
-        self.set_window(center, width, preset=name)
-
-    def auto_window(self) -> tuple[float, float]:
-        """The header's window if there is one, else a robust range of the voxels."""
-        if self.volume is None:
-            return DEFAULT_PRESETS["Soft tissue"]
-        meta = self.volume.meta
-        if meta.window_center is not None and meta.window_width:
-            return float(meta.window_center), float(meta.window_width)
-        sample = self.volume.array[:: max(1, self.volume.array.shape[0] // 8), ::4, ::4]
-        low, high = np.percentile(sample, [1, 99]) if sample.size else (0.0, 1.0)
-        return float(low + high) / 2.0, max(1.0, float(high - low))
-
-    def apply_auto_window(self, notify: bool = True) -> None:
-        center, width = self.auto_window()
-        if notify:
-            self.set_window(center, width, preset=AUTO_PRESET)
-        else:
-            self.window_center, self.window_width, self.window_preset = center, width, AUTO_PRESET
-
-    # --- crosshair ----------------------------------------------------------------------
-    def _clamp(self, xyz: Any) -> tuple[int, int, int]:
+    # --- readout ------------------------------------------------------------------------
+    def clamp(self, xyz: Any) -> tuple[int, int, int]:
+        """The voxel index (x, y, z) nearest to ``xyz`` inside the image."""
         if self.volume is None:
             return (0, 0, 0)
         size = self.volume.size_xyz
         return tuple(int(min(max(int(round(v)), 0), n - 1)) for v, n in zip(xyz, size))  # type: ignore[return-value]
 
-    def set_cursor(self, xyz: Any) -> None:
-        clamped = self._clamp(xyz)
-        if clamped != self.cursor_xyz:
-            self.cursor_xyz = clamped
-            self.cursor_changed.emit()
-
-    def move_cursor(self, axis: int, delta: int) -> None:
-        """Scroll along one index axis (0 = x, 1 = y, 2 = z)."""
-        xyz = list(self.cursor_xyz)
-        xyz[axis] += delta
-        self.set_cursor(xyz)
-
-    # --- overlay ------------------------------------------------------------------------
-    def set_overlay_opacity(self, opacity: float) -> None:
-        self.overlay_opacity = min(1.0, max(0.0, float(opacity)))
-        self.overlay_changed.emit()
-
-    def set_overlay_outline(self, outline: bool) -> None:
-        self.overlay_outline = bool(outline)
-        self.overlay_changed.emit()
-
-    def set_overlay_visible(self, visible: bool) -> None:
-        self.overlay_visible = bool(visible)
-        self.overlay_changed.emit()
-
-    # --- comparison layer ----------------------------------------------------------------
-    def set_comparison(self, label_map: Volume, names: dict[int, str], name: str, primary_name: str = "") -> None:
-        """Show ``label_map`` (on the image grid) read-only beside the editable label map."""
-        if self.volume is None:
-            raise GeometryError("open an image before opening a comparison label map onto it")
-        if not label_map.same_grid(self.volume):
-            raise GeometryError(f"the comparison label map's grid {label_map.size_xyz} does not match the "
-                                f"image's {self.volume.size_xyz}")
-        _check_label_values(label_map)
-        label_map.array.flags.writeable = False
-        table = build_label_table(np.unique(label_map.array).tolist(), names)
-        self.comparison = ComparisonLayer(label_map, table, name, primary_name)
-        self.comparison_visible = True
-        self.comparison_changed.emit()
-
-    def clear_comparison(self) -> None:
-        if self.comparison is not None:
-            self.comparison = None
-            self.comparison_changed.emit()
-
-    def set_comparison_visible(self, visible: bool) -> None:
-        self.comparison_visible = bool(visible)
-        self.comparison_changed.emit()
-
-    # --- readout ------------------------------------------------------------------------
     def value_at(self, xyz: tuple[int, int, int]) -> float | None:
         if self.volume is None:
             return None
-        x, y, z = self._clamp(xyz)
+        x, y, z = self.clamp(xyz)
         return float(self.volume.array[z, y, x])
 
     def label_at(self, xyz: tuple[int, int, int]) -> int | None:
         if self.label_map is None:
             return None
-        x, y, z = self._clamp(xyz)
+        x, y, z = self.clamp(xyz)
         return int(self.label_map.array[z, y, x])
 
     def physical_at(self, xyz: tuple[float, float, float]) -> np.ndarray | None:

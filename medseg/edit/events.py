@@ -9,8 +9,13 @@ class Event:
     def __init__(self) -> None:
         self._callbacks: list[Callable[..., Any]] = []
 
-    def connect(self, callback: Callable[..., Any]) -> None:
-        self._callbacks.append(callback)
+    def connect(self, callback: Callable[..., Any], *, first: bool = False) -> None:
+        """``first``: run before the callbacks connected so far (a model that derives its own state
+        from another's event, e.g. the view state from a new image, so widgets then read both current)."""
+        if first:
+            self._callbacks.insert(0, callback)
+        else:
+            self._callbacks.append(callback)
 
     def disconnect(self, callback: Callable[..., Any]) -> None:
         self._callbacks.remove(callback)

@@ -9,7 +9,7 @@ GUI binds to widgets.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -24,7 +24,15 @@ from medseg.edit.tools.scissors import OPERATIONS as SCISSORS_OPERATIONS, Scisso
 from medseg.errors import MedsegError
 
 if TYPE_CHECKING:
-    from medseg.edit.document import ViewerDocument
+    from medseg.edit.document import SegmentationDocument
+
+
+class ActiveLabel(Protocol):
+    """What the controller needs of the view state (which builds it): the label the tools paint."""
+
+    active_label: int
+
+    def pick_label_at(self, xyz: tuple[int, int, int]) -> int | None: ...
 
 TOOLS = ("navigate", "brush", "eraser", "fill", "keep_island", "grow_seeds", "level_trace", "confidence", "scissors",
          "lasso")
@@ -42,8 +50,11 @@ def _extent_voxels(points) -> float:
 
 
 class ToolController:
-    def __init__(self, document: "ViewerDocument") -> None:
+    """The active tool and its options, working on ``document`` for the label ``view.active_label``."""
+
+    def __init__(self, document: "SegmentationDocument", view: ActiveLabel) -> None:
         self.document = document
+        self.view = view
         self.tool = Property("navigate", choices=TOOLS, label="Tool")
         self.radius_mm = Property(5.0, 0.1, 100.0, label="Radius", unit="mm", step=0.5)
         self.sphere = Property(False, label="3D sphere (else a disc on the view)")
@@ -78,7 +89,7 @@ class ToolController:
         self.slab_mm = Property(10.0, 0.1, 1000.0, label="Slab thickness", unit="mm", step=1.0)
         self.grow: GrowSession | None = None
         self.grow_changed = Event()  # (box or None): seeds painted or the session ended
-        self.grow_compute = self._compute_now  # the GUI replaces it with a worker that calls compute() off-thread
+        self._grow_compute = self._compute_now  # the GUI's runner calls compute() off the GUI thread instead
         self.outline: tuple[int, list[np.ndarray]] | None = None  # (plane axis zyx, points zyx) being drawn
         self.outline_changed = Event()
         self.trace: tuple[int, int, np.ndarray] | None = None  # (axis zyx, slice, 2D region) under the mouse
@@ -121,7 +132,7 @@ class ToolController:
             return False
         voxel = tuple(int(round(v)) for v in xyz)
         if ctrl:
-            doc.pick_label_at(voxel)  # type: ignore[arg-type]
+            self.view.pick_label_at(voxel)  # type: ignore[arg-type]
             return True
         if not self.wants_mouse():
             return False
@@ -148,10 +159,10 @@ class ToolController:
         elif self.active == "level_trace":
             region = level_trace_region(doc.volume, seed, plane, self._trace_parameters())
             lo = tuple(seed[plane] if a == plane else 0 for a in range(3))
-            delta = tools.paint_mask(lm, lo, np.expand_dims(region, plane), doc.active_label, self.rules(), doc.volume)
+            delta = tools.paint_mask(lm, lo, np.expand_dims(region, plane), self.view.active_label, self.rules(), doc.volume)
             doc.apply(delta, "level trace", announce="Level trace")
         elif self.active == "confidence":
-            delta = tools.confidence_connected(lm, doc.volume, seed, doc.active_label,
+            delta = tools.confidence_connected(lm, doc.volume, seed, self.view.active_label,
                                                ConfidenceParameters(k=float(self.confidence_k.value)), self.rules())
             doc.apply(delta, "click 3D", announce="Click 3D")
         elif self.active == "fill":
@@ -160,7 +171,7 @@ class ToolController:
             try:
                 doc.apply(tools.keep_clicked(lm, seed), "keep island", announce="Keep island")
             except MedsegError as error:
-                doc.notice.emit(f"Keep island: {error.message}.", "warning")  # background or a locked label
+                doc.announce(f"Keep island: {error.message}.", "warning")  # background or a locked label
         return True
 
     def _fill(self, seed: tuple[int, ...], plane: int) -> None:
@@ -174,15 +185,15 @@ class ToolController:
         if hu is not None and doc.volume is not None:
             clicked = float(doc.volume.array[seed])
             if not hu[0] <= clicked <= hu[1]:  # the region would be empty: say why, don't fail silently
-                doc.notice.emit(f"{what}: the clicked voxel is {clicked:.0f} HU, outside the range {hu[0]:.0f} to "
+                doc.announce(f"{what}: the clicked voxel is {clicked:.0f} HU, outside the range {hu[0]:.0f} to "
                                 f"{hu[1]:.0f} HU, so nothing was filled.", "warning")
                 return
         clicked_background = int(lm.array[seed]) == 0
-        delta = tools.flood_fill(lm, seed, doc.active_label, self.rules(), doc.volume, hu_range=hu,
+        delta = tools.flood_fill(lm, seed, self.view.active_label, self.rules(), doc.volume, hu_range=hu,
                                  plane_axis=plane if in_plane else None)
         if doc.apply(delta, "fill", announce=what) and clicked_background and hu is None and \
                 _touches_edge(delta.box, lm.shape_zyx, plane if in_plane else None):
-            doc.notice.emit(f"{what} reached the edge of the image: it filled the background around the patient "
+            doc.announce(f"{what} reached the edge of the image: it filled the background around the patient "
                             f"({delta.count * doc.voxel_ml():.1f} ml). Ctrl+Z undoes it; to fill inside a structure, "
                             "click inside its outline or use 'Fill by HU range'.", "warning")
         return True
@@ -213,7 +224,7 @@ class ToolController:
             else:
                 self._cut()
         elif self.active == "grow_seeds" and self.grow is not None and self.grow.pending():
-            self.grow_compute(self.grow)  # one new preview per stroke, computed off the GUI thread in the app
+            self._grow_compute(self.grow)  # one new preview per stroke, computed off the GUI thread in the app
         elif self.active in ("brush", "eraser"):
             self.document.end_stroke("erase" if self.active == "eraser" else "brush")
 
@@ -270,13 +281,13 @@ class ToolController:
         points_ij = np.asarray(points)[:, plane_axes]
         centre = int(round(points[0][axis]))
         if self.active == "lasso":
-            delta = tools.lasso(doc.label_map, points_ij, axis, centre, doc.active_label, self.rules(), doc.volume)
+            delta = tools.lasso(doc.label_map, points_ij, axis, centre, self.view.active_label, self.rules(), doc.volume)
             doc.apply(delta, "lasso", announce="Lasso")
             return
         parameters = ScissorsParameters(str(self.scissors_operation.value),
                                         float(self.slab_mm.value) if self.scissors_slab.value else None)
-        only = doc.active_label if self.eraser_active_only.value else None
-        delta = tools.scissors(doc.label_map, points_ij, axis, parameters, centre, doc.active_label, self.rules(),
+        only = self.view.active_label if self.eraser_active_only.value else None
+        delta = tools.scissors(doc.label_map, points_ij, axis, parameters, centre, self.view.active_label, self.rules(),
                                doc.volume, only_value=only)
         doc.apply(delta, f"scissors ({parameters.operation})", announce=f"Scissors ({parameters.operation})")
 
@@ -291,11 +302,20 @@ class ToolController:
         if self.grow is None:
             self.grow = GrowSession(doc, self.grow_parameters(), self.rules())
         kind = self.seed_kind.value
-        value = None if kind == "erase" else (BACKGROUND_SEED if kind == "background" else doc.active_label)
+        value = None if kind == "erase" else (BACKGROUND_SEED if kind == "background" else self.view.active_label)
         plane = None if self.sphere.value else self._plane_axis
         box = self.grow.paint(points, float(self.radius_mm.value), value, plane)
         if box is not None:
             self.grow_changed.emit(box)  # the seeds show at once; the preview follows when the stroke ends
+
+    def set_preview_runner(self, run) -> None:
+        """``run(session)`` computes a grow-from-seeds preview (the GUI: in a worker thread, then
+        :meth:`preview_ready`); by default it is computed at once, on the calling thread."""
+        self._grow_compute = run
+
+    def preview_ready(self, box=None) -> None:
+        """A preview computed elsewhere is ready (``box``: where it changed; None: no preview)."""
+        self.grow_changed.emit(box)
 
     def _compute_now(self, session: GrowSession) -> None:
         """Headless (tests, scripts): compute the preview at once, on this thread."""
@@ -305,7 +325,7 @@ class ToolController:
     def _grow_parameters_changed(self, _value=None) -> None:
         if self.grow is not None:
             self.grow.set_parameters(self.grow_parameters())
-            self.grow_compute(self.grow)
+            self._grow_compute(self.grow)
 
     def apply_grow(self) -> bool:
         """Apply: the preview becomes one undoable step; the seeds are cleared."""
@@ -333,9 +353,9 @@ class ToolController:
         lm = doc.label_map
         assert lm is not None
         erase = self.active == "eraser"
-        only = doc.active_label if erase and self.eraser_active_only.value else None
+        only = self.view.active_label if erase and self.eraser_active_only.value else None
         plane = None if self.sphere.value else self._plane_axis
-        delta = tools.stroke(lm, points, float(self.radius_mm.value), doc.active_label, self.rules(), doc.volume,
+        delta = tools.stroke(lm, points, float(self.radius_mm.value), self.view.active_label, self.rules(), doc.volume,
                              plane, erase=erase, only_value=only)
         doc.stroke_apply(delta)
 
@@ -346,7 +366,7 @@ class ToolController:
         lm = doc.label_map
         if lm is None:
             raise MedsegError("there is no segmentation yet; draw or segment first")
-        value = doc.active_label
+        value = self.view.active_label
         rules = self.rules()
         delta = {
             "grow": lambda: tools.grow(lm, value, float(self.margin_mm.value), rules, doc.volume),

@@ -20,7 +20,7 @@ import numpy as np
 
 from medseg.core.label_values import MAX_LABEL_VALUE
 from medseg.edit import tools
-from medseg.edit.document import ViewerDocument
+from medseg.edit.document import SegmentationDocument
 from medseg.edit.label_map import LabelMap
 from medseg.edit.tools import PaintRules
 from medseg.edit.tools.click_region import ConfidenceParameters
@@ -213,7 +213,7 @@ def validate(operations: list[Operation], label_map: LabelMap, image: Volume | N
     return operations
 
 
-def run_operations(document: ViewerDocument, operations: list[Operation], rules: PaintRules = PaintRules(),
+def run_operations(document: SegmentationDocument, operations: list[Operation], rules: PaintRules = PaintRules(),
                    report=None, grow: GrowParameters = GrowParameters()) -> list[tuple[str, int]]:
     """Apply validated operations in order; returns (operation, voxels changed) for each."""
     done = []

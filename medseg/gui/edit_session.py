@@ -36,8 +36,8 @@ class EditSession(QObject):
         self.window = window
         document = window.document
         self.document = document
-        document.journal_root = journal_root()  # autosave: on by default
-        self.panel = EditToolsPanel(document, window)
+        document.enable_autosave(journal_root())  # autosave: on by default
+        self.panel = EditToolsPanel(document, window.view, window)
         self.panel.error.connect(window._on_failed)
         self.undo_action = window._action("Undo", self.undo, QKeySequence("Ctrl+Z"), "Undo the last edit")
         self.redo_action = window._action("Redo", self.redo, QKeySequence("Ctrl+Shift+Z"), "Redo")
@@ -186,7 +186,9 @@ class EditSession(QObject):
     # --- recovery -------------------------------------------------------------------------
     @Slot()
     def offer_recovery(self) -> None:
-        root = self.document.journal_root
+        root = self.document.autosave_root
+        if root is None:
+            return
         sessions = [s for s in find_sessions(root) if self.document.journal is None
                     or s.folder != self.document.journal.folder]
         if not sessions:

@@ -25,7 +25,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from medseg.edit.document import ViewerDocument
+from medseg.edit.document import SegmentationDocument
+from medseg.edit.view_state import ViewState
 from medseg.edit.interaction import TOOL_NAMES, TOOLS
 from medseg.gui.bind import bind
 from medseg.gui.grow_runner import GrowRunner
@@ -48,10 +49,11 @@ def _swatch(color: tuple[int, int, int]) -> QIcon:
 class EditToolsPanel(QGroupBox):
     error = Signal(object)  # a MedsegError from an operation, for the window's error dialog
 
-    def __init__(self, document: ViewerDocument, parent: QWidget | None = None) -> None:
+    def __init__(self, document: SegmentationDocument, view: ViewState, parent: QWidget | None = None) -> None:
         super().__init__("Edit", parent)
         self.document = document
-        controller = document.tools
+        self.view = view
+        controller = view.tools
         self.tool_buttons: dict[str, QToolButton] = {}
         group = QButtonGroup(self)
         group.setExclusive(True)
@@ -143,9 +145,9 @@ class EditToolsPanel(QGroupBox):
         undo_row.addWidget(self.redo_button)
         undo_row.addWidget(self.history_label, 1)
 
-        self.grow_runner = GrowRunner(document, self)
+        self.grow_runner = GrowRunner(controller, self)
         self.grow_runner.failed.connect(self.error)
-        self.semi_automatic = SemiAutomaticOptions(document, self.grow_runner, self)
+        self.semi_automatic = SemiAutomaticOptions(controller, self.grow_runner, self)
         layout = QVBoxLayout(self)
         layout.addLayout(tool_row)
         layout.addLayout(label_grid)
@@ -159,7 +161,7 @@ class EditToolsPanel(QGroupBox):
         self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Minimum)
         document.labels_changed.connect(self._fill_labels)
         document.label_map_changed.connect(self._fill_labels)
-        document.active_label_changed.connect(self._fill_labels)
+        view.active_label_changed.connect(self._fill_labels)
         document.history_changed.connect(self._sync_history)
         self._fill_labels()
         self._sync_history()
@@ -178,20 +180,20 @@ class EditToolsPanel(QGroupBox):
             box.clear()
         for value, entry in doc.labels.items():
             self.label_box.addItem(_swatch(entry.color), f"{value}  {entry.name}", value)
-            if value != doc.active_label:
+            if value != self.view.active_label:
                 self.merge_box.addItem(_swatch(entry.color), f"{value}  {entry.name}", value)
-        index = self.label_box.findData(doc.active_label)
+        index = self.label_box.findData(self.view.active_label)
         if index < 0 and doc.volume is not None:
-            self.label_box.addItem(f"{doc.active_label}  (new)", doc.active_label)
+            self.label_box.addItem(f"{self.view.active_label}  (new)", self.view.active_label)
             index = self.label_box.count() - 1
         self.label_box.setCurrentIndex(index)
         for box in (self.label_box, self.merge_box):
             box.blockSignals(False)
-        entry = doc.labels.get(doc.active_label)
+        entry = doc.labels.get(self.view.active_label)
         if entry is not None:
             r, g, b = entry.color
             self.operations_target.setText(f"Operations on <span style='color: rgb({r},{g},{b})'>■</span> "
-                                           f"<b>{doc.active_label} {entry.name}</b>"
+                                           f"<b>{self.view.active_label} {entry.name}</b>"
                                            + (" (locked)" if entry.locked else ""))
         else:
             self.operations_target.setText("Operations on the active label (none yet)")
@@ -215,11 +217,11 @@ class EditToolsPanel(QGroupBox):
     def _on_label_chosen(self, index: int) -> None:
         value = self.label_box.itemData(index)
         if value is not None:
-            self.document.set_active_label(int(value))
+            self.view.set_active_label(int(value))
 
     def _on_lock(self, locked: bool) -> None:
-        if self.document.active_label in self.document.labels:
-            self.document.set_label_locked(self.document.active_label, locked)
+        if self.view.active_label in self.document.labels:
+            self.document.set_label_locked(self.view.active_label, locked)
 
     def add_label(self, name: str | None = None) -> None:
         if self.document.volume is None:
@@ -228,21 +230,21 @@ class EditToolsPanel(QGroupBox):
             name, ok = QInputDialog.getText(self, "New label", "Name of the new label:")
             if not ok or not name.strip():
                 return
-        self._guard(lambda: self.document.add_label(name.strip()))
+        self._guard(lambda: self.view.set_active_label(self.document.add_label(name.strip()).value))
 
     def delete_label(self) -> None:
-        value = self.document.active_label
+        value = self.view.active_label
         if value in self.document.labels:
             self._guard(lambda: self.document.delete_label(value))
 
     def merge_label(self) -> None:
         target = self.merge_box.currentData()
-        if target is not None and self.document.active_label in self.document.labels:
-            source = self.document.active_label
-            self._guard(lambda: (self.document.merge_labels(source, int(target)), self.document.set_active_label(int(target))))
+        if target is not None and self.view.active_label in self.document.labels:
+            source = self.view.active_label
+            self._guard(lambda: (self.document.merge_labels(source, int(target)), self.view.set_active_label(int(target))))
 
     def run_operation(self, name: str) -> None:
-        self._guard(lambda: self.document.tools.run_operation(name))
+        self._guard(lambda: self.view.tools.run_operation(name))
 
     def _guard(self, action) -> None:
         from medseg.errors import MedsegError

@@ -21,6 +21,7 @@ import threading
 from PySide6.QtCore import QObject, Signal, Slot
 
 from medseg.edit.grow_session import GrowSession
+from medseg.edit.interaction import ToolController
 
 log = logging.getLogger(__name__)
 
@@ -30,13 +31,13 @@ class GrowRunner(QObject):
     preview_shown = Signal()  # a new preview is on screen (tests wait on it)
     failed = Signal(object)
 
-    def __init__(self, document, parent: QObject | None = None) -> None:
+    def __init__(self, tools: ToolController, parent: QObject | None = None) -> None:
         super().__init__(parent)
-        self.document = document
+        self.tools = tools
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self.finished.connect(self._on_finished)
-        document.tools.grow_compute = self.request
+        tools.set_preview_runner(self.request)
 
     def busy(self) -> bool:
         with self._lock:
@@ -62,7 +63,7 @@ class GrowRunner(QObject):
 
     @Slot(object, object)
     def _on_finished(self, session: GrowSession, error) -> None:
-        tools = self.document.tools
+        tools = self.tools
         if error is not None:
             log.warning("grow from seeds failed: %s", error)
             self.failed.emit(error)
@@ -72,7 +73,7 @@ class GrowRunner(QObject):
         if session.pending():
             self.request(session)  # a stroke arrived after the worker's last look
         preview = session.preview
-        tools.grow_changed.emit(preview.box if preview is not None else None)
+        tools.preview_ready(preview.box if preview is not None else None)
         self.preview_shown.emit()
 
     def wait(self, timeout: float = 120.0) -> None:

@@ -28,7 +28,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from medseg.edit.document import AUTO_PRESET, ViewerDocument
+from medseg.edit.document import SegmentationDocument
+from medseg.edit.view_state import AUTO_PRESET, ViewState
 from medseg.errors import Cancelled, MedsegError, ModalityMismatch
 from medseg.gui import app_shell, save_dialog, wheel_guard
 from medseg.gui.banners import Banner, findings_text, join_messages
@@ -71,17 +72,18 @@ class MainWindow(QMainWindow):
         wheel_guard.install()  # before any widget exists: the wheel scrolls panels, not their values
         self.setWindowTitle("medseg")
         self.setAcceptDrops(True)
-        self.document = ViewerDocument()
-        self.document.set_presets(app_shell.load_presets())
-        self.loader = StudyLoader(self.document, self)
-        self.viewer = ViewerPanel(self.document, self)
-        self.window_panel = WindowPanel(self.document, self)
-        self.overlay_panel = OverlayPanel(self.document, self)
+        self.document = SegmentationDocument()  # what is segmented, undone, saved (the CLI's too)
+        self.view = ViewState(self.document)  # how it is looked at and worked on: this window's alone
+        self.view.set_presets(app_shell.load_presets())
+        self.loader = StudyLoader(self.document, self.view, self)
+        self.viewer = ViewerPanel(self.document, self.view, self)
+        self.window_panel = WindowPanel(self.view, self)
+        self.overlay_panel = OverlayPanel(self.document, self.view, self)
         self.findings_banner = Banner("background: #ffe08a; border: 1px solid #c9a227;", self)
         self.notice_banner = Banner("background: #bfe3ff; border: 1px solid #5a9bd5;", self)
         self.demo_banner = Banner("background: #ffb3b3; border: 1px solid #c04040;", self)
         self.segmentation_files = SegmentationFiles(self.document, self)
-        self.stats_panel = StatsPanel(self.document, self)
+        self.stats_panel = StatsPanel(self.document, self.view, self)
         self.raw_stack = RawStackToggle(self.document, self.loader, self)
         self.findings_banner.add_button(self.raw_stack.button)
         self.browser: SeriesBrowser | None = None
@@ -135,7 +137,7 @@ class MainWindow(QMainWindow):
             layout.addWidget(banner)
         from medseg.gui.comparison_legend import ComparisonLegend, open_comparison_case
 
-        self.comparison_legend = ComparisonLegend(self.document, self)
+        self.comparison_legend = ComparisonLegend(self.view, self)
         layout.addWidget(self.comparison_legend)
         layout.addWidget(splitter, 1)
         self.tabs = QTabWidget(self)
@@ -249,7 +251,7 @@ class MainWindow(QMainWindow):
         view_menu.addAction(self.overlay_action)
         presets_menu = view_menu.addMenu("Window presets")
         self.preset_actions = {}
-        for name in [AUTO_PRESET, *self.document.presets]:
+        for name in [AUTO_PRESET, *self.view.presets]:
             action = self._action(name, lambda _=False, n=name: self.apply_preset(n), PRESET_KEYS.get(name))
             presets_menu.addAction(action)
             self.preset_actions[name] = action
@@ -290,11 +292,11 @@ class MainWindow(QMainWindow):
         self.viewer.layout_changed.connect(self._on_layout_changed)
         self.window_panel.edit_presets_requested.connect(self.edit_presets)
         self.overlay_panel.name_set_changed.connect(self._on_name_set)
-        self.document.cursor_changed.connect(self._update_status)
+        self.view.cursor_changed.connect(self._update_status)
         self.document.volume_changed.connect(self._on_volume_changed)
         self.document.label_map_changed.connect(self._sync_source)
         self.document.history_changed.connect(self._sync_source)
-        self.document.window_changed.connect(self._update_info)
+        self.view.window_changed.connect(self._update_info)
         self.document.notice.connect(self.notify)  # what an edit operation did (or why it did nothing)
 
     # --- segmentation files (medseg.gui.segmentation_files) ----------------------------------------
@@ -609,19 +611,19 @@ class MainWindow(QMainWindow):
 
     def apply_preset(self, name: str) -> None:
         if self.document.volume is not None:
-            self.document.apply_preset(name)
+            self.view.apply_preset(name)
 
     def _toggle_overlay(self) -> None:
-        self.document.set_overlay_visible(not self.document.overlay_visible)
+        self.view.set_overlay_visible(not self.view.overlay_visible)
 
     def edit_presets(self) -> None:
-        self.dialog = PresetsDialog(self.document.presets, self)
+        self.dialog = PresetsDialog(self.view.presets, self)
         self.dialog.accepted.connect(self._on_presets_edited)
         self.dialog.open()
 
     def _on_presets_edited(self) -> None:
-        self.document.set_presets(self.dialog.presets())
-        app_shell.save_presets(self.document.presets)
+        self.view.set_presets(self.dialog.presets())
+        app_shell.save_presets(self.view.presets)
         self.window_panel.refresh_presets()
 
     def _set_recent(self, recent: list[str]) -> None:
@@ -654,7 +656,7 @@ class MainWindow(QMainWindow):
             return "No image open. File ▸ Open DICOM folder…, drop files here, or File ▸ Demo study."
         xyz, view_name = self._hover
         if xyz is None:
-            xyz, view_name = doc.cursor_xyz, self.viewer.active_view
+            xyz, view_name = self.view.cursor_xyz, self.viewer.active_view
         view = self.viewer.views[view_name]
         axes = view.axes
         physical = doc.volume.index_to_physical(xyz)
@@ -691,7 +693,7 @@ class MainWindow(QMainWindow):
             ("Manufacturer", meta.manufacturer),
             ("Size", " × ".join(str(n) for n in volume.size_xyz) + " voxels"),
             ("Spacing", " × ".join(f"{s:.3g}" for s in volume.spacing_mm) + " mm"),
-            ("Window", f"L {self.document.window_center:.0f} / W {self.document.window_width:.0f}"),
+            ("Window", f"L {self.view.window_center:.0f} / W {self.view.window_width:.0f}"),
             ("Findings", join_messages([f.message for f in meta.findings]) or "none"),
         ]
         if self.document.is_synthetic:
@@ -728,7 +730,7 @@ class MainWindow(QMainWindow):
         self.placed = False  # True once the first show has put the window where it belongs
         layout = str(store.value("view/layout", "2x2"))  # the biggest views on a wide screen
         self.set_layout(layout if layout in self.layout_actions else "2x2")
-        self.document.set_overlay_opacity(float(store.value("view/overlay_opacity", 0.5)))
+        self.view.set_overlay_opacity(float(store.value("view/overlay_opacity", 0.5)))
         self._set_recent(app_shell.recent_studies())
 
     def showEvent(self, event) -> None:  # noqa: N802
@@ -770,7 +772,7 @@ class MainWindow(QMainWindow):
         store = app_shell.settings()
         store.setValue("window/geometry", self.saveGeometry())
         store.setValue("view/layout", self.viewer.layout_name if self.viewer.layout_name != "single" else "1x3")
-        store.setValue("view/overlay_opacity", self.document.overlay_opacity)
+        store.setValue("view/overlay_opacity", self.view.overlay_opacity)
         self.loader.shutdown()
         self.viewer.view3d.shutdown()
         if self.browser is not None:

@@ -1,6 +1,6 @@
 """Side panels of the Segment tab: window/level presets and the label overlay.
 
-Each panel writes to the document and redraws from its events, with Qt signals blocked
+Each panel writes to the document or the view state and redraws from their events, with Qt signals blocked
 while it updates itself so that the two never chase each other (ITK-SNAP's coupling).
 """
 
@@ -28,7 +28,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from medseg.edit.document import AUTO_PRESET, ViewerDocument
+from medseg.edit.document import SegmentationDocument
+from medseg.edit.view_state import AUTO_PRESET, ViewState
 from medseg.gui.label_table import NAME_SETS
 
 PRESET_KEYS = {"Soft tissue": "1", "Lung": "2", "Bone": "3", "Brain": "4", "Liver": "5", "Mediastinum": "6", AUTO_PRESET: "0"}
@@ -37,9 +38,9 @@ PRESET_KEYS = {"Soft tissue": "1", "Lung": "2", "Bone": "3", "Brain": "4", "Live
 class WindowPanel(QGroupBox):
     edit_presets_requested = Signal()
 
-    def __init__(self, document: ViewerDocument, parent: QWidget | None = None) -> None:
+    def __init__(self, view: ViewState, parent: QWidget | None = None) -> None:
         super().__init__("Window / level", parent)
-        self.document = document
+        self.view = view
         self.preset_box = QComboBox(self)
         self.center_box = QDoubleSpinBox(self)
         self.width_box = QDoubleSpinBox(self)
@@ -59,15 +60,15 @@ class WindowPanel(QGroupBox):
         self.preset_box.activated.connect(self._on_preset_chosen)
         self.center_box.valueChanged.connect(self._on_spin)
         self.width_box.valueChanged.connect(self._on_spin)
-        document.window_changed.connect(self._sync)
-        document.volume_changed.connect(self._sync)
+        view.window_changed.connect(self._sync)
+        view.document.volume_changed.connect(self._sync)
         self._sync()
 
     def refresh_presets(self) -> None:
         self.preset_box.blockSignals(True)
         self.preset_box.clear()
         self.preset_box.addItem("(custom)")
-        for name in [AUTO_PRESET, *self.document.presets]:
+        for name in [AUTO_PRESET, *self.view.presets]:
             key = PRESET_KEYS.get(name)
             self.preset_box.addItem(f"{name}  [{key}]" if key else name, name)
         self.preset_box.blockSignals(False)
@@ -76,17 +77,17 @@ class WindowPanel(QGroupBox):
     def _on_preset_chosen(self, index: int) -> None:
         name = self.preset_box.itemData(index)
         if name:
-            self.document.apply_preset(name)
+            self.view.apply_preset(name)
 
     def _on_spin(self) -> None:
-        self.document.set_window(self.center_box.value(), self.width_box.value())
+        self.view.set_window(self.center_box.value(), self.width_box.value())
 
     def _preset_window(self, name: str) -> tuple[float, float] | None:
-        window = self.document.auto_window() if name == AUTO_PRESET else self.document.presets.get(name)
+        window = self.view.auto_window() if name == AUTO_PRESET else self.view.presets.get(name)
         return tuple(map(float, window)) if window is not None else None  # type: ignore[return-value]
 
     def _sync(self) -> None:
-        doc = self.document
+        doc = self.view
         for box, value in ((self.center_box, doc.window_center), (self.width_box, doc.window_width)):
             box.blockSignals(True)
             box.setValue(value)
@@ -112,9 +113,10 @@ def _swatch(color: tuple[int, int, int]) -> QIcon:
 class OverlayPanel(QGroupBox):
     name_set_changed = Signal(str)
 
-    def __init__(self, document: ViewerDocument, parent: QWidget | None = None) -> None:
+    def __init__(self, document: SegmentationDocument, view: ViewState, parent: QWidget | None = None) -> None:
         super().__init__("Label overlay", parent)
         self.document = document
+        self.view = view
         self.show_box = QCheckBox("Show labels", self)
         self.show_box.setChecked(True)
         self.opacity_slider = QSlider(Qt.Orientation.Horizontal, self)
@@ -162,20 +164,20 @@ class OverlayPanel(QGroupBox):
         layout.addLayout(names_row)
         layout.addWidget(self.table, 1)
 
-        self.show_box.toggled.connect(document.set_overlay_visible)
-        self.opacity_slider.valueChanged.connect(lambda v: document.set_overlay_opacity(v / 100.0))
-        self.outline_button.toggled.connect(document.set_overlay_outline)
+        self.show_box.toggled.connect(view.set_overlay_visible)
+        self.opacity_slider.valueChanged.connect(lambda v: view.set_overlay_opacity(v / 100.0))
+        self.outline_button.toggled.connect(view.set_overlay_outline)
         self.names_box.currentTextChanged.connect(self.name_set_changed)
         self.table.itemChanged.connect(self._on_item_changed)
         self.table.cellDoubleClicked.connect(self._on_double_click)
-        document.overlay_changed.connect(self._sync_overlay)
+        view.overlay_changed.connect(self._sync_overlay)
         document.labels_changed.connect(self._fill_table)
         document.label_map_changed.connect(self._fill_table)
         document.label_map_edited.connect(self._update_volumes)
         self._sync_overlay()
 
     def _sync_overlay(self) -> None:
-        doc = self.document
+        doc = self.view
         for widget, setter in ((self.opacity_slider, lambda: self.opacity_slider.setValue(round(doc.overlay_opacity * 100))),
                                (self.outline_button, lambda: self.outline_button.setChecked(doc.overlay_outline)),
                                (self.fill_button, lambda: self.fill_button.setChecked(not doc.overlay_outline)),

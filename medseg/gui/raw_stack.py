@@ -20,7 +20,7 @@ from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QPushButton, QWidget
 
 from medseg.core.volume import Volume
-from medseg.edit.document import ViewerDocument
+from medseg.edit.document import SegmentationDocument
 from medseg.errors import MedsegError
 from medseg.gui.study_loader import StudyLoader
 
@@ -35,7 +35,7 @@ class _Carried:
     original: "_Carried | None" = None  # what it was placed from, when it was placed and left unchanged
 
 
-def _irregular(document: ViewerDocument) -> tuple[bool, bool]:
+def _irregular(document: SegmentationDocument) -> tuple[bool, bool]:
     """(the open series is irregular, it is shown raw)."""
     volume = document.volume
     if volume is None:
@@ -47,7 +47,7 @@ def _irregular(document: ViewerDocument) -> tuple[bool, bool]:
 class RawStackToggle(QObject):
     failed = Signal(object)
 
-    def __init__(self, document: ViewerDocument, loader: StudyLoader, parent: QWidget) -> None:
+    def __init__(self, document: SegmentationDocument, loader: StudyLoader, parent: QWidget) -> None:
         super().__init__(parent)
         self.document, self.loader = document, loader
         self.action = QAction("Acquired slices (raw stack)", parent)

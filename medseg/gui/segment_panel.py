@@ -12,7 +12,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QCheckBox, QComboBox, QGroupBox, QHBoxLayout, QLabel, QPushButton, QSizePolicy, QTextBrowser, QVBoxLayout, QWidget
 
 from medseg.core.volume import Volume
-from medseg.edit.document import ViewerDocument
+from medseg.edit.document import SegmentationDocument
 
 
 def _mm(values) -> str:
@@ -59,7 +59,7 @@ def plan_summary(package: Any, volume: Volume, step_size: float = 0.5, configura
 
 
 class SegmentPanel(QGroupBox):
-    def __init__(self, document: ViewerDocument, window, parent: QWidget | None = None) -> None:
+    def __init__(self, document: SegmentationDocument, window, parent: QWidget | None = None) -> None:
         super().__init__("Segment", parent)
         self.document = document
         self.window = window

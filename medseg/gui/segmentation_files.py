@@ -26,7 +26,7 @@ from PySide6.QtCore import QObject, Signal, Slot
 from PySide6.QtWidgets import QCheckBox, QFileDialog, QWidget
 
 from medseg.core.labels import Label
-from medseg.edit.document import ViewerDocument
+from medseg.edit.document import SegmentationDocument
 from medseg.edit.label_map import NAME_SETS, build_label_table
 from medseg.errors import GeometryError, MedsegError, SaveError
 from medseg.gui import save_dialog
@@ -58,7 +58,7 @@ class SegmentationFiles(QObject):
     failed = Signal(object)  # the MedsegError to show
     busy_changed = Signal()
 
-    def __init__(self, document: ViewerDocument, parent: QWidget | None = None) -> None:
+    def __init__(self, document: SegmentationDocument, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.document = document
         self.parent_widget = parent

@@ -19,7 +19,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from medseg.edit.document import ViewerDocument
+from medseg.edit.interaction import ToolController
 from medseg.edit.properties import Property
 from medseg.gui.bind import bind
 from medseg.gui.grow_runner import GrowRunner
@@ -44,10 +44,9 @@ def bind_slider(slider: QSlider, prop: Property) -> QSlider:
 
 
 class SemiAutomaticOptions(QWidget):
-    def __init__(self, document: ViewerDocument, runner: GrowRunner, parent: QWidget | None = None) -> None:
+    def __init__(self, controller: ToolController, runner: GrowRunner, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.document, self.runner = document, runner
-        controller = document.tools
+        self.controller, self.runner = controller, runner
         self.seed_kind = bind(QComboBox(self), controller.seed_kind)
         self.locality = bind_slider(QSlider(Qt.Orientation.Horizontal, self), controller.seed_locality)
         self.locality_label = QLabel(self)
@@ -92,16 +91,16 @@ class SemiAutomaticOptions(QWidget):
         self.locality_label.setText(f"{float(value):.1f} HU/mm")
 
     def _sync(self) -> None:
-        active = self.document.tools.grow is not None
+        active = self.controller.grow is not None
         self.apply_button.setEnabled(active)
         self.cancel_button.setEnabled(active)
 
     def apply(self) -> bool:
         self.runner.wait()
-        changed = self.document.tools.apply_grow()
+        changed = self.controller.apply_grow()
         self._sync()
         return changed
 
     def cancel(self) -> None:
-        self.document.tools.cancel_grow()
+        self.controller.cancel_grow()
         self._sync()

@@ -15,7 +15,8 @@ from PySide6.QtCore import QLineF, QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QColor, QCursor, QFont, QImage, QKeyEvent, QMouseEvent, QPainter, QPen, QPixmap, QWheelEvent
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
-from medseg.edit.document import ViewerDocument
+from medseg.edit.document import SegmentationDocument
+from medseg.edit.view_state import ViewState
 from medseg.gui.slice_render import SliceRenderer, qimage_of
 from medseg.gui.view_axes import ViewAxes
 
@@ -33,10 +34,12 @@ class SliceView(QWidget):
     maximise_requested = Signal(str)
     activated = Signal(str)
 
-    def __init__(self, name: str, document: ViewerDocument, renderer: SliceRenderer, parent: QWidget | None = None):
+    def __init__(self, name: str, document: SegmentationDocument, view: ViewState, renderer: SliceRenderer,
+                 parent: QWidget | None = None):
         super().__init__(parent)
         self.name = name
         self.document = document
+        self.view = view
         self.renderer = renderer
         self.axes: ViewAxes | None = None
         self.display_values: np.ndarray | None = None  # int16 (z, y, x) shared by all views
@@ -46,6 +49,11 @@ class SliceView(QWidget):
         self._words: np.ndarray | None = None  # keeps the QImage's buffer alive
         self._render_key: tuple | None = None
         self._data_version = 0
+        self._labels_version = 0  # bumped when label colours/visibility change
+        self._tool_version = 0  # bumped when the seeds, a grow preview or a traced region change
+        self._letters: QPixmap | None = None
+        self._letters_key: tuple | None = None
+        self._tool_drag = False  # the left drag is going to the active tool
         self.zoom = 1.0
         self.pan = QPointF(0.0, 0.0)
         self._drag_button: Qt.MouseButton | None = None
@@ -76,7 +84,7 @@ class SliceView(QWidget):
     @property
     def slice_position(self) -> int:
         assert self.axes is not None
-        return self.document.cursor_xyz[self.axes.normal_axis]
+        return self.view.cursor_xyz[self.axes.normal_axis]
 
     @property
     def slice_count(self) -> int:
@@ -133,18 +141,18 @@ class SliceView(QWidget):
 
     # --- rendering -----------------------------------------------------------------------
     def _current_key(self) -> tuple:
-        doc = self.document
+        doc = self.view
         return (self.slice_position, doc.window_center, doc.window_width, doc.overlay_opacity,
-                doc.overlay_outline, doc.overlay_visible, self._data_version, getattr(self, "_labels_version", 0),
-                doc.comparison_visible, getattr(self, "_tool_version", 0))
+                doc.overlay_outline, doc.overlay_visible, self._data_version, self._labels_version,
+                doc.comparison_visible, self._tool_version)
 
     def mark_tool_layer_changed(self) -> None:
         """The seeds, the grow preview or the traced region changed: redraw."""
-        self._tool_version = getattr(self, "_tool_version", 0) + 1
+        self._tool_version = self._tool_version + 1
         self.invalidate()
 
     def mark_labels_changed(self) -> None:
-        self._labels_version = getattr(self, "_labels_version", 0) + 1
+        self._labels_version = self._labels_version + 1
         self.invalidate()
 
     def render_slice(self) -> QImage | None:
@@ -157,12 +165,12 @@ class SliceView(QWidget):
             position = self.slice_position
             values = self.renderer.plane(self.display_values, self.axes, position)
             labels = None
-            if self.display_labels is not None and self.document.overlay_visible:
+            if self.display_labels is not None and self.view.overlay_visible:
                 labels = self.renderer.plane(self.display_labels, self.axes, position)
                 labels = self._with_preview(labels, position)
-            self._words = self.renderer.render(values, labels, self.document.overlay_outline)
+            self._words = self.renderer.render(values, labels, self.view.overlay_outline)
             self._words = self._tool_layers(self._words, position)
-            if self.display_comparison is not None and self.document.comparison_visible:
+            if self.display_comparison is not None and self.view.comparison_visible:
                 # Sliced directly: the renderer's x-major copies are kept for the image and the editable labels.
                 self._words = self.renderer.outline_over(self._words,
                                                          self.axes.slice_of(self.display_comparison, position))
@@ -172,7 +180,7 @@ class SliceView(QWidget):
 
     def _with_preview(self, labels: np.ndarray, position: int) -> np.ndarray:
         """The label plane with the grow-from-seeds preview pasted in (what Apply would write)."""
-        session = self.document.tools.grow
+        session = self.view.tools.grow
         preview = session.preview if session is not None else None
         if preview is None or self.axes is None:
             return labels
@@ -190,7 +198,7 @@ class SliceView(QWidget):
 
     def _tool_layers(self, words: np.ndarray, position: int) -> np.ndarray:
         """Seeds (opaque) and the level-trace outline over the rendered slice."""
-        tools = self.document.tools
+        tools = self.view.tools
         if self.axes is None:
             return words
         axis = 2 - self.axes.normal_axis
@@ -208,13 +216,13 @@ class SliceView(QWidget):
 
     def _draw_outline(self, painter: QPainter) -> None:
         """The scissors / lasso outline being drawn, on the view it is drawn on."""
-        outline = self.document.tools.outline
+        outline = self.view.tools.outline
         if outline is None or self.axes is None or outline[0] != 2 - self.axes.normal_axis or len(outline[1]) < 2:
             return
         points = [self.index_to_widget(tuple(p[::-1])) for p in outline[1]]
         painter.setPen(QPen(QColor(255, 230, 0), 2))
         painter.drawPolyline(points + [points[0]])
-        if self.document.tools.polygon_open:
+        if self.view.tools.polygon_open:
             painter.drawEllipse(points[0], 5.0, 5.0)  # click here to close the polygon
 
     def paintEvent(self, _event) -> None:  # noqa: N802 - Qt naming
@@ -242,7 +250,7 @@ class SliceView(QWidget):
         return QPen(VIEW_COLORS.get(self.name, QColor(200, 200, 200)), 2 if self.hasFocus() else 1)
 
     def _draw_crosshair(self, painter: QPainter, rect: QRectF) -> None:
-        center = self.index_to_widget(self.document.cursor_xyz)
+        center = self.index_to_widget(self.view.cursor_xyz)
         gap = 8.0  # leave the voxel itself visible
         painter.setPen(_PENS["crosshair"])
         painter.drawLines([
@@ -256,7 +264,7 @@ class SliceView(QWidget):
         """Orientation letters at the edge midpoints, drawn once per size."""
         assert self.axes is not None
         key = (self.width(), self.height(), self.axes.letters)
-        if getattr(self, "_letters_key", None) != key:
+        if self._letters_key != key:
             pixmap = QPixmap(self.size())
             pixmap.fill(Qt.GlobalColor.transparent)
             painter = QPainter(pixmap)
@@ -276,7 +284,7 @@ class SliceView(QWidget):
         return self._letters
 
     def _draw_corner_text(self, painter: QPainter) -> None:
-        doc = self.document
+        doc = self.view
         painter.setPen(VIEW_COLORS.get(self.name, QColor(200, 200, 200)))
         painter.drawText(QPointF(8, 16), f"{self.name.capitalize()}  {self.slice_position + 1} / {self.slice_count}")
         painter.setPen(_PENS["text"])
@@ -291,13 +299,13 @@ class SliceView(QWidget):
             button = Qt.MouseButton.RightButton  # shift + left = window/level (one-button mice)
         self._drag_button = button
         self._drag_start = event.position()
-        self._drag_window = (self.document.window_center, self.document.window_width)
+        self._drag_window = (self.view.window_center, self.view.window_width)
         self._drag_pan = QPointF(self.pan)
         self._tool_drag = False
         if button == Qt.MouseButton.LeftButton:
             xyz = self.widget_to_continuous(event.position())
             ctrl = bool(event.modifiers() & Qt.KeyboardModifier.ControlModifier)
-            if xyz is not None and self.axes is not None and self.document.tools.press(xyz, self.axes.normal_axis, ctrl):
+            if xyz is not None and self.axes is not None and self.view.tools.press(xyz, self.axes.normal_axis, ctrl):
                 self._tool_drag = True
             else:
                 self._set_cursor_at(event.position())
@@ -306,34 +314,34 @@ class SliceView(QWidget):
         voxel = self.widget_to_index(event.position())
         self.hovered.emit(voxel)
         if self._drag_button is None and self.axes is not None:
-            self.document.tools.hover(voxel, self.axes.normal_axis)
+            self.view.tools.hover(voxel, self.axes.normal_axis)
         delta = event.position() - self._drag_start
-        if self._drag_button == Qt.MouseButton.LeftButton and getattr(self, "_tool_drag", False):
+        if self._drag_button == Qt.MouseButton.LeftButton and self._tool_drag:
             xyz = self.widget_to_continuous(event.position())
             if xyz is not None:
-                self.document.tools.drag(xyz)
+                self.view.tools.drag(xyz)
         elif self._drag_button == Qt.MouseButton.LeftButton:
             self._set_cursor_at(event.position())
         elif self._drag_button == Qt.MouseButton.RightButton:
             center, width = self._drag_window
             # Slicer's feel: right = wider window, down = higher level; scaled to the window.
             sensitivity = max(width, 50.0) / 300.0
-            self.document.set_window(center + delta.y() * sensitivity, width + delta.x() * sensitivity)
+            self.view.set_window(center + delta.y() * sensitivity, width + delta.x() * sensitivity)
         elif self._drag_button == Qt.MouseButton.MiddleButton:
             self.pan = self._drag_pan + delta
             self.update()
 
     def mouseReleaseEvent(self, _event: QMouseEvent) -> None:  # noqa: N802
-        if getattr(self, "_tool_drag", False):
+        if self._tool_drag:
             self._tool_drag = False
-            self.document.tools.release()
+            self.view.tools.release()
         self._drag_button = None
 
     def leaveEvent(self, _event) -> None:  # noqa: N802
         self.hovered.emit(None)
 
     def mouseDoubleClickEvent(self, event: QMouseEvent) -> None:  # noqa: N802
-        if self.document.tools.wants_mouse():
+        if self.view.tools.wants_mouse():
             self.mousePressEvent(event)  # Qt sends this instead of the second press: a polygon vertex, a dab
             return
         self.maximise_requested.emit(self.name)
@@ -341,7 +349,7 @@ class SliceView(QWidget):
     def _set_cursor_at(self, point: QPointF) -> None:
         xyz = self.widget_to_index(point)
         if xyz is not None:
-            self.document.set_cursor(xyz)
+            self.view.set_cursor(xyz)
 
     def wheelEvent(self, event: QWheelEvent) -> None:  # noqa: N802
         steps = event.angleDelta().y() / 120.0
@@ -358,7 +366,7 @@ class SliceView(QWidget):
 
     def scroll(self, slices: int) -> None:
         if self.axes is not None:
-            self.document.move_cursor(self.axes.normal_axis, slices)
+            self.view.move_cursor(self.axes.normal_axis, slices)
 
     def keyPressEvent(self, event: QKeyEvent) -> None:  # noqa: N802
         steps = {Qt.Key.Key_Up: 1, Qt.Key.Key_Down: -1, Qt.Key.Key_PageUp: 10, Qt.Key.Key_PageDown: -10,
@@ -368,7 +376,7 @@ class SliceView(QWidget):
             if self.underMouse():
                 self.hovered.emit(self.widget_to_index(QPointF(self.mapFromGlobal(QCursor.pos()))))
         elif event.key() == Qt.Key.Key_Escape:
-            self.document.tools.cancel_outline()
+            self.view.tools.cancel_outline()
         else:
             super().keyPressEvent(event)
 

@@ -15,7 +15,8 @@ from PySide6.QtCore import Signal, Slot
 from PySide6.QtWidgets import (QCheckBox, QHBoxLayout, QHeaderView, QLabel, QPushButton, QTableWidget,
                                QTableWidgetItem, QVBoxLayout, QWidget)
 
-from medseg.edit.document import ViewerDocument
+from medseg.edit.document import SegmentationDocument
+from medseg.edit.view_state import ViewState
 from medseg.edit.stats import LabelStats, label_statistics, study_columns, write_stats_csv
 from medseg.errors import MedsegError
 from medseg.gui import save_dialog
@@ -28,9 +29,10 @@ class StatsPanel(QWidget):
     failed = Signal(object)
     exported = Signal(str)
 
-    def __init__(self, document: ViewerDocument, parent: QWidget | None = None) -> None:
+    def __init__(self, document: SegmentationDocument, view: ViewState, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.document = document
+        self.view = view
         self.stats: list[LabelStats] = []
         self._stale = False  # the label map was edited since the figures were counted
         self.table = QTableWidget(0, len(COLUMNS), self)
@@ -83,7 +85,7 @@ class StatsPanel(QWidget):
             return
         from medseg.edit.tools.rules import label_box
 
-        doc.set_active_label(value)
+        self.view.set_active_label(value)
         box = label_box(doc.label_map, value)
         if box is None:
             return
@@ -92,7 +94,7 @@ class StatsPanel(QWidget):
         z = int(np.argmax(mask.sum(axis=(1, 2))))
         ys, xs = np.nonzero(mask[z])
         inside = int(np.argmin((ys - ys.mean()) ** 2 + (xs - xs.mean()) ** 2))  # a label voxel, even for a ring
-        doc.set_cursor((x0 + int(xs[inside]), y0 + int(ys[inside]), z0 + z))
+        self.view.set_cursor((x0 + int(xs[inside]), y0 + int(ys[inside]), z0 + z))
 
     def _mark_stale(self, _edit=None) -> None:
         # Counting every label's HU over a whole series takes a second or more, too slow for every

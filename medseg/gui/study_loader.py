@@ -24,7 +24,8 @@ from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
 from medseg import io as medseg_io
 from medseg.core.labels import Label
-from medseg.edit.document import REPLACE, SEGMENT_STEP, ViewerDocument
+from medseg.edit.document import REPLACE, SEGMENT_STEP, SegmentationDocument
+from medseg.edit.view_state import ViewState
 from medseg.errors import Cancelled, MedsegError
 from medseg.gui.jobs import Job
 from medseg.core.volume import Volume, VolumeMeta
@@ -42,7 +43,7 @@ class _Snapshot:
     label_map: Volume | None
     labels: dict[int, Label]
     cursor: tuple[int, int, int]
-    window: tuple[float, float]
+    window: tuple[float, float, str]  # centre, width, the preset it came from
     synthetic: bool
 
 
@@ -74,12 +75,14 @@ class StudyLoader(QObject):
     segmented = Signal(object)  # SegmentResult
     failed = Signal(object)  # the exception (MedsegError, Cancelled, ...)
 
-    def __init__(self, document: ViewerDocument, parent: QObject | None = None) -> None:
+    def __init__(self, document: SegmentationDocument, view: ViewState, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.document = document
+        self.view = view
         self.job: Job | None = None
         self.source: str | None = None  # what the current image was opened from
         self._merge_mode = REPLACE  # how the running Segment's result meets the labels on screen
+        self._segment_generation: int | None = None  # the image generation the running Segment started on
         self._slices: queue.Queue = queue.Queue()
         self._preview: Volume | None = None
         self._snapshot: _Snapshot | None = None
@@ -200,8 +203,7 @@ class StudyLoader(QObject):
     def _on_volume_loaded(self, volume: Volume) -> None:
         self._finish_job()
         self._preview = None
-        keep_view = False
-        self.document.set_volume(volume, synthetic=self._synthetic, keep_view=keep_view, source=self.source)
+        self.document.set_volume(volume, synthetic=self._synthetic, source=self.source)
         log.info("image loaded: %s voxels, spacing %s mm", volume.size_xyz, tuple(round(s, 3) for s in volume.spacing_mm))
         self.study_loaded.emit(volume)
 
@@ -217,20 +219,20 @@ class StudyLoader(QObject):
         self.failed.emit(error)
 
     def _take_snapshot(self) -> _Snapshot:
-        doc = self.document
-        return _Snapshot(doc.volume, doc.label_map, dict(doc.labels), doc.cursor_xyz,
-                         (doc.window_center, doc.window_width), doc.is_synthetic)
+        doc, view = self.document, self.view
+        return _Snapshot(doc.volume, doc.label_map, dict(doc.labels), view.cursor_xyz,
+                         (view.window_center, view.window_width, view.window_preset), doc.is_synthetic)
 
     def _restore(self, snapshot: _Snapshot) -> None:
         doc = self.document
         if snapshot.volume is None:
             doc.close_image()
             return
-        doc.set_volume(snapshot.volume, synthetic=snapshot.synthetic, keep_view=True)
+        doc.set_volume(snapshot.volume, synthetic=snapshot.synthetic)
         if snapshot.label_map is not None:
             doc.set_label_map(snapshot.label_map, snapshot.labels)
-        doc.set_cursor(snapshot.cursor)
-        doc.set_window(*snapshot.window)
+        self.view.set_cursor(snapshot.cursor)
+        self.view.set_window(*snapshot.window)
 
     # --- segmentation -------------------------------------------------------------------------
     def segment(self, model: str | Path | None = None, device: str = "auto", configuration: str | None = None,
@@ -272,7 +274,7 @@ class StudyLoader(QObject):
     def _on_segmented(self, result: SegmentResult) -> None:
         self._finish_job()
         doc = self.document
-        if (doc.volume is None or doc.image_generation != getattr(self, "_segment_generation", None)
+        if (doc.volume is None or doc.image_generation != self._segment_generation
                 or not result.label_map.same_grid(doc.volume)):
             self.failed.emit(ImageChangedError(
                 "the image changed while it was being segmented, so the result was not applied",

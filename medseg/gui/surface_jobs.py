@@ -15,7 +15,7 @@ from typing import Any
 
 from PySide6.QtCore import QEventLoop, QObject, QTimer, Signal
 
-from medseg.edit.document import ViewerDocument
+from medseg.edit.document import SegmentationDocument
 from medseg.gui.jobs import Job
 from medseg.job_registry import JobRegistry
 
@@ -33,7 +33,7 @@ class SurfaceMesher(QObject):
     started = Signal()
     idle = Signal()  # nothing meshing, nothing waiting
 
-    def __init__(self, document: ViewerDocument, parent: QObject | None = None) -> None:
+    def __init__(self, document: SegmentationDocument, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.document = document
         self.enabled = False  # no meshing until there is a view to show it

@@ -15,7 +15,7 @@ from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QTabWidget, QVBoxLayout, QWidget
 
 from medseg import app_dirs
-from medseg.edit.document import ViewerDocument
+from medseg.edit.document import SegmentationDocument
 from medseg.gui.train_dataset_panel import DatasetPanel
 from medseg.gui.train_export_panel import ExportComparePanel
 from medseg.gui.train_run_panel import TrainingPanel
@@ -43,7 +43,7 @@ def case_name(volume, image_source: str) -> str:
 class TrainExportTab(QWidget):
     failed = Signal(object)  # an error for the window's dialog
 
-    def __init__(self, document: ViewerDocument | None = None, parent: QWidget | None = None,
+    def __init__(self, document: SegmentationDocument | None = None, parent: QWidget | None = None,
                  workspace: Path | None = None) -> None:
         super().__init__(parent)
         self.document = document

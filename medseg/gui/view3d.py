@@ -30,7 +30,8 @@ from PySide6.QtGui import QAction, QImage
 from PySide6.QtWidgets import (QFileDialog, QHBoxLayout, QLabel, QMenu, QSizePolicy, QStackedLayout, QToolButton,
                                QVBoxLayout, QWidget)
 
-from medseg.edit.document import ViewerDocument
+from medseg.edit.document import SegmentationDocument
+from medseg.edit.view_state import ViewState
 from medseg.gui.gl_support import gl_support
 from medseg.gui.surface_jobs import SurfaceMesher
 
@@ -52,9 +53,10 @@ class View3D(QWidget):
     maximise_requested = Signal(str)
     surfaces_updated = Signal(object)  # the label values whose surfaces were just replaced
 
-    def __init__(self, document: ViewerDocument, parent: QWidget | None = None) -> None:
+    def __init__(self, document: SegmentationDocument, view: ViewState, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.document = document
+        self.view = view
         self.name = "3d"
         self.gl_view: Any = None  # the _GLView once built (lazily: the first time the pane is shown)
         self.items: dict[int, Any] = {}  # label value -> GLMeshItem
@@ -123,7 +125,7 @@ class View3D(QWidget):
         document.label_map_changed.connect(self._on_label_map_changed)
         document.label_map_edited.connect(self.mesher.label_map_edited)
         document.labels_changed.connect(self._on_labels_changed)
-        document.cursor_changed.connect(self._update_planes)
+        view.cursor_changed.connect(self._update_planes)
 
     # --- building the GL view (on first show) ----------------------------------------------
     def showEvent(self, event) -> None:  # noqa: N802
@@ -323,7 +325,7 @@ class View3D(QWidget):
             self.gl_view.removeItem(self._plane_item)
             self._plane_item = None
         if self.show_planes and volume is not None:
-            self._plane_item = plane_outlines(volume, self.document.cursor_xyz, PLANE_COLORS)
+            self._plane_item = plane_outlines(volume, self.view.cursor_xyz, PLANE_COLORS)
             self.gl_view.addItem(self._plane_item)
         self.gl_view.update()
 
@@ -331,7 +333,7 @@ class View3D(QWidget):
     def _on_clicked(self, position: QPointF) -> None:
         xyz = self.pick(position)
         if xyz is not None:
-            self.document.set_cursor(xyz)
+            self.view.set_cursor(xyz)
 
     def pick(self, position: QPointF) -> tuple[int, int, int] | None:
         """The voxel under a widget point of the GL view: the nearest visible surface, stepped into its label."""

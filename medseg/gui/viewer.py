@@ -1,6 +1,6 @@
 """The three linked slice views and the 3D view, and their layout (1×3, 2×2 with the 3D view, single).
 
-The views never talk to each other: they observe the document (napari style). This
+The views never talk to each other: they observe the document and the view state (napari style). This
 panel keeps the int16/uint8 arrays the views slice from, made once per image or label
 map, so scrolling never copies the volume.
 """
@@ -11,7 +11,8 @@ import numpy as np
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QGridLayout, QLabel, QWidget
 
-from medseg.edit.document import ViewerDocument
+from medseg.edit.document import SegmentationDocument
+from medseg.edit.view_state import ViewState
 from medseg.gui.label_table import color_arrays
 from medseg.gui.slice_render import SliceRenderer
 from medseg.gui.slice_view import SliceView
@@ -32,20 +33,23 @@ class ViewerPanel(QWidget):
     hovered = Signal(object, str)  # voxel (x, y, z) or None, view name
     layout_changed = Signal(str)
 
-    def __init__(self, document: ViewerDocument, parent: QWidget | None = None) -> None:
+    def __init__(self, document: SegmentationDocument, view: ViewState, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.document = document
+        self.view = view
         self.renderer = SliceRenderer()
-        self.views = {name: SliceView(name, document, self.renderer, self) for name in VIEW_NAMES}
-        self.view3d = View3D(document, self)
+        self.views = {name: SliceView(name, document, view, self.renderer, self) for name in VIEW_NAMES}
+        self.view3d = View3D(document, view, self)
         self.view3d.maximise_requested.connect(self._toggle_maximise)
         self.info_pane = QLabel()  # the study's details: the main window shows them in a dock
         self.info_pane.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
         self.info_pane.setWordWrap(True)
         self.info_pane.setStyleSheet("QLabel { background: #151515; color: #d0d0d0; padding: 10px; }")
         self.layout_name = "1x3"
+        self._layout_before_single = "1x3"  # where double-clicking a maximised view goes back to
         self.active_view = "axial"  # the slice view the status bar and keys follow
         self.single_view = "axial"  # what the single layout shows: a slice view or the 3D view
+        self._preview_turn = -1  # which view repaints the next progressive-loading preview
         self._grid = QGridLayout(self)
         self._grid.setContentsMargins(0, 0, 0, 0)
         self._grid.setSpacing(2)
@@ -58,13 +62,13 @@ class ViewerPanel(QWidget):
         document.label_map_changed.connect(self._on_label_map_changed)
         document.label_map_edited.connect(self._on_label_map_edited)
         document.labels_changed.connect(self._on_labels_changed)
-        document.window_changed.connect(self._on_window_changed)
-        document.overlay_changed.connect(self._on_labels_changed)
-        document.cursor_changed.connect(self._repaint_all)
-        document.comparison_changed.connect(self._on_comparison_changed)
-        document.tools.grow_changed.connect(self._on_tool_layer)
-        document.tools.trace_changed.connect(self._on_tool_layer)
-        document.tools.outline_changed.connect(self._repaint_all)
+        self.view.window_changed.connect(self._on_window_changed)
+        self.view.overlay_changed.connect(self._on_labels_changed)
+        self.view.cursor_changed.connect(self._repaint_all)
+        self.view.comparison_changed.connect(self._on_comparison_changed)
+        self.view.tools.grow_changed.connect(self._on_tool_layer)
+        self.view.tools.trace_changed.connect(self._on_tool_layer)
+        self.view.tools.outline_changed.connect(self._repaint_all)
         self.set_layout("1x3")
         self._on_window_changed()
 
@@ -102,7 +106,7 @@ class ViewerPanel(QWidget):
 
     def _toggle_maximise(self, view: str) -> None:
         if self.layout_name == "single":
-            self.set_layout(getattr(self, "_layout_before_single", "1x3"))
+            self.set_layout(self._layout_before_single)
         else:
             self._layout_before_single = self.layout_name
             self.set_layout("single", view)
@@ -134,7 +138,7 @@ class ViewerPanel(QWidget):
         # One view per preview update, in turn: the three repaints then fall in separate
         # event-loop passes instead of one long one while decoder threads hold the GIL.
         names = [n for n in VIEW_NAMES if self.views[n].isVisible()] or list(VIEW_NAMES)
-        self._preview_turn = (getattr(self, "_preview_turn", -1) + 1) % len(names)
+        self._preview_turn = (self._preview_turn + 1) % len(names)
         self.views[names[self._preview_turn]].invalidate()
 
     def _label_array(self) -> np.ndarray | None:
@@ -164,7 +168,7 @@ class ViewerPanel(QWidget):
 
     def _on_labels_changed(self) -> None:
         colors, visible, slots = color_arrays(self.document.labels)
-        self.renderer.set_labels(colors, visible, self.document.overlay_opacity, slots)
+        self.renderer.set_labels(colors, visible, self.view.overlay_opacity, slots)
         for view in self.views.values():
             view.mark_labels_changed()
 
@@ -178,7 +182,7 @@ class ViewerPanel(QWidget):
                 view.mark_tool_layer_changed()
 
     def _on_comparison_changed(self) -> None:
-        comparison = self.document.comparison
+        comparison = self.view.comparison
         array = None
         if comparison is not None:
             array = comparison.label_map.array
@@ -188,7 +192,7 @@ class ViewerPanel(QWidget):
             view.mark_labels_changed()
 
     def _on_window_changed(self) -> None:
-        self.renderer.set_window(self.document.window_center, self.document.window_width)
+        self.renderer.set_window(self.view.window_center, self.view.window_width)
         self._repaint_all()
 
     def _repaint_all(self) -> None:

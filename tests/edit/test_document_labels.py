@@ -11,7 +11,7 @@ import pytest
 
 from medseg.core.labels import AUTOMATIC, MANUAL, SEMIAUTOMATIC, Label, Provenance
 from medseg.edit import tools
-from medseg.edit.document import ADD, REPLACE, ViewerDocument
+from medseg.edit.document import ADD, REPLACE, SegmentationDocument
 from medseg.edit.journal import recover
 from medseg.io import read_image
 from medseg.model.rule_labels import rule_label_map
@@ -41,7 +41,7 @@ def lung1(ct_dir: Path):
 @pytest.fixture
 def doc(lung1):
     image, nodule, _ = lung1
-    document = ViewerDocument()
+    document = SegmentationDocument()
     document.set_volume(image, source="lung1_image.nrrd")
     document.set_label_map(image.with_array(np.array(nodule.array, copy=True)), {1: Label(1, "nodule")})
     return document
@@ -136,8 +136,8 @@ def test_undo_back_to_the_saved_state_is_saved(doc):
 
 def test_the_journal_keeps_provenance_and_locks_for_recovery(doc, lung1, tmp_path):
     _, _, rules = lung1
-    doc.journal_root = tmp_path
-    doc.set_label_locked(1, True)  # (no journal yet: it starts with the next base)
+    doc.enable_autosave(tmp_path)  # the label map open now is the journal's first base
+    doc.set_label_locked(1, True)
     doc.set_label_map(doc.label_map.with_array(doc.label_map.array.copy()), dict(doc.labels))
     doc.merge_segmentation(rules, RESULT_LABELS, REPLACE, "Segment (rules)")
     lungs = _deep_inside(doc.label_map.array == 2, doc.volume.spacing_zyx)

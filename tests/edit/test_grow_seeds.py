@@ -11,7 +11,7 @@ import pytest
 
 from grow_reference import reference_grow
 from seed_placement import dice, place_seeds
-from medseg.edit.document import ViewerDocument
+from medseg.edit.document import SegmentationDocument
 from medseg.edit.label_map import LabelMap
 from medseg.edit.tools import grow_seeds as grow
 from medseg.edit.tools.rules import PaintRules
@@ -107,7 +107,7 @@ def test_liver_of_a_real_ct_reaches_dice_090(liver_case, record_property):
     image, liver = liver_case
     seeds, placed = place_seeds(liver, image.spacing_zyx, 1, grow.BACKGROUND_SEED)
     assert placed["slices"] == [5, 10, 14] and all(r == 5.0 for r in placed["disc_radius_mm"])
-    document = ViewerDocument()
+    document = SegmentationDocument()
     document.set_volume(image)
     document.new_label_map()
     delta = grow.grow_from_seeds(document.label_map, image, seeds)

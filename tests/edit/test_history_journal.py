@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from medseg.edit import tools
-from medseg.edit.document import ViewerDocument
+from medseg.edit.document import SegmentationDocument
 from medseg.edit.journal import find_sessions, journal_file, recover
 
 from edit_cases import LIVER, STOMACH
@@ -22,7 +22,7 @@ from edit_cases import LIVER, STOMACH
 @pytest.fixture
 def doc(abdomen):
     image, label_map = abdomen
-    document = ViewerDocument()
+    document = SegmentationDocument()
     document.set_volume(image, source="example_ct_sm.nii.gz")
     document.set_label_map(label_map)
     return document
@@ -92,13 +92,13 @@ RUNNER = textwrap.dedent('''
     import numpy as np
     from pathlib import Path
     from medseg.edit import tools
-    from medseg.edit.document import ViewerDocument
+    from medseg.edit.document import SegmentationDocument
     from medseg.edit.label_map import LabelMap
     from medseg.io import read_image
 
     image_path, labels_path, root, steps = sys.argv[1], sys.argv[2], Path(sys.argv[3]), int(sys.argv[4])
-    doc = ViewerDocument()
-    doc.journal_root = root
+    doc = SegmentationDocument()
+    doc.enable_autosave(root)
     image = read_image(image_path)
     doc.set_volume(image, source=image_path)
     doc.set_label_map(LabelMap.from_volume(read_image(labels_path)))
@@ -155,8 +155,8 @@ def test_sigkill_recovery_is_voxel_exact(abdomen_files, tmp_path: Path):
 
 def test_clean_close_leaves_nothing_to_recover(abdomen, tmp_path: Path):
     image, label_map = abdomen
-    doc = ViewerDocument()
-    doc.journal_root = tmp_path
+    doc = SegmentationDocument()
+    doc.enable_autosave(tmp_path)
     doc.set_volume(image, source="x")
     doc.set_label_map(label_map)
     doc.apply(tools.dab(doc.label_map, (10, 50, 50), 5.0, 3), "dab")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from medseg.edit.delta import Delta
-from medseg.edit.document import ViewerDocument
+from medseg.edit.document import SegmentationDocument
 from medseg.edit.label_map import LabelMap
 from medseg.core.label_colors import name_color
 
@@ -24,7 +24,7 @@ def test_table_has_standard_names_and_colours(abdomen):
 
 def test_counts_follow_deltas_and_widen_to_uint16(abdomen):
     image, label_map = abdomen
-    doc = ViewerDocument()
+    doc = SegmentationDocument()
     doc.set_volume(image)
     doc.set_label_map(label_map)
     lm = doc.label_map

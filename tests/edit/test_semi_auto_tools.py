@@ -12,7 +12,7 @@ import SimpleITK as sitk
 from skimage.draw import polygon2mask
 
 from seed_placement import dice
-from medseg.edit.document import ViewerDocument
+from medseg.edit.document import SegmentationDocument
 from medseg.edit.label_map import LabelMap
 from medseg.edit.tools import click_region
 from medseg.edit.tools.scissors import ScissorsParameters, lasso, polygon_mask, scissors, slab_range
@@ -120,7 +120,7 @@ def test_confidence_connected_equals_itk_and_finds_the_nodule(chest, ct_dir, rec
     nodule = read_image(ct_dir / "pyradiomics_lung1" / "lung1_label.nrrd").array == 1
     centre = tuple(int(v) for v in np.rint(np.argwhere(nodule).mean(axis=0)))
     parameters = click_region.ConfidenceParameters()
-    document = ViewerDocument()
+    document = SegmentationDocument()
     document.set_volume(image)
     document.new_label_map()
     delta = click_region.confidence_connected(document.label_map, image, centre, 7, parameters)

@@ -11,7 +11,7 @@ from scipy import ndimage
 
 from medseg.edit import tools
 from medseg.edit.tools import PaintRules
-from medseg.edit.document import ViewerDocument
+from medseg.edit.document import SegmentationDocument
 from medseg.edit.label_map import LabelMap
 
 from edit_cases import CARTILAGES, LIVER, SPLEEN, STOMACH
@@ -141,7 +141,7 @@ def scipy_islands(mask):
 
 
 def apply(lm, delta):
-    doc = ViewerDocument()
+    doc = SegmentationDocument()
     from medseg.core.volume import Volume
 
     doc.set_volume(Volume(np.zeros(lm.shape_zyx, np.int16), lm.spacing_mm, lm.origin_mm, lm.direction))

@@ -1,4 +1,4 @@
-"""The Qt-free parts: document model, view axes and the LUT renderer, on real CT."""
+"""The Qt-free parts: segmentation document, view state, view axes and the LUT renderer, on real CT."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from medseg.core.labels import Label
-from medseg.edit.document import DEFAULT_PRESETS, ViewerDocument
+from medseg.edit.document import SegmentationDocument
+from medseg.edit.view_state import DEFAULT_PRESETS, ViewState
 from medseg.errors import GeometryError
 from medseg.gui.slice_render import SliceRenderer, outline_of
 from medseg.gui.view_axes import view_axes
@@ -20,16 +21,20 @@ def lung(ct_dir):
 
 def test_document_notifies_and_clamps(lung):
     image, label_map = lung
-    doc = ViewerDocument()
+    doc = SegmentationDocument()
+    view = ViewState(doc)
     events: list[str] = []
-    for name in ("volume_changed", "cursor_changed", "window_changed", "label_map_changed", "labels_changed"):
-        getattr(doc, name).connect(lambda n=name: events.append(n))
+    for model, name in ((doc, "volume_changed"), (view, "cursor_changed"), (view, "window_changed"),
+                        (doc, "label_map_changed"), (doc, "labels_changed")):
+        getattr(model, name).connect(lambda n=name: events.append(n))
     doc.set_volume(image)
-    assert doc.cursor_xyz == (256, 256, 24) and events == ["volume_changed"]
-    doc.move_cursor(2, 100)
-    assert doc.cursor_xyz[2] == 47  # clamped to the last slice
-    doc.apply_preset("Lung")
-    assert (doc.window_center, doc.window_width) == DEFAULT_PRESETS["Lung"]
+    # the view state follows a new image before any widget hears of it: centred, the header's window
+    assert view.cursor_xyz == (256, 256, 24) and events == ["volume_changed"]
+    assert view.window_preset == "Auto (header)" and (view.window_center, view.window_width) == view.auto_window()
+    view.move_cursor(2, 100)
+    assert view.cursor_xyz[2] == 47  # clamped to the last slice
+    view.apply_preset("Lung")
+    assert (view.window_center, view.window_width) == DEFAULT_PRESETS["Lung"]
     doc.set_label_map(label_map, {1: Label(1, "nodule", (255, 0, 0))})
     assert doc.label_at((0, 0, 0)) == 0
     nodule = np.argwhere(label_map.array == 1)[0]
@@ -40,7 +45,7 @@ def test_document_notifies_and_clamps(lung):
 
 def test_document_refuses_a_label_map_on_another_grid(lung, ct_dir):
     image, _ = lung
-    doc = ViewerDocument()
+    doc = SegmentationDocument()
     doc.set_volume(image)
     other = read_image(ct_dir / "totalsegmentator" / "example_seg.nii.gz")
     with pytest.raises(GeometryError):

@@ -8,7 +8,7 @@ from PySide6.QtCore import QPoint, Qt
 from PySide6.QtWidgets import QMessageBox
 from scipy import ndimage
 
-from medseg.edit.document import ViewerDocument
+from medseg.edit.document import SegmentationDocument
 from medseg.edit import tools
 
 
@@ -38,15 +38,15 @@ def drag(qtbot, view, points, modifier=Qt.KeyboardModifier.NoModifier):
 def test_brush_stroke_erase_undo_with_the_mouse(window, chest, qtbot, artifacts_dir):
     doc, panel = window.document, window.editing.panel
     view = axial(window)
-    z = doc.cursor_xyz[2]
+    z = window.view.cursor_xyz[2]
     panel.tool_buttons["brush"].click()
-    assert doc.tools.active == "brush"
+    assert window.view.tools.active == "brush"
     panel.radius.setValue(6.0)
-    assert doc.tools.radius_mm.value == 6.0  # the widget is bound to the tool's property
+    assert window.view.tools.radius_mm.value == 6.0  # the widget is bound to the tool's property
     start, end = (150, 300, z), (300, 300, z)
     points = [widget_point(view, (x, 300, z)) for x in range(150, 301, 25)]
     drag(qtbot, view, points)
-    painted = doc.label_map.array == doc.active_label
+    painted = doc.label_map.array == window.view.active_label
     assert np.flatnonzero(painted.any(axis=(1, 2))).tolist() == [z]  # a disc on the view's slice only
     # every voxel within 5 mm of the dragged segment is painted (no gaps between mouse events), none beyond 6.6 mm
     yy, xx = np.mgrid[0:512, 0:512]
@@ -67,17 +67,17 @@ def test_brush_stroke_erase_undo_with_the_mouse(window, chest, qtbot, artifacts_
     assert undo.shortcut().toString() == "Ctrl+Z" and redo.shortcut().toString() == "Ctrl+Shift+Z"
     assert undo.text() == "Undo erase"
     undo.trigger()
-    assert np.array_equal(doc.label_map.array == doc.active_label, painted)
+    assert np.array_equal(doc.label_map.array == window.view.active_label, painted)
     window.editing.undo_action.trigger()
     assert not doc.label_map.array.any()
     redo.trigger()
-    assert np.array_equal(doc.label_map.array == doc.active_label, painted)
+    assert np.array_equal(doc.label_map.array == window.view.active_label, painted)
 
 
 def test_fill_and_keep_island_by_clicking(window, chest, qtbot):
     doc, panel = window.document, window.editing.panel
     view = axial(window)
-    z = doc.cursor_xyz[2]
+    z = window.view.cursor_xyz[2]
     hu = chest.array[z]
     lung = np.argwhere(hu < -700)
     seed_yx = lung[len(lung) // 2]
@@ -89,7 +89,7 @@ def test_fill_and_keep_island_by_clicking(window, chest, qtbot):
     drag(qtbot, view, [widget_point(view, (int(seed_yx[1]), int(seed_yx[0]), z))])
     components, _ = ndimage.label((hu >= -1100) & (hu <= -700))  # face connectivity in the slice
     expected = components == components[tuple(seed_yx)]
-    assert np.array_equal(doc.label_map.array[z] == doc.active_label, expected)
+    assert np.array_equal(doc.label_map.array[z] == window.view.active_label, expected)
     assert not doc.label_map.array[np.arange(doc.label_map.shape_zyx[0]) != z].any()
 
     # keep island: paint a far blob, click the fill: the blob goes
@@ -98,11 +98,11 @@ def test_fill_and_keep_island_by_clicking(window, chest, qtbot):
     tissue = np.argwhere((hu > 20) & (hu < 80))
     by, bx = (int(v) for v in tissue[0])
     drag(qtbot, view, [widget_point(view, (bx, by, z))])
-    assert doc.label_map.array[z, by, bx] == doc.active_label
+    assert doc.label_map.array[z, by, bx] == window.view.active_label
     panel.tool_buttons["keep_island"].click()
     drag(qtbot, view, [widget_point(view, (int(seed_yx[1]), int(seed_yx[0]), z))])
     assert doc.label_map.array[z, by, bx] == 0
-    assert np.array_equal(doc.label_map.array[z] == doc.active_label, expected)
+    assert np.array_equal(doc.label_map.array[z] == window.view.active_label, expected)
 
 
 def test_interpolate_and_grow_from_the_panel(window, chest, qtbot):
@@ -111,35 +111,35 @@ def test_interpolate_and_grow_from_the_panel(window, chest, qtbot):
     panel.tool_buttons["brush"].click()
     panel.radius.setValue(15.0)
     for z in (20, 26):
-        doc.set_cursor((256, 256, z))
+        window.view.set_cursor((256, 256, z))
         drag(qtbot, view, [widget_point(view, (256, 256, z))])
     lm = doc.label_map
     assert lm.array[21:26].sum() == 0
     panel.operation_buttons["interpolate"].click()
     assert all(lm.array[z].any() for z in range(20, 27))
-    before = lm.voxel_count(doc.active_label)
+    before = lm.voxel_count(window.view.active_label)
     panel.margin.setValue(3.0)
     panel.operation_buttons["grow"].click()
-    assert lm.voxel_count(doc.active_label) > before
+    assert lm.voxel_count(window.view.active_label) > before
     assert doc.history.depth == 4
 
 
 def test_ctrl_click_picks_the_label_and_lock_protects_it(window, chest, qtbot):
     doc, panel = window.document, window.editing.panel
     view = axial(window)
-    z = doc.cursor_xyz[2]
+    z = window.view.cursor_xyz[2]
     panel.tool_buttons["brush"].click()
     drag(qtbot, view, [widget_point(view, (200, 200, z))])
     panel.add_label("lesion")
-    lesion = doc.active_label
+    lesion = window.view.active_label
     assert lesion != 1 and doc.labels[lesion].name == "lesion"
     drag(qtbot, view, [widget_point(view, (260, 200, z))])
     qtbot.mouseClick(view, Qt.MouseButton.LeftButton, Qt.KeyboardModifier.ControlModifier, widget_point(view, (200, 200, z)))
-    assert doc.active_label == 1 and panel.label_box.currentData() == 1
+    assert window.view.active_label == 1 and panel.label_box.currentData() == 1
     panel.lock_box.setChecked(True)
     assert doc.labels[1].locked
     first = doc.label_map.array == 1
-    doc.set_active_label(lesion)
+    window.view.set_active_label(lesion)
     panel.radius.setValue(40.0)
     drag(qtbot, view, [widget_point(view, (230, 200, z))])
     assert np.array_equal(doc.label_map.array == 1, first)
@@ -148,9 +148,9 @@ def test_ctrl_click_picks_the_label_and_lock_protects_it(window, chest, qtbot):
 def test_segment_merges_as_one_step_and_undo_restores(window, chest, qtbot, monkeypatch):
     doc, panel = window.document, window.editing.panel
     view = axial(window)
-    z = doc.cursor_xyz[2]
+    z = window.view.cursor_xyz[2]
     panel.add_label("my nodule")
-    nodule = doc.active_label
+    nodule = window.view.active_label
     panel.tool_buttons["brush"].click()
     drag(qtbot, view, [widget_point(view, (240, 260, z))])
     before = doc.label_map.array.copy()
@@ -178,7 +178,7 @@ def test_unsaved_edits_are_not_lost_without_asking(window, chest, qtbot, monkeyp
     doc, panel = window.document, window.editing.panel
     view = axial(window)
     panel.tool_buttons["brush"].click()
-    drag(qtbot, view, [widget_point(view, (200, 200, doc.cursor_xyz[2]))])
+    drag(qtbot, view, [widget_point(view, (200, 200, window.view.cursor_xyz[2]))])
     assert doc.unsaved
     monkeypatch.setattr(QMessageBox, "exec", lambda box: QMessageBox.StandardButton.Cancel)  # the user cancels
     window.open_path(ct_dir / "totalsegmentator" / "example_ct_sm.nii.gz")
@@ -202,8 +202,8 @@ def test_recovery_offer_after_a_crash(qtbot, tmp_path, monkeypatch, ct_dir):
     app_shell.settings().clear()
     source = ct_dir / "pyradiomics_lung1" / "lung1_image.nrrd"
     image = read_image(source)
-    crashed = ViewerDocument()  # a session that never closed (as after a kill -9)
-    crashed.journal_root = journal_root()
+    crashed = SegmentationDocument()  # a session that never closed (as after a kill -9)
+    crashed.enable_autosave(journal_root())
     crashed.set_volume(image, source=str(source))
     crashed.new_label_map()
     crashed.apply(tools.dab(crashed.label_map, (24, 250, 250), 12.0, 3), "dab")

@@ -75,7 +75,7 @@ def paint_seeds(qtbot, window, centre_xyz, slices, kind):
     panel.semi_automatic.seed_kind.setCurrentText(kind)
     view = window.viewer.views["axial"]
     for z in slices:
-        doc.set_cursor((centre_xyz[0], centre_xyz[1], z))
+        window.view.set_cursor((centre_xyz[0], centre_xyz[1], z))
         if kind == "background":
             angles = np.linspace(0, 2 * np.pi, 48)
             points = [widget_point(view, (centre_xyz[0] + RING_VOXELS * np.cos(a), centre_xyz[1] + RING_VOXELS * np.sin(a), z))
@@ -120,12 +120,12 @@ def test_grow_from_seeds_preview_apply_undo_cancel_and_locks(window, chest, nodu
     centre = tuple(int(v) for v in np.rint(np.argwhere(nodule).mean(axis=0))[::-1])  # (x, y, z)
     doc.new_label_map()
     # a locked label inside the region of interest: grow from seeds must leave it alone
-    doc.add_label("vessel")
-    locked_value = doc.active_label
+    panel.add_label("vessel")  # the Edit panel's Add: the new label becomes the active one
+    locked_value = window.view.active_label
     doc.label_map.array[33, centre[1] + 8:centre[1] + 12, centre[0] - 2:centre[0] + 2] = locked_value
     doc.label_map.recount()
     doc.set_label_locked(locked_value, True)
-    doc.add_label("nodule")
+    panel.add_label("nodule")
     panel.radius.setValue(2.0)
     before = doc.label_map.array.copy()
 
@@ -138,17 +138,17 @@ def test_grow_from_seeds_preview_apply_undo_cancel_and_locks(window, chest, nodu
             with qtbot.waitSignal(runner.preview_shown, timeout=60_000):
                 paint_seeds(qtbot, window, centre, (32, 33, 34), "structure")
                 paint_seeds(qtbot, window, centre, (32, 33, 34), "background")
-            qtbot.waitUntil(lambda: not runner.busy() and not doc.tools.grow.pending(), timeout=60_000)
-            first = doc.tools.grow.preview
+            qtbot.waitUntil(lambda: not runner.busy() and not window.view.tools.grow.pending(), timeout=60_000)
+            first = window.view.tools.grow.preview
             assert first is not None and first.delta is not None
-            assert (doc.tools.grow.seeds == 255).any() and (doc.tools.grow.seeds == doc.active_label).any()
+            assert (window.view.tools.grow.seeds == 255).any() and (window.view.tools.grow.seeds == window.view.active_label).any()
             assert np.array_equal(doc.label_map.array, before)  # a preview writes nothing
             # one more background stroke on slice 31 (below the nodule): the preview updates incrementally
             with qtbot.waitSignal(runner.preview_shown, timeout=60_000):
                 paint_seeds(qtbot, window, centre, (31,), "background")
-            qtbot.waitUntil(lambda: not runner.busy() and not doc.tools.grow.pending(), timeout=60_000)
-        assert doc.tools.active == "grow_seeds"
-        second = doc.tools.grow.preview
+            qtbot.waitUntil(lambda: not runner.busy() and not window.view.tools.grow.pending(), timeout=60_000)
+        assert window.view.tools.active == "grow_seeds"
+        second = window.view.tools.grow.preview
         assert second.generation > first.generation
         print(f"attempt {attempt + 1}: longest event-loop gap while painting seeds and growing: "
               f"{meter.longest * 1000:.0f} ms; the same strokes with the plain brush: {floor * 1000:.0f} ms")
@@ -163,15 +163,15 @@ def test_grow_from_seeds_preview_apply_undo_cancel_and_locks(window, chest, nodu
     assert meter.longest < 0.100 + allowance
 
     grown = np.zeros(nodule.shape, dtype=bool)
-    grown.reshape(-1)[second.delta.global_index(nodule.shape)] = second.delta.new == doc.active_label
+    grown.reshape(-1)[second.delta.global_index(nodule.shape)] = second.delta.new == window.view.active_label
     assert dice(grown, nodule) >= 0.70
 
     # the locality slider is bound to the tool and recomputes the preview
     with qtbot.waitSignal(runner.preview_shown, timeout=60_000):
         options.locality.setValue(4)
-    assert doc.tools.seed_locality.value == 2.0
-    qtbot.waitUntil(lambda: not runner.busy() and not doc.tools.grow.pending(), timeout=60_000)
-    expected = doc.tools.grow.preview.delta
+    assert window.view.tools.seed_locality.value == 2.0
+    qtbot.waitUntil(lambda: not runner.busy() and not window.view.tools.grow.pending(), timeout=60_000)
+    expected = window.view.tools.grow.preview.delta
 
     assert options.apply_button.isEnabled()
     depth = doc.history.depth
@@ -182,7 +182,7 @@ def test_grow_from_seeds_preview_apply_undo_cancel_and_locks(window, chest, nodu
     changed.reshape(-1)[expected.global_index(after.shape)] = True
     assert np.array_equal(after[changed], expected.new) and np.array_equal(after[~changed], before[~changed])
     assert np.array_equal(after == locked_value, before == locked_value)  # the locked label is untouched
-    assert doc.tools.grow is None and not options.apply_button.isEnabled()  # seeds cleared
+    assert window.view.tools.grow is None and not options.apply_button.isEnabled()  # seeds cleared
     window.grab().save(str(artifacts_dir / "gui_grow_applied.png"))
     window.editing.undo_action.trigger()
     assert np.array_equal(doc.label_map.array, before)  # Undo restores exactly
@@ -193,7 +193,7 @@ def test_grow_from_seeds_preview_apply_undo_cancel_and_locks(window, chest, nodu
         paint_seeds(qtbot, window, centre, (33,), "background")
     qtbot.waitUntil(lambda: not runner.busy(), timeout=60_000)
     options.cancel_button.click()
-    assert doc.tools.grow is None
+    assert window.view.tools.grow is None
     assert np.array_equal(doc.label_map.array, before) and doc.history.depth == depth
 
 
@@ -201,22 +201,22 @@ def test_level_trace_hover_and_click_and_the_3d_click(window, chest, nodule, qtb
     doc, panel = window.document, window.editing.panel
     centre = tuple(int(v) for v in np.rint(np.argwhere(nodule).mean(axis=0))[::-1])
     doc.new_label_map()
-    doc.set_cursor(centre)
+    window.view.set_cursor(centre)
     view = window.viewer.views["axial"]
     panel.tool_buttons["level_trace"].click()
     panel.semi_automatic.tolerance.setValue(150.0)
     hover(view, widget_point(view, centre))
-    qtbot.waitUntil(lambda: doc.tools.trace is not None, timeout=5_000)
-    axis, position, region = doc.tools.trace
+    qtbot.waitUntil(lambda: window.view.tools.trace is not None, timeout=5_000)
+    axis, position, region = window.view.tools.trace
     assert (axis, position) == (0, centre[2]) and region[centre[1], centre[0]]
     drag(qtbot, view, [widget_point(view, centre)])
-    filled = doc.label_map.array == doc.active_label
+    filled = doc.label_map.array == window.view.active_label
     assert np.array_equal(filled[centre[2]], region) and filled.sum() == region.sum()
 
     window.editing.undo_action.trigger()
     panel.tool_buttons["confidence"].click()
     drag(qtbot, view, [widget_point(view, centre)])
-    clicked = doc.label_map.array == doc.active_label
+    clicked = doc.label_map.array == window.view.active_label
     assert dice(clicked, nodule) >= 0.70
 
 
@@ -230,9 +230,9 @@ def test_scissors_on_the_coronal_view_remove_exactly_the_prism(window, chest, qt
     before = doc.label_map.array.copy()
     view = window.viewer.views["coronal"]
     y = 260
-    doc.set_cursor((256, y, 24))
+    window.view.set_cursor((256, y, 24))
     panel.tool_buttons["scissors"].click()
-    assert doc.tools.scissors_operation.value == "erase-inside"
+    assert window.view.tools.scissors_operation.value == "erase-inside"
     corners = [(150, y, 40), (330, y, 44), (360, y, 10), (200, y, 6), (140, y, 20)]
     points = [widget_point(view, c) for c in corners]
     drag(qtbot, view, points)
@@ -263,16 +263,17 @@ def test_grown_liver_in_three_views_for_the_readme(driver, window, ct_dir, qtbot
     doc, panel = window.document, window.editing.panel
     doc.new_label_map()
     entry = doc.add_label("liver")
+    window.view.set_active_label(entry.value)
     seeds, placed = place_seeds(liver, image.spacing_zyx, entry.value, 0xFFFF)
     panel.tool_buttons["grow_seeds"].click()
-    session = GrowSession(doc, doc.tools.grow_parameters(), doc.tools.rules())
-    doc.tools.grow = session
+    session = GrowSession(doc, window.view.tools.grow_parameters(), window.view.tools.rules())
+    window.view.tools.grow = session
     session.set_seed_volume(seeds)
     with qtbot.waitSignal(panel.grow_runner.preview_shown, timeout=120_000):
         panel.grow_runner.request(session)
     centre = np.rint(np.argwhere(liver).mean(axis=0)).astype(int)
-    doc.set_cursor((int(centre[2]), int(centre[1]), int(centre[0])))
-    doc.apply_preset("Liver")
+    window.view.set_cursor((int(centre[2]), int(centre[1]), int(centre[0])))
+    window.view.apply_preset("Liver")
     window.grab().save(str(artifacts_dir / "gui_grow_liver_preview.png"))
     assert panel.semi_automatic.apply()
     score = dice(doc.label_map.array == entry.value, liver)
@@ -290,22 +291,22 @@ def test_lasso_polygon_clicked_vertex_by_vertex(window, chest, qtbot):
     doc.new_label_map()
     view = window.viewer.views["axial"]
     z = 30
-    doc.set_cursor((256, 256, z))
+    window.view.set_cursor((256, 256, z))
     panel.tool_buttons["lasso"].click()
     corners = [(180, 200, z), (330, 190, z), (350, 320, z), (200, 340, z)]
     points = [widget_point(view, c) for c in corners]
     for p in points:
         qtbot.mouseClick(view, Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier, p)
         qtbot.wait(300)  # slower than a double-click
-    assert doc.tools.polygon_open and len(doc.tools.outline[1]) == 4 and not doc.label_map.array.any()
+    assert window.view.tools.polygon_open and len(window.view.tools.outline[1]) == 4 and not doc.label_map.array.any()
     qtbot.mouseClick(view, Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier, points[0] + QPoint(1, 1))
-    assert not doc.tools.polygon_open and doc.tools.outline is None
+    assert not window.view.tools.polygon_open and window.view.tools.outline is None
     vertices = [view.widget_to_continuous(QPointF(p)) for p in points]
     expected = polygon2mask(doc.volume.shape_zyx[1:], np.array([(y, x) for x, y, _ in vertices]))
-    filled = doc.label_map.array == doc.active_label
+    filled = doc.label_map.array == window.view.active_label
     assert np.array_equal(filled[z], expected) and filled.sum() == expected.sum() and doc.history.depth == 1
     # Escape drops a polygon being clicked
     qtbot.mouseClick(view, Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier, points[0])
-    assert doc.tools.polygon_open
+    assert window.view.tools.polygon_open
     qtbot.keyClick(view, Qt.Key.Key_Escape)
-    assert not doc.tools.polygon_open and doc.tools.outline is None and doc.history.depth == 1
+    assert not window.view.tools.polygon_open and window.view.tools.outline is None and doc.history.depth == 1

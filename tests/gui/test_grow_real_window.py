@@ -42,7 +42,7 @@ _SCRIPT = textwrap.dedent("""
     nodule = read_image(label_path).array == 1
     doc, panel = window.document, window.editing.panel
     doc.new_label_map()
-    doc.add_label("nodule")
+    panel.add_label("nodule")  # the Edit panel's Add: the new label becomes the active one
     panel.tool_buttons["grow_seeds"].click()
     panel.radius.setValue(2.0)
     view = window.viewer.views["axial"]
@@ -55,7 +55,7 @@ _SCRIPT = textwrap.dedent("""
     for kind in ("structure", "background"):
         panel.semi_automatic.seed_kind.setCurrentText(kind)
         for z in (cz - 1, cz, cz + 1):
-            doc.set_cursor((cx, cy, z))
+            window.view.set_cursor((cx, cy, z))
             app.processEvents()
             if kind == "structure":
                 points = [at(cx, cy, z)]
@@ -68,7 +68,7 @@ _SCRIPT = textwrap.dedent("""
             QTest.mouseRelease(view, Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier, points[-1])
             app.processEvents()
     deadline = time.monotonic() + 120
-    while (panel.grow_runner.busy() or doc.tools.grow.pending() or doc.tools.grow.preview is None) \\
+    while (panel.grow_runner.busy() or window.view.tools.grow.pending() or window.view.tools.grow.preview is None) \\
             and time.monotonic() < deadline:
         app.processEvents()
         time.sleep(0.01)
@@ -78,7 +78,7 @@ _SCRIPT = textwrap.dedent("""
     preview = QGuiApplication.primaryScreen().grabWindow(0)  # the root window, as the X server holds it
     preview.save(shot + ".preview.png")
     assert panel.semi_automatic.apply()
-    grown = doc.label_map.array == doc.active_label
+    grown = doc.label_map.array == window.view.active_label
     dice = 2 * (grown & nodule).sum() / (grown.sum() + nodule.sum())
     for _ in range(20):
         app.processEvents()

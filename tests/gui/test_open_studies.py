@@ -30,7 +30,7 @@ def test_totalsegmentator_series_slices_aspect_and_hu(driver, window, ct_dir):
     # 512 × 0.977 mm wide, 20 × 2 mm high: the coronal view keeps that physical shape.
     assert _coronal_aspect(coronal) == pytest.approx(512 * 0.977 / (20 * 2.0), rel=0.02)
     # HU under the crosshair equals the HU pydicom decodes from the file of that slice.
-    window.document.set_cursor((300, 260, 7))
+    window.view.set_cursor((300, 260, 7))
     reference = pydicom.dcmread(volume.meta.source_files[7])
     hu = reference.pixel_array[260, 300] * float(reference.RescaleSlope) + float(reference.RescaleIntercept)
     assert _hu_in_status(window) == pytest.approx(hu)
@@ -97,7 +97,7 @@ def test_each_real_dicom_series_opens(driver, window, ct_dir, relative, slices, 
         assert window.findings_banner.isVisible()
         assert volume.meta.findings[0].message in window.findings_banner.details
     # The HU readout is the voxel's value.
-    x, y, z = window.document.cursor_xyz
+    x, y, z = window.view.cursor_xyz
     assert _hu_in_status(window) == pytest.approx(float(volume.array[z, y, x]))
     window.grab().save(str(artifacts_dir / f"gui_series_{folder.name}.png"))
 
@@ -124,7 +124,7 @@ def test_nrrd_lung_ct_opens_with_thick_slice_aspect(driver, window, ct_dir):
     assert window.viewer.views["axial"].slice_count == 48
     assert _coronal_aspect(coronal) == pytest.approx(512 * 0.570 / (48 * 5.0), rel=0.02)
     reference = sitk.GetArrayFromImage(sitk.ReadImage(str(path)))
-    window.document.set_cursor((100, 200, 30))
+    window.view.set_cursor((100, 200, 30))
     assert _hu_in_status(window) == pytest.approx(float(reference[30, 200, 100]))
 
 
@@ -177,20 +177,20 @@ def test_bad_file_shows_error_dialog_naming_the_file(driver, window, tmp_path, q
 def test_mouse_and_keys_scroll_crosshair_and_window(driver, window, ct_dir, qtbot):
     driver.open_series(ct_dir / "totalsegmentator" / "example_ct_dicom")
     doc, axial = window.document, window.viewer.views["axial"]
-    z0 = doc.cursor_xyz[2]
+    z0 = window.view.cursor_xyz[2]
     axial.setFocus()
     qtbot.keyClick(axial, Qt.Key.Key_Up)
-    assert doc.cursor_xyz[2] == z0 + 1
+    assert window.view.cursor_xyz[2] == z0 + 1
     qtbot.keyClick(axial, Qt.Key.Key_Down)
     qtbot.keyClick(axial, Qt.Key.Key_Down)
-    assert doc.cursor_xyz[2] == z0 - 1
+    assert window.view.cursor_xyz[2] == z0 - 1
     # Left click sets the crosshair at the voxel under the mouse (all views follow).
-    target = axial.index_to_widget((100, 200, doc.cursor_xyz[2]))
+    target = axial.index_to_widget((100, 200, window.view.cursor_xyz[2]))
     qtbot.mouseClick(axial, Qt.MouseButton.LeftButton, pos=target.toPoint())
-    assert doc.cursor_xyz[:2] == pytest.approx((100, 200), abs=1)
-    assert window.viewer.views["sagittal"].slice_position == doc.cursor_xyz[0]
+    assert window.view.cursor_xyz[:2] == pytest.approx((100, 200), abs=1)
+    assert window.viewer.views["sagittal"].slice_position == window.view.cursor_xyz[0]
     # Right-drag changes window/level.
-    before = (doc.window_center, doc.window_width)
+    before = (window.view.window_center, window.view.window_width)
     qtbot.mousePress(axial, Qt.MouseButton.RightButton, pos=target.toPoint())
     from PySide6.QtGui import QMouseEvent
     from PySide6.QtCore import QEvent, QPointF
@@ -199,7 +199,7 @@ def test_mouse_and_keys_scroll_crosshair_and_window(driver, window, ct_dir, qtbo
                        Qt.MouseButton.RightButton, Qt.KeyboardModifier.NoModifier)
     axial.mouseMoveEvent(move)
     qtbot.mouseRelease(axial, Qt.MouseButton.RightButton)
-    assert doc.window_width > before[1] and doc.window_center > before[0]
+    assert window.view.window_width > before[1] and window.view.window_center > before[0]
     # Layouts: F6 shows the 3D view as the fourth pane, double-click maximises a view, F5 goes back.
     from PySide6.QtGui import QKeySequence
 
@@ -210,7 +210,7 @@ def test_mouse_and_keys_scroll_crosshair_and_window(driver, window, ct_dir, qtbo
     assert window.viewer.layout_name == "single" and not axial.isVisible()
     window.layout_actions["1x3"].trigger()
     assert all(v.isVisible() for v in window.viewer.views.values())
-    assert np.isfinite(doc.window_center)
+    assert np.isfinite(window.view.window_center)
 
 
 def test_drag_and_drop_and_recent_studies(window, ct_dir, qtbot):

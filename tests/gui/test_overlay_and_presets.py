@@ -62,18 +62,18 @@ def test_label_map_lines_up_and_colours_liver(ct_with_liver, window, ct_dir, qtb
     window.viewer.set_layout("single", "axial")
     qtbot.wait(50)
     assert axial.image_rect().height() > 512
-    doc.set_cursor((0, 0, index[2]))
+    window.view.set_cursor((0, 0, index[2]))
     qtbot.mouseClick(axial, Qt.MouseButton.LeftButton, pos=axial.index_to_widget(index).toPoint())
-    assert doc.cursor_xyz == index
+    assert window.view.cursor_xyz == index
     assert f"label {LIVER}" in window.status_text()
     window.overlay_panel.names_box.setCurrentText("TotalSegmentator v2 (total)")
     assert "liver" in window.status_text()
     window.viewer.set_layout("1x3")
     # The pixel at the liver voxel is grey blended with the liver colour at the opacity.
     hu = float(volume.array[index[2], index[1], index[0]])
-    grey = _grey(doc.window_center, doc.window_width, hu)
+    grey = _grey(window.view.window_center, window.view.window_width, hu)
     color = _pixel(axial, index)
-    expected = _expected_blend(grey, default_color(LIVER), doc.overlay_opacity)
+    expected = _expected_blend(grey, default_color(LIVER), window.view.overlay_opacity)
     assert (color.red(), color.green(), color.blue()) == pytest.approx(expected, abs=1)
     # Same voxel in the coronal and sagittal views.
     for name in ("coronal", "sagittal"):
@@ -109,9 +109,9 @@ def test_a_uint16_label_map_opens_and_is_drawn_in_its_own_colours(driver, window
     axial = window.viewer.views["axial"]
     for value in (1005, 65535, 2):
         z, y, x = (int(v) for v in np.argwhere(coded == value)[np.count_nonzero(coded == value) // 2])
-        doc.set_cursor((x, y, z))
-        grey = _grey(doc.window_center, doc.window_width, float(volume.array[z, y, x]))
-        expected = _expected_blend(grey, doc.labels[value].color, doc.overlay_opacity)
+        window.view.set_cursor((x, y, z))
+        grey = _grey(window.view.window_center, window.view.window_width, float(volume.array[z, y, x]))
+        expected = _expected_blend(grey, doc.labels[value].color, window.view.overlay_opacity)
         c = _pixel(axial, (x, y, z))
         assert (c.red(), c.green(), c.blue()) == pytest.approx(expected, abs=1), value
     assert doc.labels[1005].color != doc.labels[65535].color != doc.labels[2].color
@@ -130,7 +130,7 @@ def test_outline_mode_colours_only_the_border(ct_with_liver, window):
     interior = ndimage.binary_erosion(liver[z], iterations=3)
     y, x = (int(v) for v in np.argwhere(interior)[0])
     window.overlay_panel.outline_button.setChecked(True)
-    assert doc.overlay_outline
+    assert window.view.overlay_outline
     c = _pixel(axial, (x, y, z))
     assert c.red() == c.green() == c.blue()  # inside: grey
     border = liver[z] & ~ndimage.binary_erosion(liver[z])
@@ -142,14 +142,14 @@ def test_outline_mode_colours_only_the_border(ct_with_liver, window):
 def test_presets_change_the_pixels(driver, window, ct_dir, qtbot):
     volume = driver.open_series(ct_dir / "totalsegmentator" / "example_ct_dicom")
     doc, axial = window.document, window.viewer.views["axial"]
-    xyz = doc.cursor_xyz
+    xyz = window.view.cursor_xyz
     before = axial.render_slice().copy()
     hu = float(volume.array[xyz[2], xyz[1], xyz[0]])
     for name, key in (("Lung", Qt.Key.Key_2), ("Bone", Qt.Key.Key_3), ("Brain", Qt.Key.Key_4)):
         window.preset_actions[name].trigger()  # what the menu and the key (see shortcut) do
         assert window.preset_actions[name].shortcut().toString() == chr(key)
-        center, width = doc.presets[name]
-        assert (doc.window_center, doc.window_width) == (center, width)
+        center, width = window.view.presets[name]
+        assert (window.view.window_center, window.view.window_width) == (center, width)
         grey = _grey(center, width, hu)
         c = _pixel(axial, xyz)
         assert (c.red(), c.green(), c.blue()) == (grey, grey, grey)
@@ -157,14 +157,14 @@ def test_presets_change_the_pixels(driver, window, ct_dir, qtbot):
     assert axial.render_slice() != before
     # The panel's spin boxes edit the window too, and the views follow.
     window.window_panel.width_box.setValue(123)
-    assert doc.window_width == 123
+    assert window.view.window_width == 123
     # Auto: the DICOM header's window, read here with pydicom. This series stores two (40/300 and
     # 300/1500); the first is the one a viewer shows first.
     header = pydicom.dcmread(next((ct_dir / "totalsegmentator" / "example_ct_dicom").iterdir()), stop_before_pixels=True)
     header_window = (float(header.WindowCenter[0]), float(header.WindowWidth[0]))
     assert header_window == (40.0, 300.0)
     window.preset_actions["Auto (header)"].trigger()
-    assert (doc.window_center, doc.window_width) == header_window
+    assert (window.view.window_center, window.view.window_width) == header_window
     c = _pixel(axial, xyz)
     assert (c.red(), c.green(), c.blue()) == (_grey(*header_window, hu),) * 3
     assert window.window_panel.width_box.value() == 300
@@ -177,7 +177,7 @@ def test_user_edited_preset_is_saved(window):
     dialog = window.dialog
     dialog._append("Stroke", 35, 30)
     dialog.accept()
-    assert window.document.presets["Stroke"] == (35.0, 30.0)
+    assert window.view.presets["Stroke"] == (35.0, 30.0)
     assert app_shell.load_presets()["Stroke"] == (35.0, 30.0)
     assert any(window.window_panel.preset_box.itemData(i) == "Stroke" for i in range(window.window_panel.preset_box.count()))
 
@@ -187,7 +187,7 @@ def test_screenshot_with_real_ct_and_overlay(ct_with_liver, window, artifacts_di
     window.overlay_panel.names_box.setCurrentText("TotalSegmentator v2 (total)")
     liver = np.argwhere(doc.label_map.array == LIVER)
     z, y, x = (int(v) for v in liver[len(liver) // 2])
-    doc.set_cursor((x, y, z))
+    window.view.set_cursor((x, y, z))
     window.preset_actions["Soft tissue"].trigger()
     window.layout_actions["1x3"].trigger()
     qtbot.wait(50)
@@ -215,8 +215,8 @@ def test_screenshot_with_real_ct_and_overlay(ct_with_liver, window, artifacts_di
         assert near is not None, name
         point = view.mapTo(window, view.index_to_widget(near).toPoint())
         colour = shot.pixelColor(point)
-        grey = _grey(doc.window_center, doc.window_width, float(volume.array[near[2], near[1], near[0]]))
-        expected = _expected_blend(grey, default_color(LIVER), doc.overlay_opacity)
+        grey = _grey(window.view.window_center, window.view.window_width, float(volume.array[near[2], near[1], near[0]]))
+        expected = _expected_blend(grey, default_color(LIVER), window.view.overlay_opacity)
         assert (colour.red(), colour.green(), colour.blue()) == pytest.approx(expected, abs=12), name
     window.layout_actions["2x2"].trigger()
     qtbot.wait(50)

@@ -91,14 +91,14 @@ def test_middle_slice_is_shown_before_the_load_finishes(driver, window, qtbot, c
 
 def test_cancel_leaves_the_document_as_it_was(driver, window, qtbot, ct_dir):
     first = driver.open_series(ct_dir / "dcmqi_ct3slice_masks" / "image")
-    cursor = window.document.cursor_xyz
+    cursor = window.view.cursor_xyz
     browser = driver.open_folder(ct_dir / "totalsegmentator" / "example_ct_dicom")
     with qtbot.waitSignal(window.loader.failed, timeout=60_000) as blocker:
         browser.table.cellDoubleClicked.emit(0, 0)
         assert window.cancel_button.isVisible()
         window.cancel_button.click()
     assert isinstance(blocker.args[0], Cancelled)
-    assert window.document.volume is first and window.document.cursor_xyz == cursor
+    assert window.document.volume is first and window.view.cursor_xyz == cursor
     assert not window.cancel_button.isVisible()
     assert window.messages.text() == "Cancelled; nothing was changed."  # the message area, not the readout
 

@@ -59,7 +59,7 @@ def test_open_validation_case_with_both_models(window, qtbot, ct_dir, tmp_path, 
     assert calls == []
     monkeypatch.setattr(infer, "segment", real_segment)
     document = window.document
-    comparison = document.comparison
+    comparison = window.view.comparison
     assert comparison is not None and window.tabs.currentIndex() == 0
     assert comparison.name == model_b and comparison.primary_name == model_a
 
@@ -89,7 +89,7 @@ def test_open_validation_case_with_both_models(window, qtbot, ct_dir, tmp_path, 
         view.render_slice()
         shown[name] = view._words.copy()
     legend.show_b.setChecked(False)
-    assert not document.comparison_visible
+    assert not window.view.comparison_visible
     for name, view in viewer.views.items():
         view.render_slice()
         hidden = view._words

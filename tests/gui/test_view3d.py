@@ -142,17 +142,18 @@ def test_label_opacity_lives_in_the_label_table(qtbot, ct_dir):
     """The 3D opacity is the label's own (kept by the sidecar and journal rows); a body label that wraps
     the others is see-through until the user says otherwise."""
     from medseg.core.labels import Label
-    from medseg.edit.document import ViewerDocument
+    from medseg.edit.document import SegmentationDocument
+    from medseg.edit.view_state import ViewState
     from medseg.gui.view3d import ENVELOPE_OPACITY, View3D
     from medseg.io import read_image
 
     image = read_image(ct_dir / "pyradiomics_lung1" / "lung1_image.nrrd")
-    doc = ViewerDocument()
+    doc = SegmentationDocument()
     doc.set_volume(image)
     labels = np.zeros(image.shape_zyx, np.uint8)
     labels[20:30, 100:200, 100:200], labels[22:28, 120:180, 120:180] = 1, 2
     doc.set_label_map(image.with_array(labels), {1: Label(1, "body"), 2: Label(2, "lungs")})
-    view = View3D(doc)
+    view = View3D(doc, ViewState(doc))
     qtbot.addWidget(view)
     assert view.opacity(1) == ENVELOPE_OPACITY and view.opacity(2) == 1.0
     doc.set_label_opacity(2, 0.4)

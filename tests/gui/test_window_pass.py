@@ -414,7 +414,7 @@ def test_operations_say_what_they_changed_in_ml_and_whose_voxels_they_took(drive
     array[z - 2:z + 3, 150:350, 150:350] = 1  # "body"
     array[z - 2:z + 3, 230:270, 140:180] = 2  # "bones", across the body's edge
     doc.set_label_map(volume.with_array(array), build_label_table([1, 2], {1: "body", 2: "bones"}))
-    doc.set_active_label(2)
+    window.view.set_active_label(2)
     assert "2 bones" in panel.operations_target.text()  # said next to the buttons
     voxel_ml = float(np.prod(volume.spacing_mm)) / 1000
     panel.margin.setValue(2.0)
@@ -439,10 +439,10 @@ def test_a_2d_fill_that_floods_the_background_warns_and_an_hu_fill_outside_its_r
     volume = driver.open_image_file(ct_dir / "pyradiomics_lung1" / "lung1_image.nrrd")
     doc, panel = window.document, window.editing.panel
     view = window.viewer.views["axial"]
-    z = doc.cursor_xyz[2]
+    z = window.view.cursor_xyz[2]
     panel.tool_buttons["fill"].click()
     _click(qtbot, view, (5, 5, z))  # outside the patient, on background: floods the slice's background
-    assert doc.label_map.array[z, 5, 5] == doc.active_label
+    assert doc.label_map.array[z, 5, 5] == window.view.active_label
     assert window.messages.current.level == "warning"
     assert window.messages.text().startswith("Fill reached the edge of the image: it filled the background")
     doc.undo()
@@ -470,11 +470,11 @@ def test_the_chosen_preset_is_shown_even_when_the_header_window_has_the_same_val
     window.activateWindow()
     qtbot.waitUntil(window.isActiveWindow)  # shortcuts reach the active window only
     qtbot.keyClick(window.viewer.views["axial"], Qt.Key.Key_4)
-    assert (window.document.window_center, window.document.window_width) == (40.0, 80.0)
+    assert (window.view.window_center, window.view.window_width) == (40.0, 80.0)
     assert box.currentData() == "Brain"  # was "Auto (header) [0]"
     window.window_panel.width_box.setValue(120)  # by hand: no preset any more
     window.window_panel.width_box.editingFinished.emit()
-    qtbot.waitUntil(lambda: window.document.window_width == 120.0)
+    qtbot.waitUntil(lambda: window.view.window_width == 120.0)
     assert box.currentIndex() == 0 and box.currentText() == "(custom)"
 
 
@@ -512,13 +512,13 @@ def test_double_clicking_a_statistics_row_shows_that_labels_largest_cross_sectio
     for z, r in ((0, 5), (1, 20), (2, 9)):  # label 2: largest on slice 1
         array[z, 300 - r:300 + r, 200 - r:200 + r] = 2
     doc.set_label_map(volume.with_array(array), build_label_table([1, 2], {1: "body", 2: "tumour"}))
-    doc.set_active_label(1)
+    window.view.set_active_label(1)
     qtbot.waitUntil(lambda: panel.table.rowCount() == 2)
     assert panel.table.height() >= 5 * panel.table.verticalHeader().defaultSectionSize()  # more than two rows
     row = next(r for r in range(2) if panel.table.item(r, 0).text().endswith("tumour"))
     panel.table.cellDoubleClicked.emit(row, 0)
-    assert doc.active_label == 2
-    x, y, z = doc.cursor_xyz
+    assert window.view.active_label == 2
+    x, y, z = window.view.cursor_xyz
     assert z == 1 and array[z, y, x] == 2
     out = tmp_path / "stats.csv"
     monkeypatch.setattr(save_dialog, "ask_save_path", lambda *a, **k: (str(out), "CSV (*.csv)"))

@@ -113,7 +113,7 @@ def run_segment(window, view3d, out: Path, result: dict) -> None:
     click = QPoint(round(target.x() * scale), round(target.y() * scale))
     QTest.mouseClick(view3d.gl_view, Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier, click)
     settle()
-    cursor = doc.cursor_xyz
+    cursor = window.view.cursor_xyz
     label_array = doc.label_map.array
     lung_x = np.nonzero(label_array == lungs)[2]
     result["picked_voxel"] = list(cursor)
@@ -134,7 +134,7 @@ def run_segment(window, view3d, out: Path, result: dict) -> None:
     QTest.mouseRelease(gl_view, Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier, centre + QPoint(80, 0))
     result["after_turning"] = {"fine_shown": sum(i.visible() for i in view3d.items.values()),
                                "coarse_shown": sum(i.visible() for i in view3d.coarse_items.values()),
-                               "cursor_unchanged": list(doc.cursor_xyz) == result["picked_voxel"]}
+                               "cursor_unchanged": list(window.view.cursor_xyz) == result["picked_voxel"]}
     view3d.save_screenshot(out / "saved_3d.png")
 
     # for the README: the slices at the picked point, the 3D view turned a little
@@ -152,11 +152,11 @@ def run_segment(window, view3d, out: Path, result: dict) -> None:
     # a 60-voxel stroke (radius 5 mm ≈ 9 voxels) whose reach holds body and lungs but no bone
     row, x0 = next((y, x) for y in range(150, 400, 5) for x in range(100, 400, 10)
                    if set(np.unique(label_array[z - 1:z + 2, y - 12:y + 13, x - 12:x + 73]).tolist()) == {1, 2})
-    doc.set_cursor((x0, row, z))
+    window.view.set_cursor((x0, row, z))
     settle()
     panel.tool_buttons["brush"].click()
     panel.radius.setValue(5.0)
-    doc.set_active_label(lungs)
+    window.view.set_active_label(lungs)
     points = []
     for x in range(x0, x0 + 61, 10):
         p = axial.index_to_widget((x, row, z))

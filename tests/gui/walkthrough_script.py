@@ -76,7 +76,7 @@ def main(series: Path, out: Path) -> int:
     # 3. Paint a lesion with the brush (B), then grow it 2 mm.
     doc, panel = window.document, window.editing.panel
     panel.add_label("lesion")
-    lesion = doc.active_label
+    lesion = window.view.active_label
     QTest.mouseClick(panel.tool_buttons["brush"], Qt.MouseButton.LeftButton)
     panel.radius.setValue(6.0)
     QTest.mousePress(view, Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier, centre)

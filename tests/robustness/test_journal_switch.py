@@ -27,13 +27,13 @@ CHILD = textwrap.dedent('''
     from pathlib import Path
     import numpy as np
     from medseg.edit import journal as journal_module, tools
-    from medseg.edit.document import ViewerDocument
+    from medseg.edit.document import SegmentationDocument
     from medseg.edit.label_map import LabelMap
     from medseg.io import read_image
 
     image_path, labels_path, root, kill_at = sys.argv[1], sys.argv[2], Path(sys.argv[3]), sys.argv[4]
-    doc = ViewerDocument()
-    doc.journal_root = root
+    doc = SegmentationDocument()
+    doc.enable_autosave(root)
     image = read_image(image_path)
     doc.set_volume(image, source=image_path)
     doc.set_label_map(LabelMap.from_volume(read_image(labels_path)))
@@ -84,12 +84,12 @@ def test_a_session_written_before_generations_still_recovers(abdomen_like, tmp_p
     import json
 
     from medseg.edit import tools
-    from medseg.edit.document import ViewerDocument
+    from medseg.edit.document import SegmentationDocument
     from medseg.edit.journal import journal_file
 
     image, label_map = abdomen_like
-    doc = ViewerDocument()
-    doc.journal_root = tmp_path
+    doc = SegmentationDocument()
+    doc.enable_autosave(tmp_path)
     doc.set_volume(image, source="ct")
     doc.set_label_map(label_map)
     doc.apply(tools.dab(doc.label_map, np.array((12.0, 50.0, 50.0)), 6.0, 44, image=image), "dab")

@@ -67,14 +67,14 @@ def test_a_good_flat_sidecar_still_names_the_labels(labelled, tmp_path: Path, ca
 
 @pytest.mark.parametrize("damage", ["a list", "garbage", "no shape", "wrong dtype"])
 def test_a_damaged_autosave_session_is_an_error_naming_it(ct_dir: Path, tmp_path: Path, damage: str) -> None:
-    from medseg.edit.document import ViewerDocument
+    from medseg.edit.document import SegmentationDocument
     from medseg.edit.journal import find_sessions, recover
     from medseg.edit.label_map import LabelMap
     from medseg.io import read_image
 
     image = read_image(ct_dir / "totalsegmentator" / "example_ct_sm.nii.gz")
-    doc = ViewerDocument()
-    doc.journal_root = tmp_path
+    doc = SegmentationDocument()
+    doc.enable_autosave(tmp_path)
     doc.set_volume(image, source="ct")
     doc.set_label_map(LabelMap.empty_like(image))
     folder = find_sessions(tmp_path)[0].folder
