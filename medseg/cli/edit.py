@@ -17,32 +17,6 @@ from pathlib import Path
 
 from medseg.cli._console import add_spacing_option, add_threads_option, findings_json, print_findings
 
-OPERATION_HELP = {  # kept here so `medseg --help` does not import the editing layer
-    "threshold": ("LOW", "HIGH", "LABEL"), "keep-largest": ("LABEL",), "remove-smaller": ("LABEL", "ML"),
-    "grow": ("LABEL", "MM"), "shrink": ("LABEL", "MM"), "smooth": ("LABEL", "MM"), "fill-holes": ("LABEL",),
-    "interpolate": ("LABEL",), "union": ("A", "B"), "intersect": ("A", "B"), "subtract": ("A", "B"),
-    "lock": ("LABEL",), "grow-from-seeds": ("SEEDS",), "confidence-connected": ("X,Y,Z", "K", "LABEL"),
-    "scissors": ("POLYGON",),
-}
-DESCRIPTIONS = {
-    "threshold": "paint LABEL where LOW <= HU <= HIGH (locks respected)",
-    "keep-largest": "keep only the largest 26-connected island of LABEL",
-    "remove-smaller": "remove islands of LABEL smaller than ML millilitres",
-    "grow": "add every voxel whose centre lies within MM of LABEL (anisotropy-aware)",
-    "shrink": "remove every voxel of LABEL within MM of the outside",
-    "smooth": "Gaussian-smooth LABEL with sigma MM",
-    "fill-holes": "fill background that LABEL encloses",
-    "interpolate": "fill empty axial slices between slices where LABEL is drawn",
-    "union": "B's voxels join A", "intersect": "keep A only inside B's region (B, holes filled)",
-    "subtract": "remove A inside B's region (B, holes filled)", "lock": "protect LABEL from later operations",
-    "grow-from-seeds": "grow the labels painted in SEEDS (a label image on the image's grid; 0 = no seed) into the "
-                       "image, competing (GrowCut); only they change, within their bounding box plus --roi-margin",
-    "confidence-connected": "paint LABEL over the connected region around the point X,Y,Z (LPS mm) within mean +- K "
-                            "standard deviations of its neighbourhood, iterated (ITK ConfidenceConnected)",
-    "scissors": 'erase or fill inside/outside an outline through the volume or a slab; POLYGON is a JSON file: '
-                '{"view": "axial", "points_lps_mm": [[x, y, z], ...], "operation": "erase-inside", "slab_mm": null}',
-}
-
 
 class _Append(argparse.Action):
     """Keeps every operation, in command-line order, in ``args.operations``."""
@@ -54,6 +28,8 @@ class _Append(argparse.Action):
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    from medseg.edit.operations import CATALOGUE, options  # declarations only: no image-processing import
+
     parser = subparsers.add_parser(
         "edit", help="apply editing tools to a label map in batch (keep largest, grow, fill holes, ...)",
         description="Apply the editor's tools to a label map in the order given, on the image's grid, and write it. "
@@ -70,18 +46,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="replace OUTPUT even when it exists and is not a label map medseg wrote")
     add_spacing_option(parser)
     parser.add_argument("--json", action="store_true", help="print a JSON summary")
-    grow = parser.add_argument_group("grow from seeds")
-    grow.add_argument("--roi-margin", type=float, default=None, metavar="MM",
-                      help="region of interest: the seeds' bounding box grown by MM (default 15)")
-    grow.add_argument("--seed-locality", type=float, default=None, metavar="HU_PER_MM",
-                      help="extra path cost per mm: a larger value keeps each seed's reach shorter (default 0)")
+    grow = parser.add_argument_group("settings of the operations that take them")
+    for option, parameter in options().items():
+        users = ", ".join(f"--{op.name}" for op in CATALOGUE.values() if parameter in op.parameters)
+        grow.add_argument(option, dest=parameter.name, type=float, default=None, metavar=parameter.metavar,
+                          help=f"{parameter.label} ({users}): {parameter.describe()}")
     grow.add_argument("--background-seed", type=int, default=None, metavar="VALUE",
                       help="the seed value that marks background (grows, but paints nothing); default: the seeds' "
                            "label named 'background' in their .labels.json, if any")
     ops = parser.add_argument_group("operations (repeatable, applied in order)")
-    for name, metavars in OPERATION_HELP.items():
+    for name, op in CATALOGUE.items():  # generated from the one catalogue (names as in the recipe and the app)
+        metavars = tuple(p.metavar for p in op.positional)
+        ranges = [p.describe(with_default=False) for p in op.positional if p.is_setting and p.minimum is not None]
         ops.add_argument(f"--{name}", dest=name, nargs=len(metavars), metavar=metavars, action=_Append,
-                         help=DESCRIPTIONS[name])
+                         help=op.help + (f"; {', '.join(ranges)}" if ranges else ""))
     # a point X,Y,Z often starts with a minus (LPS): read "-12.5,30,-7" as a value, not an option
     parser._negative_number_matcher = re.compile(r"^-\d+$|^-\d*\.\d+$|^-\d*\.?\d*,[-\d.,]*$")
     add_threads_option(parser)
@@ -91,6 +69,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from medseg.edit.document import SegmentationDocument
     from medseg.edit.label_map import NAME_SETS, LabelMap
+    from medseg.edit.operations import options
     from medseg.edit.recipe import Operation, run_operations, validate
     from medseg.edit.tools import PaintRules
     from medseg.errors import MedsegError
@@ -131,19 +110,19 @@ def run(args: argparse.Namespace) -> int:
         document.set_label_map(label_map)
     else:
         document.new_label_map()
-    grow = _grow_parameters(args)
+    settings = {p.name: getattr(args, p.name) for p in options().values() if getattr(args, p.name) is not None}
 
     def load_seeds(path: str):
         return _load_seeds(Path(path), image, args.background_seed)
 
-    validate(operations, document.label_map, image, load_seeds)
+    validate(operations, document.label_map, image, load_seeds, settings)
     rules = PaintRules(overwrite="background" if args.only_background else "unlocked")
 
     def say(op: str, count: int) -> None:
         if not args.json:
             print(f"{op}: {count} voxels changed")
 
-    done = run_operations(document, operations, rules, say, grow)
+    done = run_operations(document, operations, rules, say)
     label_map = document.label_map
     kept = [entry for value, entry in label_map.labels.items() if label_map.voxel_count(value) or entry.locked]
     written, _ = write_label_map(label_map.to_volume(), output, kept, image)
@@ -158,14 +137,6 @@ def run(args: argparse.Namespace) -> int:
         for value, ml in volumes.items():
             print(f"  {value:5d} {label_map.labels[value].name if value in label_map.labels else '':<24} {ml:10.2f} ml")
     return 0
-
-
-def _grow_parameters(args):
-    from medseg.edit.tools.grow_seeds import GrowParameters
-
-    given = {name: value for name, value in (("roi_margin_mm", args.roi_margin), ("seed_locality", args.seed_locality))
-             if value is not None}
-    return GrowParameters(**given)
 
 
 def _load_seeds(path: Path, image, background: int | None):

@@ -10,60 +10,32 @@ uses, so a batch result is exactly what the same clicks would give.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import json
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Mapping
 
 import numpy as np
 
 from medseg.core.label_values import MAX_LABEL_VALUE
-from medseg.edit import tools
 from medseg.edit.document import SegmentationDocument
 from medseg.edit.label_map import LabelMap
+from medseg.edit.operations import CATALOGUE, SCISSORS_FILE_HELP, VIEWS, Context
+from medseg.edit.tool_parameters import ScissorsParameters
 from medseg.edit.tools import PaintRules
-from medseg.edit.tools.click_region import ConfidenceParameters
-from medseg.edit.tools.grow_seeds import BACKGROUND_SEED, GrowParameters, check_seeds
-from medseg.edit.tools.scissors import ScissorsParameters
+from medseg.edit.tools.grow_seeds import BACKGROUND_SEED, check_seeds
 from medseg.errors import MedsegError
 from medseg.core.volume import Volume
 
-# name: (argument kinds, description); "label" must exist, "new-label" may be new, "number" any float, "mm"/"ml" ≥ 0
-OPERATIONS: dict[str, tuple[tuple[str, ...], str]] = {
-    "threshold": (("number", "number", "new-label"), "LOW HIGH LABEL: paint LABEL where LOW ≤ HU ≤ HIGH (locks respected)"),
-    "keep-largest": (("label",), "LABEL: keep only its largest 26-connected island"),
-    "remove-smaller": (("label", "ml"), "LABEL ML: remove its islands smaller than ML millilitres"),
-    "grow": (("label", "mm"), "LABEL MM: add every voxel whose centre lies within MM of the label"),
-    "shrink": (("label", "mm"), "LABEL MM: remove every label voxel within MM of the outside"),
-    "smooth": (("label", "mm"), "LABEL MM: Gaussian smoothing with sigma MM"),
-    "fill-holes": (("label",), "LABEL: fill background enclosed by the label (3D)"),
-    "interpolate": (("label",), "LABEL: fill empty axial slices between drawn ones"),
-    "union": (("label", "label"), "A B: B's voxels join A"),
-    "intersect": (("label", "label"), "A B: keep A only inside B's region (B with its holes filled)"),
-    "subtract": (("label", "label"), "A B: remove A inside B's region (B with its holes filled)"),
-    "lock": (("label",), "LABEL: protect it from every later operation"),
-    "grow-from-seeds": (("seeds-file",), "SEEDS: grow the seeded labels into the image (GrowCut); the seeds are a "
-                                         "label image on the image's grid"),
-    "confidence-connected": (("point", "number", "new-label"), "X,Y,Z K LABEL: paint LABEL over the region around the "
-                                                              "point (LPS mm) within mean ± K·SD, iterated"),
-    "scissors": (("polygon-file",), "POLYGON: erase or fill inside/outside an outline (a JSON file), through the "
-                                    "volume or a slab"),
-}
-SCISSORS_FILE_HELP = ('a JSON object: {"view": "axial"|"coronal"|"sagittal", "points_lps_mm": [[x, y, z], ...], '
-                      '"operation": "erase-inside"|"erase-outside"|"fill-inside"|"fill-outside", "slab_mm": null|MM, '
-                      '"label": LABEL (to fill)}')
-MODIFIES = {  # which argument positions an operation changes (locked ones are refused)
-    "keep-largest": (0,), "remove-smaller": (0,), "shrink": (0,), "smooth": (0,), "union": (1,),
-    "intersect": (0,), "subtract": (0,),
-}
+OPERATIONS = tuple(CATALOGUE)  # the recipe's names are the catalogue's
 
 
 @dataclass
 class Operation:
     name: str
     raw: tuple[str, ...]
-    args: tuple = ()
+    values: dict = field(default_factory=dict)  # by the catalogue's parameter names, once validated
 
     def __str__(self) -> str:
         return f"--{self.name} {' '.join(self.raw)}"
@@ -85,19 +57,17 @@ def _label(text: str, label_map: LabelMap, op: Operation, may_be_new: bool, crea
     return value
 
 
-def _number(text: str, op: Operation, kind: str, label_map: LabelMap) -> float:
+def _number(text: str, op: Operation, label_map: LabelMap, unit: str) -> float:
     try:
         value = float(text)
     except ValueError:
         raise MedsegError(f"{op}: {text!r} is not a number") from None
     if not math.isfinite(value):
         raise MedsegError(f"{op}: {text!r} is not a finite number")
-    if kind in ("mm", "ml") and value < 0:
-        raise MedsegError(f"{op}: {kind} must not be negative, got {text}")
     # A distance beyond the image's diagonal changes nothing more, but a Gaussian or a distance
     # map of that size would run for hours (--smooth 1 1e6 ran unbounded).
     across = math.dist((0, 0, 0), [n * s for n, s in zip(label_map.size_xyz, label_map.spacing_mm)])
-    if kind == "mm" and value > across:
+    if unit == "mm" and value > across:
         raise MedsegError(f"{op}: {value:g} mm is more than the whole image ({across:.0f} mm corner to corner)")
     return value
 
@@ -118,6 +88,14 @@ def _point(text: str, op: Operation, image: Volume | None) -> tuple[int, int, in
     return int(index[2]), int(index[1]), int(index[0])
 
 
+def _view(text: str, op: Operation, label_map: LabelMap) -> int:
+    """A view name -> the index axis (z, y, x) closest to the direction it looks along."""
+    lps_axis = VIEWS.get(text.strip().lower())
+    if lps_axis is None:
+        raise MedsegError(f"{op}: the view must be axial, coronal or sagittal, not {text!r}")
+    return 2 - int(np.argmax(np.abs(label_map.direction[lps_axis])))
+
+
 def _scissors_file(text: str, op: Operation, label_map: LabelMap, created: set[int]) -> dict:
     path = Path(text)
     try:
@@ -129,7 +107,7 @@ def _scissors_file(text: str, op: Operation, label_map: LabelMap, created: set[i
     if not isinstance(spec, dict):
         raise MedsegError(f"{op}: the outline file must hold {SCISSORS_FILE_HELP}", path=path)
     view = spec.get("view")
-    lps_axis = {"sagittal": 0, "coronal": 1, "axial": 2}.get(view)  # the LPS axis the view looks along
+    lps_axis = VIEWS.get(view)  # the LPS axis the view looks along
     if lps_axis is None:
         raise MedsegError(f"{op}: \"view\" must be axial, coronal or sagittal, not {view!r}", path=path)
     points = np.asarray(spec.get("points_lps_mm", []), dtype=object)
@@ -167,85 +145,72 @@ def _seeds_file(text: str, op: Operation, label_map: LabelMap, load_seeds: Calla
 
 
 def validate(operations: list[Operation], label_map: LabelMap, image: Volume | None = None,
-             load_seeds: Callable[[str], np.ndarray] | None = None) -> list[Operation]:
+             load_seeds: Callable[[str], np.ndarray] | None = None,
+             settings: Mapping[str, float] | None = None) -> list[Operation]:
     """Resolve names to values and check every operation; raises MedsegError on the first problem.
 
-    ``load_seeds(path)`` reads a seeds file onto the image grid (value BACKGROUND_SEED for background seeds)."""
+    ``load_seeds(path)`` reads a seeds file onto the image grid (value BACKGROUND_SEED for background seeds);
+    ``settings`` are the values of the catalogue's option parameters (``--roi-margin`` …) by name."""
     locked = set(label_map.locked_values())
-    created: set[int] = set()  # labels an earlier --threshold makes
+    created: set[int] = set()  # labels an earlier operation makes
+    settings = dict(settings or {})
+    for name, value in settings.items():
+        for spec in CATALOGUE.values():
+            for parameter in spec.parameters:
+                if parameter.name == name and parameter.option:
+                    parameter.check(value, parameter.option)
     for op in operations:
-        kinds, _ = OPERATIONS[op.name]
-        if len(op.raw) != len(kinds):
-            raise MedsegError(f"{op}: needs {len(kinds)} value(s)")
-        args = []
-        for text, kind in zip(op.raw, kinds):
+        spec = CATALOGUE.get(op.name)
+        if spec is None:
+            raise MedsegError(f"{op}: unknown operation (known: {', '.join(CATALOGUE)})")
+        positional = spec.positional
+        if len(op.raw) != len(positional):
+            raise MedsegError(f"{op}: needs {len(positional)} value(s)")
+        values: dict = {p.name: settings.get(p.name, p.default) for p in spec.parameters if p.option}
+        for text, parameter in zip(op.raw, positional):
+            kind = parameter.kind
             if kind in ("label", "new-label"):
                 value = _label(text, label_map, op, kind == "new-label", created)
-                args.append(value)
             elif kind == "point":
-                args.append(_point(text, op, image))
+                value = _point(text, op, image)
+            elif kind == "view":
+                value = _view(text, op, label_map)
             elif kind == "seeds-file":
-                args.append(_seeds_file(text, op, label_map, load_seeds))
+                value = _seeds_file(text, op, label_map, load_seeds)
             elif kind == "polygon-file":
-                args.append(_scissors_file(text, op, label_map, created))
+                value = _scissors_file(text, op, label_map, created)
             else:
-                args.append(_number(text, op, kind, label_map))
-        if op.name == "threshold":
-            if args[0] > args[1]:
-                raise MedsegError(f"{op}: the range is empty (LOW > HIGH)")
-            created.add(int(args[2]))
-        if op.name == "confidence-connected":
-            try:
-                ConfidenceParameters(k=args[1])
-            except MedsegError as error:
-                raise MedsegError(f"{op}: {error}") from None
-            created.add(int(args[2]))
-        if op.name == "grow-from-seeds":
-            created.update(int(v) for v in np.unique(args[0]) if v and v != BACKGROUND_SEED)
-        if op.name in ("union", "intersect", "subtract") and args[0] == args[1]:
+                value = parameter.check(_number(text, op, label_map, parameter.unit), str(op))
+            values[parameter.name] = value
+        if spec.name == "threshold" and values["hu_low"] > values["hu_high"]:
+            raise MedsegError(f"{op}: the range is empty (LOW > HIGH)")
+        if spec.name in ("union", "intersect", "subtract") and values["a"] == values["b"]:
             raise MedsegError(f"{op}: A and B are the same label")
-        for position in MODIFIES.get(op.name, ()):
-            if args[position] in locked:
-                raise MedsegError(f"{op}: label {args[position]} is locked by an earlier --lock")
-        if op.name == "lock":
-            locked.add(int(args[0]))
-        op.args = tuple(args)
+        for name in spec.modifies:
+            if values[name] in locked:
+                raise MedsegError(f"{op}: label {values[name]} is locked by an earlier --lock")
+        for parameter in spec.parameters:
+            if parameter.kind == "new-label":
+                created.add(int(values[parameter.name]))
+        if spec.name == "grow-from-seeds":
+            created.update(int(v) for v in np.unique(values["seeds"]) if v and v != BACKGROUND_SEED)
+        if spec.name == "lock":
+            locked.add(int(values["label"]))
+        op.values = values
     return operations
 
 
 def run_operations(document: SegmentationDocument, operations: list[Operation], rules: PaintRules = PaintRules(),
-                   report=None, grow: GrowParameters = GrowParameters()) -> list[tuple[str, int]]:
-    """Apply validated operations in order; returns (operation, voxels changed) for each."""
+                   report=None) -> list[tuple[str, int]]:
+    """Apply validated operations in order (each through the catalogue's apply, as the GUI does);
+    returns (operation, voxels changed) for each."""
     done = []
+    context = Context(rules=rules)
     for op in operations:
-        lm = document.label_map
-        assert lm is not None
-        a = op.args
-        if op.name == "lock":
-            if int(a[0]) in lm.labels:
-                document.set_label_locked(int(a[0]), True)
-            done.append((str(op), 0))
-            continue
-        delta = {
-            "threshold": lambda: tools.threshold(lm, document.volume, a[0], a[1], int(a[2]), rules),
-            "keep-largest": lambda: tools.keep_largest(lm, int(a[0])),
-            "remove-smaller": lambda: tools.remove_smaller(lm, int(a[0]), a[1]),
-            "grow": lambda: tools.grow(lm, int(a[0]), a[1], rules, document.volume),
-            "shrink": lambda: tools.shrink(lm, int(a[0]), a[1]),
-            "smooth": lambda: tools.smooth(lm, int(a[0]), a[1], rules, document.volume),
-            "fill-holes": lambda: tools.fill_holes(lm, int(a[0])),
-            "interpolate": lambda: tools.interpolate_slices(lm, int(a[0])),
-            "union": lambda: tools.union(lm, int(a[0]), int(a[1]), rules),
-            "intersect": lambda: tools.intersect(lm, int(a[0]), int(a[1])),
-            "subtract": lambda: tools.subtract(lm, int(a[0]), int(a[1])),
-            "grow-from-seeds": lambda: tools.grow_from_seeds(lm, document.volume, a[0], grow, rules),
-            "confidence-connected": lambda: tools.confidence_connected(
-                lm, document.volume, a[0], int(a[2]), ConfidenceParameters(k=a[1]), rules),
-            "scissors": lambda: tools.scissors(lm, a[0]["points"], a[0]["axis"], a[0]["parameters"], a[0]["centre"],
-                                               a[0]["value"], rules, document.volume),
-        }[op.name]()
+        delta = CATALOGUE[op.name].apply(document, op.values, context)
         count = delta.count if delta is not None else 0
-        document.apply(delta, str(op))
+        if delta is not None:
+            document.apply(delta, str(op))
         done.append((str(op), count))
         if report is not None:
             report(str(op), count)

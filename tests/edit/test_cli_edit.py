@@ -45,7 +45,7 @@ def test_keep_largest_grow_and_lock_match_simpleitk(abdomen_files, tmp_path: Pat
 
 
 @pytest.mark.parametrize("operations, message", [
-    (["--grow", "5", "-2"], "must not be negative"),
+    (["--grow", "5", "-2"], "MM must be from 0 to 100 mm, got -2"),
     (["--keep-largest", "no_such_organ"], "no label named 'no_such_organ'"),
     (["--threshold", "200", "100", "3"], "range is empty"),
     (["--lock", "5", "--shrink", "5", "2"], "locked by an earlier --lock"),
@@ -139,7 +139,7 @@ def test_confidence_connected_and_scissors_in_batch(ct_dir, tmp_path: Path):
 @pytest.mark.parametrize("operation, content, message", [
     (["--confidence-connected", "1,2", "2.5", "7"], None, "not a point"),
     (["--confidence-connected", "0,0,9999", "2.5", "7"], None, "outside the image"),
-    (["--confidence-connected", "-146,-325,-700", "0", "7"], None, "k must be"),
+    (["--confidence-connected", "-146,-325,-700", "0", "7"], None, "K must be from 0.1 to 10, got 0"),
     (["--grow-from-seeds", "{missing}"], None, "does not exist"),
     (["--scissors", "{file}"], "not json", "not JSON"),
     (["--scissors", "{file}"], '{"view": "oblique", "points_lps_mm": []}', "axial, coronal or sagittal"),

@@ -14,7 +14,6 @@ on a large CT stays quick, and painted through the usual rules (locks, HU range)
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
@@ -24,43 +23,8 @@ from medseg.edit.label_map import LabelMap
 from medseg.edit.tools.fill import connected_region
 from medseg.edit.tools.rules import PaintRules, paint_mask, require_label
 from medseg.errors import MedsegError
+from medseg.edit.tool_parameters import ConfidenceParameters, LevelTraceParameters  # noqa: F401 (re-exported)
 from medseg.core.volume import Volume
-
-
-@dataclass(frozen=True)
-class LevelTraceParameters:
-    """The operation's parameters, with their units and ranges (the catalogue reads these)."""
-
-    tolerance_hu: float = 50.0  # the region holds voxels within this many HU of the clicked one
-
-    RANGES = {"tolerance_hu": (0.0, 2000.0, "HU")}
-
-    def __post_init__(self) -> None:
-        _check_ranges(self)
-
-
-@dataclass(frozen=True)
-class ConfidenceParameters:
-    """The operation's parameters, with their units and ranges (the catalogue reads these)."""
-
-    k: float = 2.5  # the range is mean ± k·SD
-    iterations: int = 4  # times the mean and SD are recomputed over the region
-    neighbourhood_voxels: int = 1  # radius of the first neighbourhood around the click
-    reach_mm: float = 100.0  # the region stays inside a box of this half-width around the click
-
-    RANGES = {"k": (0.1, 10.0, ""), "iterations": (0, 20, ""), "neighbourhood_voxels": (1, 5, "voxels"),
-              "reach_mm": (5.0, 1000.0, "mm")}
-
-    def __post_init__(self) -> None:
-        _check_ranges(self)
-
-
-def _check_ranges(parameters) -> None:
-    for name, (low, high, unit) in parameters.RANGES.items():
-        value = getattr(parameters, name)
-        if not (isinstance(value, (int, float)) and math.isfinite(value) and low <= value <= high):
-            raise MedsegError(f"{name.replace('_', ' ')} must be from {low:g} to {high:g} {unit}".rstrip()
-                              + f", got {value!r}")
 
 
 def _seed(label_map: LabelMap, seed_zyx: Sequence[int]) -> tuple[int, int, int]:

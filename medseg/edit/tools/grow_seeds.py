@@ -32,7 +32,6 @@ change; with ``use_existing_labels`` every label in the region is; with
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
@@ -42,6 +41,7 @@ from medseg.edit.delta import Box, Delta, box_of, box_slices
 from medseg.edit.label_map import LabelMap
 from medseg.edit.tools.rules import PaintRules
 from medseg.errors import MedsegError
+from medseg.edit.tool_parameters import GrowParameters  # noqa: F401 (re-exported)
 from medseg.core.volume import Volume
 
 try:  # the compiled kernel (native/growcut/growcut.cpp); optional
@@ -57,28 +57,6 @@ INF = 0xFFFFFFFF
 ROOT, NONE = 6, 7  # parent codes (as in the kernel)
 # One voxel's search state, as the kernel lays it out (8 bytes: a neighbour is one cache line, not four arrays).
 VOXEL = np.dtype([("distance", "<u4"), ("intensity", "<i2"), ("label", "u1"), ("parent", "u1")])
-
-
-@dataclass(frozen=True)
-class GrowParameters:
-    """The operation's parameters, with their units and ranges (the catalogue reads these)."""
-
-    roi_margin_mm: float = 15.0  # the region of interest: the seeds' bounding box grown by this much
-    seed_locality: float = 0.0  # extra path cost, HU per mm: how far a seed may reach
-    smoothing_mm: float = 1.5  # Gaussian sigma applied to the image before the path costs
-    # labels already in the map are seeds of themselves (locked ones always are). Off by default: a model's
-    # "body" label covers every voxel a structure could grow into, and would leave it no room.
-    use_existing_labels: bool = False
-
-    RANGES = {"roi_margin_mm": (0.0, 200.0, "mm"), "seed_locality": (0.0, 50.0, "HU/mm"),
-              "smoothing_mm": (0.0, 5.0, "mm")}
-
-    def __post_init__(self) -> None:
-        for name, (low, high, unit) in self.RANGES.items():
-            value = getattr(self, name)
-            if not (isinstance(value, (int, float)) and math.isfinite(value) and low <= value <= high):
-                raise MedsegError(f"{name.replace('_', ' ')} must be a number from {low:g} to {high:g} {unit}, "
-                                  f"got {value!r}")
 
 
 def native_available() -> bool:

@@ -16,7 +16,6 @@ between slices".
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
@@ -25,24 +24,8 @@ from medseg.edit.delta import Delta
 from medseg.edit.label_map import LabelMap
 from medseg.edit.tools.rules import PaintRules, erase_mask, paint_mask, require_label
 from medseg.errors import MedsegError
+from medseg.edit.tool_parameters import SCISSORS_OPERATIONS as OPERATIONS, ScissorsParameters  # noqa: F401 (re-exported)
 from medseg.core.volume import Volume
-
-OPERATIONS = ("erase-inside", "erase-outside", "fill-inside", "fill-outside")
-
-
-@dataclass(frozen=True)
-class ScissorsParameters:
-    """The operation's parameters, with their units and ranges (the catalogue reads these)."""
-
-    operation: str = "erase-inside"
-    slab_mm: float | None = None  # None: the whole volume along the view's normal
-
-    def __post_init__(self) -> None:
-        if self.operation not in OPERATIONS:
-            raise MedsegError(f"the scissors operation must be one of {', '.join(OPERATIONS)}, not {self.operation!r}")
-        if self.slab_mm is not None and not (math.isfinite(self.slab_mm) and self.slab_mm > 0):
-            raise MedsegError(f"the slab must be a positive number of millimetres, got {self.slab_mm!r}")
-
 
 def polygon_mask(points_ij: Sequence[Sequence[float]], shape_ij: tuple[int, int]) -> np.ndarray:
     """Pixels (i, j) of a ``shape_ij`` plane whose centre lies inside the polygon (even-odd rule).
