@@ -18,9 +18,10 @@ from medseg.edit.events import Event
 from medseg.edit.grow_session import GrowSession
 from medseg.edit.properties import Property
 from medseg.edit.tools import PaintRules
-from medseg.edit.tools.click_region import ConfidenceParameters, LevelTraceParameters, level_trace_region
-from medseg.edit.tools.grow_seeds import BACKGROUND_SEED, GrowParameters
-from medseg.edit.tools.scissors import OPERATIONS as SCISSORS_OPERATIONS, ScissorsParameters
+from medseg.edit.operations import CATALOGUE, Context, EditOperation, Parameter, settings
+from medseg.edit.tool_parameters import SCISSORS_OPERATIONS, GrowParameters, LevelTraceParameters, ScissorsParameters
+from medseg.edit.tools.click_region import level_trace_region
+from medseg.edit.tools.grow_seeds import BACKGROUND_SEED
 from medseg.errors import MedsegError
 
 if TYPE_CHECKING:
@@ -59,31 +60,21 @@ class ToolController:
         self.radius_mm = Property(5.0, 0.1, 100.0, label="Radius", unit="mm", step=0.5)
         self.sphere = Property(False, label="3D sphere (else a disc on the view)")
         self.hu_masked = Property(False, label="Only where HU in")
-        self.hu_low = Property(-100.0, -1100.0, 4000.0, label="from", unit="HU", step=10, decimals=0)
-        self.hu_high = Property(200.0, -1100.0, 4000.0, label="to", unit="HU", step=10, decimals=0)
         self.only_background = Property(False, label="Paint only over background")
         self.eraser_active_only = Property(False, label="Erase only the active label")
         self.fill_3d = Property(False, label="Fill in 3D (else on the view's slice)")
         self.fill_by_hu = Property(False, label="Fill within the HU range (else the clicked label's region)")
-        self.margin_mm = Property(2.0, 0.0, 100.0, label="Margin", unit="mm", step=0.5)
-        self.island_ml = Property(1.0, 0.0, 10000.0, label="Islands under", unit="ml", step=0.5, decimals=2)
-        self.smooth_mm = Property(1.5, 0.1, 20.0, label="Smoothing", unit="mm", step=0.5)
-        # grow from seeds (ranges from GrowParameters, the operation's one declaration)
-        grow_ranges = GrowParameters.RANGES
+        # one Property per setting of the operation catalogue (its name, unit, range and default)
+        self.settings: dict[str, Property] = {name: _property(p) for name, p in settings().items()}
+        self.hu_low, self.hu_high = self.settings["hu_low"], self.settings["hu_high"]  # also the brush's HU mask
+        self.margin_mm, self.island_ml = self.settings["margin_mm"], self.settings["island_ml"]
+        self.smooth_mm = self.settings["smooth_mm"]
+        self.seed_locality, self.roi_margin_mm = self.settings["seed_locality"], self.settings["roi_margin_mm"]
+        self.trace_tolerance_hu, self.confidence_k = self.settings["trace_tolerance_hu"], self.settings["confidence_k"]
+        self.other_label = Property(0, label="with")  # the second label (B) of union, intersect, subtract
         self.seed_kind = Property("structure", choices=SEED_KINDS, label="Paint seeds of")
-        self.seed_locality = Property(GrowParameters.seed_locality, *grow_ranges["seed_locality"][:2],
-                                      label="Seed locality (how far a seed reaches)", unit="HU/mm", step=0.5)
         self.existing_seeds = Property(GrowParameters.use_existing_labels,
                                        label="Labels already drawn are seeds of themselves (locked ones always are)")
-        self.roi_margin_mm = Property(GrowParameters.roi_margin_mm, *grow_ranges["roi_margin_mm"][:2],
-                                      label="Region of interest: the seeds' box plus", unit="mm", step=5.0)
-        # click to region, scissors
-        self.trace_tolerance_hu = Property(LevelTraceParameters.tolerance_hu,
-                                           *LevelTraceParameters.RANGES["tolerance_hu"][:2],
-                                           label="Level trace: within ± of the voxel under the mouse", unit="HU",
-                                           step=10, decimals=0)
-        self.confidence_k = Property(ConfidenceParameters.k, *ConfidenceParameters.RANGES["k"][:2],
-                                     label="Click 3D: mean ± k·SD", step=0.1)
         self.scissors_operation = Property("erase-inside", choices=SCISSORS_OPERATIONS, label="Scissors")
         self.scissors_slab = Property(False, label="Only a slab (else through the whole volume)")
         self.slab_mm = Property(10.0, 0.1, 1000.0, label="Slab thickness", unit="mm", step=1.0)
@@ -100,13 +91,7 @@ class ToolController:
         self._polygon_open = False  # scissors/lasso: clicks are adding vertices to self.outline
         self._last: np.ndarray | None = None
         self._plane_axis: int | None = None
-        for prop in (self.hu_low, self.hu_high):
-            prop.enabled = False
-        self.hu_masked.changed.connect(self._sync_enabled)
-
-    def _sync_enabled(self, _value=None) -> None:
-        for prop in (self.hu_low, self.hu_high):
-            prop.enabled = bool(self.hu_masked.value)
+        # the HU range stays editable with the mask off: it is also the Threshold operation's range
 
     # --- rules ---------------------------------------------------------------------------
     def rules(self) -> PaintRules:
@@ -157,14 +142,9 @@ class ToolController:
             self.outline = (plane, [zyx])
             self.outline_changed.emit()
         elif self.active == "level_trace":
-            region = level_trace_region(doc.volume, seed, plane, self._trace_parameters())
-            lo = tuple(seed[plane] if a == plane else 0 for a in range(3))
-            delta = tools.paint_mask(lm, lo, np.expand_dims(region, plane), self.view.active_label, self.rules(), doc.volume)
-            doc.apply(delta, "level trace", announce="Level trace")
+            self._apply(CATALOGUE["level-trace"], {"point": seed, "view": plane})
         elif self.active == "confidence":
-            delta = tools.confidence_connected(lm, doc.volume, seed, self.view.active_label,
-                                               ConfidenceParameters(k=float(self.confidence_k.value)), self.rules())
-            doc.apply(delta, "click 3D", announce="Click 3D")
+            self._apply(CATALOGUE["confidence-connected"], {"point": seed})
         elif self.active == "fill":
             self._fill(seed, plane)
         elif self.active == "keep_island":
@@ -280,16 +260,14 @@ class ToolController:
         plane_axes = [a for a in range(3) if a != axis]
         points_ij = np.asarray(points)[:, plane_axes]
         centre = int(round(points[0][axis]))
+        polygon = {"points": points_ij, "axis": axis, "centre": centre, "value": self.view.active_label}
         if self.active == "lasso":
-            delta = tools.lasso(doc.label_map, points_ij, axis, centre, self.view.active_label, self.rules(), doc.volume)
-            doc.apply(delta, "lasso", announce="Lasso")
+            self._apply(CATALOGUE["lasso"], {"polygon": polygon})
             return
-        parameters = ScissorsParameters(str(self.scissors_operation.value),
-                                        float(self.slab_mm.value) if self.scissors_slab.value else None)
-        only = self.view.active_label if self.eraser_active_only.value else None
-        delta = tools.scissors(doc.label_map, points_ij, axis, parameters, centre, self.view.active_label, self.rules(),
-                               doc.volume, only_value=only)
-        doc.apply(delta, f"scissors ({parameters.operation})", announce=f"Scissors ({parameters.operation})")
+        polygon["parameters"] = ScissorsParameters(str(self.scissors_operation.value),
+                                                   float(self.slab_mm.value) if self.scissors_slab.value else None)
+        polygon["only_value"] = self.view.active_label if self.eraser_active_only.value else None
+        self._apply(CATALOGUE["scissors"], {"polygon": polygon})
 
     # --- grow from seeds ----------------------------------------------------------------------------
     def grow_parameters(self) -> GrowParameters:
@@ -359,36 +337,44 @@ class ToolController:
                              plane, erase=erase, only_value=only)
         doc.stroke_apply(delta)
 
-    # --- one-click operations on the active label ------------------------------------------------
-    def run_operation(self, name: str) -> bool:
-        """"grow", "shrink", "keep_largest", "remove_small", "fill_holes", "interpolate", "smooth"."""
+    # --- operations of the catalogue ----------------------------------------------------------
+    def operation_values(self, op: EditOperation, inputs: dict | None = None) -> dict:
+        """The values an operation runs with here: the active label, the second label box, the settings'
+        Properties, and ``inputs`` from the mouse (point, view, outline, seeds)."""
+        values = dict(inputs or {})
+        labels = [p for p in op.parameters if p.kind in ("label", "new-label")]
+        for parameter, value in zip(labels, (self.view.active_label, int(self.other_label.value))):
+            values.setdefault(parameter.name, value)
+        for parameter in op.settings:
+            values.setdefault(parameter.name, float(self.settings[parameter.name].value))
+        return values
+
+    def _apply(self, op: EditOperation, inputs: dict | None = None) -> bool:
         doc = self.document
-        lm = doc.label_map
-        if lm is None:
+        values = self.operation_values(op, inputs)
+        delta = op.apply(doc, values, Context(rules=self.rules(), axis_zyx=self._plane_axis or 0))
+        entry = doc.labels.get(self.view.active_label)
+        target = entry.name if entry else f"label {self.view.active_label}"
+        return doc.apply(delta, f"{op.name} {target}", announce=f"{self.operation_text(op.name)} on {target}")
+
+    def run_operation(self, name: str) -> bool:
+        """Run a catalogue operation (by its catalogue name) on the active label with the settings shown."""
+        op = CATALOGUE[name]
+        if op.tool is not None:
+            raise MedsegError(f"{op.title} works with the mouse: choose the {op.title} tool and click in a view")
+        if self.document.label_map is None:
             raise MedsegError("there is no segmentation yet; draw or segment first")
-        value = self.view.active_label
-        rules = self.rules()
-        delta = {
-            "grow": lambda: tools.grow(lm, value, float(self.margin_mm.value), rules, doc.volume),
-            "shrink": lambda: tools.shrink(lm, value, float(self.margin_mm.value)),
-            "keep_largest": lambda: tools.keep_largest(lm, value),
-            "remove_small": lambda: tools.remove_smaller(lm, value, float(self.island_ml.value)),
-            "fill_holes": lambda: tools.fill_holes(lm, value),
-            "interpolate": lambda: tools.interpolate_slices(lm, value, self._plane_axis or 0),
-            "smooth": lambda: tools.smooth(lm, value, float(self.smooth_mm.value), rules, doc.volume),
-        }[name]()
-        entry = lm.labels.get(value)
-        return doc.apply(delta, f"{name.replace('_', ' ')} {entry.name if entry else value}",
-                         announce=f"{self.operation_text(name)} on {entry.name if entry else f'label {value}'}")
+        return self._apply(op)
 
     def operation_text(self, name: str) -> str:
         """The operation with its setting, as the user reads it ("Grow 2 mm")."""
-        return {
-            "grow": f"Grow {self.margin_mm.value:g} mm", "shrink": f"Shrink {self.margin_mm.value:g} mm",
-            "keep_largest": "Keep largest", "remove_small": f"Remove islands under {self.island_ml.value:g} ml",
-            "fill_holes": "Fill holes", "interpolate": "Interpolate between slices",
-            "smooth": f"Smooth {self.smooth_mm.value:g} mm",
-        }[name]
+        op = CATALOGUE[name]
+        return op.summary({p.name: float(self.settings[p.name].value) for p in op.settings})
+
+
+def _property(parameter: Parameter) -> Property:
+    return Property(parameter.default, parameter.minimum, parameter.maximum, label=parameter.label,
+                    unit=parameter.unit, step=parameter.step, decimals=parameter.decimals)
 
 
 def _touches_edge(box, shape_zyx, plane_axis: int | None) -> bool:

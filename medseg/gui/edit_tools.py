@@ -28,13 +28,15 @@ from PySide6.QtWidgets import (
 from medseg.edit.document import SegmentationDocument
 from medseg.edit.view_state import ViewState
 from medseg.edit.interaction import TOOL_NAMES, TOOLS
+from medseg.edit.operations import CATALOGUE
 from medseg.gui.bind import bind
 from medseg.gui.grow_runner import GrowRunner
 from medseg.gui.semi_auto_options import SemiAutomaticOptions
 
-OPERATIONS = (("grow", "Grow"), ("shrink", "Shrink"), ("keep_largest", "Keep largest"),
-              ("remove_small", "Remove small"), ("fill_holes", "Fill holes"), ("interpolate", "Interpolate"),
-              ("smooth", "Smooth"))
+# The catalogue's operations the panel offers as buttons on the active label (the others are tools of
+# the mouse, or the Locked box); generated, so their names are the command line's and the recipe's.
+BUTTON_OPERATIONS = tuple(name for name, op in CATALOGUE.items() if op.tool is None and name != "lock")
+OPERATIONS_PER_ROW = 4
 TOOL_KEYS = {"navigate": "N", "brush": "B", "eraser": "E", "fill": "F", "keep_island": "K", "grow_seeds": "G",
              "level_trace": "L", "confidence": "C", "scissors": "X", "lasso": "O"}
 TOOLS_PER_ROW = 5
@@ -61,6 +63,7 @@ class EditToolsPanel(QGroupBox):
         for index, name in enumerate(TOOLS):
             button = QToolButton(self)
             button.setText(TOOL_NAMES[name])
+            button.setObjectName(name)
             button.setCheckable(True)
             button.setToolTip(f"{TOOL_NAMES[name]} ({TOOL_KEYS[name]})")
             button.setShortcut(TOOL_KEYS[name])
@@ -81,8 +84,10 @@ class EditToolsPanel(QGroupBox):
         self.lock_box.toggled.connect(self._on_lock)
         delete = QPushButton("Delete", self)
         delete.clicked.connect(self.delete_label)
-        self.merge_box = QComboBox(self)
-        self.merge_box.setToolTip("Merge the active label into this one")
+        self.merge_box = QComboBox(self)  # the second label: merge into it; union, intersect, subtract with it
+        self.merge_box.setObjectName("b")
+        self.merge_box.setToolTip("The second label: merge the active label into it, or combine the two")
+        self.merge_box.currentIndexChanged.connect(self._on_other_chosen)
         merge = QPushButton("Merge into", self)
         merge.clicked.connect(self.merge_label)
         label_grid = QGridLayout()
@@ -97,6 +102,7 @@ class EditToolsPanel(QGroupBox):
         self.radius = bind(QDoubleSpinBox(self), controller.radius_mm)
         self.sphere = bind(QCheckBox("3D sphere", self), controller.sphere)
         self.hu_masked = bind(QCheckBox("HU from", self), controller.hu_masked)
+        self.hu_masked.setToolTip("Paint only where the HU lies in this range (the range is also Threshold's)")
         self.hu_low = bind(QDoubleSpinBox(self), controller.hu_low)
         self.hu_high = bind(QDoubleSpinBox(self), controller.hu_high)
         self.only_background = bind(QCheckBox("Only over background", self), controller.only_background)
@@ -115,24 +121,34 @@ class EditToolsPanel(QGroupBox):
         form.addWidget(self.fill_by_hu, 3, 0, 1, 4)
         form.setColumnStretch(1, 1)
         form.setColumnStretch(3, 1)
-        self.margin = bind(QDoubleSpinBox(self), controller.margin_mm)
-        self.island_ml = bind(QDoubleSpinBox(self), controller.island_ml)
-        self.smooth_mm = bind(QDoubleSpinBox(self), controller.smooth_mm)
-        self.operation_buttons: dict[str, QPushButton] = {}
+        self.hu_low.setObjectName("hu_low")
+        self.hu_high.setObjectName("hu_high")
+        # a spin box per setting of the button operations, in catalogue order (the HU range is the brush's)
+        self.setting_boxes: dict[str, QDoubleSpinBox] = {}
+        for name in BUTTON_OPERATIONS:
+            for parameter in CATALOGUE[name].settings:
+                if parameter.name not in self.setting_boxes and parameter.name not in ("hu_low", "hu_high"):
+                    box = bind(QDoubleSpinBox(self), controller.settings[parameter.name])
+                    box.setObjectName(parameter.name)
+                    self.setting_boxes[parameter.name] = box
+        self.operation_buttons: dict[str, QPushButton] = {"lock": self.lock_box}
         # The operations act on the active label, whose box may be scrolled out of sight: say which here.
         self.operations_target = QLabel(self)
         self.operations_target.setObjectName("operations-target")
         ops = QGridLayout()
         ops.addWidget(self.operations_target, 0, 0, 1, 3)
-        for i, (name, text) in enumerate(OPERATIONS):
-            button = QPushButton(text, self)
+        for i, name in enumerate(BUTTON_OPERATIONS):
+            op = CATALOGUE[name]
+            button = QPushButton(op.title, self)
+            button.setObjectName(name)
+            button.setToolTip(op.help)
             button.clicked.connect(lambda _=False, n=name: self.run_operation(n))
-            ops.addWidget(button, 1 + i // 3, i % 3)
+            ops.addWidget(button, 1 + i // OPERATIONS_PER_ROW, i % OPERATIONS_PER_ROW)
             self.operation_buttons[name] = button
         params = QHBoxLayout()
-        for text, widget in (("margin", self.margin), ("islands <", self.island_ml), ("σ", self.smooth_mm)):
-            params.addWidget(QLabel(text, self))
-            params.addWidget(widget, 1)
+        for name, box in self.setting_boxes.items():
+            params.addWidget(QLabel(controller.settings[name].label, self))
+            params.addWidget(box, 1)
 
         self.undo_button = QPushButton("Undo", self)
         self.redo_button = QPushButton("Redo", self)
@@ -189,6 +205,7 @@ class EditToolsPanel(QGroupBox):
         self.label_box.setCurrentIndex(index)
         for box in (self.label_box, self.merge_box):
             box.blockSignals(False)
+        self._on_other_chosen(self.merge_box.currentIndex())
         entry = doc.labels.get(self.view.active_label)
         if entry is not None:
             r, g, b = entry.color
@@ -218,6 +235,10 @@ class EditToolsPanel(QGroupBox):
         value = self.label_box.itemData(index)
         if value is not None:
             self.view.set_active_label(int(value))
+
+    def _on_other_chosen(self, index: int) -> None:
+        value = self.merge_box.itemData(index)
+        self.view.tools.other_label.set(int(value) if value is not None else 0)
 
     def _on_lock(self, locked: bool) -> None:
         if self.view.active_label in self.document.labels:

@@ -65,6 +65,9 @@ class SemiAutomaticOptions(QWidget):
         self.scissors = bind(QComboBox(self), controller.scissors_operation)
         self.slab = bind(QCheckBox("Slab", self), controller.scissors_slab)
         self.slab_mm = bind(QDoubleSpinBox(self), controller.slab_mm)
+        for widget, prop in ((self.locality, controller.seed_locality), (self.roi_margin, controller.roi_margin_mm),
+                             (self.tolerance, controller.trace_tolerance_hu), (self.confidence_k, controller.confidence_k)):
+            widget.setObjectName(next(n for n, p in controller.settings.items() if p is prop))  # the catalogue's name
         grid = QGridLayout(self)
         grid.setContentsMargins(0, 0, 0, 0)
         grid.addWidget(QLabel("Seeds", self), 0, 0)

@@ -118,7 +118,7 @@ def test_interpolate_and_grow_from_the_panel(window, chest, qtbot):
     panel.operation_buttons["interpolate"].click()
     assert all(lm.array[z].any() for z in range(20, 27))
     before = lm.voxel_count(window.view.active_label)
-    panel.margin.setValue(3.0)
+    panel.setting_boxes["margin_mm"].setValue(3.0)
     panel.operation_buttons["grow"].click()
     assert lm.voxel_count(window.view.active_label) > before
     assert doc.history.depth == 4

@@ -417,7 +417,7 @@ def test_operations_say_what_they_changed_in_ml_and_whose_voxels_they_took(drive
     window.view.set_active_label(2)
     assert "2 bones" in panel.operations_target.text()  # said next to the buttons
     voxel_ml = float(np.prod(volume.spacing_mm)) / 1000
-    panel.margin.setValue(2.0)
+    panel.setting_boxes["margin_mm"].setValue(2.0)
     before = doc.label_map.array.copy()
     panel.operation_buttons["grow"].click()
     after = doc.label_map.array

@@ -84,7 +84,7 @@ def main(series: Path, out: Path) -> int:
         QTest.mouseMove(view, centre + QPoint(dx, dx // 2))
     QTest.mouseRelease(view, Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier, centre + QPoint(36, 18))
     painted = int((doc.label_map.array == lesion).sum())
-    panel.margin.setValue(2.0)
+    panel.setting_boxes["margin_mm"].setValue(2.0)
     panel.operation_buttons["grow"].click()
     grown = int((doc.label_map.array == lesion).sum())
     step("edited", lesion=lesion, painted_voxels=painted, grown_voxels=grown)
