@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import io
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -69,6 +69,8 @@ class Delta:
     bits: np.ndarray | None  # np.packbits of the box's changed-voxel mask
     old: np.ndarray
     new: np.ndarray
+    # voxel counts per value of old and new, computed once (counts and events both need them)
+    _histograms: tuple[np.ndarray, np.ndarray] | None = field(default=None, init=False, repr=False, compare=False)
 
     # --- construction -----------------------------------------------------------------
     @classmethod
@@ -123,10 +125,9 @@ class Delta:
 
     def histograms(self) -> tuple[np.ndarray, np.ndarray]:
         """Voxel counts per value of ``old`` and of ``new`` (cached: counts and events both need them)."""
-        cached = getattr(self, "_histograms", None)
-        if cached is None:
-            cached = self._histograms = (value_counts(self.old), value_counts(self.new))
-        return cached
+        if self._histograms is None:
+            self._histograms = (value_counts(self.old), value_counts(self.new))
+        return self._histograms
 
     def values(self) -> frozenset[int]:
         """Every label value this change touches (old and new)."""
@@ -148,9 +149,8 @@ class Delta:
 
     def inverse(self) -> "Delta":
         inverse = Delta(self.box, self.index, self.bits, self.new, self.old)
-        cached = getattr(self, "_histograms", None)
-        if cached is not None:
-            inverse._histograms = (cached[1], cached[0])  # type: ignore[attr-defined]
+        if self._histograms is not None:
+            inverse._histograms = (self._histograms[1], self._histograms[0])
         return inverse
 
     # --- combining -------------------------------------------------------------------------

@@ -87,6 +87,7 @@ class MainWindow(QMainWindow):
         self.raw_stack = RawStackToggle(self.document, self.loader, self)
         self.findings_banner.add_button(self.raw_stack.button)
         self.browser: SeriesBrowser | None = None
+        self.pacs_dialog = None  # made on first use (File ▸ PACS…)
         # where the shown segmentation came from: (label map, history step or None, text, details)
         self._source: tuple[Any, int | None, str, str] = (None, None, "", "")
         self.error_box: QMessageBox | None = None
@@ -428,7 +429,7 @@ class MainWindow(QMainWindow):
         """The PACS dialog (one per window, kept so a running retrieval survives closing it)."""
         from medseg.gui.pacs_dialog import PacsDialog
 
-        if getattr(self, "pacs_dialog", None) is None:
+        if self.pacs_dialog is None:
             self.pacs_dialog = PacsDialog(self)
             self.pacs_dialog.series_retrieved.connect(self._on_pacs_series)
         self.pacs_dialog.show()

@@ -164,6 +164,7 @@ class PacsDialog(QDialog):
         super().__init__(parent)
         self.setWindowTitle("PACS")
         self.settings_path = settings_path
+        self._startup_error = ""  # the settings file could not be read (shown once the dialog is built)
         self.settings = settings if settings is not None else self._load()
         self.session_secrets: dict[str, str] = {}  # where no OS keyring exists: this session only
         self.job: Job | None = None
@@ -263,7 +264,7 @@ class PacsDialog(QDialog):
         self.server_list.setMaximumHeight(110)
         QVBoxLayout(self).addWidget(splitter)
         self.resize(1300, 800)
-        if getattr(self, "_startup_error", None):
+        if self._startup_error:
             self._show(self.status, self._startup_error, ok=False)
 
     # --- servers ---------------------------------------------------------------------------------
