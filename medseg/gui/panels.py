@@ -87,16 +87,16 @@ class WindowPanel(QGroupBox):
         return tuple(map(float, window)) if window is not None else None  # type: ignore[return-value]
 
     def _sync(self) -> None:
-        doc = self.view
-        for box, value in ((self.center_box, doc.window_center), (self.width_box, doc.window_width)):
+        view = self.view
+        for box, value in ((self.center_box, view.window_center), (self.width_box, view.window_width)):
             box.blockSignals(True)
             box.setValue(value)
             box.blockSignals(False)
         # The preset the user chose, even when another has the same values (Brain = the header's window);
         # else the first preset with these values; else "(custom)".
-        match = self.preset_box.findData(doc.window_preset) if doc.window_preset else -1
+        match = self.preset_box.findData(view.window_preset) if view.window_preset else -1
         if match < 0:
-            current = (doc.window_center, doc.window_width)
+            current = (view.window_center, view.window_width)
             match = next((index for index in range(1, self.preset_box.count())
                           if self._preset_window(self.preset_box.itemData(index)) == current), 0)
         self.preset_box.blockSignals(True)
@@ -177,15 +177,15 @@ class OverlayPanel(QGroupBox):
         self._sync_overlay()
 
     def _sync_overlay(self) -> None:
-        doc = self.view
-        for widget, setter in ((self.opacity_slider, lambda: self.opacity_slider.setValue(round(doc.overlay_opacity * 100))),
-                               (self.outline_button, lambda: self.outline_button.setChecked(doc.overlay_outline)),
-                               (self.fill_button, lambda: self.fill_button.setChecked(not doc.overlay_outline)),
-                               (self.show_box, lambda: self.show_box.setChecked(doc.overlay_visible))):
+        view = self.view
+        for widget, setter in ((self.opacity_slider, lambda: self.opacity_slider.setValue(round(view.overlay_opacity * 100))),
+                               (self.outline_button, lambda: self.outline_button.setChecked(view.overlay_outline)),
+                               (self.fill_button, lambda: self.fill_button.setChecked(not view.overlay_outline)),
+                               (self.show_box, lambda: self.show_box.setChecked(view.overlay_visible))):
             widget.blockSignals(True)
             setter()
             widget.blockSignals(False)
-        self.opacity_label.setText(f"{round(doc.overlay_opacity * 100)} %")
+        self.opacity_label.setText(f"{round(view.overlay_opacity * 100)} %")
 
     def _fill_table(self) -> None:
         self.table.blockSignals(True)

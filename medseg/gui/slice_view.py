@@ -141,10 +141,10 @@ class SliceView(QWidget):
 
     # --- rendering -----------------------------------------------------------------------
     def _current_key(self) -> tuple:
-        doc = self.view
-        return (self.slice_position, doc.window_center, doc.window_width, doc.overlay_opacity,
-                doc.overlay_outline, doc.overlay_visible, self._data_version, self._labels_version,
-                doc.comparison_visible, self._tool_version)
+        view = self.view
+        return (self.slice_position, view.window_center, view.window_width, view.overlay_opacity,
+                view.overlay_outline, view.overlay_visible, self._data_version, self._labels_version,
+                view.comparison_visible, self._tool_version)
 
     def mark_tool_layer_changed(self) -> None:
         """The seeds, the grow preview or the traced region changed: redraw."""
@@ -284,11 +284,11 @@ class SliceView(QWidget):
         return self._letters
 
     def _draw_corner_text(self, painter: QPainter) -> None:
-        doc = self.view
+        view = self.view
         painter.setPen(VIEW_COLORS.get(self.name, QColor(200, 200, 200)))
         painter.drawText(QPointF(8, 16), f"{self.name.capitalize()}  {self.slice_position + 1} / {self.slice_count}")
         painter.setPen(_PENS["text"])
-        painter.drawText(QPointF(8, self.height() - 8), f"W {doc.window_width:.0f}  L {doc.window_center:.0f}")
+        painter.drawText(QPointF(8, self.height() - 8), f"W {view.window_width:.0f}  L {view.window_center:.0f}")
 
     # --- mouse and keys -------------------------------------------------------------------
     def mousePressEvent(self, event: QMouseEvent) -> None:  # noqa: N802
