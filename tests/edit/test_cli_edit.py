@@ -226,3 +226,34 @@ def test_the_largest_label_value_is_the_same_for_the_cli_the_document_and_the_fi
     assert main(["edit", str(image_path), "-o", str(tmp_path / "x.nii.gz"),
                  "--threshold", "250", "3000", str(MAX_LABEL_VALUE + 1)]) == 1
     assert "outside 1…65535" in capsys.readouterr().err
+
+
+def test_level_trace_and_lasso_in_batch(ct_dir, tmp_path: Path):
+    """The app's level trace and lasso from the command line (catalogue names): the traced region is the
+    connected component of |HU - HU(point)| <= tolerance on the point's axial slice (scipy), the lasso
+    fills the outline on its slice only (skimage)."""
+    from scipy import ndimage
+    from skimage.draw import polygon2mask
+
+    image_path = ct_dir / "pyradiomics_lung1" / "lung1_image.nrrd"
+    image = read_image(image_path)
+    nodule = read_image(ct_dir / "pyradiomics_lung1" / "lung1_label.nrrd").array == 1
+    z, y, x = np.rint(np.argwhere(nodule).mean(axis=0)).astype(int)
+    point = ",".join(f"{v:.2f}" for v in image.index_to_physical((x, y, z)))
+    corners = [(x - 40.3, y - 25.3), (x + 35.2, y - 30.1), (x + 20.4, y + 30.2), (x - 30.2, y + 20.3)]
+    outline = tmp_path / "lasso.json"
+    outline.write_text(json.dumps({"view": "axial",
+                                   "points_lps_mm": [list(image.index_to_physical((cx, cy, z))) for cx, cy in corners]}))
+    out = tmp_path / "traced.nii.gz"
+    assert main(["edit", str(image_path), "-o", str(out), "--level-trace", point, "axial", "150", "4",
+                 "--lasso", str(outline), "9"]) == 0
+    written = read_image(out).array
+    hu = image.array[z].astype(float)
+    within = np.abs(hu - hu[y, x]) <= 150
+    components, _ = ndimage.label(within)  # 4-connected in the plane, as the tool's flood
+    traced = components == components[y, x]
+    lasso = polygon2mask(hu.shape, np.array([(cy, cx) for cx, cy in corners]))
+    expected = np.where(lasso, 9, np.where(traced, 4, 0))
+    assert np.array_equal(written[z], expected)
+    assert not written[np.arange(written.shape[0]) != z].any()  # one slice only
+    assert traced.sum() > 20 and (lasso & ~traced).sum() > 100
