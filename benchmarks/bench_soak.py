@@ -193,7 +193,7 @@ def main() -> int:
     # 3. strokes with undo
     window.open_path(str(studies[2]))
     wait_for(window.loader.study_loaded)
-    doc, tools = window.document, window.document.tools
+    doc, tools = window.document, window.view.tools
     tools.tool.set("brush")
     rng = np.random.default_rng(7)
     shape = np.array(doc.volume.size_xyz)
