@@ -101,6 +101,9 @@ def read_image_information(path: str | os.PathLike) -> sitk.ImageFileReader:
     except Exception as error:  # SimpleITK raises RuntimeError with ITK's message
         raise ImageFormatError(f"cannot read the image header ({_first_line(error)})", path=path,
                                hint="the file may be truncated or corrupt") from error
+    if not 2 <= reader.GetDimension() <= 5:  # SimpleITK's images have 2 to 5 (found by fuzzing: a 1D NIfTI)
+        raise ImageFormatError(f"the image header declares {reader.GetDimension()} dimension(s); a 3D volume is needed",
+                               path=path)
     return reader
 
 
