@@ -166,7 +166,7 @@ def _describe(device: str) -> str:
     return {
         "directml": "DirectML (ONNX Runtime)",
         "mps": "Apple MPS (PyTorch)",
-        "cpu": f"CPU (PyTorch, {torch.get_num_threads()} threads of {cores})",
+        "cpu": f"CPU (PyTorch, {_threads(torch.get_num_threads())} of {cores})",
         "onnx-cpu": f"CPU (ONNX Runtime, {cores} cores)",
     }[device]
 
@@ -289,3 +289,7 @@ class OnnxRunner:
                 raise RuntimeError(f"out of memory in ONNX Runtime: {error}") from error
             raise DeviceError(f"ONNX Runtime failed on {self.name}: {error}") from error
         return torch.from_numpy(logits)
+
+
+def _threads(count: int) -> str:
+    return f"{count} thread" if count == 1 else f"{count} threads"
