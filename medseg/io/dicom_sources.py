@@ -54,6 +54,8 @@ def files_from_dicomdir(dicomdir: Path) -> list[str]:
     except Exception as error:  # pydicom raises many types on malformed input
         raise DicomError(f"cannot read this DICOMDIR ({error})", path=dicomdir,
                          hint="open the folder that contains it instead") from error
+    if records is None:  # an empty value (found by fuzzing): not iterable
+        records = []
     files = []
     root = dicomdir.parent.resolve()
     for record in records:

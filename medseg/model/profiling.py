@@ -25,6 +25,8 @@ from typing import Any, Iterator
 
 import torch
 
+from medseg.model.backends import cuda_available
+
 # The phases of a segmentation, in the order they happen (the table lists them so).
 SEGMENT_PHASES = ("load", "preprocess", "network", "stitching", "export", "write")
 TRAIN_PHASES = ("load", "preprocess", "batches", "network", "validation", "write")
@@ -46,7 +48,7 @@ class PhaseProfile:
     _stack: list[list[Any]] = field(default_factory=list)  # [name, start, time spent in children]
 
     def synchronize(self) -> None:
-        if self.device is not None and self.device.type == "cuda" and torch.cuda.is_available():
+        if self.device is not None and self.device.type == "cuda" and cuda_available():
             torch.cuda.synchronize(self.device)
         elif self.device is not None and self.device.type == "mps":
             torch.mps.synchronize()
@@ -131,7 +133,7 @@ class Profiling:
         if self.folder is not None:
             self.folder.mkdir(parents=True, exist_ok=True)
             activities = [torch.profiler.ProfilerActivity.CPU]
-            if torch.cuda.is_available():
+            if cuda_available():
                 activities.append(torch.profiler.ProfilerActivity.CUDA)
             schedule = torch.profiler.schedule(wait=0, warmup=1, active=TRACE_ITERATIONS, repeat=1) if self.stepped else None
             self._torch = torch.profiler.profile(

@@ -9,6 +9,8 @@ MedsegError, as the fuzzer requires.
 - zip-empty-name: a member with an empty name: ZipInfo.is_dir raised IndexError.
 - dicomdir-null-byte: a DICOMDIR whose ReferencedFileID holds a NUL: ``Path.resolve``
   raised ValueError out of the containment check.
+- dicomdir-empty-sequence: a DICOMDIR whose DirectoryRecordSequence is empty (no value):
+  pydicom gives None, and iterating it raised TypeError (found by CI's fuzzing run).
 - nifti-one-dimension: a NIfTI header declaring one dimension: SimpleITK's RuntimeError
   ("Unsupported number of dimensions") escaped read_image (found by CI's fuzzing run).
 Crashes whose input is a real file mutated are rebuilt in a test below instead.

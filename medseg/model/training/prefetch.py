@@ -23,6 +23,7 @@ from typing import Callable, Iterable, Iterator
 
 import torch
 
+from medseg.model.backends import cuda_available
 from medseg.model.profiling import phase
 
 Batch = tuple[torch.Tensor, torch.Tensor]
@@ -47,7 +48,7 @@ class BatchPrefetcher:
         self.device = device
         self.workers = max(0, int(workers))
         self.depth = depth if depth is not None else 2 * self.workers
-        self.pin = device.type == "cuda" and torch.cuda.is_available()
+        self.pin = device.type == "cuda" and cuda_available()
         self._keys: Iterator[tuple[int, int]] = iter(keys)
         self._pending: deque[tuple[tuple[int, int], Future]] = deque()
         self._pool: ThreadPoolExecutor | None = None
