@@ -39,7 +39,7 @@ BUTTON_OPERATIONS = tuple(name for name, op in CATALOGUE.items() if op.tool is N
 OPERATIONS_PER_ROW = 4
 TOOL_KEYS = {"navigate": "N", "brush": "B", "eraser": "E", "fill": "F", "keep_island": "K", "grow_seeds": "G",
              "level_trace": "L", "confidence": "C", "scissors": "X", "lasso": "O"}
-TOOLS_PER_ROW = 5
+TOOLS_PER_ROW = 4
 
 
 def _swatch(color: tuple[int, int, int]) -> QIcon:
@@ -145,10 +145,12 @@ class EditToolsPanel(QGroupBox):
             button.clicked.connect(lambda _=False, n=name: self.run_operation(n))
             ops.addWidget(button, 1 + i // OPERATIONS_PER_ROW, i % OPERATIONS_PER_ROW)
             self.operation_buttons[name] = button
-        params = QHBoxLayout()
-        for name, box in self.setting_boxes.items():
-            params.addWidget(QLabel(controller.settings[name].label, self))
-            params.addWidget(box, 1)
+        params = QGridLayout()  # two settings a row: the side panel is about 440 px wide
+        for i, (name, box) in enumerate(self.setting_boxes.items()):
+            params.addWidget(QLabel(controller.settings[name].label, self), i // 2, 2 * (i % 2))
+            params.addWidget(box, i // 2, 2 * (i % 2) + 1)
+        params.setColumnStretch(1, 1)
+        params.setColumnStretch(3, 1)
 
         self.undo_button = QPushButton("Undo", self)
         self.redo_button = QPushButton("Redo", self)

@@ -125,7 +125,10 @@ class MainWindow(QMainWindow):
         side_scroll.setWidgetResizable(True)
         side_scroll.setFrameShape(QFrame.Shape.NoFrame)
         side_scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        side_scroll.setMinimumWidth(380)  # the plan table and the Edit panel need it; narrower was cramped
+        # The panels' own least width and the scroll bar: never clipped on the right (horizontal
+        # scrolling is off); 380 at least, the plan table is cramped below that.
+        side_scroll.setMinimumWidth(max(380, side.minimumSizeHint().width()
+                                        + side_scroll.verticalScrollBar().sizeHint().width()))
         side_scroll.setMaximumWidth(460)
         splitter = QSplitter(Qt.Orientation.Horizontal, self)
         splitter.addWidget(self.viewer)
