@@ -80,6 +80,7 @@ class EditToolsPanel(QGroupBox):
         add = QPushButton("Add", self)
         add.clicked.connect(self.add_label)
         self.lock_box = QCheckBox("Locked", self)
+        self.lock_box.setObjectName("lock")  # the catalogue's "lock" operation
         self.lock_box.setToolTip("A locked label is never overwritten or changed by any tool")
         self.lock_box.toggled.connect(self._on_lock)
         delete = QPushButton("Delete", self)
