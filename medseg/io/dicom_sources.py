@@ -56,6 +56,10 @@ def files_from_dicomdir(dicomdir: Path) -> list[str]:
                          hint="open the folder that contains it instead") from error
     if records is None:  # an empty value (found by fuzzing): not iterable
         records = []
+    if not isinstance(records, Sequence) or isinstance(records, (str, bytes)):
+        # The element's VR damaged into a number or text (found by fuzzing: 'int' is not iterable)
+        raise DicomError("its directory record sequence is not a sequence of records", path=dicomdir,
+                         hint="open the folder that contains it instead")
     files = []
     root = dicomdir.parent.resolve()
     for record in records:

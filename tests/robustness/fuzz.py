@@ -7,6 +7,7 @@ and stops), as is a hang (-timeout) or memory past -rss_limit_mb. Seeds come fro
 
     python tests/robustness/fuzz.py TARGET [libFuzzer options]   # by hand, e.g. -max_total_time=3600
     python tests/robustness/fuzz.py --list
+    python tests/robustness/fuzz.py --make-seeds   # rewrite the committed seeds/ (rarely)
 
 tests/robustness/test_fuzz.py runs every target for a bounded time in CI. A crash found by
 hand becomes a regression test (tests/robustness/test_fuzz_regressions.py) with its input.
@@ -14,6 +15,7 @@ hand becomes a regression test (tests/robustness/test_fuzz_regressions.py) with 
 
 from __future__ import annotations
 
+import gc
 import io
 import json
 import os
@@ -39,7 +41,9 @@ with atheris.instrument_imports(include=["medseg", "pydicom", "highdicom"]):
     from medseg.io.label_files import read_sidecar
     from medseg.model.package import load_package, starter_model_path
 
-WORK = Path(tempfile.mkdtemp(prefix="medseg-fuzz-"))
+# CI names a fixed folder (MEDSEG_FUZZ_WORK): paths the readers compare reach libFuzzer's table of
+# compared values, so a random folder name made every run mutate differently.
+WORK = Path(os.environ.get("MEDSEG_FUZZ_WORK") or tempfile.mkdtemp(prefix="medseg-fuzz-"))
 
 
 def _write(name: str, data: bytes) -> Path:
@@ -104,24 +108,22 @@ TARGETS = {"dicom": _dicom, "nifti": _nifti, "nrrd": _nrrd, "seg": _seg, "sideca
            "model_json": _model_json, "zip": _zip, "dicomdir": _dicomdir}
 
 
+SEEDS = Path(__file__).with_name("seeds")  # made by --make-seeds, committed: the same bytes on every machine
+
+
 def seeds(target: str) -> list[bytes]:
-    """Real files of the kind, from shared/data (small ones; the fuzzer mutates from here)."""
+    """Real files of the kind (small ones; the fuzzer mutates from here).
+
+    Files of shared/data are read as they are; the few made from them (a cropped NIfTI, a zip, a
+    DICOMDIR) are committed under seeds/, because making them again is not byte-stable (a
+    DICOMDIR gets fresh UIDs, a zip the file's time): CI's run must start from the inputs a run
+    by hand started from, or the two explore differently.
+    """
     if target == "dicom":
         files = [DATA / "pydicom_wheel_testfiles" / "CT_small.dcm", DATA / "pydicom_data" / "693_J2KR.dcm",
                  DATA / "cornerstone_testimages" / "CTImage.dcm_RLELossless_1.2.840.10008.1.2.5.dcm",
                  sorted((DATA / "dcmqi_ct3slice_masks" / "image").iterdir())[0]]
         return [p.read_bytes() for p in files if p.is_file()]
-    if target == "nifti":
-        import SimpleITK as sitk
-
-        small = sitk.RegionOfInterest(sitk.ReadImage(str(DATA / "totalsegmentator" / "example_ct_sm.nii.gz")),
-                                      (32, 32, 4), (40, 30, 10))
-        out = []
-        for suffix in (".nii", ".nii.gz"):
-            path = WORK / f"seed{suffix}"
-            sitk.WriteImage(small, str(path))
-            out.append(path.read_bytes())
-        return out
     if target == "nrrd":
         return [(DATA / "dcmqi_ct3slice_masks" / "masks" / "liver_seg.nrrd").read_bytes()]
     if target == "seg":
@@ -133,34 +135,58 @@ def seeds(target: str) -> list[bytes]:
             json.dumps({"5": {"name": "liver", "color": [1, 2, 3], "locked": True}}).encode()]
     if target == "model_json":
         return [(starter_model_path() / "model.json").read_bytes()]
-    if target == "zip":
-        buffer = io.BytesIO()
-        with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
-            archive.write(DATA / "pydicom_wheel_testfiles" / "CT_small.dcm", "study/CT_small.dcm")
-        return [buffer.getvalue()]
-    if target == "dicomdir":
-        from pydicom import dcmread
-        from pydicom.fileset import FileSet
-
-        fileset = FileSet()
-        fileset.add(dcmread(DATA / "pydicom_wheel_testfiles" / "CT_small.dcm"))
-        fileset.write(WORK / "seed_media")
-        return [(WORK / "seed_media" / "DICOMDIR").read_bytes()]
+    if target in ("nifti", "zip", "dicomdir"):
+        return [p.read_bytes() for p in sorted((SEEDS / target).iterdir())]
     raise KeyError(target)
+
+
+def make_seeds() -> None:
+    """Write seeds/{nifti,zip,dicomdir} from shared/data (run once; the files are committed)."""
+    import SimpleITK as sitk
+    from pydicom import dcmread
+    from pydicom.fileset import FileSet
+
+    small = sitk.RegionOfInterest(sitk.ReadImage(str(DATA / "totalsegmentator" / "example_ct_sm.nii.gz")),
+                                  (32, 32, 4), (40, 30, 10))
+    (SEEDS / "nifti").mkdir(parents=True, exist_ok=True)
+    for suffix in (".nii", ".nii.gz"):
+        sitk.WriteImage(small, str(SEEDS / "nifti" / f"seed{suffix}"))
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        member = zipfile.ZipInfo("study/CT_small.dcm", date_time=(2026, 1, 1, 0, 0, 0))
+        archive.writestr(member, (DATA / "pydicom_wheel_testfiles" / "CT_small.dcm").read_bytes(), zipfile.ZIP_DEFLATED)
+    (SEEDS / "zip").mkdir(parents=True, exist_ok=True)
+    (SEEDS / "zip" / "study.zip").write_bytes(buffer.getvalue())
+    fileset = FileSet()
+    fileset.add(dcmread(DATA / "pydicom_wheel_testfiles" / "CT_small.dcm"))
+    fileset.write(WORK / "seed_media")
+    (SEEDS / "dicomdir").mkdir(parents=True, exist_ok=True)
+    shutil.copy(WORK / "seed_media" / "DICOMDIR", SEEDS / "dicomdir" / "DICOMDIR")
 
 
 def one_input(target: str):
     run = TARGETS[target]
+    count = [0]
 
     def test_one_input(data: bytes) -> None:
         try:
             run(data)
         except MedsegError:
             pass  # the contract: a clear error naming the file
+        finally:
+            # The cyclic collector runs at fixed inputs, not whenever allocations trigger it: the
+            # finalisers it runs (closing files, zip handles) reach code whose coverage would
+            # otherwise land on whichever input was running, differently in every run.
+            count[0] += 1
+            if count[0] % 100 == 0:
+                gc.collect()
     return test_one_input
 
 
 def main(argv: list[str]) -> None:
+    if "--make-seeds" in argv:
+        make_seeds()
+        return
     if len(argv) < 2 or argv[1] not in TARGETS:
         print("targets:", ", ".join(TARGETS))
         sys.exit(0 if "--list" in argv else 2)
@@ -169,7 +195,7 @@ def main(argv: list[str]) -> None:
     if soft == resource.RLIM_INFINITY or soft > MEMORY_LIMIT:
         resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, hard))
     corpus = WORK / "corpus"
-    corpus.mkdir()
+    corpus.mkdir(parents=True)
     for index, seed in enumerate(seeds(target)):
         (corpus / f"seed{index}").write_bytes(seed)
     options = [a for a in argv[2:]]
@@ -181,6 +207,9 @@ def main(argv: list[str]) -> None:
     if not any(a.startswith("-timeout") for a in options):
         options.append("-timeout=60")
     atheris.Setup([argv[0], *options, str(corpus)], one_input(target))
+    gc.collect()
+    gc.freeze()  # the imported libraries: a collection then scans only what the inputs made
+    gc.disable()  # collections at fixed inputs only (one_input): the same run on every machine
     atheris.Fuzz()
 
 

@@ -3,9 +3,11 @@ harness and the longer run by hand), in a child process under a 3 GB address-spa
 crash, a hang over 60 s or memory past the limit fails the test with the input's traceback;
 the input is kept in the test's folder.
 
-The run is reproducible: a fixed seed, a fixed hash seed and a fixed number of inputs per
-target (about 15 s each on a free 2-core machine), so the same code gets the same inputs and
-CI cannot turn red by chance. Time-bounded runs found two crashes in CI that earlier runs had
+The run is reproducible: committed seed files (tests/robustness/seeds/ for those made from
+shared/data), a fixed libFuzzer seed, a fixed hash seed and a fixed number of inputs per target
+(about 15 s each on a free 2-core machine), so the same code gets the same inputs here and in
+CI. (Before the seeds were committed, the DICOMDIR seed got fresh UIDs in every run and CI's
+run explored differently from every run by hand.) Time-bounded runs found two crashes in CI that earlier runs had
 missed (crashes/dicomdir-empty-sequence, nifti-one-dimension); new ones are sought by hand,
 for longer, and each becomes a regression input. The time cap only guards a slow machine: a
 capped run tries a prefix of the same inputs.
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -31,12 +34,19 @@ SECONDS = int(os.environ.get("MEDSEG_FUZZ_SECONDS", "60"))  # the cap on a slow 
 
 @pytest.mark.parametrize("target", TARGETS)
 def test_fuzzing_finds_no_crash(target: str, tmp_path: Path) -> None:
-    env = {**os.environ, "PYTHONHASHSEED": "0"}  # set and dict orders, hence coverage, as in every run
+    work = Path("/tmp/medseg-fuzz-ci") / target  # the same path on every machine (see fuzz.py's WORK)
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    # set and dict orders, hence coverage, as in every run
+    env = {**os.environ, "PYTHONHASHSEED": "0", "MEDSEG_FUZZ_WORK": str(work)}
     run = subprocess.run([sys.executable, str(HARNESS), target, f"-runs={RUNS[target]}", f"-max_total_time={SECONDS}",
                           "-seed=20261204", f"-artifact_prefix={tmp_path}/"], capture_output=True, text=True,
                          cwd=tmp_path, env=env, timeout=SECONDS + 240)
     log = run.stdout + run.stderr
     done = re.search(r"Done (\d+) runs in (\d+) second", log)
     print(f"fuzz {target}: {done.group(1) if done else '?'} inputs in {done.group(2) if done else '?'} s")
-    assert run.returncode == 0 and done, log[-4000:]
+    # atheris prints an uncaught exception's traceback on stdout and libFuzzer its verdict on
+    # stderr ("fuzz target exited"): show both, the traceback first (CI once showed only stderr's tail).
+    uncaught = run.stdout[run.stdout.find("=== Uncaught"):][:3000] if "=== Uncaught" in run.stdout else ""
+    assert run.returncode == 0 and done, uncaught + "\n...\n" + run.stderr[-2500:]
     assert int(done.group(1)) > 20  # it really ran

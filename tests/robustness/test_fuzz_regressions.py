@@ -11,6 +11,9 @@ MedsegError, as the fuzzer requires.
   raised ValueError out of the containment check.
 - dicomdir-empty-sequence: a DICOMDIR whose DirectoryRecordSequence is empty (no value):
   pydicom gives None, and iterating it raised TypeError (found by CI's fuzzing run).
+- dicomdir-records-not-a-sequence: a DICOMDIR whose DirectoryRecordSequence's VR is damaged
+  into a number: iterating the int raised TypeError (found by CI's fuzzing run; its traceback
+  went to the harness's stdout, which the CI test's log tail had cut off).
 - nifti-one-dimension: a NIfTI header declaring one dimension: SimpleITK's RuntimeError
   ("Unsupported number of dimensions") escaped read_image (found by CI's fuzzing run).
 Crashes whose input is a real file mutated are rebuilt in a test below instead.
