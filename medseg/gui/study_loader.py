@@ -158,7 +158,7 @@ class StudyLoader(QObject):
             slices.put((z_index, hu_slice))  # worker thread: only the queue is touched
 
         def work(progress=None, cancel=None):
-            volume = medseg_io.load_series(series, progress=progress, cancel=cancel, on_slice=on_slice)
+            volume = medseg_io.load_series(series, progress=progress, cancel=cancel, on_slice=on_slice, out=shared)
             if scan_result is not None:
                 from medseg.io.load import scan_findings
 
@@ -168,21 +168,25 @@ class StudyLoader(QObject):
         if self.busy:
             return False
         # Preview first: once the decoder threads run, they compete for the GIL.
-        self._show_preview(series)
+        shared = self._show_preview(series)
         self._start("load-series", work, self._on_volume_loaded, delay_ms=40)
         self.source = source
         self._drain_timer.start()
         return True
 
-    def _show_preview(self, series: Any) -> None:
+    def _show_preview(self, series: Any) -> np.ndarray | None:
+        """Show the series' grid at once, filled as slices decode; returns the array the decoder
+        should write into (the preview's own, so the open holds one copy of the voxels), or None."""
         nx, ny, nz = (int(n) for n in series.size_xyz)
         if nx * ny * nz == 0:
-            return
-        array = np.full((nz, ny, nx), -1024, dtype=np.int16)
+            return None
+        shared = medseg_io.preview_stack(series)
+        array = shared if shared is not None else np.full((nz, ny, nx), -1024, dtype=np.int16)
         meta = VolumeMeta(modality=series.modality, series_description=series.series_description,
                           study_description=series.study_description)
         self._preview = Volume(array, series.spacing_mm, series.origin_mm, series.direction, meta)
         self.document.set_volume(self._preview, synthetic=self._synthetic)
+        return shared
 
     @Slot()
     def _drain_slices(self) -> None:
@@ -194,7 +198,8 @@ class StudyLoader(QObject):
             except queue.Empty:
                 break
             if preview is not None and 0 <= z_index < preview.array.shape[0] and hu_slice.shape == preview.array.shape[1:]:
-                preview.array[z_index] = hu_slice
+                if not np.shares_memory(hu_slice, preview.array):  # a shared preview has it already
+                    preview.array[z_index] = hu_slice
                 changed = True
         if changed and self.document.volume is preview:
             self.document.notify_pixels_changed()

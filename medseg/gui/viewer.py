@@ -121,6 +121,10 @@ class ViewerPanel(QWidget):
     # --- document events ------------------------------------------------------------------
     def _on_volume_changed(self) -> None:
         volume = self.document.volume
+        if volume is not None:
+            # A loaded volume may be the very array its preview was (the decoder filled it in
+            # place): it no longer changes, so it may be copied for sagittal reads again.
+            self.renderer.settled(volume.array)
         values = display_array(volume.array) if volume is not None else None
         labels = self._label_array()
         for name, view in self.views.items():

@@ -2,7 +2,8 @@
 
 - ``scan(paths)``: header-only parallel scan of a folder, files, .zip or DICOMDIR into
   :class:`SeriesInfo` (kind, loadable, geometry findings) plus the skipped files and why.
-- ``load_series(series, on_slice=...)``: HU Volume, decoded middle slice first.
+- ``load_series(series, on_slice=..., out=preview_stack(series))``: HU Volume, decoded middle
+  slice first, into an array a viewer may show while it fills.
 - ``load(path, series_uid=None)``: an image file, or the chosen/largest DICOM series.
 - ``read_image`` / ``write_image``: NIfTI, NRRD, MHA (LPS in memory, atomic writes).
 - ``resample_to(volume, reference)``: onto another Volume's grid.
@@ -26,6 +27,7 @@ from medseg.io.load import choose_series, load
 _EXPORTS = {
     "load_series": "dicom_load",
     "middle_out": "dicom_load",
+    "preview_stack": "dicom_load",
     "ScanResult": "dicom_scan",
     "SeriesInfo": "dicom_scan",
     "SkippedFile": "dicom_scan",
@@ -52,7 +54,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # static analysers and IDEs see the eager form
-    from medseg.io.dicom_load import load_series, middle_out
+    from medseg.io.dicom_load import load_series, middle_out, preview_stack
     from medseg.io.dicom_scan import ScanResult, SeriesInfo, SkippedFile, scan
     from medseg.io.image_files import read_image, write_image
     from medseg.io.resample import resample_to

@@ -56,12 +56,14 @@ def load_series(
     cancel: CancelToken | None = None,
     regularize: bool = True,
     on_slice: SliceCallback | None = None,
+    out: np.ndarray | None = None,
 ) -> Volume:
     """Decode ``series`` into a Volume (HU, int16 or float32) with its metadata.
 
     ``on_slice(z, hu_slice)`` is called from worker threads with indices of the acquired
     stack (sorted along the slice normal). When the stack is irregular and ``regularize``
     is true, the returned Volume is resampled onto a regular grid (see meta.findings).
+    ``out``: the array to decode into, from :func:`preview_stack` (a viewer shows it while it fills).
     """
     _check_loadable(series)
     geometry = series.geometry
@@ -71,10 +73,13 @@ def load_series(
     dtype = hu_dtype(slices)
     n = len(slices)
     rows, cols = slices[0].rows, slices[0].columns
-    # The stack, and the float32 regular grid beside it when the stack is irregular.
-    needed = n * rows * cols * (dtype.itemsize + (4 if geometry.needs_regularization and regularize else 0))
+    # The stack (unless the caller gave it), and the float32 regular grid beside it when the stack is irregular.
+    needed = n * rows * cols * ((dtype.itemsize if out is None else 0)
+                                + (4 if geometry.needs_regularization and regularize else 0))
     check_allocation(needed, f"{n} images of {cols} x {rows} pixels", series.files[0] if series.files else None)
-    stack = np.empty((n, rows, cols), dtype=dtype)
+    if out is not None and (out.shape != (n, rows, cols) or out.dtype != dtype):
+        raise ValueError(f"out is {out.dtype}{out.shape}; this series decodes to {dtype}{(n, rows, cols)}")
+    stack = np.empty((n, rows, cols), dtype=dtype) if out is None else out
 
     # One task per file (a multi-frame file decodes all its frames at once), middle first.
     z_of: dict[int, int] = {id(s): z for z, s in enumerate(slices)}
@@ -168,6 +173,22 @@ def load_series(
     replace_non_finite(volume)
     report(progress, 1.0, "loaded", "decode")
     return volume
+
+
+def preview_stack(series: SeriesInfo) -> np.ndarray | None:
+    """The array ``load_series(series, out=...)`` decodes into, all air (-1024 HU) until slices arrive.
+
+    A viewer shows it while it fills, so the preview and the volume are one array: a separate
+    preview doubled the memory of an open (a 512 x 512 x 1000 series peaked at 2.1x its voxels).
+    None where the series decodes to float32 (a non-integral rescale): the viewer previews in int16.
+    """
+    slices = series.slices
+    if series.geometry is None or not slices or hu_dtype(slices) != np.int16:
+        return None
+    n, rows, cols = len(slices), slices[0].rows, slices[0].columns
+    check_allocation(n * rows * cols * 2, f"{n} images of {cols} x {rows} pixels",
+                     series.files[0] if series.files else None)
+    return np.full((n, rows, cols), -1024, dtype=np.int16)
 
 
 def _meta(series: SeriesInfo, findings: list[GeometryFinding], extra: dict) -> VolumeMeta:

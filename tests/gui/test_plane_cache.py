@@ -84,3 +84,28 @@ def test_copies_of_replaced_arrays_are_dropped(ct):
         renderer.plane(values, sagittal, 1)
     assert renderer.x_major.wait_until_built(120)
     assert len(renderer.x_major._copies) <= 2 and id(values) in renderer.x_major._copies
+
+
+def test_a_settled_preview_is_copied_and_an_array_over_the_copy_limit_never(ct, monkeypatch):
+    """A preview the decoder filled in place becomes the loaded volume (the same array): once it
+    has settled it is copied like any other; an array over MAX_COPIED_BYTES is sliced directly."""
+    import medseg.gui.slice_render as slice_render
+
+    direction, values, _ = ct
+    sagittal = view_axes("sagittal", np.eye(3))
+    renderer = SliceRenderer()
+    preview = values.copy()
+    renderer.changing(preview)
+    renderer.plane(preview, sagittal, 3)
+    assert id(preview) not in renderer.x_major._copies
+    renderer.settled(preview)
+    renderer.plane(preview, sagittal, 3)
+    assert renderer.x_major.wait_until_built(120)
+    assert np.shares_memory(renderer.plane(preview, sagittal, 3), renderer.x_major._copies[id(preview)].array)
+
+    monkeypatch.setattr(slice_render, "MAX_COPIED_BYTES", values.nbytes - 1)
+    large = values.copy()
+    fresh = SliceRenderer()
+    for x in (0, SLAB, values.shape[2] - 1):
+        assert np.array_equal(fresh.plane(large, sagittal, x), sagittal.slice_of(large, x))
+    assert fresh.x_major.wait_until_built(120) and fresh.x_major._copies == {}

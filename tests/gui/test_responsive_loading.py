@@ -112,3 +112,26 @@ def test_log_file_has_no_patient_names_or_ids(driver, window, ct_dir):
     for secret in (volume.meta.patient_name, volume.meta.patient_id):
         if secret.strip():
             assert secret not in log_text
+
+
+def test_the_preview_and_the_loaded_volume_are_one_array(driver, window, qtbot, ct_dir):
+    """The decoder writes into the preview's own array, so an open holds one copy of the voxels
+    (a separate preview made a 512 x 512 x 1000 open peak at 2.1x its voxels; bench_soak.py).
+    Oracle for the values: SimpleITK's series reader on the same files."""
+    import SimpleITK as sitk
+
+    doc = window.document
+    shown: list = []
+    doc.volume_changed.connect(lambda: shown.append(doc.volume))
+    folder = ct_dir / "dcmqi_ct3slice_masks" / "image"
+    volume = driver.open_series(folder)
+    preview = shown[0]
+    assert preview is not volume and preview.array is volume.array
+    reader = sitk.ImageSeriesReader()
+    reader.SetFileNames(reader.GetGDCMSeriesFileNames(str(folder)))
+    oracle = reader.Execute()
+    assert np.allclose(oracle.GetOrigin(), volume.origin_mm)
+    assert np.array_equal(sitk.GetArrayFromImage(oracle), volume.array)
+    # The loaded volume no longer changes: the renderer may copy it for sagittal reads again.
+    renderer = window.viewer.renderer
+    assert renderer.x_major._refused.get(id(volume.array)) is None
