@@ -12,9 +12,9 @@ start and end, the longest event-loop stall (a 10 ms timer's largest gap while t
 ran) and the growth of RSS over the second half of the phase (a leak grows steadily there;
 allocator warm-up happens in the first half).
 
-Then the memory goal: open a 512 x 512 x 1000 DICOM series (1000 real slices re-positioned,
-500 MB of int16 voxels) in the window; peak RSS (VmHWM, reset before the open) against
-1.5 x the voxels + 400 MB.
+First, in the fresh window, the memory goal: open a 512 x 512 x 1000 DICOM series (1000 real
+slices re-positioned, 500 MB of int16 voxels); peak RSS (VmHWM, reset before the open, over the
+load and two seconds after it) against 1.5 x the voxels + 400 MB.
 
 Run:  QT_QPA_PLATFORM=offscreen .venv/bin/python benchmarks/bench_soak.py \\
         [--studies 200] [--segments 50] [--strokes 10000] [--big-slices 1000]
@@ -130,6 +130,31 @@ def make_big_series(folder: Path, slices: int) -> Path:
     return folder
 
 
+def big_open(window, work: Path, slices: int, stall: "StallMeter") -> None:
+    """The memory goal, first, in the fresh window (the goal's 400 MB is the app's own share)."""
+    folder = make_big_series(work / "big", slices)
+    voxels_mb = 512 * 512 * slices * 2 / 2**20
+    pump(100)
+    before = status_mb("VmRSS")
+    with open("/proc/self/clear_refs", "w") as clear:
+        clear.write("5")  # VmHWM := current RSS
+    started = time.perf_counter()
+    stall.start()
+    window.open_path(str(folder), auto_load=True)
+    wait_for(window.loader.study_loaded, timeout_s=1800)
+    pump(2000)  # and what follows an open (repaints, background copies) while the user looks
+    longest = stall.stop()
+    peak = status_mb("VmHWM")
+    goal = 1.5 * voxels_mb + 400
+    print(f"open a 512 x 512 x {slices} series ({voxels_mb:.0f} MB of voxels) in "
+          f"{time.perf_counter() - started:.0f} s: RSS before {before:.0f} MB, peak {peak:.0f} MB "
+          f"(+{peak - before:.0f} MB, {(peak - before) / voxels_mb:.2f} x the voxels); goal peak <= "
+          f"{goal:.0f} MB: {'met' if peak <= goal else 'NOT met'}; longest stall {longest * 1000:.0f} ms\n")
+    window.document.mark_saved()
+    window.document.close_image()
+    pump(100)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--studies", type=int, default=200)
@@ -157,6 +182,8 @@ def main() -> int:
     studies = [SHARED / "dcmqi_ct3slice_masks" / "image", SHARED / "totalsegmentator" / "example_ct_sm.nii.gz",
                SHARED / "pyradiomics_lung1" / "lung1_image.nrrd"]
     results = {}
+    if args.big_slices:
+        big_open(window, work, args.big_slices, stall)
 
     # 1. open/close
     rss, fds0, started = [], open_fds(), time.perf_counter()
@@ -216,26 +243,6 @@ def main() -> int:
     doc.mark_saved()
     doc.close_image()
 
-    # 4. the 512 x 512 x N memory goal
-    if args.big_slices:
-        folder = make_big_series(work / "big", args.big_slices)
-        voxels_mb = 512 * 512 * args.big_slices * 2 / 2**20
-        pump(100)
-        before = status_mb("VmRSS")
-        with open("/proc/self/clear_refs", "w") as clear:
-            clear.write("5")  # VmHWM := current RSS
-        started = time.perf_counter()
-        stall.start()
-        window.open_path(str(folder), auto_load=True)
-        wait_for(window.loader.study_loaded, timeout_s=1800)
-        pump(200)
-        longest = stall.stop()
-        peak = status_mb("VmHWM")
-        goal = 1.5 * voxels_mb + 400
-        print(f"\nopen a 512 x 512 x {args.big_slices} series ({voxels_mb:.0f} MB of voxels) in "
-              f"{time.perf_counter() - started:.0f} s: RSS before {before:.0f} MB, peak {peak:.0f} MB "
-              f"(+{peak - before:.0f} MB, {(peak - before) / voxels_mb:.2f} x the voxels); goal peak <= "
-              f"{goal:.0f} MB: {'met' if peak <= goal else 'NOT met'}; longest stall {longest * 1000:.0f} ms")
     window.close()
     return 0
 

@@ -272,6 +272,7 @@ class PreparedInput:
     configuration: str
     plan: Any
     image: Any  # medseg.model.preprocess.PreprocessedImage
+    fallbacks: list[str] = field(default_factory=list)  # preprocessing's degradations, for the run's own list
 
 
 def prepare(volume: Volume, package: Any, configuration: str | None = None, step_size: float = 0.5,
@@ -281,9 +282,12 @@ def prepare(volume: Volume, package: Any, configuration: str | None = None, step
     config_name, plan = _choose_configuration(package, configuration, volume)
     check_run(estimate_run(plan, len(package.labels), volume, step_size),
               (volume.meta.source_files or [None])[0])
+    own: list[str] = []
     with phase("preprocess"):
-        image = _preprocess_on(volume, plan, device, fallbacks if fallbacks is not None else [])
-    return PreparedInput(config_name, plan, image)
+        image = _preprocess_on(volume, plan, device, own)
+    if fallbacks is not None:
+        fallbacks.extend(own)
+    return PreparedInput(config_name, plan, image, own)
 
 
 def label_volumes_ml(label_map: np.ndarray, labels: dict[int, str], voxel_ml: float) -> dict[str, float]:
@@ -323,7 +327,10 @@ def segment(
     device_name = backends.resolve_device(device)
     fallbacks: list[str] = []
     report(progress, 0.0, "preparing the image", "preprocess")
-    prepared = prepared or prepare(volume, package, configuration, step_size, device_name, fallbacks)
+    if prepared is None:
+        prepared = prepare(volume, package, configuration, step_size, device_name, fallbacks)
+    else:  # prepared ahead (a batch's next case): its degradations are this run's too
+        fallbacks.extend(prepared.fallbacks)
     config_name, plan, prep = prepared.configuration, prepared.plan, prepared.image
     if cancel is not None:
         cancel.raise_if_cancelled()

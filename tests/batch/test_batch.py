@@ -258,3 +258,27 @@ def test_manifest_rows_become_cases(ct_dir: Path, tmp_path: Path) -> None:
     assert cases["thin"].series_uid == thin_uid and len(cases["thin"].files) == 16
     assert len(cases["largest"].files) == 28  # the 5 mm series, as `medseg segment` would choose
     assert cases["small_nifti"].kind == "image"
+
+
+def test_a_case_is_prepared_on_the_run_device_with_the_batch_step(ct_dir: Path, tmp_path: Path, monkeypatch) -> None:
+    """The prefetch thread preprocesses on the batch's device (it always used the CPU) and checks
+    the run with the batch's step (it used 0.5 whatever --step said)."""
+    from medseg.batch.cases import Case
+    from medseg.batch.run import BatchRunner, BatchSettings
+    from medseg.model import infer
+    from medseg.model.package import load_package, starter_model_path
+
+    seen: list[tuple[float, str]] = []
+    real = infer.prepare
+
+    def spy(volume, package, configuration=None, step_size=0.5, device="cpu", fallbacks=None):
+        seen.append((step_size, device))
+        return real(volume, package, configuration, step_size, device, fallbacks)
+
+    monkeypatch.setattr(infer, "prepare", spy)
+    runner = BatchRunner(load_package(starter_model_path()), BatchSettings(tmp_path / "out", device="cpu", step=0.7),
+                         "starter")
+    image = ct_dir / "totalsegmentator" / "example_ct_sm.nii.gz"
+    item = runner._read(Case("abdomen", str(image), "image", (str(image),)))
+    assert seen == [(0.7, "cpu")]
+    assert item.prepared.image.data.shape[0] == 1  # one channel, ready for the network

@@ -268,3 +268,21 @@ def test_plan_tiles_is_what_the_sliding_window_runs(ct_dir, series, configuratio
     runner.device = torch.device("cpu")
     sliding_window_logits(runner, prep.data, plan, step_size=0.5)
     assert planned.tiles == sum(run)
+
+
+def test_a_prepared_input_carries_its_preprocessing_fallback_into_the_run(package, abdomen, monkeypatch):
+    """A batch prepares the next case ahead, on the run's device; running out of memory there
+    falls back to the CPU, and the run that uses the prepared input lists it (it was lost)."""
+    real = infer.preprocess_to
+
+    def tight_device(volume, plan, device):
+        if torch.device(device).type != "cpu":
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 1.50 GiB")
+        return real(volume, plan, device)
+
+    monkeypatch.setattr(infer, "preprocess_to", tight_device)
+    prepared = infer.prepare(abdomen, package, device="cuda")
+    assert prepared.fallbacks == ["out of memory preprocessing on cuda: preprocessing on the CPU"]
+    result = segment(abdomen, package, device="cpu", prepared=prepared)
+    assert result.fallbacks == prepared.fallbacks
+    assert np.array_equal(result.label_map.array, segment(abdomen, package, device="cpu").label_map.array)
