@@ -125,6 +125,7 @@ class StudyLoader(QObject):
             self.job.deleteLater()
         self.job = None
         self._drain_timer.stop()
+        self._slices = queue.Queue()  # slices not yet shown are views of the volume: they would keep it
         self.busy_changed.emit()
 
     # --- images -----------------------------------------------------------------------------

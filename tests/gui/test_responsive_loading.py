@@ -135,3 +135,20 @@ def test_the_preview_and_the_loaded_volume_are_one_array(driver, window, qtbot, 
     # The loaded volume no longer changes: the renderer may copy it for sagittal reads again.
     renderer = window.viewer.renderer
     assert renderer.x_major._refused.get(id(volume.array)) is None
+
+
+def test_a_closed_study_frees_its_voxels(driver, window, qtbot, ct_dir):
+    """Nothing keeps a closed study's voxels alive: the finished load job's closure did, and so did
+    decoded slices the preview had not shown yet (views of the volume). The soak saw a closed
+    512 x 512 x 1000 study keep its 500 MB until the next load."""
+    import gc
+    import weakref
+
+    volume = driver.open_series(ct_dir / "dcmqi_ct3slice_masks" / "image")
+    voxels = weakref.ref(volume.array)
+    del volume
+    window.document.mark_saved()
+    window.document.close_image()
+    qtbot.wait(100)
+    gc.collect()
+    assert voxels() is None
