@@ -8,6 +8,8 @@ import argparse
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("gui", help="start the desktop app (optionally opening a study)")
     parser.add_argument("path", nargs="?", help="DICOM folder, zip, DICOMDIR, or NIfTI/NRRD/MHA file to open")
+    parser.add_argument("--labels", metavar="FILE", help="a segmentation to open over the study: a label map "
+                        "(NIfTI/NRRD/MHA, with its .labels.json) or a DICOM SEG")
     parser.add_argument("--screenshot", metavar="PNG", help="save a screenshot once the study is shown, then quit")
     parser.add_argument("--quit-after", metavar="SECONDS", type=float, help="close the window after this many seconds")
     parser.set_defaults(func=run)
@@ -16,6 +18,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from medseg.gui.app import display_available, run_gui
 
+    if args.labels:  # refused before a window opens
+        from pathlib import Path
+
+        from medseg.errors import MedsegError
+
+        if not args.path:
+            raise MedsegError("--labels needs a study to open them over", hint="medseg gui STUDY --labels FILE")
+        if not Path(args.labels).is_file():
+            raise MedsegError("no such segmentation file", path=args.labels)
     if not display_available() and not args.screenshot:
         from medseg.errors import DisplayError
 
@@ -26,4 +37,4 @@ def run(args: argparse.Namespace) -> int:
         import os
 
         os.environ["QT_QPA_PLATFORM"] = "offscreen"
-    return run_gui(args.path, screenshot=args.screenshot, quit_after=args.quit_after)
+    return run_gui(args.path, screenshot=args.screenshot, quit_after=args.quit_after, labels=args.labels)

@@ -37,8 +37,10 @@ def _application():
 
 
 def run_gui(path: str | None = None, demo: bool = False, screenshot: str | None = None,
-            quit_after: float | None = None) -> int:
+            quit_after: float | None = None, labels: str | None = None) -> int:
     """Show the main window (optionally opening ``path`` or the demo) and run the event loop.
+
+    ``labels``: a segmentation file (label map or DICOM SEG) to open over the study once it is shown.
 
     ``screenshot``: save a PNG of the window once the study is shown (and quit when
     ``quit_after`` is not given). ``quit_after``: close after that many seconds.
@@ -75,7 +77,9 @@ def run_gui(path: str | None = None, demo: bool = False, screenshot: str | None 
             from medseg.gui.gl_support import gl_support
 
             support = gl_support()  # the installers' smoke test reads this line
-            print(f"3D view: OpenGL {support.version} on {support.renderer}" if support.available
+            # What the pane shows (its status line: surfaces and triangles) when it draws at all.
+            shown = window.viewer.view3d.status.text().removeprefix("3D · ")
+            print(f"3D view: OpenGL {support.version} on {support.renderer}; {shown}" if support.available
                   else f"3D view: unavailable: {support.problem}", flush=True)
         if quit_after is None and screenshot:
             window.close()
@@ -86,7 +90,22 @@ def run_gui(path: str | None = None, demo: bool = False, screenshot: str | None 
             state["code"] = 1
             save_screenshot()
 
-    window.loader.study_loaded.connect(lambda _volume: QTimer.singleShot(300, save_screenshot))
+    def after_study(_volume) -> None:
+        if labels and not state.get("labels_opened"):
+            state["labels_opened"] = True
+            if not window.segmentation_files.open(labels):
+                on_failed(f"cannot open {labels} over this study")
+            return
+        QTimer.singleShot(300, save_screenshot)
+
+    def after_labels(_opened) -> None:
+        # The screenshot shows the 3D surfaces too: wait until the meshing worker has them.
+        window.viewer.view3d.wait_idle(120_000)
+        QTimer.singleShot(300, save_screenshot)
+
+    window.loader.study_loaded.connect(after_study)
+    window.segmentation_files.opened.connect(after_labels)
+    window.segmentation_files.failed.connect(on_failed)
     window.loader.failed.connect(on_failed)
     window.error_shown.connect(lambda _m: None)
     # Opening starts after the first paint: the window appears at once, and the I/O stack
