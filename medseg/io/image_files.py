@@ -104,6 +104,12 @@ def read_image_information(path: str | os.PathLike) -> sitk.ImageFileReader:
     if not 2 <= reader.GetDimension() <= 5:  # SimpleITK's images have 2 to 5 (found by fuzzing: a 1D NIfTI)
         raise ImageFormatError(f"the image header declares {reader.GetDimension()} dimension(s); a 3D volume is needed",
                                path=path)
+    try:  # a one-voxel image of the declared type (found by fuzzing: complex voxels of 2 components cannot be made)
+        sitk.Image([1] * reader.GetDimension(), reader.GetPixelID(), reader.GetNumberOfComponents())
+    except RuntimeError as error:
+        raise ImageFormatError(f"its voxels are {sitk.GetPixelIDValueAsString(reader.GetPixelID())} with "
+                               f"{reader.GetNumberOfComponents()} components each: not an image medseg can read "
+                               "(a CT has one real value per voxel)", path=path) from error
     return reader
 
 

@@ -16,6 +16,8 @@ MedsegError, as the fuzzer requires.
   went to the harness's stdout, which the CI test's log tail had cut off).
 - nifti-one-dimension: a NIfTI header declaring one dimension: SimpleITK's RuntimeError
   ("Unsupported number of dimensions") escaped read_image (found by CI's fuzzing run).
+- nifti-scalar-type-two-components: a NIfTI header declaring complex voxels of 2 components:
+  SimpleITK's RuntimeError escaped the voxel-size estimate of read_image (found by hand, seed 101).
 Crashes whose input is a real file mutated are rebuilt in a test below instead.
 """
 
