@@ -61,34 +61,10 @@ def test_an_in_place_edit_is_seen_at_once_and_after_the_rebuild(ct):
     assert (renderer.plane(labels, sagittal, 50) == 7).sum() == 20 * 40
 
 
-def test_a_changing_preview_and_an_over_budget_array_are_sliced_directly(ct):
-    direction, values, _ = ct
-    sagittal = view_axes("sagittal", np.eye(3))
-    renderer = SliceRenderer()
-    preview = values.copy()
-    renderer.changing(preview)
-    renderer.plane(preview, sagittal, 3)
-    assert id(preview) not in renderer.x_major._copies
-    small = SliceRenderer(copy_budget_bytes=values.nbytes - 1)
-    for x in (0, SLAB, values.shape[2] - 1):
-        assert np.array_equal(small.plane(values, sagittal, x), sagittal.slice_of(values, x))
-    assert small.x_major._copies == {}
-
-
-def test_copies_of_replaced_arrays_are_dropped(ct):
-    _, values, labels = ct
-    sagittal = view_axes("sagittal", np.eye(3))
-    renderer = SliceRenderer()
-    for array in (values, labels, labels.copy(), labels.copy()):  # image, then three label maps in turn
-        renderer.plane(array, sagittal, 1)
-        renderer.plane(values, sagittal, 1)
-    assert renderer.x_major.wait_until_built(120)
-    assert len(renderer.x_major._copies) <= 2 and id(values) in renderer.x_major._copies
-
-
-def test_a_settled_preview_is_copied_and_an_array_over_the_copy_limit_never(ct, monkeypatch):
-    """A preview the decoder filled in place becomes the loaded volume (the same array): once it
-    has settled it is copied like any other; an array over MAX_COPIED_BYTES is sliced directly."""
+def test_a_changing_preview_and_an_over_budget_array_are_sliced_directly(ct, monkeypatch):
+    """A preview being filled is never copied; once it has settled (the decoder filled it in place
+    and it became the loaded volume, the same array) it is copied like any other. An array over
+    the budget, or over MAX_COPIED_BYTES, is sliced directly."""
     import medseg.gui.slice_render as slice_render
 
     direction, values, _ = ct
@@ -102,10 +78,22 @@ def test_a_settled_preview_is_copied_and_an_array_over_the_copy_limit_never(ct, 
     renderer.plane(preview, sagittal, 3)
     assert renderer.x_major.wait_until_built(120)
     assert np.shares_memory(renderer.plane(preview, sagittal, 3), renderer.x_major._copies[id(preview)].array)
-
+    small = SliceRenderer(copy_budget_bytes=values.nbytes - 1)
     monkeypatch.setattr(slice_render, "MAX_COPIED_BYTES", values.nbytes - 1)
-    large = values.copy()
-    fresh = SliceRenderer()
-    for x in (0, SLAB, values.shape[2] - 1):
-        assert np.array_equal(fresh.plane(large, sagittal, x), sagittal.slice_of(large, x))
-    assert fresh.x_major.wait_until_built(120) and fresh.x_major._copies == {}
+    large = SliceRenderer()
+    for renderer in (small, large):
+        for x in (0, SLAB, values.shape[2] - 1):
+            assert np.array_equal(renderer.plane(values, sagittal, x), sagittal.slice_of(values, x))
+        assert renderer.x_major.wait_until_built(120) and renderer.x_major._copies == {}
+
+
+def test_copies_of_replaced_arrays_are_dropped(ct):
+    _, values, labels = ct
+    sagittal = view_axes("sagittal", np.eye(3))
+    renderer = SliceRenderer()
+    for array in (values, labels, labels.copy(), labels.copy()):  # image, then three label maps in turn
+        renderer.plane(array, sagittal, 1)
+        renderer.plane(values, sagittal, 1)
+    assert renderer.x_major.wait_until_built(120)
+    assert len(renderer.x_major._copies) <= 2 and id(values) in renderer.x_major._copies
+
