@@ -20,7 +20,10 @@ regression of more than 10 % in either fails.
 Then a bare bookworm (``debootstrap --variant=minbase``, cached in build/) gets the .deb with
 ``apt-get install ./medseg.deb`` (only the package's Depends; no recommends), and the same
 checks run there through /usr/bin/medseg. The host's Python (this script) only compares
-files afterwards; nothing of it is visible inside the root.
+files afterwards; nothing of it is visible inside the root. Last, in a REAL X window there
+(Xvfb on the host, its socket bound into the root, Qt's xcb platform): the installed app
+segments the series and shows it with ``medseg gui --labels``; the 3D view must draw the
+surfaces with the OpenGL the Depends brought (Mesa's software renderer).
 
     .venv/bin/python installers/linux/smoke_test.py [--bundle dist/medseg] [--deb dist/medseg_*.deb] [--no-chroot]
 
@@ -32,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -448,6 +452,63 @@ class Chroot:
         return ["chroot", str(self.path), *args]
 
 
+def start_xvfb() -> tuple[subprocess.Popen, str]:
+    """A private Xvfb on the host and its display name (":N", a number it picked itself)."""
+    xvfb = shutil.which("Xvfb")
+    if xvfb is None:
+        raise SmokeFailure("Xvfb is missing on this machine (apt-get install xvfb): the real-window check needs it")
+    read_fd, write_fd = os.pipe()
+    server = subprocess.Popen([xvfb, "-displayfd", str(write_fd), "-screen", "0", "1600x1000x24", "-nolisten", "tcp"],
+                              pass_fds=(write_fd,), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    os.close(write_fd)
+    written = b""
+    deadline = time.monotonic() + 30
+    while not written.endswith(b"\n") and time.monotonic() < deadline:
+        chunk = os.read(read_fd, 16)
+        if not chunk:
+            break
+        written += chunk
+    os.close(read_fd)
+    if not written.strip().isdigit():
+        server.kill()
+        raise SmokeFailure(f"Xvfb did not start: {server.stderr.read().decode(errors='replace')[-500:]}")
+    return server, f":{written.decode().strip()}"
+
+
+def real_window_3d(root: "Chroot", tmp: Path, env: dict[str, str]) -> dict[str, float]:
+    """The 3D view drawn in a real X window inside the bare Debian root (issue #28): Xvfb runs on the
+    host and its socket folder is bound into the root; the installed app segments the JPEG 2000
+    series, opens it with the result (``medseg gui --labels``) and draws the surfaces with the
+    OpenGL that the .deb's Depends brought (Mesa's llvmpipe, no GPU)."""
+    times: dict[str, float] = {}
+    server, display = start_xvfb()
+    sockets = root.path / "tmp" / ".X11-unix"
+    sockets.mkdir(exist_ok=True)
+    run(["mount", "--bind", "/tmp/.X11-unix", str(sockets)])
+    try:
+        x_env = {**env, "DISPLAY": display, "QT_QPA_PLATFORM": "xcb"}
+        medseg = root.command("env", "-i", *(f"{k}={v}" for k, v in x_env.items()), "/usr/bin/medseg")
+        run([*medseg, "segment", "/tmp/smoke/series", "-o", "/tmp/smoke/series_seg.nii.gz", "--device", "cpu",
+             "--threads", "2", "--json"])
+        start = time.perf_counter()
+        shot = run([*medseg, "gui", "/tmp/smoke/series", "--labels", "/tmp/smoke/series_seg.nii.gz",
+                    "--screenshot", "/tmp/smoke/window-3d.png"])
+        times["x_window_3d_s"] = time.perf_counter() - start
+        line = check_3d_view(shot.stdout, x_env)
+        surfaces = re.search(r"; (\d+) surfaces?", line)
+        if not line.startswith("3D view: OpenGL") or surfaces is None or int(surfaces.group(1)) == 0:
+            raise SmokeFailure(f"bare Debian, real X window: the 3D view drew no surfaces: {line}")
+        described = check_screenshot(tmp / "window-3d.png")
+        shutil.copy(tmp / "window-3d.png", WORK / "debian-window-3d.png")  # the root is removed; keep what it showed
+        log(f"bare Debian, real X window (Xvfb {display}, xcb): the segmented series in 2x2 with the 3D view "
+            f"in {times['x_window_3d_s']:.1f} s ({described}); {line}; screenshot {WORK / 'debian-window-3d.png'}")
+    finally:
+        subprocess.run(["umount", "-l", str(sockets)], check=False)
+        server.terminate()
+        server.wait(timeout=30)
+    return times
+
+
 def chroot_smoke(deb: Path, expected: dict[str, Path]) -> dict[str, float]:
     if os.geteuid() != 0:
         raise SmokeFailure("the bare-Debian part needs root (debootstrap, chroot, mount); run it as root "
@@ -486,6 +547,7 @@ def chroot_smoke(deb: Path, expected: dict[str, Path]) -> dict[str, float]:
                            None, tmp, Path("/tmp/smoke"), Path("/tmp/smoke/ct.dcm"), Path("/tmp/smoke/series"),
                            expected, "bare Debian"))
         no_telemetry(tmp / "home", installed, root.path / "opt" / "medseg", "bare Debian")
+        times.update(real_window_3d(root, tmp, env))
         del done
         shutil.copy(tmp / "demo.png", WORK / "debian-demo.png")  # the root is removed; keep what it showed
     return times

@@ -44,7 +44,6 @@ from medseg.gui.jobs import Job
 from medseg.gui.train_dataset_panel import SCRATCH_PLAN_OPTIONS, DatasetPanel
 from medseg.gui.train_plots import LiveCurves, write_pngs
 from medseg.gui.train_runner import InProcessRunner, TorchrunRunner, torchrun_command
-from medseg.model.backends import TRAINING, device_choices
 from medseg.model.training.run_record import RunRecorder, read_events
 
 log = logging.getLogger(__name__)
@@ -145,8 +144,10 @@ class TrainingPanel(QWidget):
         self.learning_rate.setValue(0.01)
         self.batch_size = _spin(1, 256, 4)
         self.device = QComboBox(self)
-        for choice in device_choices(TRAINING):
-            self.device.addItem(choice.label, choice.device)
+        # The devices are listed when the tab is first shown: asking for them imports PyTorch
+        # (3-6 s), and the first window must not wait for it. Until then "auto" is the choice.
+        self.device.addItem("Automatic", "auto")
+        self._devices_listed = False
         self.processes = _spin(1, 16, 1)
         self.processes.setToolTip("More than 1: DistributedDataParallel through torchrun (one process per GPU; "
                                   "gloo processes on the CPU)")
@@ -245,6 +246,23 @@ class TrainingPanel(QWidget):
         if self.base_combo.findText(label) < 0:
             self.base_combo.insertItem(2, label)
         self.base_combo.setCurrentText(label)
+
+    def showEvent(self, event) -> None:  # noqa: N802
+        self.list_devices()
+        super().showEvent(event)
+
+    def list_devices(self) -> None:
+        """The training devices this machine has (once; keeps the choice made meanwhile if it is there)."""
+        if self._devices_listed:
+            return
+        from medseg.model.backends import TRAINING, device_choices
+
+        chosen = self.device.currentData()
+        self.device.clear()
+        for choice in device_choices(TRAINING):
+            self.device.addItem(choice.label, choice.device)
+        self.device.setCurrentIndex(max(0, self.device.findData(chosen)))
+        self._devices_listed = True
 
     def settings(self) -> RunSettings:
         text = self.base_combo.currentText()

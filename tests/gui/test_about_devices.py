@@ -78,7 +78,7 @@ def test_help_about_in_a_bundle_shows_the_list_its_build_made(window, qtbot, tmp
 
 @pytest.fixture
 def mac(fake_machine):
-    fake_machine(cuda=0, mps=True)  # before the window: the training panel lists its devices when built
+    fake_machine(cuda=0, mps=True)  # before the window: the panels list their devices once
 
 
 def test_segment_and_training_menus_offer_what_the_machine_has(mac, window, driver, ct_dir):
@@ -87,6 +87,7 @@ def test_segment_and_training_menus_offer_what_the_machine_has(mac, window, driv
     segment_box = window.segment_panel.device_box
     assert [segment_box.itemData(i) for i in range(segment_box.count())] == ["auto", "mps", "cpu", "onnx-cpu"]
     assert segment_box.itemText(0) == "Automatic (here: CPU (PyTorch, " + segment_box.itemText(2).split("(PyTorch, ")[1] + ")"
+    window.train_tab.training_panel.list_devices()  # what showing its page does (the list waits for it)
     training_box = window.train_tab.training_panel.device
     assert [training_box.itemData(i) for i in range(training_box.count())] == ["auto", "cpu"]
     training_box.setCurrentIndex(training_box.findData("cpu"))

@@ -150,6 +150,7 @@ def test_dataset_finetune_pause_stop_resume_use_and_export(driver, window, qtbot
     training.epochs.setValue(2)
     training.iterations.setValue(4)
     training.batch_size.setValue(2)
+    training.list_devices()  # what showing its page does
     training.device.setCurrentIndex(training.device.findData("cpu"))
     meter = GapMeter()
     arrivals = []  # (time, event kind) as the GUI thread receives them
@@ -308,6 +309,7 @@ def test_two_process_gloo_ddp_from_the_tab_reports_into_the_plots(window, qtbot,
     training.epochs.setValue(2)
     training.iterations.setValue(2)
     training.batch_size.setValue(2)
+    training.list_devices()  # what showing its page does
     training.device.setCurrentIndex(training.device.findData("cpu"))
     training.processes.setValue(2)
     record = _train(qtbot, training)

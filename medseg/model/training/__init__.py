@@ -29,19 +29,51 @@ of the global batch; because the loss is a mean of per-sample terms, DDP's gradi
 equals the single-process gradient of the same global batch. Only rank 0 writes files.
 """
 
-from medseg.model.fingerprint import CANONICAL_ORIENTATION, plan_for_dataset
-from medseg.model.training.checkpoints import load_checkpoint, package_from_checkpoint, save_checkpoint
-from medseg.model.training.config import (
-    CHECKPOINT_BEST, CHECKPOINT_LAST, HISTORY_FILE, POLY_EXPONENT, CheckpointEvent, EpochEvent, FallbackEvent,
-    IterationEvent, MessageEvent, StartedEvent, TrainConfig, TrainEvent, TrainResult, event_to_json,
-)
-from medseg.model.training.distributed import DistributedContext, setup_distributed
-from medseg.model.training.heads import adapt_state_to_labels
-from medseg.model.training.run import TrainingRun, default_work_dir, poly_lr, run_training, train
-from medseg.model.training.sampling import (
-    CLASS_LOCATIONS_PER_LABEL, PreparedCase, draw_sample, local_batch, pick_case, prepare_case, sample_rng,
-)
-from medseg.model.training.validation import validate, validate_with_loss
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+# public name -> the module that defines it, imported on first use (PEP 562): a module of this
+# package (the run record the Train tab reads) must not pull PyTorch into the first window.
+_EXPORTS = {
+    "CANONICAL_ORIENTATION": "medseg.model.fingerprint",
+    "CHECKPOINT_BEST": "medseg.model.training.config",
+    "CHECKPOINT_LAST": "medseg.model.training.config",
+    "CLASS_LOCATIONS_PER_LABEL": "medseg.model.training.sampling",
+    "CheckpointEvent": "medseg.model.training.config",
+    "DistributedContext": "medseg.model.training.distributed",
+    "EpochEvent": "medseg.model.training.config",
+    "FallbackEvent": "medseg.model.training.config",
+    "HISTORY_FILE": "medseg.model.training.config",
+    "IterationEvent": "medseg.model.training.config",
+    "MessageEvent": "medseg.model.training.config",
+    "POLY_EXPONENT": "medseg.model.training.config",
+    "PreparedCase": "medseg.model.training.sampling",
+    "StartedEvent": "medseg.model.training.config",
+    "TrainConfig": "medseg.model.training.config",
+    "TrainEvent": "medseg.model.training.config",
+    "TrainResult": "medseg.model.training.config",
+    "TrainingRun": "medseg.model.training.run",
+    "adapt_state_to_labels": "medseg.model.training.heads",
+    "default_work_dir": "medseg.model.training.run",
+    "draw_sample": "medseg.model.training.sampling",
+    "event_to_json": "medseg.model.training.config",
+    "load_checkpoint": "medseg.model.training.checkpoints",
+    "local_batch": "medseg.model.training.sampling",
+    "package_from_checkpoint": "medseg.model.training.checkpoints",
+    "pick_case": "medseg.model.training.sampling",
+    "plan_for_dataset": "medseg.model.fingerprint",
+    "poly_lr": "medseg.model.training.run",
+    "prepare_case": "medseg.model.training.sampling",
+    "run_training": "medseg.model.training.run",
+    "sample_rng": "medseg.model.training.sampling",
+    "save_checkpoint": "medseg.model.training.checkpoints",
+    "setup_distributed": "medseg.model.training.distributed",
+    "train": "medseg.model.training.run",
+    "validate": "medseg.model.training.validation",
+    "validate_with_loss": "medseg.model.training.validation",
+}
 
 __all__ = [
     "CANONICAL_ORIENTATION", "CHECKPOINT_BEST", "CHECKPOINT_LAST", "CLASS_LOCATIONS_PER_LABEL", "HISTORY_FILE",
@@ -51,3 +83,16 @@ __all__ = [
     "package_from_checkpoint", "pick_case", "plan_for_dataset", "poly_lr", "prepare_case",
     "run_training", "sample_rng", "save_checkpoint", "setup_distributed", "train", "validate", "validate_with_loss",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module_name = _EXPORTS.get(name)
+    if module_name is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module_name), name)
+    globals()[name] = value  # later look-ups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})
