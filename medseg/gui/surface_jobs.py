@@ -137,6 +137,9 @@ class SurfaceMesher(QObject):
         return not self.busy
 
     def shutdown(self) -> None:
+        # No meshing after this: closing the window changes the document, and a job started then
+        # was still running when Qt destroyed its thread (an abort at exit in the walkthrough test).
+        self.enabled = False
         if self._job is not None:
             self._job.wait_stopped()
             self._job = None
