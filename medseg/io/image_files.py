@@ -105,7 +105,7 @@ def read_image_information(path: str | os.PathLike) -> sitk.ImageFileReader:
         raise ImageFormatError(f"the image header declares {reader.GetDimension()} dimension(s); a 3D volume is needed",
                                path=path)
     try:  # a one-voxel image of the declared type (found by fuzzing: complex voxels of 2 components cannot be made)
-        sitk.Image([1] * reader.GetDimension(), reader.GetPixelID(), reader.GetNumberOfComponents())
+        _voxel_probe(reader)
     except RuntimeError as error:
         raise ImageFormatError(f"its voxels are {sitk.GetPixelIDValueAsString(reader.GetPixelID())} with "
                                f"{reader.GetNumberOfComponents()} components each: not an image medseg can read "
@@ -129,15 +129,20 @@ def describe_image(path: str | os.PathLike) -> dict:
     matrix = np.eye(3)
     given = np.asarray(reader.GetDirection(), dtype=float).reshape(dimension, dimension)
     matrix[:min(3, dimension), :min(3, dimension)] = given[:3, :3]
-    probe = sitk.Image([1] * dimension, reader.GetPixelID(), reader.GetNumberOfComponents())
+    probe = _voxel_probe(reader)
     findings = _nifti_spacing_findings(path, dimension) if image_suffix(path) in (".nii", ".nii.gz") else []
     return {"size_xyz": size, "spacing_mm": spacing, "origin_mm": origin, "direction": matrix,
             "dtype": str(sitk.GetArrayViewFromImage(probe).dtype), "components": reader.GetNumberOfComponents(),
             "findings": findings}
 
 
+def _voxel_probe(reader: sitk.ImageFileReader) -> sitk.Image:
+    """A one-voxel image of the header's voxel type (its numpy dtype and size per voxel)."""
+    return sitk.Image([1] * reader.GetDimension(), reader.GetPixelID(), reader.GetNumberOfComponents())
+
+
 def _bytes_per_voxel(reader: sitk.ImageFileReader) -> int:
-    probe = sitk.Image([1] * reader.GetDimension(), reader.GetPixelID(), reader.GetNumberOfComponents())
+    probe = _voxel_probe(reader)
     return probe.GetSizeOfPixelComponent() * reader.GetNumberOfComponents()
 
 
