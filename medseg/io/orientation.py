@@ -4,8 +4,11 @@ A network trained on arrays learns where things are *in the array*: the liver of
 NIfTI lies on the other side of the array from the liver of an LPS DICOM series. Models
 trained by medseg therefore see every image in one orientation (``Plan.orientation``,
 "LPS": array x towards the patient's left, y posterior, z superior), and the result is
-put back onto the input's own grid. nnU-Net works on arrays as stored, so imported
-nnU-Net models keep ``orientation = None`` and behave exactly as in nnU-Net.
+put back onto the input's own grid. nnU-Net's arrays depend on its image reader: SimpleITKIO
+and NibabelIO hand over the array as the file stores it (imported models keep
+``orientation = None``), while NibabelIOWithReorient and SimpleITKIOWithReorient turn every
+image to RAS first, so models trained through them (TotalSegmentator's among them) get
+``orientation = "RAS"`` (medseg.model.nnunet_import.READER_ORIENTATION).
 """
 
 from __future__ import annotations

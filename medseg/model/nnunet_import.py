@@ -34,6 +34,12 @@ _ENCODER_COUNT_KEY = {"PlainConvUNet": "n_conv_per_stage", "ResidualEncoderUNet"
 SUPPORTED_RESAMPLING = "resample_data_or_seg_to_shape"
 TORCH_RESAMPLING = "resample_torch_fornnunet"  # the *_torchres planners: run as nnU-Net runs it (trilinear)
 SUPPORTED_PREPROCESSOR = "DefaultPreprocessor"
+# nnU-Net's image readers and the array orientation each hands the network (medseg.io.orientation
+# codes; None: the array as the file stores it). The reorienting readers turn every image to RAS
+# (nibabel's as_closest_canonical / SimpleITK's DICOMOrient "RAS") before nnU-Net sees it, so a
+# network trained through them has only ever seen RAS arrays.
+READER_ORIENTATION = {"SimpleITKIO": None, "NibabelIO": None, "Tiff3DIO": None,
+                      "NibabelIOWithReorient": "RAS", "SimpleITKIOWithReorient": "RAS"}
 
 # Trainer variants that change only training (epochs, learning rate, loss, augmentation,
 # mirroring) and therefore build their network from the plans unchanged. A trainer that
@@ -64,7 +70,8 @@ def import_nnunet(folder: str | Path, folds: Sequence[int | str] | None = None) 
 
     config_dict, plans_format = _resolve_configuration(plans, configuration, folder / "plans.json")
     mirror_axes = first.get("inference_allowed_mirroring_axes")
-    plan = _plan_from_nnunet(plans, configuration, config_dict, mirror_axes, folder / "plans.json")
+    reader, orientation = _image_reader(plans, dataset_json, folder)
+    plan = _plan_from_nnunet(plans, configuration, config_dict, mirror_axes, folder / "plans.json", orientation)
 
     weights = []
     digests = {}
@@ -95,6 +102,7 @@ def import_nnunet(folder: str | Path, folds: Sequence[int | str] | None = None) 
             "plans_format": plans_format,
             "experiment_planner_used": plans.get("experiment_planner_used"),
             "trainer_name": trainer_name,
+            "image_reader_writer": reader,
             "configuration": configuration,
             "folds": [d.name for d in fold_dirs],
             "checkpoints": {d.name: p.name for d, p in checkpoints},
@@ -217,6 +225,27 @@ def _labels_from_dataset_json(dataset_json: dict[str, Any], path: Path) -> dict[
     if sorted(labels) != list(range(len(labels))):
         raise ModelError(f"labels must be consecutive 0..N-1 as nnU-Net requires, got {sorted(labels)}", path=path)
     return labels
+
+
+def _image_reader(plans: dict[str, Any], dataset_json: dict[str, Any], folder: Path) -> tuple[str, str | None]:
+    """The reader nnU-Net trained and predicts with, and the orientation its arrays are in.
+
+    nnU-Net's preprocessing and predictor read images with plans.json's ``image_reader_writer``;
+    the planner put it there from dataset.json's ``overwrite_image_reader_writer`` (or chose it
+    by the file ending: SimpleITKIO for NIfTI). Plans without the key fall back to dataset.json.
+    """
+    name = plans.get("image_reader_writer")
+    source = folder / "plans.json"
+    if not name or name == "None":
+        name = dataset_json.get("overwrite_image_reader_writer")
+        source = folder / "dataset.json"
+    if not name or name == "None":
+        return "SimpleITKIO", None
+    short = str(name).rsplit(".", 1)[-1]
+    if short not in READER_ORIENTATION:
+        raise ModelError(f"image reader {short!r} is unknown to medseg, so it cannot tell how the network's "
+                         f"arrays were oriented (it knows {', '.join(READER_ORIENTATION)})", path=source)
+    return short, READER_ORIENTATION[short]
 
 
 def _check_single_channel(dataset_json: dict[str, Any], path: Path) -> None:
@@ -362,7 +391,7 @@ def _per_stage(value: Any, n: int) -> list:
 
 
 def _plan_from_nnunet(plans: dict[str, Any], name: str, config: dict[str, Any], mirror_axes: Any,
-                      path: Path) -> Plan:
+                      path: Path, orientation: str | None = None) -> Plan:
     patch = [int(p) for p in config["patch_size"]]
     dim = len(patch)
     architecture, kwargs = _check_architecture(config["architecture"], dim, path)
@@ -418,6 +447,7 @@ def _plan_from_nnunet(plans: dict[str, Any], name: str, config: dict[str, Any], 
         median_shape=tuple(int(round(m)) for m in config["median_image_size_in_voxels"])
         if config.get("median_image_size_in_voxels") is not None else None,
         architecture=architecture,
+        orientation=orientation,
     )
 
 
