@@ -3,7 +3,10 @@
 - data (``$MEDSEG_DATA_DIR``): autosave sessions, logs, the training workspace — what medseg
   keeps for the user and must not lose;
 - config (``$MEDSEG_CONFIG_DIR``): settings files such as the PACS servers;
-- cache (``$MEDSEG_CACHE_DIR``): what can be made again — the demo study, retrieved PACS series.
+- cache (``$MEDSEG_CACHE_DIR``): what can be made again — the demo study, retrieved PACS series;
+- models (``$MEDSEG_MODELS``, else ``<data>/models``): the models the user installed, and beside it
+  a read-only system-wide folder that IT fills (``$MEDSEG_SYSTEM_MODELS``, else the platform's shared
+  data folder), consulted after the user's own.
 
 Each is the platform's usual place for one folder named ``medseg`` (Qt's AppDataLocation doubled
 the name on Linux: ``~/.local/share/medseg/medseg``). The user's results (segmentations, CSVs,
@@ -58,6 +61,26 @@ def cache_dir() -> Path:
     if sys.platform == "darwin":
         return Path.home() / "Library" / "Caches" / APP
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / APP
+
+
+def models_dir() -> Path:
+    """Where this user's models are installed: ``$MEDSEG_MODELS``, else ``<data_dir>/models``."""
+    override = _override("MEDSEG_MODELS")
+    return override if override is not None else data_dir() / "models"
+
+
+def system_models_dirs() -> list[Path]:
+    """Read-only folders of models installed for every user (by IT, e.g. from a pack):
+    ``$MEDSEG_SYSTEM_MODELS`` (``os.pathsep``-separated; empty: none), else the platform's place."""
+    value = os.environ.get("MEDSEG_SYSTEM_MODELS")
+    if value is not None:
+        return [Path(part).expanduser() for part in value.split(os.pathsep) if part.strip()]
+    if sys.platform == "win32":
+        return [Path(os.environ.get("PROGRAMDATA") or "C:\\ProgramData") / APP / "models"]
+    if sys.platform == "darwin":
+        return [Path("/Library/Application Support") / APP / "models"]
+    shared = os.environ.get("XDG_DATA_DIRS") or "/usr/local/share:/usr/share"
+    return [Path(part) / APP / "models" for part in shared.split(":") if part.strip()]
 
 
 def is_app_folder(path: str | os.PathLike) -> bool:

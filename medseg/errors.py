@@ -84,3 +84,24 @@ class Cancelled(MedsegError):
 
     def __init__(self, message: str = "cancelled by the user"):
         super().__init__(message)
+
+
+class DownloadError(MedsegError):
+    """A model could not be downloaded: no network, an HTTP error, a damaged or wrong file."""
+
+
+class OfflineError(DownloadError):
+    """The server cannot be reached (no network, no route, name not resolved, proxy down)."""
+
+
+class ChecksumMismatch(DownloadError):
+    """A downloaded or packed file is not the one the catalogue or the pack names (its SHA-256 differs)."""
+
+    def __init__(self, path: str | Path, expected: str, got: str, what: str = "file"):
+        self.expected, self.got = expected, got
+        super().__init__(f"{what} is damaged or not the published one: SHA-256 expected {expected}, got {got}",
+                         path=path, hint="nothing was installed; download it again")
+
+
+class LicenceNotAccepted(ModelError):
+    """A model whose licence needs the user's acceptance was not accepted; nothing was installed."""

@@ -1,0 +1,336 @@
+"""Install, verify and remove models: from the catalogue's downloads, a pack, a zip or a folder.
+
+Every install runs in one transaction (:class:`_Transaction`): the new version is built in a
+hidden staging folder beside the model's record, converted, hashed, renamed into place, and
+only then does ``installed.json`` name it (medseg.catalogue.record). Until that last atomic
+write the old version stays installed and in use; a failure or a kill -9 at any earlier point
+leaves leftovers that the next install of the model removes, and nothing that looks installed.
+Downloads stay in ``<models>/.downloads`` between tries so that the next one resumes them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import secrets
+import shutil
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable
+
+from medseg.app_dirs import models_dir
+from medseg.catalogue.convert import convert
+from medseg.catalogue.discover import FoundResult, find_results, match_catalogue
+from medseg.catalogue.download import download
+from medseg.catalogue.entries import Catalogue, ModelEntry, load_catalogue, parse_entry
+from medseg.catalogue.folders import find_installed, installed_models, model_folder
+from medseg.catalogue.record import InstallRecord, hash_tree, read_record, sha256_file, write_record
+from medseg.catalogue.unpack import safe_extract
+from medseg.errors import LicenceNotAccepted, ModelError, SaveError
+from medseg.io.atomic import fsync_folder
+from medseg.progress import CancelToken, ProgressCallback, report
+
+try:
+    import fcntl
+except ImportError:  # Windows: no advisory lock; one install at a time is the user's to keep
+    fcntl = None  # type: ignore[assignment]
+
+DOWNLOADS = ".downloads"
+# The user's answer to a licence: True/False, or a function shown the entry that returns it (a prompt).
+Acceptance = bool | Callable[[ModelEntry], bool]
+
+
+# --- licences ---------------------------------------------------------------------------------
+def licence_record(entry: ModelEntry, accept: Acceptance) -> dict:
+    """The licence as installed; LicenceNotAccepted before anything is fetched when it needs an
+    acceptance the user did not give."""
+    licence = entry.licence
+    record = {"spdx": licence.spdx, "url": licence.url, "commercial_use": licence.commercial_use,
+              "acceptance_required": licence.acceptance_required}
+    if not licence.acceptance_required:
+        return record
+    accepted = accept(entry) if callable(accept) else bool(accept)
+    if not accepted:
+        raise LicenceNotAccepted(f"{entry.id} is not installed: its licence needs your acceptance. {licence.terms}",
+                                 hint=f"read it (`medseg models info {entry.id}`, {licence.url}); "
+                                      "if you accept it, install again with --accept-licence")
+    record.update(accepted_at=_now(), accepted_terms_sha256=hashlib.sha256(licence.terms.encode()).hexdigest(),
+                  terms=licence.terms)
+    return record
+
+
+# --- one transaction per model ------------------------------------------------------------------
+class _Transaction:
+    """Stage a new version of one model; commit renames it in and rewrites the record."""
+
+    def __init__(self, model_id: str, root: Path | None = None) -> None:
+        self.root = root or models_dir()
+        self.folder = model_folder(self.root, model_id)
+        self.model_id = model_id
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            self._lock_fd = os.open(self.folder / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as error:
+            raise SaveError(f"cannot write the models folder ({error.strerror})", path=self.folder,
+                            hint="set MEDSEG_MODELS to a folder you can write") from error
+        if fcntl is not None:
+            try:
+                fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as error:
+                os.close(self._lock_fd)
+                raise ModelError(f"{model_id} is being installed by another medseg right now", path=self.folder,
+                                 hint="wait for it to finish") from error
+        self._clean_leftovers()
+        self.token = secrets.token_hex(4)
+        self.staging = self.folder / f".staging-{self.token}"
+        self.scratch = self.folder / f".unpack-{self.token}"
+        self.staging.mkdir()
+        self.scratch.mkdir()
+
+    def _clean_leftovers(self) -> None:
+        """What a killed or failed install left: staging folders and versions no record names."""
+        record = read_record(self.folder)
+        active = record.active if record else None
+        for child in self.folder.iterdir():
+            if child.name.startswith((".staging-", ".unpack-", ".old-")) or (
+                    child.is_dir() and child.name.startswith("v-") and child.name != active):
+                shutil.rmtree(child, ignore_errors=True)
+
+    def commit(self, entry: ModelEntry, version: str, converted_run: str | None, parts: dict[str, str],
+               configurations: list[str], sources: list[dict], licence: dict) -> InstallRecord:
+        shutil.rmtree(self.scratch, ignore_errors=True)  # the unpacked checkpoints never stay
+        files = hash_tree(self.staging)
+        previous = read_record(self.folder)
+        final = self.folder / f"v-{_safe(version)}-{self.token}"
+        os.replace(self.staging, final)
+        fsync_folder(self.folder)
+        record = InstallRecord(id=entry.id, version=version, active=final.name, entry=dict(entry.raw), files=files,
+                               run=converted_run, parts=parts, configurations=configurations, sources=sources,
+                               licence=licence, installed_at=_now(), folder=self.folder)
+        write_record(record)  # the switch: from here on the new version is the installed one
+        if previous is not None and previous.active != final.name:
+            shutil.rmtree(self.folder / previous.active, ignore_errors=True)
+        return record
+
+    def close(self) -> None:
+        shutil.rmtree(self.scratch, ignore_errors=True)
+        shutil.rmtree(self.staging, ignore_errors=True)
+        if fcntl is not None:
+            fcntl.flock(self._lock_fd, fcntl.LOCK_UN)
+        os.close(self._lock_fd)
+
+    def __enter__(self) -> "_Transaction":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+# --- from the catalogue ---------------------------------------------------------------------------
+def install(model_id: str, *, configurations: list[str] | None = None, accept_licence: Acceptance = False,
+            progress: ProgressCallback | None = None, cancel: CancelToken | None = None,
+            catalogue: Catalogue | None = None) -> InstallRecord:
+    """Download, verify, unpack, convert and install a catalogue model (all its configurations, or some)."""
+    catalogue = catalogue or load_catalogue()
+    entry = catalogue.get(model_id)
+    if entry.builtin:
+        raise ModelError(f"{model_id} ships with medseg: there is nothing to install")
+    licence = licence_record(entry, accept_licence)
+    if not entry.downloadable:
+        raise ModelError(f"{model_id} cannot be downloaded by medseg. {entry.licence.terms}",
+                         hint=f"install the file its publisher gives you: `medseg models install FILE --id {model_id}`")
+    wanted = [entry.configuration(n) for n in configurations] if configurations else list(entry.configurations)
+    files = entry.files_for([c.name for c in wanted])
+    root = models_dir()
+    downloads = root / DOWNLOADS
+    fetched = []
+    for index, weight in enumerate(files):
+        part = downloads / f"{hashlib.sha256(weight.urls[0].encode()).hexdigest()[:12]}-{weight.name}.part"
+        got = download(weight.urls[0], part, expected_sha256=weight.sha256, expected_size=weight.size,
+                       progress=_scaled(progress, index / len(files) * 0.8, 0.8 / len(files)), cancel=cancel,
+                       what=weight.name)
+        fetched.append((weight, got))
+    with _Transaction(model_id, root) as transaction:
+        results: dict[int, Path] = {}
+        for weight, got in fetched:  # side by side in one weights folder, as TotalSegmentator keeps them
+            report(progress, 0.8, f"unpacking {weight.name}", "unpack")
+            before = {r.folder for r in find_results(transaction.scratch)} if results else set()
+            safe_extract(got.path, transaction.scratch, cancel=cancel)
+            found = {r.dataset: r.folder for r in find_results(transaction.scratch)
+                     if r.dataset is not None and r.folder not in before}
+            if weight.dataset is not None and weight.dataset not in found:
+                raise ModelError(f"{weight.name} holds no nnU-Net result folder of dataset {weight.dataset}",
+                                 path=got.path, hint="the published file changed; nothing was installed")
+            results.update(found)
+        converted = convert(entry, wanted, results, transaction.staging, _scaled(progress, 0.85, 0.14), cancel)
+        sources = [{"name": weight.name, "url": weight.urls[0], "size": got.size, "sha256": got.sha256,
+                    "published_sha256": weight.sha256} for weight, got in fetched]
+        record = transaction.commit(entry, entry.version, converted.run, converted.parts, converted.configurations,
+                                    sources, licence)
+    for _weight, got in fetched:
+        got.path.unlink(missing_ok=True)
+    report(progress, 1.0, f"{model_id} installed", "done")
+    return record
+
+
+# --- from folders and zips a user already has ----------------------------------------------------
+@dataclass
+class ImportReport:
+    installed: list[InstallRecord] = field(default_factory=list)
+    unknown: list[FoundResult] = field(default_factory=list)  # registered under local/... ids
+
+
+def import_path(path: str | Path, *, model_id: str | None = None, accept_licence: Acceptance = False,
+                progress: ProgressCallback | None = None, cancel: CancelToken | None = None,
+                catalogue: Catalogue | None = None) -> ImportReport:
+    """Register every model found in an nnU-Net result folder, a TotalSegmentator home or weights
+    folder, or a zip as TotalSegmentator publishes it, under its catalogue id (``local/<dataset>``
+    for networks the catalogue does not know). ``model_id`` keeps only that catalogue entry."""
+    path = Path(path).expanduser()
+    catalogue = catalogue or load_catalogue()
+    if path.is_file():
+        root = models_dir() / DOWNLOADS / f".import-{secrets.token_hex(4)}"
+        root.mkdir(parents=True)
+        try:
+            safe_extract(path, root, cancel=cancel)
+            return _import_tree(root, path, model_id, accept_licence, progress, cancel, catalogue)
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+    if not path.is_dir():
+        raise ModelError("no such folder or zip", path=path)
+    return _import_tree(path, path, model_id, accept_licence, progress, cancel, catalogue)
+
+
+def _import_tree(tree: Path, origin: Path, model_id: str | None, accept: Acceptance, progress, cancel,
+                 catalogue: Catalogue) -> ImportReport:
+    found = find_results(tree)
+    if not found:
+        raise ModelError("no nnU-Net result folder here (dataset.json, plans.json and fold_*/checkpoint_final.pth)",
+                         path=origin)
+    matches, unknown = match_catalogue(found, catalogue)
+    if model_id is not None:
+        matches = [m for m in matches if m.entry.id == model_id]
+        if not matches:
+            catalogue.get(model_id)
+            raise ModelError(f"nothing here completes a configuration of {model_id}", path=origin)
+        unknown = []
+    licences = {m.entry.id: licence_record(m.entry, accept) for m in matches}  # all refusals before any install
+    report_ = ImportReport()
+    steps = len(matches) + len(unknown)
+    for index, match in enumerate(matches):
+        with _Transaction(match.entry.id) as transaction:
+            converted = convert(match.entry, match.configurations, {d: r.folder for d, r in match.results.items()},
+                                transaction.staging, _scaled(progress, index / steps, 1 / steps), cancel)
+            sources = [{"path": str(origin), "folder": str(r.folder.relative_to(tree)) if r.folder != tree else ".",
+                        "checkpoint_sha256": _checkpoint_hashes(r.folder)} for r in match.results.values()]
+            report_.installed.append(transaction.commit(match.entry, match.entry.version, converted.run,
+                                                        converted.parts, converted.configurations, sources,
+                                                        licences[match.entry.id]))
+    for offset, result in enumerate(unknown):
+        entry = _local_entry(result)
+        with _Transaction(entry.id) as transaction:
+            configuration = entry.configurations[0]
+            converted = convert(entry, [configuration], {configuration.datasets[0]: result.folder},
+                                transaction.staging, _scaled(progress, (len(matches) + offset) / steps, 1 / steps),
+                                cancel)
+            sources = [{"path": str(origin), "checkpoint_sha256": _checkpoint_hashes(result.folder)}]
+            report_.installed.append(transaction.commit(entry, entry.version, converted.run, converted.parts,
+                                                        converted.configurations, sources,
+                                                        licence_record(entry, accept)))
+        report_.unknown.append(result)
+    return report_
+
+
+def _local_entry(result: FoundResult) -> ModelEntry:
+    """A catalogue entry for a network the catalogue does not know, from its own files."""
+    from medseg.io.json_files import read_json_object
+
+    dataset_json = read_json_object(result.folder / "dataset.json", "dataset.json", ModelError)
+    labels = {int(v): str(n) for n, v in (dataset_json.get("labels") or {}).items() if isinstance(v, int)}
+    name = result.dataset_folder or result.folder.parent.name or result.folder.name
+    model_id = "local/" + re.sub(r"[^A-Za-z0-9_.-]", "_", name).strip("._-")[:80]
+    return parse_entry({
+        "id": model_id, "title": f"{name} (imported nnU-Net model)", "version": "imported",
+        "modality": "CT", "description": f"Imported from {result.folder}.",
+        "structures": [{"value": v, "name": n, "group": name} for v, n in sorted(labels.items()) if v],
+        "configurations": [{"name": result.configuration or "default", "spacing_mm": None,
+                            "datasets": [result.dataset if result.dataset is not None else 0]}],
+        "files": [],
+        "licence": {"spdx": "NOASSERTION", "url": "", "commercial_use": False, "acceptance_required": False,
+                    "terms": "Unknown: imported from a local folder; its terms are the ones you got it under."},
+        "citation": "", "medseg_support": {"status": "networks", "note": "an nnU-Net model run with nnU-Net's steps"},
+    })
+
+
+def _checkpoint_hashes(folder: Path) -> dict[str, str]:
+    return {p.relative_to(folder).as_posix(): sha256_file(p) for p in sorted(folder.glob("fold_*/checkpoint_*.pth"))}
+
+
+# --- verify and remove ------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Verification:
+    id: str
+    folder: Path
+    changed: list[str]
+    missing: list[str]
+    extra: list[str]
+
+    @property
+    def ok(self) -> bool:
+        return not (self.changed or self.missing or self.extra)
+
+
+def verify(model_id: str | None = None) -> list[Verification]:
+    """Each installed model's files against the hashes recorded when it was installed."""
+    if model_id is not None:
+        record = find_installed(model_id)
+        if record is None:
+            raise ModelError(f"{model_id} is not installed")
+        records = [record]
+    else:
+        records = installed_models()
+    results = []
+    for record in records:
+        folder = record.version_folder
+        now = hash_tree(folder) if folder.is_dir() else {}
+        results.append(Verification(
+            record.id, folder,
+            changed=sorted(n for n in record.files if n in now and now[n] != record.files[n]),
+            missing=sorted(n for n in record.files if n not in now),
+            extra=sorted(n for n in now if n not in record.files)))
+    return results
+
+
+def remove(model_id: str) -> Path:
+    """Uninstall a model from the user's folder (a system-wide one is IT's to remove)."""
+    record = find_installed(model_id)
+    if record is None:
+        raise ModelError(f"{model_id} is not installed")
+    assert record.folder is not None
+    if record.read_only:
+        raise ModelError(f"{model_id} is installed for every user by your IT; medseg cannot remove it",
+                         path=record.folder)
+    trash = record.folder.parent / f".old-{record.folder.name}-{secrets.token_hex(4)}"
+    os.replace(record.folder, trash)  # gone at once for every reader; the files follow
+    shutil.rmtree(trash, ignore_errors=True)
+    return record.folder
+
+
+# --- helpers -----------------------------------------------------------------------------------------
+def _scaled(progress: ProgressCallback | None, start: float, span: float) -> ProgressCallback | None:
+    if progress is None:
+        return None
+    return lambda p: progress(type(p)(start + span * p.fraction, p.text, p.stage))
+
+
+def _safe(version: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", version)[:40] or "0"
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+__all__ = ["install", "import_path", "verify", "remove", "licence_record", "ImportReport", "Verification"]

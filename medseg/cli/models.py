@@ -1,0 +1,271 @@
+"""``medseg models list | info ID | install ID|FILE | import PATH | verify [ID] | remove ID | pack ID -o FILE``.
+
+The model catalogue on the command line (medseg.catalogue): what is known, what is installed,
+installing from the publisher (resumable, verified), from a pack or a zip without a network,
+importing the nnU-Net and TotalSegmentator folders a user already has. Nothing is sent anywhere
+but the requests for the files being installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from medseg.cli._console import progress_printer
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "models", help="list, install, import, verify, remove and pack models (the catalogue)",
+        description="The models medseg knows (TotalSegmentator's CT tasks, the built-in starter) and the ones "
+                    "installed here. Models live in $MEDSEG_MODELS (default: medseg's data folder/models), then in "
+                    "the read-only system-wide folder ($MEDSEG_SYSTEM_MODELS). docs/models.md has the details.")
+    commands = parser.add_subparsers(dest="models_command", metavar="ACTION", required=True)
+
+    listing = commands.add_parser("list", help="every known and installed model, with size, licence, checksum")
+    listing.add_argument("--installed", action="store_true", help="only the installed ones")
+    listing.add_argument("--json", action="store_true", help="print JSON")
+    listing.set_defaults(func=run_list)
+
+    info = commands.add_parser("info", help="one model: structures, configurations, files, licence, citation")
+    info.add_argument("id")
+    info.add_argument("--json", action="store_true", help="print JSON")
+    info.set_defaults(func=run_info)
+
+    install = commands.add_parser(
+        "install", help="download and install a catalogue model, or install a pack or a publisher's zip",
+        description="ID: download the model's files from its publisher (resumed when interrupted, verified, "
+                    "converted without running any code from them) and install it atomically. FILE: a pack made "
+                    "by `medseg models pack` (no network needed), or a zip as the publisher sends it (use --id "
+                    "for licensed models).")
+    install.add_argument("source", help="catalogue id (e.g. totalsegmentator/total) or a pack/zip file")
+    install.add_argument("--id", dest="model_id", help="with a zip: the catalogue id it is (licensed models)")
+    install.add_argument("--configuration", action="append", dest="configurations", metavar="NAME",
+                         help="install only this configuration (repeatable; default: all), e.g. 3mm")
+    install.add_argument("--accept-licence", action="store_true",
+                         help="accept the licence shown by `medseg models info` without being asked")
+    install.set_defaults(func=run_install)
+
+    imports = commands.add_parser(
+        "import", help="register models from an nnU-Net result folder, a TotalSegmentator folder or zip",
+        description="PATH: an nnU-Net v2 result folder, a TotalSegmentator home (~/.totalsegmentator) or weights "
+                    "folder, or a zip as TotalSegmentator publishes it. Every task found is registered under its "
+                    "catalogue id; networks the catalogue does not know under local/<dataset>. Without PATH, "
+                    "TotalSegmentator's own weights folder ($TOTALSEG_WEIGHTS_PATH, $TOTALSEG_HOME_DIR, "
+                    "~/.totalsegmentator) is used.")
+    imports.add_argument("path", nargs="?", help="folder or zip (default: TotalSegmentator's weights folder)")
+    imports.add_argument("--id", dest="model_id", help="import only this catalogue model")
+    imports.add_argument("--accept-licence", action="store_true", help="accept the licences of licensed models found")
+    imports.set_defaults(func=run_import)
+
+    check = commands.add_parser("verify", help="check installed files against the hashes recorded at install")
+    check.add_argument("id", nargs="?", help="one model (default: every installed model)")
+    check.set_defaults(func=run_verify)
+
+    remove = commands.add_parser("remove", help="uninstall a model from your models folder")
+    remove.add_argument("id")
+    remove.set_defaults(func=run_remove)
+
+    packer = commands.add_parser("pack", help="write an installed model into one file for an offline machine")
+    packer.add_argument("id")
+    packer.add_argument("-o", "--output", required=True, help="the pack to write (e.g. total.medsegpack)")
+    packer.set_defaults(func=run_pack)
+
+
+# --- list / info ------------------------------------------------------------------------------------
+def _size(entry) -> str:
+    if entry.builtin:
+        return "built in"
+    size = entry.size
+    return f"{size / 2**20:.0f} MB" if size is not None else "size unknown"
+
+
+def _checksum(entry) -> str:
+    if entry.builtin:
+        return "built in"
+    return "SHA-256 published" if entry.checksums_published else "no published checksum"
+
+
+def run_list(args: argparse.Namespace) -> int:
+    from medseg.catalogue import load_catalogue
+    from medseg.catalogue.folders import installed_models
+
+    catalogue = load_catalogue()
+    installed = {r.id: r for r in installed_models()}
+    rows = []
+    for entry in catalogue:
+        record = installed.get(entry.id)
+        state = "built in" if entry.builtin else ("installed" if record else "not installed")
+        rows.append({"id": entry.id, "state": state, "version": record.version if record else entry.version,
+                     "structures": len(entry.structures), "size": entry.size, "licence": entry.licence.spdx,
+                     "commercial_use": entry.licence.commercial_use,
+                     "acceptance_required": entry.licence.acceptance_required,
+                     "checksum": _checksum(entry), "runs": entry.support, "title": entry.title,
+                     "system_wide": bool(record and record.read_only)})
+    for record in installed.values():
+        if record.id not in catalogue:
+            rows.append({"id": record.id, "state": "installed", "version": record.version,
+                         "structures": len(record.entry.get("structures", [])), "size": None,
+                         "licence": (record.entry.get("licence") or {}).get("spdx", "?"), "commercial_use": None,
+                         "acceptance_required": False, "checksum": "hash recorded at import", "runs": "networks",
+                         "title": record.entry.get("title", record.id), "system_wide": record.read_only})
+    if args.installed:
+        rows = [r for r in rows if r["state"] != "not installed"]
+    if args.json:
+        print(json.dumps(rows, indent=1))
+        return 0
+    width = max(len(r["id"]) for r in rows) if rows else 10
+    for row in rows:
+        entry = catalogue.entries.get(row["id"])
+        size = _size(entry) if entry is not None else ""
+        licence = row["licence"] + (" (licence must be accepted)" if row["acceptance_required"] else "")
+        where = " [system-wide]" if row["system_wide"] else ""
+        print(f"{row['id']:<{width}}  {row['state']:<13} {row['structures']:>3} structures  {size:<12}  "
+              f"{licence}; {row['checksum']}; runs: {row['runs']}{where}")
+    return 0
+
+
+def run_info(args: argparse.Namespace) -> int:
+    from medseg.catalogue import load_catalogue
+    from medseg.catalogue.entries import SUPPORT_STATES, parse_entry
+    from medseg.catalogue.folders import find_installed
+
+    catalogue = load_catalogue()
+    record = find_installed(args.id)
+    entry = catalogue.entries.get(args.id) or (parse_entry(record.entry) if record else catalogue.get(args.id))
+    if args.json:
+        print(json.dumps({"entry": entry.raw, "installed": record.to_json() if record else None,
+                          "folder": str(record.version_folder) if record else None}, indent=1))
+        return 0
+    print(f"{entry.id}: {entry.title}")
+    print(f"  publisher {entry.publisher}, version {entry.version}, modality {entry.modality}")
+    if entry.description:
+        print(f"  {entry.description}")
+    print(f"  medseg runs it: {entry.support} ({SUPPORT_STATES[entry.support]})"
+          + (f"; {entry.support_note}" if entry.support_note else ""))
+    if record:
+        print(f"  installed: version {record.version} at {record.version_folder}"
+              f"{' (system-wide, read-only)' if record.read_only else ''}; configurations {', '.join(record.configurations)}")
+    else:
+        print("  not installed" + ("" if entry.builtin else f" (`medseg models install {entry.id}`)"))
+    print("  configurations:")
+    for configuration in entry.configurations:
+        spacing = " x ".join(f"{s:g}" for s in configuration.spacing_mm) + " mm" if configuration.spacing_mm \
+            else "the series' own spacing"
+        networks = f", networks {', '.join(str(d) for d in configuration.datasets)}" if configuration.datasets else ""
+        print(f"    {configuration.name}: {spacing}{networks}")
+    if entry.files:
+        print(f"  files ({_size(entry)}, {_checksum(entry)}):")
+        for weight in entry.files:
+            print(f"    {weight.name}  {weight.urls[0] if weight.urls else '(from the publisher, on request)'}"
+                  + (f"  sha256 {weight.sha256}" if weight.sha256 else ""))
+    licence = entry.licence
+    print(f"  licence: {licence.spdx} {licence.url}; commercial use: {'yes' if licence.commercial_use else 'no'}"
+          + ("; must be accepted before installing" if licence.acceptance_required else ""))
+    print(f"    {licence.terms}")
+    if entry.citation:
+        print(f"  cite: {entry.citation}")
+    print(f"  structures ({len(entry.structures)}):")
+    for group, structures in entry.groups().items():
+        print(f"    {group}: " + ", ".join(f"{s.value} {s.name}" for s in structures))
+    return 0
+
+
+# --- install / import -------------------------------------------------------------------------------
+def _prompt(entry) -> bool:
+    """Show the licence and ask (only on a terminal; elsewhere --accept-licence says it)."""
+    print(f"{entry.id} is licensed ({entry.licence.spdx}, {entry.licence.url}):\n  {entry.licence.terms}",
+          file=sys.stderr)
+    if not sys.stdin.isatty():
+        return False
+    return input("Accept this licence? [y/N] ").strip().lower() in ("y", "yes")
+
+
+def run_install(args: argparse.Namespace) -> int:
+    from medseg.catalogue.folders import is_model_id
+
+    accept = True if args.accept_licence else _prompt
+    progress = progress_printer()
+    source = args.source
+    if is_model_id(source):
+        from medseg.catalogue.install import install
+
+        record = install(source, configurations=args.configurations, accept_licence=accept, progress=progress)
+        _print_installed([record])
+        return 0
+    path = Path(source)
+    from medseg.errors import ModelError
+
+    if not path.is_file():
+        raise ModelError("no such catalogue id or file", path=path, hint="`medseg models list` shows the ids")
+    from medseg.catalogue.packs import install_pack, is_pack
+
+    if is_pack(path):
+        _print_installed([install_pack(path, accept_licence=accept, progress=progress)])
+        return 0
+    from medseg.catalogue.install import import_path
+
+    _print_installed(import_path(path, model_id=args.model_id, accept_licence=accept, progress=progress).installed)
+    return 0
+
+
+def run_import(args: argparse.Namespace) -> int:
+    from medseg.catalogue.discover import totalsegmentator_weights
+    from medseg.catalogue.install import import_path
+    from medseg.errors import ModelError
+
+    accept = True if args.accept_licence else _prompt
+    if args.path:
+        paths = [Path(args.path)]
+    else:
+        paths = totalsegmentator_weights()
+        if not paths:
+            raise ModelError("no TotalSegmentator weights folder here ($TOTALSEG_WEIGHTS_PATH, $TOTALSEG_HOME_DIR, "
+                             "~/.totalsegmentator/nnunet/results); give the folder or zip to import")
+    for path in paths:
+        report = import_path(path, model_id=args.model_id, accept_licence=accept, progress=progress_printer())
+        _print_installed(report.installed)
+    return 0
+
+
+def _print_installed(records) -> None:
+    for record in records:
+        runs = f"opens {record.run_path()}" if record.run else "its networks are stored for a pipeline medseg lacks yet"
+        print(f"installed {record.id} {record.version} ({', '.join(record.configurations)}): {runs}")
+
+
+# --- verify / remove / pack ---------------------------------------------------------------------------
+def run_verify(args: argparse.Namespace) -> int:
+    from medseg.catalogue.install import verify
+
+    results = verify(args.id)
+    bad = 0
+    for result in results:
+        if result.ok:
+            print(f"{result.id}: ok ({result.folder})")
+            continue
+        bad += 1
+        print(f"{result.id}: CHANGED since it was installed ({result.folder})")
+        for label, names in (("changed", result.changed), ("missing", result.missing), ("not installed by medseg", result.extra)):
+            for name in names:
+                print(f"  {label}: {name}")
+    if not results:
+        print("no models installed")
+    return 1 if bad else 0
+
+
+def run_remove(args: argparse.Namespace) -> int:
+    from medseg.catalogue.install import remove
+
+    print(f"removed {args.id} ({remove(args.id)})")
+    return 0
+
+
+def run_pack(args: argparse.Namespace) -> int:
+    from medseg.catalogue.packs import pack
+
+    out = pack(args.id, args.output, progress=progress_printer())
+    print(f"packed {args.id} into {out} ({out.stat().st_size / 2**20:.1f} MB)")
+    return 0
