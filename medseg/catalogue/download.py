@@ -94,12 +94,13 @@ def download(url: str, part: Path, *, expected_sha256: str | None = None, expect
                     if cancel is not None:
                         cancel.raise_if_cancelled()
                     try:
-                        block = response.read(BLOCK)
+                        block = response.read1(BLOCK)  # what has arrived, not a full block: progress and a cancel stay live
                     except (OSError, ValueError) as error:  # reset, timeout, truncated chunk
                         raise _network_error(url, error, received) from error
                     if not block:
                         break
                     out.write(block)
+                    out.flush()  # on disk at once: a kill keeps every byte received for the resume
                     digest.update(block)
                     received += len(block)
                     if total:
