@@ -15,6 +15,7 @@ nnU-Net import turns every downloaded checkpoint into a medseg package (nothing 
 """
 
 from medseg.catalogue.entries import Catalogue, ModelEntry, load_catalogue
-from medseg.catalogue.folders import installed_model_path, installed_models
+from medseg.catalogue.folders import installed_model_path, installed_models, resolve_reference
 
-__all__ = ["Catalogue", "ModelEntry", "load_catalogue", "installed_model_path", "installed_models"]
+__all__ = ["Catalogue", "ModelEntry", "load_catalogue", "installed_model_path", "installed_models",
+           "resolve_reference"]

@@ -82,3 +82,12 @@ def installed_model_path(model_id: str) -> Path:
 def is_model_id(reference: str) -> bool:
     """True when ``reference`` is spelled as a catalogue id (publisher/name) and is not an existing path."""
     return bool(MODEL_ID.match(reference)) and not Path(reference).exists()
+
+
+def resolve_reference(reference: str) -> Path | None:
+    """A model reference as a catalogue id: the path it opens (ModelError when the id is known but not
+    installed, or cannot run); None when ``reference`` is not spelled as an id or is an existing path.
+    This is the resolver ``medseg.workflows.models.register_resolver`` takes."""
+    if not is_model_id(str(reference)):
+        return None
+    return installed_model_path(str(reference))

@@ -265,3 +265,22 @@ def test_import_zip_and_unknown_network(catalogue_file, model_zip, tmp_path, mon
     (record,) = result.installed
     assert record.id == "local/Dataset901_MedsegFixture"
     assert load_model(installed_model_path(record.id)).labels == {0: "background", 1: "liver", 2: "spleen"}
+
+
+def test_references_resolve_to_installed_models(catalogue_file, tmp_path, monkeypatch):
+    from medseg.catalogue import resolve_reference
+    from medseg.errors import ModelError
+    from medseg.model.package import starter_model_path
+
+    monkeypatch.setenv("MEDSEG_CATALOGUE", str(REPO / "resources" / "models" / "catalogue.json"))
+    assert resolve_reference("medseg/starter") == starter_model_path()
+    catalogue_file()
+    assert resolve_reference(str(tmp_path)) is None  # a path stays a path
+    assert resolve_reference("starter") is None
+    with pytest.raises(ModelError, match="not installed") as caught:
+        resolve_reference(MODEL_ID)
+    assert f"medseg models install {MODEL_ID}" in caught.value.hint
+    with pytest.raises(ModelError, match="no model 'test/nope' in the catalogue"):
+        resolve_reference("test/nope")
+    install(MODEL_ID)
+    assert resolve_reference(MODEL_ID) == installed_model_path(MODEL_ID)
