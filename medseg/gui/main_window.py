@@ -214,6 +214,10 @@ class MainWindow(QMainWindow):
                                            "Segment the open image with the current model (in the background)")
         self.choose_model_action = self._action("Choose model…", self.choose_model,
                                                 tip="A medseg model package or an nnU-Net v2 result folder")
+        self.models_action = self._action("Models…", lambda: self.open_models_dialog(),
+                                          tip="The model catalogue: install TotalSegmentator's models and others, "
+                                              "see their licences and structures")
+        self.models_dialog = None  # made on first use
         self.quit_action = self._action("Quit", self.close, QKeySequence.StandardKey.Quit)
         self.recent_menu_actions: list[QAction] = []
 
@@ -235,6 +239,7 @@ class MainWindow(QMainWindow):
         model_menu = self.menuBar().addMenu("&Segmentation")
         model_menu.addAction(self.segment_action)
         model_menu.addAction(self.choose_model_action)
+        model_menu.addAction(self.models_action)
 
         view_menu = self.menuBar().addMenu("&View")
         self.layout_group = QActionGroup(self)
@@ -495,17 +500,59 @@ class MainWindow(QMainWindow):
 
     # --- segmentation ------------------------------------------------------------------------
     def model_path(self) -> str | None:
-        """The chosen model package (None: the built-in starter model)."""
-        value = app_shell.settings().value("model/path", "")
-        return str(value) if value else None
+        """The chosen model package (None: the built-in starter model). A catalogue id is the folder it is
+        installed in; one that no longer opens is forgotten, and the window says why."""
+        from medseg.catalogue.folders import is_model_id, resolve_reference
+        from medseg.gui.model_chooser import chosen_reference, store_reference
+
+        reference = chosen_reference()
+        if reference is None or not is_model_id(reference):
+            return reference
+        try:
+            return str(resolve_reference(reference))
+        except MedsegError as error:
+            store_reference(None)
+            if hasattr(self, "messages"):  # (the Segment panel asks while the window is being built)
+                self.segment_panel.model_chooser.fill()
+                self.notify(f"{error} Segment uses the built-in model.", "warning", "the chosen model cannot be used")
+            return None
+
+    def use_model_reference(self, reference: str | None) -> None:
+        """Segment runs ``reference`` (a catalogue id or a folder; None: the built-in starter) from now on."""
+        from medseg.gui.model_chooser import store_reference
+
+        store_reference(reference)
+        self.segment_panel.model_chooser.fill()
+        self.notify(f"Model for Segment: {reference or 'the built-in starter'}", "info", "model chosen")
+        self.segment_panel.refresh()
 
     def choose_model(self) -> None:
         folder = QFileDialog.getExistingDirectory(self, "Choose a model package or nnU-Net result folder",
                                                   self.model_path() or self._last_folder())
         if folder:
-            app_shell.settings().setValue("model/path", folder)
-            self.notify(f"Model for Segment: {folder}", "info", "model chosen")
-            self.segment_panel.refresh()
+            self.use_model_reference(folder)
+
+    def open_models_dialog(self, install: str | None = None) -> None:
+        """Segmentation ▸ Models…; ``install``: select that model and start installing it (its licence first)."""
+        from medseg.gui.models_dialog import ModelsDialog
+
+        if self.models_dialog is None:
+            self.models_dialog = ModelsDialog(self)
+            self.models_dialog.model_chosen.connect(self.use_model_reference)
+            self.models_dialog.installed.connect(lambda _id: self.segment_panel.model_chooser.fill())
+            self.models_dialog.installed.connect(self._use_when_asked)
+        self._install_asked = install
+        self.models_dialog.refresh(select=install)
+        self.models_dialog.show()
+        self.models_dialog.raise_()
+        if install is not None:
+            self.models_dialog.install_selected()
+
+    def _use_when_asked(self, model_id: str) -> None:
+        """A model installed from the Segment panel's list is the one Segment runs next."""
+        if model_id == getattr(self, "_install_asked", None):
+            self._install_asked = None
+            self.use_model_reference(model_id)
 
     def segment(self) -> None:
         """Segment with the chosen model; first ask when that could change labels the user has (see

@@ -9,7 +9,7 @@ import html
 from typing import Any
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QCheckBox, QComboBox, QGroupBox, QHBoxLayout, QLabel, QPushButton, QSizePolicy, QTextBrowser, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QCheckBox, QComboBox, QGroupBox, QLabel, QPushButton, QSizePolicy, QTextBrowser, QVBoxLayout, QWidget
 
 from medseg.core.volume import Volume
 from medseg.edit.document import SegmentationDocument
@@ -65,8 +65,13 @@ class SegmentPanel(QGroupBox):
         self.window = window
         self.model_label = QLabel(self)
         self.model_label.setWordWrap(False)
-        choose = QPushButton("Model…", self)
-        choose.clicked.connect(lambda: window.choose_model_action.trigger())  # actions are made after the panels
+        from medseg.gui.model_chooser import ModelChooser
+
+        self.model_chooser = ModelChooser(self)  # the window's actions are made after the panels: look them up late
+        self.model_chooser.use.connect(lambda reference: window.use_model_reference(reference))
+        self.model_chooser.install.connect(lambda model_id: window.open_models_dialog(install=model_id))
+        self.model_chooser.pick_folder.connect(lambda: window.choose_model_action.trigger())
+        self.model_chooser.manage.connect(lambda: window.open_models_dialog())
         self.device_box = QComboBox(self)
         self.device_box.setToolTip("Where the model runs; only what this machine has is listed")
         self.configuration_box = QComboBox(self)
@@ -91,11 +96,9 @@ class SegmentPanel(QGroupBox):
         self.result_label = QLabel(self)  # the segmentation on screen: which model made it, how, how long
         self.result_label.setWordWrap(True)
         self.result_label.setObjectName("segment-result")
-        top = QHBoxLayout()
-        top.addWidget(self.model_label, 1)
-        top.addWidget(choose)
         layout = QVBoxLayout(self)
-        layout.addLayout(top)
+        layout.addWidget(self.model_chooser)
+        layout.addWidget(self.model_label)
         layout.addWidget(self.device_box)
         layout.addWidget(self.configuration_box)
         layout.addWidget(self.postprocess_box)
@@ -171,7 +174,10 @@ class SegmentPanel(QGroupBox):
         """Model name, devices and plan for the open series (the model is read once per choice)."""
         source = self.window.model_path()
         if self.document.volume is None and not self._devices_filled:
-            self.model_label.setText(f"Model: {'built-in starter' if source is None else source}")
+            from medseg.gui.model_chooser import chosen_reference
+
+            reference = chosen_reference() if source is not None else None  # the catalogue id, not its folder
+            self.model_label.setText(f"Model: {'built-in starter' if reference is None else reference}")
             return
         from medseg.errors import MedsegError
 
