@@ -35,12 +35,14 @@ from PySide6.QtWidgets import (
 from medseg.errors import Cancelled, MedsegError
 
 ALL, INSTALLED, INSTALLABLE = "All models", "Installed", "Installable"
-COLUMNS = ("Model", "State", "Structures", "Size", "Licence", "medseg runs it", "Title")
+COLUMNS = ("Model", "State", "Structures", "Size", "Licence", "medseg runs it")
 
 
 def size_text(entry) -> str:
     if entry.builtin:
         return "built in"
+    if not entry.downloadable:
+        return "from the publisher"
     return f"{entry.size / 2**20:.0f} MB" if entry.size is not None else "told by the server"
 
 
@@ -93,7 +95,7 @@ class ModelsDialog(QDialog):
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.verticalHeader().setVisible(False)
-        self.table.horizontalHeader().setStretchLastSection(True)
+        self.table.horizontalHeader().setStretchLastSection(True)  # the columns fit; the details say the rest
         self.table.itemSelectionChanged.connect(self._show_details)
         self.details = QTextBrowser(self)
         self.details.setOpenExternalLinks(True)
@@ -183,8 +185,10 @@ class ModelsDialog(QDialog):
             state = "built in" if entry.builtin else (
                 f"installed {record.version}" + (" (system-wide)" if record.read_only else "") if record
                 else "not installed")
-            licence = entry.licence.spdx + (" — accept first" if entry.licence.acceptance_required else "")
-            cells = (entry.id, state, str(len(entry.structures)), size_text(entry), licence, entry.support, entry.title)
+            spdx = "licensed" if entry.licence.spdx.startswith("LicenseRef-") else entry.licence.spdx
+            licence = spdx + (", accept first" if entry.licence.acceptance_required else "") + (
+                "" if entry.licence.commercial_use else ", non-commercial")
+            cells = (entry.id, state, str(len(entry.structures)), size_text(entry), licence, entry.support)
             row = self.table.rowCount()
             self.table.insertRow(row)
             for column, text in enumerate(cells):
@@ -213,7 +217,9 @@ class ModelsDialog(QDialog):
     def _update_buttons(self) -> None:
         entry, record = self._selected()
         busy = self.job is not None
-        self.install_button.setEnabled(bool(entry) and not entry.builtin and not busy)
+        self.install_button.setEnabled(bool(entry) and not entry.builtin and entry.downloadable and not busy)
+        self.install_button.setToolTip("" if not entry or entry.downloadable else
+                                       "Its publisher sends the weights to licence holders: Install from file…")
         self.install_button.setText("Install again" if record else "Install")
         self.use_button.setEnabled(bool(entry) and (entry.builtin is not None or record is not None))
         self.remove_button.setEnabled(record is not None and not record.read_only and not busy)

@@ -17,9 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "model"))  # nnunet
 from loopback_server import LoopbackServer  # noqa: E402
 from nnunet_fixture import DATASET_NAME, make_nnunet_result_folder  # noqa: E402
 
-MODEL_ID = "test/tiny"
-LICENSED_ID = "test/licensed"
-ZIP_NAME = f"{DATASET_NAME}.zip"
+from catalogue_fixtures import LICENSED_ID, MODEL_ID, ZIP_NAME  # noqa: E402
 
 
 @pytest.fixture(autouse=True)

@@ -75,3 +75,22 @@ def test_a_damaged_catalogue_is_a_clear_error(tmp_path):
     bad.write_text(json.dumps(document))
     with pytest.raises(ModelError, match="more than once"):
         parse_catalogue(bad)
+
+
+def test_cli_lists_and_describes_the_catalogue(capsys, monkeypatch, tmp_path):
+    from medseg.cli import main
+
+    monkeypatch.setenv("MEDSEG_MODELS", str(tmp_path / "models"))
+    monkeypatch.setenv("MEDSEG_SYSTEM_MODELS", "")
+    assert main(["models", "list", "--json"]) == 0
+    rows = {row["id"]: row for row in json.loads(capsys.readouterr().out)}
+    assert rows["medseg/starter"]["state"] == "built in"
+    total = rows["totalsegmentator/total"]
+    assert (total["state"], total["structures"], total["checksum"]) == ("not installed", 117, "no published checksum")
+    licensed = rows["totalsegmentator/heartchambers_highres"]
+    assert licensed["acceptance_required"] and licensed["commercial_use"] is False
+    assert main(["models", "info", "totalsegmentator/heartchambers_highres"]) == 0
+    text = capsys.readouterr().out
+    assert "must be accepted before installing" in text and "license-academic" in text
+    assert main(["models", "install", "totalsegmentator/heartchambers_highres", "--accept-licence"]) == 1
+    assert "cannot be downloaded by medseg" in capsys.readouterr().err

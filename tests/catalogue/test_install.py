@@ -16,7 +16,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import LICENSED_ID, MODEL_ID, ZIP_NAME
+from catalogue_fixtures import LICENSED_ID, MODEL_ID, ZIP_NAME
 from loopback_server import LoopbackServer
 
 from medseg.catalogue.folders import find_installed, installed_model_path
@@ -284,3 +284,18 @@ def test_references_resolve_to_installed_models(catalogue_file, tmp_path, monkey
         resolve_reference("test/nope")
     install(MODEL_ID)
     assert resolve_reference(MODEL_ID) == installed_model_path(MODEL_ID)
+
+
+def test_disk_full_is_said_before_downloading(catalogue_file, server, monkeypatch):
+    from collections import namedtuple
+
+    from medseg.catalogue import download as download_module
+    from medseg.errors import ResourceLimitError
+
+    catalogue_file()
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(download_module.shutil, "disk_usage", lambda path: usage(1 << 30, (1 << 30) - 4096, 4096))
+    with pytest.raises(ResourceLimitError, match="the disk is full") as caught:
+        install(MODEL_ID)
+    assert "MEDSEG_MODELS" in caught.value.hint
+    assert nothing_installed()
