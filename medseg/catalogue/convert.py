@@ -148,7 +148,7 @@ def convert_totalsegmentator(entry: ModelEntry, configurations: list[Configurati
     if entry.task != "total" or len(weights) != 1:
         return convert_nnunet(entry, configurations, results, out, progress, cancel)
     report(progress, 0.0, f"converting {entry.id} without unpickling", "convert")
-    import_totalsegmentator_task(next(iter(weights)), entry.task, out / RUN_FOLDER)
+    import_totalsegmentator_task(next(iter(weights)), out=out / RUN_FOLDER, task=entry.task)
     for dataset, folder in results.items():
         _keep_source(folder, out / SOURCE_FOLDER / f"Dataset{dataset:03d}")
     return Converted(RUN_FOLDER, {}, [c.name for c in configurations])

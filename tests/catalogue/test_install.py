@@ -299,3 +299,22 @@ def test_disk_full_is_said_before_downloading(catalogue_file, server, monkeypatc
         install(MODEL_ID)
     assert "MEDSEG_MODELS" in caught.value.hint
     assert nothing_installed()
+
+
+def test_system_wide_models_are_found_read_only_and_a_users_install_wins(catalogue_file, tmp_path, monkeypatch):
+    from medseg.errors import ModelError
+
+    catalogue_file()
+    system = tmp_path / "system-models"
+    monkeypatch.setenv("MEDSEG_MODELS", str(system))  # IT installs into the shared folder...
+    it_record = install(MODEL_ID)
+    monkeypatch.setenv("MEDSEG_MODELS", str(tmp_path / "user-models"))  # ...which users see read-only
+    monkeypatch.setenv("MEDSEG_SYSTEM_MODELS", str(system))
+    found = find_installed(MODEL_ID)
+    assert found.read_only and found.folder == it_record.folder
+    assert installed_model_path(MODEL_ID) == it_record.run_path()
+    with pytest.raises(ModelError, match="installed for every user by your IT"):
+        remove(MODEL_ID)
+    mine = install(MODEL_ID)
+    assert find_installed(MODEL_ID).folder == mine.folder and not find_installed(MODEL_ID).read_only
+    assert installed_model_path(MODEL_ID) == mine.run_path()
