@@ -37,7 +37,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "volume of each label in ml. The output folder is checked before the model runs.")
     parser.add_argument("path", help="DICOM folder or image file")
     parser.add_argument("--model", "-m",
-                        help="medseg package (.medseg/.zip file or folder) or nnU-Net v2 result folder "
+                        help="an installed catalogue model (e.g. totalsegmentator/total; `medseg models list`), a "
+                             "medseg package (.medseg/.zip file or folder) or nnU-Net v2 result folder "
                              "(default: the built-in starter model: body, lungs, bones)")
     parser.add_argument("-o", "--output", required=True, help="segmentation to write: .dcm (DICOM SEG) or a label map "
                                                              "(.nii.gz, .nii, .nrrd, .mha)")
@@ -69,6 +70,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _segment(args: argparse.Namespace, events) -> int:
+    if args.model:  # a catalogue id (totalsegmentator/total) is the package it installed
+        from medseg.catalogue import resolve_reference
+
+        args.model = str(resolve_reference(args.model) or args.model)
     from medseg.io.atomic import check_writable
     from medseg.io.label_files import (
         is_saved_segmentation,

@@ -318,3 +318,22 @@ def test_system_wide_models_are_found_read_only_and_a_users_install_wins(catalog
     mine = install(MODEL_ID)
     assert find_installed(MODEL_ID).folder == mine.folder and not find_installed(MODEL_ID).read_only
     assert installed_model_path(MODEL_ID) == mine.run_path()
+
+
+def test_segment_opens_a_catalogue_id(catalogue_file, ct_dir, tmp_path, capsys):
+    import json as json_module
+
+    import SimpleITK as sitk
+
+    catalogue_file()
+    image = sitk.ReadImage(str(ct_dir / "totalsegmentator" / "example_ct_sm.nii.gz"))[20:60, 20:60, 0:16]
+    source = tmp_path / "ct.nii.gz"
+    sitk.WriteImage(image, str(source))
+    output = tmp_path / "labels.nii.gz"
+    assert cli_main(["segment", str(source), "--model", MODEL_ID, "-o", str(output), "--device", "cpu"]) == 1
+    assert f"model {MODEL_ID} is not installed" in capsys.readouterr().err and not output.exists()
+    install(MODEL_ID)
+    assert cli_main(["segment", str(source), "--model", MODEL_ID, "-o", str(output), "--device", "cpu", "--json"]) == 0
+    done = json_module.loads(capsys.readouterr().out.splitlines()[-1])
+    assert done["event"] == "done" and done["model"] == MODEL_ID, done
+    assert sitk.ReadImage(str(output)).GetSize() == image.GetSize()
