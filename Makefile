@@ -6,11 +6,12 @@ STAMP := $(VENV)/.installed
 
 .PHONY: setup run test lint bench starter starter-v2 starter-v2-gpu starter-v2-gpu-pack gpu-check gpu-check-pack liver clean installer installer-test audit
 
-$(STAMP): pyproject.toml .ci/system-deps
+$(STAMP): pyproject.toml .ci/system-deps .ci/totalsegmentator-peer.txt
 	bash .ci/system-deps
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q --no-deps -r .ci/totalsegmentator-peer.txt
 	touch $(STAMP)
 
 setup: $(STAMP)
