@@ -12,8 +12,6 @@ from totalsegmentator_catalogue import reference, url
 from medseg.catalogue.entries import load_catalogue, parse_catalogue
 from medseg.errors import ModelError
 
-peer = pytest.importorskip("totalsegmentator.map_to_binary",
-                           reason="TotalSegmentator 2.18.0, the peer make setup installs (.ci/totalsegmentator-peer.txt)")
 
 
 @pytest.fixture(scope="module")
@@ -27,7 +25,6 @@ def test_every_open_ct_task_is_listed(expected):
     assert {"total", "body", "lung_vessels", "liver_segments", "vertebrae_body"} <= open_tasks  # the oracle is whole
     listed = {entry.task for entry in catalogue if entry.id.startswith("totalsegmentator/")}
     assert listed == set(expected)
-    assert len([t for t in open_tasks if t not in listed]) == 0
     assert "medseg/starter" in catalogue and catalogue.get("medseg/starter").builtin == "starter"
 
 
