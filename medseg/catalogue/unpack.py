@@ -40,7 +40,7 @@ def member_path(info: zipfile.ZipInfo, archive: Path) -> PurePosixPath:
     if ".." in path.parts:
         raise UnsafeModelError(f"the zip holds {name!r}, a path outside the folder it unpacks into; refused",
                                path=archive)
-    mode = (info.external_attr >> 16) & 0xFFFF
+    mode = info.external_attr >> 16  # the high word: Unix file type and permissions
     kind = stat.S_IFMT(mode)
     if kind == stat.S_IFLNK:
         raise UnsafeModelError(f"the zip holds a link ({name!r}); model files are never links; refused", path=archive)
