@@ -53,9 +53,11 @@ def licence_record(entry: ModelEntry, accept: Acceptance) -> dict:
         return record
     accepted = accept(entry) if callable(accept) else bool(accept)
     if not accepted:
-        raise LicenceNotAccepted(f"{entry.id} is not installed: its licence needs your acceptance. {licence.terms}",
-                                 hint=f"read it (`medseg models info {entry.id}`, {licence.url}); "
-                                      "if you accept it, install again with --accept-licence")
+        refusal = LicenceNotAccepted(f"{entry.id} is not installed: its licence needs your acceptance. {licence.terms}",
+                                     hint=f"read it (`medseg models info {entry.id}`, {licence.url}); "
+                                          "if you accept it, install again with --accept-licence")
+        refusal.model_id = entry.id  # type: ignore[attr-defined]  (the app shows that entry's licence)
+        raise refusal
     record.update(accepted_at=_now(), accepted_terms_sha256=hashlib.sha256(licence.terms.encode()).hexdigest(),
                   terms=licence.terms)
     return record

@@ -32,7 +32,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from medseg.errors import Cancelled, MedsegError
+from medseg.errors import Cancelled, LicenceNotAccepted, MedsegError
 
 ALL, INSTALLED, INSTALLABLE = "All models", "Installed", "Installable"
 COLUMNS = ("Model", "State", "Structures", "Size", "Licence", "medseg runs it")
@@ -82,6 +82,7 @@ class ModelsDialog(QDialog):
         super().__init__(parent)
         self.setWindowTitle("Models")
         self.job = None
+        self._retry = None  # the install to run again once a refused licence is accepted
         self.licence_box: LicenceDialog | None = None
         self.filter_box = QComboBox(self)
         self.filter_box.addItems([ALL, INSTALLED, INSTALLABLE])
@@ -280,6 +281,8 @@ class ModelsDialog(QDialog):
     def _start_install(self, model_id: str, accepted: bool) -> None:
         from medseg.catalogue.install import install
 
+        self._retry = None
+
         def work(progress=None, cancel=None):
             return install(model_id, accept_licence=accepted, progress=progress, cancel=cancel)
 
@@ -297,7 +300,7 @@ class ModelsDialog(QDialog):
         from medseg.catalogue.packs import install_pack, is_pack
 
         def ask(entry) -> bool:
-            return accepted  # the dialog asked before the job (below); a job never opens a window
+            return accepted  # asked before the job (below, or after a refusal); a job never opens a window
 
         def work(progress=None, cancel=None):
             if is_pack(path):
@@ -311,6 +314,7 @@ class ModelsDialog(QDialog):
                 self.licence_box.accepted.connect(lambda: self.install_file(path, accepted=True))
                 self.licence_box.open()
                 return
+        self._retry = lambda: self.install_file(path, accepted=True)
         self._run("install-file", work, f"Installing {path.name}…")
 
     def _pack_entry(self, path: Path):
@@ -333,8 +337,15 @@ class ModelsDialog(QDialog):
         if folder:
             from medseg.catalogue.install import import_path
 
-            self._run("import-models", lambda progress=None, cancel=None: import_path(
-                folder, progress=progress, cancel=cancel), f"Importing {folder}…")
+            self.import_folder(Path(folder))
+
+    def import_folder(self, folder: Path, accepted: bool = False) -> None:
+        """Register the models in an nnU-Net or TotalSegmentator folder (a licensed one asks first)."""
+        from medseg.catalogue.install import import_path
+
+        self._retry = lambda: self.import_folder(folder, accepted=True)
+        self._run("import-models", lambda progress=None, cancel=None: import_path(
+            folder, accept_licence=accepted, progress=progress, cancel=cancel), f"Importing {folder}…")
 
     def remove_selected(self) -> None:
         entry, record = self._selected()
@@ -372,6 +383,18 @@ class ModelsDialog(QDialog):
             self.model_chosen.emit(entry.id)
 
     # --- the background job -------------------------------------------------------------------------
+    def _ask_licence_then(self, model_id: str, retry) -> None:
+        """A file or folder held a licensed model: show its licence; accepting runs the same install again."""
+        from medseg.catalogue import load_catalogue
+
+        entry = load_catalogue().get(model_id)
+        self.status.setText(f"{model_id} needs its licence accepted before it is installed.")
+        self.licence_box = LicenceDialog(entry, self)
+        self.licence_box.accepted.connect(retry)
+        self.licence_box.rejected.connect(
+            lambda: self.status.setText(f"Nothing was installed: the licence of {model_id} was not accepted."))
+        self.licence_box.open()
+
     def _run(self, name: str, work, text: str) -> None:
         from medseg.gui.jobs import Job
 
@@ -411,6 +434,11 @@ class ModelsDialog(QDialog):
 
     def _on_error(self, error: BaseException) -> None:
         self._finish()
+        retry, self._retry = self._retry, None
+        refused = getattr(error, "model_id", None)
+        if isinstance(error, LicenceNotAccepted) and retry is not None and refused:
+            self._ask_licence_then(refused, retry)
+            return
         if isinstance(error, Cancelled):
             self.status.setText("Cancelled: nothing was installed. A download resumes where it stopped next time.")
         else:

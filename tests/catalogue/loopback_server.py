@@ -24,6 +24,7 @@ class LoopbackServer:
         self.status: dict[str, int] = {}  # path -> an error status to answer with
         self.cut_after: dict[str, int] = {}
         self.hold_after: dict[str, int] = {}
+        self.ranges_supported = True  # False: answer every request whole (200), as some servers do
         self.release = threading.Event()
         self.requests: list[dict] = []
         self.bytes_sent = threading.Event()  # set once a held response has sent its bytes
@@ -46,7 +47,7 @@ class LoopbackServer:
                     return
                 start = 0
                 match = re.match(r"bytes=(\d+)-$", self.headers.get("Range") or "")
-                if match:
+                if match and server.ranges_supported:
                     start = int(match[1])
                     if start >= len(body):
                         self.send_response(416)

@@ -67,6 +67,18 @@ def test_interrupted_download_resumes_with_range(catalogue_file, server, model_z
     assert load_model(installed_model_path(MODEL_ID)).name == MODEL_ID
 
 
+def test_a_server_without_range_support_gives_the_whole_file_again(catalogue_file, server, model_zip):
+    catalogue_file()
+    server.cut_after[f"/{ZIP_NAME}"] = len(model_zip) // 2
+    with pytest.raises(DownloadError):
+        install(MODEL_ID)
+    server.ranges_supported = False
+    record = install(MODEL_ID)  # asked for the rest, got 200 and the whole file: starts the file again
+    assert server.ranges(f"/{ZIP_NAME}")[-1] == f"bytes={len(model_zip) // 2}-"
+    assert record.sources[0]["sha256"] == hashlib.sha256(model_zip).hexdigest()
+    assert record.sources[0]["size"] == len(model_zip)
+
+
 def test_checksum_mismatch_is_refused_and_nothing_installed(catalogue_file, model_zip):
     wrong = "0" * 64
     catalogue_file(sha256=wrong)

@@ -25,9 +25,16 @@ OPEN_ID, LICENSED_ID = "test/tiny", "test/licensed"
 
 
 @pytest.fixture(scope="module")
-def model_zip(tmp_path_factory) -> bytes:
+def weights_root(tmp_path_factory) -> Path:
+    """A folder laid out as TotalSegmentator keeps its weights (Dataset901_.../<trainer folder>/...)."""
     root = tmp_path_factory.mktemp("weights")
     make_nnunet_result_folder(root, base_features=8, n_stages=3, patch_size=(16, 32, 32), seed=1)
+    return root
+
+
+@pytest.fixture(scope="module")
+def model_zip(weights_root) -> bytes:
+    root = weights_root
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
         for path in sorted((root / DATASET_NAME).rglob("*")):
@@ -137,3 +144,18 @@ def test_segment_panel_chooser_installs_and_uses_a_model(server, window, qtbot, 
     assert chooser.choose_item("builtin:")
     assert window.model_path() is None
 
+
+
+def test_importing_a_folder_with_a_licensed_model_asks_then_installs(qtbot, server, weights_root):
+    dialog = ModelsDialog()
+    qtbot.addWidget(dialog)
+    dialog.show()
+    dialog.import_folder(weights_root)  # the folder completes both test models; one is licensed
+    qtbot.waitUntil(lambda: dialog.licence_box is not None and dialog.licence_box.isVisible(), timeout=60_000)
+    assert find_installed(LICENSED_ID) is None and find_installed(OPEN_ID) is None  # refused before any install
+    assert dialog.licence_box.terms.toPlainText() == "Non-commercial research use only."
+    with qtbot.waitSignal(dialog.installed, timeout=120_000):
+        dialog.licence_box.accept_button.click()
+    assert find_installed(LICENSED_ID).licence["accepted_at"] and find_installed(OPEN_ID) is not None
+    assert dialog.status.text() == f"Installed {OPEN_ID}, {LICENSED_ID}."  # catalogue order
+    assert server.requests == []  # a folder import downloads nothing
