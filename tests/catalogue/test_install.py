@@ -349,3 +349,15 @@ def test_segment_opens_a_catalogue_id(catalogue_file, ct_dir, tmp_path, capsys):
     done = json_module.loads(capsys.readouterr().out.splitlines()[-1])
     assert done["event"] == "done" and done["model"] == MODEL_ID, done
     assert sitk.ReadImage(str(output)).GetSize() == image.GetSize()
+
+
+def test_a_zip_bomb_is_refused_before_unpacking(catalogue_file, tmp_path):
+    from medseg.errors import ResourceLimitError
+
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("Dataset901_X/fold_0/checkpoint_final.pth", bytes(8 << 20))  # 8 MiB of zeros: ~8 KiB
+    catalogue_file(payload=buffer.getvalue())
+    with pytest.raises(ResourceLimitError, match="zip bomb"):
+        install(MODEL_ID)
+    assert nothing_installed() and not list(models_root().rglob("checkpoint_final.pth"))
