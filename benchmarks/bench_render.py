@@ -115,7 +115,7 @@ def frame_rate(image: np.ndarray, labels: np.ndarray, size: tuple[int, int] = (1
     """Scroll one view through the study (along index ``axis``) with every visible view repainting."""
     from medseg.core.labels import Label
     from medseg.edit.document import SegmentationDocument
-    from medseg.edit.view_state import ViewState
+    from medseg.gui.view_state import ViewState
     from medseg.gui.viewer import ViewerPanel
     from medseg.core.volume import Volume
 

@@ -73,3 +73,21 @@ def test_one_largest_label_value():
     spelled = _homes(lambda n: isinstance(n, ast.Constant) and n.value == MAX_LABEL_VALUE)
     # the number itself only where it is defined (TCP ports run 1…65535 too)
     assert [m for m in spelled if "/pacs" not in m] == ["medseg/core/label_values.py"]
+
+
+def test_no_code_asks_which_tool_is_active():
+    """The mouse tools are catalogue entries whose gesture names their handler (medseg/edit/gestures.py): no
+    module compares a value with a tool's name (there were 15 branches on the active tool)."""
+    from medseg.edit.operations import tools
+
+    names = set(tools())
+
+    def names_a_tool(node) -> bool:
+        if isinstance(node, ast.Constant):
+            return node.value in names
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            return any(names_a_tool(element) for element in node.elts)
+        return False
+
+    branches = _homes(lambda n: isinstance(n, ast.Compare) and any(map(names_a_tool, [n.left, *n.comparators])))
+    assert branches == []

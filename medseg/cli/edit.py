@@ -46,11 +46,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="replace OUTPUT even when it exists and is not a label map medseg wrote")
     add_spacing_option(parser)
     parser.add_argument("--json", action="store_true", help="print a JSON summary")
+    parser.add_argument("--hu-mask", nargs=2, type=float, default=None, metavar=("LOW", "HIGH"),
+                        help="painting operations change only voxels with LOW <= HU <= HIGH (the app's 'HU from … "
+                             "to'); --fill-by-hu fills within this range")
     grow = parser.add_argument_group("settings of the operations that take them")
     for option, parameter in options().items():
         users = ", ".join(f"--{op.name}" for op in CATALOGUE.values() if parameter in op.parameters)
-        grow.add_argument(option, dest=parameter.name, type=float, default=None, metavar=parameter.metavar,
-                          help=f"{parameter.label} ({users}): {parameter.describe()}")
+        if parameter.kind == "flag":
+            grow.add_argument(option, dest=parameter.name, action="store_const", const=True, default=None,
+                              help=f"{parameter.label} ({users})")
+        else:
+            grow.add_argument(option, dest=parameter.name, type=float, default=None, metavar=parameter.metavar,
+                              help=f"{parameter.label} ({users}): {parameter.describe()}")
     grow.add_argument("--background-seed", type=int, default=None, metavar="VALUE",
                       help="the seed value that marks background (grows, but paints nothing); default: the seeds' "
                            "label named 'background' in their .labels.json, if any")
@@ -58,10 +65,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     for name, op in CATALOGUE.items():  # generated from the one catalogue (names as in the recipe and the app)
         metavars = tuple(p.metavar for p in op.positional)
         ranges = [p.describe(with_default=False) for p in op.positional if p.is_setting and p.minimum is not None]
+        in_app = f" [in the app: the {op.title} tool, key {op.shortcut}]" if op.shortcut else ""
         ops.add_argument(f"--{name}", dest=name, nargs=len(metavars), metavar=metavars, action=_Append,
-                         help=op.help + (f"; {', '.join(ranges)}" if ranges else ""))
+                         help=op.help + (f"; {', '.join(ranges)}" if ranges else "") + in_app)
     # a point X,Y,Z often starts with a minus (LPS): read "-12.5,30,-7" as a value, not an option
-    parser._negative_number_matcher = re.compile(r"^-\d+$|^-\d*\.\d+$|^-\d*\.?\d*,[-\d.,]*$")
+    parser._negative_number_matcher = re.compile(r"^-\d+$|^-\d*\.\d+$|^-\d*\.?\d*,[-\d.,;]*$")
     add_threads_option(parser)
     parser.set_defaults(func=run, operations=None)
 
@@ -69,7 +77,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from medseg.edit.document import SegmentationDocument
     from medseg.edit.label_map import NAME_SETS, LabelMap
-    from medseg.edit.operations import options
+    from medseg.edit.operations import CATALOGUE, options
     from medseg.edit.recipe import Operation, run_operations, validate
     from medseg.edit.tools import PaintRules
     from medseg.errors import MedsegError
@@ -92,6 +100,13 @@ def run(args: argparse.Namespace) -> int:
     if segmentation_format(output) != "label-map":
         raise MedsegError("-o must be a label map (.nii.gz, .nii, .nrrd or .mha)", path=output)
     inputs = [args.image, args.labels, sidecar_path(args.labels) if args.labels else None]
+    for operation in operations:  # files an operation reads are inputs too: never the output
+        spec = CATALOGUE.get(operation.name)
+        for parameter, text in zip(spec.positional if spec else (), operation.raw):
+            if parameter.kind.endswith("-file"):
+                inputs.append(text)
+            if parameter.kind in ("seeds-file", "segmentation-file"):  # read with their label sidecars
+                inputs.append(sidecar_path(text))
     outputs = segmentation_outputs(output)
     check_output(output, inputs, force=args.force, ours=is_saved_segmentation, option="-o", extra_outputs=outputs[1:])
     check_writable(output)
@@ -115,8 +130,17 @@ def run(args: argparse.Namespace) -> int:
     def load_seeds(path: str):
         return _load_seeds(Path(path), image, args.background_seed)
 
-    validate(operations, document.label_map, image, load_seeds, settings)
-    rules = PaintRules(overwrite="background" if args.only_background else "unlocked")
+    def load_segmentation(path: str):
+        from medseg.edit.merge import Segmentation
+
+        opened = open_segmentation(path, image)
+        for note in [*opened.notes, *opened.naming]:
+            print(f"note: {note}", file=sys.stderr)
+        return Segmentation(opened.label_map, opened.labels)
+
+    rules = PaintRules(hu_range=tuple(sorted(args.hu_mask)) if args.hu_mask else None,
+                       overwrite="background" if args.only_background else "unlocked")
+    validate(operations, document.label_map, image, load_seeds, settings, load_segmentation)
 
     def say(op: str, count: int) -> None:
         if not args.json:

@@ -6,7 +6,7 @@ provenance. It holds the image volume, an optional label map on the same grid wi
 table, the undo history, the autosave journal (when enabled) and whether the label map is
 saved, which is computed from the history position (undoing back to the saved state is
 saved). How it is looked at (window/level, crosshair, overlay, comparison layer, active label
-and tool) is the GUI's :class:`~medseg.edit.view_state.ViewState`.
+and tool) is the GUI's :class:`~medseg.gui.view_state.ViewState`.
 
 Like napari's layer models, this is plain Python with change notifications: widgets
 subscribe to the :class:`Event` attributes and redraw; tests drive it without a window.
@@ -14,7 +14,9 @@ The document is the only writer of its state: callers use its methods and never 
 attributes or emit its events. Edits arrive as sparse deltas (:meth:`SegmentationDocument.apply`),
 which go to the undo history and the autosave journal, keep the per-label voxel counts
 current, keep each label's provenance, and are announced with the changed box and label
-values (``label_map_edited(LabelEdit)``) so views redraw only what changed.
+values (``label_map_edited(LabelEdit)``) so views redraw only what changed. What a delta should be is
+the operations' business (:mod:`medseg.edit.operations`, merging a Segment result included): the
+document only applies it.
 """
 
 from __future__ import annotations
@@ -32,8 +34,7 @@ from medseg.edit.history import DEFAULT_BUDGET_BYTES, History
 from medseg.edit.journal import Journal
 from medseg.edit.label_map import LabelMap, build_label_table
 from medseg.errors import GeometryError, MedsegError
-from medseg.core.label_arrays import remap_values
-from medseg.core.label_values import MAX_LABEL_VALUE, label_dtype
+from medseg.core.label_values import MAX_LABEL_VALUE
 from medseg.core.labels import Label
 from medseg.core.volume import Volume
 
@@ -45,17 +46,6 @@ class LabelEdit:
 
     box: Box
     values: frozenset[int]
-
-
-# The undo description of a model's result starts with this (the GUI adds the model's name).
-SEGMENT_STEP = "Segment"
-# How a Segment result meets the labels on screen: every unlocked voxel takes the result, or the
-# result's labels that are new here go only where there is no label yet.
-REPLACE, ADD = "replace", "add"
-
-
-def _same_name(a: Label, b: Label) -> bool:
-    return a.name.strip().lower() == b.name.strip().lower()
 
 
 def check_label_values(label_map: Volume) -> None:
@@ -365,60 +355,6 @@ class SegmentationDocument:
     def set_undo_budget(self, budget_bytes: int = DEFAULT_BUDGET_BYTES) -> None:
         self.history.set_budget(budget_bytes)
         self.history_changed.emit()
-
-    def merge_segmentation(self, result: Volume, labels: Mapping[int, Label], mode: str = REPLACE,
-                           description: str = SEGMENT_STEP) -> bool:
-        """A Segment result as one undoable step. ``labels``: the result's labels, with the model's provenance.
-
-        REPLACE: every unlocked voxel takes the result. ADD: only the result's labels whose names are not in
-        the table yet, and only where there is no label now (nothing on screen changes). Locked labels are never
-        overwritten and never grow. A result value already used here for another structure gets a free
-        value instead, and the table records the model as the maker of the value its label landed on."""
-        if mode not in (REPLACE, ADD):
-            raise MedsegError(f"unknown way to merge a segmentation: {mode!r}")
-        if self.volume is None or not result.same_grid(self.volume):
-            raise GeometryError("the segmentation does not fit the open image (it changed while segmenting)")
-        target = self.new_label_map()
-        proposed = np.asarray(result.array)
-        remap: dict[int, int] = {}
-        taken = set(target.labels) | set(labels)
-        for value, entry in labels.items():
-            mine = target.labels.get(value)
-            if mine is not None and not _same_name(mine, entry):
-                free = max(taken) + 1
-                taken.add(free)
-                remap[value] = free
-        if remap:
-            lut = np.arange(max(int(proposed.max(initial=0)), max(remap)) + 1,
-                            dtype=label_dtype(max(taken)))
-            for old, new in remap.items():
-                lut[old] = new
-            proposed = remap_values(proposed, lut)
-        incoming = {remap.get(v, v): replace(entry, value=remap.get(v, v)) for v, entry in labels.items()}
-        current = target.array
-        if mode == ADD:
-            here = {entry.name.strip().lower() for entry in target.labels.values()}
-            incoming = {v: e for v, e in incoming.items() if e.name.strip().lower() not in here}
-            chosen = np.isin(proposed, list(incoming)) & (current == 0)
-            after = np.where(chosen, proposed, current)
-        else:
-            after = proposed.astype(np.promote_types(current.dtype, proposed.dtype), copy=True)
-        locked = target.locked_values()
-        if locked:
-            keep = np.isin(current, list(locked))
-            after[keep] = current[keep]
-            after = np.where(np.isin(after, list(locked)) & ~keep, current, after)  # a locked label does not grow
-        table: dict[int, Label | None] = {}
-        for value, entry in incoming.items():
-            mine = target.labels.get(value)
-            if mine is None:
-                table[value] = entry
-            elif not mine.locked:  # the user's name, colour and visibility stay; the voxels are the model's
-                table[value] = replace(mine, provenance=entry.provenance)
-        delta = Delta.from_blocks((0, 0, 0), current, after.astype(np.promote_types(current.dtype, after.dtype)))
-        changed = self.apply(delta, description, table)
-        self.labels_changed.emit()
-        return changed
 
     def labels_not_made_by(self, model_name: str, model_version: str = "") -> list[Label]:
         """Unlocked labels with voxels that are not this model's untouched output (loaded, drawn or edited):

@@ -3,8 +3,9 @@
 Qt-free, so a test drives the same brush a user drags: ``press(xyz, plane_axis)``,
 ``drag(xyz)``, ``release()`` with continuous voxel positions (x, y, z) and the index
 axis the view looks along. Ctrl-click picks the label under the mouse as the active one
-(whatever the tool). Options are :class:`~medseg.edit.properties.Property` objects the
-GUI binds to widgets.
+(whatever the tool). The tools are the catalogue's (:func:`medseg.edit.operations.tools`);
+each forwards the mouse to the handler of its gesture (:mod:`medseg.edit.gestures`).
+Options are :class:`~medseg.edit.properties.Property` objects the GUI binds to widgets.
 """
 
 from __future__ import annotations
@@ -13,15 +14,13 @@ from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
-from medseg.edit import tools
 from medseg.edit.events import Event
+from medseg.edit.gestures import HANDLERS, Gesture
 from medseg.edit.grow_session import GrowSession
+from medseg.edit.operations import CATALOGUE, Context, EditOperation, Parameter, settings, tools
 from medseg.edit.properties import Property
+from medseg.edit.tool_parameters import SCISSORS_OPERATIONS, GrowParameters
 from medseg.edit.tools import PaintRules
-from medseg.edit.operations import CATALOGUE, Context, EditOperation, Parameter, settings
-from medseg.edit.tool_parameters import SCISSORS_OPERATIONS, GrowParameters, LevelTraceParameters, ScissorsParameters
-from medseg.edit.tools.click_region import level_trace_region
-from medseg.edit.tools.grow_seeds import BACKGROUND_SEED
 from medseg.errors import MedsegError
 
 if TYPE_CHECKING:
@@ -35,19 +34,8 @@ class ActiveLabel(Protocol):
 
     def pick_label_at(self, xyz: tuple[int, int, int]) -> int | None: ...
 
-TOOLS = ("navigate", "brush", "eraser", "fill", "keep_island", "grow_seeds", "level_trace", "confidence", "scissors",
-         "lasso")
-TOOL_NAMES = {"navigate": "Navigate", "brush": "Brush", "eraser": "Eraser", "fill": "Fill", "keep_island": "Keep island",
-              "grow_seeds": "Grow seeds", "level_trace": "Level trace", "confidence": "Click 3D",
-              "scissors": "Scissors", "lasso": "Lasso"}
+
 SEED_KINDS = ("structure", "background", "erase")
-CLICK_VOXELS = 2.0  # a press-release that moved less than this is a click (scissors: a polygon vertex)
-CLOSE_VOXELS = 4.0  # a click this close to a polygon's first vertex closes it
-
-
-def _extent_voxels(points) -> float:
-    points = np.asarray(points, dtype=float)
-    return float(np.max(points.max(axis=0) - points.min(axis=0))) if len(points) else 0.0
 
 
 class ToolController:
@@ -56,16 +44,14 @@ class ToolController:
     def __init__(self, document: "SegmentationDocument", view: ActiveLabel) -> None:
         self.document = document
         self.view = view
-        self.tool = Property("navigate", choices=TOOLS, label="Tool")
-        self.radius_mm = Property(5.0, 0.1, 100.0, label="Radius", unit="mm", step=0.5)
-        self.sphere = Property(False, label="3D sphere (else a disc on the view)")
+        self.tool = Property("navigate", choices=tuple(tools()), label="Tool")
         self.hu_masked = Property(False, label="Only where HU in")
         self.only_background = Property(False, label="Paint only over background")
         self.eraser_active_only = Property(False, label="Erase only the active label")
-        self.fill_3d = Property(False, label="Fill in 3D (else on the view's slice)")
-        self.fill_by_hu = Property(False, label="Fill within the HU range (else the clicked label's region)")
         # one Property per setting of the operation catalogue (its name, unit, range and default)
         self.settings: dict[str, Property] = {name: _property(p) for name, p in settings().items()}
+        self.radius_mm, self.sphere = self.settings["radius_mm"], self.settings["sphere"]
+        self.fill_3d, self.fill_by_hu = self.settings["fill_3d"], self.settings["fill_by_hu"]
         self.hu_low, self.hu_high = self.settings["hu_low"], self.settings["hu_high"]  # also the brush's HU mask
         self.margin_mm, self.island_ml = self.settings["margin_mm"], self.settings["island_ml"]
         self.smooth_mm = self.settings["smooth_mm"]
@@ -85,28 +71,45 @@ class ToolController:
         self.outline_changed = Event()
         self.trace: tuple[int, int, np.ndarray] | None = None  # (axis zyx, slice, 2D region) under the mouse
         self.trace_changed = Event()
+        self.polygon_open = False  # an outline tool: clicks are adding vertices to self.outline
         for prop in (self.seed_locality, self.roi_margin_mm, self.existing_seeds):
             prop.changed.connect(self._grow_parameters_changed)
         self.tool.changed.connect(self._tool_changed)
-        self._polygon_open = False  # scissors/lasso: clicks are adding vertices to self.outline
-        self._last: np.ndarray | None = None
-        self._plane_axis: int | None = None
+        self._handlers: dict[str, Gesture] = {name: handler(self) for name, handler in HANDLERS.items()}
+        self.last_position: np.ndarray | None = None  # where the running drag was last (z, y, x)
+        self.plane_axis: int | None = None  # the index axis (z, y, x) of the view the last press was in
         # the HU range stays editable with the mask off: it is also the Threshold operation's range
 
     # --- rules ---------------------------------------------------------------------------
     def rules(self) -> PaintRules:
-        hu = None
-        if self.hu_masked.value:
-            low, high = sorted((float(self.hu_low.value), float(self.hu_high.value)))
-            hu = (low, high)
+        hu = self._hu_range() if self.hu_masked.value else None
         return PaintRules(hu_range=hu, overwrite="background" if self.only_background.value else "unlocked")
+
+    def _hu_range(self) -> tuple[float, float]:
+        low, high = sorted((float(self.hu_low.value), float(self.hu_high.value)))
+        return low, high
+
+    def context(self) -> Context:
+        """What the operations need besides their values, as the panel shows it."""
+        return Context(rules=self.rules(), axis_zyx=self.plane_axis or 0, hu_range=self._hu_range(),
+                       only_label=self.view.active_label if self.eraser_active_only.value else None)
 
     @property
     def active(self) -> str:
         return str(self.tool.value)
 
+    def _operation(self) -> EditOperation | None:
+        """The catalogue operation the active tool performs (None: Navigate)."""
+        return tools()[self.active].operation
+
+    def _handler(self) -> tuple[EditOperation, Gesture] | None:
+        op = self._operation()
+        if op is None or op.gesture is None:
+            return None
+        return op, self._handlers[op.gesture]
+
     def wants_mouse(self) -> bool:
-        return self.active != "navigate"
+        return self._handler() is not None
 
     # --- mouse ---------------------------------------------------------------------------
     def press(self, xyz: tuple[float, float, float], plane_axis_xyz: int, ctrl: bool = False) -> bool:
@@ -115,159 +118,60 @@ class ToolController:
         doc = self.document
         if doc.volume is None:
             return False
-        voxel = tuple(int(round(v)) for v in xyz)
         if ctrl:
-            self.view.pick_label_at(voxel)  # type: ignore[arg-type]
+            self.view.pick_label_at(tuple(int(round(v)) for v in xyz))  # type: ignore[arg-type]
             return True
-        if not self.wants_mouse():
+        found = self._handler()
+        if found is None:
             return False
+        op, handler = found
         zyx = np.asarray(xyz[::-1], dtype=float)
-        plane = 2 - int(plane_axis_xyz)
-        self._plane_axis = plane
-        seed = tuple(int(round(v)) for v in zyx)
+        self.plane_axis = 2 - int(plane_axis_xyz)
         doc.new_label_map()
-        lm = doc.label_map
-        assert lm is not None
-        if self.active in ("brush", "eraser"):
-            self._last = zyx
-            self._paint([zyx])
-        elif self.active == "grow_seeds":
-            self._last = zyx
-            self._paint_seeds([zyx])
-        elif self.active in ("scissors", "lasso"):
-            if self._polygon_open and self.outline is not None and self.outline[0] == plane:
-                return self._polygon_click(zyx)
-            self._polygon_open = False
-            self._last = zyx
-            self.outline = (plane, [zyx])
-            self.outline_changed.emit()
-        elif self.active == "level_trace":
-            self._apply(CATALOGUE["level-trace"], {"point": seed, "view": plane})
-        elif self.active == "confidence":
-            self._apply(CATALOGUE["confidence-connected"], {"point": seed})
-        elif self.active == "fill":
-            self._fill(seed, plane)
-        elif self.active == "keep_island":
-            try:
-                doc.apply(tools.keep_clicked(lm, seed), "keep island", announce="Keep island")
-            except MedsegError as error:
-                doc.announce(f"Keep island: {error.message}.", "warning")  # background or a locked label
-        return True
-
-    def _fill(self, seed: tuple[int, ...], plane: int) -> None:
-        doc = self.document
-        lm = doc.label_map
-        hu = self.rules().hu_range if self.fill_by_hu.value else None
-        if self.fill_by_hu.value and hu is None:
-            hu = (float(self.hu_low.value), float(self.hu_high.value))
-        in_plane = not self.fill_3d.value
-        what = "Fill" if in_plane else "Fill in 3D"
-        if hu is not None and doc.volume is not None:
-            clicked = float(doc.volume.array[seed])
-            if not hu[0] <= clicked <= hu[1]:  # the region would be empty: say why, don't fail silently
-                doc.announce(f"{what}: the clicked voxel is {clicked:.0f} HU, outside the range {hu[0]:.0f} to "
-                                f"{hu[1]:.0f} HU, so nothing was filled.", "warning")
-                return
-        clicked_background = int(lm.array[seed]) == 0
-        delta = tools.flood_fill(lm, seed, self.view.active_label, self.rules(), doc.volume, hu_range=hu,
-                                 plane_axis=plane if in_plane else None)
-        if doc.apply(delta, "fill", announce=what) and clicked_background and hu is None and \
-                _touches_edge(delta.box, lm.shape_zyx, plane if in_plane else None):
-            doc.announce(f"{what} reached the edge of the image: it filled the background around the patient "
-                            f"({delta.count * doc.voxel_ml():.1f} ml). Ctrl+Z undoes it; to fill inside a structure, "
-                            "click inside its outline or use 'Fill by HU range'.", "warning")
-        return True
+        self.last_position = zyx
+        return handler.press(op, zyx, self.plane_axis)
 
     def drag(self, xyz: tuple[float, float, float]) -> None:
-        if self._last is None:
+        found = self._handler()
+        if self.last_position is None or found is None:
             return
         zyx = np.asarray(xyz[::-1], dtype=float)
-        if self._plane_axis is not None:
-            zyx[self._plane_axis] = self._last[self._plane_axis]  # a drag stays on the slice it began on
-        if self.active == "grow_seeds":
-            self._paint_seeds([self._last, zyx])
-        elif self.active in ("scissors", "lasso") and self.outline is not None:
-            self.outline[1].append(zyx)
-            self.outline_changed.emit()
-        else:
-            self._paint([self._last, zyx])
-        self._last = zyx
+        if self.plane_axis is not None:
+            zyx[self.plane_axis] = self.last_position[self.plane_axis]  # a drag stays on the slice it began on
+        found[1].drag(found[0], zyx)
+        self.last_position = zyx
 
     def release(self) -> None:
-        if self._last is None:
+        found = self._handler()
+        if self.last_position is None or found is None:
             return
-        self._last = None
-        if self.active in ("scissors", "lasso"):
-            if self.outline is not None and _extent_voxels(self.outline[1]) < CLICK_VOXELS:
-                self.outline = (self.outline[0], self.outline[1][:1])  # a click: a polygon's first vertex
-                self._polygon_open = True
-            else:
-                self._cut()
-        elif self.active == "grow_seeds" and self.grow is not None and self.grow.pending():
-            self._grow_compute(self.grow)  # one new preview per stroke, computed off the GUI thread in the app
-        elif self.active in ("brush", "eraser"):
-            self.document.end_stroke("erase" if self.active == "eraser" else "brush")
+        self.last_position = None
+        found[1].release(found[0])
 
     def hover(self, xyz: tuple[int, int, int] | None, plane_axis_xyz: int) -> None:
-        """The mouse moved over a view (no button): level tracing shows the region it would fill."""
-        doc = self.document
-        if self.active != "level_trace" or xyz is None or doc.volume is None:
-            if self.trace is not None:
-                self.trace = None
-                self.trace_changed.emit()
+        """The mouse moved over a view (no button): a tool may show what a click would do (level tracing
+        shows the region it would fill)."""
+        found = self._handler()
+        if found is None or xyz is None or self.document.volume is None:
+            self.show_trace(None)
             return
-        seed = tuple(int(v) for v in xyz[::-1])
-        plane = 2 - int(plane_axis_xyz)
-        region = level_trace_region(doc.volume, seed, plane, self._trace_parameters())
-        self.trace = (plane, seed[plane], region)
-        self.trace_changed.emit()
+        found[1].hover(found[0], tuple(int(v) for v in xyz[::-1]), 2 - int(plane_axis_xyz))  # type: ignore[arg-type]
 
-    def _trace_parameters(self) -> LevelTraceParameters:
-        return LevelTraceParameters(float(self.trace_tolerance_hu.value))
+    def show_trace(self, trace: tuple[int, int, np.ndarray] | None) -> None:
+        if trace is not None or self.trace is not None:
+            self.trace = trace
+            self.trace_changed.emit()
 
-    # --- scissors and lasso ----------------------------------------------------------------------
-    def _polygon_click(self, zyx: np.ndarray) -> bool:
-        """A click while a polygon is open: a new vertex, or, near the first vertex, close it and cut."""
-        assert self.outline is not None
-        points = self.outline[1]
-        if len(points) >= 3 and _extent_voxels([points[0], zyx]) < CLOSE_VOXELS:
-            self._polygon_open = False
-            self._cut()
-        else:
-            points.append(zyx)
-            self.outline_changed.emit()
-        return True
-
-    @property
-    def polygon_open(self) -> bool:
-        """A scissors / lasso polygon is being clicked vertex by vertex."""
-        return self._polygon_open
+    # --- outline tools ----------------------------------------------------------------------------
+    def set_outline(self, outline: tuple[int, list[np.ndarray]] | None) -> None:
+        self.outline = outline
+        self.outline_changed.emit()
 
     def cancel_outline(self) -> None:
         """Escape: drop the outline being drawn."""
-        self._polygon_open, self._last = False, None
+        self.polygon_open, self.last_position = False, None
         if self.outline is not None:
-            self.outline = None
-            self.outline_changed.emit()
-
-    def _cut(self) -> None:
-        outline, self.outline = self.outline, None
-        self.outline_changed.emit()
-        doc = self.document
-        if outline is None or len(outline[1]) < 3 or doc.label_map is None:
-            return
-        axis, points = outline
-        plane_axes = [a for a in range(3) if a != axis]
-        points_ij = np.asarray(points)[:, plane_axes]
-        centre = int(round(points[0][axis]))
-        polygon = {"points": points_ij, "axis": axis, "centre": centre, "value": self.view.active_label}
-        if self.active == "lasso":
-            self._apply(CATALOGUE["lasso"], {"polygon": polygon})
-            return
-        polygon["parameters"] = ScissorsParameters(str(self.scissors_operation.value),
-                                                   float(self.slab_mm.value) if self.scissors_slab.value else None)
-        polygon["only_value"] = self.view.active_label if self.eraser_active_only.value else None
-        self._apply(CATALOGUE["scissors"], {"polygon": polygon})
+            self.set_outline(None)
 
     # --- grow from seeds ----------------------------------------------------------------------------
     def grow_parameters(self) -> GrowParameters:
@@ -275,16 +179,14 @@ class ToolController:
                               seed_locality=float(self.seed_locality.value),
                               use_existing_labels=bool(self.existing_seeds.value))
 
-    def _paint_seeds(self, points) -> None:
-        doc = self.document
+    def grow_session(self) -> GrowSession:
+        """The running grow-from-seeds session (one is started by the first seed)."""
         if self.grow is None:
-            self.grow = GrowSession(doc, self.grow_parameters(), self.rules())
-        kind = self.seed_kind.value
-        value = None if kind == "erase" else (BACKGROUND_SEED if kind == "background" else self.view.active_label)
-        plane = None if self.sphere.value else self._plane_axis
-        box = self.grow.paint(points, float(self.radius_mm.value), value, plane)
-        if box is not None:
-            self.grow_changed.emit(box)  # the seeds show at once; the preview follows when the stroke ends
+            self.grow = GrowSession(self.document, self.grow_parameters(), self.rules())
+        return self.grow
+
+    def compute_grow(self, session: GrowSession) -> None:
+        self._grow_compute(session)
 
     def set_preview_runner(self, run) -> None:
         """``run(session)`` computes a grow-from-seeds preview (the GUI: in a worker thread, then
@@ -322,22 +224,15 @@ class ToolController:
 
     def _tool_changed(self, _name=None) -> None:
         self.cancel_outline()
-        if self.trace is not None and self.active != "level_trace":
-            self.trace = None
-            self.trace_changed.emit()
-
-    def _paint(self, points) -> None:
-        doc = self.document
-        lm = doc.label_map
-        assert lm is not None
-        erase = self.active == "eraser"
-        only = self.view.active_label if erase and self.eraser_active_only.value else None
-        plane = None if self.sphere.value else self._plane_axis
-        delta = tools.stroke(lm, points, float(self.radius_mm.value), self.view.active_label, self.rules(), doc.volume,
-                             plane, erase=erase, only_value=only)
-        doc.stroke_apply(delta)
+        self.show_trace(None)  # the next hover shows the new tool's preview, if it has one
 
     # --- operations of the catalogue ----------------------------------------------------------
+    def setting(self, parameter: Parameter) -> Property:
+        """The Property of a setting (made on first use for an operation registered after this controller)."""
+        if parameter.name not in self.settings:
+            self.settings[parameter.name] = _property(parameter)
+        return self.settings[parameter.name]
+
     def operation_values(self, op: EditOperation, inputs: dict | None = None) -> dict:
         """The values an operation runs with here: the active label, the second label box, the settings'
         Properties, and ``inputs`` from the mouse (point, view, outline, seeds)."""
@@ -346,39 +241,42 @@ class ToolController:
         for parameter, value in zip(labels, (self.view.active_label, int(self.other_label.value))):
             values.setdefault(parameter.name, value)
         for parameter in op.settings:
-            values.setdefault(parameter.name, float(self.settings[parameter.name].value))
+            value = self.setting(parameter).value
+            values.setdefault(parameter.name, bool(value) if parameter.kind == "flag" else float(value))
         return values
 
-    def _apply(self, op: EditOperation, inputs: dict | None = None) -> bool:
-        doc = self.document
+    def perform(self, op: EditOperation, inputs: dict | None = None) -> bool:
+        """Run ``op`` on the active label with the settings shown and ``inputs`` from the mouse: one undoable,
+        journalled step, said to the user ("Grow 2 mm on liver: liver +23.0 ml")."""
         values = self.operation_values(op, inputs)
-        delta = op.apply(doc, values, Context(rules=self.rules(), axis_zyx=self._plane_axis or 0))
-        entry = doc.labels.get(self.view.active_label)
-        target = entry.name if entry else f"label {self.view.active_label}"
-        return doc.apply(delta, f"{op.name} {target}", announce=f"{self.operation_text(op.name)} on {target}")
+        labelled = [p for p in op.parameters if p.kind in ("label", "new-label")]
+        if labelled:
+            value = int(values[labelled[0].name])
+            entry = self.document.labels.get(value)
+            target = entry.name if entry else f"label {value}"
+            description, announce = f"{op.name} {target}", f"{op.summary(values)} on {target}"
+        else:
+            description, announce = op.name, op.summary(values)
+        return op.perform(self.document, values, self.context(), description, announce)
 
     def run_operation(self, name: str) -> bool:
         """Run a catalogue operation (by its catalogue name) on the active label with the settings shown."""
         op = CATALOGUE[name]
-        if op.tool is not None:
-            raise MedsegError(f"{op.title} works with the mouse: choose the {op.title} tool and click in a view")
+        if op.gesture is not None or op.inputs:
+            raise MedsegError(f"{op.title} works with the mouse: choose the {op.title} tool and click in a view"
+                              if op.gesture else f"{op.title} takes its input from elsewhere in the app")
         if self.document.label_map is None:
             raise MedsegError("there is no segmentation yet; draw or segment first")
-        return self._apply(op)
+        return self.perform(op)
 
     def operation_text(self, name: str) -> str:
         """The operation with its setting, as the user reads it ("Grow 2 mm")."""
         op = CATALOGUE[name]
-        return op.summary({p.name: float(self.settings[p.name].value) for p in op.settings})
+        return op.summary({p.name: float(self.setting(p).value) for p in op.settings if p.kind == "number"})
 
 
 def _property(parameter: Parameter) -> Property:
+    if parameter.kind == "flag":
+        return Property(bool(parameter.default), label=parameter.label)
     return Property(parameter.default, parameter.minimum, parameter.maximum, label=parameter.label,
                     unit=parameter.unit, step=parameter.step, decimals=parameter.decimals)
-
-
-def _touches_edge(box, shape_zyx, plane_axis: int | None) -> bool:
-    """Does the (z, y, x) box reach the image's border along an axis of the fill (not across slices)?"""
-    (lo, hi) = box
-    axes = [a for a in range(3) if a != plane_axis]
-    return any(lo[a] == 0 or hi[a] == shape_zyx[a] for a in axes)

@@ -1,223 +1,45 @@
 """The catalogue of editing operations: one entry per operation, as 3D Slicer has one class per
-Segment Editor effect.
+Segment Editor effect, mouse tools included.
 
-Each :class:`EditOperation` has a name, help text, its parameters (with units, ranges and
-defaults) and ``apply(document, values, context) -> Delta``. Everything that offers an
-operation is generated from this list, so the names and parameters cannot drift: the
-``medseg edit`` flags and ``--help`` (one ``--NAME`` per operation, its positional values in
-order, its settings as options), the batch recipe (:mod:`medseg.edit.recipe`), the tool
-controller (one Property per setting, ``run_operation(name)``) and the Edit panel (a button
-per operation, or the interactive tool that performs it, and a widget per setting).
+Each :class:`~medseg.edit.operation.EditOperation` has a name, help text, its parameters (with units,
+ranges and defaults) and ``run(document, values, context)``; a mouse tool also has a shortcut and a
+gesture. Everything that offers an operation is generated from this table, so names, keys and
+parameters cannot drift: the ``medseg edit`` flags and ``--help`` (one ``--NAME`` per operation, its
+positional values in order, its settings as options), the batch recipe (:mod:`medseg.edit.recipe`),
+the tool controller (one Property per setting, one gesture handler per tool), and the Edit panel (a
+tool button with its key per mouse tool, a button per other operation, a widget per setting).
 
-Parameter kinds: ``label`` (an existing label), ``new-label`` (may be created), ``number``
-(a setting with unit and range), ``point`` (LPS mm on the command line, the clicked voxel in
-the GUI), ``view`` (axial/coronal/sagittal: the view clicked in), ``seeds-file`` and
-``polygon-file`` (files on the command line, painted or drawn with the mouse in the GUI).
+Parameter kinds: ``label`` (an existing label), ``new-label`` (may be created), ``number`` (a setting
+with unit and range), ``flag`` (a yes/no setting), ``point`` (LPS mm on the command line, the clicked
+voxel in the GUI), ``points`` (a path: ``X,Y,Z;X,Y,Z;…``, the dragged path in the GUI), ``view``
+(axial/coronal/sagittal: the view clicked in), ``choice`` (one of ``choices``), and files on the
+command line that the GUI takes from the mouse or from a Segment: ``seeds-file``, ``polygon-file``,
+``segmentation-file``.
 
-This module imports no image-processing library (``medseg --help`` builds the CLI from it);
-each ``apply`` loads the tool it runs.
+A higher layer adds its own operations with :func:`register` (``medseg.workflows`` adds the
+model-backed ones: ``edit`` never imports ``model``). A registered operation is offered everywhere
+the built-in ones are: a recipe, the tool controller, and the command line built after it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
-
-from medseg.edit.tool_parameters import (
-    ConfidenceParameters,
-    GrowParameters,
-    LevelTraceParameters,
+from medseg.edit import operation_runs as runs
+from medseg.edit.operation import (
+    GESTURES,
+    INPUT_KINDS,
+    LABEL_KINDS,
+    NAVIGATE,
+    Change,
+    Context,
+    EditOperation,
+    Parameter,
+    Tool,
 )
+from medseg.edit.tool_parameters import ConfidenceParameters, GrowParameters, LevelTraceParameters
 from medseg.errors import MedsegError
 
-if TYPE_CHECKING:
-    from medseg.edit.delta import Delta
-    from medseg.edit.document import SegmentationDocument
-    from medseg.edit.tools.rules import PaintRules
-
-LABEL_KINDS = ("label", "new-label")
-INPUT_KINDS = ("point", "view", "seeds-file", "polygon-file")  # the GUI takes these from the mouse
 VIEWS = {"sagittal": 0, "coronal": 1, "axial": 2}  # the LPS axis each view looks along
 HU_LIMITS = (-32768.0, 32767.0)  # any value a CT voxel can hold
-
-
-@dataclass(frozen=True)
-class Parameter:
-    """One value an operation takes. ``name`` is its one name: the recipe's, the tool controller's
-    Property and the Edit panel's widget (objectName); ``metavar`` is how the command line shows it;
-    ``option`` (e.g. ``--roi-margin``) makes it a command-line option rather than a positional value."""
-
-    name: str
-    metavar: str
-    kind: str
-    label: str = ""
-    unit: str = ""
-    minimum: float | None = None
-    maximum: float | None = None
-    default: Any = None
-    step: float | None = None
-    decimals: int = 1
-    option: str | None = None
-
-    @property
-    def is_setting(self) -> bool:
-        """A number the GUI keeps in a Property (a spin box or slider), not a label or a mouse input."""
-        return self.kind == "number"
-
-    def check(self, value: float, what: str) -> float:
-        low = -float("inf") if self.minimum is None else self.minimum
-        high = float("inf") if self.maximum is None else self.maximum
-        if not low <= value <= high:
-            unit = f" {self.unit}" if self.unit else ""
-            raise MedsegError(f"{what}: {self.metavar} must be from {low:g} to {high:g}{unit}, got {value:g}")
-        return value
-
-    def describe(self, with_default: bool = True) -> str:
-        """For help texts: "MM (0-100 mm, default 2)"."""
-        parts = []
-        if self.minimum is not None and self.maximum is not None:
-            parts.append(f"{self.minimum:g}-{self.maximum:g}{' ' + self.unit if self.unit else ''}")
-        if with_default and self.default is not None:
-            parts.append(f"default {self.default:g}")
-        return f"{self.metavar} ({', '.join(parts)})" if parts else self.metavar
-
-
-@dataclass(frozen=True)
-class Context:
-    """What an operation needs besides its values: the paint rules, and the index axis (z, y, x) of
-    the view it was asked from (interpolation runs across it; the command line's is axial)."""
-
-    rules: "PaintRules | None" = None
-    axis_zyx: int = 0
-
-
-@dataclass(frozen=True)
-class EditOperation:
-    name: str
-    title: str  # the Edit panel's button
-    help: str
-    parameters: tuple[Parameter, ...]
-    run: Callable[["SegmentationDocument", dict, Context], "Delta | None"] = field(repr=False)
-    modifies: tuple[str, ...] = ()  # the label parameters it changes: refused when locked
-    tool: str | None = None  # the Edit panel's interactive tool that performs it (its inputs come from the mouse)
-
-    @property
-    def positional(self) -> tuple[Parameter, ...]:
-        return tuple(p for p in self.parameters if p.option is None)
-
-    @property
-    def settings(self) -> tuple[Parameter, ...]:
-        return tuple(p for p in self.parameters if p.is_setting)
-
-    def apply(self, document: "SegmentationDocument", values: dict, context: Context = Context()) -> "Delta | None":
-        """The change this operation would make with ``values`` (by parameter name), as a delta for
-        ``document.apply``; None when nothing would change."""
-        return self.run(document, values, context)
-
-    def summary(self, values: dict) -> str:
-        """The operation with its settings, as the user reads it ("Grow 2 mm")."""
-        shown = [f"{values[p.name]:g} {p.unit}".rstrip() for p in self.settings if p.option is None and p.name in values]
-        return " ".join([self.title, *shown])
-
-
-def _rules(context: Context):
-    from medseg.edit.tools.rules import PaintRules
-
-    return context.rules or PaintRules()
-
-
-def _label_map(document):
-    if document.label_map is None:
-        raise MedsegError("there is no segmentation yet; draw or segment first")
-    return document.label_map
-
-
-def _threshold(doc, v, c):
-    from medseg.edit import tools
-
-    if v["hu_low"] > v["hu_high"]:
-        raise MedsegError("the threshold range is empty (LOW > HIGH)")
-    return tools.threshold(_label_map(doc), doc.volume, v["hu_low"], v["hu_high"], int(v["label"]), _rules(c))
-
-
-def _tool(name: str, *keys: str, rules: bool = False, image: bool = False):
-    """apply for a tool taking (label_map, *values[keys], [rules], [image])."""
-
-    def run(doc, v, c):
-        from medseg.edit import tools
-
-        args = [v[k] for k in keys]
-        if rules:
-            args.append(_rules(c))
-        if image:
-            args.append(doc.volume)
-        return getattr(tools, name)(_label_map(doc), *args)
-
-    return run
-
-
-def _interpolate(doc, v, c):
-    from medseg.edit import tools
-
-    return tools.interpolate_slices(_label_map(doc), v["label"], c.axis_zyx)
-
-
-def _logical(name: str):
-    def run(doc, v, c):
-        from medseg.edit import tools
-
-        if v["a"] == v["b"]:
-            raise MedsegError(f"{name}: A and B are the same label")
-        extra = (_rules(c),) if name == "union" else ()
-        return getattr(tools, name)(_label_map(doc), v["a"], v["b"], *extra)
-
-    return run
-
-
-def _lock(doc, v, c):
-    """Not a voxel change: the label table's lock (undoable through the document)."""
-    if int(v["label"]) in doc.labels:
-        doc.set_label_locked(int(v["label"]), True)
-    return None
-
-
-def _grow_from_seeds(doc, v, c):
-    from medseg.edit import tools
-
-    parameters = GrowParameters(roi_margin_mm=v.get("roi_margin_mm", GrowParameters.roi_margin_mm),
-                                seed_locality=v.get("seed_locality", GrowParameters.seed_locality))
-    return tools.grow_from_seeds(_label_map(doc), doc.volume, v["seeds"], parameters, _rules(c))
-
-
-def _confidence(doc, v, c):
-    from medseg.edit import tools
-
-    return tools.confidence_connected(_label_map(doc), doc.volume, v["point"], int(v["label"]),
-                                      ConfidenceParameters(k=v["confidence_k"]), _rules(c))
-
-
-def _level_trace(doc, v, c):
-    from medseg.edit import tools
-
-    return tools.level_trace(_label_map(doc), doc.volume, v["point"], v["view"], int(v["label"]),
-                             LevelTraceParameters(tolerance_hu=v["trace_tolerance_hu"]), _rules(c))
-
-
-def _scissors(doc, v, c):
-    from medseg.edit import tools
-
-    outline = v["polygon"]
-    return tools.scissors(_label_map(doc), outline["points"], outline["axis"], outline["parameters"],
-                          outline["centre"], outline["value"], _rules(c), doc.volume,
-                          only_value=outline.get("only_value"))
-
-
-def _lasso(doc, v, c):
-    from medseg.edit import tools
-
-    outline = v["polygon"]
-    return tools.lasso(_label_map(doc), outline["points"], outline["axis"], outline["centre"], int(v["label"]),
-                       _rules(c), doc.volume)
 
 
 def _range(parameters, name: str) -> tuple[float, float]:
@@ -234,9 +56,16 @@ SMOOTH = Parameter("smooth_mm", "MM", "number", "Smoothing σ", "mm", 0.1, 20.0,
 HU_LOW = Parameter("hu_low", "LOW", "number", "from", "HU", *HU_LIMITS, -100.0, 10, decimals=0)
 HU_HIGH = Parameter("hu_high", "HIGH", "number", "to", "HU", *HU_LIMITS, 200.0, 10, decimals=0)
 POINT = Parameter("point", "X,Y,Z", "point", "the clicked voxel")
+POINTS = Parameter("points", "X,Y,Z;X,Y,Z…", "points", "the dragged path")
 VIEW = Parameter("view", "VIEW", "view", "the view clicked in")
 POLYGON = Parameter("polygon", "POLYGON", "polygon-file", "the outline drawn")
 SEEDS = Parameter("seeds", "SEEDS", "seeds-file", "the seeds painted")
+RADIUS = Parameter("radius_mm", "MM", "number", "Radius", "mm", 0.1, 100.0, 5.0, 0.5, option="--radius")
+SPHERE = Parameter("sphere", "", "flag", "3D sphere (else a disc on the view)", default=False, option="--sphere")
+FILL_3D = Parameter("fill_3d", "", "flag", "Fill in 3D (else on the view's slice)", default=False,
+                    option="--fill-3d")
+FILL_BY_HU = Parameter("fill_by_hu", "", "flag", "Fill within the HU range (else the clicked label's region)",
+                       default=False, option="--fill-by-hu")
 ROI = Parameter("roi_margin_mm", "MM", "number", "Region of interest: the seeds' box plus", "mm",
                 *_range(GrowParameters, "roi_margin_mm"), GrowParameters.roi_margin_mm, 5.0, option="--roi-margin")
 LOCALITY = Parameter("seed_locality", "HU_PER_MM", "number", "Seed locality (how far a seed reaches)", "HU/mm",
@@ -247,51 +76,121 @@ CONFIDENCE_K = Parameter("confidence_k", "K", "number", "Click 3D: mean ± k·SD
 TOLERANCE = Parameter("trace_tolerance_hu", "HU", "number", "Level trace: within ± of the voxel under the mouse", "HU",
                       *_range(LevelTraceParameters, "tolerance_hu"), LevelTraceParameters.tolerance_hu, 10,
                       decimals=0)
+SEGMENTATION = Parameter("segmentation", "SEGMENTATION", "segmentation-file", "the segmentation to merge")
+MERGE_MODE = Parameter("mode", "MODE", "choice", "how it meets the labels here", choices=("replace", "add"))
 SCISSORS_FILE_HELP = ('a JSON object: {"view": "axial"|"coronal"|"sagittal", "points_lps_mm": [[x, y, z], ...], '
                       '"operation": "erase-inside"|"erase-outside"|"fill-inside"|"fill-outside", "slab_mm": null|MM, '
                       '"label": LABEL (to fill)}')
+PATH_HELP = "POINTS are X,Y,Z positions in LPS mm joined by ';'"
 
-CATALOGUE: dict[str, EditOperation] = {op.name: op for op in (
+BUILT_IN = (
+    EditOperation("brush", "Brush", f"paint LABEL along the path POINTS, discs of --radius on the VIEW's slice "
+                  f"(or spheres with --sphere); {PATH_HELP}", (POINTS, VIEW, NEW_LABEL, RADIUS, SPHERE),
+                  runs.stroke(erase=False), gesture="stroke", shortcut="B"),
+    EditOperation("erase", "Eraser", f"erase every unlocked label along the path POINTS, discs of --radius on the "
+                  f"VIEW's slice (or spheres with --sphere)", (POINTS, VIEW, RADIUS, SPHERE),
+                  runs.stroke(erase=True), gesture="stroke", shortcut="E"),
+    EditOperation("fill", "Fill", "fill with LABEL the region around the point X,Y,Z (LPS mm) that carries the "
+                  "label found there, on the VIEW's slice (in 3D with --fill-3d); with --fill-by-hu the region "
+                  "whose HU lies in --hu-mask", (POINT, VIEW, NEW_LABEL, FILL_3D, FILL_BY_HU), runs.fill,
+                  gesture="click", shortcut="F"),
+    EditOperation("keep-island", "Keep island", "keep only the island under the point X,Y,Z (LPS mm) of the label "
+                  "found there; its other islands go", (POINT,), runs.keep_island, gesture="click", shortcut="K"),
     EditOperation("threshold", "Threshold", "paint LABEL where LOW <= HU <= HIGH (locks respected)",
-                  (HU_LOW, HU_HIGH, NEW_LABEL), _threshold),
+                  (HU_LOW, HU_HIGH, NEW_LABEL), runs.threshold, check=runs.check_threshold),
     EditOperation("keep-largest", "Keep largest", "keep only the largest 26-connected island of LABEL",
-                  (LABEL,), _tool("keep_largest", "label"), modifies=("label",)),
+                  (LABEL,), runs.tool("keep_largest", "label"), modifies=("label",)),
     EditOperation("remove-smaller", "Remove small", "remove islands of LABEL smaller than ML millilitres",
-                  (LABEL, ISLAND), _tool("remove_smaller", "label", "island_ml"), modifies=("label",)),
+                  (LABEL, ISLAND), runs.tool("remove_smaller", "label", "island_ml"), modifies=("label",)),
     EditOperation("grow", "Grow", "add every voxel whose centre lies within MM of LABEL (anisotropy-aware)",
-                  (LABEL, MARGIN), _tool("grow", "label", "margin_mm", rules=True, image=True)),
+                  (LABEL, MARGIN), runs.tool("grow", "label", "margin_mm", with_rules=True, image=True)),
     EditOperation("shrink", "Shrink", "remove every voxel of LABEL within MM of the outside",
-                  (LABEL, MARGIN), _tool("shrink", "label", "margin_mm"), modifies=("label",)),
+                  (LABEL, MARGIN), runs.tool("shrink", "label", "margin_mm"), modifies=("label",)),
     EditOperation("smooth", "Smooth", "Gaussian-smooth LABEL with sigma MM",
-                  (LABEL, SMOOTH), _tool("smooth", "label", "smooth_mm", rules=True, image=True), modifies=("label",)),
+                  (LABEL, SMOOTH), runs.tool("smooth", "label", "smooth_mm", with_rules=True, image=True),
+                  modifies=("label",)),
     EditOperation("fill-holes", "Fill holes", "fill background that LABEL encloses (3D)",
-                  (LABEL,), _tool("fill_holes", "label")),
+                  (LABEL,), runs.tool("fill_holes", "label")),
     EditOperation("interpolate", "Interpolate", "fill empty slices between slices where LABEL is drawn (axial on the "
-                  "command line; across the view last worked in, in the app)", (LABEL,), _interpolate),
-    EditOperation("union", "Union", "B's voxels join A", (A, B), _logical("union"), modifies=("b",)),
+                  "command line; across the view last worked in, in the app)", (LABEL,), runs.interpolate),
+    EditOperation("union", "Union", "B's voxels join A", (A, B), runs.logical("union"), modifies=("b",),
+                  check=runs.check_two_labels),
     EditOperation("intersect", "Intersect", "keep A only inside B's region (B, holes filled)", (A, B),
-                  _logical("intersect"), modifies=("a",)),
+                  runs.logical("intersect"), modifies=("a",), check=runs.check_two_labels),
     EditOperation("subtract", "Subtract", "remove A inside B's region (B, holes filled)", (A, B),
-                  _logical("subtract"), modifies=("a",)),
-    EditOperation("lock", "Locked", "protect LABEL from later operations", (LABEL,), _lock),
+                  runs.logical("subtract"), modifies=("a",), check=runs.check_two_labels),
+    EditOperation("lock", "Locked", "protect LABEL from later operations", (LABEL,), runs.lock, locks=("label",)),
     EditOperation("grow-from-seeds", "Grow from seeds",
                   "grow the labels painted in SEEDS (a label image on the image's grid; 0 = no seed) into the image, "
                   "competing (GrowCut); only they change, within their bounding box plus --roi-margin",
-                  (SEEDS, ROI, LOCALITY), _grow_from_seeds, tool="grow_seeds"),
+                  (SEEDS, ROI, LOCALITY), runs.grow_from_seeds, gesture="seeds", shortcut="G"),
     EditOperation("confidence-connected", "Click 3D",
                   "paint LABEL over the connected region around the point X,Y,Z (LPS mm) within mean +- K standard "
                   "deviations of its neighbourhood, iterated (ITK ConfidenceConnected)",
-                  (POINT, CONFIDENCE_K, NEW_LABEL), _confidence, tool="confidence"),
+                  (POINT, CONFIDENCE_K, NEW_LABEL), runs.confidence, gesture="click", shortcut="C"),
     EditOperation("level-trace", "Level trace",
                   "paint LABEL over the region around the point X,Y,Z (LPS mm) on the VIEW's slice (axial, coronal or "
                   "sagittal) whose voxels lie within HU of the point's",
-                  (POINT, VIEW, TOLERANCE, NEW_LABEL), _level_trace, tool="level_trace"),
+                  (POINT, VIEW, TOLERANCE, NEW_LABEL), runs.level_trace, gesture="click", shortcut="L",
+                  hover=runs.level_trace_preview),
     EditOperation("scissors", "Scissors", "erase or fill inside/outside an outline through the volume or a slab; "
-                  "POLYGON is " + SCISSORS_FILE_HELP, (POLYGON,), _scissors, tool="scissors"),
+                  "POLYGON is " + SCISSORS_FILE_HELP, (POLYGON,), runs.scissors, gesture="outline", shortcut="X"),
     EditOperation("lasso", "Lasso", "fill LABEL inside an outline on one slice (the slice through the outline's "
                   "points); POLYGON as for --scissors (its operation and slab are not used)",
-                  (POLYGON, NEW_LABEL), _lasso, tool="lasso"),
-)}
+                  (POLYGON, NEW_LABEL), runs.lasso, gesture="outline", shortcut="O"),
+    EditOperation("merge-segmentation", "Merge segmentation",
+                  "merge SEGMENTATION (a label map with its .labels.json sidecar, or a DICOM SEG, placed on the "
+                  "image) into the label map: MODE replace (every unlocked voxel takes it) or add (only its labels "
+                  "not here yet, only where there is no label); locked labels never change. The app's Segment "
+                  "ends with it", (SEGMENTATION, MERGE_MODE), runs.merge_segmentation),
+)
+
+CATALOGUE: dict[str, EditOperation] = {op.name: op for op in BUILT_IN}
+
+
+def register(operation: EditOperation) -> EditOperation:
+    """Add an operation to the catalogue: how a higher layer (``medseg.workflows``) adds model-backed ones,
+    which are then previewable (``preview``), undoable and journalled (``perform``) like the built-in ones.
+    Refused when its name, its shortcut or one of its settings' names is already taken otherwise."""
+    if operation.name in CATALOGUE:
+        raise MedsegError(f"the edit catalogue already has an operation named {operation.name!r}")
+    if operation.shortcut is not None:
+        used = {tool.shortcut.upper(): name for name, tool in tools().items()}
+        if operation.shortcut.upper() in used:
+            raise MedsegError(f"{operation.name}: the key {operation.shortcut} is the {used[operation.shortcut.upper()]}"
+                              " tool's already")
+        if operation.gesture is None:
+            raise MedsegError(f"{operation.name}: a shortcut selects a mouse tool; give it a gesture")
+    known = settings()
+    for parameter in operation.settings:
+        if parameter.name in known and known[parameter.name] != parameter:
+            raise MedsegError(f"{operation.name}: the setting {parameter.name!r} is declared differently by "
+                              "another operation")
+    CATALOGUE[operation.name] = operation
+    return operation
+
+
+def unregister(name: str) -> None:
+    """Take a registered operation out again (a plug-in unloaded; tests). The built-in ones stay."""
+    if any(op.name == name for op in BUILT_IN):
+        raise MedsegError(f"{name!r} is a built-in operation")
+    CATALOGUE.pop(name, None)
+
+
+def tools() -> dict[str, Tool]:
+    """The Edit panel's mouse tools, in order: Navigate, then every operation with a gesture."""
+    found = {NAVIGATE.name: NAVIGATE}
+    for op in CATALOGUE.values():
+        if op.gesture is not None:
+            found[op.name] = Tool(op.name, op.title, op.shortcut or "", op.help, op)
+    return found
+
+
+def merge_segmentation(document, incoming, mode: str = "replace", description: str = "Segment") -> bool:
+    """Merge a Segment result (a :class:`~medseg.edit.merge.Segmentation`) through the ``merge-segmentation``
+    operation: one undoable, journalled step named ``description``; False when nothing changed."""
+    values = {"segmentation": incoming, "mode": mode}
+    return CATALOGUE["merge-segmentation"].perform(document, values, description=description)
 
 
 def options() -> dict[str, Parameter]:
@@ -314,5 +213,5 @@ def settings() -> dict[str, Parameter]:
     return found
 
 
-__all__ = ["CATALOGUE", "Context", "EditOperation", "Parameter", "VIEWS", "options", "settings",
-           "SCISSORS_FILE_HELP"]
+__all__ = ["CATALOGUE", "Change", "Context", "EditOperation", "GESTURES", "INPUT_KINDS", "LABEL_KINDS", "Parameter",
+           "SCISSORS_FILE_HELP", "Tool", "VIEWS", "merge_segmentation", "options", "register", "settings", "tools", "unregister"]

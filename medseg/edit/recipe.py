@@ -144,20 +144,48 @@ def _seeds_file(text: str, op: Operation, label_map: LabelMap, load_seeds: Calla
     return seeds
 
 
+def _segmentation_file(text: str, op: Operation, load_segmentation: Callable | None):
+    if load_segmentation is None:
+        raise MedsegError(f"{op}: no way to read a segmentation file here")
+    return load_segmentation(text)
+
+
+def _choice(text: str, op: Operation, parameter) -> str:
+    if text not in parameter.choices:
+        raise MedsegError(f"{op}: {parameter.metavar} must be {' or '.join(parameter.choices)}, not {text!r}")
+    return text
+
+
+def _points(text: str, op: Operation, image: Volume | None) -> list[tuple[float, float, float]]:
+    """``X,Y,Z;X,Y,Z;…`` in LPS millimetres -> continuous voxel positions (z, y, x) along the path."""
+    if image is None:
+        raise MedsegError(f"{op}: a path needs the image")
+    found = []
+    for part in (p for p in text.split(";") if p.strip()):
+        _point(part, op, image)  # each inside the image, or named
+        index = image.physical_to_index([float(v) for v in part.split(",")])
+        found.append((float(index[2]), float(index[1]), float(index[0])))
+    if not found:
+        raise MedsegError(f"{op}: the path {text!r} has no point X,Y,Z")
+    return found
+
+
 def validate(operations: list[Operation], label_map: LabelMap, image: Volume | None = None,
              load_seeds: Callable[[str], np.ndarray] | None = None,
-             settings: Mapping[str, float] | None = None) -> list[Operation]:
+             settings: Mapping[str, float] | None = None,
+             load_segmentation: Callable[[str], object] | None = None) -> list[Operation]:
     """Resolve names to values and check every operation; raises MedsegError on the first problem.
 
     ``load_seeds(path)`` reads a seeds file onto the image grid (value BACKGROUND_SEED for background seeds);
-    ``settings`` are the values of the catalogue's option parameters (``--roi-margin`` …) by name."""
+    ``load_segmentation(path)`` a segmentation to merge (a :class:`~medseg.edit.merge.Segmentation` on the
+    image grid); ``settings`` are the values of the catalogue's option parameters (``--roi-margin`` …) by name."""
     locked = set(label_map.locked_values())
     created: set[int] = set()  # labels an earlier operation makes
     settings = dict(settings or {})
     for name, value in settings.items():
         for spec in CATALOGUE.values():
             for parameter in spec.parameters:
-                if parameter.name == name and parameter.option:
+                if parameter.name == name and parameter.option and parameter.kind == "number":
                     parameter.check(value, parameter.option)
     for op in operations:
         spec = CATALOGUE.get(op.name)
@@ -173,45 +201,53 @@ def validate(operations: list[Operation], label_map: LabelMap, image: Volume | N
                 value = _label(text, label_map, op, kind == "new-label", created)
             elif kind == "point":
                 value = _point(text, op, image)
+            elif kind == "points":
+                value = _points(text, op, image)
             elif kind == "view":
                 value = _view(text, op, label_map)
+            elif kind == "choice":
+                value = _choice(text, op, parameter)
             elif kind == "seeds-file":
                 value = _seeds_file(text, op, label_map, load_seeds)
             elif kind == "polygon-file":
                 value = _scissors_file(text, op, label_map, created)
+            elif kind == "segmentation-file":
+                value = _segmentation_file(text, op, load_segmentation)
             else:
                 value = parameter.check(_number(text, op, label_map, parameter.unit), str(op))
             values[parameter.name] = value
-        if spec.name == "threshold" and values["hu_low"] > values["hu_high"]:
-            raise MedsegError(f"{op}: the range is empty (LOW > HIGH)")
-        if spec.name in ("union", "intersect", "subtract") and values["a"] == values["b"]:
-            raise MedsegError(f"{op}: A and B are the same label")
+        if spec.check is not None:
+            try:
+                spec.check(values)
+            except MedsegError as error:
+                raise MedsegError(f"{op}: {error.message}") from None
         for name in spec.modifies:
             if values[name] in locked:
                 raise MedsegError(f"{op}: label {values[name]} is locked by an earlier --lock")
         for parameter in spec.parameters:
             if parameter.kind == "new-label":
                 created.add(int(values[parameter.name]))
-        if spec.name == "grow-from-seeds":
-            created.update(int(v) for v in np.unique(values["seeds"]) if v and v != BACKGROUND_SEED)
-        if spec.name == "lock":
-            locked.add(int(values["label"]))
+            elif parameter.kind == "seeds-file":
+                created.update(int(v) for v in np.unique(values[parameter.name]) if v and v != BACKGROUND_SEED)
+            elif parameter.kind == "segmentation-file":
+                created.update(int(v) for v in getattr(values[parameter.name], "labels", {}))
+        locked.update(int(values[name]) for name in spec.locks)
         op.values = values
     return operations
 
 
 def run_operations(document: SegmentationDocument, operations: list[Operation], rules: PaintRules = PaintRules(),
-                   report=None) -> list[tuple[str, int]]:
-    """Apply validated operations in order (each through the catalogue's apply, as the GUI does);
-    returns (operation, voxels changed) for each."""
+                   report=None, hu_range: tuple[float, float] | None = None) -> list[tuple[str, int]]:
+    """Apply validated operations in order (each through the catalogue, as the GUI does: one undoable,
+    journalled step each); returns (operation, voxels changed) for each. ``hu_range``: the range a fill by HU
+    fills within (default: the rules' HU mask)."""
     done = []
-    context = Context(rules=rules)
+    context = Context(rules=rules, hu_range=hu_range or rules.hu_range)
     for op in operations:
-        delta = CATALOGUE[op.name].apply(document, op.values, context)
-        count = delta.count if delta is not None else 0
-        if delta is not None:
-            document.apply(delta, str(op))
-        done.append((str(op), count))
+        spec = CATALOGUE[op.name]
+        change = spec.preview(document, op.values, context)
+        document.apply(change.delta, str(op), change.labels)
+        done.append((str(op), change.count))
         if report is not None:
-            report(str(op), count)
+            report(str(op), change.count)
     return done

@@ -12,7 +12,7 @@ from PySide6.QtCore import QSettings, qVersion
 from PySide6.QtWidgets import QMessageBox, QWidget
 
 from medseg import __version__, app_dirs
-from medseg.edit.view_state import DEFAULT_PRESETS
+from medseg.gui.view_state import DEFAULT_PRESETS
 
 ORGANIZATION, APPLICATION = "medseg", "medseg"
 MAX_RECENT = 10

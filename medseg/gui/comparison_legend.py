@@ -14,7 +14,7 @@ from PySide6.QtCore import Slot
 from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QPushButton, QWidget
 
 from medseg.edit.document import SegmentationDocument
-from medseg.edit.view_state import ViewState
+from medseg.gui.view_state import ViewState
 from medseg.edit.label_map import build_label_table
 
 
@@ -62,7 +62,7 @@ def open_comparison_case(window: Any, comparison: Any) -> bool:
     output_a = comparison.output_a.with_array(comparison.output_a.array.copy())  # A is edited; the kept output is not
     table = build_label_table(np.unique(output_a.array).tolist(), comparison.labels_a)
     document.set_label_map(output_a, table, f"model {comparison.model_a}")
+    # the window says where the shown segmentation came from by following the view state's comparison
     window.view.set_comparison(comparison.output_b, comparison.labels_b, comparison.model_b, comparison.model_a)
-    window._set_source_line(f"A: {comparison.model_a} (editable); B: {comparison.model_b} (outlines)")
     window.tabs.setCurrentIndex(0)
     return True

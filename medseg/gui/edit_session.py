@@ -13,13 +13,14 @@ from pathlib import Path
 from typing import Any, Callable
 
 from PySide6.QtCore import QEventLoop, QObject, QTimer, Slot
-from PySide6.QtGui import QKeySequence
+from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QCheckBox, QMessageBox
 
-from medseg.edit.document import ADD, REPLACE
+from medseg.edit.merge import ADD, REPLACE
 from medseg.edit.journal import default_root, discard, find_sessions, recover
 from medseg.edit.label_map import LabelMap
 from medseg.errors import MedsegError
+from medseg.gui import tool_keys
 from medseg.gui.edit_tools import EditToolsPanel
 
 log = logging.getLogger(__name__)
@@ -38,9 +39,12 @@ class EditSession(QObject):
         self.document = document
         document.enable_autosave(journal_root())  # autosave: on by default
         self.panel = EditToolsPanel(document, window.view, window)
-        self.panel.error.connect(window._on_failed)
-        self.undo_action = window._action("Undo", self.undo, QKeySequence("Ctrl+Z"), "Undo the last edit")
-        self.redo_action = window._action("Redo", self.redo, QKeySequence("Ctrl+Shift+Z"), "Redo")
+        self.panel.error.connect(window.show_error)
+        self.panel.done.connect(window.viewer.focus_active_view)  # the keys go back to the view
+        self.undo_action = self._action("Undo", self.undo, "Ctrl+Z", "Undo the last edit")
+        self.redo_action = self._action("Redo", self.redo, "Ctrl+Shift+Z", "Redo")
+        window.addActions(list(self.panel.tool_actions.values()))  # a tool's key works wherever the focus is
+        self.tool_keys = tool_keys.install(window)
         document.history_changed.connect(self._sync_actions)
         window.loader.study_loaded.connect(self._on_study_loaded)
         self._recovering: tuple[Path, LabelMap] | None = None
@@ -51,11 +55,22 @@ class EditSession(QObject):
         self._sync_actions()
         QTimer.singleShot(0, self.offer_recovery)
 
+    def _action(self, text: str, slot, shortcut: str, tip: str) -> QAction:
+        action = QAction(text, self.window)
+        action.setShortcut(QKeySequence(shortcut))
+        action.setToolTip(tip)
+        action.triggered.connect(slot)
+        self.window.addAction(action)  # the key works without a visible menu
+        return action
+
     def install_menu(self) -> None:
-        """The Edit menu, after File (called once the window's menus exist)."""
+        """The Edit menu, after File (called once the window's menus exist): undo, redo and the tools."""
         menu = self.window.menuBar().addMenu("&Edit")
         menu.addAction(self.undo_action)
         menu.addAction(self.redo_action)
+        menu.addSeparator()
+        for action in self.panel.tool_actions.values():
+            menu.addAction(action)
         actions = self.window.menuBar().actions()
         if len(actions) > 1:
             self.window.menuBar().insertMenu(actions[1], menu)
@@ -213,7 +228,7 @@ class EditSession(QObject):
         try:
             source, label_map = recover(folder)
         except MedsegError as error:
-            self.window._on_failed(error)
+            self.window.show_error(error)
             return
         self._recovering = (folder, label_map)
         self.window.open_path(source, auto_load=True)
@@ -225,7 +240,7 @@ class EditSession(QObject):
         folder, label_map = self._recovering
         self._recovering = None
         if not label_map.same_grid(volume):
-            self.window._on_failed(MedsegError("the recovered segmentation does not fit the image opened from its "
+            self.window.show_error(MedsegError("the recovered segmentation does not fit the image opened from its "
                                                "source (it changed on disk?); the autosave is kept", path=folder))
             return
         self.document.set_label_map(label_map, description="recovered")

@@ -7,9 +7,8 @@ document method: the panel holds no editing state of its own.
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QColor, QIcon, QPixmap
+from PySide6.QtGui import QAction, QActionGroup, QColor, QIcon, QKeySequence, QPixmap
 from PySide6.QtWidgets import (
-    QButtonGroup,
     QCheckBox,
     QComboBox,
     QDoubleSpinBox,
@@ -26,19 +25,21 @@ from PySide6.QtWidgets import (
 )
 
 from medseg.edit.document import SegmentationDocument
-from medseg.edit.view_state import ViewState
-from medseg.edit.interaction import TOOL_NAMES, TOOLS
-from medseg.edit.operations import CATALOGUE
+from medseg.edit.operations import CATALOGUE, tools
 from medseg.gui.bind import bind
 from medseg.gui.grow_runner import GrowRunner
 from medseg.gui.semi_auto_options import SemiAutomaticOptions
+from medseg.gui.view_state import ViewState
 
-# The catalogue's operations the panel offers as buttons on the active label (the others are tools of
-# the mouse, or the Locked box); generated, so their names are the command line's and the recipe's.
-BUTTON_OPERATIONS = tuple(name for name, op in CATALOGUE.items() if op.tool is None and name != "lock")
+
+def button_operations() -> tuple[str, ...]:
+    """The catalogue's operations the panel offers as buttons on the active label: those that take nothing
+    but labels and settings (the others are mouse tools, the Locked box, or run by Segment). Generated, so
+    their names are the command line's and the recipe's."""
+    return tuple(name for name, op in CATALOGUE.items() if op.gesture is None and not op.inputs and not op.locks)
+
+
 OPERATIONS_PER_ROW = 4
-TOOL_KEYS = {"navigate": "N", "brush": "B", "eraser": "E", "fill": "F", "keep_island": "K", "grow_seeds": "G",
-             "level_trace": "L", "confidence": "C", "scissors": "X", "lasso": "O"}
 TOOLS_PER_ROW = 4
 
 
@@ -50,26 +51,34 @@ def _swatch(color: tuple[int, int, int]) -> QIcon:
 
 class EditToolsPanel(QGroupBox):
     error = Signal(object)  # a MedsegError from an operation, for the window's error dialog
+    done = Signal()  # a step finished from the panel (Apply, Cancel, an operation): the keys belong to the view again
 
     def __init__(self, document: SegmentationDocument, view: ViewState, parent: QWidget | None = None) -> None:
         super().__init__("Edit", parent)
         self.document = document
         self.view = view
         controller = view.tools
+        # One checkable action per tool of the catalogue, with its key; the window adds them too, so the key
+        # works wherever the focus is (see medseg.gui.tool_keys). The buttons show the actions.
+        self.tool_actions: dict[str, QAction] = {}
         self.tool_buttons: dict[str, QToolButton] = {}
-        group = QButtonGroup(self)
+        group = QActionGroup(self)
         group.setExclusive(True)
         tool_row = QGridLayout()
-        for index, name in enumerate(TOOLS):
+        for index, (name, tool) in enumerate(tools().items()):
+            action = QAction(f"{tool.title} tool", self)
+            action.setIconText(tool.title)
+            action.setObjectName(name)
+            action.setCheckable(True)
+            action.setShortcut(QKeySequence(tool.shortcut))
+            action.setToolTip(f"{tool.title} ({tool.shortcut}): {tool.help}")
+            action.triggered.connect(lambda _=False, n=name: controller.tool.set(n))
+            group.addAction(action)
             button = QToolButton(self)
-            button.setText(TOOL_NAMES[name])
+            button.setDefaultAction(action)
             button.setObjectName(name)
-            button.setCheckable(True)
-            button.setToolTip(f"{TOOL_NAMES[name]} ({TOOL_KEYS[name]})")
-            button.setShortcut(TOOL_KEYS[name])
-            group.addButton(button)
-            button.clicked.connect(lambda _=False, n=name: controller.tool.set(n))
             tool_row.addWidget(button, index // TOOLS_PER_ROW, index % TOOLS_PER_ROW)
+            self.tool_actions[name] = action
             self.tool_buttons[name] = button
         controller.tool.changed.connect(self._sync_tool)
         self._sync_tool(controller.tool.value)
@@ -122,11 +131,12 @@ class EditToolsPanel(QGroupBox):
         form.addWidget(self.fill_by_hu, 3, 0, 1, 4)
         form.setColumnStretch(1, 1)
         form.setColumnStretch(3, 1)
-        self.hu_low.setObjectName("hu_low")
-        self.hu_high.setObjectName("hu_high")
+        for widget, name in ((self.radius, "radius_mm"), (self.sphere, "sphere"), (self.fill_3d, "fill_3d"),
+                             (self.fill_by_hu, "fill_by_hu"), (self.hu_low, "hu_low"), (self.hu_high, "hu_high")):
+            widget.setObjectName(name)  # the catalogue's setting
         # a spin box per setting of the button operations, in catalogue order (the HU range is the brush's)
         self.setting_boxes: dict[str, QDoubleSpinBox] = {}
-        for name in BUTTON_OPERATIONS:
+        for name in button_operations():
             for parameter in CATALOGUE[name].settings:
                 if parameter.name not in self.setting_boxes and parameter.name not in ("hu_low", "hu_high"):
                     box = bind(QDoubleSpinBox(self), controller.settings[parameter.name])
@@ -138,7 +148,7 @@ class EditToolsPanel(QGroupBox):
         self.operations_target.setObjectName("operations-target")
         ops = QGridLayout()
         ops.addWidget(self.operations_target, 0, 0, 1, 3)
-        for i, name in enumerate(BUTTON_OPERATIONS):
+        for i, name in enumerate(button_operations()):
             op = CATALOGUE[name]
             button = QPushButton(op.title, self)
             button.setObjectName(name)
@@ -167,6 +177,7 @@ class EditToolsPanel(QGroupBox):
         self.grow_runner = GrowRunner(controller, self)
         self.grow_runner.failed.connect(self.error)
         self.semi_automatic = SemiAutomaticOptions(controller, self.grow_runner, self)
+        self.semi_automatic.done.connect(self.done)
         layout = QVBoxLayout(self)
         layout.addLayout(tool_row)
         layout.addLayout(label_grid)
@@ -187,10 +198,10 @@ class EditToolsPanel(QGroupBox):
 
     # --- sync from the document ------------------------------------------------------------
     def _sync_tool(self, name: str) -> None:
-        button = self.tool_buttons[name]
-        blocked = button.blockSignals(True)
-        button.setChecked(True)
-        button.blockSignals(blocked)
+        action = self.tool_actions[name]
+        blocked = action.blockSignals(True)
+        action.setChecked(True)
+        action.blockSignals(blocked)
 
     def _fill_labels(self) -> None:
         doc = self.document
@@ -269,6 +280,7 @@ class EditToolsPanel(QGroupBox):
 
     def run_operation(self, name: str) -> None:
         self._guard(lambda: self.view.tools.run_operation(name))
+        self.done.emit()
 
     def _guard(self, action) -> None:
         from medseg.errors import MedsegError

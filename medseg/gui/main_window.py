@@ -29,7 +29,7 @@ from PySide6.QtWidgets import (
 )
 
 from medseg.edit.document import SegmentationDocument
-from medseg.edit.view_state import AUTO_PRESET, ViewState
+from medseg.gui.view_state import AUTO_PRESET, ViewState
 from medseg.errors import Cancelled, MedsegError, ModalityMismatch
 from medseg.gui import app_shell, save_dialog, wheel_guard
 from medseg.gui.banners import Banner, findings_text, join_messages
@@ -256,7 +256,8 @@ class MainWindow(QMainWindow):
         view_menu.addAction(self.details_dock.toggleViewAction())
         self.reset_action = self._action("Reset zoom and pan", self.viewer.reset_views, "R")
         view_menu.addAction(self.reset_action)
-        self.overlay_action = self._action("Show label overlay", self._toggle_overlay, "O")
+        # S, as ITK-SNAP's segmentation visibility (O is the Lasso tool's)
+        self.overlay_action = self._action("Show label overlay", self._toggle_overlay, "S")
         view_menu.addAction(self.overlay_action)
         presets_menu = view_menu.addMenu("Window presets")
         self.preset_actions = {}
@@ -302,6 +303,8 @@ class MainWindow(QMainWindow):
         self.window_panel.edit_presets_requested.connect(self.edit_presets)
         self.overlay_panel.name_set_changed.connect(self._on_name_set)
         self.view.cursor_changed.connect(self._update_status)
+        self.view.comparison_changed.connect(self._on_comparison_changed)
+        self.viewer.view3d.failed.connect(self._on_failed)
         self.document.volume_changed.connect(self._on_volume_changed)
         self.document.label_map_changed.connect(self._sync_source)
         self.document.history_changed.connect(self._sync_source)
@@ -645,6 +648,15 @@ class MainWindow(QMainWindow):
             self.error_box.setInformativeText(detail)
         self.error_box.open()
         self.error_shown.emit(message)
+
+    def show_error(self, error: BaseException) -> None:
+        """Show what went wrong (a dialog; a cancel is a notice, another modality a question): for panels."""
+        self._on_failed(error)
+
+    def _on_comparison_changed(self) -> None:
+        comparison = self.view.comparison
+        if comparison is not None:
+            self._show_source(f"A: {comparison.primary_name} (editable); B: {comparison.name} (outlines)")
 
     def _on_name_set(self, name_set: str) -> None:
         self.segmentation_files.name_set = name_set

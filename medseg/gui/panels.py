@@ -29,7 +29,7 @@ from PySide6.QtWidgets import (
 )
 
 from medseg.edit.document import SegmentationDocument
-from medseg.edit.view_state import AUTO_PRESET, ViewState
+from medseg.gui.view_state import AUTO_PRESET, ViewState
 from medseg.gui.label_table import NAME_SETS
 
 PRESET_KEYS = {"Soft tissue": "1", "Lung": "2", "Bone": "3", "Brain": "4", "Liver": "5", "Mediastinum": "6", AUTO_PRESET: "0"}

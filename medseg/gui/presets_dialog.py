@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QDialog, QDialogButtonBox, QPushButton, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget
 
-from medseg.edit.view_state import DEFAULT_PRESETS
+from medseg.gui.view_state import DEFAULT_PRESETS
 
 
 class PresetsDialog(QDialog):

@@ -7,7 +7,7 @@ the controller (through the runner, which first lets a running preview finish).
 
 from __future__ import annotations
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -44,6 +44,8 @@ def bind_slider(slider: QSlider, prop: Property) -> QSlider:
 
 
 class SemiAutomaticOptions(QWidget):
+    done = Signal()  # Apply or Cancel finished: the disabled button must not hand the focus to a box below it
+
     def __init__(self, controller: ToolController, runner: GrowRunner, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.controller, self.runner = controller, runner
@@ -102,8 +104,10 @@ class SemiAutomaticOptions(QWidget):
         self.runner.wait()
         changed = self.controller.apply_grow()
         self._sync()
+        self.done.emit()
         return changed
 
     def cancel(self) -> None:
         self.controller.cancel_grow()
         self._sync()
+        self.done.emit()

@@ -16,7 +16,7 @@ from PySide6.QtGui import QColor, QCursor, QFont, QImage, QKeyEvent, QMouseEvent
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
 from medseg.edit.document import SegmentationDocument
-from medseg.edit.view_state import ViewState
+from medseg.gui.view_state import ViewState
 from medseg.gui.slice_render import SliceRenderer, qimage_of
 from medseg.gui.view_axes import ViewAxes
 

@@ -16,7 +16,7 @@ from PySide6.QtWidgets import (QCheckBox, QHBoxLayout, QHeaderView, QLabel, QPus
                                QTableWidgetItem, QVBoxLayout, QWidget)
 
 from medseg.edit.document import SegmentationDocument
-from medseg.edit.view_state import ViewState
+from medseg.gui.view_state import ViewState
 from medseg.edit.stats import LabelStats, label_statistics, study_columns, write_stats_csv
 from medseg.errors import MedsegError
 from medseg.gui import save_dialog

@@ -24,8 +24,10 @@ from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
 from medseg import io as medseg_io
 from medseg.core.labels import Label
-from medseg.edit.document import REPLACE, SEGMENT_STEP, SegmentationDocument
-from medseg.edit.view_state import ViewState
+from medseg.edit.document import SegmentationDocument
+from medseg.edit.merge import REPLACE, SEGMENT_STEP, Segmentation
+from medseg.edit.operations import merge_segmentation
+from medseg.gui.view_state import ViewState
 from medseg.errors import Cancelled, MedsegError
 from medseg.gui.jobs import Job
 from medseg.core.volume import Volume, VolumeMeta
@@ -286,7 +288,7 @@ class StudyLoader(QObject):
                 "the image changed while it was being segmented, so the result was not applied",
                 hint="press Segment again for the image now open"))
             return
-        doc.merge_segmentation(result.label_map, result.labels, self._merge_mode, f"{SEGMENT_STEP} ({result.model_name})")
+        merge_segmentation(doc, Segmentation(result.label_map, result.labels), self._merge_mode, f"{SEGMENT_STEP} ({result.model_name})")
         log.info("segmented with %s (%s) on %s in %.1f s", result.model_name, result.configuration, result.device,
                  result.seconds)
         self.segmented.emit(result)

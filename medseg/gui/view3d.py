@@ -31,7 +31,7 @@ from PySide6.QtWidgets import (QFileDialog, QHBoxLayout, QLabel, QMenu, QSizePol
                                QVBoxLayout, QWidget)
 
 from medseg.edit.document import SegmentationDocument
-from medseg.edit.view_state import ViewState
+from medseg.gui.view_state import ViewState
 from medseg.gui.gl_support import gl_support
 from medseg.gui.surface_jobs import SurfaceMesher
 
@@ -52,6 +52,7 @@ class View3D(QWidget):
 
     maximise_requested = Signal(str)
     surfaces_updated = Signal(object)  # the label values whose surfaces were just replaced
+    failed = Signal(object)  # a MedsegError the user must see (a screenshot that could not be written)
 
     def __init__(self, document: SegmentationDocument, view: ViewState, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -386,9 +387,7 @@ class View3D(QWidget):
         try:
             self.save_screenshot(path)
         except MedsegError as error:
-            window = self.window()
-            if hasattr(window, "_on_failed"):
-                window._on_failed(error)
+            self.failed.emit(error)
             return
         self.status.setText(f"3D · saved {Path(path).name}")
 

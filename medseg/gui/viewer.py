@@ -12,7 +12,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QGridLayout, QLabel, QWidget
 
 from medseg.edit.document import SegmentationDocument
-from medseg.edit.view_state import ViewState
+from medseg.gui.view_state import ViewState
 from medseg.gui.label_table import color_arrays
 from medseg.gui.slice_render import SliceRenderer
 from medseg.gui.slice_view import SliceView
@@ -113,6 +113,12 @@ class ViewerPanel(QWidget):
 
     def _set_active(self, view: str) -> None:
         self.active_view = self.single_view = view
+
+    def focus_active_view(self) -> None:
+        """Give the keyboard to the slice view last worked in (arrows scroll it, tool and preset keys work)."""
+        view = self.views[self.active_view]
+        if view.isVisible():
+            view.setFocus(Qt.FocusReason.OtherFocusReason)
 
     def reset_views(self) -> None:
         for view in self.views.values():

@@ -35,7 +35,9 @@ def test_every_operation_is_a_command_line_flag_with_its_parameters_in_order():
     # the command line has no operation the catalogue does not know (the four lists used to drift)
     operation_flags = {a.dest for a in edit._actions if a.option_strings and type(a).__name__ == "_Append"}
     assert operation_flags == set(CATALOGUE)
-    assert set(options()) == {"--roi-margin", "--seed-locality"}
+    assert set(options()) == {"--radius", "--sphere", "--fill-3d", "--fill-by-hu", "--roi-margin", "--seed-locality"}
+    for option, parameter in options().items():  # a flag takes no value on the command line
+        assert (flags[option].nargs == 0) == (parameter.kind == "flag")
 
 
 @pytest.mark.parametrize("name", [n for n, op in CATALOGUE.items() if any(p.is_setting for p in op.positional)])

@@ -11,7 +11,9 @@ import pytest
 
 from medseg.core.labels import AUTOMATIC, MANUAL, SEMIAUTOMATIC, Label, Provenance
 from medseg.edit import tools
-from medseg.edit.document import ADD, REPLACE, SegmentationDocument
+from medseg.edit.document import SegmentationDocument
+from medseg.edit.merge import ADD, REPLACE, Segmentation
+from medseg.edit.operations import CATALOGUE, merge_segmentation
 from medseg.edit.journal import recover
 from medseg.io import read_image
 from medseg.model.rule_labels import rule_label_map
@@ -50,7 +52,13 @@ def doc(lung1):
 def test_a_renumbered_segment_result_is_recorded_as_the_models_and_the_nodule_stays_the_users(doc, lung1):
     _, nodule, rules = lung1
     doc.set_label_locked(1, True)
-    assert doc.merge_segmentation(rules, RESULT_LABELS, REPLACE, "Segment (rules)")
+    before = doc.label_map.array.copy()
+    preview = CATALOGUE["merge-segmentation"].preview(doc, {"segmentation": Segmentation(rules, RESULT_LABELS),
+                                                             "mode": REPLACE})
+    assert np.array_equal(doc.label_map.array, before) and doc.history.depth == 0  # a preview writes nothing
+    assert merge_segmentation(doc, Segmentation(rules, RESULT_LABELS), REPLACE, "Segment (rules)")
+    assert preview.count == int((doc.label_map.array != before).sum())
+    assert doc.history.next_undo() == "Segment (rules)"
     # the result's body (1) met the user's nodule (1): it went to a free value, and the table says who made what
     body = next(v for v, e in doc.labels.items() if e.name == "body")
     assert body not in (1, 2, 3)
@@ -77,14 +85,14 @@ def test_add_keeps_every_voxel_on_screen_and_adds_only_new_labels(doc, lung1):
     _, nodule, rules = lung1
     assert [e.name for e in doc.labels_not_made_by("rules", "1")] == ["nodule"]  # what Segment must ask about
     before = doc.label_map.array.copy()
-    assert doc.merge_segmentation(rules, RESULT_LABELS, ADD, "Segment (rules)")
+    assert merge_segmentation(doc, Segmentation(rules, RESULT_LABELS), ADD, "Segment (rules)")
     after = doc.label_map.array
     assert np.array_equal(after[before != 0], before[before != 0])  # every nodule voxel kept
     by_name = {e.name: v for v, e in doc.labels.items()}
     for value, entry in RESULT_LABELS.items():
         np.testing.assert_array_equal(after == by_name[entry.name], (rules.array == value) & (before == 0))
     # a second run of the same model adds nothing: every label of its result is here already
-    doc.merge_segmentation(rules, RESULT_LABELS, ADD, "Segment (rules)")
+    merge_segmentation(doc, Segmentation(rules, RESULT_LABELS), ADD, "Segment (rules)")
     np.testing.assert_array_equal(doc.label_map.array, after)
     assert doc.labels_not_made_by("rules", "1") == [doc.labels[1]]  # the nodule is still the user's
 
@@ -92,7 +100,7 @@ def test_add_keeps_every_voxel_on_screen_and_adds_only_new_labels(doc, lung1):
 def test_replace_asks_about_nothing_the_model_made(doc, lung1):
     _, _, rules = lung1
     doc.clear_label_map()
-    doc.merge_segmentation(rules, RESULT_LABELS, REPLACE, "Segment (rules)")
+    merge_segmentation(doc, Segmentation(rules, RESULT_LABELS), REPLACE, "Segment (rules)")
     assert doc.labels_not_made_by("rules", "1") == []
     assert len(doc.labels_not_made_by("rules", "2")) == 3  # another version of the model is not this run
     body = np.argwhere(doc.label_map.array == 1)[0]
@@ -139,7 +147,7 @@ def test_the_journal_keeps_provenance_and_locks_for_recovery(doc, lung1, tmp_pat
     doc.enable_autosave(tmp_path)  # the label map open now is the journal's first base
     doc.set_label_locked(1, True)
     doc.set_label_map(doc.label_map.with_array(doc.label_map.array.copy()), dict(doc.labels))
-    doc.merge_segmentation(rules, RESULT_LABELS, REPLACE, "Segment (rules)")
+    merge_segmentation(doc, Segmentation(rules, RESULT_LABELS), REPLACE, "Segment (rules)")
     lungs = _deep_inside(doc.label_map.array == 2, doc.volume.spacing_zyx)
     doc.apply(tools.dab(doc.label_map, lungs, 8.0, 0, erase=True), "erase")
     source, recovered = recover(doc.journal.folder)

@@ -6,7 +6,7 @@ operation does in a ``medseg edit`` recipe."""
 from __future__ import annotations
 
 import numpy as np
-from PySide6.QtWidgets import QAbstractButton, QDoubleSpinBox, QSlider, QWidget
+from PySide6.QtWidgets import QAbstractButton, QCheckBox, QDoubleSpinBox, QSlider, QWidget
 
 from medseg.edit.document import SegmentationDocument
 from medseg.edit.label_map import LabelMap
@@ -21,9 +21,11 @@ def test_every_operation_and_setting_is_in_the_edit_panel(window, artifacts_dir)
     panel.grab().save(str(artifacts_dir / "edit_panel_catalogue.png"))
     controller = window.view.tools
     for name, op in CATALOGUE.items():
-        if op.tool is not None:
-            button = panel.tool_buttons[op.tool]
-            assert button.objectName() == op.tool
+        if op.gesture is not None:  # a mouse tool: its button and its key, from the catalogue
+            button = panel.tool_buttons[name]
+            assert button.objectName() == name and button.defaultAction().shortcut().toString() == op.shortcut
+        elif any(p.kind == "segmentation-file" for p in op.parameters):
+            continue  # Segment ends with it (tests/gui/test_segment_over_labels.py)
         else:
             button = panel.operation_buttons[name]
             assert isinstance(button, QAbstractButton)
@@ -37,6 +39,8 @@ def test_every_operation_and_setting_is_in_the_edit_panel(window, artifacts_dir)
             if isinstance(widget, QDoubleSpinBox):
                 assert (widget.minimum(), widget.maximum()) == (parameter.minimum, parameter.maximum)
                 assert widget.suffix().strip() == parameter.unit
+            elif parameter.kind == "flag":
+                assert isinstance(widget, QCheckBox) and widget.isChecked() == parameter.default
             else:
                 assert isinstance(widget, QSlider)  # the seed locality, in half units
                 assert widget.maximum() / 2 == parameter.maximum
@@ -62,7 +66,7 @@ def test_panel_buttons_do_what_the_recipe_does(window, ct_dir, qtbot):
         panel.findChild(QDoubleSpinBox, name).setValue(value)
     clicked = [n for n in ("threshold", "grow", "smooth", "shrink", "remove-smaller", "fill-holes", "keep-largest",
                            "interpolate", "union", "subtract", "intersect")]
-    assert set(clicked) == {n for n, op in CATALOGUE.items() if op.tool is None and n != "lock"}
+    assert set(clicked) == {n for n, op in CATALOGUE.items() if op.gesture is None and not op.inputs and not op.locks}
     for name in clicked:
         panel.operation_buttons[name].click()
 

@@ -58,7 +58,7 @@ def test_brush_stroke_erase_undo_with_the_mouse(window, chest, qtbot, artifacts_
     assert panel.history_label.text().startswith("Undo: 1 step")
     window.grab().save(str(artifacts_dir / "gui_edit_brush_stroke.png"))
 
-    panel.tool_buttons["eraser"].click()
+    panel.tool_buttons["erase"].click()
     drag(qtbot, view, [widget_point(view, (225, 300, z))])
     erased = painted & (doc.label_map.array == 0)
     assert erased.any() and doc.history.depth == 2
@@ -99,7 +99,7 @@ def test_fill_and_keep_island_by_clicking(window, chest, qtbot):
     by, bx = (int(v) for v in tissue[0])
     drag(qtbot, view, [widget_point(view, (bx, by, z))])
     assert doc.label_map.array[z, by, bx] == window.view.active_label
-    panel.tool_buttons["keep_island"].click()
+    panel.tool_buttons["keep-island"].click()
     drag(qtbot, view, [widget_point(view, (int(seed_yx[1]), int(seed_yx[0]), z))])
     assert doc.label_map.array[z, by, bx] == 0
     assert np.array_equal(doc.label_map.array[z] == window.view.active_label, expected)

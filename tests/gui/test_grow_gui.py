@@ -133,7 +133,7 @@ def test_grow_from_seeds_preview_apply_undo_cancel_and_locks(window, chest, nodu
     # far; one scheduling hiccup of a shared machine does not fail the test.
     for attempt in range(2):
         floor = brush_floor(qtbot, window, centre)
-        panel.tool_buttons["grow_seeds"].click()
+        panel.tool_buttons["grow-from-seeds"].click()
         with GapMeter() as meter:
             with qtbot.waitSignal(runner.preview_shown, timeout=60_000):
                 paint_seeds(qtbot, window, centre, (32, 33, 34), "structure")
@@ -147,7 +147,7 @@ def test_grow_from_seeds_preview_apply_undo_cancel_and_locks(window, chest, nodu
             with qtbot.waitSignal(runner.preview_shown, timeout=60_000):
                 paint_seeds(qtbot, window, centre, (31,), "background")
             qtbot.waitUntil(lambda: not runner.busy() and not window.view.tools.grow.pending(), timeout=60_000)
-        assert window.view.tools.active == "grow_seeds"
+        assert window.view.tools.active == "grow-from-seeds"
         second = window.view.tools.grow.preview
         assert second.generation > first.generation
         print(f"attempt {attempt + 1}: longest event-loop gap while painting seeds and growing: "
@@ -203,7 +203,7 @@ def test_level_trace_hover_and_click_and_the_3d_click(window, chest, nodule, qtb
     doc.new_label_map()
     window.view.set_cursor(centre)
     view = window.viewer.views["axial"]
-    panel.tool_buttons["level_trace"].click()
+    panel.tool_buttons["level-trace"].click()
     panel.semi_automatic.tolerance.setValue(150.0)
     hover(view, widget_point(view, centre))
     qtbot.waitUntil(lambda: window.view.tools.trace is not None, timeout=5_000)
@@ -214,7 +214,7 @@ def test_level_trace_hover_and_click_and_the_3d_click(window, chest, nodule, qtb
     assert np.array_equal(filled[centre[2]], region) and filled.sum() == region.sum()
 
     window.editing.undo_action.trigger()
-    panel.tool_buttons["confidence"].click()
+    panel.tool_buttons["confidence-connected"].click()
     drag(qtbot, view, [widget_point(view, centre)])
     clicked = doc.label_map.array == window.view.active_label
     assert dice(clicked, nodule) >= 0.70
@@ -265,7 +265,7 @@ def test_grown_liver_in_three_views_for_the_readme(driver, window, ct_dir, qtbot
     entry = doc.add_label("liver")
     window.view.set_active_label(entry.value)
     seeds, placed = place_seeds(liver, image.spacing_zyx, entry.value, 0xFFFF)
-    panel.tool_buttons["grow_seeds"].click()
+    panel.tool_buttons["grow-from-seeds"].click()
     session = GrowSession(doc, window.view.tools.grow_parameters(), window.view.tools.rules())
     window.view.tools.grow = session
     session.set_seed_volume(seeds)

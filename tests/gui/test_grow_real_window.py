@@ -43,7 +43,7 @@ _SCRIPT = textwrap.dedent("""
     doc, panel = window.document, window.editing.panel
     doc.new_label_map()
     panel.add_label("nodule")  # the Edit panel's Add: the new label becomes the active one
-    panel.tool_buttons["grow_seeds"].click()
+    panel.tool_buttons["grow-from-seeds"].click()
     panel.radius.setValue(2.0)
     view = window.viewer.views["axial"]
     cx, cy, cz = (int(v) for v in np.rint(np.argwhere(nodule).mean(axis=0))[::-1])

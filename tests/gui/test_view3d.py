@@ -143,7 +143,7 @@ def test_label_opacity_lives_in_the_label_table(qtbot, ct_dir):
     the others is see-through until the user says otherwise."""
     from medseg.core.labels import Label
     from medseg.edit.document import SegmentationDocument
-    from medseg.edit.view_state import ViewState
+    from medseg.gui.view_state import ViewState
     from medseg.gui.view3d import ENVELOPE_OPACITY, View3D
     from medseg.io import read_image
 

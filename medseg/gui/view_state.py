@@ -1,5 +1,8 @@
 """How the open segmentation is looked at and worked on: the GUI's half of the document pair.
 
+It lives in ``gui`` because only a window has one, but it imports no Qt (an import-linter contract
+says so): tests and scripts drive it headless, and panels bind to it instead of to the window.
+
 The :class:`~medseg.edit.document.SegmentationDocument` holds what is saved and undone (image,
 label map and table, history, journal); this view state holds what only a window has:
 window/level and its presets, the crosshair, the overlay's opacity and outline, a read-only
