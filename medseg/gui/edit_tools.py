@@ -198,10 +198,7 @@ class EditToolsPanel(QGroupBox):
 
     # --- sync from the document ------------------------------------------------------------
     def _sync_tool(self, name: str) -> None:
-        action = self.tool_actions[name]
-        blocked = action.blockSignals(True)
-        action.setChecked(True)
-        action.blockSignals(blocked)
+        self.tool_actions[name].setChecked(True)  # not triggered: the tool is set already; the group unchecks the rest
 
     def _fill_labels(self) -> None:
         doc = self.document

@@ -29,6 +29,13 @@ _PENS = {
 }
 
 
+# The keys a slice view handles itself (slices to scroll); Escape drops an outline being drawn. No window
+# shortcut may take them (tests/gui/test_tool_keys.py).
+SLICE_KEYS = {Qt.Key.Key_Up: 1, Qt.Key.Key_Down: -1, Qt.Key.Key_PageUp: 10, Qt.Key.Key_PageDown: -10,
+              Qt.Key.Key_Right: 1, Qt.Key.Key_Left: -1}
+VIEW_KEYS = (*SLICE_KEYS, Qt.Key.Key_Escape)
+
+
 class SliceView(QWidget):
     hovered = Signal(object)  # (x, y, z) voxel index under the mouse, or None
     maximise_requested = Signal(str)
@@ -369,10 +376,8 @@ class SliceView(QWidget):
             self.view.move_cursor(self.axes.normal_axis, slices)
 
     def keyPressEvent(self, event: QKeyEvent) -> None:  # noqa: N802
-        steps = {Qt.Key.Key_Up: 1, Qt.Key.Key_Down: -1, Qt.Key.Key_PageUp: 10, Qt.Key.Key_PageDown: -10,
-                 Qt.Key.Key_Right: 1, Qt.Key.Key_Left: -1}
-        if event.key() in steps:
-            self.scroll(steps[event.key()])
+        if event.key() in SLICE_KEYS:
+            self.scroll(SLICE_KEYS[event.key()])
             if self.underMouse():
                 self.hovered.emit(self.widget_to_index(QPointF(self.mapFromGlobal(QCursor.pos()))))
         elif event.key() == Qt.Key.Key_Escape:

@@ -16,7 +16,7 @@ from PySide6.QtGui import QKeyEvent
 from PySide6.QtWidgets import QAbstractSpinBox, QApplication, QWidget
 
 # What a number box can type; any other printable key is left to the window's shortcuts.
-NUMBER_TEXT = set("0123456789.,-+eE")
+NUMBER_TEXT = set("0123456789.,-+")
 _COMMAND_MODIFIERS = Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.AltModifier | \
     Qt.KeyboardModifier.MetaModifier
 
