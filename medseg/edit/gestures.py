@@ -97,9 +97,15 @@ class Outline(Gesture):
     """Scissors and lasso: a freehand outline dragged, or a polygon clicked vertex by vertex (closed by a click
     near its first vertex); the operation runs on the closed outline."""
 
+    def __init__(self, controller: Any) -> None:
+        super().__init__(controller)
+        self._freehand = False  # the press started an outline (a drag draws it), not a polygon's next vertex
+
     def press(self, op, zyx, plane):
         controller = self.controller
-        if controller.polygon_open and controller.outline is not None and controller.outline[0] == plane:
+        self._freehand = not (controller.polygon_open and controller.outline is not None
+                              and controller.outline[0] == plane)
+        if not self._freehand:
             return self._polygon_click(op, zyx)
         controller.polygon_open = False
         controller.set_outline((plane, [zyx]))
@@ -107,11 +113,14 @@ class Outline(Gesture):
 
     def drag(self, op, zyx):
         outline = self.controller.outline
-        if outline is not None:
+        if self._freehand and outline is not None:
             outline[1].append(zyx)
             self.controller.set_outline(outline)
 
     def release(self, op):
+        if not self._freehand:
+            return  # a vertex click: the polygon stays open (or was closed and cut by the click)
+        self._freehand = False
         controller = self.controller
         outline = controller.outline
         if outline is not None and extent_voxels(outline[1]) < CLICK_VOXELS:

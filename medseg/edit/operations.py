@@ -56,7 +56,7 @@ SMOOTH = Parameter("smooth_mm", "MM", "number", "Smoothing σ", "mm", 0.1, 20.0,
 HU_LOW = Parameter("hu_low", "LOW", "number", "from", "HU", *HU_LIMITS, -100.0, 10, decimals=0)
 HU_HIGH = Parameter("hu_high", "HIGH", "number", "to", "HU", *HU_LIMITS, 200.0, 10, decimals=0)
 POINT = Parameter("point", "X,Y,Z", "point", "the clicked voxel")
-POINTS = Parameter("points", "X,Y,Z;X,Y,Z…", "points", "the dragged path")
+POINTS = Parameter("points", "POINTS", "points", "the dragged path")
 VIEW = Parameter("view", "VIEW", "view", "the view clicked in")
 POLYGON = Parameter("polygon", "POLYGON", "polygon-file", "the outline drawn")
 SEEDS = Parameter("seeds", "SEEDS", "seeds-file", "the seeds painted")
@@ -88,7 +88,7 @@ BUILT_IN = (
                   f"(or spheres with --sphere); {PATH_HELP}", (POINTS, VIEW, NEW_LABEL, RADIUS, SPHERE),
                   runs.stroke(erase=False), gesture="stroke", shortcut="B"),
     EditOperation("erase", "Eraser", f"erase every unlocked label along the path POINTS, discs of --radius on the "
-                  f"VIEW's slice (or spheres with --sphere)", (POINTS, VIEW, RADIUS, SPHERE),
+                  f"VIEW's slice (or spheres with --sphere); {PATH_HELP}", (POINTS, VIEW, RADIUS, SPHERE),
                   runs.stroke(erase=True), gesture="stroke", shortcut="E"),
     EditOperation("fill", "Fill", "fill with LABEL the region around the point X,Y,Z (LPS mm) that carries the "
                   "label found there, on the VIEW's slice (in 3D with --fill-3d); with --fill-by-hu the region "

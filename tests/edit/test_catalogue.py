@@ -85,3 +85,14 @@ def test_recipe_names_and_values_are_the_catalogues(abdomen):
     direct.apply(tools.remove_smaller(direct.label_map, liver, 5.0), "remove")
     assert (document.label_map.array == direct.label_map.array).all()
     assert document.label_map.voxel_count(liver) > label_map.voxel_count(liver)
+
+
+def test_the_docs_table_is_the_catalogues():
+    """docs/editing.md shows the catalogue as it is (regenerate it with medseg.edit.reference.catalogue_table)."""
+    from pathlib import Path
+
+    from medseg.edit.reference import catalogue_table
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "editing.md").read_text()
+    start = text.index("\n", text.index("<!-- catalogue:start")) + 1
+    assert text[start:text.index("<!-- catalogue:end -->")] == catalogue_table()

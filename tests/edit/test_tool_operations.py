@@ -209,3 +209,38 @@ def test_the_hook_refuses_a_taken_name_or_key(registered):
         register(clash)
     with pytest.raises(MedsegError, match="built-in"):
         unregister("brush")
+
+
+def test_a_dragged_brush_and_a_clicked_fill_change_what_the_command_line_changes(chest_image):
+    """The mouse tools perform their catalogue operations: the same stroke and click through the tool controller
+    (headless, as a view forwards them) and through a recipe give the same label map."""
+    from medseg.edit.label_map import LabelMap
+    from medseg.gui.view_state import ViewState  # Qt-free: the controller's owner in the app
+
+    image = chest_image
+    start, end, z = (150.0, 300.0, 24.0), (300.0, 320.0, 24.0), 24
+    by_mouse = SegmentationDocument()
+    by_mouse.set_volume(image)
+    view = ViewState(by_mouse)
+    view.set_active_label(3)
+    controller = view.tools
+    controller.tool.set("brush")
+    assert controller.press(start, 2)
+    controller.drag(end)
+    controller.release()
+    controller.tool.set("fill")
+    controller.fill_3d.set(True)  # the brushed region's label, flooded in 3D: it stays the stroke
+    view.set_active_label(5)
+    assert controller.press((225.0, 310.0, 24.0), 2)
+    assert by_mouse.history.depth == 2 and by_mouse.history.next_undo() == "fill label 5"
+
+    by_recipe = SegmentationDocument()
+    by_recipe.set_volume(image)
+    by_recipe.set_label_map(LabelMap.empty_like(image))
+    path = f"{_lps(image, start)};{_lps(image, end)}"
+    steps = validate([Operation("brush", (path, "axial", "3")), Operation("fill", (_lps(image, (225, 310, z)),
+                                                                                   "axial", "5"))],
+                     by_recipe.label_map, image, settings={"fill_3d": True})
+    run_operations(by_recipe, steps)
+    assert np.array_equal(by_mouse.label_map.array, by_recipe.label_map.array)
+    assert (by_mouse.label_map.array == 5).sum() > 1000 and not (by_mouse.label_map.array == 3).any()
