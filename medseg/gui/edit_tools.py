@@ -139,7 +139,7 @@ class EditToolsPanel(QGroupBox):
         for name in button_operations():
             for parameter in CATALOGUE[name].settings:
                 if parameter.name not in self.setting_boxes and parameter.name not in ("hu_low", "hu_high"):
-                    box = bind(QDoubleSpinBox(self), controller.settings[parameter.name])
+                    box = bind(QDoubleSpinBox(self), controller.setting(parameter))
                     box.setObjectName(parameter.name)
                     self.setting_boxes[parameter.name] = box
         self.operation_buttons: dict[str, QPushButton] = {"lock": self.lock_box}
