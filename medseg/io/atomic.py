@@ -138,25 +138,38 @@ def _lock(fd: int) -> bool:
 
 
 def clean_stale_temporaries(folder: str | os.PathLike, now: float | None = None) -> list[Path]:
-    """Remove temporary files in ``folder`` that a killed writer left behind; returns what was removed."""
+    """Remove what killed writers left in ``folder``: temporary files and folders whose lock nobody holds,
+    and old folders a fallback swap set aside once their folder is back in place; returns what was removed."""
+    import shutil
+
     removed: list[Path] = []
     now = time.time() if now is None else now
     try:
-        entries = [e for e in os.scandir(folder) if e.name.startswith(".") and _is_temporary(e.name)]
+        entries = [e for e in os.scandir(folder) if e.name.startswith(".")]
     except OSError:
         return removed
     for entry in entries:
         try:
-            if not entry.is_file(follow_symlinks=False):
-                continue
+            is_folder = entry.is_dir(follow_symlinks=False)
             age = now - entry.stat(follow_symlinks=False).st_mtime
             if age < STALE_AFTER_S:
+                continue
+            if is_folder and entry.name.endswith(".old") and _is_temporary(entry.name[:-len(".old")] + ".tmp"):
+                target = _TEMPORARY.match(entry.name[:-len(".old")] + ".tmp")["target"]  # type: ignore[index]
+                if os.path.exists(os.path.join(folder, target)):  # else recover_folder puts it back
+                    shutil.rmtree(entry.path, ignore_errors=True)
+                    removed.append(Path(entry.path))
+                continue
+            if not _is_temporary(entry.name) or not (is_folder or entry.is_file(follow_symlinks=False)):
                 continue
             fd = os.open(entry.path, os.O_RDONLY)
             try:
                 unlocked = _lock(fd) if fcntl is not None else age > UNLOCKED_STALE_AFTER_S
                 if unlocked:
-                    os.unlink(entry.path)
+                    if is_folder:
+                        shutil.rmtree(entry.path, ignore_errors=True)
+                    else:
+                        os.unlink(entry.path)
                     removed.append(Path(entry.path))
             finally:
                 os.close(fd)
@@ -275,45 +288,135 @@ def atomic_write_text(path: str | os.PathLike, text: str, encoding: str = "utf-8
     return atomic_write_bytes(path, text.encode(encoding))
 
 
-__all__ = ["SaveError", "atomic_path", "atomic_open", "atomic_write_bytes", "atomic_write_text",
-           "atomic_folder", "check_writable", "clean_stale_temporaries", "fsync_folder"]
+# --- folders -----------------------------------------------------------------------------------------
+# A folder of files written together (a model package, a de-identified series, the demo study) is
+# written into a hidden sibling, checked, and then swapped in. On Linux the swap is one
+# renameat2(RENAME_EXCHANGE): a reader (or a kill at any instant) sees the old folder or the whole new
+# one. Where the kernel or the file system cannot exchange, the old folder is first renamed aside
+# (".<name>.<random>.old"), then the new one in; a kill between the two leaves the old folder aside,
+# and the next write of that folder (or recover_folder) puts it back before anything else.
+
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
+
+
+def _exchange(first: Path, second: Path) -> bool:
+    """Swap two paths in one step (Linux renameat2); False where the system cannot."""
+    import ctypes
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    if renameat2(_AT_FDCWD, os.fsencode(first), _AT_FDCWD, os.fsencode(second), _RENAME_EXCHANGE) == 0:
+        return True
+    number = ctypes.get_errno()
+    if number in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+        return False  # an old kernel, or a file system without exchange (some FUSE, NFS)
+    raise OSError(number, os.strerror(number), str(second))
+
+
+def _aside(path: Path) -> list[Path]:
+    """Where the fallback swap left ``path``'s old folder (".<name>.<random>.old")."""
+    try:
+        return sorted(p for p in path.parent.iterdir() if p.is_dir() and p.name.startswith(f".{path.name}.")
+                      and p.name.endswith(".old") and _is_temporary(p.name[:-len(".old")] + ".tmp"))
+    except OSError:
+        return []
+
+
+def recover_folder(path: str | os.PathLike) -> bool:
+    """Put back a folder a killed fallback swap left aside (no new folder had replaced it); True if it did."""
+    path = Path(path)
+    if path.exists():
+        return False
+    for old in _aside(path):
+        try:
+            os.replace(old, path)
+        except OSError:
+            continue
+        fsync_folder(path.parent)
+        return True
+    return False
+
+
+def _sync_tree(folder: Path) -> None:
+    for root, _dirs, files in os.walk(folder):
+        for name in files:
+            with open(os.path.join(root, name), "rb+") as handle:
+                os.fsync(handle.fileno())
+        fsync_folder(Path(root))
+
+
+def _verify_folder(temp: Path, path: Path, verify: Callable[[Path], None] | None) -> None:
+    """Every file of the new folder must be whole (by its format), then the writer's own check."""
+    try:
+        for root, _dirs, files in os.walk(temp):
+            for name in files:
+                check_complete(os.path.join(root, name))
+        if verify is not None:
+            verify(temp)
+    except IncompleteFile as error:
+        raise SaveError(f"the folder was not written completely ({error}); the previous folder is unchanged",
+                        path=path, hint="the disk is probably full; free some space or choose another folder") from error
 
 
 @contextmanager
-def atomic_folder(path: str | os.PathLike) -> Iterator[Path]:
-    """Yield an empty temporary folder beside ``path``; on a clean exit it becomes ``path`` (a folder of
-    files written together, e.g. a de-identified series): a reader sees the old folder or the whole new one.
+def atomic_folder(path: str | os.PathLike, *, verify: Callable[[Path], None] | None = None) -> Iterator[Path]:
+    """Yield an empty temporary folder beside ``path``; on a clean exit it replaces ``path`` whole.
 
-    The files inside need no atomic write of their own; they are fsynced before the rename. An older
-    ``path`` is moved aside, the new folder renamed in, then the old one deleted.
+    The one way to replace a folder of files written together (a model package, a de-identified
+    series, the demo study): a reader, a crash or a kill at any moment sees the old folder or the
+    complete new one. Before the swap every file is fsynced and checked by its format
+    (:func:`medseg.io.file_checks.check_complete`), then ``verify(temp)`` runs (it raises
+    IncompleteFile when the folder is not what the writer meant); after it the parent folder is
+    fsynced. The files inside need no atomic write of their own. A failure raises SaveError (or the
+    writer's own error) and leaves ``path`` as it was.
     """
     import shutil
 
     path = Path(path)
+    recover_folder(path)
+    _clean_once(path.parent)
     try:
         temp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+        lock = os.open(temp, os.O_RDONLY)
     except OSError as error:
         raise SaveError(f"cannot write ({error.strerror})", path=path, hint=_hint(error)) from error
+    _lock(lock)  # held until the swap: this temporary is being written, not left behind
     old: Path | None = None
     try:
         yield temp
-        for child in temp.iterdir():
-            if child.is_file():
-                with open(child, "rb+") as handle:
-                    os.fsync(handle.fileno())
-        fsync_folder(temp)
-        if path.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".old", dir=path.parent))
-            os.replace(path, old / path.name)
-        os.replace(temp, path)
+        _sync_tree(temp)
+        _verify_folder(temp, path, verify)
+        if path.exists() and _exchange(temp, path):
+            old = temp  # now holds the previous folder
+        else:
+            if path.exists():
+                old = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".old", dir=path.parent))
+                os.rmdir(old)
+                os.replace(path, old)
+            os.replace(temp, path)
         fsync_folder(path.parent)
     except BaseException as error:
-        shutil.rmtree(temp, ignore_errors=True)
-        if old is not None and not path.exists():
-            os.replace(old / path.name, path)  # the rename in failed: the old folder goes back
+        if old is not None and old != temp and not path.exists():
+            os.replace(old, path)  # the rename in failed: the old folder goes back
+            old = None
+        if temp.exists() and old != temp:
+            shutil.rmtree(temp, ignore_errors=True)
         if isinstance(error, OSError):
             raise SaveError(f"cannot write ({_reason(error)})", path=path, hint=_hint(error)) from error
         raise
     finally:
+        os.close(lock)
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)
+
+
+__all__ = ["SaveError", "atomic_path", "atomic_open", "atomic_write_bytes", "atomic_write_text",
+           "atomic_folder", "recover_folder", "check_writable", "clean_stale_temporaries", "fsync_folder"]

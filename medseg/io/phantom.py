@@ -20,8 +20,6 @@ from __future__ import annotations
 
 import datetime
 import json
-import os
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
@@ -33,7 +31,8 @@ from scipy import ndimage
 
 from medseg import app_dirs
 from medseg.errors import MedsegError
-from medseg.io.atomic import atomic_write_text
+from medseg.io.atomic import atomic_folder, atomic_write_text
+from medseg.io.file_checks import IncompleteFile
 from medseg.core.volume import Volume, VolumeMeta
 from medseg.progress import CancelToken, ProgressCallback, report
 
@@ -533,10 +532,10 @@ def _write_marker(folder: Path, files: list[Path]) -> None:
 def demo_study_path(*, progress: ProgressCallback | None = None, cancel: CancelToken | None = None) -> Path:
     """The folder of the built-in demo study, generated on first use and reused afterwards.
 
-    The series is written into a temporary sibling folder and renamed into place; a
-    marker file beside it, written last, lists the files. A folder whose marker is
-    missing or whose files are not all there (an interrupted write, deleted files) is
-    regenerated.
+    The series is written into a temporary sibling folder, checked and swapped into place
+    (:func:`medseg.io.atomic.atomic_folder`); a marker file beside it, written last, lists the
+    files. A folder whose marker is missing or whose files are not all there (deleted files, a
+    folder an older medseg left half-written) is regenerated.
     """
     folder = cache_root() / PHANTOM_VERSION
     if _is_complete(folder):
@@ -545,21 +544,17 @@ def demo_study_path(*, progress: ProgressCallback | None = None, cancel: CancelT
         folder.parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise MedsegError(f"cannot create the cache folder ({exc.strerror})", path=folder.parent, hint="set MEDSEG_CACHE_DIR") from exc
-    staging = folder.parent / f".{PHANTOM_VERSION}.partial-{os.getpid()}"
-    shutil.rmtree(staging, ignore_errors=True)
+    names: list[str] = []
+
+    def every_slice(temp: Path) -> None:
+        if not names or not all((temp / name).is_file() for name in names):
+            raise IncompleteFile("a slice of the demo study is missing")
+
     try:
-        files = write_demo_phantom(staging, progress=progress, cancel=cancel)
         _marker_of(folder).unlink(missing_ok=True)
-        shutil.rmtree(folder, ignore_errors=True)
-        try:
-            staging.rename(folder)
-        except OSError:
-            # another process renamed its identical copy into place first: use that one
-            if not all((folder / f.name).is_file() for f in files):
-                raise
-        _write_marker(folder, [folder / f.name for f in files])
+        with atomic_folder(folder, verify=every_slice) as temp:
+            names = [f.name for f in write_demo_phantom(temp, progress=progress, cancel=cancel)]
+        _write_marker(folder, [folder / name for name in names])
     except OSError as exc:
         raise MedsegError(f"cannot write the demo study ({exc.strerror})", path=folder, hint="set MEDSEG_CACHE_DIR") from exc
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
     return folder

@@ -14,9 +14,7 @@ configuration are an ensemble: inference averages their outputs.
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import tempfile
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -28,7 +26,8 @@ from safetensors.torch import save as save_safetensors_bytes
 
 from medseg.core.label_values import MAX_LABEL_VALUE
 from medseg.errors import ModelError
-from medseg.io.atomic import atomic_open
+from medseg.io.atomic import atomic_folder, atomic_open
+from medseg.io.file_checks import IncompleteFile
 from medseg.model.package_model import ModelPackage, parameter_count
 from medseg.model.plan import Plan
 from medseg.model.unet import build_network
@@ -323,17 +322,20 @@ def _write_zip_atomically(path: Path, members: dict[str, bytes]) -> None:
 
 
 def _write_folder_atomically(path: Path, members: dict[str, bytes]) -> None:
-    temp_dir = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
-    try:
+    """The package folder replaced whole (io.atomic.atomic_folder): the old package or the new one, never a mix."""
+    if path.exists() and not (path / MODEL_JSON).is_file():
+        raise ModelError("refusing to replace a folder that is not a medseg model package", path=path)
+
+    def as_written(temp: Path) -> None:
         for name, data in members.items():
-            with open(temp_dir / name, "wb") as out:
-                out.write(data)
-                out.flush()
-                os.fsync(out.fileno())
-            # (a folder package is committed by renaming the whole folder, below)
+            size = (temp / name).stat().st_size if (temp / name).is_file() else -1
+            if size != len(data):
+                raise IncompleteFile(f"{name} holds {max(size, 0)} of its {len(data)} bytes")
+
+    with atomic_folder(path, verify=as_written) as temp:
+        for name, data in members.items():
+            (temp / name).write_bytes(data)
         if path.exists():
-            if not (path / MODEL_JSON).is_file():
-                raise ModelError("refusing to replace a folder that is not a medseg model package", path=path)
             # Files the package does not own (a model card, the training manifest) stay with it;
             # stale ONNX exports of the old weights do not.
             for extra in path.iterdir():
@@ -341,20 +343,9 @@ def _write_folder_atomically(path: Path, members: dict[str, bytes]) -> None:
                                                                     and extra.suffix == ".onnx")
                 if not owned and extra.name not in members:
                     if extra.is_dir():
-                        shutil.copytree(extra, temp_dir / extra.name, symlinks=True)
+                        shutil.copytree(extra, temp / extra.name, symlinks=True)
                     else:
-                        shutil.copy2(extra, temp_dir / extra.name, follow_symlinks=False)
-            old = path.with_name(f".{path.name}.old")
-            if old.exists():
-                shutil.rmtree(old)
-            os.replace(path, old)
-            os.replace(temp_dir, path)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(temp_dir, path)
-    except BaseException:
-        shutil.rmtree(temp_dir, ignore_errors=True)
-        raise
+                        shutil.copy2(extra, temp / extra.name, follow_symlinks=False)
 
 
 # --- networks -------------------------------------------------------------------------

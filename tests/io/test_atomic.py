@@ -93,16 +93,14 @@ def test_one_colour_per_label_everywhere():
 def test_atomic_folder_replaces_whole_or_not_at_all(tmp_path):
     target = tmp_path / "series"
     with atomic_folder(target) as temp:
-        (temp / "1.dcm").write_bytes(b"one")
-    assert sorted(p.name for p in target.iterdir()) == ["1.dcm"]
-    try:
+        (temp / "1.txt").write_bytes(b"one")
+    assert sorted(p.name for p in target.iterdir()) == ["1.txt"]
+    with pytest.raises(RuntimeError, match="could not be read"):
         with atomic_folder(target) as temp:
-            (temp / "2.dcm").write_bytes(b"two")
+            (temp / "2.txt").write_bytes(b"two")
             raise RuntimeError("the third file could not be read")
-    except RuntimeError:
-        pass
-    assert sorted(p.name for p in target.iterdir()) == ["1.dcm"]  # the old folder, untouched
+    assert sorted(p.name for p in target.iterdir()) == ["1.txt"]  # the old folder, untouched
     with atomic_folder(target) as temp:
-        (temp / "2.dcm").write_bytes(b"two")
-    assert sorted(p.name for p in target.iterdir()) == ["2.dcm"]
+        (temp / "2.txt").write_bytes(b"two")
+    assert sorted(p.name for p in target.iterdir()) == ["2.txt"]
     assert [p.name for p in tmp_path.iterdir()] == ["series"]  # no temporary or old folder left
