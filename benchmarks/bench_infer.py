@@ -116,10 +116,10 @@ def run_monai(model: Path, image: Path, out: Path) -> None:
 def run_medseg(model: Path, image: Path, out: Path, device: str) -> None:
     from medseg.io import load, write_image
     from medseg.model.infer import segment
-    from medseg.model.package import load_model
+    from medseg.workflows.models import open_model
     from medseg.model.postprocess import apply_steps
 
-    package = load_model(model)  # an nnU-Net result folder (imported on the fly) or a medseg package
+    package = open_model(model).package  # an nnU-Net result folder (imported on the fly) or a medseg package
     # the network alone, as nnU-Net runs it; the package's own post-processing is timed on its own
     result = segment(load(image), package, device=device, postprocess=False)
     started = time.perf_counter()
@@ -208,9 +208,9 @@ def build_model(root: Path, labels: int, network: str = "tiny", starter: str = "
     from nnunet_fixture import make_nnunet_result_folder, nnunet_folder_from_package
 
     if "starter" in NETWORKS[network]:
-        from medseg.model.package import load_model
+        from medseg.workflows.models import open_model
 
-        return nnunet_folder_from_package(load_model(starter), NETWORKS[network]["starter"], root)
+        return nnunet_folder_from_package(open_model(starter).package, NETWORKS[network]["starter"], root)
 
     names = ["background"] + [f"organ_{i}" for i in range(1, labels)]
     return make_nnunet_result_folder(root, labels=names, **NETWORKS[network])
@@ -308,9 +308,9 @@ def bench_network(work: Path, network: str, ct: Path, args: argparse.Namespace) 
 
     spec = NETWORKS[network]
     if "starter" in spec:
-        from medseg.model.package import load_model
+        from medseg.workflows.models import open_model
 
-        starter = load_model(args.starter)
+        starter = open_model(args.starter).package
         if spec["starter"] not in starter.configurations:
             print(f"\n== network {network!r}: the model {args.starter!r} has no {spec['starter']} configuration "
                   f"(it has {', '.join(starter.configurations)}): skipped", flush=True)

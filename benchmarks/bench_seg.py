@@ -133,11 +133,11 @@ def child(args: argparse.Namespace) -> None:
 
 def dcmqi_meta() -> dict:
     from medseg.core.label_colors import color_for
-    from medseg.core.labels import coded_for_name
+    from medseg.core.labels import Label
 
     segments = []
     for value, name in enumerate(NAMES, start=1):
-        category, type_ = coded_for_name(name)
+        category, type_ = Label(value, name).concept()  # as medseg writes a label without a code
         segments.append({
             "labelID": value, "SegmentLabel": name, "SegmentDescription": name, "SegmentAlgorithmType": "AUTOMATIC",
             "SegmentAlgorithmName": "bench",

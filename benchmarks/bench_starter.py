@@ -95,10 +95,10 @@ def main() -> int:
     torch.set_num_threads(args.threads)
     from medseg.io import load
     from medseg.io.resample import resample_to
-    from medseg.model.package import load_model
+    from medseg.workflows.models import open_model
     from medseg.model.rule_labels import rule_label_map
 
-    package = load_model(args.model)
+    package = open_model(args.model).package
     references = totalsegmentator_bones()
     names = [None, *package.configurations]
     print(f"model {package.name!r} ({args.model}): configurations {', '.join(package.configurations)}; "

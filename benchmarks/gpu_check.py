@@ -103,24 +103,25 @@ def part_medseg(model: Path, args, out: Path) -> dict:
 
     from medseg.model import backends
     from medseg.model.infer import segment, sliding_window_logits
-    from medseg.model.package import build_networks, load_model
+    from medseg.model.package import build_networks
+    from medseg.workflows.models import open_model
     from medseg.model.preprocess import logits_to_label_map, preprocess_to
     from medseg.model.profiling import Profiling
 
     volume = ct_volume(args.slices, args.dry_run)
     record = {"ct_shape_zyx": list(volume.shape_zyx), "runs": []}
     for attempt in range(3):  # cold (first in this process), then warm
-        result, seconds, gpu_mb = timed(args.device, lambda: segment(volume, load_model(model), device=args.device,
+        result, seconds, gpu_mb = timed(args.device, lambda: segment(volume, open_model(model).package, device=args.device,
                                                                      postprocess=False))
         record["runs"].append({"seconds": seconds, "peak_gpu_mb": gpu_mb, "device": result.device_used,
                                "fallbacks": result.fallbacks})
     np.save(out / "labels_medseg.npy", result.label_map.array)
     with Profiling(None, args.device if args.device == "cuda" else None) as profiling:
-        segment(volume, load_model(model), device=args.device, postprocess=False)
+        segment(volume, open_model(model).package, device=args.device, postprocess=False)
     record["phases_warm"] = profiling.profile.to_dict(profiling.order)
     record["phase_table_warm"] = profiling.table()
     # what the agreement with nnU-Net depends on: 1 tile a pass (nnU-Net's batch), and no float16 at all
-    package = load_model(model)
+    package = open_model(model).package
     plan = package.configurations["3d_fullres"]
     prep = preprocess_to(volume, plan, args.device)
     image = prep.data
@@ -162,11 +163,12 @@ def part_floor(model: Path, args, out: Path) -> dict:
     import torch
 
     from medseg.model.infer import pad_to_patch, tile_slicers
-    from medseg.model.package import build_networks, load_model
+    from medseg.model.package import build_networks
+    from medseg.workflows.models import open_model
     from medseg.model.preprocess import preprocess_to
 
     torch.backends.cudnn.benchmark = True
-    package = load_model(model)
+    package = open_model(model).package
     plan = package.configurations["3d_fullres"]
     padded, _ = pad_to_patch(preprocess_to(ct_volume(args.slices, args.dry_run), plan, args.device).data, plan.patch_size)
     tiles = len(tile_slicers(padded.shape[1:], plan.patch_size, 0.5))
@@ -194,7 +196,7 @@ def part_train(model: Path, args, out: Path) -> dict:
 
     from medseg.model.datasets import Case
     from medseg.model.losses import DeepSupervisionLoss
-    from medseg.model.package import load_model
+    from medseg.workflows.models import open_model
     from medseg.model.rule_labels import rule_label_map
     from medseg.model.training import DistributedContext, TrainConfig, prepare_case
     from medseg.model.training.prefetch import BatchPrefetcher, default_workers
@@ -203,7 +205,7 @@ def part_train(model: Path, args, out: Path) -> dict:
     from training_step import optimizer_step
 
     torch.backends.cudnn.benchmark = True
-    package = load_model(model)
+    package = open_model(model).package
     plan = package.configurations["3d_fullres"]
     image = gpu_pack.load_volume(gpu_pack.PACK / "data" / "ct_sm.npz")
     case = prepare_case(Case("ct_sm", image, rule_label_map(image)), plan)
@@ -286,7 +288,7 @@ def part_starter(model: Path, args, out: Path) -> dict:
     import numpy as np
 
     from medseg.model.infer import segment
-    from medseg.model.package import load_model
+    from medseg.workflows.models import open_model
 
     volume = gpu_pack.load_volume(gpu_pack.PACK / "data" / "lung1.npz")
     if args.dry_run:  # the CPU rehearsal: 8 slices
@@ -294,7 +296,7 @@ def part_starter(model: Path, args, out: Path) -> dict:
                                   volume.direction)
     runs = []
     for _ in range(2):
-        result, seconds, gpu_mb = timed(args.device, lambda: segment(volume, load_model(None), device=args.device))
+        result, seconds, gpu_mb = timed(args.device, lambda: segment(volume, open_model(None).package, device=args.device))
         runs.append({"seconds": seconds, "peak_gpu_mb": gpu_mb, "configuration": result.configuration})
     record = {"runs": runs, "volumes_ml": {k: round(v, 1) for k, v in result.volumes_ml.items()}}
     reference = gpu_pack.PACK / "data" / "starter_lung1_cpu.npz"

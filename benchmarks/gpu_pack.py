@@ -113,10 +113,10 @@ def pack(out: Path = PACK, reference: bool = True) -> Path:
         import numpy as np
 
         from medseg.model.infer import segment
-        from medseg.model.package import load_model
+        from medseg.workflows.models import open_model
 
         lung = read_image(SHARED / "ct" / "pyradiomics_lung1" / "lung1_image.nrrd")
-        labels = segment(lung, load_model(None), device="cpu").label_map.array
+        labels = segment(lung, open_model(None).package, device="cpu").label_map.array
         np.savez_compressed(out / "data" / "starter_lung1_cpu.npz", labels=labels)
     return out
 

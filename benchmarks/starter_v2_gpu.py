@@ -160,17 +160,26 @@ def train_configuration(name: str, out: Path, device: str, seconds: float, dry_r
 
 def score(package, device: str) -> dict:
     """medseg evaluate --held-out: as the app chooses, each configuration forced; and against TotalSegmentator."""
-    from medseg.model.evaluate import evaluate_model, mean_dice
+    from medseg.workflows.evaluate import EvaluateRequest, evaluate
+    from medseg.workflows.models import OpenedModel, model_card
+    from medseg.workflows.segment import SegmentSettings
+
+    def cases_of(dataset, configuration=None):
+        model = OpenedModel(model_card(package, package.source_path), package)
+        return evaluate(EvaluateRequest(model, dataset, specs=dataset.validation_specs,
+                                        settings=SegmentSettings(device=device, configuration=configuration))).cases
+
+    from medseg.model.evaluate import mean_dice
 
     scores = {}
     v2, reference = packed_dataset("v2"), packed_dataset("reference")
     for configuration in (None, *package.configurations):
-        cases = evaluate_model(package, v2, specs=v2.validation_specs, device=device, configuration=configuration)
+        cases = cases_of(v2, configuration)
         scores[configuration or "as chosen"] = {
             "mean_dice": mean_dice(cases),
             "cases": {c.case: {"configuration": c.configuration, **{label.name: label.dice for label in c.labels}}
                       for c in cases}}
-    cases = evaluate_model(package, reference, specs=reference.validation_specs, device=device)
+    cases = cases_of(reference)
     scores["TotalSegmentator bones"] = {"mean_dice": mean_dice(cases)}
     return scores
 

@@ -59,6 +59,10 @@ class ModalityMismatch(ModelError):
     """The series' modality (e.g. MR) is not the one the model was trained on (e.g. CT)."""
 
 
+class NotAnImageError(MedsegError):
+    """The input is not an image a model can segment (e.g. a label map given as the CT)."""
+
+
 class UnsafeModelError(ModelError):
     """A model file would execute code when loaded; it is refused."""
 

@@ -1,5 +1,10 @@
 """Segment one process's share of a batch: resumable, a prefetch of one, a clean stop.
 
+Each case is read, segmented and saved by the use case :class:`medseg.workflows.batch_case.BatchCase`,
+so a batch refuses what ``medseg segment`` refuses (an MR series without ``allow_modality``, a label
+map given as a CT): the refusal is the case's failed row, and the batch goes on. This module keeps
+what only a batch has:
+
 - **Resumable**: :func:`plan_batch` (process 0, before any case runs) skips every case whose
   row says *ok* with this model's id and these settings, and whose output is on disk with the
   size the row recorded. A case is done when its output is written (atomically, last of its
@@ -53,6 +58,7 @@ class BatchSettings:
     postprocess: bool = True
     raw_stack: bool = False
     stats: bool = False
+    allow_modality: bool = False  # segment series of another modality than the model's (each noted)
     deid: Deidentifier | None = None
     pacs_cache: Path | None = None
 
@@ -61,6 +67,8 @@ class BatchSettings:
         shaping = {"format": self.output_format, "configuration": self.configuration, "step": self.step,
                    "mirror": self.mirror, "postprocess": self.postprocess, "raw_stack": self.raw_stack,
                    "stats": self.stats, "deidentified_with": self.deid.fingerprint if self.deid else None}
+        if self.allow_modality:  # (absent when off: the digests of earlier runs stay valid)
+            shaping["allow_modality"] = True
         return hashlib.sha256(json.dumps(shaping, sort_keys=True).encode()).hexdigest()[:16]
 
     def output_path(self, case: Case) -> Path:
@@ -69,14 +77,23 @@ class BatchSettings:
     def stats_path(self, case: Case) -> Path:
         return self.output_dir / f"{case.case_id}.stats.csv"
 
+    def segment_settings(self) -> Any:
+        from medseg.workflows.segment import SegmentSettings
+
+        return SegmentSettings(device=self.device, configuration=self.configuration, step=self.step,
+                               mirror=self.mirror, postprocess=self.postprocess, allow_modality=self.allow_modality)
+
 
 def model_id(package: Any) -> str:
     """The model's name and a digest of its plans, labels, post-processing and every weight."""
     import torch
 
     digest = hashlib.sha256()
-    described = {"name": package.name, "labels": package.labels, "postprocessing": package.postprocessing,
+    described = {"name": package.name, "labels": package.names, "postprocessing": package.postprocessing,
                  "configurations": {name: plan.to_dict() for name, plan in package.configurations.items()}}
+    codes = {value: label.as_dict() for value, label in package.labels.items() if label.coded}
+    if codes:  # the labels' codes shape a SEG's segments (absent: the ids of uncoded models stay as they were)
+        described["codes"] = codes
     digest.update(json.dumps(described, sort_keys=True, default=repr).encode())
     for config_name in sorted(package.weights):
         for fold in package.weights[config_name]:
@@ -130,7 +147,7 @@ def merge_table(plan: BatchPlan, settings: BatchSettings, package: Any, current_
         if row is None or row.model_id != current_model or row.settings != settings.digest():
             row = _row(case, settings, "pending")
         merged.append(row)
-    labels = [name for value, name in sorted(package.labels.items()) if value != 0]
+    labels = [name for value, name in sorted(package.names.items()) if value != 0]
     counts: dict[str, int] = {}
     for row in merged:
         counts[row.status] = counts.get(row.status, 0) + 1
@@ -157,7 +174,7 @@ class Summary:
 @dataclass
 class _Input:
     volume: Volume
-    prepared: Any
+    prepared: Any  # medseg.workflows.segment.PreparedStudy
     seconds: float
 
 
@@ -177,29 +194,33 @@ def _row(case: Case, batch: BatchSettings, status: str, error: str = "", **field
 
 
 class BatchRunner:
-    """Runs one process's cases; ``on_event(name, fields)`` hears about each case and the progress."""
+    """Runs one process's cases; ``on_event(name, fields)`` hears about each case and the progress.
 
-    def __init__(self, package: Any, settings: BatchSettings, current_model: str, rank: int = 0,
+    ``model`` is the opened model (:func:`medseg.workflows.models.open_model`); each case goes through
+    one :class:`~medseg.workflows.batch_case.BatchCase` with the settings' device, checks and writers."""
+
+    def __init__(self, model: Any, settings: BatchSettings, current_model: str, rank: int = 0,
                  device_label: str | None = None, on_event: EventCallback | None = None,
                  reid_journal: MappingJournal | None = None) -> None:
-        self.package = package
+        from medseg.workflows.batch_case import BatchCase
+        from medseg.workflows.segment import Segmenter
+
+        self.model = model
         self.settings = settings
         self.model_id = current_model
         self.rank = rank
         self.device_label = device_label
         self.on_event = on_event or (lambda name, fields: None)
         self.stop = CancelToken()
-        self.names = {int(k): str(v) for k, v in package.labels.items()}
+        self.names = {value: label.name for value, label in model.card.labels.items()}
         self._signal: int | None = None
         self.reid_journal = reid_journal
-        self._device: str | None = None  # the settings' device, resolved once
+        self.case_work = BatchCase(Segmenter(model, settings.segment_settings()), deidentifier=settings.deid,
+                                   regularize=not settings.raw_stack)
 
     # --- reading (on the prefetch thread) ---
 
     def _read(self, case: Case) -> _Input:
-        from medseg.io import load
-        from medseg.model.infer import prepare
-
         started = time.perf_counter()
         if case.kind == "pacs":
             source: Any = self._retrieve(case)
@@ -207,24 +228,12 @@ class BatchRunner:
             source = case.files[0]
         else:
             source = list(case.files)
-        volume = load(source, regularize=not self.settings.raw_stack, cancel=self.stop)
-        if self.settings.output_format == "dcm":
-            from medseg.io.dicom_seg import check_can_reference
-
-            check_can_reference(volume)
+        output = self.settings.output_path(case)
         # On the run's device, as an interactive Segment does (torch resampling there: a thin-slice
         # 300-slice CT took 6.7 s on one CPU thread, 0.4 s in torch); the batch's own step is what
-        # the run check counts tiles with.
-        prepared = prepare(volume, self.package, self.settings.configuration, self.settings.step,
-                           self._device_name())
-        return _Input(volume, prepared, time.perf_counter() - started)
-
-    def _device_name(self) -> str:
-        if self._device is None:
-            from medseg.model import backends
-
-            self._device = backends.resolve_device(self.settings.device)
-        return self._device
+        # the run check counts tiles with. Every refusal (modality, a label map as CT) comes here.
+        prepared = self.case_work.read(source, output, cancel=self.stop)
+        return _Input(prepared.image, prepared, time.perf_counter() - started)
 
     def _retrieve(self, case: Case) -> Path:
         from medseg.io.pacs import SeriesCache, load_settings, retrieve_series
@@ -289,8 +298,6 @@ class BatchRunner:
 
     def _one(self, case: Case, item: _Input | None, error: BaseException | None, index: int, total: int,
              summary: Summary) -> Row | None:
-        from medseg.model.infer import segment
-
         started = time.perf_counter()
         if error is not None:
             return self._failed(case, error, time.perf_counter() - started)
@@ -300,19 +307,24 @@ class BatchRunner:
             self.on_event("progress", {"case_id": case.case_id, "index": index, "total": total,
                                        "case_fraction": p.fraction, "text": p.text})
 
+        settings = self.settings
+        output = settings.output_path(case)
+        _remove_stale_temps(output)
+        if settings.deid is not None and settings.output_format == "dcm":
+            from medseg.io.deidentify import deidentified_series_folder
+
+            _remove_stale_temps(deidentified_series_folder(output))
         try:
-            result = segment(item.volume, self.package, device=self.settings.device, step_size=self.settings.step,
-                             mirror=self.settings.mirror, postprocess=self.settings.postprocess,
-                             prepared=item.prepared, progress=progress, cancel=self.stop)
+            done = self.case_work.finish(item.prepared, output, settings.stats_path(case) if settings.stats else None,
+                                         progress=progress, cancel=self.stop)
         except Cancelled:
             return None
         except Exception as caught:  # noqa: BLE001 - a failing case is recorded and the batch goes on
             return self._failed(case, caught, item.seconds + time.perf_counter() - started)
-        summary.network_s += time.perf_counter() - started
-        try:
-            return self._write(case, item, result, item.seconds + time.perf_counter() - started)
-        except Exception as caught:  # noqa: BLE001 - a failing case is recorded and the batch goes on
-            return self._failed(case, caught, item.seconds + time.perf_counter() - started)
+        summary.network_s += done.segmented.seconds - item.prepared.seconds
+        for note in done.segmented.notes:
+            self.on_event("message", {"text": f"{case.case_id}: {note}"})
+        return self._written(case, item, done, item.seconds + time.perf_counter() - started)
 
     def _failed(self, case: Case, error: BaseException, seconds: float) -> Row:
         text = error.message if isinstance(error, MedsegError) else f"{type(error).__name__}: {error}"
@@ -320,45 +332,24 @@ class BatchRunner:
             text = f"{error.path}: {text}"
         if isinstance(error, MedsegError) and error.hint:
             text += f" ({error.hint})"
-        return _row(case, self.settings, "failed", error=text[:1000], model=self.package.name, model_id=self.model_id,
+        return _row(case, self.settings, "failed", error=text[:1000], model=self.model.name, model_id=self.model_id,
                     settings=self.settings.digest(), seconds=round(seconds, 3), finished_at=_now(), rank=self.rank)
 
-    def _write(self, case: Case, item: _Input, result: Any, seconds: float) -> Row:
-        from medseg.edit.stats import label_statistics, write_stats_csv
-        from medseg.io.label_files import save_segmentation
-
-        settings, deid = self.settings, self.settings.deid
-        output = settings.output_path(case)
-        _remove_stale_temps(output)
-        if deid is not None and settings.output_format == "dcm":
-            from medseg.io.deidentify import deidentified_series_folder
-
-            _remove_stale_temps(deidentified_series_folder(output))
-        stats = label_statistics(item.volume, result.label_map, self.names)
-        if settings.stats:
-            write_stats_csv(stats, settings.stats_path(case))
-        segments = list(self.package.label_table().values())
-        note = ""
-        if settings.output_format == "dcm" and not stats:
-            # DICOM has no empty SEG: the case is measured (nothing found) and no file is written
-            output, note = None, "no label found: no DICOM SEG written"
-        elif deid is not None:
-            from medseg.io.deidentify import save_deidentified
-
-            save_deidentified(result.label_map, item.volume, output, segments, deid)
-        else:
-            save_segmentation(result.label_map, item.volume, output, segments)
+    def _written(self, case: Case, item: _Input, done: Any, seconds: float) -> Row:
+        settings, deid, output = self.settings, self.settings.deid, done.output
         if self.reid_journal is not None and deid is not None and output is not None:
             from medseg.batch.mapping import record
 
             self.reid_journal.append(record(case.case_id, case.source, item.volume.meta, deid))
         volumes = {name: 0.0 for value, name in sorted(self.names.items()) if value != 0}
-        volumes.update({s.name: s.volume_ml for s in stats})
-        return _row(case, settings, "ok", error=note, configuration=result.configuration,
-                    device=self.device_label or result.device_used, seconds=round(seconds, 3),
-                    output=output.name if output else "", model=self.package.name, model_id=self.model_id,
+        volumes.update({s.name: s.volume_ml for s in done.statistics})
+        result = done.segmented
+        return _row(case, settings, "ok", error=done.not_written, configuration=result.configuration,
+                    device=self.device_label or result.device, seconds=round(seconds, 3),
+                    output=output.name if output else "", model=self.model.name, model_id=self.model_id,
                     settings=settings.digest(), output_bytes=output.stat().st_size if output else None,
-                    finished_at=_now(), rank=self.rank, volumes_ml=volumes, mean_hu={s.name: s.hu_mean for s in stats})
+                    finished_at=_now(), rank=self.rank, volumes_ml=volumes,
+                    mean_hu={s.name: s.hu_mean for s in done.statistics})
 
     # --- signals ---
 

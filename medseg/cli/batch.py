@@ -57,6 +57,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="saved PACS server for saved queries that do not name theirs")
     parser.add_argument("--pacs-cache", metavar="DIR", help="where retrieved series go (default: the PACS settings')")
     add_inference_options(parser)
+    parser.add_argument("--allow-modality", action="store_true",
+                        help="segment series whose modality (e.g. MR, PET) is not the one the model was trained on "
+                             "(each such case says so); without it they are failed rows")
     parser.add_argument("--threads", type=int,
                         help="CPU threads per process (default: the cores shared among the processes of this machine)")
     parser.add_argument("--json", action="store_true",
@@ -132,22 +135,25 @@ def _batch(args: argparse.Namespace, rank: int, events: Any) -> int:
     import torch
 
     from medseg.batch.run import BatchPlan, BatchRunner, BatchSettings, merge_table, model_id, plan_batch
-    from medseg.model.backends import cuda_available
-    from medseg.model.package import load_model
+    from medseg.model.backends import resolve_device, torch_device
     from medseg.model.training.distributed import setup_distributed
+    from medseg.workflows.models import open_model
 
     world = int(os.environ.get("WORLD_SIZE", "1"))
     local_world = int(os.environ.get("LOCAL_WORLD_SIZE", str(world)))
-    want_cuda = args.device in ("auto", "cuda") and cuda_available()
-    ctx = setup_distributed("cuda" if want_cuda else "cpu", timeout=BARRIER_TIMEOUT)
+    device = resolve_device(args.device)  # the one device decision (an absent device fails here, not per case)
+    # the processes meet over NCCL when their device is a CUDA GPU, else over gloo
+    ctx = setup_distributed("cuda" if torch_device(device).type == "cuda" else "cpu", timeout=BARRIER_TIMEOUT)
     threads = args.threads or max(1, (os.cpu_count() or 1) // max(1, local_world))
     torch.set_num_threads(threads)
-    package = load_model(args.model)
+    model = open_model(args.model)
+    package = model.package
     current_model = model_id(package)
     settings = BatchSettings(
         output_dir=output, output_format=args.format, device=args.device, configuration=args.configuration,
         step=args.step, mirror=args.mirror, postprocess=not args.no_postprocess, raw_stack=args.raw_stack,
-        stats=args.stats, deid=deid, pacs_cache=Path(args.pacs_cache) if args.pacs_cache else None)
+        stats=args.stats, allow_modality=args.allow_modality, deid=deid,
+        pacs_cache=Path(args.pacs_cache) if args.pacs_cache else None)
     plan_or_error: list[Any] = [None]
     if ctx.is_main:
         try:
@@ -182,7 +188,7 @@ def _batch(args: argparse.Namespace, rank: int, events: Any) -> int:
         from medseg.batch.mapping import MappingJournal
 
         journal = MappingJournal(mapping, ctx.rank, deid)
-    runner = BatchRunner(package, settings, current_model, ctx.rank, device_label, say.event, journal)
+    runner = BatchRunner(model, settings, current_model, ctx.rank, device_label, say.event, journal)
     try:
         summary = runner.run(share)
     finally:

@@ -13,7 +13,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "evaluate", help="score a model on a labelled dataset (Dice, volume difference)",
         description="Segment every case of DATASET with MODEL and compare with its label maps: per case and "
                     "per label, Dice and the volume difference in ml and %%. Labels are matched by name.")
-    parser.add_argument("model", help="medseg model package (folder or .zip)")
+    parser.add_argument("model", help="medseg model package (folder or .zip), nnU-Net v2 result folder, or "
+                                      "'starter' (the built-in model)")
     parser.add_argument("dataset", help="nnU-Net raw folder, images/labels folder, editor cases, or a dataset .json")
     parser.add_argument("--data-root", help="root for relative paths in a dataset .json")
     parser.add_argument("--held-out", action="store_true", help="only the dataset's validation (held-out) cases")
@@ -40,28 +41,28 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _evaluate(args: argparse.Namespace, events) -> int:
-    from medseg.model.datasets import open_dataset
-    from medseg.model.evaluate import evaluate_model, mean_dice
     from medseg.model.backends import resolve_device
-    from medseg.model.package import load_package
+    from medseg.workflows.evaluate import EvaluateRequest, evaluate, record_evaluation
+    from medseg.workflows.models import open_model
+    from medseg.workflows.segment import SegmentSettings
 
+    settings = SegmentSettings(device=args.device, configuration=args.configuration)
     resolve_device(args.device)  # an absent device fails before the model and the cases are read
-    package = load_package(args.model)
-    dataset = open_dataset(args.dataset, args.data_root)
-    specs = dataset.validation_specs if args.held_out else dataset.specs
-    scores = evaluate_model(package, dataset, specs=specs, device=args.device,
-                            progress=events.progress() if args.json else None, configuration=args.configuration)
-    means = mean_dice(scores)
+    model = open_model(args.model)
+    evaluation = evaluate(EvaluateRequest(model, args.dataset, args.data_root, held_out=args.held_out,
+                                          settings=settings), progress=events.progress() if args.json else None)
+    scores, means = evaluation.cases, evaluation.mean_dice
     if args.record:
-        _record(package, args, dataset, scores, means)
+        record_evaluation(model, evaluation, held_out=args.held_out, configuration=args.configuration,
+                          command="medseg " + " ".join(args.argv))
     if args.json:
         for score in scores:
             events.emit("case", **score.to_dict())
-        events.emit("done", model=package.name, dataset=dataset.name, cases=[s.to_dict() for s in scores],
+        events.emit("done", model=model.name, dataset=evaluation.dataset, cases=[s.to_dict() for s in scores],
                     mean_dice=means, configuration=args.configuration)
         return 0
     chosen = f", configuration {args.configuration!r}" if args.configuration else ""
-    print(f"model {package.name!r}{chosen} on dataset {dataset.name!r} ({len(scores)} case(s))")
+    print(f"model {model.name!r}{chosen} on dataset {evaluation.dataset!r} ({len(scores)} case(s))")
     print(f"  {'case':<24} {'label':<14} {'Dice':>7} {'reference ml':>13} {'predicted ml':>13} {'diff %':>8}")
     for case in scores:
         if case.configuration:
@@ -73,29 +74,3 @@ def _evaluate(args: argparse.Namespace, events) -> int:
                   f"{label.predicted_ml:13.1f} {diff:>8}")
     print("  mean Dice: " + ", ".join(f"{k} {v:.4f}" for k, v in means.items() if not math.isnan(v)))
     return 0
-
-
-def _record(package, args: argparse.Namespace, dataset, scores, means) -> None:
-    """Keep the evaluation with the model: provenance["evaluations"], one entry per dataset and scope."""
-    from medseg.errors import MedsegError
-    from medseg.model.package import save_package
-
-    if package.source_path is None or not package.source_path.is_dir():
-        raise MedsegError("--record needs a model package folder (a .zip package is not rewritten)",
-                          hint="unzip it, or run without --record")
-    entry = {
-        "dataset": dataset.name, "held_out_only": bool(args.held_out), "configuration": args.configuration,
-        "command": "medseg " + " ".join(args.argv),
-        "mean_dice": {k: (None if math.isnan(v) else round(v, 4)) for k, v in means.items()},
-        "configuration_per_case": {case.case: case.configuration for case in scores},
-        "cases": {case.case: {label.name: {"dice": None if math.isnan(label.dice) else round(label.dice, 4),
-                                           "reference_ml": round(label.reference_ml, 1),
-                                           "predicted_ml": round(label.predicted_ml, 1)}
-                              for label in case.labels}
-                  for case in scores},
-    }
-    evaluations = [e for e in package.provenance.get("evaluations", [])
-                   if (e.get("dataset"), e.get("held_out_only"), e.get("configuration"))
-                   != (entry["dataset"], entry["held_out_only"], entry["configuration"])]
-    package.provenance["evaluations"] = [*evaluations, entry]
-    save_package(package, package.source_path)

@@ -19,8 +19,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Export MODEL for another runtime and verify it: the exported model and torch segment "
                     "the same CT, and at least 99.99 %% of voxels must get the same label.")
     parser.add_argument("model", nargs="+",
-                        help="medseg model package (folder or .zip); with --format package, several packages "
-                             "of the same labels are combined into one model holding all their configurations")
+                        help="medseg model package (folder or .zip), nnU-Net v2 result folder or 'starter'; with "
+                             "--format package, several models of the same labels are combined into one model "
+                             "holding all their configurations")
     parser.add_argument("--format", required=True, choices=("onnx", "torchscript", "package"))
     parser.add_argument("-o", "--output", required=True, help="output file (.onnx/.pt) or package folder/.zip")
     parser.add_argument("--configuration", help="which configuration (default: the first; 'package' exports all)")
@@ -45,11 +46,11 @@ def run(args: argparse.Namespace) -> int:
 def _export(args: argparse.Namespace, events) -> int:
     from medseg.errors import MedsegError
     from medseg.model.export import export_model
-    from medseg.model.package import load_package
+    from medseg.workflows.models import open_model
 
     if len(args.model) > 1 and args.format != "package":
         raise MedsegError(f"--format {args.format} exports one model; several are combined only with --format package")
-    packages = [load_package(path) for path in args.model]
+    packages = [open_model(reference).package for reference in args.model]
     if len(packages) > 1:
         from medseg.model.package_model import combine_packages
 

@@ -33,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps({
             "output": str(out),
             "name": package.name,
-            "labels": {str(k): v for k, v in package.labels.items()},
+            "labels": {str(k): v for k, v in package.names.items()},
             "configurations": {n: package.num_folds(n) for n in package.configurations},
             "provenance": package.provenance,
         }, indent=1))

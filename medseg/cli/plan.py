@@ -46,9 +46,9 @@ def run(args: argparse.Namespace) -> int:
     selected = select_configuration(configurations, spacing)
     model_choice = None
     if args.model:
-        from medseg.model.package import load_model
+        from medseg.workflows.models import open_model
 
-        package = load_model(args.model)
+        package = open_model(args.model).package
         choice = package.choose(spacing, shape)
         model_choice = {
             "model": package.name, "configuration": choice.chosen.name, "reason": choice.reason,
@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
                             list(package.configurations[name].target_spacing_image_zyx), "log_distance": round(gap, 4)}
                            for name, suits, gap in choice.candidates],
             "plan": choice.chosen.to_dict(),
-            "postprocessing": [step.describe(package.labels) for step in package.postprocess_steps()],
+            "postprocessing": [step.describe(package.names) for step in package.postprocess_steps()],
         }
 
     if args.json:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
+from typing import Any
 
 from medseg.cli._console import add_spacing_option, add_threads_option, findings_json, print_findings, progress_printer
 
@@ -69,57 +70,41 @@ def run(args: argparse.Namespace) -> int:
         return _segment(args, events)
 
 
-def _segment(args: argparse.Namespace, events) -> int:
-    if args.model:  # a catalogue id (totalsegmentator/total) is the package it installed
-        from medseg.catalogue import resolve_reference
+def settings_of(args: argparse.Namespace, allow_modality: bool = False) -> "Any":
+    """The SegmentSettings that ``segment`` and ``batch``'s inference options say."""
+    from medseg.workflows.segment import SegmentSettings
 
-        args.model = str(resolve_reference(args.model) or args.model)
-    from medseg.io.atomic import check_writable
-    from medseg.io.label_files import (
-        is_saved_segmentation,
-        save_segmentation,
-        segmentation_format,
-        segmentation_outputs,
-    )
-    from medseg.io.output_paths import check_output, source_paths
+    return SegmentSettings(device=args.device, configuration=args.configuration, step=args.step, mirror=args.mirror,
+                           tile_batch=getattr(args, "tile_batch", None), postprocess=not args.no_postprocess,
+                           allow_modality=allow_modality)
+
+
+def _segment(args: argparse.Namespace, events) -> int:
+    from medseg.workflows.save import plan_save
 
     # A bad -o must fail now (before torch is even imported), not after the whole segmentation.
-    segmentation_format(args.output)
-    outputs = segmentation_outputs(args.output)
-    check_output(args.output, [args.path], force=args.force, ours=is_saved_segmentation, option="-o",
-                 extra_outputs=outputs[1:])
-    check_writable(args.output)
+    target = plan_save(args.output, [args.path], force=args.force, option="-o")
 
-    from medseg.io import load
-    from medseg.model.backends import resolve_device
-    from medseg.model.infer import compute_device, segment
-    from medseg.model.modality import check_modality
-    from medseg.model.package import load_model
+    from medseg.model.backends import resolve_device, torch_device
     from medseg.model.profiling import Profiling, phase
+    from medseg.workflows.save import save_segmentation
+    from medseg.workflows.segment import Segmenter
+    from medseg.workflows.studies import OpenStudyRequest, open_study
 
-    device_name = resolve_device(args.device)  # an absent device fails before the series is read
+    device = resolve_device(args.device)  # an absent device fails before the series is read
     profiling = Profiling(args.profile, title="medseg segment: where the time went") if args.profile else None
     with profiling or contextlib.nullcontext():
         if profiling is not None:
-            profiling.set_device(compute_device(device_name))
+            profiling.set_device(torch_device(device))
         with phase("load"):
-            volume = load(args.path, regularize=not args.raw_stack, spacing_mm=args.spacing)
-            check_output(args.output, source_paths(volume), force=True, option="-o", extra_outputs=outputs[1:])
-            if segmentation_format(args.output) == "dicom-seg":
-                from medseg.io.dicom_seg import check_can_reference
-
-                check_can_reference(volume, args.output)
-            package = load_model(args.model)
-        modality_note = check_modality(volume, package, allow=args.allow_modality)
-        result = segment(
-            volume, package, device=args.device, configuration=args.configuration, step_size=args.step,
-            mirror=args.mirror, tile_batch=args.tile_batch, postprocess=not args.no_postprocess,
-            progress=events.progress() if args.json else progress_printer(),
-        )  # fmt: skip
+            volume = open_study(OpenStudyRequest(args.path, spacing_mm=args.spacing,
+                                                 regularize=not args.raw_stack)).volume
+            target.check_image(volume)  # e.g. a DICOM SEG of an image file: refused before the model is read
+            segmenter = Segmenter(args.model, settings_of(args, args.allow_modality))
+        result = segmenter.segment(volume, progress=events.progress() if args.json else progress_printer())
         with phase("write"):
-            notes = save_segmentation(result.label_map, volume, args.output, list(package.label_table().values()))
-    if modality_note:
-        notes.insert(0, modality_note)
+            saved = save_segmentation(target, result.label_map, volume, result.labels)
+    notes = [*result.notes, *saved.notes]
     if profiling is not None:
         if args.json:
             events.emit("profile", folder=str(args.profile), trace=[str(p) for p in profiling.trace_files()],
@@ -138,9 +123,10 @@ def _segment(args: argparse.Namespace, events) -> int:
         events.emit("done", **{
             "input": str(args.path),
             "output": str(written),
-            "model": package.name,
+            "model": result.model.name,
+            "model_card": result.model.to_dict(),
             "configuration": result.configuration,
-            "device": result.device_used,
+            "device": result.device,
             "threads": sys.modules["torch"].get_num_threads(),  # what PyTorch (and ONNX Runtime) ran with
             "fallbacks": result.fallbacks,
             "postprocessing": result.postprocessing,
@@ -149,14 +135,14 @@ def _segment(args: argparse.Namespace, events) -> int:
             "seconds": round(result.seconds, 3),
             "size_xyz": list(result.label_map.size_xyz),
             "spacing_mm": list(result.label_map.spacing_mm),
-            "labels": {str(k): v for k, v in sorted(package.labels.items())},
+            "labels": {str(k): name for k, name in sorted(segmenter.model.package.names.items())},
             "volumes_ml": {name: round(ml, 3) for name, ml in result.volumes_ml.items()},
         })
         return 0
     print_findings(volume)
     for note in [*result.fallbacks, *notes]:
         print(f"note: {note}", file=sys.stderr)
-    print(f"{package.name} [{result.configuration}] on {result.device_used}, {result.seconds:.1f} s -> {written}")
+    print(f"{result.model.name} [{result.configuration}] on {result.device}, {result.seconds:.1f} s -> {written}")
     for step in result.postprocessing:
         print(f"  after the network: {step}")
     width = max((len(name) for name in result.volumes_ml), default=5)

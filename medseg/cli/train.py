@@ -31,7 +31,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "set replaces the output heads). Works under torchrun for multi-GPU/multi-process DDP.")
     parser.add_argument("dataset", help="nnU-Net raw folder, images/labels folder, editor cases, or a dataset .json")
     parser.add_argument("--out", required=True, help="model package folder to write")
-    parser.add_argument("--from", dest="base", help="fine-tune from this model package")
+    parser.add_argument("--from", dest="base", help="fine-tune from this model (a medseg package, an nnU-Net v2 "
+                                                      "result folder, or 'starter')")
     parser.add_argument("--epochs", type=int, default=50)
     parser.add_argument("--iterations", type=int, default=250, help="optimiser steps per epoch (default 250)")
     parser.add_argument("--batch-size", type=int, help="global batch size (default: the plan's)")
@@ -97,10 +98,10 @@ def _train(args: argparse.Namespace, is_main: bool, events) -> int:
     if args.epochs < 1 or args.iterations < 1:
         raise MedsegError("--epochs and --iterations must be at least 1")
     dataset = open_dataset(args.dataset, args.data_root)
-    from medseg.model.package import load_package
+    from medseg.workflows.models import open_model
 
-    base = load_package(args.base) if args.base else None
-    flat = load_package(args.inflate_from) if args.inflate_from else None  # the 2D model a 3D plan starts from
+    base = open_model(args.base).package if args.base else None
+    flat = open_model(args.inflate_from).package if args.inflate_from else None  # the 2D model a 3D plan starts from
     config, plan_options = run_settings(args)
     say = (lambda text: None) if args.json or not is_main else (lambda text: print(text, flush=True))
     say(f"dataset {dataset.name!r}: {len(dataset.training_specs)} training, {len(dataset.validation_specs)} "

@@ -6,9 +6,11 @@ journal, the ``.labels.json`` sidecar, the DICOM SEG writer and reader, the mode
 the document changes a label by putting a new record in its table, so a snapshot of a
 table never changes under its holder.
 
-Coded concepts come from pydicom's SNOMED CT dictionary (``pydicom.sr.codedict``), looked
-up by the label's name; a name it does not know is coded as the generic SNOMED "Tissue"
-and keeps its own text as the segment label.
+A label's coded concept (DICOM Segmented Property Category and Type) is what its source says:
+a model package's ``model.json`` (``"codes"``), a DICOM SEG, a sidecar, a person. It is never
+guessed from the name. A label without a code is written to a DICOM SEG as the explicit
+generic concept :data:`UNSPECIFIED` (DCM 111176 "Unspecified", category and type) with its
+own name as the Segment Label, and reads back as a label without a code.
 
 Provenance follows DICOM's Segment Algorithm Type: AUTOMATIC (a model's output,
 untouched), SEMIAUTOMATIC (a model's output a person edited), MANUAL (drawn by a person,
@@ -17,9 +19,7 @@ or nobody said). The first two name the algorithm (the model's name and version)
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field, replace
-from functools import lru_cache
 from typing import Any, Iterable, Mapping
 
 from medseg.core.label_colors import color_for
@@ -44,8 +44,14 @@ class Code:
         return cls(str(data["value"]), str(data["scheme"]), str(data["meaning"]))
 
 
-ANATOMICAL_STRUCTURE = Code("123037004", "SCT", "Anatomical Structure")
+# CID 7150 (Segmentation Property Categories), as pydicom's DCMR tables spell them.
+ANATOMICAL_STRUCTURE = Code("91723000", "SCT", "Anatomical Structure")
 TISSUE = Code("85756007", "SCT", "Tissue")
+# What a SEG says for a label nobody coded: DICOM's own "Unspecified" (DCM 111176), for the category
+# and the type. Not "Tissue" (which a reader takes as a statement about the voxels) nor a private
+# "99..." code (which no other reader knows): a standard concept that claims nothing, beside the
+# label's own name in the Segment Label. CIDs 7150/7151 are extensible, and highdicom takes any code.
+UNSPECIFIED = Code("111176", "DCM", "Unspecified")
 
 
 @dataclass(frozen=True)
@@ -94,7 +100,7 @@ class Label:
     """One label value of a segmentation: name, colour, codes, who made it, and how it is shown.
 
     ``color`` None becomes the one colour table's colour (by name, else by value);
-    ``category``/``type`` None mean "looked up by the name" (:meth:`codes`).
+    ``category``/``type`` None mean "nobody coded it" (a SEG states :data:`UNSPECIFIED`).
     """
 
     value: int
@@ -120,24 +126,21 @@ class Label:
             object.__setattr__(self, "opacity", min(1.0, max(0.0, float(self.opacity))))
 
     # --- derived -----------------------------------------------------------------------
-    def codes(self) -> tuple[Code, Code]:
-        """(category, type): the ones given, else SNOMED CT by the name."""
-        if self.category is not None and self.type is not None:
-            return self.category, self.type
-        category, type_ = coded_for_name(self.name)
-        return self.category or category, self.type or type_
+    @property
+    def coded(self) -> bool:
+        """True when the label carries its coded concept (category and type)."""
+        return self.category is not None and self.type is not None
 
-    def resolved(self) -> "Label":
-        """A copy with the codes filled in (what a writer saves)."""
-        category, type_ = self.codes()
-        return replace(self, category=category, type=type_)
+    def concept(self) -> tuple[Code, Code]:
+        """(category, type) as a DICOM SEG must state them: the label's own, else :data:`UNSPECIFIED`."""
+        return self.category or UNSPECIFIED, self.type or UNSPECIFIED
 
     def edited(self) -> "Label":
         return self if self.provenance.edited() is self.provenance else replace(self, provenance=self.provenance.edited())
 
     # --- the sidecar's / journal's row --------------------------------------------------
     def as_dict(self) -> dict[str, Any]:
-        """The row as JSON data (codes as given: a writer that wants them filled saves ``resolved()``)."""
+        """The row as JSON data (codes as given: None stays None)."""
         return {
             "value": self.value, "name": self.name, "color": list(self.color),  # type: ignore[arg-type]
             "category": self.category.as_dict() if self.category else None,
@@ -169,43 +172,10 @@ def label_table(values: Iterable[int], names: Mapping[int, str] | None = None,
     return {v: Label(v, names.get(v) or "", provenance=provenance) for v in sorted({int(v) for v in values}) if v}
 
 
-# Names people and models use that the SNOMED dictionary spells differently.
-_ALIASES = {
-    "body": "EntireBody", "lungs": "Lung", "bones": "Bone", "skeleton": "Bone", "spine": "Spine",
-    "vertebrae": "Spine", "kidneys": "Kidney", "heart": "Heart", "lesion": "Lesion", "tumor": "Neoplasm",
-    "tumour": "Neoplasm", "nodule": "Nodule", "lung_nodule": "Nodule",
-}
-_LESIONS = {"Lesion", "Neoplasm", "Nodule", "Mass"}
-_MORPHOLOGICALLY_ABNORMAL = Code("49755003", "SCT", "Morphologically Altered Structure")
+def uncoded(category: Code | None, type_: Code | None) -> tuple[Code | None, Code | None]:
+    """A concept read from a file, with :data:`UNSPECIFIED` (what medseg writes for "no code") as None."""
+    return (None if category == UNSPECIFIED else category), (None if type_ == UNSPECIFIED else type_)
 
 
-def _camel(words: list[str]) -> str:
-    return "".join(w[:1].upper() + w[1:] for w in words if w)
-
-
-@lru_cache(maxsize=512)
-def coded_for_name(name: str) -> tuple[Code, Code]:
-    """(category, type) for a label name: SNOMED CT by name where pydicom knows it, else Tissue."""
-    from pydicom.sr.codedict import codes
-
-    normal = re.sub(r"[^a-z0-9]+", "_", (name or "").strip().lower()).strip("_")
-    words = normal.split("_")
-    candidates = [_ALIASES.get(normal, "")]
-    side = [w for w in words if w in ("left", "right")]
-    rest = [w for w in words if w not in ("left", "right")]
-    if side:
-        candidates.append(_camel(side + rest))  # kidney_right -> RightKidney
-    candidates += [_camel(rest), _camel([w[:-1] if w.endswith("s") and len(w) > 3 else w for w in rest])]
-    for candidate in candidates:
-        if not candidate:
-            continue
-        code = getattr(codes.SCT, candidate, None)
-        if code is not None:
-            found = Code(str(code.value), str(code.scheme_designator), str(code.meaning))
-            category = _MORPHOLOGICALLY_ABNORMAL if candidate in _LESIONS else ANATOMICAL_STRUCTURE
-            return category, found
-    return TISSUE, TISSUE
-
-
-__all__ = ["Label", "Code", "Provenance", "HAND", "label_table", "coded_for_name", "ALGORITHM_TYPES",
-           "AUTOMATIC", "SEMIAUTOMATIC", "MANUAL", "ANATOMICAL_STRUCTURE", "TISSUE"]
+__all__ = ["Label", "Code", "Provenance", "HAND", "label_table", "uncoded", "ALGORITHM_TYPES",
+           "AUTOMATIC", "SEMIAUTOMATIC", "MANUAL", "ANATOMICAL_STRUCTURE", "TISSUE", "UNSPECIFIED"]

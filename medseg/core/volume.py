@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from medseg.core.labels import Label
 from medseg.errors import GeometryError
 
 if TYPE_CHECKING:  # SimpleITK is imported where it is used: it costs ~0.3 s, and a viewer needs none of it
@@ -53,8 +54,16 @@ class VolumeMeta:
     window_width: float | None = None
     transfer_syntaxes: list[str] = field(default_factory=list)
     findings: list[GeometryFinding] = field(default_factory=list)
-    labels: dict[int, str] = field(default_factory=dict)  # for label maps: value -> name
+    labels: dict[int, Label] = field(default_factory=dict)  # for label maps: value -> its label (names accepted)
     extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.labels = {int(value): label if isinstance(label, Label) else Label(int(value), str(label or ""))
+                       for value, label in self.labels.items()}
+
+    @property
+    def label_names(self) -> dict[int, str]:
+        return {value: label.name for value, label in self.labels.items()}
 
 
 def _as_direction(direction: Any) -> np.ndarray:

@@ -27,17 +27,22 @@ from medseg.core.volume import Volume
 NAME_SETS = ("From file", "TotalSegmentator v2 (total)")
 
 
-def build_label_table(values: Iterable[int], names: Mapping[int, str] | None = None,
+def build_label_table(values: Iterable[int], names: Mapping[int, str | Label] | None = None,
                       name_set: str = NAME_SETS[0]) -> dict[int, Label]:
-    """One label per value present (0 excluded), named from ``names`` (or TotalSegmentator's class map)
-    and coloured by the one colour table."""
+    """One label per value present (0 excluded): the file's own label where ``names`` holds one (its
+    codes and provenance kept), else named from ``names`` (or TotalSegmentator's class map) and
+    coloured by the one colour table."""
     names = names or {}
     table = {}
     for value in sorted({int(v) for v in values if int(v) != 0}):
-        name = names.get(value)
+        given = names.get(value)
+        name = given.name if isinstance(given, Label) else given
         if name_set == NAME_SETS[1]:
             name = totalsegmentator_name(value) or name
-        table[value] = Label(value, name or "")
+        if isinstance(given, Label) and name == given.name:
+            table[value] = given
+        else:
+            table[value] = Label(value, name or "")
     return table
 
 
@@ -147,8 +152,8 @@ class LabelMap(Volume):
         self.counts[:added.size] += added
 
     def to_volume(self) -> Volume:
-        """A plain Volume sharing this array, with the table's names in ``meta.labels``."""
-        meta = replace(self.meta, labels=self.names())
+        """A plain Volume sharing this array, with the table in ``meta.labels``."""
+        meta = replace(self.meta, labels=dict(self.labels))
         return Volume(self.array, self.spacing_mm, self.origin_mm, self.direction.copy(), meta)
 
     def __repr__(self) -> str:

@@ -86,7 +86,7 @@ def label_statistics(image: Volume, label_map: Volume, names: dict[int, str] | N
     """Statistics of every non-zero label of ``label_map`` over ``image`` (same grid)."""
     if not label_map.same_grid(image):
         raise GeometryError("the segmentation is not on the image's grid; open it onto the image first")
-    names = names if names is not None else dict(label_map.meta.labels)
+    names = names if names is not None else label_map.meta.label_names
     labels = np.asarray(label_map.array)
     hu = np.asarray(image.array)
     stats = []

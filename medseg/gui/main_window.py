@@ -586,7 +586,7 @@ class MainWindow(QMainWindow):
     def _on_segmented(self, result: Any) -> None:
         found = sum(1 for ml in result.volumes_ml.values() if ml > 0)
         config = f"{result.configuration}, " if result.configuration else ""
-        self._show_source(f"Model {result.model_name}: {found} label{'s' if found != 1 else ''} "
+        self._show_source(f"Model {result.model.name}: {found} label{'s' if found != 1 else ''} "
                           f"found ({config}{result.device}, {result.seconds:.1f} s)",
                           "After the network:\n" + "\n".join(result.postprocessing) if result.postprocessing else "",
                           step=self.document.history_position)

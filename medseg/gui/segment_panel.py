@@ -54,7 +54,7 @@ def plan_summary(package: Any, volume: Volume, step_size: float = 0.5, configura
         f"{tiles} tiles at step {step_size:g}<br>"
         f"memory ≈ {stitching_mb + tile_mb:.0f} MB<br>({stitching_mb:.0f} MB stitching, {tile_mb:.0f} MB per tile)"
         f"<table><tr><th>stage</th><th>stride</th><th>features</th></tr>{strides}</table>"
-        + "".join(f"then: {html.escape(step.describe(package.labels))}<br>" for step in package.postprocess_steps())
+        + "".join(f"then: {html.escape(step.describe(package.names))}<br>" for step in package.postprocess_steps())
     )
 
 
@@ -107,6 +107,7 @@ class SegmentPanel(QGroupBox):
         layout.addWidget(self.result_label)
         self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Minimum)
         self._package = None
+        self.card = None  # the chosen model's card (medseg.workflows.models.ModelCard)
         self._package_source: object = ()
         self._devices_filled = False
         document.volume_changed.connect(self.refresh)
@@ -189,14 +190,14 @@ class SegmentPanel(QGroupBox):
                     self.device_box.addItem(choice.label, choice.device)
                 self._devices_filled = True
             if source != self._package_source or self._package is None:
-                from medseg.model.package import load_model
+                from medseg.workflows.models import open_model
 
-                self._package = load_model(source)
+                opened = open_model(source)
+                self._package, self.card = opened.package, opened.card
                 self._package_source = source
                 self._fill_configurations()
-            self.model_label.setText(f"Model: <b>{self._package.name}</b>")
-            self.model_label.setToolTip(f"{len(self._package.labels) - 1} labels: "
-                                        + ", ".join(n for v, n in sorted(self._package.labels.items()) if v))
+            self.model_label.setText(f"Model: <b>{self.card.name}</b>")
+            self.model_label.setToolTip(self.card.describe())
         except MedsegError as error:
             self.plan_label.setPlainText(f"Cannot plan: {error}")
             return

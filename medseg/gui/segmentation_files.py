@@ -142,8 +142,8 @@ class SegmentationFiles(QObject):
 
         def work(progress=None, cancel=None):
             from medseg.io.atomic import check_writable
-            from medseg.io.label_files import save_segmentation
             from medseg.io.mesh import write_label_meshes
+            from medseg.workflows.save import plan_save, save_segmentation
 
             if mesh:
                 folder = path.with_suffix("")  # "liver.stl" -> folder "liver" with one file per label
@@ -155,11 +155,16 @@ class SegmentationFiles(QObject):
                 results = write_label_meshes(snapshot, folder, {s.value: s.name for s in segments},
                                              fmt=path.suffix.lstrip("."))
                 return path, [f"{len(results)} surfaces in {folder}"], True, position, False
+            # the save dialog asked before replacing a file: the target is checked here, once, and written
+            target = plan_save(path, force=True, option="the segmentation file")
+            labels = {segment.value: segment for segment in segments}
             if deidentify:
-                from medseg.io.deidentify import save_deidentified, user_deidentifier
+                from medseg.io.deidentify import user_deidentifier
 
-                return path, save_deidentified(snapshot, image, path, segments, user_deidentifier()), False, position, True
-            return path, save_segmentation(snapshot, image, path, segments), False, position, False
+                saved = save_segmentation(target, snapshot, image, labels, user_deidentifier())
+                return path, saved.notes, False, position, True
+            target.check_image(image)
+            return path, save_segmentation(target, snapshot, image, labels).notes, False, position, False
 
         self.job = Job("save-segmentation", work, self)
         self.job.finished_ok.connect(self._on_saved)

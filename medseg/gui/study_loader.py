@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import queue
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -49,21 +49,6 @@ class _Snapshot:
     synthetic: bool
 
 
-@dataclass
-class SegmentResult:
-    label_map: Volume
-    labels: dict[int, Label]  # the labels present, as this model's output (its provenance)
-    model_name: str
-    device: str
-    seconds: float
-    volumes_ml: dict[str, float]
-    fallbacks: list[str]
-    model_version: str = ""  # for the saved segments' algorithm identification
-    configuration: str = ""  # which of the model's configurations ran
-    postprocessing: list[str] = field(default_factory=list)  # the model's steps after the network, with ml changed
-    notes: list[str] = field(default_factory=list)  # e.g. a modality the model was not trained on, allowed by the user
-
-
 class ImageChangedError(MedsegError):
     """A job's result belongs to an image that is no longer the open one."""
 
@@ -74,7 +59,7 @@ class StudyLoader(QObject):
     busy_changed = Signal()  # read .busy (no bool-typed signals: see run_gui)
     progressed = Signal(float, str)
     study_loaded = Signal(object)  # Volume
-    segmented = Signal(object)  # SegmentResult
+    segmented = Signal(object)  # medseg.workflows.segment.SegmentedStudy
     failed = Signal(object)  # the exception (MedsegError, Cancelled, ...)
 
     def __init__(self, document: SegmentationDocument, view: ViewState, parent: QObject | None = None) -> None:
@@ -140,8 +125,9 @@ class StudyLoader(QObject):
         self._snapshot = self._take_snapshot()
 
         def work(progress=None, cancel=None):
-            return medseg_io.load(source, series_uid=series_uid, progress=progress, cancel=cancel,
-                                  regularize=regularize)
+            from medseg.workflows.studies import OpenStudyRequest, open_study
+
+            return open_study(OpenStudyRequest(source, series_uid, regularize=regularize), progress, cancel).volume
 
         started = self._start("load", work, self._on_volume_loaded)
         if started:
@@ -245,11 +231,14 @@ class StudyLoader(QObject):
     # --- segmentation -------------------------------------------------------------------------
     def segment(self, model: str | Path | None = None, device: str = "auto", configuration: str | None = None,
                 postprocess: bool = True, mode: str = REPLACE, allow_modality: bool = False) -> bool:
-        """Segment the open image with a model package (default: the built-in starter) in a worker;
+        """Segment the open image with a model (a reference :func:`medseg.workflows.models.open_model` opens;
+        default: the built-in starter) in a worker, through the use case every interface calls
+        (:func:`medseg.workflows.segment.segment_study`: its checks, the one device choice);
         ``configuration`` overrides the one the series' spacing would choose; ``postprocess`` False
         skips the model's declared post-processing; ``mode`` says how the result meets the labels
         on screen (``medseg.edit.document.REPLACE`` or ``ADD``). A series of another modality than
-        the model's fails with ModalityMismatch (the window asks) unless ``allow_modality``."""
+        the model's fails with ModalityMismatch (the window asks) unless ``allow_modality``; an
+        image that is a label map fails with NotAnImageError."""
         image = self.document.volume
         if image is None:
             from medseg.errors import GeometryError
@@ -258,20 +247,11 @@ class StudyLoader(QObject):
             return False
 
         def work(progress=None, cancel=None):
-            from medseg.model.infer import segment
-            from medseg.model.modality import check_modality
-            from medseg.model.package import load_model
-            from medseg.progress import report
+            from medseg.workflows.segment import SegmentRequest, SegmentSettings, segment_study
 
-            report(progress, 0.0, "loading the model", "model")
-            package = load_model(model)
-            modality_note = check_modality(image, package, allow=allow_modality)
-            result = segment(image, package, device=device, progress=progress, cancel=cancel,
-                             configuration=configuration, postprocess=postprocess)
-            return SegmentResult(result.label_map, dict(result.labels), package.name, result.device_used,
-                                 result.seconds, dict(result.volumes_ml), list(result.fallbacks), package.version,
-                                 result.configuration, list(result.postprocessing),
-                                 [modality_note] if modality_note else [])
+            settings = SegmentSettings(device=device, configuration=configuration, postprocess=postprocess,
+                                       allow_modality=allow_modality)
+            return segment_study(SegmentRequest(image, model, settings), progress, cancel)
 
         self._snapshot = None
         self._merge_mode = mode
@@ -279,7 +259,7 @@ class StudyLoader(QObject):
         return self._start("segment", work, self._on_segmented, pause_gc=False, background=True)
 
     @Slot(object)
-    def _on_segmented(self, result: SegmentResult) -> None:
+    def _on_segmented(self, result: Any) -> None:
         self._finish_job()
         doc = self.document
         if (doc.volume is None or doc.image_generation != self._segment_generation
@@ -288,8 +268,8 @@ class StudyLoader(QObject):
                 "the image changed while it was being segmented, so the result was not applied",
                 hint="press Segment again for the image now open"))
             return
-        merge_segmentation(doc, Segmentation(result.label_map, result.labels), self._merge_mode, f"{SEGMENT_STEP} ({result.model_name})")
-        log.info("segmented with %s (%s) on %s in %.1f s", result.model_name, result.configuration, result.device,
+        merge_segmentation(doc, Segmentation(result.label_map, result.labels), self._merge_mode, f"{SEGMENT_STEP} ({result.model.name})")
+        log.info("segmented with %s (%s) on %s in %.1f s", result.model.name, result.configuration, result.device,
                  result.seconds)
         self.segmented.emit(result)
 

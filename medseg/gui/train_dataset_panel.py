@@ -43,7 +43,7 @@ class DatasetPanel(QWidget):
                  parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.training_set = TrainingSet(workspace)
-        self.current_case = current_case  # returns (image, label_map, labels, colors, name) or None
+        self.current_case = current_case  # returns (image, label_map, {value: Label}, name) or None
         self.job: Job | None = None
         self.plan_text = ""
         self.add_current_button = QPushButton("Add current case", self)
@@ -98,11 +98,11 @@ class DatasetPanel(QWidget):
         if case is None:
             self.failed.emit(DatasetError("open an image and segment or load its label map first"))
             return
-        image, label_map, labels, colors, name = case
+        image, label_map, labels, name = case
         try:
-            if self.deidentify_box.isChecked():
-                name = _pseudonym(image.meta.series_uid or "|".join(image.meta.source_files[:1]) or name)
-            self.training_set.add_editor_case(image, label_map, labels, colors, name)
+            from medseg.workflows.training_cases import add_training_case
+
+            add_training_case(self.training_set, image, label_map, labels, name, self.deidentify_box.isChecked())
         except MedsegError as error:
             self.failed.emit(error)
             return
@@ -135,7 +135,9 @@ class DatasetPanel(QWidget):
         deidentify = self.deidentify_box.isChecked()
 
         def work(progress=None, cancel=None):
-            name = _pseudonym(str(Path(series).resolve())) if deidentify else None
+            from medseg.workflows.training_cases import case_pseudonym
+
+            name = case_pseudonym(str(Path(series).resolve())) if deidentify else None
             return training_set.convert_dicom_seg_case(series, seg or None, name)
 
         self.convert_job = Job("convert DICOM SEG case", work, self)
@@ -286,13 +288,6 @@ class DatasetPanel(QWidget):
         for job in (self.job, self.convert_job):
             if job is not None:
                 job.wait_stopped()
-
-
-def _pseudonym(identity: str) -> str:
-    """A case name that says nothing about the patient (keyed: the same series keeps its name)."""
-    from medseg.io.deidentify import user_deidentifier
-
-    return "case-" + user_deidentifier().pseudonym("case", identity, 12)
 
 
 def _median(values) -> list[float]:

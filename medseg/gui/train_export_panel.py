@@ -1,9 +1,9 @@
 """Export and compare panel: export a model (ONNX opset 17, TorchScript, medseg package) with
 its parity line, and evaluate several models side by side on the validation cases.
 
-Both run the engine functions ``medseg export`` / ``medseg evaluate`` call
-(:func:`medseg.model.export.export_model`, :func:`medseg.model.evaluate.evaluate_model`) in
-worker jobs. The evaluation keeps each model's label maps, so "Open in Segment tab with both
+Both run what ``medseg export`` / ``medseg evaluate`` run (:func:`medseg.model.export.export_model`
+on a model :func:`medseg.workflows.models.open_model` opened; the use case
+:func:`medseg.workflows.evaluate.evaluate`, on the device ``auto`` resolves to) in worker jobs. The evaluation keeps each model's label maps, so "Open in Segment tab with both
 outputs" shows a validation case with model A's output as the editable label map and model B's
 as a read-only comparison without segmenting again (a model not evaluated yet is run in a job).
 """
@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (
     QTableWidgetItem, QVBoxLayout, QWidget,
 )
 
+from medseg.core.labels import Label
 from medseg.errors import DatasetError, MedsegError
 from medseg.gui import save_dialog
 from medseg.gui.jobs import Job
@@ -32,10 +33,10 @@ class ComparisonCase:
     case: str
     image: Any  # Volume
     output_a: Any  # Volume, model A's values
-    labels_a: dict[int, str]
+    labels_a: dict[int, Label]  # model A's labels, as its card states them
     model_a: str
     output_b: Any
-    labels_b: dict[int, str]
+    labels_b: dict[int, Label]
     model_b: str
 
 
@@ -151,9 +152,9 @@ class ExportComparePanel(QWidget):
 
         def work(progress=None, cancel=None):
             from medseg.model.export import export_model
-            from medseg.model.package import load_model
+            from medseg.workflows.models import open_model
 
-            package = load_model(model or None)
+            package = open_model(model or None).package
             image, name = check_image, check_name
             if image is None:
                 dataset = dataset_source()
@@ -187,8 +188,8 @@ class ExportComparePanel(QWidget):
         models, dataset_source = list(self.models), self.dataset
 
         def work(progress=None, cancel=None):
-            from medseg.model.evaluate import evaluate_model
-            from medseg.model.package import load_model
+            from medseg.workflows.evaluate import EvaluateRequest, evaluate
+            from medseg.workflows.models import open_model
 
             dataset = dataset_source()
             specs = dataset.validation_specs
@@ -196,14 +197,14 @@ class ExportComparePanel(QWidget):
                 raise DatasetError("no validation cases: tick 'Validation' for at least one case")
             results, names, predictions = {}, {}, {}
             for number, model in enumerate(models):
-                package = load_model(model or None)
-                yield f"evaluating {package.name} ({number + 1} of {len(models)})"
+                opened = open_model(model or None)
+                yield f"evaluating {opened.name} ({number + 1} of {len(models)})"
                 where = f"{Path(model).parent.name}/{Path(model).name}" if model else "built in"
-                outputs: dict[str, Any] = {}
-                results[f"{package.name} [{where}]"] = evaluate_model(
-                    package, dataset, specs=specs, device="cpu", cancel=cancel, predictions=outputs)
-                names[f"{package.name} [{where}]"] = model
-                predictions.update({(model, case): volume for case, volume in outputs.items()})
+                evaluation = evaluate(EvaluateRequest(opened, dataset, specs=specs, keep_predictions=True),
+                                      cancel=cancel)
+                results[f"{opened.name} [{where}]"] = evaluation.cases
+                names[f"{opened.name} [{where}]"] = model
+                predictions.update({(model, case): volume for case, volume in evaluation.predictions.items()})
             return results, names, predictions
 
         self.status.setText("Evaluating…")
@@ -256,8 +257,7 @@ class ExportComparePanel(QWidget):
         dataset_source = self.dataset
 
         def work(progress=None, cancel=None):
-            from medseg.model.infer import segment
-            from medseg.model.package import load_model
+            from medseg.workflows.segment import Segmenter
 
             dataset = dataset_source()
             spec = next((s for s in dataset.specs if s.name == case), None)
@@ -266,11 +266,11 @@ class ExportComparePanel(QWidget):
             image = dataset.load(spec).image
             outputs, names = {}, {}
             for path in (path_a, path_b):
-                package = load_model(path or None)
-                names[path] = {v: n for v, n in package.labels.items() if v}
+                segmenter = Segmenter(path or None)  # the device "auto" resolves to, as the evaluation's
+                names[path] = dict(segmenter.card.labels)
                 output = kept[path]
                 if output is None or not output.same_grid(image):
-                    output = segment(image, package, device="cpu", cancel=cancel).label_map
+                    output = segmenter.segment(image, cancel=cancel).label_map
                 outputs[path] = output
             return ComparisonCase(case, image, outputs[path_a], names[path_a], model_a,
                                   outputs[path_b], names[path_b], model_b)

@@ -331,11 +331,11 @@ class TrainingPanel(QWidget):
         """(base model's name, labels new to it, labels of it not trained) for these settings."""
         if settings.base is None:
             return "", [], []
-        from medseg.model.package import load_model
         from medseg.model.training.heads import label_set_change
+        from medseg.workflows.models import open_model
 
-        base = load_model(None if settings.base == "starter" else settings.base)
-        added, dropped = label_set_change(base.labels, {i + 1: n for i, n in enumerate(settings.labels)})
+        base = open_model(settings.base).package
+        added, dropped = label_set_change(base.names, {i + 1: n for i, n in enumerate(settings.labels)})
         return base.name, added, dropped
 
     def confirm_label_set(self, settings: RunSettings) -> bool:
@@ -359,8 +359,8 @@ class TrainingPanel(QWidget):
         def make(cancel=None):
             from medseg.model.augment import NO_AUGMENTATION, AugmentConfig
             from medseg.model.datasets import open_dataset
-            from medseg.model.package import load_model
             from medseg.model.training import TrainConfig, train
+            from medseg.workflows.models import open_model
 
             dataset = open_dataset(manifest)
             augmentation = {"off": NO_AUGMENTATION, "no-mirror": dataclasses.replace(AugmentConfig(), p_mirror=0.0),
@@ -370,7 +370,7 @@ class TrainingPanel(QWidget):
                                  device=settings.device, amp=settings.amp, augmentation=augmentation)
             base = None
             if settings.base is not None:
-                base = load_model(None if settings.base == "starter" else settings.base)
+                base = open_model(settings.base).package
             return train(dataset, out, config, base_package=base, resume=resume, cancel=cancel,
                          plan_options=None if base is not None else SCRATCH_PLAN_OPTIONS,
                          profile=out.parent / "profile" if settings.profile else None,

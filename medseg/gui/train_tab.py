@@ -62,13 +62,12 @@ class TrainExportTab(QWidget):
         self.training_panel.run_ended.connect(self._on_run_ended)
 
     def current_case(self) -> tuple[Any, ...] | None:
-        """(image, label map, {value: name}, {value: colour}, case name) from the Segment tab, or None."""
+        """(image, label map, {value: Label}, case name) from the Segment tab, or None."""
         doc = self.document
         if doc is None or doc.volume is None or doc.label_map is None:
             return None
-        labels = {value: entry.name for value, entry in doc.labels.items() if value}
-        colors = {value: entry.color for value, entry in doc.labels.items() if value}
-        return doc.volume, doc.label_map, labels, colors, case_name(doc.volume, doc.image_source)
+        labels = {value: entry for value, entry in doc.labels.items() if value}
+        return doc.volume, doc.label_map, labels, case_name(doc.volume, doc.image_source)
 
     def _validation_dataset(self):
         """The training set with the labels chosen for training (what the models are judged on)."""

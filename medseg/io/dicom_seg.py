@@ -1,8 +1,8 @@
 """DICOM Segmentation (SEG) objects, written and read with highdicom, exact in patient space.
 
 Writing (:func:`write_dicom_seg`): a BINARY SEG that references the source series, with
-one segment per label (label, CIELab colour, SNOMED category/type, algorithm type and
-identification). Which frames reference what depends on the grid the label map lives on:
+one segment per label (label, CIELab colour, the label's coded category/type — DCM
+"Unspecified" for a label nobody coded —, algorithm type and identification). Which frames reference what depends on the grid the label map lives on:
 
 - **acquired grid** (the usual case, and a raw stack kept as acquired): frame *k* is label
   slice *k*; it carries its source image's own Image Position/Orientation and references
@@ -44,7 +44,7 @@ from medseg.errors import GeometryError, MedsegError, SaveError
 from medseg.io.atomic import atomic_path
 from medseg.core.label_arrays import label_values, remap_values
 from medseg.core.label_values import MAX_LABEL_VALUE, label_dtype
-from medseg.core.labels import Code, Label, Provenance
+from medseg.core.labels import Code, Label, Provenance, uncoded
 from medseg.core.volume import Volume, VolumeMeta
 
 __all__ = ["SegWriteResult", "SegReadResult", "write_dicom_seg", "read_dicom_seg", "is_dicom_seg",
@@ -195,7 +195,7 @@ def _segment_descriptions(segments: list[Label]) -> list[Any]:
                 name=made_by.algorithm_name[:64], family=codes.cid7162.ArtificialIntelligence,
                 version=(made_by.algorithm_version or "unknown")[:64])
         r, g, b = label.color or (128, 128, 128)
-        category, type_ = label.codes()
+        category, type_ = label.concept()
         description = hd.seg.SegmentDescription(
             segment_number=number,
             segment_label=label.name[:64],
@@ -267,8 +267,8 @@ def write_dicom_seg(
     array = np.asarray(label_map.array)
     present = label_values(array)
     given = {s.value: s for s in (segments or [])}
-    names = dict(label_map.meta.labels)
-    infos = [(given[v] if v in given else Label(v, names.get(v) or "")).resolved() for v in present]
+    described = label_map.meta.labels
+    infos = [given.get(v) or described.get(v) or Label(v) for v in present]
     if not infos:
         raise SaveError("the segmentation is empty: there is nothing to save as DICOM SEG", path=path,
                         hint="draw or segment something first, or save a NIfTI label map")
@@ -518,9 +518,8 @@ def _read_dicom_seg(path: str | os.PathLike, image: Volume) -> SegReadResult:
             lut[number] = value
         label = remap_values(label, lut)
         segments = [replace(s, value=values[s.value]) for s in segments]
-    names = {s.value: s.name for s in segments}
     label_map = image.with_array(label)
-    label_map.meta = VolumeMeta(modality="SEG", labels=names, source_files=[str(path)],
+    label_map.meta = VolumeMeta(modality="SEG", labels={s.value: s for s in segments}, source_files=[str(path)],
                                 frame_of_reference_uid=seg_for, extra={"format": "dicom-seg",
                                                                        "image_comments": str(seg.get("ImageComments", ""))})
     return SegReadResult(label_map, segments, notes, placement, values is not None)
@@ -562,10 +561,12 @@ def _read_segments(seg: Any) -> list[Label]:
             str(item.get("SegmentAlgorithmType", "MANUAL")),
             str(item.get("SegmentAlgorithmName", "") or (algorithm.get("AlgorithmName", "") if algorithm else "")),
             str(algorithm.get("AlgorithmVersion", "") if algorithm else ""))
+        category, type_ = uncoded(coded("SegmentedPropertyCategoryCodeSequence"),
+                                  coded("SegmentedPropertyTypeCodeSequence"))
         infos.append(Label(
             number, str(item.get("SegmentLabel", "") or f"segment {number}"),
             tuple(int(c) for c in color) if color is not None else None,  # type: ignore[arg-type]
-            coded("SegmentedPropertyCategoryCodeSequence"), coded("SegmentedPropertyTypeCodeSequence"), made_by))
+            category, type_, made_by))
     return infos
 
 

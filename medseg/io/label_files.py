@@ -74,7 +74,7 @@ def _sidecar(label_map: Volume, image: Volume | None, labels: list[Label]) -> di
     regular = regularization_note(image) if image is not None else None
     return {
         "format": SIDECAR_FORMAT,
-        "labels": [label.resolved().as_dict() for label in labels],
+        "labels": [label.as_dict() for label in labels],
         "source": {
             "study_uid": source.study_uid, "series_uid": source.series_uid,
             "frame_of_reference_uid": source.frame_of_reference_uid,
@@ -95,8 +95,8 @@ def write_label_map(label_map: Volume, path: str | os.PathLike, segments: list[L
     array = np.asarray(label_map.array)
     present = label_values(array)
     given = {s.value: s for s in segments or []}
-    names = dict(label_map.meta.labels)
-    labels = [given[v] if v in given else Label(v, names.get(v) or "") for v in sorted(set(present) | set(given))]
+    described = label_map.meta.labels
+    labels = [given.get(v) or described.get(v) or Label(v) for v in sorted(set(present) | set(given))]
     if array.dtype not in (np.uint8, np.uint16):
         dtype = label_dtype(int(array.max(initial=0))) if array.min(initial=0) >= 0 else np.uint16
         label_map = label_map.with_array(array.astype(dtype))
@@ -220,11 +220,10 @@ def read_label_map(path: str | os.PathLike, image: Volume) -> LabelFileResult:
         if data.get("regularized") and image.meta.extra.get("raw_stack", True):
             notes.append("the label map was drawn on medseg's regularised grid; this image is the raw stack")
     else:
-        names = raw.meta.labels
-        labels = [Label(v, names.get(v) or "") for v in present]
+        labels = [raw.meta.labels.get(v) or Label(v) for v in present]
         naming.append(f"no {SIDECAR_SUFFIX} sidecar: labels are named by value")
     label_map = image.with_array(array)
-    label_map.meta = VolumeMeta(modality="SEG", labels={s.value: s.name for s in labels},
+    label_map.meta = VolumeMeta(modality="SEG", labels={s.value: s for s in labels},
                                 source_files=[str(path)], extra={"format": image_suffix(path)})
     return LabelFileResult(label_map, labels, notes, sidecar_path(path) if sidecar else None, placement,
                            LABEL_MAP, sidecar is not None, naming)
@@ -311,13 +310,21 @@ def save_segmentation(label_map: Volume, image: Volume, path: str | os.PathLike,
                       segments: list[Label] | None = None) -> list[str]:
     """Save as DICOM SEG (.dcm) or as a label map with its sidecar; returns notes for the user.
 
-    Never over a file the image was read from (a source slice, the CT itself).
+    Never over a file the image was read from (a source slice, the CT itself). (The application's
+    save, :func:`medseg.workflows.save.save_segmentation`, checks its target once before the work and
+    then calls :func:`write_segmentation`.)
     """
-    from medseg.io.dicom_seg import write_dicom_seg
-
     for output in segmentation_outputs(path):
         check_not_an_input(output, source_paths(image), "the segmentation file")
-    if segmentation_format(path) == DICOM_SEG:
+    return write_segmentation(label_map, image, path, segments, segmentation_format(path))
+
+
+def write_segmentation(label_map: Volume, image: Volume, path: str | os.PathLike, segments: list[Label] | None,
+                       kind: str) -> list[str]:
+    """Write a segmentation whose target was checked (``kind``: DICOM_SEG or LABEL_MAP), atomically; notes."""
+    from medseg.io.dicom_seg import write_dicom_seg
+
+    if kind == DICOM_SEG:
         result = write_dicom_seg(label_map, image, path, segments)
         return [f"DICOM SEG with {len(result.segments)} segments, {result.n_frames} frames "
                 f"({'frames reference their source images' if result.mode == 'acquired' else 'frames on the regular grid'})",

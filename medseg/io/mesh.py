@@ -233,7 +233,7 @@ def write_label_meshes(label_map: Volume, folder: str | os.PathLike, names: dict
     folder = Path(folder)
     if not folder.is_dir():
         raise SaveError("the folder does not exist", path=folder, hint="create it or choose another folder")
-    names = names or dict(label_map.meta.labels)
+    names = names or label_map.meta.label_names
     present = label_values(label_map.array)
     labels = np.asarray(label_map.array)
     boxes = ndimage.find_objects(labels if labels.dtype.kind in "ui" else labels.astype(np.int32))

@@ -30,6 +30,9 @@ from medseg.model.lean_forward import lean_forward
 
 DEVICES = ("auto", "cuda", "directml", "onnx-cpu", "cpu", "mps")
 INFERENCE, TRAINING = "inference", "training"  # what a device is chosen for
+# Where a run on each device does its tensor work (preprocessing, stitching, resampling): ONNX
+# Runtime takes and returns host memory, so its devices work in the CPU's. The one such table.
+TENSOR_DEVICE = {"cuda": "cuda", "mps": "mps", "cpu": "cpu", "directml": "cpu", "onnx-cpu": "cpu"}
 DIRECTML_PROVIDER = "DmlExecutionProvider"
 
 
@@ -169,6 +172,14 @@ def _describe(device: str) -> str:
         "cpu": f"CPU (PyTorch, {_threads(torch.get_num_threads())} of {cores})",
         "onnx-cpu": f"CPU (ONNX Runtime, {cores} cores)",
     }[device]
+
+
+def torch_device(device: str) -> torch.device:
+    """The torch device a run on ``device`` (a name :func:`resolve_device` returned; "cuda:N" too) computes on."""
+    kind, _, index = device.partition(":")
+    if kind not in TENSOR_DEVICE:
+        raise DeviceError(f"unknown device {device!r}", hint=f"choose one of {', '.join(DEVICES)}")
+    return torch.device(TENSOR_DEVICE[kind], int(index)) if index else torch.device(TENSOR_DEVICE[kind])
 
 
 def uses_onnx(device: str) -> bool:

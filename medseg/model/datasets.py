@@ -14,7 +14,10 @@ Sources, detected by :func:`open_dataset`:
   a data root. This is how the starter model's training set is written down.
 
 Label values in the files need not be consecutive: every source names its values, and
-the dataset maps names onto training indices 0 (background), 1, 2, ... . Values with no
+the dataset maps names onto training indices 0 (background), 1, 2, ... . What a source says
+about a label beyond its name (colour, DICOM coded concept: an editor case's ``case.json``, a
+manifest's ``"codes"``) is kept by name in :attr:`Dataset.described`, so a model trained on it
+codes its labels as the data did (:meth:`Dataset.label_table`). Values with no
 name become background, and a case says so in its ``notes``. A label map on a different
 grid from its image is resampled onto the image grid with nearest neighbour, and the
 case says that too.
@@ -25,7 +28,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
@@ -37,6 +40,7 @@ from medseg.io.atomic import atomic_path, atomic_write_text
 from medseg.io.image_files import image_suffix
 from medseg.io.json_files import read_json_object
 from medseg.core.label_colors import color_for
+from medseg.core.labels import Label
 from medseg.core.volume import Volume
 from medseg.model.fingerprint import Fingerprint, fingerprint_cases  # noqa: F401 - where they were before
 from medseg.model.postprocess import parse_steps
@@ -70,7 +74,10 @@ class CaseSpec:
 
 @dataclass
 class Dataset:
-    """An ordered label table (training index -> name, colour) and the cases' specs."""
+    """An ordered label table (training index -> name, colour) and the cases' specs.
+
+    ``labels`` maps training indices to names (how cases are matched); ``described`` holds what the
+    sources say about a label by its name (a Label: colour, coded concept)."""
 
     name: str
     labels: dict[int, str]
@@ -81,6 +88,17 @@ class Dataset:
     description: str = ""  # what the data is and where it comes from (a manifest's "description")
     # steps a model trained on it declares (medseg.model.postprocess), e.g. what the label rules imply
     postprocessing: list[dict[str, Any]] = field(default_factory=list)
+    described: dict[str, Label] = field(default_factory=dict)  # label name -> its source's description
+
+    def label_table(self) -> dict[int, Label]:
+        """Training index -> Label (background included): the name, the dataset's colour, the source's codes."""
+        table = {}
+        for index, name in sorted(self.labels.items()):
+            given = self.described.get(name)
+            color = self.colors.get(index)
+            table[index] = (replace(given, value=index, name=name, color=color) if given is not None
+                            else Label(index, name, color))
+        return table
 
     @property
     def num_classes(self) -> int:
@@ -347,24 +365,47 @@ def _folder_label_names(folder: Path, label_files: Sequence[Path]) -> dict[int, 
 def open_editor_cases(folder: Path) -> Dataset:
     """Cases saved from the editor: one folder per case holding ``case.json`` (see :func:`save_case`)."""
     case_dirs = [folder] if (folder / CASE_FILE).is_file() else sorted(p for p in folder.iterdir() if (p / CASE_FILE).is_file())
-    specs, names, colors = [], [], {}
+    specs, names, colors, described = [], [], {}, {}
     for case_dir in case_dirs:
         record = _read_json(case_dir / CASE_FILE)
         values = _parse_label_names(record.get("labels", {}), case_dir / CASE_FILE)
         for value, entry in record.get("labels", {}).items():
             if isinstance(entry, Mapping) and "color" in entry:
                 colors[entry["name"]] = entry["color"]
+            if isinstance(entry, Mapping) and str(value).isdigit() and int(value) in values:
+                described.setdefault(values[int(value)], _described_label(entry, int(value), case_dir / CASE_FILE))
         names += [values[v] for v in sorted(values)]
         specs.append(CaseSpec(record.get("name", case_dir.name), case_dir / record["image"], case_dir / record["label"], values))
     labels = label_table(names)
-    return Dataset(folder.name, labels, default_colors(labels, colors), specs, source=str(folder))
+    return Dataset(folder.name, labels, default_colors(labels, colors), specs, source=str(folder), described=described)
+
+
+def _described_label(entry: Mapping[str, Any], value: int, path: Path) -> Label:
+    """A label row of case.json (name, colour, codes, provenance) as a Label."""
+    try:
+        return Label.from_dict(entry, value)
+    except (KeyError, TypeError, ValueError) as error:
+        raise DatasetError(f"label {value} is not readable ({error})"[:300], path=path) from None
+
+
+def _described_by_codes(raw: Any, path: Path) -> dict[str, Label]:
+    """A manifest's ``"codes": {"liver": {"category": {...}, "type": {...}}}`` as Labels by name."""
+    if not raw:
+        return {}
+    if not isinstance(raw, Mapping):
+        raise DatasetError("'codes' must map label names to their category and type", path=path)
+    return {str(name): _described_label({"name": name, **dict(entry)}, 0, path) for name, entry in raw.items()
+            if isinstance(entry, Mapping)}
 
 
 def save_case(
-    folder: str | Path, image: Volume, label_map: Volume, labels: Mapping[int, str],
+    folder: str | Path, image: Volume, label_map: Volume, labels: Mapping[int, Label | str],
     colors: Mapping[int, Sequence[int]] | None = None, name: str | None = None,
 ) -> Path:
-    """Write an editor case (image + label map NIfTI + ``case.json``) that :func:`open_dataset` reads."""
+    """Write an editor case (image + label map NIfTI + ``case.json``) that :func:`open_dataset` reads.
+
+    Each label is written whole (name, colour, coded concept, provenance: a Label row); ``colors``
+    colour labels given by name only."""
     folder = Path(folder)
     if not label_map.same_grid(image):
         raise DatasetError("the label map is not on the image grid", path=folder)
@@ -373,10 +414,15 @@ def save_case(
     for volume, file_name in ((image, "image.nii.gz"), (label_map, "label.nii.gz")):
         with atomic_path(folder / file_name) as temporary:
             sitk.WriteImage(volume.to_sitk(), str(temporary), useCompression=True)
-    entries = {
-        str(v): {"name": n, **({"color": list(colors[v])} if colors and v in colors else {})}
-        for v, n in labels.items() if v != 0
-    }
+    entries = {}
+    for value, given in labels.items():
+        if int(value) == 0:
+            continue
+        label = given if isinstance(given, Label) else Label(int(value), str(given),
+                                                              colors[value] if colors and value in colors else None)
+        row = label.as_dict()
+        del row["value"]  # the key says it
+        entries[str(int(value))] = row
     record = {"name": name or folder.name, "image": "image.nii.gz", "label": "label.nii.gz", "labels": entries}
     atomic_write_text(folder / CASE_FILE, json.dumps(record, indent=2))
     return folder
@@ -424,7 +470,7 @@ def open_manifest(path: Path, data_root: str | Path | None = None) -> Dataset:
         raise DatasetError(error.message, path=path) from None
     return Dataset(record.get("name", path.stem), labels, default_colors(labels, record.get("colors")), specs,
                    validation, source=str(path), description=str(record.get("description", "")),
-                   postprocessing=postprocessing)
+                   postprocessing=postprocessing, described=_described_by_codes(record.get("codes"), path))
 
 
 def _resolve_root(raw: str | None, manifest: Path) -> Path:

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from medseg.errors import DatasetError, MedsegError
+from medseg.core.labels import Label
 from medseg.core.volume import Volume
 
 SEGMENTATION_STORAGE = "1.2.840.10008.5.1.4.1.1.66.4"
@@ -39,8 +40,7 @@ class SegReference:
 class SegCase:
     image: Volume
     label_map: Volume  # segment numbers on the image's grid
-    labels: dict[int, str]  # segment number -> segment label
-    colors: dict[int, tuple[int, int, int]]  # the SEG's recommended display colours, where given
+    labels: dict[int, Label]  # label value -> the SEG's segment (its label, colour, coded concept)
     series_path: Path
     seg_path: Path
     notes: list[str] = field(default_factory=list)
@@ -150,6 +150,4 @@ def load_seg_case(series_path: str | Path, seg_path: str | Path | None = None) -
     empty = [s.name for s in result.segments if s.value not in present]
     if empty:
         notes.append("empty mask: " + ", ".join(empty))
-    labels = {s.value: s.name for s in result.segments}
-    colors = {s.value: tuple(int(c) for c in s.color) for s in result.segments if s.color is not None}
-    return SegCase(image, result.label_map, labels, colors, series_path, seg_path, notes)  # type: ignore[arg-type]
+    return SegCase(image, result.label_map, {s.value: s for s in result.segments}, series_path, seg_path, notes)

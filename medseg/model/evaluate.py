@@ -1,16 +1,17 @@
-"""Scores a segmentation against a reference: per-case, per-label Dice and volume difference."""
+"""Scores a segmentation against a reference: per-case, per-label Dice and volume difference.
+
+(Segmenting a dataset's cases and scoring them is the use case :func:`medseg.workflows.evaluate.evaluate`.)"""
 
 from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-from medseg.errors import DatasetError, GeometryError
+from medseg.errors import GeometryError
 from medseg.core.volume import Volume
-from medseg.progress import CancelToken, ProgressCallback, report
 
 
 @dataclass(frozen=True)
@@ -112,51 +113,3 @@ def mean_dice(scores: Iterable[CaseScore]) -> dict[str, float]:
             if not math.isnan(label.dice):
                 collected[label.name].append(label.dice)
     return {name: (float(np.mean(values)) if values else math.nan) for name, values in collected.items()}
-
-
-def evaluate_model(
-    package: Any,
-    dataset: Any,
-    *,
-    specs: Sequence[Any] | None = None,
-    device: str = "auto",
-    progress: ProgressCallback | None = None,
-    cancel: CancelToken | None = None,
-    predictions: dict[str, Volume] | None = None,
-    configuration: str | None = None,
-) -> list[CaseScore]:
-    """Segment every case of ``dataset`` (or ``specs``) with ``package`` and score it.
-
-    ``predictions``, when given, receives each case's label map (the model's values) by case name,
-    so a caller can show the outputs it scored without segmenting again. ``configuration``
-    forces one of the model's configurations (default: chosen per case by its spacing).
-
-    Labels are matched by name: a label the model has and the dataset does not is not
-    scored, and the reverse raises (the model cannot be judged on a label it never makes).
-    """
-    from medseg.model.infer import segment
-
-    model_index = {name: value for value, name in package.labels.items() if value != 0}
-    dataset_names = {value: name for value, name in dataset.labels.items() if value != 0}
-    missing = sorted(set(dataset_names.values()) - set(model_index))
-    if missing:
-        raise DatasetError(f"the model does not segment {missing} (it knows {sorted(model_index)})")
-    specs = list(specs) if specs is not None else list(dataset.specs)
-    scores = []
-    for number, spec in enumerate(specs):
-        if cancel is not None:
-            cancel.raise_if_cancelled()
-        report(progress, number / max(len(specs), 1), f"case {number + 1} of {len(specs)}: {spec.name}", "evaluate")
-        case = dataset.load(spec)
-        result = segment(case.image, package, device=device, cancel=cancel, configuration=configuration)
-        if predictions is not None:
-            predictions[spec.name] = result.label_map
-        reference = np.zeros(case.label_map.shape_zyx, dtype=np.uint16)
-        for value, name in dataset_names.items():
-            reference[case.label_map.array == value] = model_index[name]
-        scored = {model_index[name]: name for name in dataset_names.values()}
-        score = score_case(result.label_map, case.label_map.with_array(reference), scored, spec.name)
-        score.configuration = result.configuration
-        scores.append(score)
-    report(progress, 1.0, "evaluated", "evaluate")
-    return scores

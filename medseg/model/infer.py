@@ -47,7 +47,7 @@ ACCUMULATOR_DTYPE = torch.float16
 
 @dataclass
 class SegmentationResult:
-    label_map: Volume  # same grid and geometry as the input; meta.labels from the package
+    label_map: Volume  # same grid and geometry as the input; meta.labels: the package's, as its output
     probabilities: np.ndarray | None  # (K, z, y, x) float32 softmax, only when asked for
     device_used: str
     configuration: str
@@ -357,7 +357,7 @@ def segment(
                 raise
             fallbacks.append(f"{attempt} failed ({_short(error)}): running on the CPU instead")
             runner = None
-            backends.free_device_memory(torch.device("cuda") if attempt == "cuda" else torch.device("cpu"))
+            backends.free_device_memory(backends.torch_device(attempt))
     del image
     if cancel is not None:
         cancel.raise_if_cancelled()
@@ -366,10 +366,10 @@ def segment(
         labels = _export_labels(logits, prep, fallbacks)
         probabilities = logits_to_probabilities(logits, prep) if return_probabilities else None
         del logits
-        names = {int(k): str(v) for k, v in dict(package.labels).items()}
+        names = package.names
         steps = package.postprocess_steps() if postprocess else []
         notes = [outcome.describe(names) for outcome in apply_steps(labels, steps, volume.voxel_volume_ml)]
-        label_map = volume.with_array(labels, labels=names, modality="SEG")
+        label_map = volume.with_array(labels, labels={0: package.labels[0], **package.label_table()}, modality="SEG")
         volumes = label_volumes_ml(labels, names, volume.voxel_volume_ml)
     report(progress, 1.0, "done", "done")
     return SegmentationResult(
@@ -385,14 +385,9 @@ def segment(
     )
 
 
-def compute_device(device_name: str) -> torch.device:
-    """Where a run on this device does its tensor work (ONNX engines take host memory)."""
-    return torch.device(device_name) if device_name in ("cuda", "mps") else torch.device("cpu")
-
-
 def _preprocess_on(volume: Volume, plan: Any, device_name: str, fallbacks: list[str]) -> Any:
     """Preprocessing on the run's device; out of memory there: on the CPU, said in ``fallbacks``."""
-    device = compute_device(device_name)
+    device = backends.torch_device(device_name)
     if device.type != "cpu":
         try:
             return preprocess_to(volume, plan, device)

@@ -91,8 +91,7 @@ def import_nnunet(folder: str | Path, folds: Sequence[int | str] | None = None) 
     package = ModelPackage(
         name=f"{dataset_name}__{configuration}",
         configurations={configuration: plan},
-        labels=labels,
-        colors={value: color_for(value, name) for value, name in labels.items()},
+        labels=labels,  # names only: nnU-Net's dataset.json codes nothing
         weights={configuration: weights},
         provenance={
             "source": "nnU-Net v2 result folder",

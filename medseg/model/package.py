@@ -3,7 +3,8 @@
 A package is a folder, or a zip (``.zip`` / ``.medseg``) holding the same files:
 
     model.json           format, name, configurations (Plan dicts), labels (value -> name),
-                         colours, fold names per configuration, provenance
+                         colours, codes (value -> DICOM category and type, optional),
+                         fold names per configuration, provenance (its "licence" too)
     weights.safetensors  one tensor per parameter, keyed "<configuration>/<fold index>/<name>"
     model_<config>.onnx  optional exported network per configuration
 
@@ -28,7 +29,8 @@ from medseg.core.label_values import MAX_LABEL_VALUE
 from medseg.errors import ModelError
 from medseg.io.atomic import atomic_folder, atomic_open
 from medseg.io.file_checks import IncompleteFile
-from medseg.model.package_model import ModelPackage, parameter_count
+from medseg.core.labels import Code
+from medseg.model.package_model import ModelPackage, package_labels, parameter_count
 from medseg.model.plan import Plan
 from medseg.model.unet import build_network
 
@@ -73,8 +75,7 @@ def load_package(path: str | Path) -> ModelPackage:
     package = ModelPackage(
         name=manifest["name"],
         configurations=configurations,
-        labels=labels,
-        colors=_colors(manifest, path),
+        labels=package_labels(labels, _colors(manifest, path), _codes(manifest, path)),
         weights=weights,
         onnx=onnx,
         provenance=dict(manifest.get("provenance", {})),
@@ -110,8 +111,8 @@ def _read_manifest(files: "_PackageFiles", path: Path) -> dict[str, Any]:
         if key not in manifest:
             raise ModelError(f"{MODEL_JSON} lacks {key!r}", path=path)
     # ("postprocessing" is checked step by step by parse_steps, with its own messages)
-    expected = {"name": str, "configurations": dict, "labels": dict, "folds": dict, "colors": dict, "onnx": dict,
-                "provenance": dict}
+    expected = {"name": str, "configurations": dict, "labels": dict, "folds": dict, "colors": dict, "codes": dict,
+                "onnx": dict, "provenance": dict}
     for key, kind in expected.items():
         if key in manifest and manifest[key] is not None and not isinstance(manifest[key], kind):
             raise ModelError(f"{MODEL_JSON}: {key!r} must be a JSON {_JSON_NAMES[kind]}, not "
@@ -148,6 +149,27 @@ def _colors(manifest: dict[str, Any], path: Path) -> dict[int, tuple[int, int, i
                              f"{key!r}: {color!r}"[:300], path=path)
         colors[int(key)] = (color[0], color[1], color[2])
     return colors
+
+
+def _codes(manifest: dict[str, Any], path: Path) -> dict[int, tuple[Code | None, Code | None]]:
+    """``"codes": {"1": {"category": {"value", "scheme", "meaning"}, "type": {...}}}``: what each label is,
+    as the package says (DICOM CID 7150 / 7151); a label it does not code has no code."""
+    codes: dict[int, tuple[Code | None, Code | None]] = {}
+    for key, entry in (manifest.get("codes") or {}).items():
+        try:
+            if not (isinstance(key, str) and key.isdigit()) or not isinstance(entry, dict):
+                raise ValueError("not a label value and its codes")
+            pair = []
+            for part in ("category", "type"):
+                coded = entry.get(part)
+                if coded is not None and not (isinstance(coded, dict) and all(
+                        isinstance(coded.get(k), str) and coded[k] for k in ("value", "scheme", "meaning"))):
+                    raise ValueError(f"its {part} needs a value, a scheme and a meaning")
+                pair.append(Code.from_dict(coded) if coded is not None else None)
+        except ValueError as error:
+            raise ModelError(f"{MODEL_JSON}: the codes of label {key!r}: {error}"[:300], path=path) from None
+        codes[int(key)] = (pair[0], pair[1])
+    return codes
 
 
 def _check_weights_size(files: "_PackageFiles", manifest: dict[str, Any], configurations: dict[str, Plan],
@@ -299,12 +321,17 @@ def _package_members(pkg: ModelPackage) -> dict[str, bytes]:
         "format_version": FORMAT_VERSION,
         "name": pkg.name,
         "configurations": {name: plan.to_dict() for name, plan in pkg.configurations.items()},
-        "labels": {str(k): v for k, v in sorted(pkg.labels.items())},
-        "colors": {str(k): list(v) for k, v in sorted(pkg.colors.items())},
+        "labels": {str(k): label.name for k, label in sorted(pkg.labels.items())},
+        "colors": {str(k): list(label.color) for k, label in sorted(pkg.labels.items())},  # type: ignore[arg-type]
         "folds": {name: [f"fold_{i}" for i in range(len(folds))] for name, folds in pkg.weights.items()},
         "onnx": {name: onnx_filename(name) for name in pkg.onnx},
         "provenance": provenance,
     }
+    codes = {str(k): {part: code.as_dict() for part, code in (("category", label.category), ("type", label.type))
+                      if code is not None}
+             for k, label in sorted(pkg.labels.items()) if label.category is not None or label.type is not None}
+    if codes:
+        manifest["codes"] = codes
     if pkg.postprocessing:
         manifest["postprocessing"] = pkg.postprocessing
     members = {MODEL_JSON: json.dumps(manifest, indent=1).encode("utf-8"),
@@ -384,7 +411,7 @@ def build_networks(pkg: ModelPackage, config_name: str, device: str | torch.devi
 
 def package_summary(pkg: ModelPackage) -> str:
     """One line per configuration, for CLI output."""
-    lines = [f"model {pkg.name!r}: {pkg.num_classes - 1} labels ({', '.join(pkg.labels[v] for v in sorted(pkg.labels) if v)})"]
+    lines = [f"model {pkg.name!r}: {pkg.num_classes - 1} labels ({', '.join(pkg.names[v] for v in sorted(pkg.labels) if v)})"]
     for name, plan in pkg.configurations.items():
         folds = pkg.num_folds(name)
         onnx = ", ONNX" if name in pkg.onnx else ""
@@ -401,28 +428,8 @@ __all__ = [
 ]
 
 
-STARTER_NAME = "starter"  # what a user types for the built-in model (medseg plan SERIES --model starter)
-
-
 def starter_model_path() -> Path:
     """The built-in starter model (body, lungs, bones) that ships with medseg."""
     from importlib import resources
 
     return Path(str(resources.files("medseg.resources") / "models" / "starter"))
-
-
-def load_model(source: str | Path | None = None) -> ModelPackage:
-    """A medseg package, an nnU-Net v2 result folder converted on the fly (nothing is
-    unpickled), or with no source (or the word "starter", when no such file is here) the
-    built-in starter model."""
-    from medseg.model.nnunet_import import import_nnunet
-
-    if source is not None and str(source) == STARTER_NAME and not Path(source).exists():
-        source = None
-    path = Path(source) if source is not None else starter_model_path()
-    if path.is_dir() and (path / "plans.json").is_file() and (path / "dataset.json").is_file():
-        return import_nnunet(path)
-    if path.exists():
-        return load_package(path)
-    raise ModelError("no such model package or nnU-Net result folder", path=path)
-

@@ -1,4 +1,7 @@
-"""The model package as data: configurations, labels, colours, per-fold weights, provenance.
+"""The model package as data: configurations, labels, per-fold weights, provenance.
+
+Its labels are :class:`~medseg.core.labels.Label` records (name, colour, coded concept as the
+package states it), value 0 the background: the one label type, from ``model.json`` to a DICOM SEG.
 
 The type and its consistency checks, without any file format: ``medseg.model.package``
 reads and writes it, ``medseg.model.nnunet_import`` builds it from an nnU-Net result
@@ -7,15 +10,14 @@ folder; both import this module and neither imports the other.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import torch
 
 from medseg.errors import ModelError
-from medseg.core.label_colors import color_for
-from medseg.core.labels import Label, Provenance
+from medseg.core.labels import Code, Label, Provenance
 from medseg.model.postprocess import PostprocessStep, parse_steps
 from medseg.model.plan import ConfigurationChoice, Plan, choose_configuration
 from medseg.model.unet import UNet
@@ -27,8 +29,7 @@ class ModelPackage:
 
     name: str
     configurations: dict[str, Plan]
-    labels: dict[int, str]
-    colors: dict[int, tuple[int, int, int]] = field(default_factory=dict)
+    labels: dict[int, Label]  # value -> label, 0 = background (a name alone is taken as a Label without a code)
     weights: dict[str, list[dict[str, torch.Tensor]]] = field(default_factory=dict)
     onnx: dict[str, bytes | Path] = field(default_factory=dict)
     provenance: dict[str, Any] = field(default_factory=dict)
@@ -37,10 +38,12 @@ class ModelPackage:
     postprocessing: list[dict[str, Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self.labels = {int(k): str(v) for k, v in self.labels.items()}
-        for value in self.labels:
-            self.colors.setdefault(value, color_for(value, self.labels[value]))
-        self.colors = {int(k): tuple(int(c) for c in v) for k, v in self.colors.items()}  # type: ignore[misc]
+        self.labels = package_labels(self.labels)
+
+    @property
+    def names(self) -> dict[int, str]:
+        """Value -> name, background included (for lookups by name: post-processing, training heads)."""
+        return {value: label.name for value, label in self.labels.items()}
 
     @property
     def version(self) -> str:
@@ -52,8 +55,8 @@ class ModelPackage:
         the one place where the package's names and colours become label descriptions."""
         made_by = Provenance.model(self.name, self.version)
         wanted = None if values is None else {int(v) for v in values}
-        return {value: Label(value, name, self.colors.get(value), provenance=made_by)
-                for value, name in sorted(self.labels.items()) if value and (wanted is None or value in wanted)}
+        return {value: replace(label, provenance=made_by)
+                for value, label in sorted(self.labels.items()) if value and (wanted is None or value in wanted)}
 
     @property
     def num_classes(self) -> int:
@@ -74,7 +77,7 @@ class ModelPackage:
 
     def postprocess_steps(self) -> list[PostprocessStep]:
         """The declared post-processing steps, validated against the labels."""
-        return parse_steps(self.postprocessing, self.labels, self.source_path)
+        return parse_steps(self.postprocessing, self.names, self.source_path)
 
     def validate(self, where: str | Path | None = None) -> None:
         """Raise ModelError if labels, configurations and weights do not fit together."""
@@ -94,7 +97,7 @@ class ModelPackage:
         for config_name in self.onnx:
             if config_name not in self.configurations:
                 raise ModelError(f"ONNX model for unknown configuration {config_name!r}", path=where)
-        parse_steps(self.postprocessing, self.labels, where)
+        parse_steps(self.postprocessing, self.names, where)
 
 
 # --- weights validation ---------------------------------------------------------------
@@ -151,10 +154,10 @@ def combine_packages(packages: Sequence[ModelPackage], name: str | None = None) 
     per_configuration: dict[str, Any] = {}
     for package in packages:
         where = package.source_path or package.name
-        if package.labels != first.labels:
+        if package.names != first.names:
             raise ModelError(
-                f"cannot combine: its labels {_label_text(package.labels)} differ from "
-                f"{first.source_path or first.name}'s {_label_text(first.labels)}", path=where)
+                f"cannot combine: its labels {_label_text(package.names)} differ from "
+                f"{first.source_path or first.name}'s {_label_text(first.names)}", path=where)
         if package.postprocessing != first.postprocessing:
             raise ModelError(
                 f"cannot combine: its post-processing {package.postprocessing} differs from "
@@ -172,11 +175,29 @@ def combine_packages(packages: Sequence[ModelPackage], name: str | None = None) 
             per_configuration[config_name] = {k: v for k, v in package.provenance.items() if k != "configurations"}
     provenance = {"combined_from": [str(p.source_path or p.name) for p in packages],
                   "configurations": per_configuration}
-    combined = ModelPackage(name=name or first.name, configurations=configurations, labels=dict(first.labels),
-                            colors=dict(first.colors), weights=weights, onnx=onnx, provenance=provenance,
+    combined = ModelPackage(name=name or first.name, configurations=configurations, labels=dict(first.labels), weights=weights, onnx=onnx, provenance=provenance,
                             postprocessing=list(first.postprocessing))
     combined.validate()
     return combined
+
+
+def package_labels(labels: Mapping[int, str | Label], colors: Mapping[int, Sequence[int]] | None = None,
+                   codes: Mapping[int, tuple[Code | None, Code | None]] | None = None) -> dict[int, Label]:
+    """A model's label table, by value (0 = background, black): Labels kept as they are, names made into
+    Labels with ``colors`` (else the one colour table's) and ``codes`` (category, type; else none)."""
+    table: dict[int, Label] = {}
+    for key, given in labels.items():
+        value = int(key)
+        label = given if isinstance(given, Label) else Label(value, str(given))
+        changes: dict[str, Any] = {}
+        if colors and value in colors:
+            changes["color"] = tuple(int(c) for c in colors[value])
+        elif value == 0 and not isinstance(given, Label):
+            changes["color"] = (0, 0, 0)
+        if codes and value in codes:
+            changes["category"], changes["type"] = codes[value]
+        table[value] = replace(label, value=value, **changes) if changes or label.value != value else label
+    return dict(sorted(table.items()))
 
 
 def _label_text(labels: dict[int, str]) -> str:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
@@ -25,6 +25,7 @@ import numpy as np
 
 from medseg.errors import DatasetError
 from medseg.io.atomic import atomic_write_text
+from medseg.core.labels import Label
 from medseg.core.volume import Volume
 from medseg.model.datasets import CaseSpec, Dataset, default_colors, label_table, load_case, save_case
 from medseg.model.fingerprint import FOREGROUND_SAMPLES_PER_CASE, Fingerprint, plan_for_dataset
@@ -52,6 +53,7 @@ class CaseEntry:
     validation: bool = False
     info: CaseInfo | None = None
     label_names: list[str] = field(default_factory=list)  # the labels its source names
+    described: dict[str, Label] = field(default_factory=dict)  # those its source also codes, by name
     notes: list[str] = field(default_factory=list)  # problems found while converting it (e.g. a DICOM SEG's)
 
 
@@ -61,6 +63,7 @@ class TrainingSet:
         self.name = name
         self.label_names: list[str] = []  # training label order (background excluded)
         self.colors: dict[str, tuple[int, int, int]] = {}
+        self.described: dict[str, Label] = {}  # label name -> what its case said (coded concept)
         self.entries: list[CaseEntry] = []
 
     # --- building ------------------------------------------------------------------------------
@@ -79,15 +82,16 @@ class TrainingSet:
         return name
 
     def add_editor_case(
-        self, image: Volume, label_map: Volume, labels: Mapping[int, str],
+        self, image: Volume, label_map: Volume, labels: Mapping[int, Label | str],
         colors: Mapping[int, Sequence[int]] | None = None, name: str = "case",
     ) -> CaseEntry:
-        """Save the open image and its segmentation into the workspace and list it."""
+        """Save the open image and its segmentation into the workspace and list it (``labels``: the
+        document's Labels, kept whole in the case, or names with ``colors``)."""
         entry, colors_by_name = self.convert_case(image, label_map, labels, colors, name, "editor")
         return self.add_converted(entry, colors_by_name)
 
     def convert_case(
-        self, image: Volume, label_map: Volume, labels: Mapping[int, str],
+        self, image: Volume, label_map: Volume, labels: Mapping[int, Label | str],
         colors: Mapping[int, Sequence[int]] | None, name: str, source: str, notes: Sequence[str] = (),
     ) -> tuple[CaseEntry, dict[str, tuple[int, int, int]]]:
         """Write a case into ``cases/<name>/`` (atomically) without listing it yet (see :meth:`add_converted`).
@@ -96,23 +100,30 @@ class TrainingSet:
         """
         if label_map is None or not np.any(label_map.array):
             raise DatasetError(f"case '{name}' has an empty segmentation: draw or segment something first")
-        named = {int(v): str(n) for v, n in labels.items() if int(v) != 0}
+        described = {int(v): given for v, given in labels.items() if int(v) != 0 and isinstance(given, Label)}
+        named = {int(v): (given.name if isinstance(given, Label) else str(given)) for v, given in labels.items()
+                 if int(v) != 0}
+        colors = {**{v: label.color for v, label in described.items()}, **dict(colors or {})}
         present = set(np.unique(label_map.array).tolist()) - {0}
         unnamed = sorted(present - set(named))
         if unnamed:
             raise DatasetError(f"label values {unnamed[:8]} of case '{name}' have no name: name them first")
         case_name = self._unique_name(name, avoid_folders=True)
-        folder = save_case(self.folder / CASES_FOLDER / case_name, image, label_map, named, colors, case_name)
+        folder = save_case(self.folder / CASES_FOLDER / case_name, image, label_map,
+                           {v: described.get(v) or name_ for v, name_ in named.items()}, colors, case_name)
         colors_by_name = {named[int(v)]: tuple(int(c) for c in colour) for v, colour in (colors or {}).items()
                           if int(v) in named}
         entry = CaseEntry(CaseSpec(case_name, folder / "image.nii.gz", folder / "label.nii.gz", named), source,
-                          label_names=[named[v] for v in sorted(named)], notes=list(notes))
+                          label_names=[named[v] for v in sorted(named)], notes=list(notes),
+                          described={label.name: label for label in described.values() if label.coded})
         return entry, colors_by_name  # type: ignore[return-value]
 
     def add_converted(self, entry: CaseEntry, colors_by_name: Mapping[str, Sequence[int]] | None = None) -> CaseEntry:
         """List a case :meth:`convert_case` wrote (its labels join the set's, new names as new labels)."""
         for label, colour in (colors_by_name or {}).items():
             self.colors.setdefault(label, tuple(int(c) for c in colour))  # type: ignore[arg-type]
+        for label_name, label in entry.described.items():
+            self.described.setdefault(label_name, label)
         self._add_labels(entry.label_names)
         self.entries.append(entry)
         return entry
@@ -129,8 +140,8 @@ class TrainingSet:
 
         case = load_seg_case(series, seg)
         known = {n.casefold(): n for n in self.label_names}
-        labels = {v: known.get(n.casefold(), n) for v, n in case.labels.items()}
-        return self.convert_case(case.image, case.label_map, labels, case.colors, name or case.seg_path.stem,
+        labels = {v: replace(label, name=known.get(label.name.casefold(), label.name)) for v, label in case.labels.items()}
+        return self.convert_case(case.image, case.label_map, labels, None, name or case.seg_path.stem,
                                  f"DICOM SEG: {case.seg_path.name}", case.notes)
 
     def add_dicom_seg_case(self, series: str | Path, seg: str | Path | None = None,
@@ -140,6 +151,9 @@ class TrainingSet:
     def add_dataset(self, dataset: Dataset, source: str) -> list[CaseEntry]:
         """Every case of an opened dataset (folder of pairs, nnU-Net raw, editor cases, manifest)."""
         self._add_labels([dataset.labels[v] for v in sorted(dataset.labels) if v])
+        for label_name, label in dataset.described.items():
+            if label.coded:
+                self.described.setdefault(label_name, label)
         added = []
         for spec in dataset.specs:
             values = spec.label_values
@@ -186,7 +200,8 @@ class TrainingSet:
             specs.append(CaseSpec(spec.name, spec.image, spec.label, values, spec.label_rule, spec.phantom, spec.weight))
         colors = default_colors(labels, self.colors)
         validation = [e.spec.name for e in self.entries if e.validation]
-        return Dataset(self.name, labels, colors, specs, validation, source=str(self.manifest_path))
+        return Dataset(self.name, labels, colors, specs, validation, source=str(self.manifest_path),
+                       described={n: label for n, label in self.described.items() if n in keep})
 
     @property
     def manifest_path(self) -> Path:
@@ -215,6 +230,10 @@ class TrainingSet:
             cases.append(record)
         manifest = {"name": self.name, "labels": names, "colors": {k: list(v) for k, v in self.colors.items()},
                     "cases": cases, "validation": [e.spec.name for e in self.entries if e.validation]}
+        codes = {n: {part: code.as_dict() for part, code in (("category", label.category), ("type", label.type))}
+                 for n, label in self.described.items() if n in names and label.coded}
+        if codes:
+            manifest["codes"] = codes
         atomic_write_text(self.manifest_path, json.dumps(manifest, indent=1))
         return self.manifest_path
 

@@ -263,10 +263,10 @@ def test_manifest_rows_become_cases(ct_dir: Path, tmp_path: Path) -> None:
 def test_a_case_is_prepared_on_the_run_device_with_the_batch_step(ct_dir: Path, tmp_path: Path, monkeypatch) -> None:
     """The prefetch thread preprocesses on the batch's device (it always used the CPU) and checks
     the run with the batch's step (it used 0.5 whatever --step said)."""
-    from medseg.batch.cases import Case
-    from medseg.batch.run import BatchRunner, BatchSettings
+    from medseg.batch.run import BatchSettings
     from medseg.model import infer
-    from medseg.model.package import load_package, starter_model_path
+    from medseg.workflows.batch_case import BatchCase
+    from medseg.workflows.segment import Segmenter
 
     seen: list[tuple[float, str]] = []
     real = infer.prepare
@@ -276,9 +276,10 @@ def test_a_case_is_prepared_on_the_run_device_with_the_batch_step(ct_dir: Path, 
         return real(volume, package, configuration, step_size, device, fallbacks)
 
     monkeypatch.setattr(infer, "prepare", spy)
-    runner = BatchRunner(load_package(starter_model_path()), BatchSettings(tmp_path / "out", device="cpu", step=0.7),
-                         "starter")
+    settings = BatchSettings(tmp_path / "out", device="cpu", step=0.7)
+    (tmp_path / "out").mkdir()
+    case = BatchCase(Segmenter("starter", settings.segment_settings()))
     image = ct_dir / "totalsegmentator" / "example_ct_sm.nii.gz"
-    item = runner._read(Case("abdomen", str(image), "image", (str(image),)))
+    prepared = case.read(image, tmp_path / "out" / "abdomen.nii.gz")
     assert seen == [(0.7, "cpu")]
-    assert item.prepared.image.data.shape[0] == 1  # one channel, ready for the network
+    assert prepared.prepared.image.data.shape[0] == 1  # one channel, ready for the network

@@ -41,7 +41,8 @@ def test_keep_largest_grow_and_lock_match_simpleitk(abdomen_files, tmp_path: Pat
     sidecar = json.loads((tmp_path / "cleaned.labels.json").read_text())  # the one sidecar format
     assert sidecar["format"] == "medseg-labels/1"
     liver = next(row for row in sidecar["labels"] if row["value"] == LIVER)
-    assert liver["name"] == "liver" and liver["locked"] is True and liver["type"]["meaning"] == "Liver"
+    assert liver["name"] == "liver" and liver["locked"] is True
+    assert liver["category"] is None and liver["type"] is None  # nobody coded it, and no code is guessed from a name
 
 
 @pytest.mark.parametrize("operations, message", [

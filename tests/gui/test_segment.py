@@ -46,12 +46,13 @@ def test_segment_shows_the_starter_masks_with_volumes(window, held_out, ct_dir, 
     result = blocker.args[0]
     doc = window.document
     starter = load_package(starter_model_path())
-    assert result.model_name == starter.name
+    assert result.model.name == starter.name
     assert np.array_equal(doc.label_map.array, result.label_map.array) and doc.label_map.same_grid(series)
     assert doc.history.depth == 1  # one undoable step
     assert {entry.name for entry in doc.labels.values()} == {"body", "bones"}  # the labels found (no lungs here)
     for value, entry in doc.labels.items():
-        assert entry.color == starter.colors[value]
+        assert entry.color == starter.labels[value].color
+        assert (entry.category, entry.type) == (starter.labels[value].category, starter.labels[value].type)  # coded
     # The table's ml column is voxel count x voxel volume, as the model reported it.
     rows = _table(window)
     voxel_ml = series.voxel_volume_ml
@@ -102,6 +103,18 @@ def test_a_folder_that_is_not_a_model_is_refused_by_name(window, chest, qtbot, t
     assert window.error_box.text() == blocker.args[0]
     assert window.error_box.informativeText().splitlines()[0] == f"File: {tmp_path}"
     assert window.document.label_map is None
+
+
+def test_a_label_map_opened_as_the_image_is_not_segmented(window, driver, ct_dir, qtbot, artifacts_dir):
+    """A tumour mask opened as if it were the CT: Segment refuses it, as `medseg segment` and batch do."""
+    mask = ct_dir / "pyradiomics_lung1" / "lung1_label.nrrd"
+    driver.open_image_file(mask)
+    with qtbot.waitSignal(window.error_shown, timeout=120_000) as blocker:
+        window.segment_action.trigger()
+    assert blocker.args[0].startswith("this is not a CT image: its voxels are 2 whole numbers (0, 1)")
+    assert window.error_box.informativeText().splitlines()[0] == f"File: {mask}"
+    assert window.document.label_map is None  # nothing ran, nothing changed
+    window.grab().save(str(artifacts_dir / "gui_segment_label_map_refused.png"))
 
 
 def test_the_models_post_processing_can_be_switched_off(window, chest, qtbot, monkeypatch):

@@ -14,7 +14,7 @@ import numpy as np
 
 import medseg.model.infer as infer
 from medseg.model.datasets import open_dataset
-from medseg.model.package import load_model
+from medseg.workflows.models import open_model
 from medseg.model.training import TrainConfig, run_training
 
 DCMQI = "dcmqi_ct3slice_masks"  # a real 3-slice GE CT: the starter segments it in about a second
@@ -38,7 +38,7 @@ def test_open_validation_case_with_both_models(window, qtbot, ct_dir, tmp_path, 
     tuning.write_text(manifest.read_text().replace(', "validation": ["ge3"]', ""))
     package_b = str(run_training(open_dataset(tuning), tmp_path / "fine-tune", TrainConfig(
         epochs=1, iterations_per_epoch=2, batch_size=1, learning_rate=0.05, device="cpu"),
-        base_package=load_model()).package_path)
+        base_package=open_model().package).package_path)
     export.add_model("")
     export.add_model(package_b)
     tab.pages.setCurrentWidget(export)
@@ -66,8 +66,8 @@ def test_open_validation_case_with_both_models(window, qtbot, ct_dir, tmp_path, 
     # Independent oracle: the validation case's image and model B run through the engine directly.
     image = open_dataset(manifest).load(open_dataset(manifest).specs[0]).image
     assert np.array_equal(document.volume.array, image.array)
-    expected_a = real_segment(image, load_model(), device="cpu").label_map
-    expected_b = real_segment(image, load_model(package_b), device="cpu").label_map
+    expected_a = real_segment(image, open_model().package, device="cpu").label_map
+    expected_b = real_segment(image, open_model(package_b).package, device="cpu").label_map
     assert not np.array_equal(expected_a.array, expected_b.array)  # two different outputs to tell apart
     assert np.array_equal(comparison.label_map.array, expected_b.array)
     assert np.array_equal(document.label_map.array, expected_a.array)
@@ -76,7 +76,7 @@ def test_open_validation_case_with_both_models(window, qtbot, ct_dir, tmp_path, 
     assert document.label_map.array.flags.writeable and document.label_map.array is not comparison.label_map.array
     values_b = set(np.unique(expected_b.array).tolist()) - {0}
     assert set(comparison.labels) == values_b and values_b
-    names_b = {v: n for v, n in load_model(package_b).labels.items() if v}
+    names_b = {v: n for v, n in open_model(package_b).package.names.items() if v}
     assert {v: e.name for v, e in comparison.labels.items()} == {v: names_b[v] for v in values_b}
     legend = window.comparison_legend
     assert legend.isVisible() and "B</b> (outlines, read-only): " + model_b in legend.text.text()

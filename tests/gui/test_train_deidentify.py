@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from medseg.gui.train_dataset_panel import DatasetPanel
+from medseg.core.labels import Label
 from medseg.io import load
 
 
@@ -15,7 +16,7 @@ def test_added_case_gets_a_pseudonym(qtbot, ct_dir: Path, tmp_path: Path, monkey
     monkeypatch.setenv("MEDSEG_CONFIG_DIR", str(tmp_path / "config"))
     image = load(ct_dir / "dcm_qa_ct" / "Philips_Ingenuity_phantom_mixed_series")  # "STD BRAIN 5MM", patient "HEAD"
     labels = image.with_array((np.asarray(image.array) > 300).astype(np.uint8))
-    case = (image, labels, {1: "bone"}, {1: (255, 255, 0)}, image.meta.series_description)
+    case = (image, labels, {1: Label(1, "bone", (255, 255, 0))}, image.meta.series_description)
     panel = DatasetPanel(tmp_path / "workspace", lambda: case)
     qtbot.addWidget(panel)
     try:

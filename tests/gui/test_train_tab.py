@@ -221,9 +221,9 @@ def test_dataset_finetune_pause_stop_resume_use_and_export(driver, window, qtbot
     stopped = blocker.args[0]["package"]
     assert stopped == str(training.package_path) and training.use_button.isEnabled()
     assert stopped in export.models
-    from medseg.model.package import load_model
+    from medseg.workflows.models import open_model
 
-    stopped_model = load_model(stopped)
+    stopped_model = open_model(stopped).package
     assert stopped_model.provenance["stopped_by_user"] and "after epoch 1" in stopped_model.provenance["weights"]
     record = _train(qtbot, training, resume=True)
     assert record["event"] == "done"
@@ -235,7 +235,7 @@ def test_dataset_finetune_pause_stop_resume_use_and_export(driver, window, qtbot
     package = load_package(record["package"])
     with qtbot.waitSignal(window.loader.segmented, timeout=300_000) as blocker:
         window.segment_action.trigger()
-    assert blocker.args[0].model_name == package.name
+    assert blocker.args[0].model.name == package.name
     assert package.provenance["base_model"] == load_package(starter_model_path()).name
 
     # --- export to ONNX from the tab, with the parity line --------------------------------------------
@@ -278,12 +278,12 @@ def test_dataset_finetune_pause_stop_resume_use_and_export(driver, window, qtbot
 
     # --- responsiveness, reported against the same run without the GUI --------------------------------
     from medseg.model.datasets import open_dataset
-    from medseg.model.package import load_model
+    from medseg.workflows.models import open_model
     from medseg.model.training import TrainConfig, run_training
 
     started_at = time.perf_counter()
     run_training(open_dataset(panel.training_set.manifest_path), tmp_path / "headless", TrainConfig(
-        epochs=2, iterations_per_epoch=4, batch_size=2, learning_rate=0.01, device="cpu"), base_package=load_model())
+        epochs=2, iterations_per_epoch=4, batch_size=2, learning_rate=0.01, device="cpu"), base_package=open_model().package)
     headless = time.perf_counter() - started_at
     report = {"longest_event_loop_gap_ms_during_gui_training": round(gap_gui * 1000, 1),
               "longest_gap_when": gap_phase,

@@ -19,7 +19,7 @@ def test_bad_output_fails_before_the_model_runs(ct_dir: Path, tmp_path: Path, mo
     def no_model(*args, **kwargs):
         raise AssertionError("the model must not be loaded for an output that cannot be written")
 
-    monkeypatch.setattr(package, "load_model", no_model)
+    monkeypatch.setattr(package, "load_package", no_model)  # what opens every medseg package, the starter too
     image = str(ct_dir / "dcmqi_ct3slice_masks" / "image")
     assert main(["segment", image, "-o", str(tmp_path / "missing" / "seg.dcm")]) == 1
     assert "does not exist" in capsys.readouterr().err

@@ -19,7 +19,9 @@ import SimpleITK as sitk
 from medseg.io import load
 from medseg.io.dicom_seg import read_dicom_seg, write_dicom_seg
 from medseg.io.label_files import open_segmentation, read_label_map, save_segmentation, sidecar_path, write_label_map
-from medseg.core.labels import Label, Provenance
+from medseg.core.labels import TISSUE, Code, Label, Provenance
+
+BONE = Code("3138006", "SCT", "Bone")  # DCMR CID 7166, as pydicom's codes.SCT.BoneTissue
 
 # (id, path under ct/, regularize): every loadable real series, the irregular ones both ways.
 SERIES = [
@@ -54,7 +56,8 @@ def case(request, ct_dir: Path, tmp_path_factory):
     image = load(ct_dir / relative, regularize=regularize)
     label_map = edited_label_map(image)
     out = tmp_path_factory.mktemp(request.param[0])
-    segments = [Label(3, "bones", provenance=Provenance("SEMIAUTOMATIC", "medseg-starter", "1")), Label(7, "liver")]
+    segments = [Label(3, "bones", category=TISSUE, type=BONE,
+                      provenance=Provenance("SEMIAUTOMATIC", "medseg-starter", "1")), Label(7, "liver")]
     result = write_dicom_seg(label_map, image, out / "seg.dcm", segments)
     return image, label_map, result, out
 
@@ -86,7 +89,12 @@ def test_highdicom_reads_every_seg_medseg_writes(case) -> None:
     first = seg.get_segment_description(1)
     if present[0] == 3:
         assert first.algorithm_type.value == "SEMIAUTOMATIC"
-        assert first.segmented_property_type.meaning == "Bone"
+        assert (first.segmented_property_category.value, first.segmented_property_type.value) == ("85756007", "3138006")
+    # the label nobody coded is stated as DICOM's "Unspecified", not guessed from its name ("liver")
+    last = seg.get_segment_description(len(labels))
+    assert last.segment_label == "liver"
+    for concept in (last.segmented_property_category, last.segmented_property_type):
+        assert (concept.value, concept.scheme_designator, concept.meaning) == ("111176", "DCM", "Unspecified")
     assert seg.FrameOfReferenceUID
     # The step the SEG states is the one its frames have (sources may carry a stale Spacing Between Slices).
     measures = seg.SharedFunctionalGroupsSequence[0].PixelMeasuresSequence[0]

@@ -283,7 +283,7 @@ def nnunet_folder_from_package(package, configuration: str, root: Path) -> Path:
         "n_conv_per_stage": [int(n) for n in plan.n_conv_per_stage_encoder],
         "n_conv_per_stage_decoder": [int(n) for n in plan.n_conv_per_stage_decoder],
     })
-    labels = [package.labels[value] for value in sorted(package.labels)]
+    labels = [package.names[value] for value in sorted(package.labels)]
     dataset_json = fixture_dataset_json(labels)
     folder = Path(root) / DATASET_NAME / f"nnUNetTrainer__{PLANS_NAME}__3d_fullres"
     (folder / "fold_0").mkdir(parents=True, exist_ok=True)

@@ -78,7 +78,7 @@ def test_package_export_carries_onnx_that_matches_torch(starter, chest_ct, tmp_p
     assert all(report.passed for report in result.parity)
     reloaded = load_package(out)
     assert set(reloaded.onnx) == set(starter.configurations)
-    assert reloaded.labels == starter.labels
+    assert reloaded.labels == starter.labels  # names, colours, codes
 
 
 def test_a_wrong_export_fails_the_check_and_writes_nothing(starter, chest_ct, tmp_path: Path) -> None:

@@ -42,7 +42,7 @@ def test_import_matches_nnunet_network(tmp_path, plans_format):
     folder = make_nnunet_result_folder(tmp_path, plans_format=plans_format, folds=(0, 1), seed=3)
     package = import_nnunet(folder)
     plan = package.configurations["3d_fullres"]
-    assert package.labels == {0: "background", 1: "liver", 2: "spleen"}
+    assert package.names == {0: "background", 1: "liver", 2: "spleen"}
     assert plan.target_spacing_transposed == (3.0, 1.5, 1.5)
     assert plan.patch_size == (32, 64, 64)
     assert plan.strides == [[1, 1, 1], [1, 2, 2], [2, 2, 2], [2, 2, 2]]

@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 import torch
 
+from medseg.core.labels import Code
 from medseg.errors import ModelError
+from medseg.model.package_model import package_labels
 from medseg.model.package import (
     MODEL_JSON,
     WEIGHTS_FILE,
@@ -41,8 +43,8 @@ def small_package(seed: int = 0) -> ModelPackage:
     return ModelPackage(
         name="test-abdomen",
         configurations=configs,
-        labels={0: "background", 1: "liver", 2: "spleen"},
-        colors={1: (200, 100, 50)},
+        labels=package_labels({0: "background", 1: "liver", 2: "spleen"}, colors={1: (200, 100, 50)},
+                              codes={1: (Code("91723000", "SCT", "Anatomical Structure"), Code("10200004", "SCT", "Liver"))}),
         weights=weights,
         provenance={"source": "unit test", "seed": seed},
     )
@@ -51,8 +53,7 @@ def small_package(seed: int = 0) -> ModelPackage:
 def assert_same_package(a: ModelPackage, b: ModelPackage) -> None:
     assert a.name == b.name
     assert a.configurations == b.configurations
-    assert a.labels == b.labels
-    assert a.colors == b.colors
+    assert a.labels == b.labels  # names, colours and codes
     assert a.provenance == b.provenance
     assert set(a.weights) == set(b.weights)
     for config in a.weights:
@@ -70,9 +71,10 @@ def test_round_trip(tmp_path, target):
     loaded = load_package(path)
     assert_same_package(package, loaded)
     assert loaded.source_path == path
-    assert loaded.colors[1] == (200, 100, 50)
-    assert loaded.colors[0] == (0, 0, 0)
-    assert len(loaded.colors[2]) == 3  # filled from the default palette
+    assert loaded.labels[1].color == (200, 100, 50)
+    assert loaded.labels[0].color == (0, 0, 0)
+    assert len(loaded.labels[2].color) == 3  # filled from the default palette
+    assert loaded.labels[1].type == Code("10200004", "SCT", "Liver") and not loaded.labels[2].coded
     if target == "model_folder":
         assert sorted(p.name for p in path.iterdir()) == [MODEL_JSON, WEIGHTS_FILE]
     else:

@@ -18,7 +18,8 @@ from medseg.errors import DatasetError, ModelError
 from medseg.io.load import load
 from medseg.model.datasets import open_dataset
 from medseg.model.infer import segment
-from medseg.model.package import load_model, load_package, save_package
+from medseg.model.package import load_package, save_package
+from medseg.workflows.models import open_model
 from medseg.model.package_model import combine_packages
 from medseg.model.postprocess import apply_steps, parse_steps
 from medseg.model.rule_labels import rule_label_map
@@ -104,7 +105,7 @@ def test_small_lung_pieces_become_body_and_holes_take_the_label_around_them(ches
 
 def test_segment_runs_the_packages_steps_and_reports_them(chest, tmp_path: Path) -> None:
     volume, _ = chest
-    starter = load_model(None)
+    starter = open_model(None).package
     starter.postprocessing = list(STEPS)
     raw = segment(volume, starter, postprocess=False)
     done = segment(volume, starter)
@@ -205,7 +206,7 @@ def test_air_between_the_arm_and_the_body_is_not_lung(ct_dir: Path) -> None:
     assert gap.sum() * volume.voxel_volume_ml > 5
     corrupted = rule.copy()
     corrupted[gap] = LUNGS
-    outcomes = apply_steps(corrupted, load_model(None).postprocess_steps(), volume.voxel_volume_ml)
+    outcomes = apply_steps(corrupted, open_model(None).package.postprocess_steps(), volume.voxel_volume_ml)
     np.testing.assert_array_equal(corrupted, rule)
     assert outcomes[0].changed_ml == pytest.approx(gap.sum() * volume.voxel_volume_ml)
 

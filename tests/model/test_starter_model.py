@@ -38,7 +38,7 @@ def _evaluation(starter) -> dict:
 
 
 def test_package_is_small_and_documented(starter) -> None:
-    assert starter.labels == STARTER_LABELS
+    assert starter.names == STARTER_LABELS
     assert (STARTER / "weights.safetensors").stat().st_size < 5 * 1024 * 1024
     provenance = starter.provenance
     command = provenance["training_command"]

@@ -168,7 +168,7 @@ def test_training_learns_checkpoints_and_exports(small_dataset, tmp_path: Path) 
     assert set(epochs[-1].validation_dice) == {"body", "lungs", "bones"}
     assert epochs[-1].validation_dice["body"] > 0.5  # sliding-window validation on the held-out case
     package = load_package(tmp_path / "model")
-    assert package.labels == {0: "background", 1: "body", 2: "lungs", 3: "bones"}
+    assert package.names == {0: "background", 1: "body", 2: "lungs", 3: "bones"}
     assert package.provenance["dataset"]["validation_cases"] == ["ct3"]
     history = json.loads((tmp_path / "model.training" / "history.json").read_text())
     assert [h["epoch"] for h in history] == [0, 1, 2]

@@ -29,8 +29,8 @@ def test_allowed_the_result_says_which_modality_ran(three_slices: Path, tmp_path
 def test_a_ct_series_and_an_image_file_are_not_asked_about(three_slices: Path, ct_dir: Path) -> None:
     from medseg.io import load
     from medseg.model.modality import check_modality
-    from medseg.model.package import load_model
+    from medseg.workflows.models import open_model
 
-    package = load_model(None)
+    package = open_model(None).package
     assert check_modality(load(three_slices), package) is None  # Modality CT
     assert check_modality(load(ct_dir / "totalsegmentator" / "example_ct_sm.nii.gz"), package) is None  # unknown

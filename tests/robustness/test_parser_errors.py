@@ -91,10 +91,10 @@ def test_a_damaged_autosave_session_is_an_error_naming_it(ct_dir: Path, tmp_path
 @pytest.mark.parametrize("content", ["[" * 100_000 + "]" * 100_000, "[1, 2]", "\xff\xfe"])
 def test_an_nnunet_folder_with_bad_json_is_a_model_error(tmp_path: Path, content: str) -> None:
     from medseg.errors import ModelError
-    from medseg.model.package import load_model
+    from medseg.workflows.models import open_model
 
     (tmp_path / "plans.json").write_text(content, encoding="latin-1")
     (tmp_path / "dataset.json").write_text("{}")
     with pytest.raises(ModelError) as caught:
-        load_model(tmp_path)
+        open_model(tmp_path)
     assert "plans.json" in str(caught.value)

@@ -76,7 +76,7 @@ def package_from_checkpoint(
     provenance: Mapping[str, Any] | None = None,
 ) -> Any:
     """A model package from a training checkpoint (e.g. the best one of a run that is still going)."""
-    from medseg.model.package import ModelPackage
+    from medseg.model.package_model import ModelPackage, package_labels
 
     state, _, meta = load_checkpoint(Path(path))
     plan = Plan.from_dict(meta["plan"])
@@ -84,7 +84,7 @@ def package_from_checkpoint(
     record = {"trained_with": "medseg train", "weights": f"checkpoint {Path(path).name} after epoch "
               f"{int(meta['epoch']) + 1} of {meta.get('epochs')}", "config": meta.get("config"),
               "history": meta.get("history"), **dict(provenance or {})}
-    return ModelPackage(name=name, configurations={plan.name: plan}, labels=labels,
-                        colors={int(k): tuple(v) for k, v in (colors or {}).items()},
+    return ModelPackage(name=name, configurations={plan.name: plan},
+                        labels=package_labels(labels, {int(k): tuple(v) for k, v in (colors or {}).items()}),
                         weights={plan.name: [state]}, provenance=record)
 

@@ -34,6 +34,7 @@ from medseg.model.datasets import Case, Dataset
 from medseg.model.fingerprint import CANONICAL_ORIENTATION, Fingerprint, fingerprint_cases, plan_for_dataset
 from medseg.model.losses import DeepSupervisionLoss, DiceCELoss
 from medseg.model.plan import Plan
+from medseg.model.package_model import package_labels
 from medseg.model.postprocess import parse_steps
 from medseg.model.profiling import TRAIN_PHASES, Profiling, phase
 from medseg.model.training.checkpoints import load_checkpoint, save_checkpoint
@@ -134,6 +135,21 @@ class TrainingRun:
         self.epochs_done_here = 0
 
     # --- helpers -------------------------------------------------------------------------------
+    def _label_codes(self, dataset: Dataset) -> dict[int, tuple[Any, Any]]:
+        """Each trained label's coded concept: as its data coded it, else as the model it started from
+        coded the label of that name; a label neither coded has none."""
+        described = dataset.label_table()
+        started_from = {label.name: label for p in (self.base_package, self.inflate_from) if p is not None
+                        for label in p.labels.values()}
+        codes = {}
+        for value, name in self.labels.items():
+            label = described.get(value)
+            if label is None or not label.coded:
+                label = started_from.get(name)
+            if label is not None and label.coded:
+                codes[value] = (label.category, label.type)
+        return codes
+
     def _message(self, text: str) -> MessageEvent:
         self.messages.append(text)
         return MessageEvent(text)
@@ -255,7 +271,7 @@ class TrainingRun:
         if base is not None:
             configuration = self.plan.name if self.plan is not None else self._base_configuration(base)
             self.plan = base.configurations[configuration]
-            self.base_labels = dict(base.labels)
+            self.base_labels = base.names
             self.base_state = dict(base.weights[configuration][0])
             yield self._message(f"fine-tuning from '{base.name}' (configuration {configuration})")
             if self.plan.orientation is None:
@@ -476,8 +492,8 @@ class TrainingRun:
             yield self._message(f"the start model's post-processing is not kept: {error.message}")
             postprocessing = []
         package = ModelPackage(
-            name=dataset.name, configurations={self.plan.name: self.plan}, labels=self.labels,
-            colors=dict(dataset.colors), weights={self.plan.name: [final_state]}, provenance=provenance,
+            name=dataset.name, configurations={self.plan.name: self.plan},
+            labels=package_labels(self.labels, dict(dataset.colors), self._label_codes(dataset)), weights={self.plan.name: [final_state]}, provenance=provenance,
             postprocessing=list(postprocessing),
         )
         package_path = save_package(package, self.out_dir)

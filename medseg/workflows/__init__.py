@@ -1,0 +1,21 @@
+"""The application's use cases, each in one place: what the command line, batch and the GUI call.
+
+A Qt-free tier above :mod:`medseg.model` and :mod:`medseg.edit` and below :mod:`medseg.batch`,
+:mod:`medseg.gui` and :mod:`medseg.cli` (the import-linter contracts in ``pyproject.toml`` say
+so). Each use case is a function or a small class with a typed request and a result object;
+long ones report progress through :class:`medseg.progress.Progress` and stop on a
+:class:`medseg.progress.CancelToken`. An interface parses its arguments or reads its widgets,
+calls one of these, and shows the result; a rule added here holds in every interface.
+
+- :mod:`~medseg.workflows.models` — open a model by reference (``open_model``), its card, list models;
+- :mod:`~medseg.workflows.studies` — open a study (``open_study``);
+- :mod:`~medseg.workflows.checks` — what an image must be before a model runs (spacing, image kind, modality);
+- :mod:`~medseg.workflows.segment` — segment a study (``segment_study``, ``Segmenter``);
+- :mod:`~medseg.workflows.save` — save a segmentation (``plan_save`` then ``save_segmentation``);
+- :mod:`~medseg.workflows.evaluate` — score models on labelled cases (``evaluate``);
+- :mod:`~medseg.workflows.training_cases` — add the open case to a training set (``add_training_case``);
+- :mod:`~medseg.workflows.batch_case` — segment, measure and save one case of a batch (``BatchCase``).
+
+Submodules are imported where they are used (``from medseg.workflows.segment import ...``): this
+package imports nothing heavy by itself, so the command line starts fast.
+"""
