@@ -16,7 +16,9 @@ import torch
 
 from medseg.cli import main
 from medseg.errors import DeviceError
-from medseg.model.backends import TRAINING, available_devices, device_choices, resolve_device
+from medseg.model.backends import (
+    DEVICES, TENSOR_DEVICE, TRAINING, available_devices, device_choices, resolve_device, torch_device,
+)
 
 PACKAGE = Path(__file__).resolve().parents[2] / "medseg"
 
@@ -96,6 +98,7 @@ def test_device_report_agrees_with_the_choice(fake_machine):
     ["segment", "/nonexistent/ct.nrrd", "-o", "{tmp}/seg.nii.gz", "--device", "mps"],
     ["evaluate", "/nonexistent/model", "/nonexistent/dataset", "--device", "mps"],
     ["train", "/nonexistent/dataset", "--out", "{tmp}/model", "--device", "mps"],
+    ["batch", "/nonexistent/archive", "-o", "{tmp}/out", "--device", "mps"],  # it picked CUDA itself before
 ])
 def test_cli_refuses_an_absent_device_before_reading_anything(fake_machine, argv, tmp_path, capsys):
     fake_machine(cuda=0, mps=False)
@@ -117,6 +120,16 @@ def test_no_module_asks_torch_or_onnxruntime_for_devices_itself():
                     ast.unparse(node.value).split(".")[0] in ("torch", "onnxruntime"):
                 offenders.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno} {ast.unparse(node)}")
     assert offenders == []
+
+
+def test_one_table_says_where_each_device_computes():
+    """ONNX Runtime's devices work in host memory; the torch devices in their own (infer had a second map)."""
+    assert set(TENSOR_DEVICE) == set(DEVICES) - {"auto"}
+    assert [torch_device(d).type for d in ("cuda", "mps", "cpu", "directml", "onnx-cpu")] == \
+        ["cuda", "mps", "cpu", "cpu", "cpu"]
+    assert torch_device("cuda:1") == torch.device("cuda", 1)
+    with pytest.raises(DeviceError, match="unknown device 'tpu'"):
+        torch_device("tpu")
 
 
 def test_purpose_is_checked():
