@@ -21,7 +21,6 @@ from typing import Any, Sequence
 
 from medseg.io.json_files import read_json_object
 from medseg.errors import ModelError
-from medseg.core.label_colors import color_for
 from medseg.model.package_model import ModelPackage
 from medseg.model.plan import ANISOTROPY_THRESHOLD, Plan
 from medseg.model.safe_checkpoint import load_checkpoint

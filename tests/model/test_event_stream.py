@@ -69,7 +69,7 @@ def test_train_json_is_a_full_event_stream(trained) -> None:
     assert sum(not c["best"] for c in checkpoints) == 2 and all(Path(c["path"]).is_file() for c in checkpoints)
     done = events[-1]
     assert Path(done["package"]) == out
-    assert load_package(done["package"]).labels == {0: "background", 1: "body", 2: "lungs", 3: "bones"}
+    assert load_package(done["package"]).names == {0: "background", 1: "body", 2: "lungs", 3: "bones"}
     # the CPU was chosen explicitly: no fallback; the fallback is reported when 'auto' finds no GPU
     assert not [e for e in events if e["event"] == "fallback" and "GPU" in e["text"]]
 

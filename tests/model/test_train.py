@@ -234,7 +234,7 @@ def test_fine_tuning_with_a_new_label_replaces_the_heads(small_dataset, tmp_path
     result = run_training(open_dataset(manifest), tmp_path / "tuned", config, base_package=base_package)
     assert any("output heads replaced" in m for m in result.messages)
     tuned = load_package(tmp_path / "tuned")
-    assert tuned.labels[4] == "liver" and tuned.configurations["2d"].patch_size == (48, 48)
+    assert tuned.names[4] == "liver" and tuned.configurations["2d"].patch_size == (48, 48)
     assert math.isnan(result.best_mean_dice)  # no validation cases: the final weights are kept
 
 

@@ -293,7 +293,7 @@ class TrainingRun:
             raise ModelError(f"'{source.name}' has no 2D configuration to start from",
                              hint=f"it has {', '.join(source.configurations)}")
         own = [self.labels[k] for k in sorted(self.labels)]
-        theirs = [source.labels[k] for k in sorted(source.labels)]
+        theirs = [source.names[k] for k in sorted(source.labels)]
         if own != theirs:
             raise ModelError(f"'{source.name}' has the labels {', '.join(theirs)}; this dataset has {', '.join(own)}",
                              hint="start from a 2D model of the same labels")
