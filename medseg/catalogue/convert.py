@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Callable
 
 from medseg.catalogue.entries import Configuration, ModelEntry
+from medseg.core.labels import Label
 from medseg.errors import ModelError
 from medseg.model.nnunet_import import import_nnunet
 from medseg.model.package import save_package
@@ -116,9 +117,11 @@ def _as_configuration(package: ModelPackage, entry: ModelEntry, configuration: C
             raise ModelError(f"this network segments {len(labels) - 1} structures, {entry.id}'s "
                              f"{configuration.name} configuration {len(expected)}: not the published model",
                              path=folder / "dataset.json")
-        labels = {0: labels[0], **expected}
+        # the catalogue's names; a renamed label takes its new name's colour (a name the file kept keeps its own)
+        labels = {0: labels[0], **{v: labels[v] if labels[v].name == name else Label(v, name)
+                                   for v, name in expected.items()}}
     package = dataclasses.replace(
-        package, labels=labels, colors={} if labels != package.labels else dict(package.colors),
+        package, labels=labels,
         configurations={configuration.name: dataclasses.replace(plan, name=configuration.name)},
         weights={configuration.name: package.weights[old]},
         onnx={configuration.name: package.onnx[old]} if old in package.onnx else {},
@@ -129,7 +132,7 @@ def _as_configuration(package: ModelPackage, entry: ModelEntry, configuration: C
 
 def _check_part_labels(entry: ModelEntry, package: ModelPackage, folder: Path) -> None:
     names = {s.name for s in entry.structures}
-    unknown = sorted(n for v, n in package.labels.items() if v and n not in names)
+    unknown = sorted(n for v, n in package.names.items() if v and n not in names)
     if names and unknown:
         raise ModelError(f"this part segments {', '.join(unknown[:5])}, which {entry.id} does not list: "
                          "not the published model", path=folder / "dataset.json")

@@ -38,7 +38,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="folder (scanned recursively), image file, manifest (.csv/.json with a 'path' column, "
                              "optional 'series_uid' and 'case_id'), or saved PACS query (.json)")
     parser.add_argument("-o", "--output", required=True, metavar="OUTDIR", help="folder for the outputs and the table")
-    parser.add_argument("--model", "-m", help="medseg package or nnU-Net v2 result folder (default: the starter)")
+    parser.add_argument("--model", "-m", help="an installed catalogue model (e.g. totalsegmentator/total), a medseg "
+                                              "package or an nnU-Net v2 result folder (default: the starter)")
     parser.add_argument("--format", choices=("dcm", "nii.gz", "nrrd"), default="nii.gz",
                         help="dcm: a DICOM SEG referencing the source series; nii.gz / nrrd: a label map with a "
                              ".labels.json sidecar (default nii.gz)")

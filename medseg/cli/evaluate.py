@@ -13,8 +13,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "evaluate", help="score a model on a labelled dataset (Dice, volume difference)",
         description="Segment every case of DATASET with MODEL and compare with its label maps: per case and "
                     "per label, Dice and the volume difference in ml and %%. Labels are matched by name.")
-    parser.add_argument("model", help="medseg model package (folder or .zip), nnU-Net v2 result folder, or "
-                                      "'starter' (the built-in model)")
+    parser.add_argument("model", help="an installed catalogue model, a medseg model package (folder or .zip), an "
+                                      "nnU-Net v2 result folder, or 'starter' (the built-in model)")
     parser.add_argument("dataset", help="nnU-Net raw folder, images/labels folder, editor cases, or a dataset .json")
     parser.add_argument("--data-root", help="root for relative paths in a dataset .json")
     parser.add_argument("--held-out", action="store_true", help="only the dataset's validation (held-out) cases")

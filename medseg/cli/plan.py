@@ -21,7 +21,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--shape", nargs=3, type=int, metavar=("Z", "Y", "X"), help="image size in voxels")
     parser.add_argument("--gpu-memory-gb", type=float, default=NNUNET_REFERENCE_GB,
                         help="memory budget the patch is sized for (default: 8, as nnU-Net)")
-    parser.add_argument("--model", help="a medseg model package, an nnU-Net result folder or 'starter': report "
+    parser.add_argument("--model", help="an installed catalogue model, a medseg model package, an nnU-Net result "
+                                        "folder or 'starter': report "
                                         "the configuration it would select for the series, why, and its strides")
     parser.add_argument("--json", action="store_true", help="print JSON instead of text")
     parser.set_defaults(func=run)

@@ -31,8 +31,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "set replaces the output heads). Works under torchrun for multi-GPU/multi-process DDP.")
     parser.add_argument("dataset", help="nnU-Net raw folder, images/labels folder, editor cases, or a dataset .json")
     parser.add_argument("--out", required=True, help="model package folder to write")
-    parser.add_argument("--from", dest="base", help="fine-tune from this model (a medseg package, an nnU-Net v2 "
-                                                      "result folder, or 'starter')")
+    parser.add_argument("--from", dest="base", help="fine-tune from this model (an installed catalogue model, a "
+                                                      "medseg package, an nnU-Net v2 result folder, or 'starter')")
     parser.add_argument("--epochs", type=int, default=50)
     parser.add_argument("--iterations", type=int, default=250, help="optimiser steps per epoch (default 250)")
     parser.add_argument("--batch-size", type=int, help="global batch size (default: the plan's)")

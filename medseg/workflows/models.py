@@ -33,9 +33,9 @@ _resolvers: list[Resolver] = []
 
 
 def register_resolver(resolver: Resolver) -> None:
-    """Let another source of models (a catalogue) map its references to folders: ``resolver(reference)``
-    returns the path of a model it knows (installed), else None. Asked before the reference is taken
-    as a path."""
+    """Let another source of models map its references to folders: ``resolver(reference)`` returns the path
+    of a model it knows (installed), else None. Asked before the catalogue and before the reference is
+    taken as a path."""
     if resolver not in _resolvers:
         _resolvers.append(resolver)
 
@@ -48,19 +48,19 @@ def starter_model_path() -> Path:
 
 def model_path(reference: str | Path | None) -> Path:
     """The one place a model reference becomes a path: None or "starter" (when no such file is here) is
-    the built-in model; a catalogue id is the folder it is installed in; a registered resolver's
-    reference is its folder; anything else is taken as a path."""
+    the built-in model; a registered resolver's reference is its folder; a catalogue id is the folder
+    it is installed in; anything else is taken as a path."""
     from medseg.catalogue import resolve_reference
 
     if reference is None or (str(reference) == STARTER and not Path(reference).exists()):
         return starter_model_path()
-    installed = resolve_reference(str(reference))
-    if installed is not None:
-        return Path(installed)
     for resolver in _resolvers:
         found = resolver(str(reference))
         if found is not None:
             return Path(found)
+    installed = resolve_reference(str(reference))
+    if installed is not None:
+        return Path(installed)
     path = Path(reference).expanduser()
     if not path.exists():
         raise ModelError("no such model: not a medseg model package, an nnU-Net v2 result folder or a model id",
@@ -130,13 +130,24 @@ def model_card(package: Any, reference: str | Path | None = None, kind: str = ME
         configurations[name] = (f"{plan.dim}D, patch {' x '.join(str(p) for p in plan.patch_size)}, spacing "
                                 f"{spacing} mm, {package.num_folds(name)} fold(s)" + (", ONNX" if name in package.onnx else ""))
     provenance = package.provenance or {}
-    licence = str(provenance.get("licence") or provenance.get("license") or "")
+    licence = str(provenance.get("licence") or provenance.get("license") or "") or _catalogue_licence(provenance)
     source = package.source_path if package.source_path is not None else Path(str(reference or package.name))
     return ModelCard(
         id=str(reference) if reference is not None else STARTER, name=package.name, version=package.version,
         modality=model_modality(package), licence=licence, kind=kind, source=Path(source),
         configurations=configurations, labels=package.label_table(),
         postprocessing=[step.describe(package.names) for step in package.postprocess_steps()])
+
+
+def _catalogue_licence(provenance: dict[str, Any]) -> str:
+    """A model the catalogue installed: the licence its entry states ("" for any other model)."""
+    model_id = provenance.get("catalogue_id")
+    if not model_id:
+        return ""
+    from medseg.catalogue import load_catalogue
+
+    entry = load_catalogue().entries.get(str(model_id))
+    return entry.licence.summary if entry is not None else ""
 
 
 def open_model(reference: str | Path | None = None) -> OpenedModel:

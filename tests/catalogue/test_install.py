@@ -24,7 +24,7 @@ from medseg.catalogue.install import import_path, install, remove, verify
 from medseg.catalogue.packs import install_pack, pack
 from medseg.cli import main as cli_main
 from medseg.errors import ChecksumMismatch, DownloadError, LicenceNotAccepted, OfflineError, UnsafeModelError
-from medseg.model.package import load_model
+from medseg.workflows.models import open_model
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -44,8 +44,8 @@ def test_install_converts_and_opens_by_id(catalogue_file, server, model_zip):
     seen = []
     record = install(MODEL_ID, progress=seen.append)
     path = installed_model_path(MODEL_ID)
-    package = load_model(path)
-    assert package.name == MODEL_ID and package.labels == {0: "background", 1: "liver", 2: "spleen"}
+    package = open_model(path).package
+    assert package.name == MODEL_ID and package.names == {0: "background", 1: "liver", 2: "spleen"}
     assert list(package.configurations) == ["3mm"]
     assert record.sources[0]["sha256"] == hashlib.sha256(model_zip).hexdigest()
     assert not any(name.endswith(".pth") for name in record.files)  # converted: no pickle stays
@@ -64,7 +64,7 @@ def test_interrupted_download_resumes_with_range(catalogue_file, server, model_z
     record = install(MODEL_ID)
     assert server.ranges(f"/{ZIP_NAME}") == [None, f"bytes={half}-"]
     assert record.sources[0]["sha256"] == hashlib.sha256(model_zip).hexdigest()
-    assert load_model(installed_model_path(MODEL_ID)).name == MODEL_ID
+    assert open_model(installed_model_path(MODEL_ID)).package.name == MODEL_ID
 
 
 def test_a_server_without_range_support_gives_the_whole_file_again(catalogue_file, server, model_zip):
@@ -161,7 +161,7 @@ def test_failed_update_keeps_the_old_version(catalogue_file, server, model_zip):
         install(MODEL_ID)
     now = find_installed(MODEL_ID)
     assert now.version == "1.0" and now.active == old.active
-    assert load_model(installed_model_path(MODEL_ID)).name == MODEL_ID
+    assert open_model(installed_model_path(MODEL_ID)).package.name == MODEL_ID
     catalogue_file(version="2.0")
     new = install(MODEL_ID)
     assert new.version == "2.0" and not (new.folder / old.active).exists()
@@ -195,7 +195,7 @@ def test_pack_installs_without_network(catalogue_file, model_zip, tmp_path, monk
     record = find_installed(MODEL_ID)
     assert record.files == original.files and record.sources[0]["pack"] == pack_file.name
     assert all(v.ok for v in verify(MODEL_ID))
-    assert load_model(installed_model_path(MODEL_ID)).labels[2] == "spleen"
+    assert open_model(installed_model_path(MODEL_ID)).package.names[2] == "spleen"
 
 
 def test_altered_pack_is_refused(catalogue_file, tmp_path):
@@ -262,7 +262,7 @@ def test_import_totalsegmentator_home_registers_catalogue_ids(catalogue_file, we
     monkeypatch.setenv("TOTALSEG_HOME_DIR", str(weights_copy.parents[1]))
     assert cli_main(["models", "import", "--id", MODEL_ID]) == 0
     assert f"installed {MODEL_ID}" in capsys.readouterr().out
-    assert load_model(installed_model_path(MODEL_ID)).name == MODEL_ID
+    assert open_model(installed_model_path(MODEL_ID)).package.name == MODEL_ID
     with pytest.raises(LicenceNotAccepted):  # the same network is also the licensed test model
         import_path(weights_copy)
     result = import_path(weights_copy, accept_licence=True)
@@ -276,7 +276,7 @@ def test_import_zip_and_unknown_network(catalogue_file, model_zip, tmp_path, mon
     result = import_path(archive)
     (record,) = result.installed
     assert record.id == "local/Dataset901_MedsegFixture"
-    assert load_model(installed_model_path(record.id)).labels == {0: "background", 1: "liver", 2: "spleen"}
+    assert open_model(installed_model_path(record.id)).package.names == {0: "background", 1: "liver", 2: "spleen"}
 
 
 def test_references_resolve_to_installed_models(catalogue_file, tmp_path, monkeypatch):
@@ -361,3 +361,18 @@ def test_a_zip_bomb_is_refused_before_unpacking(catalogue_file, tmp_path):
     with pytest.raises(ResourceLimitError, match="zip bomb"):
         install(MODEL_ID)
     assert nothing_installed() and not list(models_root().rglob("checkpoint_final.pth"))
+
+
+def test_an_installed_model_opens_by_its_id_with_its_catalogue_card(catalogue_file, server, model_zip):
+    """Every interface opens models through medseg.workflows.models.open_model: a catalogue id is the
+    folder the catalogue installed, and the card names the id and the catalogue's licence."""
+    from medseg.catalogue import load_catalogue
+    from medseg.workflows.models import model_path
+
+    catalogue_file()
+    install(MODEL_ID)
+    assert model_path(MODEL_ID) == installed_model_path(MODEL_ID)
+    card = open_model(MODEL_ID).card
+    assert card.id == MODEL_ID and card.source == installed_model_path(MODEL_ID)
+    assert card.licence == load_catalogue().get(MODEL_ID).licence.summary and card.licence.startswith("Apache-2.0")
+    assert {v: label.name for v, label in card.labels.items()} == {1: "liver", 2: "spleen"}

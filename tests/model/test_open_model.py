@@ -68,7 +68,8 @@ def test_export_opens_an_nnunet_folder(tmp_path: Path, capsys) -> None:
     assert exported.configurations.keys() == open_model(folder).package.configurations.keys()
 
 
-def test_a_catalogue_plugs_in_through_one_resolver(tmp_path: Path, monkeypatch) -> None:
+def test_another_model_source_plugs_in_through_one_resolver(tmp_path: Path, monkeypatch) -> None:
+    """(Catalogue ids themselves: tests/catalogue/test_install.py, test_an_installed_model_opens_by_its_id.)"""
     import medseg.workflows.models as models
     from medseg.model.package import save_package
 
