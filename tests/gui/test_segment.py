@@ -114,7 +114,7 @@ def test_a_label_map_opened_as_the_image_is_not_segmented(window, driver, ct_dir
     assert blocker.args[0].startswith("this is not a CT image: its voxels are 2 whole numbers (0, 1)")
     assert window.error_box.informativeText().splitlines()[0] == f"File: {mask}"
     assert window.document.label_map is None  # nothing ran, nothing changed
-    window.grab().save(str(artifacts_dir / "gui_segment_label_map_refused.png"))
+    window.error_box.grab().save(str(artifacts_dir / "gui_segment_label_map_refused.png"))  # the dialog the user reads
 
 
 def test_the_models_post_processing_can_be_switched_off(window, chest, qtbot, monkeypatch):
