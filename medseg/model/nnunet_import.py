@@ -388,6 +388,34 @@ def _per_stage(value: Any, n: int) -> list:
     return list(value) if isinstance(value, (list, tuple)) else [value] * n
 
 
+def network_plan(plans: dict[str, Any], configuration: str, path: Path, num_input_channels: int) -> Plan:
+    """The network a plans.json configuration describes, and nothing else.
+
+    For models that bring their own preprocessing (nnInteractive works on the voxels as they
+    are: no resampling, its own normalisation), so only the architecture is read and checked;
+    the plan's spacing, normalisation and resampling are placeholders that nothing uses.
+    """
+    config, _ = _resolve_configuration(plans, configuration, path)
+    patch = [int(p) for p in config.get("patch_size", [])]
+    dim = len(patch)
+    if dim not in (2, 3):
+        raise ModelError(f"configuration {configuration!r} has patch size {patch}, not a 2D or 3D one", path=path)
+    architecture, kwargs = _check_architecture(config["architecture"], dim, path)
+    n = int(kwargs["n_stages"])
+    try:
+        return Plan(
+            name=configuration, dim=dim, target_spacing_transposed=(1.0, 1.0, 1.0), patch_size=tuple(patch),
+            strides=[_per_stage(s, dim) for s in _per_stage(kwargs["strides"], n)],
+            kernel_sizes=[_per_stage(k, dim) for k in _per_stage(kwargs["kernel_sizes"], n)],
+            features_per_stage=_per_stage(kwargs["features_per_stage"], n),
+            n_conv_per_stage_encoder=_per_stage(kwargs[_ENCODER_COUNT_KEY[architecture]], n),
+            n_conv_per_stage_decoder=_per_stage(kwargs["n_conv_per_stage_decoder"], n - 1),
+            batch_size=1, num_input_channels=num_input_channels, mirror_axes=(), architecture=architecture,
+        )
+    except (TypeError, ValueError) as error:
+        raise ModelError(f"configuration {configuration!r} has malformed network settings: {error}", path=path) from error
+
+
 def _plan_from_nnunet(plans: dict[str, Any], name: str, config: dict[str, Any], mirror_axes: Any,
                       path: Path, orientation: str | None = None) -> Plan:
     patch = [int(p) for p in config["patch_size"]]
