@@ -15,7 +15,8 @@ click costs when the object stays inside the patch, as a small tumour does with 
 weights; random weights reach the patch's faces and would zoom out to 4x and refine the whole
 slab, which is the same passes in both, only many more of them). ``--autozoom`` turns it on.
 
-Printed per peer: seconds per prompt and the peak resident memory of each prompt (the process's
+Printed per peer: seconds per prompt (wall clock, and the process's CPU seconds, which a load
+from other processes on shared cores disturbs less) and the peak resident memory of each prompt (the process's
 whole RSS, model weights included: Linux's peak counter is reset at each phase,
 benchmarks/rss_phases.py), the model's load time, medseg's breakdown of a prompt (crop and
 normalise, network, border test), the median and spread over ``--repeats`` interleaved runs,
@@ -86,9 +87,10 @@ def child(peer: str, folder: str, threads: int, autozoom: bool) -> dict:
     times["model"] = time.perf_counter() - started
     peaks.pop()
     target = np.zeros(image.shape, np.uint8)
+    cpu: dict[str, float] = {}
     for name, (point, positive) in (("first", first), ("refining", refining)):
         peaks.push(name)
-        started = time.perf_counter()
+        started, cpu_started = time.perf_counter(), time.process_time()
         if peer == "nninteractive":
             if name == "first":
                 session.set_image(image[None])
@@ -99,12 +101,13 @@ def child(peer: str, folder: str, threads: int, autozoom: bool) -> dict:
                 session.set_image(image)
             breakdown.append(session.add_point(point, positive).seconds)
         times[name] = time.perf_counter() - started
+        cpu[name] = time.process_time() - cpu_started
         peaks.pop()
     mask = target if peer == "nninteractive" else session.mask
     rows = {row["phase"]: row for row in peaks.finish()}
     out = Path(folder).parent / f"{peer}-mask.npy"
     np.save(out, mask)
-    return {"peer": peer, "times": times, "breakdown": breakdown, "mask": str(out),
+    return {"peer": peer, "times": times, "cpu": cpu, "breakdown": breakdown, "mask": str(out),
             "peak_mb": {k: rows[k]["peak_mb"] for k in ("model", "first", "refining")},
             "object_voxels": int(mask.sum())}
 
@@ -196,8 +199,9 @@ def main() -> None:
             for peer in (PEERS if repeat % 2 == 0 else PEERS[::-1]):  # interleaved, alternating order
                 result = _run_child(["--child", peer, str(folder), *common])
                 runs[peer].append(result)
-                print(f"  run {repeat + 1} {peer:13s} first {result['times']['first']:6.1f} s, refining "
-                      f"{result['times']['refining']:6.1f} s, peak {result['peak_mb']['first']:7.0f} / "
+                print(f"  run {repeat + 1} {peer:13s} first {result['times']['first']:6.1f} s "
+                      f"({result['cpu']['first']:.1f} CPU s), refining {result['times']['refining']:6.1f} s "
+                      f"({result['cpu']['refining']:.1f} CPU s), peak {result['peak_mb']['first']:7.0f} / "
                       f"{result['peak_mb']['refining']:7.0f} MB", flush=True)
         masks = {peer: np.load(runs[peer][-1]["mask"]) for peer in PEERS}
         a, b = masks["nninteractive"].astype(bool), masks["medseg"].astype(bool)
@@ -213,7 +217,13 @@ def main() -> None:
             medians[peer] = {k: statistics.median(v) for k, v in {**values, **{f"mb_{k}": v for k, v in memory.items()}}.items()}
             print(f"{peer:15s}{_spread(values['model']):>16s}{_spread(values['first']):>22s}"
                   f"{_spread(values['refining']):>22s}{_spread(memory['first']):>22s}{_spread(memory['refining']):>22s}")
+        for peer in PEERS:
+            cpu = {key: [r["cpu"][key] for r in runs[peer]] for key in ("first", "refining")}
+            medians[peer].update({f"cpu_{k}": statistics.median(v) for k, v in cpu.items()})
+            print(f"{peer + ' CPU s':15s}{'':>16s}{_spread(cpu['first']):>22s}{_spread(cpu['refining']):>22s}")
         ours, theirs = medians["medseg"], medians["nninteractive"]
+        print(f"{'ratio CPU s':15s}{'':>16s}{ours['cpu_first'] / theirs['cpu_first']:>22.2f}"
+              f"{ours['cpu_refining'] / theirs['cpu_refining']:>22.2f}")
         print(f"{'medseg / nnI':15s}{'':>16s}{ours['first'] / theirs['first']:>22.2f}"
               f"{ours['refining'] / theirs['refining']:>22.2f}{ours['mb_first'] / theirs['mb_first']:>22.2f}"
               f"{ours['mb_refining'] / theirs['mb_refining']:>22.2f}")
