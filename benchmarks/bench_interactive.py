@@ -120,7 +120,8 @@ def runtimes(folder: str, threads: int) -> dict:
 
     from medseg.model.backends import OnnxRunner, use_onednn_convolutions
     from medseg.model.interactive.model_files import load_interactive_model
-    from medseg.model.lean_forward import lean_forward
+    from medseg.model.interactive.session import SLAB_BYTES
+    from medseg.model.lean_forward import lean_forward, slab_budget
     from medseg.model.onnx_graph import export_onnx
 
     torch.set_num_threads(threads)
@@ -129,25 +130,28 @@ def runtimes(folder: str, threads: int) -> dict:
     x[:, 1:] = (x[:, 1:] > 2).float()  # prompt channels are sparse
     results = {}
     network = model.build_network()
+    def timed(function):
+        started, cpu = time.perf_counter(), time.process_time()
+        value = function()
+        return value, time.perf_counter() - started, time.process_time() - cpu
+
     with torch.inference_mode():
-        started = time.perf_counter()
-        reference = network(x).argmax(1)
-        results["torch (module forward)"] = {"seconds": time.perf_counter() - started, "agreement": 1.0}
+        reference, wall, cpu = timed(lambda: network(x).argmax(1))
+        results["torch (module forward)"] = {"seconds": wall, "cpu_seconds": cpu, "agreement": 1.0}
         use_onednn_convolutions(network)
-        started = time.perf_counter()
-        answer = lean_forward(network, x).argmax(1)
-        results["torch (oneDNN + lean)"] = {"seconds": time.perf_counter() - started,
-                                           "agreement": float((answer == reference).float().mean())}
+        with slab_budget(SLAB_BYTES):
+            answer, wall, cpu = timed(lambda: lean_forward(network, x).argmax(1))
+        results["torch (oneDNN + lean, medseg)"] = {"seconds": wall, "cpu_seconds": cpu,
+                                                   "agreement": float((answer == reference).float().mean())}
     path = Path(folder).parent / "interactive.onnx"
     started = time.perf_counter()
     export_onnx(model.build_network(), model.plan, path)
     export_seconds = time.perf_counter() - started
     del network
     runner = OnnxRunner(path, "onnx-cpu", threads=threads)
-    started = time.perf_counter()
-    answer = runner(x).argmax(1)
+    answer, wall, cpu = timed(lambda: runner(x).argmax(1))
     results[f"ONNX Runtime {onnxruntime.__version__} (CPU)"] = {
-        "seconds": time.perf_counter() - started, "agreement": float((answer == reference).float().mean()),
+        "seconds": wall, "cpu_seconds": cpu, "agreement": float((answer == reference).float().mean()),
         "export_seconds": export_seconds}
     return results
 
@@ -165,6 +169,17 @@ def _spread(values: list[float]) -> str:
     return f"{median:7.1f} ({min(values):.1f}-{max(values):.1f})"
 
 
+def _print_runtimes(folder: Path, args: argparse.Namespace) -> None:
+    results = _run_child(["--runtime-child", str(folder), "--threads", str(args.threads)])
+    print(f"\none {args.patch}^3 forward pass per CPU runtime ({args.threads} threads):")
+    for name, row in results.items():
+        extra = f", export {row['export_seconds']:.1f} s" if "export_seconds" in row else ""
+        print(f"  {name:34s}{row['seconds']:8.1f} s ({row['cpu_seconds']:.1f} CPU s)   argmax agreement with the "
+              f"module {row['agreement']:.6f}{extra}")
+    load = os.getloadavg()
+    print(f"load average {load[0]:.1f}, {load[1]:.1f}, {load[2]:.1f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=os.cpu_count())
@@ -172,6 +187,7 @@ def main() -> None:
     parser.add_argument("--patch", type=int, default=192)
     parser.add_argument("--autozoom", action="store_true")
     parser.add_argument("--runtimes", action="store_true")
+    parser.add_argument("--runtimes-only", action="store_true", help="only the per-runtime forward passes")
     parser.add_argument("--child", nargs=2, metavar=("PEER", "FOLDER"), help=argparse.SUPPRESS)
     parser.add_argument("--runtime-child", metavar="FOLDER", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -193,6 +209,9 @@ def main() -> None:
         print(f"nnInteractive-layout checkpoint, random weights, patch {args.patch}^3; lung1 48 x 512 x 512; "
               f"{args.threads} threads of {os.cpu_count()} cores; AutoZoom {'on' if args.autozoom else 'off'}; "
               f"load average at start {load[0]:.1f}, {load[1]:.1f}, {load[2]:.1f}")
+        if args.runtimes_only:
+            _print_runtimes(folder, args)
+            return
         runs: dict[str, list[dict]] = {peer: [] for peer in PEERS}
         common = ["--threads", str(args.threads)] + (["--autozoom"] if args.autozoom else [])
         for repeat in range(args.repeats):
@@ -232,12 +251,7 @@ def main() -> None:
             f"{name}: " + ", ".join(f"{k} {v:.2f} s" for k, v in seconds.items())
             for name, seconds in zip(("first", "refining"), parts)))
         if args.runtimes:
-            results = _run_child(["--runtime-child", str(folder), "--threads", str(args.threads)])
-            print(f"\none {args.patch}^3 forward pass per CPU runtime ({args.threads} threads):")
-            for name, row in results.items():
-                extra = f", export {row['export_seconds']:.1f} s" if "export_seconds" in row else ""
-                print(f"  {name:34s}{row['seconds']:8.1f} s   argmax agreement with the module "
-                      f"{row['agreement']:.6f}{extra}")
+            _print_runtimes(folder, args)
         load = os.getloadavg()
         print(f"\nload average at the end {load[0]:.1f}, {load[1]:.1f}, {load[2]:.1f} (other processes share the cores)")
 

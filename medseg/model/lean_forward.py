@@ -25,7 +25,9 @@ it); anything this module does not recognise falls back to the module forward.
 from __future__ import annotations
 
 import math
-from typing import Callable
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Callable, Iterator
 
 import torch
 import torch.nn.functional as F
@@ -36,6 +38,21 @@ from medseg.model.unet import ConvNormAct, ConvStack, Encoder, ResidualBlock, Re
 # Bytes of convolution input per slab (oneDNN reorders the slab, and its output, into
 # its blocked layout: a few times this much scratch per convolution).
 SLAB_BYTES = 16 * 1024 * 1024
+_slab_override: ContextVar[int | None] = ContextVar("lean_forward_slab_bytes", default=None)
+
+
+@contextmanager
+def slab_budget(nbytes: int) -> Iterator[None]:
+    """Slabs of about ``nbytes`` for the forwards in this block (this thread only).
+
+    Larger slabs trade memory for time: each slab re-reads the rows its kernel overlaps and
+    pays a call; on a 192^3 patch with 32 channels a 16 MiB slab is 3 rows.
+    """
+    token = _slab_override.set(int(nbytes))
+    try:
+        yield
+    finally:
+        _slab_override.reset(token)
 
 
 def supports(network: nn.Module) -> bool:
@@ -80,7 +97,7 @@ def _slabbed(conv: nn.Module, n_in: int, read: Callable[[int, int], torch.Tensor
     padding = (0, *conv.padding[1:])
     channel_row = row_bytes // max(1, conv.in_channels)
     out_row = channel_row * conv.out_channels // max(1, math.prod(conv.stride[1:]))
-    rows = max(1, SLAB_BYTES // max(1, row_bytes * s, out_row))  # bounds the slab's output (and its reorder) too
+    rows = max(1, (_slab_override.get() or SLAB_BYTES) // max(1, row_bytes * s, out_row))  # bounds the slab's output (and its reorder) too
     out = into
     pending: list[tuple[int, int, torch.Tensor]] = []
     for o0 in range(0, n_out, rows):
