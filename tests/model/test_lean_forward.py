@@ -119,3 +119,23 @@ def test_inference_networks_share_the_package_weights_and_compute_the_same(case)
     assert not any(p.data_ptr() in package_storage for p in network.parameters()), name  # the default copies
     with torch.inference_mode():
         assert torch.equal(shared(tiles), network(tiles)), name
+
+
+def test_slab_budget_holds_inside_its_block_only(case):
+    name, _, network, tiles, _, _ = case
+    tile = tiles[:1]
+    with torch.inference_mode():
+        expected = network(tile)
+
+    def run():
+        with torch.inference_mode():
+            return lean_forward.lean_forward(network, tile)
+
+    with lean_forward.slab_budget(64 * 1024):
+        assert torch.equal(run(), expected), name
+        small = _peak_allocated_bytes(run)
+    with lean_forward.slab_budget(1 << 30):
+        assert torch.equal(run(), expected), name
+        large = _peak_allocated_bytes(run)
+    assert small < large, (name, small, large)  # whole-tensor slabs hold more scratch at once
+    assert _peak_allocated_bytes(run) < large  # back to the default after the block

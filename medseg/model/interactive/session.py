@@ -353,8 +353,10 @@ class InteractiveSession:
     # -- helpers -----------------------------------------------------------------------------------
     def _forward(self, inputs: torch.Tensor) -> torch.Tensor:
         started = time.perf_counter()
+        device = getattr(self._runner, "device", None)  # a TorchRunner takes its input on its device
+        batch = inputs[None] if device is None else inputs[None].to(device)
         with slab_budget(SLAB_BYTES):
-            logits = self._runner(inputs[None])
+            logits = self._runner(batch)
         answer = logits[0].argmax(0).cpu()
         self._seconds["network"] = self._seconds.get("network", 0.0) + time.perf_counter() - started
         self._passes += 1
