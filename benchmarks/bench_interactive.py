@@ -114,7 +114,6 @@ def child(peer: str, folder: str, threads: int, autozoom: bool) -> dict:
 
 def runtimes(folder: str, threads: int) -> dict:
     """One 192^3 pass per CPU runtime, the same input; seconds, and agreement of the argmax with PyTorch's module."""
-    import numpy as np
     import onnxruntime
     import torch
 
