@@ -1,0 +1,59 @@
+"""Random weights in TotalSegmentator 2.18.0's exact on-disk layout, made with nnU-Net's own classes.
+
+``make_totalseg_weights(root, dataset_ids)`` writes, as TotalSegmentator's weights folder holds them:
+
+    root/Dataset297_TotalSegmentator_total_3mm_1559subj/nnUNetTrainer_4000epochs_NoMirroring__nnUNetPlans__3d_fullres/
+        dataset.json    TotalSegmentator's class names, reader NibabelIOWithReorient
+        plans.json      old-style nnU-Net plans (no 'architecture' key), spacing = the task's
+        fold_0/checkpoint_final.pth   nnU-Net's PlainConvUNet, seeded, as nnUNetTrainer saves it
+
+The networks are small (CI time), the layout and every key are TotalSegmentator's. The last layer is
+scaled so that many classes win somewhere and ties are rare.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Sequence
+
+import torch
+from nnunet_fixture import build_nnunet_network, fixture_plans, training_checkpoint
+
+from medseg.model.totalseg.classes import DATASETS, part_labels
+
+# Plausible CT foreground statistics, a little different per dataset (each part normalises on its own).
+_INTENSITY = {"max": 3071.0, "mean": 90.0, "median": 80.0, "min": -1024.0, "percentile_00_5": -980.0,
+              "percentile_99_5": 1500.0, "std": 300.0}
+
+
+def make_totalseg_weights(root: Path, dataset_ids: Sequence[int], *, patch_size: Sequence[int] = (48, 48, 48),
+                          n_stages: int = 4, base_features: int = 8, seed: int = 0, logit_scale: float = 30.0) -> Path:
+    root = Path(root)
+    for dataset_id in dataset_ids:
+        dataset = DATASETS[dataset_id]
+        intensity = dict(_INTENSITY, mean=_INTENSITY["mean"] + 5 * (dataset_id % 10),
+                         std=_INTENSITY["std"] + 7 * (dataset_id % 10))
+        spacing = (dataset.spacing_mm,) * 3
+        current = fixture_plans(spacing, patch_size, n_stages, base_features, "3d_fullres", intensity, "current")
+        legacy = fixture_plans(spacing, patch_size, n_stages, base_features, "3d_fullres", intensity, "legacy")
+        for plans in (current, legacy):
+            plans["dataset_name"] = dataset.folder
+        names = ["background", *part_labels(dataset).values()]
+        dataset_json = {"channel_names": {"0": "CT"}, "labels": {name: value for value, name in enumerate(names)},
+                        "numTraining": 1559, "file_ending": ".nii.gz",
+                        "overwrite_image_reader_writer": "NibabelIOWithReorient"}
+        folder = root / dataset.folder / f"{dataset.trainer}__nnUNetPlans__3d_fullres"
+        (folder / "fold_0").mkdir(parents=True, exist_ok=True)
+        (folder / "plans.json").write_text(json.dumps(legacy, indent=2))
+        (folder / "dataset.json").write_text(json.dumps(dataset_json, indent=2))
+        network = build_nnunet_network(current, "3d_fullres", len(names), seed=seed * 1000 + dataset_id)
+        with torch.no_grad():
+            generator = torch.Generator().manual_seed(seed + dataset_id)
+            for layer in network.decoder.seg_layers:
+                layer.weight.mul_(logit_scale)
+                layer.bias.copy_(torch.randn(layer.bias.shape, generator=generator))
+        checkpoint = training_checkpoint(network, legacy, dataset_json, "3d_fullres", 0, dataset.trainer, 3)
+        checkpoint["inference_allowed_mirroring_axes"] = None  # the NoMirroring trainers
+        torch.save(checkpoint, folder / "fold_0" / "checkpoint_final.pth")
+    return root
