@@ -12,6 +12,7 @@ import contextlib
 import sys
 from typing import Any
 
+from medseg.cli import segment_totalseg
 from medseg.cli._console import add_spacing_option, add_threads_option, findings_json, print_findings, progress_printer
 
 
@@ -59,6 +60,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--json", action="store_true",
                         help="print the event stream, one JSON object per line: progress ..., then done (with the "
                              "result: output, device, fallbacks, volumes_ml) or failed")
+    segment_totalseg.add_options(parser)
     parser.set_defaults(func=run)
 
 
@@ -80,6 +82,13 @@ def settings_of(args: argparse.Namespace, allow_modality: bool = False) -> "Any"
 
 
 def _segment(args: argparse.Namespace, events) -> int:
+    if args.model:  # TotalSegmentator's pipeline for its models (a catalogue id is the folder it installed)
+        from medseg.workflows.models import model_path
+
+        if segment_totalseg.is_totalseg_model_path(model_path(args.model)):
+            args.model = str(model_path(args.model))
+            return segment_totalseg.run(args, events)
+    segment_totalseg.refuse_options_for_other_models(args)
     from medseg.workflows.save import plan_save
 
     # A bad -o must fail now (before torch is even imported), not after the whole segmentation.

@@ -28,7 +28,7 @@ _INTENSITY = {"max": 3071.0, "mean": 90.0, "median": 80.0, "min": -1024.0, "perc
 
 
 def make_totalseg_weights(root: Path, dataset_ids: Sequence[int], *, patch_size: Sequence[int] = (48, 48, 48),
-                          n_stages: int = 4, base_features: int = 8, seed: int = 0, logit_scale: float = 30.0) -> Path:
+                          n_stages: int = 4, base_features: int = 4, seed: int = 0, logit_scale: float = 30.0) -> Path:
     root = Path(root)
     for dataset_id in dataset_ids:
         dataset = DATASETS[dataset_id]
