@@ -37,8 +37,9 @@ def make_totalseg_weights(root: Path, dataset_ids: Sequence[int], *, patch_size:
         spacing = (dataset.spacing_mm,) * 3
         current = fixture_plans(spacing, patch_size, n_stages, base_features, "3d_fullres", intensity, "current")
         legacy = fixture_plans(spacing, patch_size, n_stages, base_features, "3d_fullres", intensity, "legacy")
-        for plans in (current, legacy):
+        for plans in (current, legacy):  # nnU-Net's planner copies dataset.json's reader into the plans
             plans["dataset_name"] = dataset.folder
+            plans["image_reader_writer"] = "NibabelIOWithReorient"
         names = ["background", *part_labels(dataset).values()]
         dataset_json = {"channel_names": {"0": "CT"}, "labels": {name: value for value, name in enumerate(names)},
                         "numTraining": 1559, "file_ending": ".nii.gz",

@@ -122,13 +122,26 @@ def convert_dataset(result_folder: Path, dataset: Dataset) -> ModelPackage:
         raise ModelError(f"dataset {dataset.dataset_id} does not predict TotalSegmentator's {len(expected)} "
                          f"'{TASK}' classes (it has {len(got)}; first differences {wrong})",
                          path=result_folder / "dataset.json")
-    plan = package.configurations[NNUNET_CONFIGURATION]
-    if plan.orientation != "RAS":
-        raise ModelError("TotalSegmentator's datasets read images with NibabelIOWithReorient; this one does not",
-                         path=result_folder / "dataset.json")
+    reader = _image_reader(result_folder)
+    if reader != REORIENTING_READER:
+        raise ModelError(f"TotalSegmentator's datasets read images with {REORIENTING_READER}; this one names "
+                         f"{reader!r}", path=result_folder / "plans.json")
+    # the networks saw RAS arrays only (the pipeline reorients itself; this is for the part run alone)
+    package.configurations[NNUNET_CONFIGURATION].orientation = "RAS"
     package.name = f"{MODEL_ID}/{dataset.folder}"
     package.provenance.update({"totalsegmentator_dataset": dataset.dataset_id, "spacing_mm": dataset.spacing_mm})
     return package
+
+
+REORIENTING_READER = "NibabelIOWithReorient"
+
+
+def _image_reader(result_folder: Path) -> str | None:
+    """The reader nnU-Net predicts with: plans.json's, else dataset.json's overwrite (as its planner fills it)."""
+    plans = read_json_object(result_folder / "plans.json", "plans.json", ModelError)
+    dataset = read_json_object(result_folder / "dataset.json", "dataset.json", ModelError)
+    name = plans.get("image_reader_writer") or dataset.get("overwrite_image_reader_writer")
+    return str(name).rsplit(".", 1)[-1] if name else None
 
 
 # --- reading a converted model ------------------------------------------------------------------
