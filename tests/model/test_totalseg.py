@@ -116,7 +116,9 @@ def test_conversion_makes_the_configurations_whose_weights_are_there(fast_weight
     assert model.labels[1] == "spleen" and model.labels[117] == "costal_cartilages" and len(model.labels) == 117
     assert model.crop_part is model.configurations["6mm"].parts[0]
     part = model.configurations["3mm"].parts[0]
-    assert part.configurations["3d_fullres"].orientation == "RAS"  # NibabelIOWithReorient
+    assert part.plan.orientation == "RAS"  # NibabelIOWithReorient
+    loaded = part.load()  # the weights only when a run needs them
+    assert loaded.num_classes == 118 and loaded.weights["3d_fullres"][0]
     manifest = json.loads((folder / "totalseg.json").read_text())
     assert manifest["configurations"]["3mm"]["flag"] == "--fast" and manifest["configurations"]["3mm"]["step"] == 0.8
     assert len(manifest["provenance"]["datasets"]["297"]["checkpoint_sha256"]["fold_0"]) == 64

@@ -74,7 +74,7 @@ def estimate_seconds(model: TotalSegModel, configuration: str, volume: Volume, d
     shape = resampled_shape(volume.size_xyz, header_zooms(volume), config.spacing_mm)
     work = 0.0
     for part in config.parts:
-        plan = part.configurations["3d_fullres"]
+        plan = part.plan
         padded = [max(n, p) for n, p in zip(shape[::-1], plan.patch_size)]
         tiles = math.prod(len(axis) for axis in compute_steps(padded, plan.patch_size, config.step))
         work += tiles * convolution_flops(plan, part.num_classes)

@@ -19,8 +19,9 @@ from medseg.errors import ModelError
 from medseg.io.atomic import atomic_folder
 from medseg.io.json_files import read_json_object
 from medseg.model.nnunet_import import import_nnunet
-from medseg.model.package import load_package, save_package
+from medseg.model.package import MODEL_JSON, load_package, save_package
 from medseg.model.package_model import ModelPackage
+from medseg.model.plan import Plan
 from medseg.model.totalseg.classes import (
     CONFIGURATION_FLAGS, CONFIGURATIONS, CROP_DATASET, DATASETS, MODEL_ID, STEP_SIZE, TASK, VERSION, Dataset,
     part_labels, total_labels,
@@ -147,11 +148,38 @@ def _image_reader(result_folder: Path) -> str | None:
 # --- reading a converted model ------------------------------------------------------------------
 
 
+class PartRef:
+    """One network of a converted model: its plan and labels at once, its weights when :meth:`load` is
+    called (a run holds one network's weights at a time, as TotalSegmentator does, not all five)."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        manifest = read_json_object(self.path / MODEL_JSON, MODEL_JSON, ModelError)
+        try:
+            self.name = str(manifest["name"])
+            self.labels = {int(value): str(name) for value, name in dict(manifest["labels"]).items()}
+            self.plan = Plan.from_dict(dict(manifest["configurations"])[NNUNET_CONFIGURATION])
+            self.provenance = dict(manifest.get("provenance") or {})
+        except (KeyError, TypeError, ValueError) as error:
+            raise ModelError(f"{MODEL_JSON} is incomplete: {error}", path=self.path) from error
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.labels)
+
+    @property
+    def spacing_mm(self) -> float:
+        return float(self.provenance.get("spacing_mm", self.plan.target_spacing_transposed[0]))
+
+    def load(self) -> ModelPackage:
+        return load_package(self.path)
+
+
 @dataclass
 class TotalSegConfiguration:
     name: str
     spacing_mm: float
-    parts: list[ModelPackage]
+    parts: list[PartRef]
     flag: str | None = None
     step: float = STEP_SIZE
 
@@ -163,7 +191,7 @@ class TotalSegModel:
     path: Path
     labels: dict[int, str]
     configurations: dict[str, TotalSegConfiguration]
-    crop_part: ModelPackage | None = None
+    crop_part: PartRef | None = None
     provenance: dict[str, Any] = field(default_factory=dict)
     name: str = MODEL_ID
 
@@ -191,13 +219,13 @@ def load_totalseg_model(path: str | Path) -> TotalSegModel:
     if not isinstance(manifest.get("format_version"), int) or manifest["format_version"] > FORMAT_VERSION:
         raise ModelError(f"model format version {manifest.get('format_version')} is newer than this medseg "
                          f"understands ({FORMAT_VERSION})", path=path, hint="update medseg")
-    packages: dict[str, ModelPackage] = {}
+    packages: dict[str, PartRef] = {}
 
-    def part(name: Any) -> ModelPackage:
+    def part(name: Any) -> PartRef:
         if not isinstance(name, str) or os.path.basename(name) != name or not name:
             raise ModelError(f"{MANIFEST}: part {name!r} is not a folder name", path=path)
         if name not in packages:
-            packages[name] = load_package(path / name)
+            packages[name] = PartRef(path / name)
         return packages[name]
 
     try:

@@ -30,11 +30,10 @@ from medseg.errors import ModelError
 from medseg.model import backends
 from medseg.model.infer import SegmentationResult, label_volumes_ml, sliding_window_logits
 from medseg.model.package import build_networks
-from medseg.model.package_model import ModelPackage
 from medseg.model.preprocess import logits_to_label_map, preprocess_to
 from medseg.model.profiling import phase
 from medseg.model.totalseg.classes import CROP_ADDON_MM, SPLIT_MARGIN, SPLIT_MIN_SLICES, SPLIT_VOXELS
-from medseg.model.totalseg.convert import TotalSegConfiguration, TotalSegModel
+from medseg.model.totalseg.convert import PartRef, TotalSegConfiguration, TotalSegModel
 from medseg.model.totalseg.geometry import (
     canonical_orientation, crop_box, header_zooms, needs_resampling, resample_labels_back, resample_to_spacing,
 )
@@ -134,9 +133,11 @@ def segment_totalseg(
     steps = len(parts) * len(chunks)
     for part_index, part in enumerate(parts):
         lookup = _lookup_table(part, model)
-        plan = dataclasses.replace(part.configurations[NNUNET_CONFIGURATION], orientation=None)  # already RAS
+        plan = dataclasses.replace(part.plan, orientation=None)  # the image is RAS already
         with phase("load"):
-            networks = build_networks(part, NNUNET_CONFIGURATION, _compute_device(device_name), share_weights=True)
+            package = part.load()
+            networks = build_networks(package, NNUNET_CONFIGURATION, _compute_device(device_name),
+                                      share_weights=True)
             runner = backends.TorchRunner(networks, _compute_device(device_name), name=device_name, onednn=True,
                                           lean=True)
         part_labels = np.zeros(resampled_xyz.shape, dtype=np.uint8)
@@ -155,7 +156,7 @@ def segment_totalseg(
                 labels_zyx = logits_to_label_map(logits, prep, np.uint8)
             del logits, prep
             part_labels[:, :, target] = labels_zyx.T[:, :, keep]
-        del runner, networks
+        del runner, networks, package
         mapped = lookup[part_labels]
         np.copyto(combined, mapped, where=mapped != 0)
         del mapped, part_labels
@@ -180,7 +181,7 @@ def segment_totalseg(
 # --- pieces -------------------------------------------------------------------------------------
 
 
-def _parts_for(config: TotalSegConfiguration, wanted: list[int] | None, model: TotalSegModel) -> list[ModelPackage]:
+def _parts_for(config: TotalSegConfiguration, wanted: list[int] | None, model: TotalSegModel) -> list[PartRef]:
     """The configuration's networks; with a structure subset only those that predict one of them."""
     if wanted is None or len(config.parts) == 1:
         return list(config.parts)
@@ -188,7 +189,7 @@ def _parts_for(config: TotalSegConfiguration, wanted: list[int] | None, model: T
     return chosen
 
 
-def _lookup_table(part: ModelPackage, model: TotalSegModel) -> np.ndarray:
+def _lookup_table(part: PartRef, model: TotalSegModel) -> np.ndarray:
     """Part label value -> TotalSegmentator's number, by name."""
     by_name = {name: value for value, name in model.labels.items()}
     table = np.zeros(256, dtype=np.uint8)
@@ -228,7 +229,7 @@ def _crop_model_mask(volume: Volume, model: TotalSegModel, wanted: list[int], de
     """TotalSegmentator's rough segmentation for the crop: the crop model over the whole image."""
     if model.crop_part is None:
         raise ModelError(f"{model.name} has no crop model installed; --structures needs it", path=model.path)
-    spacing = float(model.crop_part.provenance.get("spacing_mm", 6.0))
+    spacing = model.crop_part.spacing_mm
     crop_model = TotalSegModel(path=model.path, labels=model.labels, name=model.name, configurations={
         "crop": TotalSegConfiguration("crop", spacing, [model.crop_part])})
     report(progress, 0.0, "finding the structures with the crop model", "crop")
