@@ -126,7 +126,7 @@ def main() -> int:
             request = scratch / "ts.request.json"
             request.write_text(json.dumps({"image": str(image), "output": str(scratch / "ts.nii.gz"),
                                            "fast": configuration == "3mm", "fastest": False, "roi_subset": None,
-                                           "crop_mask": None, "force_split": False}))
+                                           "crop_mask": None, "force_split": False, "defaults": True}))
             commands = {
                 "TotalSegmentator": [sys.executable, str(ROOT / "tests" / "model" / "ts_peer.py"), str(request)],
                 "medseg": [sys.executable, "-m", "medseg", "segment", str(image), "--model", str(model),

@@ -77,9 +77,11 @@ def _main(request_file: str) -> None:
     if arguments["crop_mask"] is None:
         from totalsegmentator.python_api import totalsegmentator
 
+        # the tests save with one process; the benchmark runs TotalSegmentator's defaults (as its CLI does)
+        saving = {} if arguments.get("defaults") else {"nr_thr_saving": 1}
         totalsegmentator(arguments["image"], arguments["output"], ml=True, fast=arguments["fast"],
                          fastest=arguments["fastest"], roi_subset=arguments["roi_subset"], device="cpu",
-                         nr_thr_saving=1, quiet=True, force_split=arguments["force_split"])
+                         quiet=True, force_split=arguments["force_split"], **saving)
         return
     from totalsegmentator.nnunet import nnUNet_predict_image
     from totalsegmentator.python_api import get_task_config
