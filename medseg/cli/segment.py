@@ -12,7 +12,7 @@ import contextlib
 import sys
 from typing import Any
 
-from medseg.cli import segment_totalseg
+from medseg.cli import _segment_totalseg as segment_totalseg
 from medseg.cli._console import add_spacing_option, add_threads_option, findings_json, print_findings, progress_printer
 
 

@@ -91,13 +91,16 @@ def test_fastest_resamples_a_3mm_abdomen(peer, ct_dir, tmp_path):
     assert {v: result.label_map.meta.labels[v] for v in names} == names
 
 
+# slow: TotalSegmentator builds a predictor, starts its worker processes and writes and reads the image
+# once per part (five, three times over when split); the networks themselves are small
+@pytest.mark.slow
 @pytest.mark.parametrize("split", [False, True], ids=["whole", "split-in-thirds"])
 def test_total_five_parts_merged(peer, ct_dir, tmp_path, split):
     image, volume = nifti(tmp_path, ct_dir, ABDOMEN_SMALL)
     theirs, names = totalsegmentator_labels(peer, image, tmp_path, force_split=split)
     result, run = segment_totalseg(volume, peer["model"], "1.5mm", device="cpu", force_split=split)
     assert len(run.parts) == 5 and run.split == split
-    assert_agrees(result.label_map.array, theirs, min_classes=30)
+    assert_agrees(result.label_map.array, theirs, min_classes=25)
     # every part contributed labels from its own block of TotalSegmentator's numbers
     present = set(np.unique(result.label_map.array).tolist())
     for first, last in ((1, 24), (25, 50), (51, 68), (69, 91), (92, 117)):
@@ -105,18 +108,20 @@ def test_total_five_parts_merged(peer, ct_dir, tmp_path, split):
     assert {v: peer["model"].labels[v] for v in names} == names
 
 
+@pytest.mark.slow
 def test_structures_subset_with_a_fixed_crop(peer, ct_dir, tmp_path):
     image, volume = nifti(tmp_path, ct_dir, ABDOMEN_SMALL)
     mask = np.zeros(volume.shape_zyx, np.uint8)
     mask[8:20, 14:30, 20:40] = 1  # the crop a crop model would give; random weights' crops mean nothing
     mask_path = tmp_path / "crop.nii.gz"
     sitk.WriteImage(volume.with_array(mask).to_sitk(), str(mask_path))
-    structures = ["liver", "spleen", "aorta", "vertebrae_L1", "rib_left_10"]
+    structures = ["spleen", "liver", "stomach", "kidney_left", "vertebrae_L1", "vertebrae_T12", "vertebrae_T11",
+                  "heart", "aorta", "inferior_vena_cava", "rib_left_10", "rib_right_10", "costal_cartilages"]
     theirs, names = totalsegmentator_labels(peer, image, tmp_path, roi_subset=structures, crop_mask=mask_path)
     result, run = segment_totalseg(volume, peer["model"], "1.5mm", structures, device="cpu", crop_mask=mask)
     assert len(run.parts) == 4 and not any("part4_muscles" in name for name in run.parts)  # none of its structures
-    assert set(np.unique(theirs)) <= {0, 1, 5, 52, 31, 101}
-    assert len(np.unique(theirs)) >= 3
+    assert set(np.unique(theirs)) <= {0, 1, 5, 6, 3, 31, 32, 33, 51, 52, 63, 101, 113, 117}
+    assert len(np.unique(theirs)) >= 4
     ours = result.label_map.array
     assert (ours == theirs).mean() >= 0.999
     # the crop: the mask's box widened by int(20 mm / 3 mm) = 6 voxels; nothing outside it
