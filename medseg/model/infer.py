@@ -126,12 +126,19 @@ def _accumulate(
     progress: ProgressCallback | None,
     cancel: CancelToken | None,
     fallbacks: list[str],
+    keep: tuple[slice, ...] | None = None,
 ) -> torch.Tensor:
-    """Run every tile and stitch; returns (K, *image) fp16 logits on results_device."""
+    """Run every tile and stitch; returns (K, *kept) fp16 logits on results_device.
+
+    ``keep`` (spatial slices of the padded image, the image itself by default) is the region whose
+    sums are kept: the padding a small image needs to fill one patch is computed, not stored (each kept
+    voxel sees the same products and additions, in the same order)."""
     input_device = getattr(runner, "device", torch.device("cpu"))
     image = image.to(results_device)  # host stitching keeps the image in host memory too
     gaussian = gaussian_importance_map(patch_size, results_device)
-    weight_sum = torch.zeros(image.shape[1:], dtype=ACCUMULATOR_DTYPE, device=results_device)
+    keep = keep if keep is not None else tuple(slice(0, n) for n in image.shape[1:])
+    kept_shape = tuple(k.stop - k.start for k in keep)
+    weight_sum = torch.zeros(kept_shape, dtype=ACCUMULATOR_DTYPE, device=results_device)
     logits_sum: torch.Tensor | None = None
     done, total = 0, len(slicers)
     tile_batch = batching["tiles"]
@@ -152,13 +159,18 @@ def _accumulate(
             continue
         predictions = predictions.to(results_device)
         if logits_sum is None:
-            logits_sum = torch.zeros((predictions.shape[1], *image.shape[1:]), dtype=ACCUMULATOR_DTYPE, device=results_device)
+            logits_sum = torch.zeros((predictions.shape[1], *kept_shape), dtype=ACCUMULATOR_DTYPE, device=results_device)
         # Same operations and order as nnU-Net: fp32 (or fp16 under autocast) prediction times the
         # fp16 Gaussian, added into fp16 sums, tile after tile.
         for prediction, slicer in zip(predictions, batch_slicers):
-            prediction *= gaussian
-            logits_sum[slicer] += prediction
-            weight_sum[slicer[1:]] += gaussian
+            clipped = _clip_tile(slicer, keep)
+            if clipped is None:
+                continue
+            in_sums, in_tile = clipped
+            part = prediction[in_tile]
+            part *= gaussian[in_tile[1:]]
+            logits_sum[in_sums] += part
+            weight_sum[in_sums[1:]] += gaussian[in_tile[1:]]
         done += len(batch_slicers)
         report(progress, done / total, f"tile {done} of {total}", "tile")
     assert logits_sum is not None
@@ -166,6 +178,24 @@ def _accumulate(
     if torch.isinf(logits_sum).any():
         raise ModelError("the network's logits overflowed float16 during stitching", hint="the model's outputs are out of range")
     return logits_sum
+
+
+def _clip_tile(slicer: tuple[Any, ...], keep: tuple[slice, ...]) -> tuple[tuple[Any, ...], tuple[Any, ...]] | None:
+    """A tile's index into the kept sums and the part of its prediction that lands there (None: none does)."""
+    in_sums: list[Any] = [slice(None)]
+    in_tile: list[Any] = [slice(None)]
+    for axis, kept in zip(slicer[1:], keep):
+        if isinstance(axis, int):  # a 2D plan's slice index: that axis is not in the prediction
+            if not kept.start <= axis < kept.stop:
+                return None
+            in_sums.append(axis - kept.start)
+            continue
+        low, high = max(axis.start, kept.start), min(axis.stop, kept.stop)
+        if low >= high:
+            return None
+        in_sums.append(slice(low - kept.start, high - kept.start))
+        in_tile.append(slice(low - axis.start, high - axis.start))
+    return tuple(in_sums), tuple(in_tile)
 
 
 def sliding_window_logits(
@@ -205,15 +235,15 @@ def sliding_window_logits(
     flips = mirror_combinations(mirror_axes)
     if on_device:
         try:
-            logits = _accumulate(runner, padded, slicers, patch, device, batching, flips, progress, cancel, fallbacks)
-            return logits[unpad]
+            return _accumulate(runner, padded, slicers, patch, device, batching, flips, progress, cancel, fallbacks,
+                               unpad[1:])
         except Exception as error:
             if not backends.is_out_of_memory(error):
                 raise
             backends.free_device_memory(device)
             fallbacks.append(f"out of memory stitching on {getattr(runner, 'name', device.type)}: stitching in host memory")
-    logits = _accumulate(runner, padded, slicers, patch, torch.device("cpu"), batching, flips, progress, cancel, fallbacks)
-    return logits[unpad]
+    return _accumulate(runner, padded, slicers, patch, torch.device("cpu"), batching, flips, progress, cancel, fallbacks,
+                       unpad[1:])
 
 
 # --- the whole job -------------------------------------------------------------------------------------------

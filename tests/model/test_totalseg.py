@@ -166,3 +166,25 @@ def test_choice_follows_spacing_and_the_devices_budget(fast_weights, tmp_path):
     with pytest.raises(ModelError, match="unknown structure.*livr"):
         structure_values(model, ["liver", "livr"])
     assert structure_values(model, ["spleen", "liver"]) == [1, 5]
+
+
+def test_cli_writes_a_dicom_seg_with_totalsegmentators_names(fast_weights, ct_dir, tmp_path, capsys):
+    from medseg.cli import main
+    from medseg.io import load
+    from medseg.io.label_files import open_segmentation
+
+    model_dir = import_totalsegmentator_task(fast_weights, tmp_path / "model")
+    series = ct_dir / "totalsegmentator" / "example_ct_dicom"
+    output = tmp_path / "seg.dcm"
+    assert main(["segment", str(series), "--model", str(model_dir), "--fastest", "-o", str(output),
+                 "--device", "cpu", "--json"]) == 0
+    done = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert done["configuration"] == "6mm" and done["model"] == "totalsegmentator/total"
+    opened = open_segmentation(output, load(series))
+    names = {label.value: label.name for label in opened.segments}
+    model = load_totalseg_model(model_dir)
+    assert len(names) >= 5 and all(model.labels[value] == name for value, name in names.items())
+    assert set(np.unique(opened.label_map.array)) - {0} == set(names)
+    # the options of TotalSegmentator models are refused for the others, before anything runs
+    assert main(["segment", str(series), "--fast", "-o", str(tmp_path / "x.nii.gz")]) == 1
+    assert "apply to TotalSegmentator models only" in capsys.readouterr().err

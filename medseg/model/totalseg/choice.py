@@ -43,13 +43,14 @@ class ConfigurationChoice:
 
 def choose_configuration(model: TotalSegModel, volume: Volume, device: str = "cpu", forced: str | None = None,
                          budget_s: float | None = None) -> ConfigurationChoice:
-    """The configuration to run (``forced`` when the user named one), with the reason and every estimate."""
-    estimates = {name: estimate_seconds(model, name, volume, device) for name in model.configurations}
+    """The configuration to run, with the reason and every configuration's estimate; ``forced`` (the user
+    named one) is taken as it is, without measuring the device."""
     if forced is not None:
         if forced not in model.configurations:
             raise ModelError(f"{model.name} has no configuration {forced!r} installed",
                              hint=f"installed: {', '.join(model.configurations)}")
-        return ConfigurationChoice(forced, "asked for", estimates)
+        return ConfigurationChoice(forced, "asked for")
+    estimates = {name: estimate_seconds(model, name, volume, device) for name in model.configurations}
     by_spacing = sorted(model.configurations, key=lambda n: model.configurations[n].spacing_mm)
     coarsest = max(volume.spacing_mm)
     if coarsest <= FINE_SPACING_LIMIT_MM:
