@@ -117,7 +117,7 @@ def convert_dataset(result_folder: Path, dataset: Dataset) -> ModelPackage:
     """One dataset's nnU-Net result folder as a medseg package, checked against what the task expects."""
     package = import_nnunet(result_folder, folds=[0])
     expected = part_labels(dataset)
-    got = {value: name for value, name in package.labels.items() if value}
+    got = {value: name for value, name in package.names.items() if value}
     if got != expected:
         wrong = sorted(set(got.items()) ^ set(expected.items()))[:4]
         raise ModelError(f"dataset {dataset.dataset_id} does not predict TotalSegmentator's {len(expected)} "
