@@ -45,6 +45,10 @@ class ManifestError(MedsegError):
     """A manifest or saved query cannot be used as it is."""
 
 
+class NoCases(MedsegError):
+    """The inputs hold nothing to segment: a batch that did nothing must not look like one that succeeded."""
+
+
 @dataclass(frozen=True)
 class Case:
     case_id: str
@@ -125,7 +129,9 @@ def _series_reason(series: SeriesInfo) -> str:
 
 
 def _dicom_cases(scan: ScanResult, name_root: Path, namer: _Namer) -> tuple[list[Case], int]:
-    """Cases of every series of a scan, failed rows for broken DICOM files; and the count of other files."""
+    """Cases of every series of a scan, failed rows for broken DICOM files, skipped rows for links that leave
+    the input folder; and the count of other files."""
+    from medseg.io.folder_walk import LINK_LEAVES
     from medseg.io.image_files import image_suffix
 
     cases: list[Case] = []
@@ -145,6 +151,10 @@ def _dicom_cases(scan: ScanResult, name_root: Path, namer: _Namer) -> tuple[list
                               status=status, reason=reason))
     ignored = 0
     for skipped in scan.skipped:
+        if skipped.reason == LINK_LEAVES:  # listed, so the user sees why a study they linked did not run
+            case_id = namer(_relative(Path(skipped.path), name_root), skipped.path)
+            cases.append(Case(case_id, skipped.path, "dicom", status="skipped", reason=skipped.reason))
+            continue
         if image_suffix(skipped.path) is not None:
             continue  # image files are cases of their own
         broken = skipped.reason.startswith(_BROKEN_DICOM) or skipped.path.lower().endswith(".dcm")
@@ -158,18 +168,18 @@ def _dicom_cases(scan: ScanResult, name_root: Path, namer: _Namer) -> tuple[list
 
 
 def _image_files(folder: Path) -> list[Path]:
+    from medseg.io.folder_walk import walk_files
     from medseg.io.image_files import image_suffix
 
     found = []
-    for base, dirs, names in os.walk(folder):
-        dirs.sort()
-        for name in sorted(names):
-            suffix = image_suffix(name)
-            if name.startswith(".") or suffix is None:
-                continue
-            if (Path(base) / (name[: -len(suffix)] + ".labels.json")).is_file():
-                continue  # a label map with its sidecar (e.g. medseg's own output), not an image
-            found.append(Path(base) / name)
+    for file in walk_files(folder).files:  # into links to folders inside it, as the DICOM scan
+        path = Path(file)
+        suffix = image_suffix(path.name)
+        if suffix is None:
+            continue
+        if path.with_name(path.name[: -len(suffix)] + ".labels.json").is_file():
+            continue  # a label map with its sidecar (e.g. medseg's own output), not an image
+        found.append(path)
     return found
 
 
@@ -316,6 +326,25 @@ def _pacs_cases(path: Path, data: dict, server_name: str | None, namer: _Namer,
 # --- everything -------------------------------------------------------------------------------------------------
 
 
+def _refuse_no_cases(cases: list[Case], inputs: list[Path], ignored: int) -> None:
+    """Nothing to segment (refused links aside) is an error: a batch that did nothing must not exit 0."""
+    from medseg.io.folder_walk import LINK_LEAVES
+
+    links = [c.source for c in cases if c.reason == LINK_LEAVES]
+    if len(links) < len(cases):
+        return
+    where = "here" if len(inputs) == 1 else "under " + ", ".join(str(p) for p in inputs)
+    found = f"no cases found: no DICOM series and no NIfTI/NRRD/MHA image {where}"
+    if links:
+        found += (f"; {len(links)} link(s) to folders outside it were not followed: "
+                  + ", ".join(links[:5]) + (", …" if len(links) > 5 else ""))
+    if ignored:
+        found += f" ({ignored} other file(s) ignored)"
+    raise NoCases(found, path=inputs[0] if len(inputs) == 1 else None,
+                  hint="give the folder that holds the studies (links to folders inside it are followed)"
+                  if not links else "give the folder the links point into, or copy the studies in")
+
+
 def discover(inputs: Iterable[str | os.PathLike], *, deid: Deidentifier | None = None, pacs_server: str | None = None,
              scan_fn: Callable[..., ScanResult] | None = None,
              list_series: Callable[[str, str], list[Any]] | None = None) -> Discovery:
@@ -353,5 +382,6 @@ def discover(inputs: Iterable[str | os.PathLike], *, deid: Deidentifier | None =
     for case in cases:
         unique.setdefault(case.case_id, case)  # the same series named twice (a folder and a manifest) runs once
     ordered = sorted(unique.values(), key=lambda c: c.case_id)
+    _refuse_no_cases(ordered, inputs, ignored)
     notes = [f"{ignored} file(s) are neither DICOM nor image files and were ignored"] if ignored else []
     return Discovery(ordered, ignored, notes)

@@ -40,6 +40,7 @@ from medseg.io.dicom_headers import (
     slice_headers,
 )
 from medseg.io.dicom_sources import expand_sources, open_ref
+from medseg.io.folder_walk import LINK_LEAVES
 from medseg.io.dicom_walk import walk_header
 from medseg.core.volume import GeometryFinding
 from medseg.progress import CancelToken, ProgressCallback, report
@@ -422,7 +423,8 @@ def scan(
     cancel: CancelToken | None = None,
 ) -> ScanResult:
     """Find the DICOM series in a folder (recursive), files, a .zip or a DICOMDIR."""
-    refs = expand_sources(paths)
+    refused_links: list[str] = []
+    refs = expand_sources(paths, refused_links)
     report(progress, 0.0, f"reading {len(refs)} file headers", "scan")
     results: list[_FileHeader | SkippedFile] = []
     workers = min(8, 4 * (os.cpu_count() or 2), max(1, len(refs)))
@@ -441,7 +443,8 @@ def scan(
             raise
     order = {ref: i for i, ref in enumerate(refs)}
     results.sort(key=lambda r: order[r.path if isinstance(r, SkippedFile) else r.ref])
-    skipped = [r for r in results if isinstance(r, SkippedFile)]
+    skipped = [SkippedFile(link, LINK_LEAVES) for link in refused_links]
+    skipped += [r for r in results if isinstance(r, SkippedFile)]
     headers = [r for r in results if isinstance(r, _FileHeader)]
 
     groups: dict[tuple, list[_FileHeader]] = defaultdict(list)

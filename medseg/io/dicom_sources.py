@@ -99,15 +99,14 @@ _ZIP_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, KeyE
                NotImplementedError, OverflowError, IndexError, TypeError, struct.error)
 
 
-def _walk(folder: Path) -> list[str]:
-    found = []
-    for root, dirs, names in os.walk(folder):
-        dirs.sort()
-        for name in sorted(names):
-            if name.startswith(".") or name.upper() == "DICOMDIR":
-                continue  # hidden files; a DICOMDIR in a folder scan is an index, not an image
-            found.append(os.path.join(root, name))
-    return found
+def _walk(folder: Path, refused_links: list[str] | None = None) -> list[str]:
+    from medseg.io.folder_walk import walk_files
+
+    walked = walk_files(folder)  # follows links to folders inside ``folder``; refuses the others
+    if refused_links is not None:
+        refused_links.extend(walked.refused_links)
+    # a DICOMDIR in a folder scan is an index, not an image
+    return [path for path in walked.files if Path(path).name.upper() != "DICOMDIR"]
 
 
 def _zip_members(archive: Path) -> list[str]:
@@ -120,8 +119,10 @@ def _zip_members(archive: Path) -> list[str]:
             if not Path(name).name.startswith(".") and "__MACOSX" not in name]
 
 
-def expand_sources(paths: str | os.PathLike | Sequence[str | os.PathLike]) -> list[str]:
-    """Every candidate file reference under ``paths`` (folders are searched recursively)."""
+def expand_sources(paths: str | os.PathLike | Sequence[str | os.PathLike],
+                   refused_links: list[str] | None = None) -> list[str]:
+    """Every candidate file reference under ``paths`` (folders are searched recursively, into links to
+    folders inside them; ``refused_links`` collects the links to folders outside, which are not followed)."""
     if isinstance(paths, (str, os.PathLike)):
         items: Iterable[str | os.PathLike] = [paths]
     else:
@@ -130,7 +131,7 @@ def expand_sources(paths: str | os.PathLike | Sequence[str | os.PathLike]) -> li
     for item in items:
         path = Path(item)
         if path.is_dir():
-            refs.extend(_walk(path))
+            refs.extend(_walk(path, refused_links))
         elif not path.exists():
             raise DicomError("no such file or folder", path=path)
         elif _is_dicomdir(path):
