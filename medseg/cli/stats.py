@@ -63,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"note: {note}")
     width = max([len(s.name) for s in stats] + [5])
     print(f"{'value':>5}  {'name':<{width}}  {'voxels':>9}  {'ml':>9}  {'HU mean':>8}  {'SD':>7}  {'min':>6}  "
-          f"{'max':>6}  {'median':>7}  bbox size mm (x, y, z)")
+          f"{'max':>6}  {'median':>7}  size mm (x, y, z; whole voxels)")
     for s in stats:
         size = ", ".join(f"{v:.1f}" for v in s.size_mm)
         print(f"{s.value:>5}  {s.name:<{width}}  {s.voxels:>9}  {s.volume_ml:>9.2f}  {s.hu_mean:>8.1f}  "

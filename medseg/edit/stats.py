@@ -4,6 +4,11 @@ For every label: voxel count, volume (ml), HU mean / SD / min / max / median ove
 label's voxels, and the bounding box in LPS millimetres (the axis-aligned box of the
 voxel centres in patient space, so it is right on tilted and oblique grids too). SD is
 the sample SD (n - 1), as SimpleITK's LabelStatistics and most viewers report it.
+
+The size is the extent of the voxels themselves, not of their centres: a label over 7
+slices of 5 mm is 35 mm tall (the centres span 30 mm), one slice is 5 mm, not 0 — as 3D
+Slicer's Segment Statistics and ITK-SNAP report it. On an oblique grid it is the box of
+the voxels' corners (the centres' box widened by one voxel's own LPS box).
 """
 
 from __future__ import annotations
@@ -37,12 +42,15 @@ class LabelStats:
     hu_min: float
     hu_max: float
     hu_median: float
-    bbox_min_lps_mm: tuple[float, float, float]
+    bbox_min_lps_mm: tuple[float, float, float]  # of the voxel centres
     bbox_max_lps_mm: tuple[float, float, float]
+    voxel_extent_lps_mm: tuple[float, float, float] = (0.0, 0.0, 0.0)  # one voxel's LPS box
 
     @property
     def size_mm(self) -> tuple[float, float, float]:
-        return tuple(float(b - a) for a, b in zip(self.bbox_min_lps_mm, self.bbox_max_lps_mm))  # type: ignore[return-value]
+        """The extent of the label's voxels along L, P, S (their centres' span plus one voxel)."""
+        return tuple(float(b - a + v) for a, b, v in zip(self.bbox_min_lps_mm, self.bbox_max_lps_mm,  # type: ignore[return-value]
+                                                         self.voxel_extent_lps_mm))
 
     def row(self) -> dict:
         lo, hi, size = self.bbox_min_lps_mm, self.bbox_max_lps_mm, self.size_mm
@@ -90,6 +98,8 @@ def label_statistics(image: Volume, label_map: Volume, names: dict[int, str] | N
     labels = np.asarray(label_map.array)
     hu = np.asarray(image.array)
     stats = []
+    # one voxel's box in LPS: each index axis's step, projected on L, P and S
+    extent = tuple(float(v) for v in np.abs(np.asarray(label_map.direction)) @ np.asarray(label_map.spacing_mm))
     max_value = int(labels.max(initial=0))
     if max_value == 0:
         return []
@@ -107,7 +117,7 @@ def label_statistics(image: Volume, label_map: Volume, names: dict[int, str] | N
             value, names.get(value, f"label {value}"), int(values.size), values.size * image.voxel_volume_ml,
             float(values.mean()), float(values.std(ddof=1)) if values.size > 1 else 0.0,
             float(values.min()), float(values.max()), float(np.median(values)),
-            tuple(float(v) for v in lo), tuple(float(v) for v in hi)))  # type: ignore[arg-type]
+            tuple(float(v) for v in lo), tuple(float(v) for v in hi), extent))  # type: ignore[arg-type]
     return stats
 
 

@@ -37,6 +37,10 @@ class StatsPanel(QWidget):
         self._stale = False  # the label map was edited since the figures were counted
         self.table = QTableWidget(0, len(COLUMNS), self)
         self.table.setHorizontalHeaderLabels(COLUMNS)
+        self.table.horizontalHeaderItem(COLUMNS.index("Size x×y×z (mm)")).setToolTip(
+            "The extent of the label's voxels along the patient's x (right→left), y (front→back) and "
+            "z (feet→head) axes: whole voxels counted, so one slice of 5 mm is 5 mm tall "
+            "(as 3D Slicer's Segment Statistics and ITK-SNAP measure it)")
         self.table.verticalHeader().setVisible(False)
         self.table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)

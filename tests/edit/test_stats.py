@@ -60,3 +60,31 @@ def test_bounding_box_on_a_tilted_grid_is_the_voxel_centres_box(ct_dir: Path) ->
     z, y, x = np.nonzero(labels.array)
     points = image.index_to_physical(np.column_stack([x, y, z]).astype(float))
     assert np.allclose(s.bbox_min_lps_mm, points.min(axis=0)) and np.allclose(s.bbox_max_lps_mm, points.max(axis=0))
+
+
+def test_size_is_the_extent_of_the_voxels(liver_case) -> None:
+    """A label's size counts whole voxels, as SimpleITK's bounding box (in voxels) times the spacing does
+    (and Slicer's Segment Statistics, ITK-SNAP): 7 slices of 2 mm are 14 mm, one slice is 2 mm, not 0."""
+    image, labels = liver_case
+    label_image = sitk.Cast(labels.to_sitk(), sitk.sitkUInt16)
+    shape = sitk.LabelShapeStatisticsImageFilter()
+    shape.Execute(label_image)
+    assert np.allclose(np.abs(image.direction), np.eye(3))  # axis-aligned: the voxel box is the LPS box
+    for s in label_statistics(image, labels):
+        box = shape.GetBoundingBox(s.value)
+        assert np.allclose(s.size_mm, np.asarray(box[3:]) * np.asarray(image.spacing_mm), atol=1e-4), s.name
+    one_slice = np.zeros_like(labels.array)
+    one_slice[7, 100:110, 200:230] = 1
+    (s,) = label_statistics(image, labels.with_array(one_slice))
+    assert np.allclose(s.size_mm, [30 * image.spacing_mm[0], 10 * image.spacing_mm[1], image.spacing_mm[2]])
+
+
+def test_size_on_a_tilted_grid_is_the_box_of_the_voxel_corners(ct_dir: Path) -> None:
+    image = load(ct_dir / "dcm_qa_ct" / "GE_HiSpeedDual_head_tilt_varspacing")
+    labels = image.with_array((image.array > 300).astype(np.uint8))
+    (s,) = label_statistics(image, labels)
+    z, y, x = np.nonzero(labels.array)
+    centres = np.column_stack([x, y, z]).astype(float)
+    corners = np.concatenate([image.index_to_physical(centres + np.array([dx, dy, dz]))
+                              for dx in (-0.5, 0.5) for dy in (-0.5, 0.5) for dz in (-0.5, 0.5)])
+    assert np.allclose(s.size_mm, corners.max(axis=0) - corners.min(axis=0), atol=1e-3)
