@@ -88,20 +88,23 @@ def scan_findings(result: ScanResult, series: SeriesInfo) -> list[GeometryFindin
 
     findings: list[GeometryFinding] = []
     others = [s for s in result.series if s is not series]
-    if others:
+    # A localizer or secondary capture is said once, as left out: not also as "another series in the same
+    # place" (a folder of a series and its scout read as two findings about two other series).
+    excluded = [s for s in others if s.kind in ("localizer", "secondary_capture")]
+    images = [s for s in others if s not in excluded]
+    if images:
         findings.append(GeometryFinding(
             "series_chosen",
             f"Opened the series {series.series_description or series.key!r} ({series.n_slices} images); "
-            f"{len(others)} other series {'is' if len(others) == 1 else 'are'} in the same place.",
+            f"{len(images)} other image series {'is' if len(images) == 1 else 'are'} in the same place.",
             {"key": series.key, "others": [{"key": s.key, "kind": s.kind, "n_slices": s.n_slices,
-                                            "description": s.series_description} for s in others]}))
-        excluded = [s for s in others if s.kind in ("localizer", "secondary_capture")]
-        if excluded:
-            findings.append(GeometryFinding(
-                "localizer_excluded",
-                f"{len(excluded)} localizer or secondary-capture series {'was' if len(excluded) == 1 else 'were'} "
-                "left out (not part of a CT volume).",
-                {"keys": [s.key for s in excluded]}))
+                                            "description": s.series_description} for s in images]}))
+    if excluded:
+        findings.append(GeometryFinding(
+            "localizer_excluded",
+            f"{len(excluded)} localizer or secondary-capture series {'was' if len(excluded) == 1 else 'were'} "
+            "left out (not part of a CT volume).",
+            {"keys": [s.key for s in excluded]}))
     if result.skipped:
         findings.append(GeometryFinding(
             "non_image_skipped",

@@ -326,7 +326,7 @@ def test_other_series_and_skipped_files_are_reported_on_the_first_load(driver, w
     kinds = {f.kind for f in volume.meta.findings}
     assert {"series_chosen", "localizer_excluded", "non_image_skipped"} <= kinds, kinds
     details = window.findings_banner.details
-    assert "other series are in the same place" in details and "notes.dcm" in details
+    assert "other image series is in the same place" in details and "notes.dcm" in details
 
 
 def test_an_empty_folder_and_a_folder_of_non_images_say_so(driver, window, tmp_path, artifacts_dir):
