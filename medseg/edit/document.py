@@ -243,6 +243,7 @@ class SegmentationDocument:
         changes = self._change_table(delta.values(), labels or {}, before)
         self.history.push(description, delta, changes)
         self._journal(delta)
+        self._journal_step()
         self.history_changed.emit()
         if announce:
             self.announce(text)
@@ -286,6 +287,11 @@ class SegmentationDocument:
         if self.journal is not None:
             self.journal.append(delta)
 
+    def _journal_step(self) -> None:
+        """A step the user can undo ended: the journal counts edits as the undo counter does."""
+        if self.journal is not None:
+            self.journal.mark_step(self.history.depth)
+
     def _write(self, delta: Delta, values: np.ndarray) -> None:
         label_map = self.label_map if self.label_map is not None else self.new_label_map()
         forward = values is delta.new
@@ -325,6 +331,7 @@ class SegmentationDocument:
         if stroke is None or stroke.count == 0:
             return False
         self.history.push(description, stroke, self._change_table(stroke.values(), {}))
+        self._journal_step()
         self.history_changed.emit()
         return True
 
@@ -336,6 +343,7 @@ class SegmentationDocument:
             return False
         self._write(step.delta, step.delta.old)
         self._journal(step.delta.inverse())
+        self._journal_step()
         if step.labels:
             self._put_entries({value: before for value, (before, _) in step.labels.items()})
         self.history_changed.emit()
@@ -347,6 +355,7 @@ class SegmentationDocument:
             return False
         self._write(step.delta, step.delta.new)
         self._journal(step.delta)
+        self._journal_step()
         if step.labels:
             self._put_entries({value: after for value, (_, after) in step.labels.items()})
         self.history_changed.emit()

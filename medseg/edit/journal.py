@@ -8,7 +8,11 @@ A session folder (in the user's data folder, ``sessions/<id>/``) holds:
   Segment result (written atomically; an empty map is not written, only its shape);
 - ``journal-<generation>.bin`` — appended records ``MAGIC | length | crc32 | delta bytes``,
   each one fsync'd before the edit returns. Undo appends the inverse delta, so replaying the
-  journal from the base gives the state the user saw.
+  journal from the base gives the state the user saw. A brush stroke writes a record for
+  every piece painted while the mouse moves, so records are not edits: after each step the
+  user can undo (a stroke, an Apply, an undo, a redo) a step record ``STEP_MAGIC | 8 | crc32 |
+  steps`` says how many steps the undo history holds, and the recovery offer counts edits
+  with it — the same number the Edit panel's undo counter showed.
 
 A new base (a label map opened, a Segment result) starts a new generation: its base and an
 empty journal are written under new names first, then session.json names the generation
@@ -47,6 +51,7 @@ from medseg.io.json_files import read_json_object
 from medseg.core.volume import Volume, VolumeMeta
 
 MAGIC = b"MSJ1"
+STEP_MAGIC = b"MSJS"  # a step ended: the payload is the undo history's depth (8 bytes, little-endian)
 HEADER = 4 + 8 + 4  # magic, payload length, crc32
 
 # A test sets this to a callable taking the step's name (e.g. one that SIGKILLs the process).
@@ -100,6 +105,7 @@ class RecoverableSession:
     description: str
     records: int
     modified: float
+    edits: int = 0  # the undo history's steps when it was last written (records, in a journal before step records)
 
 
 class Journal:
@@ -161,8 +167,15 @@ class Journal:
         atomic_write_text(self.folder / "session.json", json.dumps(self._info, indent=1))
 
     def append(self, delta: Delta) -> None:
-        payload = delta.to_bytes()
-        record = MAGIC + len(payload).to_bytes(8, "little") + zlib.crc32(payload).to_bytes(4, "little") + payload
+        self._write_record(MAGIC, delta.to_bytes())
+        self.records += 1
+
+    def mark_step(self, steps: int) -> None:
+        """A step the user can undo ended; ``steps``: how many the undo history holds now."""
+        self._write_record(STEP_MAGIC, int(steps).to_bytes(8, "little"))
+
+    def _write_record(self, magic: bytes, payload: bytes) -> None:
+        record = magic + len(payload).to_bytes(8, "little") + zlib.crc32(payload).to_bytes(4, "little") + payload
         if self._handle is None:
             raise MedsegError("the autosave journal is closed", path=self.folder)
         try:
@@ -171,7 +184,6 @@ class Journal:
         except OSError as error:
             raise MedsegError(f"cannot write the autosave journal ({error.strerror})", path=self.folder,
                               hint="free some disk space; your edits are still in memory") from error
-        self.records += 1
 
     def _close_handle(self) -> None:
         if self._handle is not None:
@@ -186,21 +198,31 @@ class Journal:
 
 
 def read_records(path: Path) -> list[Delta]:
-    """Every complete, intact record; stops at the first torn or corrupt one."""
+    """Every complete, intact delta record; stops at the first torn or corrupt record."""
+    return read_journal(path)[0]
+
+
+def read_journal(path: Path) -> tuple[list[Delta], int | None]:
+    """(every intact delta, the undo history's depth at the last step record, None when there is none)."""
     deltas = []
+    steps = None
     data = path.read_bytes() if path.is_file() else b""
     pos = 0
     while pos + HEADER <= len(data):
-        if data[pos:pos + 4] != MAGIC:
+        magic = data[pos:pos + 4]
+        if magic not in (MAGIC, STEP_MAGIC):
             break
         length = int.from_bytes(data[pos + 4:pos + 12], "little")
         crc = int.from_bytes(data[pos + 12:pos + 16], "little")
         payload = data[pos + HEADER:pos + HEADER + length]
         if len(payload) != length or zlib.crc32(payload) != crc:
             break
-        deltas.append(Delta.from_bytes(payload))
+        if magic == MAGIC:
+            deltas.append(Delta.from_bytes(payload))
+        else:
+            steps = int.from_bytes(payload, "little")
         pos += HEADER + length
-    return deltas
+    return deltas, steps
 
 
 def find_sessions(root: Path | None = None) -> list[RecoverableSession]:
@@ -215,8 +237,10 @@ def find_sessions(root: Path | None = None) -> list[RecoverableSession]:
         if not isinstance(info, dict) or not info.get("open"):
             continue
         journal = journal_file(folder.parent, info.get("generation") if isinstance(info.get("generation"), int) else None)
+        deltas, steps = read_journal(journal)
         found.append(RecoverableSession(folder.parent, info.get("image_source", ""), info.get("description", ""),
-                                        len(read_records(journal)), journal.stat().st_mtime if journal.exists() else 0))
+                                        len(deltas), journal.stat().st_mtime if journal.exists() else 0,
+                                        steps if steps is not None else len(deltas)))
     return sorted(found, key=lambda s: -s.modified)
 
 

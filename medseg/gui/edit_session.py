@@ -12,7 +12,7 @@ import logging
 from pathlib import Path
 from typing import Any, Callable
 
-from PySide6.QtCore import QEventLoop, QObject, QTimer, Slot
+from PySide6.QtCore import QEventLoop, QObject, Qt, QTimer, Slot
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QCheckBox, QMessageBox
 
@@ -204,19 +204,28 @@ class EditSession(QObject):
         root = self.document.autosave_root
         if root is None:
             return
+        if not self.window.isVisible():  # shown before the window, the box ended up behind it (no window manager)
+            QTimer.singleShot(50, self.offer_recovery)
+            return
         sessions = [s for s in find_sessions(root) if self.document.journal is None
                     or s.folder != self.document.journal.folder]
         if not sessions:
             return
         newest = sessions[0]
+        edits = "1 edit" if newest.edits == 1 else f"{newest.edits} edits"  # as the undo counter counted them
         self.recovery_box = QMessageBox(
             QMessageBox.Icon.Question, "Recover edits",
             f"medseg did not close cleanly. Recover the segmentation you were editing "
-            f"({newest.records} edits) on {Path(newest.image_source).name or 'the image'}?",
+            f"({edits}) on {Path(newest.image_source).name or 'the image'}?",
             QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.Discard, self.window)
         self.recovery_box.setInformativeText(f"Image: {newest.image_source}")
+        # nothing else can be done before it is answered, and it must be seen: on top, even with no
+        # window manager to stack it (the X server stacks by the order windows are raised)
+        self.recovery_box.setWindowModality(Qt.WindowModality.ApplicationModal)
         self.recovery_box.finished.connect(lambda result, s=newest: self._on_recovery_answer(result, s))
-        self.recovery_box.open()
+        self.recovery_box.show()  # (open() would make it window-modal only)
+        self.recovery_box.raise_()
+        self.recovery_box.activateWindow()
 
     def _on_recovery_answer(self, result: int, session) -> None:
         if result != QMessageBox.StandardButton.Yes:

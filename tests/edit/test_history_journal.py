@@ -14,7 +14,7 @@ import pytest
 
 from medseg.edit import tools
 from medseg.edit.document import SegmentationDocument
-from medseg.edit.journal import find_sessions, journal_file, recover
+from medseg.edit.journal import HEADER, find_sessions, journal_file, recover
 
 from edit_cases import LIVER, STOMACH
 
@@ -140,15 +140,17 @@ def test_sigkill_recovery_is_voxel_exact(abdomen_files, tmp_path: Path):
 
     sessions = find_sessions(root)
     assert len(sessions) == 1 and sessions[0].image_source == str(abdomen_files[0])
+    assert sessions[0].edits == 8  # 10 edits, 2 of them undone: the undo counter showed 8 steps
     source, label_map = recover(sessions[0].folder)
     final = np.load(root / f"state_{steps - 1}.npy")
     assert np.array_equal(label_map.array, final)
     assert label_map.labels[LIVER].name == "liver"
 
-    # a record torn by the kill (half written) is ignored: the state before it comes back
+    # a record torn by the kill (half written) is ignored: the state before it comes back (the journal
+    # ends with the last edit's delta, then its step record)
     journal = journal_file(sessions[0].folder)
     data = journal.read_bytes()
-    journal.write_bytes(data[:-7])
+    journal.write_bytes(data[:-(HEADER + 8) - 7])
     _, torn = recover(sessions[0].folder)
     assert np.array_equal(torn.array, np.load(root / f"state_{steps - 2}.npy"))
 
@@ -163,3 +165,21 @@ def test_clean_close_leaves_nothing_to_recover(abdomen, tmp_path: Path):
     assert len(find_sessions(tmp_path)) == 1
     doc.close_journal()
     assert find_sessions(tmp_path) == []
+
+
+def test_a_stroke_is_one_edit_however_many_pieces_it_wrote(abdomen, tmp_path: Path):
+    """The recovery offer counts edits as the undo counter does, not journal records (#42.6)."""
+    image, label_map = abdomen
+    doc = SegmentationDocument()
+    doc.enable_autosave(tmp_path)
+    doc.set_volume(image, source="x")
+    doc.set_label_map(label_map)
+    for k in range(6):  # a brush stroke: a piece written at each mouse move
+        doc.stroke_apply(tools.dab(doc.label_map, (10, 40 + 3 * k, 50), 3.0, 3))
+    doc.end_stroke("brush")
+    doc.apply(tools.dab(doc.label_map, (20, 60, 60), 4.0, 4), "dab")
+    doc.undo()
+    doc.redo()
+    (session,) = find_sessions(tmp_path)
+    assert session.records == 6 + 1 + 2 and session.edits == doc.history.depth == 2
+    doc.close_journal()
