@@ -84,7 +84,7 @@ class MainWindow(QMainWindow):
         self.demo_banner = Banner("background: #ffb3b3; border: 1px solid #c04040;", self)
         self.segmentation_files = SegmentationFiles(self.document, self)
         self.stats_panel = StatsPanel(self.document, self.view, self)
-        self.raw_stack = RawStackToggle(self.document, self.loader, self)
+        self.raw_stack = RawStackToggle(self.document, self.loader, self, self.viewer)
         self.findings_banner.add_button(self.raw_stack.button)
         self.browser: SeriesBrowser | None = None
         self.pacs_dialog = None  # made on first use (File ▸ PACS…)

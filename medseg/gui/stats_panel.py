@@ -126,7 +126,7 @@ class StatsPanel(QWidget):
         if self._stale:
             self.summary.setText("The segmentation changed since these figures: press Refresh to recount.")
         elif self.stats:
-            self.summary.setText(f"{len(self.stats)} labels, {total:.1f} ml in all")
+            self.summary.setText(f"{len(self.stats)} label{'s' if len(self.stats) != 1 else ''}, {total:.1f} ml in all")
         else:
             self.summary.setText("No labelled voxels." if self.document.label_map is not None else "No segmentation.")
 

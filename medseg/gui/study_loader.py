@@ -27,13 +27,16 @@ from medseg.core.labels import Label
 from medseg.edit.document import SegmentationDocument
 from medseg.edit.merge import REPLACE, SEGMENT_STEP, Segmentation
 from medseg.edit.operations import merge_segmentation
-from medseg.gui.view_state import ViewState
+from medseg.gui.view_state import DEFAULT_PRESETS, ViewState
 from medseg.errors import Cancelled, MedsegError
 from medseg.gui.jobs import Job
 from medseg.core.volume import Volume, VolumeMeta
 from medseg.io.image_files import image_suffix
 
 log = logging.getLogger(__name__)
+
+PREVIEW_PRESET = "Soft tissue"  # the first paint of a series whose headers name no window
+
 
 def is_image_file(path: str | Path) -> bool:
     return Path(path).is_file() and image_suffix(path) is not None
@@ -171,10 +174,18 @@ class StudyLoader(QObject):
             return None
         shared = medseg_io.preview_stack(series)
         array = shared if shared is not None else np.full((nz, ny, nx), -1024, dtype=np.int16)
+        # The series' own window from the start (the loaded volume takes the middle slice's too): the
+        # preview's voxels are air or not decoded yet, and a window read from them was W 1 / L 0.
+        slices = list(getattr(series, "slices", None) or [])
+        window = slices[(len(slices) - 1) // 2].window if slices else None
         meta = VolumeMeta(modality=series.modality, series_description=series.series_description,
-                          study_description=series.study_description)
+                          study_description=series.study_description,
+                          window_center=window[0] if window else None, window_width=window[1] if window else None)
         self._preview = Volume(array, series.spacing_mm, series.origin_mm, series.direction, meta)
         self.document.set_volume(self._preview, synthetic=self._synthetic)
+        if window is None:  # no header window: what a CT viewer opens with, until the voxels can say
+            self.view.set_window(*DEFAULT_PRESETS[PREVIEW_PRESET],
+                                 preset=PREVIEW_PRESET if PREVIEW_PRESET in self.view.presets else "")
         return shared
 
     @Slot()

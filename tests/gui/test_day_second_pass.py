@@ -1,0 +1,169 @@
+"""A clinician's and a researcher's day, second pass (issue #42): each rough edge a new user met in a
+real window, driven here through the real widgets (offscreen) and checked by what the user sees.
+
+Screenshots go to test-artifacts/ (gui_day2_*.png)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pydicom
+import pytest
+from PySide6.QtCore import QPoint, QPointF, Qt
+from PySide6.QtWidgets import QApplication, QMessageBox
+
+from medseg.edit.document import SegmentationDocument
+
+TILT = ("dcm_qa_ct", "GE_HiSpeedDual_head_tilt_varspacing")
+
+
+def _shot(widget, artifacts_dir: Path, name: str) -> Path:
+    path = artifacts_dir / f"gui_day2_{name}.png"
+    widget.grab().save(str(path))
+    return path
+
+
+def _point(view, xyz) -> QPoint:
+    p = view.index_to_widget(xyz)
+    return QPoint(round(p.x()), round(p.y()))
+
+
+def _drag(qtbot, view, points) -> None:
+    qtbot.mousePress(view, Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier, points[0])
+    for p in points[1:]:
+        qtbot.mouseMove(view, p)
+    qtbot.mouseRelease(view, Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier, points[-1])
+
+
+# --- 9. the first paint of a study ---------------------------------------------------------------------------------
+def test_the_first_paint_of_a_series_uses_its_own_window(driver, window, ct_dir, artifacts_dir, tmp_path):
+    """#42.9: while the series loads, the views show it at the headers' window (not W 1 / L 0 from the
+    not-yet-decoded voxels); a series without a window opens at the soft-tissue preset."""
+    seen: list[tuple[float, float]] = []  # the window when the preview is up (the load job starts in the same
+    # event-loop turn, before any paint), then at each later image change
+
+    def note() -> None:
+        seen.append((window.view.window_center, window.view.window_width))
+
+    window.loader.busy_changed.connect(lambda: note() if window.loader.job is not None and
+                                       window.loader.job.name == "load-series" else None)
+    window.loader.study_loaded.connect(lambda _volume: note())
+    folder = ct_dir.joinpath(*TILT)
+    driver.open_series(folder)
+    files = sorted(folder.glob("*.dcm"), key=lambda f: float(pydicom.dcmread(f, stop_before_pixels=True)
+                                                               .ImagePositionPatient[2]))
+    middle = pydicom.dcmread(files[(len(files) - 1) // 2], stop_before_pixels=True)
+    header = (float(middle.WindowCenter), float(middle.WindowWidth))
+    assert len(seen) == 2 and seen[0] == header and seen[1] == header, seen  # the preview, then the volume
+    _shot(window, artifacts_dir, "first_paint_tilt")
+
+    seen.clear()
+    no_window = ct_dir / "dicom2nifti_testdata" / "missing_slice_ge_lightspeed16"
+    assert all("WindowWidth" not in pydicom.dcmread(f, stop_before_pixels=True)
+               for f in no_window.iterdir() if f.is_file() and not f.name.startswith("LICENSE"))
+    driver.open_series(no_window)
+    assert seen[0] == (40.0, 400.0) and seen[0][1] > 1, seen  # soft tissue, never W 1
+
+
+# --- 10. raw stack <-> regular grid keeps how the study is looked at ------------------------------------------------
+def test_switching_the_grid_keeps_window_zoom_and_the_point_looked_at(driver, window, ct_dir, qtbot, artifacts_dir):
+    """#42.10: View ▸ Acquired slices and back keep window/level, each view's scale and centre, the crosshair."""
+    volume = driver.open_series(ct_dir.joinpath(*TILT))
+    view = window.viewer.views["axial"]
+    window.view.set_window(300.0, 1500.0)  # bone, set by hand
+    view.zoom, view.pan = 2.0, QPointF(40.0, -25.0)
+    window.view.set_cursor((300, 220, 9))
+    before_cursor = volume.index_to_physical(window.view.cursor_xyz)
+    centre = QPointF(view.width() / 2, view.height() / 2)
+    before_centre = volume.index_to_physical(view.widget_to_continuous(centre))
+    before_scale = view.image_rect().width() / (volume.size_xyz[0] * volume.spacing_mm[0])
+    for raw in (True, False):
+        with qtbot.waitSignal(window.loader.study_loaded, timeout=120_000) as loaded:
+            assert window.raw_stack.switch(raw)
+        other = loaded.args[0]
+        assert ("raw_stack" in {f.kind for f in other.meta.findings}) == raw
+        assert (window.view.window_center, window.view.window_width) == (300.0, 1500.0)
+        scale = view.image_rect().width() / (other.size_xyz[0] * other.spacing_mm[0])
+        assert scale == pytest.approx(before_scale, rel=1e-3)
+        at_centre = other.index_to_physical(view.widget_to_continuous(centre))
+        # the same patient point in the middle of the view (within a pixel and, across the plane, a slice)
+        assert np.linalg.norm((at_centre - before_centre)[:2]) < 1.5 / scale + 1e-6
+        cursor = other.index_to_physical(window.view.cursor_xyz)
+        assert np.linalg.norm(cursor - before_cursor) < max(other.spacing_mm)
+        _shot(window, artifacts_dir, f"grid_switch_{'raw' if raw else 'regular'}")
+
+
+# --- 11. the localizer once -----------------------------------------------------------------------------------------
+def test_a_series_and_its_localizer_report_the_localizer_once(driver, window, ct_dir, tmp_path, artifacts_dir):
+    source = ct_dir / "dcm_qa_ct" / "Philips_Ingenuity_phantom_mixed_series"
+    folder = tmp_path / "head"
+    folder.mkdir()
+    for path in [source / "S1000_I10", *source.glob("S2010_*")]:
+        shutil.copy(path, folder / path.name)
+    volume = driver.open_series(folder)
+    assert volume.meta.series_description == "STD BRAIN 5MM"
+    details = window.viewer.info_pane.text()
+    banner = window.findings_banner.details
+    for text in (details, banner):
+        assert text.count("localizer") == 1, text
+        assert "other image series" not in text and "other series" not in text, text
+    window.details_dock.raise_()
+    _shot(window, artifacts_dir, "localizer_once")
+
+
+# --- 5. statistics size ---------------------------------------------------------------------------------------------
+def test_statistics_size_counts_whole_voxels(driver, window, ct_dir, artifacts_dir):
+    """#42.5: a label over 7 slices of 5 mm reads 35 mm tall in the table (30 before); the header says why."""
+    volume = driver.open_series(ct_dir / "dcm_qa_ct" / "Philips_Ingenuity_phantom_mixed_series", "5MM")
+    assert volume.spacing_mm[2] == pytest.approx(5.0)
+    array = np.zeros(volume.shape_zyx, np.uint8)
+    array[10:17, 200:240, 180:200] = 1  # 7 slices, 40 rows, 20 columns
+    doc = window.document
+    from medseg.edit.label_map import build_label_table
+
+    doc.set_label_map(volume.with_array(array), build_label_table([1], {1: "tumour"}), description="test")
+    panel = window.stats_panel
+    panel.refresh()
+    column = panel.table.columnCount() - 1
+    expected = [20 * volume.spacing_mm[0], 40 * volume.spacing_mm[1], 35.0]
+    assert panel.table.item(0, column).text() == "×".join(f"{v:.1f}" for v in expected)
+    assert "whole voxels" in panel.table.horizontalHeaderItem(column).toolTip()
+    window.stats_dock.raise_()
+    _shot(window, artifacts_dir, "stats_size")
+
+
+# --- 6. the recovery offer ------------------------------------------------------------------------------------------
+def test_recovery_counts_edits_as_the_undo_counter_and_is_modal_on_top(driver, window, ct_dir, qtbot, tmp_path,
+                                                                       monkeypatch, artifacts_dir):
+    """#42.6: three brush strokes (dozens of journal records) and an undo are '2 edits', the number the
+    Edit panel's undo counter showed; the offer is application-modal and the active window."""
+    from medseg.gui.main_window import MainWindow
+
+    driver.open_image_file(ct_dir / "pyradiomics_lung1" / "lung1_image.nrrd")
+    panel, view = window.editing.panel, window.viewer.views["axial"]
+    panel.tool_buttons["brush"].click()
+    z = window.view.cursor_xyz[2]
+    for y in (200, 260, 320):
+        _drag(qtbot, view, [_point(view, (x, y, z)) for x in range(150, 320, 12)])
+    window.document.undo()
+    counter = panel.history_label.text()
+    assert counter.startswith("Undo: 2 steps"), counter
+    records = window.document.journal.records
+    assert records > 10  # pieces of strokes, and the undo's inverse
+    # the crash: this window never closes its journal; a new window starts in the same data folder
+    monkeypatch.setattr(window.editing, "closing", lambda: None)
+    second = MainWindow()
+    qtbot.addWidget(second)
+    second.resize(1200, 800)
+    second.show()
+    qtbot.waitUntil(lambda: second.editing.recovery_box is not None and second.editing.recovery_box.isVisible(),
+                    timeout=10_000)
+    box = second.editing.recovery_box
+    assert "(2 edits)" in box.text(), box.text()
+    assert box.windowModality() == Qt.WindowModality.ApplicationModal
+    assert QApplication.activeModalWidget() is box
+    _shot(box, artifacts_dir, "recovery_offer")
+    box.done(QMessageBox.StandardButton.Discard)
+    second.close()
