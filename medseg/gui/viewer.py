@@ -11,6 +11,7 @@ import numpy as np
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QGridLayout, QLabel, QWidget
 
+from medseg.core.labels import Label
 from medseg.edit.document import SegmentationDocument
 from medseg.gui.view_state import ViewState
 from medseg.gui.label_table import color_arrays
@@ -64,6 +65,7 @@ class ViewerPanel(QWidget):
         document.labels_changed.connect(self._on_labels_changed)
         self.view.window_changed.connect(self._on_window_changed)
         self.view.overlay_changed.connect(self._on_labels_changed)
+        self.view.active_label_changed.connect(self._on_labels_changed)
         self.view.cursor_changed.connect(self._repaint_all)
         self.view.comparison_changed.connect(self._on_comparison_changed)
         self.view.tools.grow_changed.connect(self._on_tool_layer)
@@ -177,7 +179,13 @@ class ViewerPanel(QWidget):
                 view.mark_labels_changed()
 
     def _on_labels_changed(self) -> None:
-        colors, visible, slots = color_arrays(self.document.labels)
+        table = dict(self.document.labels)
+        active = self.view.active_label
+        if active and active not in table:
+            # "3 (new)": not in the table until its first voxel, but its seeds and its grow preview are
+            # drawn now, in the colour it will get (they were black and invisible: the user applied blind)
+            table[active] = Label(active)
+        colors, visible, slots = color_arrays(table)
         self.renderer.set_labels(colors, visible, self.view.overlay_opacity, slots)
         for view in self.views.values():
             view.mark_labels_changed()

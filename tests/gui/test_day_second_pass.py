@@ -167,3 +167,51 @@ def test_recovery_counts_edits_as_the_undo_counter_and_is_modal_on_top(driver, w
     _shot(box, artifacts_dir, "recovery_offer")
     box.done(QMessageBox.StandardButton.Discard)
     second.close()
+
+
+# --- 3. grow from seeds into a new label ------------------------------------------------------------------------
+def test_grow_from_seeds_into_a_new_label_shows_seeds_and_preview_in_its_colour(driver, window, ct_dir, qtbot,
+                                                                                 artifacts_dir):
+    """#42.3: with no segmentation yet the label box reads '1 (new)': the seeds and the preview are drawn in
+    the colour the label will get (they were black, and the preview invisible, until Apply)."""
+    from medseg.core.labels import Label
+    from medseg.io import read_image
+
+    driver.open_image_file(ct_dir / "pyradiomics_lung1" / "lung1_image.nrrd")
+    nodule = read_image(ct_dir / "pyradiomics_lung1" / "lung1_label.nrrd").array == 1
+    x, y, z = (int(v) for v in np.rint(np.argwhere(nodule).mean(axis=0))[::-1])
+    panel, view = window.editing.panel, window.viewer.views["axial"]
+    new = window.view.active_label
+    assert window.document.label_map is None and new not in window.document.labels  # the Edit panel's "1 (new)"
+    colour = Label(new).color  # what the table will give it at its first voxel
+    panel.tool_buttons["grow_seeds"].click()
+    panel.radius.setValue(2.0)
+    window.view.set_cursor((x, y, z))
+    runner, options = panel.grow_runner, panel.semi_automatic
+    with qtbot.waitSignal(runner.preview_shown, timeout=60_000):
+        options.seed_kind.setCurrentText("structure")
+        _drag(qtbot, view, [_point(view, (x, y, z))])
+        options.seed_kind.setCurrentText("background")
+        ring = [_point(view, (x + 22 * np.cos(a), y + 22 * np.sin(a), z)) for a in np.linspace(0, 2 * np.pi, 48)]
+        _drag(qtbot, view, ring)
+    qtbot.waitUntil(lambda: not runner.busy() and not window.view.tools.grow.pending(), timeout=60_000)
+    preview = window.view.tools.grow.preview
+    assert preview is not None and preview.delta is not None and (preview.delta.new == new).sum() > 20
+    image = view.render_slice()
+    column, row = view.axes.index_to_pixel((x, y, z), window.document.volume.size_xyz)
+    seed = image.pixelColor(int(round(column)), int(round(row)))
+    assert (seed.red(), seed.green(), seed.blue()) == colour  # the seed, opaque, in the label's colour
+    # a voxel the preview grows into (not a seed): tinted towards the label's colour, not grey
+    grown = np.zeros(nodule.shape, bool)
+    grown.reshape(-1)[preview.delta.global_index(nodule.shape)] = preview.delta.new == new
+    seeds = window.view.tools.grow.seeds[z] != 0
+    gz, gy, gx = np.argwhere(grown[z:z + 1] & ~seeds[None])[0] + (z, 0, 0)
+    c, r = view.axes.index_to_pixel((int(gx), int(gy), int(gz)), window.document.volume.size_xyz)
+    tinted = image.pixelColor(int(round(c)), int(round(r)))
+    grey = window.document.volume.array[gz, gy, gx]
+    assert len({tinted.red(), tinted.green(), tinted.blue()}) > 1, (tinted.getRgb(), grey)
+    view.update()
+    _shot(window, artifacts_dir, "grow_new_label_preview")
+    options.apply_button.click()
+    applied = window.document.label_map.array == new
+    assert applied.sum() == (preview.delta.new == new).sum() and window.document.labels[new].color == colour
