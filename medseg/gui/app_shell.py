@@ -150,8 +150,8 @@ def shortcut_rows(window: QWidget) -> list[tuple[str, str]]:
     return [*rows.items(), *MOUSE_AND_KEYS]
 
 
-def shortcuts_box(parent: QWidget) -> QMessageBox:
-    rows = "".join(f"<tr><td>{what}</td><td><b>{keys}</b></td></tr>" for what, keys in shortcut_rows(parent))
-    box = QMessageBox(QMessageBox.Icon.NoIcon, "Keyboard and mouse", f"<table cellspacing=6>{rows}</table>",
-                      QMessageBox.StandardButton.Ok, parent)
-    return box
+def shortcuts_box(parent: QWidget) -> QWidget:
+    """The F1 sheet: two columns, never taller than the screen (medseg.gui.shortcuts_dialog)."""
+    from medseg.gui.shortcuts_dialog import ShortcutsDialog
+
+    return ShortcutsDialog(shortcut_rows(parent), parent)

@@ -31,7 +31,7 @@ from PySide6.QtWidgets import (
 from medseg.edit.document import SegmentationDocument
 from medseg.gui.view_state import AUTO_PRESET, ViewState
 from medseg.errors import Cancelled, MedsegError, ModalityMismatch
-from medseg.gui import app_shell, save_dialog, wheel_guard
+from medseg.gui import app_shell, model_choice, save_dialog, wheel_guard
 from medseg.gui.banners import Banner, findings_text, join_messages
 from medseg.gui.job_status import JobStatusWidget
 from medseg.gui.jobs import Job
@@ -50,6 +50,7 @@ from medseg.io.image_files import IMAGE_PATTERNS
 
 log = logging.getLogger(__name__)
 
+SIDE_MAX_WIDTH = 460  # px: the side panel's widest; the views take the rest of the window
 IMAGE_FILTER = f"Images (*.dcm {IMAGE_PATTERNS});;All files (*)"
 ARCHIVE_FILTER = "Zip archives or DICOMDIR (*.zip DICOMDIR);;All files (*)"
 
@@ -127,9 +128,10 @@ class MainWindow(QMainWindow):
         side_scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         # The panels' own least width and the scroll bar: never clipped on the right (horizontal
         # scrolling is off); 380 at least, the plan table is cramped below that.
-        side_scroll.setMinimumWidth(max(380, side.minimumSizeHint().width()
-                                        + side_scroll.verticalScrollBar().sizeHint().width()))
-        side_scroll.setMaximumWidth(460)
+        # Never wider than 460 whatever a panel's text says at the start: the views keep their share.
+        side_scroll.setMinimumWidth(min(SIDE_MAX_WIDTH, max(380, side.minimumSizeHint().width()
+                                                            + side_scroll.verticalScrollBar().sizeHint().width())))
+        side_scroll.setMaximumWidth(SIDE_MAX_WIDTH)
         splitter = QSplitter(Qt.Orientation.Horizontal, self)
         splitter.addWidget(self.viewer)
         splitter.addWidget(side_scroll)
@@ -160,6 +162,7 @@ class MainWindow(QMainWindow):
         self.stats_dock.raise_()
         self.train_tab = TrainExportTab(self.document, self)
         self.train_tab.failed.connect(self._on_failed)
+        self.train_tab.training_panel.model_chosen.connect(self.use_model_reference)
         self.train_tab.export_panel.open_requested.connect(lambda case: open_comparison_case(self, case))
         train_scroll = QScrollArea(self)  # on a laptop screen the tab scrolls instead of forcing the window taller
         train_scroll.setWidget(self.train_tab)
@@ -218,6 +221,12 @@ class MainWindow(QMainWindow):
                                           tip="The model catalogue: install TotalSegmentator's models and others, "
                                               "see their licences and structures")
         self.models_dialog = None  # made on first use
+        self.builtin_model_action = self._action("Use the built-in model", lambda: self.use_model_reference(None),
+                                                 tip="Segment with the starter model that comes with medseg "
+                                                     "(body, lungs, bones)")
+        from medseg.gui.model_chooser import chosen_reference
+
+        self.builtin_model_action.setEnabled(chosen_reference() is not None)
         self.quit_action = self._action("Quit", self.close, QKeySequence.StandardKey.Quit)
         self.recent_menu_actions: list[QAction] = []
 
@@ -240,6 +249,7 @@ class MainWindow(QMainWindow):
         model_menu.addAction(self.segment_action)
         model_menu.addAction(self.choose_model_action)
         model_menu.addAction(self.models_action)
+        model_menu.addAction(self.builtin_model_action)
 
         view_menu = self.menuBar().addMenu("&View")
         self.layout_group = QActionGroup(self)
@@ -504,21 +514,33 @@ class MainWindow(QMainWindow):
     # --- segmentation ------------------------------------------------------------------------
     def model_path(self) -> str | None:
         """The chosen model package (None: the built-in starter model). A catalogue id is the folder it is
-        installed in; one that no longer opens is forgotten, and the window says why."""
+        installed in. A choice that no longer opens — a catalogue model removed, a folder deleted or holding no
+        model (a run folder cleaned up) — is forgotten, and the window says why."""
         from medseg.catalogue.folders import is_model_id, resolve_reference
         from medseg.gui.model_chooser import chosen_reference, store_reference
 
         reference = chosen_reference()
-        if reference is None or not is_model_id(reference):
-            return reference
+        if reference is None:
+            return None
         try:
-            return str(resolve_reference(reference))
+            if is_model_id(reference):
+                return str(resolve_reference(reference))
+            reason = model_choice.missing_reason(reference)
+            if reason is None:
+                return reference
+            raise MedsegError(f"The model chosen for Segment, {reference}, cannot be used: {reason}.")
         except MedsegError as error:
             store_reference(None)
-            if hasattr(self, "messages"):  # (the Segment panel asks while the window is being built)
-                self.segment_panel.model_chooser.fill()
-                self.notify(f"{error} Segment uses the built-in model.", "warning", "the chosen model cannot be used")
+            self._model_forgotten(f"{error} Segment uses the built-in model.")
             return None
+
+    def _model_forgotten(self, text: str) -> None:
+        if not hasattr(self, "messages"):  # the Segment panel asks while the window is being built: say it then
+            QTimer.singleShot(0, lambda: self._model_forgotten(text))
+            return
+        self.segment_panel.model_chooser.fill()
+        self.builtin_model_action.setEnabled(False)
+        self.notify(text, "warning", "the chosen model cannot be used")
 
     def use_model_reference(self, reference: str | None) -> None:
         """Segment runs ``reference`` (a catalogue id or a folder; None: the built-in starter) from now on."""
@@ -526,6 +548,7 @@ class MainWindow(QMainWindow):
 
         store_reference(reference)
         self.segment_panel.model_chooser.fill()
+        self.builtin_model_action.setEnabled(reference is not None)
         self.notify(f"Model for Segment: {reference or 'the built-in starter'}", "info", "model chosen")
         self.segment_panel.refresh()
 
@@ -533,6 +556,11 @@ class MainWindow(QMainWindow):
         folder = QFileDialog.getExistingDirectory(self, "Choose a model package or nnU-Net result folder",
                                                   self.model_path() or self._last_folder())
         if folder:
+            reason = model_choice.missing_reason(folder)
+            if reason is not None:  # refused when chosen, not at the next Segment
+                self._on_failed(MedsegError(f"not a model: {reason}", path=folder,
+                                            hint="choose a medseg model package or an nnU-Net result folder"))
+                return
             self.use_model_reference(folder)
 
     def open_models_dialog(self, install: str | None = None) -> None:
@@ -595,8 +623,13 @@ class MainWindow(QMainWindow):
         if notices:
             self.notice_banner.show_message("Segmentation: " + "; ".join(notices))
         self.stats_panel.refresh()  # a new segmentation: its figures are what the user reads next
-        self.notify(f"Segmented in {result.seconds:.1f} s on {result.device}"
-                    f"{' with ' + result.configuration if result.configuration else ''}.", "success")
+        how = f"{result.seconds:.1f} s on {result.device}{' with ' + result.configuration if result.configuration else ''}"
+        if found == 0:  # nothing found is not a success: the wrong model, or the wrong image for it
+            self.notify(f"0 structures found by {result.model_name}: is it the model for this series? "
+                        f"(segmented in {how}; Segmentation ▸ Use the built-in model)",
+                        "warning", "segmented: 0 structures found")
+        else:
+            self.notify(f"Segmented in {how}: {found} structure{'s' if found != 1 else ''} found.", "success")
         self._update_status()
 
     # --- results -----------------------------------------------------------------------------

@@ -6,6 +6,7 @@ per-axis strides, tiles, memory estimate) — shown before pressing Segment.
 from __future__ import annotations
 
 import html
+from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import Qt
@@ -65,6 +66,10 @@ class SegmentPanel(QGroupBox):
         self.window = window
         self.model_label = QLabel(self)
         self.model_label.setWordWrap(False)
+        # its text (a model's name, a chosen folder's) never widens the side panel: a long run folder's
+        # path made the panel 200 px wider at every start after "Use this model" (the tooltip has it whole)
+        self.model_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        self.model_label.setMinimumWidth(0)
         from medseg.gui.model_chooser import ModelChooser
 
         self.model_chooser = ModelChooser(self)  # the window's actions are made after the panels: look them up late
@@ -179,6 +184,7 @@ class SegmentPanel(QGroupBox):
 
             reference = chosen_reference() if source is not None else None  # the catalogue id, not its folder
             self.model_label.setText(f"Model: {'built-in starter' if reference is None else reference}")
+            self.model_label.setToolTip("The model Segment runs" + (f": {source}" if source else ""))
             return
         from medseg.errors import MedsegError
 

@@ -39,7 +39,6 @@ from PySide6.QtWidgets import (
 )
 
 from medseg.errors import DatasetError, MedsegError
-from medseg.gui import app_shell
 from medseg.gui.jobs import Job
 from medseg.gui.train_dataset_panel import SCRATCH_PLAN_OPTIONS, DatasetPanel
 from medseg.gui.train_plots import LiveCurves, write_pngs
@@ -299,6 +298,10 @@ class TrainingPanel(QWidget):
             manifest = training_set.save(settings.labels)
             if not resume or self.run_folder is None:
                 self.run_folder = training_set.folder / "runs" / time.strftime("run-%Y%m%d-%H%M%S")
+                # what the previous run made is not this run's: "Use this model" waits for this one's package
+                self.package_path = None
+                self.last_checkpoint = None
+                self.summary.setText("")
                 self.curves.clear()
                 self.records = []
                 self.log_pane.clear()
@@ -551,11 +554,15 @@ class TrainingPanel(QWidget):
                 f"{rate:.2f} iterations/s")
 
     def use_model(self) -> None:
-        if self.package_path is None:
+        """The Segment tab's model becomes this run's package (only ever one this run wrote)."""
+        package = self.package_path
+        if package is None or self.run_folder is None or not package.resolve().is_relative_to(self.run_folder.resolve()):
             return
-        app_shell.settings().setValue("model/path", str(self.package_path))
-        self._log(f"the Segment tab now uses {self.package_path}")
-        self.model_chosen.emit(str(self.package_path))
+        from medseg.gui.model_chooser import store_reference
+
+        store_reference(str(package))
+        self._log(f"the Segment tab now uses {package}")
+        self.model_chosen.emit(str(package))
 
     def open_run(self, folder: str | None = None) -> None:
         """Reopen a run folder: its curves and summary from events.jsonl."""
@@ -590,7 +597,12 @@ class TrainingPanel(QWidget):
         self.pause_button.setEnabled(running and not paused)
         self.resume_button.setEnabled(paused or (not running and bool(self.last_checkpoint)))
         self.stop_button.setEnabled(running)
-        self.use_button.setEnabled(not running and self.package_path is not None)
+        made_here = (self.package_path is not None and self.run_folder is not None
+                     and self.package_path.resolve().is_relative_to(self.run_folder.resolve()))
+        self.use_button.setEnabled(not running and made_here)
+        self.use_button.setToolTip(f"Segment with {self.package_path}" if made_here else
+                                   "This run has not written a model yet (it is written at the end, or from the "
+                                   "last checkpoint when the run is stopped)")
 
 
 def _spin(low: int, high: int, value: int) -> QSpinBox:

@@ -215,3 +215,157 @@ def test_grow_from_seeds_into_a_new_label_shows_seeds_and_preview_in_its_colour(
     options.apply_button.click()
     applied = window.document.label_map.array == new
     assert applied.sum() == (preview.delta.new == new).sum() and window.document.labels[new].color == colour
+
+
+# --- 1. never point at a model a run did not produce; 0 structures is a warning; the built-in model --------------
+def _model_that_finds_nothing(folder: Path) -> Path:
+    """The starter's network with its output heads set to say 'background' everywhere (what a run stopped
+    before it learned anything can leave): a model whose Segment finds 0 structures, by construction."""
+    import torch
+
+    from medseg.model.package import load_model, save_package
+
+    package = load_model()
+    for fold in (f for folds in package.weights.values() for f in folds):
+        for key in [k for k in fold if k.startswith("decoder.seg_layers.")]:
+            fold[key] = torch.zeros_like(fold[key])
+            if key.endswith(".bias"):
+                fold[key][0] = 10.0
+    package.name = "blank-heads"
+    return Path(save_package(package, folder))
+
+
+def test_nothing_found_is_a_warning_and_the_built_in_model_is_in_the_menu(driver, window, ct_dir, qtbot, tmp_path,
+                                                                         monkeypatch, artifacts_dir):
+    from PySide6.QtWidgets import QFileDialog
+
+    from medseg.model.package import load_model
+
+    monkeypatch.setattr(window.editing, "ask_before_segment", lambda _package, then: then("replace"))
+    blank = _model_that_finds_nothing(tmp_path / "blank")
+    driver.open_series(ct_dir / "dcmqi_ct3slice_masks" / "image")
+    menu = next(m for m in window.menuBar().actions() if m.text() == "&Segmentation").menu()
+    assert [a.text() for a in menu.actions()] == ["Segment", "Choose model…", "Use the built-in model"]
+    assert not window.builtin_model_action.isEnabled()  # it is the one in use
+    monkeypatch.setattr(QFileDialog, "getExistingDirectory", lambda *a, **k: str(blank))
+    window.choose_model_action.trigger()
+    assert window.model_path() == str(blank) and "blank-heads" in window.segment_panel.model_label.text()
+    with qtbot.waitSignal(window.loader.segmented, timeout=300_000) as done:
+        window.segment_panel.run_button.click()
+    assert not done.args[0].label_map.array.any()
+    message = window.messages.current
+    assert message.level == "warning" and "0 structures found" in message.text, message
+    _shot(window, artifacts_dir, "segment_found_nothing")
+    assert window.builtin_model_action.isEnabled()
+    window.builtin_model_action.trigger()
+    assert window.model_path() is None
+    assert load_model().name in window.segment_panel.model_label.text()
+    with qtbot.waitSignal(window.loader.segmented, timeout=300_000) as done:
+        window.segment_panel.run_button.click()
+    assert window.messages.current.level == "success" and "structures found" in window.messages.current.text
+
+
+def test_a_chosen_model_that_is_gone_is_forgotten_with_a_warning(qtbot, tmp_path):
+    from medseg.gui import app_shell, model_choice
+    from medseg.gui.main_window import MainWindow
+
+    gone = _model_that_finds_nothing(tmp_path / "run" / "model")
+    model_choice.choose(gone)
+    shutil.rmtree(gone)  # the run folder was cleaned up between two starts
+    second = MainWindow()
+    qtbot.addWidget(second)
+    second.show()
+    assert second.model_path() is None and not app_shell.settings().value(model_choice.SETTING)
+    qtbot.waitUntil(lambda: second.messages.current is not None, timeout=5_000)
+    assert second.messages.current.level == "warning" and "no longer there" in second.messages.current.text
+    assert not second.builtin_model_action.isEnabled()
+    second.close()
+
+
+def test_use_this_model_is_off_after_a_run_stopped_before_its_first_checkpoint(driver, window, ct_dir, qtbot,
+                                                                               tmp_path, artifacts_dir):
+    """#42.1: the previous run's model was offered (and used) after a new run stopped before it wrote anything."""
+    from medseg.edit.label_map import build_label_table
+    from medseg.model.training.run_record import RunRecorder
+
+    tab = window.train_tab
+    panel, training = tab.dataset_panel, tab.training_panel
+    panel.set_workspace(tmp_path / "workspace")
+    # the previous run, reopened: its package is in its run folder, so it may be used
+    previous = tmp_path / "workspace" / "runs" / "run-previous"
+    package = _model_that_finds_nothing(previous / "model")
+    recorder = RunRecorder(previous)
+    recorder.record({"event": "done", "package": str(package), "seconds": 1.0, "device": "cpu", "best_epoch": None})
+    recorder.close()
+    training.open_run(str(previous))
+    assert training.use_button.isEnabled()
+    # a case (a labelled 3-slice CT) and a new run, stopped at once
+    volume = driver.open_series(ct_dir / "dcmqi_ct3slice_masks" / "image")
+    array = (volume.array > 200).astype(np.uint8)
+    window.document.set_label_map(volume.with_array(array), build_label_table([1], {1: "bones"}), description="test")
+    panel.add_current_button.click()
+    qtbot.waitUntil(lambda: panel.job is None and panel.training_set.entries
+                    and panel.training_set.entries[0].info is not None, timeout=120_000)
+    window.document.mark_saved()
+    tab.pages.setCurrentWidget(training)
+    training.refresh_labels()
+    training.base_combo.setCurrentIndex(training.base_combo.findText("From scratch"))
+    with qtbot.waitSignal(training.run_ended, timeout=300_000) as ended:
+        training.start_button.click()
+        assert not training.use_button.isEnabled()  # running: nothing to use yet
+        training.stop_button.click()
+    assert ended.args[0].get("cancelled")
+    assert not any(r.get("event") == "checkpoint" for r in training.records)  # stopped before the first one
+    assert training.package_path is None and not training.use_button.isEnabled()
+    assert "has not written a model" in training.use_button.toolTip()
+    training.use_model()  # even called directly, it points the Segment tab at nothing
+    assert window.model_path() is None
+    window.tabs.setCurrentIndex(1)
+    _shot(window, artifacts_dir, "train_stopped_before_checkpoint")
+
+
+# --- 14. the F1 sheet fits the screen ---------------------------------------------------------------------------
+def test_the_shortcut_sheet_fits_on_the_screen(window, qtbot, artifacts_dir):
+    from medseg.gui.app_shell import shortcut_rows
+
+    window.show_shortcuts()
+    sheet = window.dialog
+    qtbot.waitExposed(sheet)
+    area = sheet.screen().availableGeometry()
+    assert sheet.frameGeometry().height() <= area.height(), (sheet.frameGeometry(), area)
+    rows = shortcut_rows(window)
+    assert len(rows) > 30 and all(f"{what}: {keys}" in sheet.text() for what, keys in rows)
+    shown = sheet.sheet.toPlainText()
+    assert "Ctrl + wheel" in shown and "Window/level" in shown
+    _shot(sheet, artifacts_dir, "shortcuts_sheet")
+    sheet.close()
+
+
+# --- 15. the side panel keeps its width from one start to the next ---------------------------------------------
+def test_the_side_panel_does_not_widen_after_a_model_is_chosen(window, qtbot, tmp_path, artifacts_dir):
+    """#42.15: after "Use this model" (a run folder's long path), every later start had a side panel 200 px
+    wider and smaller views."""
+    from medseg.gui import model_choice
+    from medseg.gui.main_window import MainWindow
+    from medseg.model.package import starter_model_path
+
+    def widths(main) -> tuple[int, int]:
+        main.resize(1600, 1000)
+        qtbot.waitUntil(lambda: main.width() == 1600 and main.viewer.width() + main.side_scroll.width() > 1500,
+                        timeout=5_000)
+        return main.side_scroll.width(), main.viewer.width()
+
+    built_in = widths(window)
+    run = tmp_path / "training" / "runs" / "run-20250101-120000" / "a-rather-long-training-set-name" / "model-stopped"
+    shutil.copytree(starter_model_path(), run)
+    model_choice.choose(run)
+    later = MainWindow()  # the next start
+    qtbot.addWidget(later)
+    later.show()
+    qtbot.waitUntil(lambda: later.placed, timeout=5_000)  # where the last start left it, then sized as the first
+    assert later.model_path() == str(run)
+    assert widths(later) == built_in
+    assert later.segment_panel.model_label.text() == "Model: model-stopped"
+    assert str(run) in later.segment_panel.model_label.toolTip()
+    _shot(later, artifacts_dir, "side_panel_after_model_chosen")
+    later.close()

@@ -95,11 +95,12 @@ def test_cancelled_segmentation_changes_nothing(window, chest, qtbot):
 
 def test_a_folder_that_is_not_a_model_is_refused_by_name(window, chest, qtbot, tmp_path, monkeypatch):
     monkeypatch.setattr(QFileDialog, "getExistingDirectory", lambda *a, **k: str(tmp_path))
-    window.choose_model_action.trigger()
     with qtbot.waitSignal(window.error_shown, timeout=60_000) as blocker:
-        window.segment_action.trigger()
+        window.choose_model_action.trigger()  # refused when chosen, not at the next Segment (#42.1)
     # the dialog names the problem and, on its own line, the folder the user chose
-    assert blocker.args[0] == "not a medseg model package: model.json is missing"
+    assert blocker.args[0] == ("not a model: it holds no model (no model.json, nor an nnU-Net plans.json "
+                               "and dataset.json)")
+    assert window.model_path() is None  # Segment still runs the built-in model
     assert window.error_box.text() == blocker.args[0]
     assert window.error_box.informativeText().splitlines()[0] == f"File: {tmp_path}"
     assert window.document.label_map is None
