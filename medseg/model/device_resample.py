@@ -27,6 +27,8 @@ import torch
 import torch.nn.functional as F
 from scipy import ndimage
 
+from medseg.progress import CancelToken
+
 # Output rows per block of a banded product: smaller blocks skip more zeros, larger ones
 # make better matrix products (64 measured best between 32 and 256 on 512 -> 266).
 BLOCK_ROWS = 64
@@ -123,8 +125,12 @@ def spline_resample(
     order: int,
     prepare: Callable[[torch.Tensor], torch.Tensor] | None = None,
     nearest_indices: Callable[[int, int], np.ndarray] | None = None,
+    cancel: CancelToken | None = None,
 ) -> torch.Tensor:
     """Resample a (z, y, x) image as nnU-Net's resample_data_or_seg_to_shape (skimage resize, clip).
+
+    ``cancel`` is looked at before every slab (a fraction of a second of work each), so a Cancel
+    while a large CT is prepared stops it within that, not after the whole resampling.
 
     ``prepare`` turns a slab of the image (any dtype) into float32 values (the normalisation);
     it runs slab by slab, so an int16 CT never exists as a whole float copy. With
@@ -136,10 +142,11 @@ def spline_resample(
     device = image.device
     dtype = compute_dtype(device)
     new_shape = tuple(int(n) for n in new_shape)
+    check = cancel.raise_if_cancelled if cancel is not None else (lambda: None)
     if tuple(image.shape) == new_shape:
-        return _prepared_slabs(image, prepare)
+        return _prepared_slabs(image, prepare, check)
     if separate_axis is not None:
-        return _separate_axis_resample(image, new_shape, separate_axis, order, prepare, dtype, nearest_indices)
+        return _separate_axis_resample(image, new_shape, separate_axis, order, prepare, dtype, nearest_indices, check)
     low, high = _value_range(image, prepare)
     operators = {a: axis_operator(image.shape[a], new_shape[a], order, str(device), dtype)
                  for a in range(3) if image.shape[a] != new_shape[a]}
@@ -152,6 +159,7 @@ def spline_resample(
     per_index = int(np.prod([image.shape[a] for a in range(3) if a != last])) * 8 * 3
     step = _slab_size(device, per_index)
     for start in range(0, image.shape[last], step):
+        check()
         index = [slice(None)] * 3
         index[last] = slice(start, min(image.shape[last], start + step))
         slab = prepare(image[tuple(index)]).to(dtype)
@@ -167,6 +175,7 @@ def spline_resample(
         other = first[0]
         step = _slab_size(device, plane_elements // max(1, middle_shape[other]) * 8 * 3)
         for start in range(0, middle_shape[other], step):
+            check()
             index = [slice(None)] * 3
             index[other] = slice(start, min(middle_shape[other], start + step))
             out[tuple(index)] = apply_axis(middle[tuple(index)], last, operators[last]).to(torch.float32)
@@ -180,10 +189,12 @@ def _clip(out: torch.Tensor, low: torch.Tensor, high: torch.Tensor) -> torch.Ten
     return out.clamp_(low.to(torch.float32), high.to(torch.float32))
 
 
-def _prepared_slabs(image: torch.Tensor, prepare: Callable[[torch.Tensor], torch.Tensor]) -> torch.Tensor:
+def _prepared_slabs(image: torch.Tensor, prepare: Callable[[torch.Tensor], torch.Tensor],
+                    check: Callable[[], None] = lambda: None) -> torch.Tensor:
     out = torch.empty(image.shape, dtype=torch.float32, device=image.device)
     step = _slab_size(image.device, int(np.prod(image.shape[1:])) * 8)
     for start in range(0, image.shape[0], step):
+        check()
         out[start:start + step] = prepare(image[start:start + step])
     return out
 
@@ -198,7 +209,7 @@ def _value_range(image: torch.Tensor, prepare: Callable[[torch.Tensor], torch.Te
 def _separate_axis_resample(
     image: torch.Tensor, new_shape: tuple[int, ...], axis: int, order: int,
     prepare: Callable[[torch.Tensor], torch.Tensor], dtype: torch.dtype,
-    nearest_indices: Callable[[int, int], np.ndarray] | None,
+    nearest_indices: Callable[[int, int], np.ndarray] | None, check: Callable[[], None] = lambda: None,
 ) -> torch.Tensor:
     device = image.device
     moved = image.movedim(axis, 0)
@@ -213,6 +224,7 @@ def _separate_axis_resample(
     planes = torch.empty((len(needed), *plane_out), dtype=torch.float32, device=device)
     step = _slab_size(device, int(np.prod(moved.shape[1:])) * 8 * 3)
     for start in range(0, len(needed), step):
+        check()
         chosen = needed[start:start + step]
         if chosen[-1] - chosen[0] + 1 == len(chosen):  # consecutive planes (upsampling: all of them): a view, no copy
             picked = moved[int(chosen[0]):int(chosen[-1]) + 1]

@@ -306,15 +306,17 @@ class PreparedInput:
 
 
 def prepare(volume: Volume, package: Any, configuration: str | None = None, step_size: float = 0.5,
-            device: str = "cpu", fallbacks: list[str] | None = None) -> PreparedInput:
+            device: str = "cpu", fallbacks: list[str] | None = None,
+            cancel: CancelToken | None = None) -> PreparedInput:
     """The volume resampled and normalised for the chosen configuration, on ``device`` (a run's device
-    name); an absurd run (resampled size, tiles, memory) is refused here, before any work."""
+    name); an absurd run (resampled size, tiles, memory) is refused here, before any work. ``cancel`` is
+    looked at throughout (a Cancel while a large CT is prepared stops it within a slab's work)."""
     config_name, plan = _choose_configuration(package, configuration, volume)
     check_run(estimate_run(plan, len(package.labels), volume, step_size),
               (volume.meta.source_files or [None])[0])
     own: list[str] = []
     with phase("preprocess"):
-        image = _preprocess_on(volume, plan, device, own)
+        image = _preprocess_on(volume, plan, device, own, cancel)
     if fallbacks is not None:
         fallbacks.extend(own)
     return PreparedInput(config_name, plan, image, own)
@@ -358,7 +360,7 @@ def segment(
     fallbacks: list[str] = []
     report(progress, 0.0, "preparing the image", "preprocess")
     if prepared is None:
-        prepared = prepare(volume, package, configuration, step_size, device_name, fallbacks)
+        prepared = prepare(volume, package, configuration, step_size, device_name, fallbacks, cancel)
     else:  # prepared ahead (a batch's next case): its degradations are this run's too
         fallbacks.extend(prepared.fallbacks)
     config_name, plan, prep = prepared.configuration, prepared.plan, prepared.image
@@ -415,18 +417,19 @@ def segment(
     )
 
 
-def _preprocess_on(volume: Volume, plan: Any, device_name: str, fallbacks: list[str]) -> Any:
+def _preprocess_on(volume: Volume, plan: Any, device_name: str, fallbacks: list[str],
+                   cancel: CancelToken | None = None) -> Any:
     """Preprocessing on the run's device; out of memory there: on the CPU, said in ``fallbacks``."""
     device = backends.torch_device(device_name)
     if device.type != "cpu":
         try:
-            return preprocess_to(volume, plan, device)
+            return preprocess_to(volume, plan, device, cancel)
         except Exception as error:
             if not backends.is_out_of_memory(error):
                 raise
             backends.free_device_memory(device)
             fallbacks.append(f"out of memory preprocessing on {device_name}: preprocessing on the CPU")
-    return preprocess_to(volume, plan, "cpu")
+    return preprocess_to(volume, plan, "cpu", cancel)
 
 
 def _export_labels(logits: torch.Tensor, prep: Any, fallbacks: list[str]) -> np.ndarray:

@@ -38,6 +38,7 @@ from medseg.model.device_resample import spline_resample, torch_resample_fornnun
 from medseg.io.orientation import Reorientation, reoriented, reorientation_to
 from medseg.model.plan import is_anisotropic
 from medseg.core.volume import Volume
+from medseg.progress import CancelToken
 
 # nnU-Net's default resampling orders: data cubic / nearest across, logits linear / nearest across.
 DATA_ORDER, DATA_ORDER_ACROSS = 3, 0
@@ -264,11 +265,14 @@ def _device_image(array: np.ndarray, device: torch.device) -> torch.Tensor:
     return torch.from_numpy(np.ascontiguousarray(array)).to(device)
 
 
-def preprocess_to(volume: Volume, plan: Any, device: str | torch.device = "cpu") -> PreprocessedImage:
+def preprocess_to(volume: Volume, plan: Any, device: str | torch.device = "cpu",
+                  cancel: CancelToken | None = None) -> PreprocessedImage:
     """Crop, normalize and resample a CT Volume for the plan's network, on ``device``.
 
-    ``data`` of the result is a (C, z, y, x) float32 tensor on the device.
+    ``data`` of the result is a (C, z, y, x) float32 tensor on the device. ``cancel`` is looked at
+    between the steps and before every slab of the resampling (Cancelled: nothing is returned).
     """
+    check = cancel.raise_if_cancelled if cancel is not None else (lambda: None)
     device = torch.device(device)
     channels = int(getattr(plan, "num_input_channels", 1) or 1)
     if channels != 1:
@@ -278,10 +282,12 @@ def preprocess_to(volume: Volume, plan: Any, device: str | torch.device = "cpu")
     if getattr(plan, "orientation", None):
         reorientation = reorientation_to(volume, plan.orientation)
         volume = reoriented(volume, reorientation)
+    check()
     transpose = plan_transpose(plan)
     spacing = tuple(float(volume.spacing_zyx[a]) for a in transpose)
     image = np.transpose(volume.array, transpose)
     bbox = nonzero_bbox(image[None])
+    check()
     target = network_spacing(plan, spacing)
     cropped = image[bbox]
     new_shape = compute_new_shape(cropped.shape, spacing, target)
@@ -291,6 +297,7 @@ def preprocess_to(volume: Volume, plan: Any, device: str | torch.device = "cpu")
     # on the CPU a float32 CT is a view of the Volume's own array: every step below that normalises in
     # place does it on a copy (.to(..., copy=True)), or the caller's image would change
     raw = _device_image(cropped, device)
+    check()
     if settings.get("function") == TORCH_RESAMPLING:
         data = normalize_tensor(raw.to(torch.float32, copy=True)[None], normalization)
         data = torch_resample_fornnunet(data, new_shape, axis)
@@ -300,8 +307,9 @@ def preprocess_to(volume: Volume, plan: Any, device: str | torch.device = "cpu")
             normalization = {"scheme": "NoNormalization"}
         data = spline_resample(raw, new_shape, axis, int(settings.get("order", DATA_ORDER)),
                                prepare=lambda slab: normalize_tensor(slab.to(torch.float32, copy=True), normalization),
-                               nearest_indices=nearest_source_indices)[None]
+                               nearest_indices=nearest_source_indices, cancel=cancel)[None]
     del raw
+    check()
     return PreprocessedImage(
         data=data,  # type: ignore[arg-type]
         transpose_forward=transpose,

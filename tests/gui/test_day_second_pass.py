@@ -369,3 +369,29 @@ def test_the_side_panel_does_not_widen_after_a_model_is_chosen(window, qtbot, tm
     assert str(run) in later.segment_panel.model_label.toolTip()
     _shot(later, artifacts_dir, "side_panel_after_model_chosen")
     later.close()
+
+
+# --- 17. Cancel while the image is being prepared ----------------------------------------------------------------
+def test_cancel_while_preparing_the_image_stops_the_preparation(driver, window, ct_dir, qtbot):
+    """#42.17: the status bar's Cancel, pressed while Segment says 'preparing the image', ends the job from
+    inside the resampling (tests/model/test_cancel_preprocess.py shows where; benchmarks/bench_cancel.py how
+    soon) and leaves the document as it was."""
+    from PySide6.QtCore import QTimer
+
+    from medseg.errors import Cancelled
+
+    driver.open_image_file(ct_dir / "pyradiomics_lung1" / "lung1_image.nrrd")
+    stages: list[str] = []
+
+    def on_progress(_fraction: float, text: str) -> None:
+        stages.append(text)
+        if text == "preparing the image":
+            QTimer.singleShot(0, window.cancel_button.click)
+
+    window.loader.progressed.connect(on_progress)
+    with qtbot.waitSignal(window.loader.failed, timeout=300_000) as failed:
+        window.segment_action.trigger()
+    assert isinstance(failed.args[0], Cancelled)
+    assert "preparing the image" in stages and not any("tile" in s for s in stages), stages
+    assert window.document.label_map is None and window.document.history.depth == 0
+    assert window.messages.text().startswith("Cancelled")
