@@ -91,7 +91,8 @@ def run(args: argparse.Namespace) -> int:
 def _train(args: argparse.Namespace, is_main: bool, events) -> int:
     from medseg.model.backends import TRAINING, resolve_device
     from medseg.model.datasets import open_dataset
-    from medseg.model.training import EpochEvent, FallbackEvent, IterationEvent, MessageEvent, event_to_json, train
+    from medseg.model.training import (EpochEvent, FallbackEvent, IterationEvent, MessageEvent, PreparingEvent,
+                                       event_to_json, train)
 
     require_training()  # before the dataset is read: the DirectML build cannot train
     resolve_device(args.device, TRAINING)
@@ -125,6 +126,8 @@ def _train(args: argparse.Namespace, is_main: bool, events) -> int:
         events.emit_record(event_to_json(event))
         if isinstance(event, (MessageEvent, FallbackEvent)):
             say(event.text)
+        elif isinstance(event, PreparingEvent):
+            say(f"preparing the dataset ({event.done}/{event.total}): {event.text}")
         elif isinstance(event, IterationEvent):
             now = time.monotonic()
             if first_step is None:

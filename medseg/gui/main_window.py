@@ -170,6 +170,26 @@ class MainWindow(QMainWindow):
         train_scroll.setFrameShape(QFrame.Shape.NoFrame)
         self.tabs.addTab(train_scroll, "Train && Export")
         self.setCentralWidget(self.tabs)
+        self._docks_put_away: list[QDockWidget] = []  # the Segment tab's docks, while another tab is shown
+        self.tabs.currentChanged.connect(self._on_tab_changed)
+
+    def _on_tab_changed(self, index: int) -> None:
+        """The label statistics and study details belong to the Segment tab: on Train & Export they took a
+        third of the height and left its log two lines; they come back as they were."""
+        docks = (self.stats_dock, self.details_dock)
+        if index != 0:
+            if not self._docks_put_away:
+                raised = [d for d in docks if d.isVisible()]  # the tab shown of the two tabified docks
+                self._docks_put_away = [d for d in docks if d.toggleViewAction().isChecked()]
+                self._raised_dock = raised[0] if raised else None
+                for dock in self._docks_put_away:
+                    dock.hide()
+            return
+        for dock in self._docks_put_away:
+            dock.show()
+        if self._docks_put_away and self._raised_dock is not None:
+            self._raised_dock.raise_()
+        self._docks_put_away = []
 
     def _build_status_bar(self) -> None:
         self.position_label = QLabel(self)

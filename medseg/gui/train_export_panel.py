@@ -40,6 +40,34 @@ class ComparisonCase:
     model_b: str
 
 
+def describe_model(path: str) -> tuple[str, str]:
+    """(one line for the list: name · date · base model · labels · Dice, the details with the path) of a
+    model package, read from its model.json alone (no weights, no PyTorch); "" is the built-in model."""
+    import datetime
+    import json
+
+    from medseg.model.package import MODEL_JSON, starter_model_path
+
+    folder = Path(path) if path else starter_model_path()
+    try:
+        record = json.loads((folder / MODEL_JSON).read_text(encoding="utf-8"))
+        written = datetime.datetime.fromtimestamp((folder / MODEL_JSON).stat().st_mtime)
+    except (OSError, ValueError):
+        return (path or "starter model (built in)"), str(folder)
+    provenance = record.get("provenance") if isinstance(record.get("provenance"), dict) else {}
+    labels = [str(n) for v, n in sorted((record.get("labels") or {}).items(), key=lambda item: int(item[0]))
+              if str(v) != "0"]
+    scores = [h.get("mean_dice") for h in provenance.get("history") or [] if isinstance(h, dict)]
+    scores = [float(d) for d in scores if isinstance(d, (int, float)) and not math.isnan(d)]
+    base = provenance.get("base_model")
+    parts = [str(record.get("name") or folder.name) + (" (built in)" if not path else ""),
+             written.strftime("%Y-%m-%d %H:%M"), f"from {base}" if base else "from scratch",
+             ", ".join(labels), f"best mean Dice {max(scores):.3f}" if scores else "no validation Dice"]
+    if provenance.get("stopped_by_user"):
+        parts.insert(2, "stopped run")
+    return " · ".join(parts), str(folder)
+
+
 FORMATS = {"ONNX (opset 17, DirectML)": ("onnx", ".onnx"), "TorchScript": ("torchscript", ".pt"),
            "medseg package": ("package", "")}
 
@@ -114,7 +142,9 @@ class ExportComparePanel(QWidget):
         if path in self.models:
             return
         self.models.append(path)
-        self.model_list.addItem(path or "starter model (built in)")
+        text, details = describe_model(path)
+        self.model_list.addItem(text)
+        self.model_list.item(self.model_list.count() - 1).setToolTip(details)
         self.model_list.setCurrentRow(self.model_list.count() - 1)
 
     def _choose_model(self) -> None:

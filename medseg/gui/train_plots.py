@@ -14,10 +14,11 @@ import numpy as np
 import pyqtgraph as pg
 import shiboken6
 from pyqtgraph.exporters import ImageExporter  # imported at the first save, it stalled the GUI
-from PySide6.QtCore import QTimer
+from PySide6.QtCore import QEvent, Qt, QTimer
 from PySide6.QtGui import QImage
 from PySide6.QtWidgets import QGridLayout, QLabel, QVBoxLayout, QWidget
 
+from medseg.gui import wheel_guard
 from medseg.io.atomic import atomic_path
 
 REDRAW_MS = 200
@@ -58,10 +59,20 @@ class LiveCurves(QWidget):
         layout.addWidget(self.hover)
         for key, plot in self.plots.items():
             plot.scene().sigMouseMoved.connect(lambda position, key=key: self._on_hover(key, position))
+            # the wheel scrolls the page the plots are on; Ctrl + wheel zooms a plot (as in the slice views)
+            plot.viewport().installEventFilter(self)
+            plot.setToolTip("Ctrl + wheel zooms; drag pans; right-click for the plot's menu (View All)")
         self._timer = QTimer(self)
         self._timer.setInterval(REDRAW_MS)
         self._timer.timeout.connect(self.redraw)
         self.clear()
+
+    def eventFilter(self, watched, event) -> bool:  # noqa: N802
+        if (event.type() == QEvent.Type.Wheel
+                and not event.modifiers() & Qt.KeyboardModifier.ControlModifier):
+            wheel_guard.pass_to_ancestors(watched.parentWidget(), event)  # the plot's parent, not the plot
+            return True
+        return False
 
     # --- data ------------------------------------------------------------------------------------------
     def clear(self) -> None:

@@ -192,7 +192,7 @@ class TrainingPanel(QWidget):
         self.eta_label = QLabel("", self)
         self.summary = QLabel("", self)
         self.summary.setWordWrap(True)
-        self.summary.setMinimumHeight(4 * self.summary.fontMetrics().height())  # three lines of summary
+        self.summary.setVisible(False)  # shown with a finished run's summary: empty, its lines went to the log
         self.summary.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.log_pane = QPlainTextEdit(self)
         self.log_pane.setReadOnly(True)
@@ -301,7 +301,7 @@ class TrainingPanel(QWidget):
                 # what the previous run made is not this run's: "Use this model" waits for this one's package
                 self.package_path = None
                 self.last_checkpoint = None
-                self.summary.setText("")
+                self._show_summary("")
                 self.curves.clear()
                 self.records = []
                 self.log_pane.clear()
@@ -321,9 +321,10 @@ class TrainingPanel(QWidget):
         self.runner.record.connect(self.on_record)
         self.runner.ended.connect(self._on_ended)
         self._first_iteration = None
-        self.summary.setText("")
+        self._show_summary("")
+        self.progress.setFormat("preparing the dataset… %p%")
         self.progress.setValue(0)
-        self.eta_label.setText("starting…")
+        self.eta_label.setText("preparing the dataset: starting the engine…")
         self._log(f"{'Resuming' if resume else 'Starting'} run in {self.run_folder}")
         self.start_clicked_at = time.monotonic()
         self.runner.start()
@@ -428,13 +429,26 @@ class TrainingPanel(QWidget):
                       + (f", Dice {dice}" if dice else "") + (" (best)" if record.get("is_best") else ""))
         elif kind == "checkpoint":
             self.last_checkpoint = record["path"]
+        elif kind == "preparing":
+            self._on_preparing(record)
         elif kind in ("message", "fallback"):
             self._log(("fallback: " if kind == "fallback" else "") + record["text"])
         elif kind == "started":
+            self.progress.setFormat("%p%")
+            self.progress.setValue(0)
             self._log(f"{record['total_steps']} iterations on {record['device']} "
                       f"({record['world_size']} process(es), global batch {record['global_batch']}), "
                       f"{precision_text(record)}")
             self.eta_label.setText(f"starting on {record['device']}, {precision_text(record)}…")
+
+    def _on_preparing(self, record: dict[str, Any]) -> None:
+        """Before the first iteration (seconds to minutes on a CPU): what is being prepared, how far, since when."""
+        done, total = int(record["done"]), max(1, int(record["total"]))
+        since = f" (+{time.monotonic() - self.start_clicked_at:.1f} s)" if self.start_clicked_at is not None else ""
+        self.progress.setFormat("preparing the dataset… %p%")
+        self.progress.setValue(int(1000 * done / total))
+        self.eta_label.setText(f"preparing the dataset ({done + 1}/{total}): {record['text']}…")
+        self._log(f"preparing{since}: {record['text']}")
 
     def _on_iteration(self, record: dict[str, Any]) -> None:
         now = time.monotonic()
@@ -462,7 +476,7 @@ class TrainingPanel(QWidget):
             self.last_checkpoint = None  # finished: nothing to resume
             self.progress.setValue(1000)
             self.eta_label.setText("done")
-            self.summary.setText(self.summary_text(record))
+            self._show_summary(self.summary_text(record))
             self._log(f"done: model package {self.package_path}")
         elif record.get("cancelled"):
             self._log("stopped; Resume continues from the last checkpoint" if self.last_checkpoint
@@ -584,8 +598,12 @@ class TrainingPanel(QWidget):
         done = [r for r in events if r.get("event") == "done"]
         if done:
             self.package_path = Path(done[-1]["package"]) if done[-1].get("package") else None
-            self.summary.setText(self.summary_text(done[-1]))
+            self._show_summary(self.summary_text(done[-1]))
         self._update_buttons()
+
+    def _show_summary(self, text: str) -> None:
+        self.summary.setText(text)
+        self.summary.setVisible(bool(text))
 
     def _log(self, text: str) -> None:
         self.log_pane.appendPlainText(text)

@@ -27,17 +27,23 @@ class WheelGuard(QObject):
             if widget.focusPolicy() & Qt.FocusPolicy.WheelFocus == Qt.FocusPolicy.WheelFocus:
                 widget.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
         elif kind == QEvent.Type.Wheel and _guarded(watched) and not watched.hasFocus():
-            # Qt propagates only spontaneous wheel events to parents, and this one must not reach
-            # the widget itself: offer it to each ancestor until one (the scroll area) takes it.
-            ancestor = watched.parentWidget()
-            while ancestor is not None:
-                event.ignore()
-                QCoreApplication.sendEvent(ancestor, event)
-                if event.isAccepted() or ancestor.isWindow():
-                    break
-                ancestor = ancestor.parentWidget()
+            pass_to_ancestors(watched, event)  # type: ignore[arg-type]
             return True
         return False
+
+
+def pass_to_ancestors(widget: QWidget, event: QEvent) -> None:
+    """Offer a wheel event to each ancestor of ``widget`` until one (the scroll area) takes it.
+
+    Qt propagates only spontaneous wheel events to parents, and this one must not reach the widget
+    itself (a value box, a plot that would zoom)."""
+    ancestor = widget.parentWidget()
+    while ancestor is not None:
+        event.ignore()
+        QCoreApplication.sendEvent(ancestor, event)
+        if event.isAccepted() or ancestor.isWindow():
+            break
+        ancestor = ancestor.parentWidget()
 
 
 _installed: WheelGuard | None = None

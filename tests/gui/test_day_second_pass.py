@@ -395,3 +395,96 @@ def test_cancel_while_preparing_the_image_stops_the_preparation(driver, window, 
     assert "preparing the image" in stages and not any("tile" in s for s in stages), stages
     assert window.document.label_map is None and window.document.history.depth == 0
     assert window.messages.text().startswith("Cancelled")
+
+
+# --- 16. Train & Export ------------------------------------------------------------------------------------------
+def _wheel_at(widget, modifiers=Qt.KeyboardModifier.NoModifier, steps: int = -2) -> None:
+    from PySide6.QtGui import QWheelEvent
+
+    local = QPointF(widget.width() / 2, widget.height() / 2)
+    event = QWheelEvent(local, QPointF(widget.mapToGlobal(local.toPoint())), QPoint(0, 0), QPoint(0, 120 * steps),
+                        Qt.MouseButton.NoButton, modifiers, Qt.ScrollPhase.NoScrollPhase, False)
+    QApplication.sendEvent(widget, event)
+
+
+@pytest.mark.parametrize("size", [(1600, 1000), (1280, 800)])
+def test_train_tab_has_the_height_the_wheel_scrolls_and_models_say_what_they_are(window, qtbot, artifacts_dir, size):
+    """#42.16: the Segment tab's docks leave with it (the log had two lines); the wheel over a plot scrolls
+    the page (Ctrl + wheel zooms it); a model is listed by name, date, base model, labels and Dice."""
+    from medseg.model.package import load_model
+
+    window.resize(*size)
+    window.stats_dock.raise_()
+    train = window.tabs.widget(1)
+    window.tabs.setCurrentWidget(train)
+    qtbot.waitUntil(lambda: not window.stats_dock.isVisible() and not window.details_dock.isVisible(), timeout=5_000)
+    training = window.train_tab.training_panel
+    window.train_tab.pages.setCurrentWidget(training)
+    QApplication.processEvents()
+    _shot(window, artifacts_dir, f"train_tab_{size[0]}x{size[1]}")
+    log = training.log_pane
+    lines = log.viewport().height() // log.fontMetrics().lineSpacing()
+    assert lines >= 8, lines
+    # the wheel over a plot: the page scrolls (where there is a page to scroll), the plot keeps its range
+    plot = training.curves.plots["loss"]
+    bar = train.verticalScrollBar()
+    bar.setValue(0)
+    before = plot.getViewBox().viewRange()
+    _wheel_at(plot.viewport())
+    assert plot.getViewBox().viewRange() == before
+    if bar.maximum() > 0:
+        assert bar.value() > 0
+    _wheel_at(plot.viewport(), Qt.KeyboardModifier.ControlModifier)
+    assert plot.getViewBox().viewRange() != before  # Ctrl + wheel zooms
+    # the models, by what they are
+    export = window.train_tab.export_panel
+    export.add_model("")
+    line = export.model_list.item(0).text()
+    starter = load_model()
+    weights = starter.provenance["weights"]  # "best (epoch 40, mean Dice 0.7821)"
+    assert line.startswith(f"{starter.name} (built in) · ")
+    assert "body, lungs, bones" in line and "from scratch" in line
+    assert f"best mean Dice {float(weights.split('mean Dice ')[1].rstrip(')')):.3f}" in line
+    assert "models" in export.model_list.item(0).toolTip()  # the path, in the tooltip
+    window.train_tab.pages.setCurrentWidget(export)
+    _shot(window, artifacts_dir, f"train_models_{size[0]}x{size[1]}")
+    window.tabs.setCurrentIndex(0)
+    qtbot.waitUntil(lambda: window.stats_dock.isVisible(), timeout=5_000)  # back, and in front as before
+
+
+def test_start_shows_preparing_the_dataset_with_progress(driver, window, ct_dir, qtbot, tmp_path):
+    """#42.16: between Start and the first point the tab says what it prepares, case by case, with progress
+    (it said 'starting…' for up to a minute)."""
+    from medseg.edit.label_map import build_label_table
+
+    tab = window.train_tab
+    panel, training = tab.dataset_panel, tab.training_panel
+    panel.set_workspace(tmp_path / "workspace")
+    volume = driver.open_series(ct_dir / "dcmqi_ct3slice_masks" / "image")
+    window.document.set_label_map(volume.with_array((volume.array > 200).astype(np.uint8)),
+                                  build_label_table([1], {1: "bones"}), description="test")
+    panel.add_current_button.click()
+    qtbot.waitUntil(lambda: panel.job is None and panel.training_set.entries[0].info is not None, timeout=120_000)
+    window.document.mark_saved()
+    tab.pages.setCurrentWidget(training)
+    training.refresh_labels()
+    training.epochs.setValue(1)
+    training.iterations.setValue(2)
+    training.batch_size.setValue(2)
+    seen: list[tuple[str, str, int, str]] = []  # (event, eta text, progress value, progress format)
+    training.start_button.clicked.connect(lambda: training.runner.record.connect(
+        lambda r: seen.append((r["event"], training.eta_label.text(), training.progress.value(),
+                               training.progress.format()))))
+    with qtbot.waitSignal(training.run_ended, timeout=600_000):
+        training.start_button.click()
+    preparing = [s for s in seen if s[0] == "preparing"]
+    first_iteration = next(i for i, s in enumerate(seen) if s[0] == "iteration")
+    assert preparing and all(seen.index(s) < first_iteration for s in preparing)
+    texts = [s[1] for s in preparing]
+    assert texts[0].startswith("preparing the dataset (1/") and "loading" in texts[0]
+    assert any("resampling" in t for t in texts) and "building the network" in texts[-1]
+    values = [s[2] for s in preparing]
+    assert values == sorted(values) and values[-1] > 0
+    assert all(s[3].startswith("preparing the dataset") for s in preparing)
+    assert seen[first_iteration][3] == "%p%"
+    assert "preparing (+" in training.log_pane.toPlainText()  # each step in the log, timed from Start

@@ -50,6 +50,7 @@ _EXPORTS = {
     "MessageEvent": "medseg.model.training.config",
     "POLY_EXPONENT": "medseg.model.training.config",
     "PreparedCase": "medseg.model.training.sampling",
+    "PreparingEvent": "medseg.model.training.config",
     "StartedEvent": "medseg.model.training.config",
     "TrainConfig": "medseg.model.training.config",
     "TrainEvent": "medseg.model.training.config",
@@ -78,7 +79,7 @@ _EXPORTS = {
 __all__ = [
     "CANONICAL_ORIENTATION", "CHECKPOINT_BEST", "CHECKPOINT_LAST", "CLASS_LOCATIONS_PER_LABEL", "HISTORY_FILE",
     "POLY_EXPONENT", "CheckpointEvent", "DistributedContext", "EpochEvent", "FallbackEvent", "IterationEvent",
-    "MessageEvent", "PreparedCase", "StartedEvent", "TrainConfig", "TrainEvent", "TrainResult", "TrainingRun",
+    "MessageEvent", "PreparedCase", "PreparingEvent", "StartedEvent", "TrainConfig", "TrainEvent", "TrainResult", "TrainingRun",
     "adapt_state_to_labels", "default_work_dir", "draw_sample", "event_to_json", "load_checkpoint", "local_batch",
     "package_from_checkpoint", "pick_case", "plan_for_dataset", "poly_lr", "prepare_case",
     "run_training", "sample_rng", "save_checkpoint", "setup_distributed", "train", "validate", "validate_with_loss",

@@ -103,6 +103,18 @@ class CheckpointEvent:
 
 
 @dataclass(frozen=True)
+class PreparingEvent:
+    """Before the first iteration: the dataset being made ready, a step at a time (a case loaded, a case
+    resampled for the network, the network built). ``done`` of ``total`` steps are finished; ``text`` says
+    what runs now. On a CPU this takes from seconds (one small case) to minutes (several large CTs)."""
+
+    kind: ClassVar[str] = "preparing"
+    done: int
+    total: int
+    text: str
+
+
+@dataclass(frozen=True)
 class StartedEvent:
     """The run is set up: what it will do (the GUI sizes its progress bar from this)."""
 
@@ -120,7 +132,8 @@ class StartedEvent:
     prefetch_workers: int = 0  # threads preparing batches ahead (0: in the loop)
 
 
-TrainEvent = IterationEvent | EpochEvent | MessageEvent | FallbackEvent | CheckpointEvent | StartedEvent
+TrainEvent = (IterationEvent | EpochEvent | MessageEvent | FallbackEvent | CheckpointEvent | PreparingEvent
+              | StartedEvent)
 
 
 @dataclass

@@ -40,7 +40,7 @@ from medseg.model.profiling import TRAIN_PHASES, Profiling, phase
 from medseg.model.training.checkpoints import load_checkpoint, save_checkpoint
 from medseg.model.training.config import (
     CHECKPOINT_BEST, CHECKPOINT_LAST, HISTORY_FILE, POLY_EXPONENT, CheckpointEvent, EpochEvent, FallbackEvent,
-    IterationEvent, MessageEvent, StartedEvent, TrainConfig, TrainEvent, TrainResult,
+    IterationEvent, MessageEvent, PreparingEvent, StartedEvent, TrainConfig, TrainEvent, TrainResult,
 )
 from medseg.model.training.distributed import DistributedContext, setup_distributed
 from medseg.model.training.heads import adapt_state_to_labels
@@ -130,6 +130,7 @@ class TrainingRun:
         self.inflate_state: dict[str, torch.Tensor] | None = None
         self.start_epoch = 0
         self.best_dice = -math.inf
+        self._prepared = 0  # preparation steps begun (PreparingEvent)
         self.best_epoch: int | None = None
         self.run_started = 0.0
         self.epochs_done_here = 0
@@ -149,6 +150,15 @@ class TrainingRun:
             if label is not None and label.coded:
                 codes[value] = (label.category, label.type)
         return codes
+
+    def _preparing(self, text: str) -> PreparingEvent:
+        """The next step before the first iteration: cases loaded and resampled (two steps each), the
+        cases measured, the network built."""
+        cases = len(self.dataset.training_specs) + len(self.dataset.validation_specs)
+        total = 2 * cases + 2
+        event = PreparingEvent(min(self._prepared, total), total, text)
+        self._prepared += 1
+        return event
 
     def _message(self, text: str) -> MessageEvent:
         self.messages.append(text)
@@ -248,6 +258,7 @@ class TrainingRun:
         report(self.progress, 0.0, "loading cases", "load")
         for spec in self.dataset.training_specs:
             self._check_cancel()
+            yield self._preparing(f"loading {spec.name}")
             case = self.dataset.load(spec)
             for note in case.notes:
                 if "resampled" in note or "no name" in note:
@@ -279,6 +290,7 @@ class TrainingRun:
                 yield self._message(
                     f"the base model reads arrays as stored; the fine-tuned model reads every image in "
                     f"{CANONICAL_ORIENTATION} orientation (a RAS NIfTI and an LPS DICOM then look the same to it)")
+        yield self._preparing("measuring the cases (intensities, spacing)")
         self.fingerprint = fingerprint_cases(self.raw_cases, seed=self.config.seed)
         if self.plan is None:
             self.plan = plan_for_dataset(self.fingerprint, len(self.labels), **self.plan_options)
@@ -311,19 +323,25 @@ class TrainingRun:
         if self.global_batch % self.ctx.world_size:
             raise DatasetError(f"the global batch size {self.global_batch} does not split evenly over "
                                f"{self.ctx.world_size} processes")
-        self.cases = [prepare_case(case, self.plan, seed=self.config.seed, weight=spec.weight)
-                      for case, spec in zip(self.raw_cases, self.dataset.training_specs)]
+        self.cases = []
+        for case, spec in zip(self.raw_cases, self.dataset.training_specs):
+            self._check_cancel()
+            yield self._preparing(f"resampling {spec.name} for the network")
+            self.cases.append(prepare_case(case, self.plan, seed=self.config.seed, weight=spec.weight))
         self.raw_cases = []
         for spec in self.dataset.validation_specs:
             self._check_cancel()
+            yield self._preparing(f"loading {spec.name} (validation)")
             case = self.dataset.load(spec)
             for note in case.notes:
                 if "resampled" in note:
                     yield self._message(f"{case.name} (validation): {note}")
+            yield self._preparing(f"resampling {spec.name} (validation) for the network")
             self.validation_cases.append(prepare_case(case, self.plan, seed=self.config.seed))
 
     def build(self) -> Events:
         assert self.plan is not None
+        yield self._preparing("building the network")
         config, ctx = self.config, self.ctx
         torch.manual_seed(config.seed)
         self.network = build_network(self.plan, len(self.labels), deep_supervision=config.deep_supervision).to(ctx.device)
