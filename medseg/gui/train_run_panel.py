@@ -48,6 +48,7 @@ from medseg.model.training.run_record import RunRecorder, read_events
 log = logging.getLogger(__name__)
 
 STARTER = "Starter model (body, lungs, bones)"
+KEPT_RULE = "starter"  # the label rule that gives the starter's labels to a case that lacks them
 SCRATCH = "From scratch"
 OTHER = "Model package or nnU-Net folder…"
 
@@ -68,6 +69,9 @@ class RunSettings:
     augmentation: str = "default"  # default | no-mirror | off
     threads: int = 0
     profile: bool = False  # a torch.profiler trace and the phase table in the run folder's profile/
+    # the base model's labels this run keeps though they were not ticked (their targets: the starter's rule
+    # labeller where a case does not hold them); set by the question before Start
+    kept: list[str] = dataclasses.field(default_factory=list)
 
     def cli_arguments(self, manifest: Path, out: Path, resume: bool) -> list[str]:
         from medseg.model.package import starter_model_path
@@ -121,6 +125,7 @@ class TrainingPanel(QWidget):
         self._first_iteration: tuple[float, int] | None = None
         self._last_progress_update = 0.0
         self.start_clicked_at: float | None = None
+        self._kept: list[str] = []  # the base model's labels the current run keeps
         self.paused = False
         self._build()
         self.dataset_panel.changed.connect(self.refresh_labels)
@@ -295,7 +300,10 @@ class TrainingPanel(QWidget):
                 raise DatasetError("every case is held out for validation: train on at least one")
             if not resume and not self.confirm_label_set(settings):
                 return False
-            manifest = training_set.save(settings.labels)
+            if resume:
+                settings.kept = list(self._kept)  # the run goes on with the labels it started with
+            manifest = training_set.save(settings.labels, settings.kept, KEPT_RULE if settings.kept else None)
+            self._kept = list(settings.kept)
             if not resume or self.run_folder is None:
                 self.run_folder = training_set.folder / "runs" / time.strftime("run-%Y%m%d-%H%M%S")
                 # what the previous run made is not this run's: "Use this model" waits for this one's package
@@ -326,6 +334,9 @@ class TrainingPanel(QWidget):
         self.progress.setValue(0)
         self.eta_label.setText("preparing the dataset: starting the engine…")
         self._log(f"{'Resuming' if resume else 'Starting'} run in {self.run_folder}")
+        if settings.kept:
+            self._log(f"keeping the base model's {', '.join(settings.kept)}: fine-tuned with them as targets "
+                      "(a case's own labels where it has them, else the starter's rule labeller under yours)")
         self.start_clicked_at = time.monotonic()
         self.runner.start()
         self._update_buttons()
@@ -343,20 +354,48 @@ class TrainingPanel(QWidget):
         return base.name, added, dropped
 
     def confirm_label_set(self, settings: RunSettings) -> bool:
-        """Before Start, not in the log after it: the base model's labels this run will not keep."""
+        """Before Start, not in the log after it: the base model's labels this run would not keep, and the
+        offer to keep them (``settings.kept``): the new model is then fine-tuned with them as targets too, so
+        it segments them and the new label in one pass (and exports them), rather than running two models."""
         name, added, dropped = self.label_set_change(settings)
+        settings.kept = []
         if not dropped:
             return True
+        them = "it" if len(dropped) == 1 else "them"
+        keepable = settings.base == "starter"  # its training targets are a rule any CT can be labelled with
         box = QMessageBox(QMessageBox.Icon.Warning, "Labels the new model will not have",
                           f"The base model {name} also segments {', '.join(dropped)}. This run trains only "
-                          f"{', '.join(settings.labels)}, so the new model will not segment "
-                          f"{'it' if len(dropped) == 1 else 'them'} any more"
-                          + (f" (new: {', '.join(added)})" if added else "") + ". Start anyway?",
+                          f"{', '.join(settings.labels)}, so the new model will not segment {them} any more"
+                          + (f" (new: {', '.join(added)})" if added else "") + "."
+                          + (" Keep them, or start without them?" if keepable else " Start anyway?"),
                           QMessageBox.StandardButton.Cancel, self)
-        start = box.addButton("Start anyway", QMessageBox.ButtonRole.AcceptRole)
-        box.setDefaultButton(QMessageBox.StandardButton.Cancel)
+        if keepable:
+            box.setInformativeText(
+                f"Keep the model's other labels: the run trains {', '.join(dropped)} too. Cases that hold "
+                f"{them} train on their own; in the others the starter's own training targets (its rule-based "
+                f"labeller: HU thresholds and connected components) label {them} under your labels.")
+            keep = box.addButton("Keep the model's other labels", QMessageBox.ButtonRole.AcceptRole)
+            box.setDefaultButton(keep)
+        else:
+            box.setInformativeText(f"To keep {them}, train on cases that hold {them}: segment each case with "
+                                   f"{name} first, correct it, then Add current case.")
+            keep = None
+            box.setDefaultButton(QMessageBox.StandardButton.Cancel)
+        start = box.addButton("Start without them" if keepable else "Start anyway", QMessageBox.ButtonRole.DestructiveRole)
         box.exec()
+        if keep is not None and box.clickedButton() is keep:
+            base_order = [n for n in self.base_label_names(settings) if n in dropped or n in settings.labels]
+            settings.kept = [n for n in base_order if n in dropped]
+            return True
         return box.clickedButton() is start
+
+    def base_label_names(self, settings: RunSettings) -> list[str]:
+        from medseg.model.package import load_model
+
+        if settings.base is None:
+            return []
+        base = load_model(None if settings.base == "starter" else settings.base)
+        return [n for v, n in sorted(base.labels.items()) if v]
 
     def _engine_call(self, settings: RunSettings, manifest: Path, out: Path, resume: bool):
         """The in-process run: the same manifest and settings as the command line."""
@@ -379,7 +418,12 @@ class TrainingPanel(QWidget):
                          plan_options=None if base is not None else SCRATCH_PLAN_OPTIONS,
                          profile=out.parent / "profile" if settings.profile else None,
                          provenance={"training_command": "medseg train (Train & Export tab) "
-                                     + shlex.join(settings.cli_arguments(manifest, out, resume))})
+                                     + shlex.join(settings.cli_arguments(manifest, out, resume)),
+                                     **({"kept_base_labels": {
+                                         "labels": list(settings.kept),
+                                         "how": "fine-tuned with them as targets: a case's own labels where it "
+                                                "has them, else the starter's rule labeller under the case's "
+                                                "labels"}} if settings.kept else {})})
         return make
 
     def pause(self) -> None:

@@ -207,14 +207,24 @@ class TrainingSet:
     def manifest_path(self) -> Path:
         return self.folder / MANIFEST
 
-    def save(self, selected: Sequence[str] | None = None) -> Path:
-        """Write the manifest ``medseg train`` reads (atomically); returns its path."""
+    def save(self, selected: Sequence[str] | None = None, kept: Sequence[str] = (),
+             kept_rule: str | None = None) -> Path:
+        """Write the manifest ``medseg train`` reads (atomically); returns its path.
+
+        ``kept``: a base model's labels to train as well (first, in the base model's order), their targets
+        given by the label rule ``kept_rule`` (``"starter"``: the rule labeller the starter model was
+        trained on) under the case's own labels, in every case that does not name them all itself.
+        """
         self.folder.mkdir(parents=True, exist_ok=True)
         names = [n for n in self.label_names if selected is None or n in selected]
+        if kept:
+            names = [*kept, *(n for n in names if n not in kept)]
         cases = []
         for entry in self.entries:
             spec = entry.spec
             record: dict[str, Any] = {"name": spec.name}
+            if kept_rule is not None and spec.label_rule is None and not set(kept) <= set(entry.label_names):
+                record["label_rule"] = kept_rule
             if spec.image is not None:
                 record["image"] = str(Path(spec.image).resolve())
             if spec.label is not None:

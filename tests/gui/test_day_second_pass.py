@@ -488,3 +488,78 @@ def test_start_shows_preparing_the_dataset_with_progress(driver, window, ct_dir,
     assert all(s[3].startswith("preparing the dataset") for s in preparing)
     assert seen[first_iteration][3] == "%p%"
     assert "preparing (+" in training.log_pane.toPlainText()  # each step in the log, timed from Start
+
+
+# --- 2. keep the model's other labels --------------------------------------------------------------------------
+def test_a_new_label_fine_tune_can_keep_the_base_models_labels(driver, window, ct_dir, qtbot, tmp_path, monkeypatch,
+                                                               artifacts_dir):
+    """#42.2: fine-tuning the starter on a case that holds only a new label offered no way to keep body,
+    lungs and bones. 'Keep the model's other labels' fine-tunes with them as targets (the starter's own rule
+    labeller where the case lacks them), so the new model segments all four."""
+    import json
+
+    from PySide6.QtCore import QTimer
+
+    from medseg.edit.label_map import build_label_table
+    from medseg.model.datasets import open_dataset
+    from medseg.model.package import load_package
+    from medseg.model.rule_labels import STARTER_LABELS, rule_label_map
+
+    monkeypatch.setattr(window.editing, "ask_before_segment", lambda _package, then: then("replace"))
+    tab = window.train_tab
+    panel, training = tab.dataset_panel, tab.training_panel
+    panel.set_workspace(tmp_path / "workspace")
+    volume = driver.open_series(ct_dir / "dcmqi_ct3slice_masks" / "image")
+    tumour = np.zeros(volume.shape_zyx, np.uint8)
+    tumour[1, 250:280, 200:240] = 1
+    window.document.set_label_map(volume.with_array(tumour), build_label_table([1], {1: "tumour"}), description="test")
+    panel.add_current_button.click()
+    qtbot.waitUntil(lambda: panel.job is None and panel.training_set.entries[0].info is not None, timeout=120_000)
+    window.document.mark_saved()
+    tab.pages.setCurrentWidget(training)
+    training.refresh_labels()
+    assert [training.labels_list.item(r).text() for r in range(training.labels_list.count())] == ["tumour"]
+    training.epochs.setValue(1)
+    training.iterations.setValue(2)
+    training.batch_size.setValue(2)
+    asked: list[str] = []
+
+    def answer() -> None:  # the question before Start, answered as a user would: Keep
+        box = QApplication.activeModalWidget()
+        if not isinstance(box, QMessageBox):
+            QTimer.singleShot(20, answer)
+            return
+        asked.append(box.text() + "\n" + box.informativeText())
+        _shot(box, artifacts_dir, "keep_base_labels_question")
+        next(b for b in box.buttons() if b.text() == "Keep the model's other labels").click()
+
+    QTimer.singleShot(0, answer)
+    with qtbot.waitSignal(training.run_ended, timeout=600_000) as ended:
+        training.start_button.click()
+    assert "also segments body, lungs, bones" in asked[0] and "rule-based labeller" in asked[0]
+    assert ended.args[0]["event"] == "done", ended.args[0]
+    package = load_package(ended.args[0]["package"])
+    assert sorted(n for v, n in package.labels.items() if v) == ["body", "bones", "lungs", "tumour"]
+    assert package.provenance["kept_base_labels"]["labels"] == ["body", "lungs", "bones"]
+    assert "keeping the base model's body, lungs, bones" in training.log_pane.toPlainText()
+    # what it trained on: the case's tumour over the starter's own targets (its rule labeller) for the rest
+    manifest = json.loads(panel.training_set.manifest_path.read_text())
+    assert manifest["cases"][0]["label_rule"] == "starter"
+    dataset = open_dataset(panel.training_set.manifest_path)
+    case = dataset.load(dataset.specs[0])
+    names = dataset.labels
+    rules = rule_label_map(case.image).array
+    target = case.label_map.array
+    inside = tumour.astype(bool)
+    assert np.all(target[inside] == next(v for v, n in names.items() if n == "tumour"))
+    for value, name in STARTER_LABELS.items():
+        if value:
+            index = next(v for v, n in names.items() if n == name)
+            assert np.array_equal(target[~inside] == index, rules[~inside] == value), name
+    # and the Segment tab segments with it: the base labels are still there
+    training.use_button.click()
+    with qtbot.waitSignal(window.loader.segmented, timeout=300_000) as segmented:
+        window.segment_action.trigger()
+    found = {name for name, ml in segmented.args[0].volumes_ml.items() if ml > 0}
+    assert "body" in found, segmented.args[0].volumes_ml
+    _shot(window, artifacts_dir, "segment_with_kept_labels")

@@ -607,7 +607,8 @@ def test_training_only_some_of_the_base_models_labels_is_questioned_before_start
     monkeypatch.setattr(QMessageBox, "exec", user_cancels)
     assert not training.confirm_label_set(RunSettings(base="starter", labels=["body", "liver"]))
     assert asked == ["The base model medseg-starter-body-lungs-bones also segments lungs, bones. This run trains "
-                     "only body, liver, so the new model will not segment them any more (new: liver). Start anyway?"]
+                     "only body, liver, so the new model will not segment them any more (new: liver). Keep them, or start "
+                     "without them?"]
     assert training.confirm_label_set(RunSettings(base="starter", labels=["body", "lungs", "bones", "liver"]))
     assert training.confirm_label_set(RunSettings(base=None, labels=["liver"]))  # from scratch: nothing to lose
     assert len(asked) == 1
