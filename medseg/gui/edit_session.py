@@ -12,7 +12,7 @@ import logging
 from pathlib import Path
 from typing import Any, Callable
 
-from PySide6.QtCore import QEventLoop, QObject, Qt, QTimer, Slot
+from PySide6.QtCore import QEvent, QEventLoop, QObject, Qt, QTimer, Slot
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QCheckBox, QMessageBox
 
@@ -226,6 +226,10 @@ class EditSession(QObject):
         self.recovery_box.show()  # (open() would make it window-modal only)
         self.recovery_box.raise_()
         self.recovery_box.activateWindow()
+        # The window's native window is made again when the 3D view's OpenGL surface joins it, and with no
+        # window manager the remade window is mapped over the box: raise the box again whenever that happens.
+        self._on_top = _RaiseOnRemap(self.recovery_box, self.window)
+        self.recovery_box.finished.connect(lambda _result: self._on_top.detach())
 
     def _on_recovery_answer(self, result: int, session) -> None:
         if result != QMessageBox.StandardButton.Yes:
@@ -257,6 +261,28 @@ class EditSession(QObject):
         discard(folder)
         self.window.notify("Recovered the segmentation from the autosave journal (not saved yet: Ctrl+S).", "success")
         log.info("recovered an autosaved session")
+
+
+class _RaiseOnRemap(QObject):
+    """Keeps ``box`` above ``window`` while it is open: after each time the window's native window is made
+    or shown again (no window manager stacks them; the X server maps the newest on top)."""
+
+    def __init__(self, box, window) -> None:
+        super().__init__(box)
+        self.box, self.window = box, window
+        window.installEventFilter(self)
+
+    def eventFilter(self, watched, event) -> bool:  # noqa: N802
+        if event.type() in (QEvent.Type.WinIdChange, QEvent.Type.Show, QEvent.Type.WindowActivate):
+            QTimer.singleShot(0, self._raise)
+        return False
+
+    def _raise(self) -> None:
+        if self.box.isVisible():
+            self.box.raise_()
+
+    def detach(self) -> None:
+        self.window.removeEventFilter(self)
 
 
 def install(window) -> EditSession:
