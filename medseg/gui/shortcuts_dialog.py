@@ -26,8 +26,9 @@ class ShortcutsDialog(QDialog):
         for left, right in zip(rows[:half], [*rows[half:], ("", "")]):
             lines.append("<tr>" + cell.format(*map(html.escape, left)) + "<td width=24></td>"
                          + cell.format(*map(html.escape, right)) + "</tr>")
+        self.html = f"<table cellspacing=4>{''.join(lines)}</table>"
         self.sheet = QTextBrowser(self)
-        self.sheet.setHtml(f"<table cellspacing=4>{''.join(lines)}</table>")
+        self.sheet.setHtml(self.html)
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close, self)
         buttons.rejected.connect(self.reject)
         layout = QVBoxLayout(self)
@@ -48,5 +49,5 @@ class ShortcutsDialog(QDialog):
         self.setMaximumHeight(int(area.height() * SCREEN_SHARE))
 
     def text(self) -> str:
-        """Every row as plain text (what the sheet says)."""
-        return "\n".join(f"{what}: {keys}" for what, keys in self.rows)
+        """The sheet as rich text (as a message box's text(): the keys in <b>…</b>)."""
+        return self.html
