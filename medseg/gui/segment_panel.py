@@ -183,6 +183,8 @@ class SegmentPanel(QGroupBox):
             from medseg.gui.model_chooser import chosen_reference
 
             reference = chosen_reference() if source is not None else None  # the catalogue id, not its folder
+            if reference is not None and reference == source:  # a folder: with its parent ("run-…/model")
+                reference = "/".join(Path(source).parts[-2:])
             self.model_label.setText(f"Model: {'built-in starter' if reference is None else reference}")
             self.model_label.setToolTip("The model Segment runs" + (f": {source}" if source else ""))
             return

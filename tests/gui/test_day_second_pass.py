@@ -367,7 +367,7 @@ def test_the_side_panel_does_not_widen_after_a_model_is_chosen(window, qtbot, tm
     qtbot.waitUntil(lambda: later.placed, timeout=5_000)  # where the last start left it, then sized as the first
     assert later.model_path() == str(run)
     assert widths(later) == built_in
-    assert later.segment_panel.model_label.text() == "Model: model-stopped"
+    assert later.segment_panel.model_label.text() == "Model: a-rather-long-training-set-name/model-stopped"
     assert str(run) in later.segment_panel.model_label.toolTip()
     _shot(later, artifacts_dir, "side_panel_after_model_chosen")
     later.close()
