@@ -470,6 +470,7 @@ def test_start_shows_preparing_the_dataset_with_progress(driver, window, ct_dir,
     window.document.mark_saved()
     tab.pages.setCurrentWidget(training)
     training.refresh_labels()
+    training.base_combo.setCurrentIndex(training.base_combo.findText("From scratch"))  # nothing to ask about
     training.epochs.setValue(1)
     training.iterations.setValue(2)
     training.batch_size.setValue(2)
