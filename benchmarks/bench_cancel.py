@@ -62,10 +62,10 @@ def main() -> None:
 
     from medseg.io import read_image
     from medseg.model.infer import prepare
-    from medseg.model.package import load_model
+    from medseg.model.package import load_package, starter_model_path
 
     volume = read_image(DATA / "ct" / "pyradiomics_lung1" / "lung1_image.nrrd")
-    package = load_model()
+    package = load_package(starter_model_path())
     prepare(volume, package, device="cpu")  # warm: the resampling operators cached, pages touched
     timed: list[float] = []
 

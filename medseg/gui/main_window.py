@@ -645,7 +645,7 @@ class MainWindow(QMainWindow):
         self.stats_panel.refresh()  # a new segmentation: its figures are what the user reads next
         how = f"{result.seconds:.1f} s on {result.device}{' with ' + result.configuration if result.configuration else ''}"
         if found == 0:  # nothing found is not a success: the wrong model, or the wrong image for it
-            self.notify(f"0 structures found by {result.model_name}: is it the model for this series? "
+            self.notify(f"0 structures found by {result.model.name}: is it the model for this series? "
                         f"(segmented in {how}; Segmentation ▸ Use the built-in model)",
                         "warning", "segmented: 0 structures found")
         else:

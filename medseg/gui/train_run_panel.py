@@ -390,12 +390,11 @@ class TrainingPanel(QWidget):
         return box.clickedButton() is start
 
     def base_label_names(self, settings: RunSettings) -> list[str]:
-        from medseg.model.package import load_model
+        from medseg.workflows.models import open_model
 
         if settings.base is None:
             return []
-        base = load_model(None if settings.base == "starter" else settings.base)
-        return [n for v, n in sorted(base.labels.items()) if v]
+        return [n for v, n in sorted(open_model(settings.base).package.names.items()) if v]
 
     def _engine_call(self, settings: RunSettings, manifest: Path, out: Path, resume: bool):
         """The in-process run: the same manifest and settings as the command line."""

@@ -128,7 +128,8 @@ class Segmenter:
         if cancel is not None:
             cancel.raise_if_cancelled()
         report(progress, 0.0, "preparing the image", "preprocess")
-        prepared = prepare(image, self.model.package, self.settings.configuration, self.settings.step, self.device)
+        prepared = prepare(image, self.model.package, self.settings.configuration, self.settings.step, self.device,
+                           cancel=cancel)  # a Cancel stops the resampling itself, within a slab (#42.17)
         return PreparedStudy(image, notes, prepared, time.perf_counter() - started)
 
     def run(self, prepared: PreparedStudy, progress: ProgressCallback | None = None,

@@ -184,7 +184,7 @@ def test_grow_from_seeds_into_a_new_label_shows_seeds_and_preview_in_its_colour(
     new = window.view.active_label
     assert window.document.label_map is None and new not in window.document.labels  # the Edit panel's "1 (new)"
     colour = Label(new).color  # what the table will give it at its first voxel
-    panel.tool_buttons["grow_seeds"].click()
+    panel.tool_buttons["grow-from-seeds"].click()
     panel.radius.setValue(2.0)
     window.view.set_cursor((x, y, z))
     runner, options = panel.grow_runner, panel.semi_automatic
@@ -223,9 +223,9 @@ def _model_that_finds_nothing(folder: Path) -> Path:
     before it learned anything can leave): a model whose Segment finds 0 structures, by construction."""
     import torch
 
-    from medseg.model.package import load_model, save_package
+    from medseg.model.package import load_package, save_package, starter_model_path
 
-    package = load_model()
+    package = load_package(starter_model_path())
     for fold in (f for folds in package.weights.values() for f in folds):
         for key in [k for k in fold if k.startswith("decoder.seg_layers.")]:
             fold[key] = torch.zeros_like(fold[key])
@@ -239,13 +239,13 @@ def test_nothing_found_is_a_warning_and_the_built_in_model_is_in_the_menu(driver
                                                                          monkeypatch, artifacts_dir):
     from PySide6.QtWidgets import QFileDialog
 
-    from medseg.model.package import load_model
+    from medseg.model.package import load_package, starter_model_path
 
     monkeypatch.setattr(window.editing, "ask_before_segment", lambda _package, then: then("replace"))
     blank = _model_that_finds_nothing(tmp_path / "blank")
     driver.open_series(ct_dir / "dcmqi_ct3slice_masks" / "image")
     menu = next(m for m in window.menuBar().actions() if m.text() == "&Segmentation").menu()
-    assert [a.text() for a in menu.actions()] == ["Segment", "Choose model…", "Use the built-in model"]
+    assert [a.text() for a in menu.actions()] == ["Segment", "Choose model…", "Models…", "Use the built-in model"]
     assert not window.builtin_model_action.isEnabled()  # it is the one in use
     monkeypatch.setattr(QFileDialog, "getExistingDirectory", lambda *a, **k: str(blank))
     window.choose_model_action.trigger()
@@ -259,23 +259,24 @@ def test_nothing_found_is_a_warning_and_the_built_in_model_is_in_the_menu(driver
     assert window.builtin_model_action.isEnabled()
     window.builtin_model_action.trigger()
     assert window.model_path() is None
-    assert load_model().name in window.segment_panel.model_label.text()
+    assert load_package(starter_model_path()).name in window.segment_panel.model_label.text()
     with qtbot.waitSignal(window.loader.segmented, timeout=300_000) as done:
         window.segment_panel.run_button.click()
     assert window.messages.current.level == "success" and "structures found" in window.messages.current.text
 
 
 def test_a_chosen_model_that_is_gone_is_forgotten_with_a_warning(qtbot, tmp_path):
-    from medseg.gui import app_shell, model_choice
+    from medseg.gui import app_shell
     from medseg.gui.main_window import MainWindow
+    from medseg.gui.model_chooser import SETTING, store_reference
 
     gone = _model_that_finds_nothing(tmp_path / "run" / "model")
-    model_choice.choose(gone)
+    store_reference(str(gone))
     shutil.rmtree(gone)  # the run folder was cleaned up between two starts
     second = MainWindow()
     qtbot.addWidget(second)
     second.show()
-    assert second.model_path() is None and not app_shell.settings().value(model_choice.SETTING)
+    assert second.model_path() is None and not app_shell.settings().value(SETTING)
     qtbot.waitUntil(lambda: second.messages.current is not None, timeout=5_000)
     assert second.messages.current.level == "warning" and "no longer there" in second.messages.current.text
     assert not second.builtin_model_action.isEnabled()
@@ -347,8 +348,8 @@ def test_the_shortcut_sheet_fits_on_the_screen(window, qtbot, artifacts_dir):
 def test_the_side_panel_does_not_widen_after_a_model_is_chosen(window, qtbot, tmp_path, artifacts_dir):
     """#42.15: after "Use this model" (a run folder's long path), every later start had a side panel 200 px
     wider and smaller views."""
-    from medseg.gui import model_choice
     from medseg.gui.main_window import MainWindow
+    from medseg.gui.model_chooser import store_reference
     from medseg.model.package import starter_model_path
 
     def widths(main) -> tuple[int, int]:
@@ -360,7 +361,7 @@ def test_the_side_panel_does_not_widen_after_a_model_is_chosen(window, qtbot, tm
     built_in = widths(window)
     run = tmp_path / "training" / "runs" / "run-20250101-120000" / "a-rather-long-training-set-name" / "model-stopped"
     shutil.copytree(starter_model_path(), run)
-    model_choice.choose(run)
+    store_reference(str(run))
     later = MainWindow()  # the next start
     qtbot.addWidget(later)
     later.show()
@@ -413,7 +414,7 @@ def _wheel_at(widget, modifiers=Qt.KeyboardModifier.NoModifier, steps: int = -2)
 def test_train_tab_has_the_height_the_wheel_scrolls_and_models_say_what_they_are(window, qtbot, artifacts_dir, size):
     """#42.16: the Segment tab's docks leave with it (the log had two lines); the wheel over a plot scrolls
     the page (Ctrl + wheel zooms it); a model is listed by name, date, base model, labels and Dice."""
-    from medseg.model.package import load_model
+    from medseg.model.package import load_package, starter_model_path
 
     window.resize(*size)
     window.stats_dock.raise_()
@@ -442,7 +443,7 @@ def test_train_tab_has_the_height_the_wheel_scrolls_and_models_say_what_they_are
     export = window.train_tab.export_panel
     export.add_model("")
     line = export.model_list.item(0).text()
-    starter = load_model()
+    starter = load_package(starter_model_path())
     weights = starter.provenance["weights"]  # "best (epoch 40, mean Dice 0.7821)"
     assert line.startswith(f"{starter.name} (built in) · ")
     assert "body, lungs, bones" in line and "from scratch" in line
@@ -542,7 +543,7 @@ def test_a_new_label_fine_tune_can_keep_the_base_models_labels(driver, window, c
     assert "also segments body, lungs, bones" in asked[0] and "rule-based labeller" in asked[0]
     assert ended.args[0]["event"] == "done", ended.args[0]
     package = load_package(ended.args[0]["package"])
-    assert sorted(n for v, n in package.labels.items() if v) == ["body", "bones", "lungs", "tumour"]
+    assert sorted(n for v, n in package.names.items() if v) == ["body", "bones", "lungs", "tumour"]
     assert package.provenance["kept_base_labels"]["labels"] == ["body", "lungs", "bones"]
     assert "keeping the base model's body, lungs, bones" in training.log_pane.toPlainText()
     # what it trained on: the case's tumour over the starter's own targets (its rule labeller) for the rest

@@ -167,7 +167,7 @@ def walk(series: Path, out: Path) -> int:
     z = doc.volume.shape_zyx[0] // 2
     x, y = doc.volume.size_xyz[0] // 2, doc.volume.size_xyz[1] // 2
     window.view.set_cursor((x, y, z))
-    w.click(panel.tool_buttons["grow_seeds"])
+    w.click(panel.tool_buttons["grow-from-seeds"])
     panel.radius.setValue(3.0)
     options = panel.semi_automatic
     runner = panel.grow_runner
@@ -286,7 +286,7 @@ def walk(series: Path, out: Path) -> int:
     window.editing.ask_before_segment = lambda _package, then: then("replace")
     w.click(window.segment_panel.run_button)
     w.until(lambda: bool(segmented), 3600, "Segment with the new model")
-    w.step("segmented_new_model", model=segmented[0].model_name,
+    w.step("segmented_new_model", model=segmented[0].model.name,
            found={n: round(ml, 1) for n, ml in segmented[0].volumes_ml.items()})
     window.tabs.setCurrentIndex(1)
     tab.pages.setCurrentWidget(export)

@@ -10,7 +10,7 @@ import pytest
 from medseg.errors import Cancelled
 from medseg.io import read_image
 from medseg.model.infer import prepare, segment
-from medseg.model.package import load_model
+from medseg.model.package import load_package, starter_model_path
 from medseg.progress import CancelToken
 
 
@@ -34,7 +34,7 @@ def chest(ct_dir: Path):
 
 
 def test_preparing_the_image_stops_at_the_next_slab(chest):
-    package = load_model()
+    package = load_package(starter_model_path())
     never = CountingToken()
     prepare(chest, package, cancel=never)
     looks = never.looks
@@ -49,5 +49,18 @@ def test_preparing_the_image_stops_at_the_next_slab(chest):
 def test_segment_hands_its_cancel_to_the_preparation(chest):
     token = CountingToken(3)
     with pytest.raises(Cancelled):
-        segment(chest, load_model(), device="cpu", cancel=token)
+        segment(chest, load_package(starter_model_path()), device="cpu", cancel=token)
     assert token.looks == 3
+
+
+def test_the_use_case_hands_its_cancel_to_the_preparation(chest):
+    """What the GUI's Segment, ``medseg segment`` and batch run (medseg.workflows): the same looks."""
+    from medseg.workflows.segment import SegmentSettings, Segmenter
+
+    never = CountingToken()
+    segmenter = Segmenter(None, SegmentSettings(device="cpu"))
+    segmenter.prepare(chest, cancel=never)
+    token = CountingToken(never.looks - 1)  # the last look inside the preparation
+    with pytest.raises(Cancelled):
+        segmenter.segment(chest, cancel=token)
+    assert token.looks == never.looks - 1
