@@ -24,7 +24,7 @@ run: $(STAMP)
 ## Orthanc, which must run in a private network namespace: .ci/pacs-test runs them there (root).
 test: $(STAMP)
 	$(VENV)/bin/lint-imports
-	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -m "not pacs"
+	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -m "not pacs" --durations=40
 	bash .ci/pacs-test $(PY)
 
 bench: $(STAMP)
