@@ -74,5 +74,8 @@ def test_cli_segment_writes_label_map_on_input_geometry(model_folder, ct_dir, tm
 def test_cli_reports_a_missing_model(tmp_path, ct_dir, capsys):
     code = main(["segment", str(ct_dir / ABDOMEN_WIDER[0]), "--model", str(tmp_path / "nope"), "-o", str(tmp_path / "x.nii.gz")])
     assert code == 1
-    assert "no such model package or nnU-Net result folder" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    # The message names the path, says what it is not, and how to go on.
+    assert str(tmp_path / "nope") in err
+    assert "no such model" in err and "nnU-Net v2 result folder" in err and "'starter'" in err
     assert not (tmp_path / "x.nii.gz").exists()
