@@ -90,4 +90,6 @@ def test_no_code_asks_which_tool_is_active():
         return False
 
     branches = _homes(lambda n: isinstance(n, ast.Compare) and any(map(names_a_tool, [n.left, *n.comparators])))
-    assert branches == []
+    # medseg.model cannot see the edit catalogue (the layers forbid it): "lasso" there is one of
+    # nnInteractive's prompt kinds (medseg/model/interactive/prompt_spec.py), not a mouse tool.
+    assert [b for b in branches if not b.startswith("medseg/model/")] == []

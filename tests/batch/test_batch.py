@@ -271,9 +271,9 @@ def test_a_case_is_prepared_on_the_run_device_with_the_batch_step(ct_dir: Path, 
     seen: list[tuple[float, str]] = []
     real = infer.prepare
 
-    def spy(volume, package, configuration=None, step_size=0.5, device="cpu", fallbacks=None):
+    def spy(volume, package, configuration=None, step_size=0.5, device="cpu", fallbacks=None, **options):
         seen.append((step_size, device))
-        return real(volume, package, configuration, step_size, device, fallbacks)
+        return real(volume, package, configuration, step_size, device, fallbacks, **options)
 
     monkeypatch.setattr(infer, "prepare", spy)
     settings = BatchSettings(tmp_path / "out", device="cpu", step=0.7)
