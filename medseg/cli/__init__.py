@@ -43,6 +43,11 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     # What was typed, for provenance (``medseg train`` records its own command line).
     args.argv = list(argv) if argv is not None else sys.argv[1:]
+    from medseg.cli._console import EscapingStream, os_error_message
+
+    # Text from files (series descriptions, paths, reasons) reaches the terminal escaped.
+    streams = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = EscapingStream(sys.stdout), EscapingStream(sys.stderr)
     try:
         if getattr(args, "threads", None) is not None or getattr(args, "computes", False):
             from medseg import threads
@@ -58,6 +63,11 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # `medseg info --json | head`: the reader left, nothing is wrong
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
+    except OSError as error:  # the machine's limits, met where no check names them: said, not a traceback
+        print(f"medseg: error: {os_error_message(error)}", file=sys.stderr)
+        return 1
+    finally:
+        sys.stdout, sys.stderr = streams
 
 
 if __name__ == "__main__":

@@ -3,9 +3,54 @@ keeps it out of command discovery)."""
 
 from __future__ import annotations
 
+import errno
+import re
 import sys
 
 from medseg.progress import Progress, ProgressCallback
+
+# Control characters (but tab, newline, carriage return), DEL, the C1 controls and the Unicode
+# direction overrides: from a file's text (a Series Description with ANSI escape sequences, a
+# patient name with a NUL) they would reach the terminal and act there (clear it, retitle it,
+# reverse the text that follows). They are printed escaped, e.g. "\x1b".
+_CONTROLS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def escape_controls(text: str) -> str:
+    """``text`` with every control character written as an escape (``\x1b``, ``\u202e``)."""
+    return _CONTROLS.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else
+                         f"\\u{ord(m.group()):04x}", text)
+
+
+class EscapingStream:
+    """A text stream that escapes control characters on their way to ``stream`` (stdout, stderr):
+    everything a command prints, whatever its source, reaches the terminal as text."""
+
+    def __init__(self, stream) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        self._stream.write(escape_controls(text))
+        return len(text)
+
+    def writelines(self, lines) -> None:
+        for line in lines:
+            self.write(line)
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
+def os_error_message(error: OSError) -> str:
+    """An OSError (a path too long, a full disk, no permission) in the user's words, naming the file."""
+    where = str(error.filename) if error.filename is not None else ""
+    if len(where) > 120:
+        where = where[:60] + "…" + where[-40:] + f" ({len(where)} characters)"
+    reasons = {errno.ENAMETOOLONG: "the file name or path is longer than this file system allows",
+               errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is used up",
+               errno.EACCES: "permission denied", errno.EROFS: "the file system is read-only"}
+    reason = reasons.get(error.errno or 0, error.strerror or str(error))
+    return f"{where}: {reason}" if where else reason
 
 
 def progress_printer() -> ProgressCallback:

@@ -99,9 +99,13 @@ def _print_text(entries: list[dict[str, Any]], skipped: list[dict[str, str]]) ->
 
 
 def run(args: argparse.Namespace) -> int:
+    import sys
+
     entries, skipped = collect(args.path)
     if args.json:
         print(json.dumps(entries, indent=2))
+        for item in skipped:  # the JSON document is a list of series: the files left out go to stderr
+            print(f"medseg: skipped {item['path']}: {item['reason']}", file=sys.stderr)
     else:
         _print_text(entries, skipped)
     return 0

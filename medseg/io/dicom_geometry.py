@@ -57,8 +57,18 @@ def analyze_stack(slices: list[SliceHeader], gantry_tilt_tag: float | None = Non
     normal = np.cross(row, col)
     spacing_y, spacing_x = first.pixel_spacing or (1.0, 1.0)
     findings: list[GeometryFinding] = []
-    if first.pixel_spacing is None:
-        findings.append(GeometryFinding("no_pixel_spacing", "Pixel Spacing is missing; 1 mm is assumed."))
+    if first.orientation is None:
+        findings.append(GeometryFinding(
+            "no_orientation", "Image Orientation (Patient) is missing; the images are taken as axial slices (rows "
+                              "right to left, columns front to back). Check the orientation.", {}))
+    stated = first.extra.get("pixel_spacing_stated")
+    if stated is not None:
+        findings.append(GeometryFinding(
+            "unusable_spacing", f"The Pixel Spacing in the header is '{stated}', not two positive numbers: distances "
+                                "and volumes cannot be measured.", {"pixel_spacing": stated}))
+    elif first.pixel_spacing is None:
+        findings.append(GeometryFinding("no_pixel_spacing", "Pixel Spacing is missing; 1 mm is assumed, so "
+                                                            "distances and volumes may be wrong."))
 
     have_positions = all(s.position is not None for s in slices)
     if not have_positions:

@@ -13,6 +13,8 @@ from typing import Any
 import numpy as np
 from pydicom.datadict import tag_for_keyword
 
+from medseg.errors import DicomError
+
 # Transfer syntaxes whose pixel data is stored raw, little endian (read with numpy directly).
 NATIVE_LITTLE_ENDIAN = {"1.2.840.10008.1.2", "1.2.840.10008.1.2.1"}
 IMPLICIT_VR_LE = "1.2.840.10008.1.2"
@@ -104,6 +106,47 @@ def _first_float(value: Any) -> float | None:
     return number if np.isfinite(number) else None
 
 
+# Rescale values no CT (or any modality medseg opens) is stored with: beyond them a header is corrupt.
+SLOPE_RANGE = (1e-6, 1e4)
+INTERCEPT_LIMIT = 1e6
+
+
+def _rescale(owner: Any, ds: Any) -> tuple[float, float]:
+    """(slope, intercept) of Rescale Slope/Intercept: absent means (1, 0); present, each must be a plausible
+    number (a DicomError names the value: "abc" was read as 0, lungs 15 ml for 47)."""
+    slope_text = ascii_numbers(owner, "RescaleSlope") if owner is not None else None
+    intercept_text = ascii_numbers(owner, "RescaleIntercept") if owner is not None else None
+    if slope_text is None and owner is not ds:
+        slope_text = ascii_numbers(ds, "RescaleSlope")
+    if intercept_text is None and owner is not ds:
+        intercept_text = ascii_numbers(ds, "RescaleIntercept")
+    slope = _strict_float(slope_text, "Rescale Slope", 1.0)
+    intercept = _strict_float(intercept_text, "Rescale Intercept", 0.0)
+    low, high = SLOPE_RANGE
+    if not low <= abs(slope) <= high:
+        raise DicomError(f"its Rescale Slope is {slope:g}: stored values cannot become Hounsfield units that way "
+                         f"(a slope of {low:g} to {high:g} is needed)", hint="the header is corrupt")
+    if abs(intercept) > INTERCEPT_LIMIT:
+        raise DicomError(f"its Rescale Intercept is {intercept:g}, beyond any image's values", hint="the header is corrupt")
+    return slope, intercept
+
+
+def _strict_float(parts: list[str] | None, name: str, default: float) -> float:
+    if parts is None:
+        return default
+    try:
+        number = float(parts[0])
+    except (ValueError, IndexError):
+        raise DicomError(f"its {name} is {_joined(parts)[:40]!r}, not a number", hint="the header is corrupt") from None
+    if not np.isfinite(number):
+        raise DicomError(f"its {name} is {parts[0]!r}, not a finite number", hint="the header is corrupt")
+    return number
+
+
+def _joined(parts: Any) -> str:
+    return "\\".join(str(p) for p in parts)
+
+
 def _int_or_none(value: Any) -> int | None:
     try:
         return int(value)
@@ -112,14 +155,34 @@ def _int_or_none(value: Any) -> int | None:
 
 
 def _orientation(value: Any) -> np.ndarray | None:
-    cosines = _floats(value, 6) if value is not None else None
+    """Image Orientation (Patient): None when absent (axial is then assumed, and said); present, it must
+    be two unit vectors at right angles (else a DicomError: the image cannot be placed)."""
+    if value is None:
+        return None
+    cosines = _floats(value, 6)
     if cosines is None:
-        return None
+        raise DicomError(f"its Image Orientation (Patient) {_joined(value)[:80]!r} is not six numbers: the image "
+                         "cannot be placed in patient space", hint="the header is corrupt")
     row, col = cosines[:3], cosines[3:]
-    # A degenerate orientation (zero or parallel vectors) cannot define a plane.
-    if np.linalg.norm(row) < 0.5 or np.linalg.norm(col) < 0.5 or np.linalg.norm(np.cross(row, col)) < 0.5:
-        return None
+    # A degenerate orientation (zero or parallel vectors) cannot define a plane; rounding aside, the
+    # vectors are unit length and perpendicular.
+    if (abs(np.linalg.norm(row) - 1) > 0.01 or abs(np.linalg.norm(col) - 1) > 0.01
+            or abs(float(np.dot(row, col))) > 0.01):
+        raise DicomError(f"its Image Orientation (Patient) {'/'.join(f'{v:g}' for v in cosines)} is not two "
+                         "perpendicular unit vectors: the image cannot be placed in patient space",
+                         hint="the header is corrupt")
     return cosines
+
+
+def _position(value: Any) -> np.ndarray | None:
+    """Image Position (Patient): None when absent; present, three finite numbers of sane size."""
+    if value is None:
+        return None
+    numbers = _floats(value, 3)
+    if numbers is None or np.any(np.abs(numbers) > 1e6):
+        raise DicomError(f"its Image Position (Patient) {_joined(value)[:80]!r} is not a position: the image "
+                         "cannot be placed in patient space", hint="the header is corrupt")
+    return numbers
 
 
 def _item(sequence_owner: Any, keyword: str) -> Any:
@@ -140,6 +203,7 @@ def slice_headers(ds: Any, ref: str, pixel_offset: int | None) -> list[SliceHead
     rows = _int_or_none(ds.get("Rows"))
     columns = _int_or_none(ds.get("Columns"))
     num = ascii_numbers
+    _check_pixel_module(ds)
     common = dict(
         ref=ref,
         rows=rows or 0,
@@ -164,35 +228,44 @@ def slice_headers(ds: Any, ref: str, pixel_offset: int | None) -> list[SliceHead
             measures = _functional(per, shared, "PixelMeasuresSequence")
             rescale = _functional(per, shared, "PixelValueTransformationSequence")
             voi = _functional(per, shared, "FrameVOILUTSequence")
+            slope, intercept = _rescale(rescale or ds, ds)
+            spacing, stated = _spacing(num(measures or ds, "PixelSpacing"))
             headers.append(SliceHeader(
                 frame=index,
-                position=_floats(num(position or ds, "ImagePositionPatient"), 3),
+                position=_position(num(position or ds, "ImagePositionPatient")),
                 orientation=_orientation(num(orientation or ds, "ImageOrientationPatient")),
-                pixel_spacing=_spacing(num(measures or ds, "PixelSpacing")),
-                slope=_first_float(num(rescale or ds, "RescaleSlope")) or 1.0,
-                intercept=_first_float(num(rescale or ds, "RescaleIntercept")) or 0.0,
+                pixel_spacing=spacing,
+                slope=slope,
+                intercept=intercept,
                 window=_window(voi or ds),
                 **common,
+                extra={"pixel_spacing_stated": stated} if stated else {},
             ))
         return headers
+    slope, intercept = _rescale(ds, ds)
+    spacing, stated = _spacing(num(ds, "PixelSpacing"))
     return [SliceHeader(
         frame=None,
-        position=_floats(num(ds, "ImagePositionPatient"), 3),
+        position=_position(num(ds, "ImagePositionPatient")),
         orientation=_orientation(num(ds, "ImageOrientationPatient")),
-        pixel_spacing=_spacing(num(ds, "PixelSpacing")),
-        slope=_first_float(num(ds, "RescaleSlope")) or 1.0,
-        intercept=_first_float(num(ds, "RescaleIntercept")) or 0.0,
+        pixel_spacing=spacing,
+        slope=slope,
+        intercept=intercept,
         window=_window(ds),
         pixel_offset=pixel_offset,
         **common,
+        extra={"pixel_spacing_stated": stated} if stated else {},
     )]
 
 
-def _spacing(value: Any) -> tuple[float, float] | None:
-    numbers = _floats(value, 2) if value is not None else None
+def _spacing(value: Any) -> tuple[tuple[float, float] | None, str | None]:
+    """(Pixel Spacing, the text as stated when it is there but not two positive numbers)."""
+    if value is None:
+        return None, None
+    numbers = _floats(value, 2)
     if numbers is None or np.any(numbers <= 0):
-        return None
-    return float(numbers[0]), float(numbers[1])
+        return None, _joined(value)[:60]
+    return (float(numbers[0]), float(numbers[1])), None
 
 
 def _window(owner: Any) -> tuple[float, float] | None:
@@ -201,6 +274,17 @@ def _window(owner: Any) -> tuple[float, float] | None:
     if center is None or width is None or width <= 0:
         return None
     return center, width
+
+
+def _check_pixel_module(ds: Any) -> None:
+    """Bits Stored beyond Bits Allocated, or Bits Allocated no decoder knows, cannot describe an image."""
+    allocated = _int_or_none(ds.get("BitsAllocated"))
+    stored = _int_or_none(ds.get("BitsStored"))
+    if allocated is not None and allocated not in (1, 8, 16, 32, 64):
+        raise DicomError(f"its Bits Allocated is {allocated}: not a pixel size DICOM allows", hint="the header is corrupt")
+    if stored is not None and allocated is not None and not 0 < stored <= allocated:
+        raise DicomError(f"its Bits Stored ({stored}) does not fit its Bits Allocated ({allocated})",
+                         hint="the header is corrupt")
 
 
 def image_type(ds: Any) -> list[str]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections import defaultdict
+from collections.abc import Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from typing import Callable
 
@@ -21,7 +22,7 @@ from medseg.io.dicom_headers import SliceHeader
 from medseg.io.dicom_scan import SeriesInfo
 from medseg.io.memory_budget import check_allocation
 from medseg.io.regularize import regularize_stack
-from medseg.io.voxel_checks import replace_non_finite
+from medseg.io.voxel_checks import check_spacing, refuse_unusable_spacing, replace_non_finite
 from medseg.core.volume import GeometryFinding, Volume, VolumeMeta
 from medseg.progress import CancelToken, ProgressCallback, report
 
@@ -57,6 +58,7 @@ def load_series(
     regularize: bool = True,
     on_slice: SliceCallback | None = None,
     out: np.ndarray | None = None,
+    spacing_mm: Sequence[float] | None = None,
 ) -> Volume:
     """Decode ``series`` into a Volume (HU, int16 or float32) with its metadata.
 
@@ -64,8 +66,12 @@ def load_series(
     stack (sorted along the slice normal). When the stack is irregular and ``regularize``
     is true, the returned Volume is resampled onto a regular grid (see meta.findings).
     ``out``: the array to decode into, from :func:`preview_stack` (a viewer shows it while it fills).
+    ``spacing_mm`` (x, y, z): the true spacing, where the headers' is unusable (0, negative) or outside any
+    CT's; without it such a series is refused before a pixel is decoded (:mod:`medseg.io.voxel_checks`).
     """
     _check_loadable(series)
+    if spacing_mm is None:
+        refuse_unusable_spacing(series.findings, series.files[0] if series.files else None)
     geometry = series.geometry
     slices = series.slices
     if geometry is None or not slices:
@@ -175,7 +181,7 @@ def load_series(
     volume = Volume(array, spacing, origin, geometry.direction.copy(), meta)
     replace_non_finite(volume)
     report(progress, 1.0, "loaded", "decode")
-    return volume
+    return check_spacing(volume, spacing_mm)
 
 
 def preview_stack(series: SeriesInfo) -> np.ndarray | None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import stat
 import struct
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -39,9 +40,9 @@ from medseg.io.dicom_headers import (
     image_type,
     slice_headers,
 )
-from medseg.io.dicom_sources import expand_sources, open_ref
+from medseg.io.dicom_sources import expand_sources, open_ref, ref_size, split_ref
+from medseg.io.dicom_walk import MalformedHeader, walk_header
 from medseg.io.folder_walk import LINK_LEAVES
-from medseg.io.dicom_walk import walk_header
 from medseg.core.volume import GeometryFinding
 from medseg.progress import CancelToken, ProgressCallback, report
 
@@ -217,6 +218,8 @@ def _header_from_memory(fp: Any) -> tuple[Any, Any] | None:
     """(dataset, in-memory file positioned after the header), or None when the bytes are not enough."""
     head = fp.read(HEADER_BYTES)
     whole_file = len(head) < HEADER_BYTES
+    if _DEFLATED.encode() in head[132:2048]:
+        _check_deflated(head)
     memory = io.BytesIO(head)
     walked = walk_header(head, SCAN_TAGS)
     if walked is not None:
@@ -238,15 +241,54 @@ def _header_from_memory(fp: Any) -> tuple[Any, Any] | None:
     return ds, memory
 
 
+def _check_deflated(head: bytes) -> None:
+    """A Deflated Explicit VR file must inflate: pydicom, given one that is not, read garbage as elements."""
+    import zlib
+
+    if len(head) < 144 or head[132:140] != b"\x02\x00\x00\x00UL\x04\x00":
+        return
+    end = 144 + struct.unpack("<I", head[140:144])[0]
+    if end >= len(head):
+        return
+    try:
+        zlib.decompressobj(-zlib.MAX_WBITS).decompress(head[end:], 1 << 16)
+    except zlib.error as error:
+        raise DicomError(f"its transfer syntax says Deflated but the data after its file meta does not inflate "
+                         f"({error})", hint="the file is corrupt or its transfer syntax is wrong") from None
+
+
+# The most of a file the scan reads for its header: a header larger than this (none is: an Enhanced CT
+# of 1000 frames has about 2 MiB) is not read, so a huge or sparse file cannot keep the scan busy.
+MAX_HEADER_BYTES = 16 << 20
+
+
 def _read_one(ref: str) -> _FileHeader | SkippedFile:
     """Read one file's header; never raises for bad input (the reason is returned)."""
     try:
+        reason = _not_a_regular_file(ref)
+        if reason:
+            return SkippedFile(ref, reason)
+        size = ref_size(ref)
         with open_ref(ref) as fp:
             try:
                 parsed = _header_from_memory(fp)
                 if parsed is None:
                     fp.seek(0)
-                    ds = pydicom.dcmread(fp, stop_before_pixels=True, specific_tags=SCAN_KEYWORDS)
+                    head = fp.read(MAX_HEADER_BYTES)
+                    memory = io.BytesIO(head)
+                    try:
+                        ds = pydicom.dcmread(memory, stop_before_pixels=True, specific_tags=SCAN_KEYWORDS)
+                    except InvalidDicomError:
+                        raise
+                    except Exception as error:  # noqa: BLE001 - pydicom raises many types on a cut header
+                        if len(head) == MAX_HEADER_BYTES:
+                            return SkippedFile(ref, f"no image header ends within its first {MAX_HEADER_BYTES >> 20} "
+                                                    "MiB: not read further (corrupt, or not DICOM)")
+                        raise error
+                    if len(head) == MAX_HEADER_BYTES and head[memory.tell():memory.tell() + 4] not in _PIXEL_TAGS:
+                        return SkippedFile(ref, f"no image header ends within its first {MAX_HEADER_BYTES >> 20} MiB: "
+                                                "not read further (corrupt, or not DICOM)")
+                    fp = memory  # noqa: PLW2901 - the rest reads the same bytes from memory
                 else:
                     ds, fp = parsed  # noqa: PLW2901 - the rest reads the same bytes from memory
             except InvalidDicomError:
@@ -256,17 +298,78 @@ def _read_one(ref: str) -> _FileHeader | SkippedFile:
             transfer_syntax = str(getattr(getattr(ds, "file_meta", None), "TransferSyntaxUID", "") or "")
             if not transfer_syntax:
                 return SkippedFile(ref, "DICOM file without a transfer syntax in its file meta information")
-            offset = _pixel_offset(fp, ds, transfer_syntax) if not ds.get("NumberOfFrames") else None
             reason = _non_image_reason(ds)
             if reason:
                 return SkippedFile(ref, reason)
+            reason = _pixel_data_reason(fp, ds, transfer_syntax, size)
+            if reason:
+                return SkippedFile(ref, reason)
+            offset = _pixel_offset(fp, ds, transfer_syntax) if not ds.get("NumberOfFrames") else None
             slices = slice_headers(ds, ref, offset)
             facts = {keyword: _text(ds, keyword) for keyword in _TEXT_KEYWORDS}
             return _FileHeader(ref, facts, _category(ds, slices[0]), _gantry_tilt(ds), slices)
     except DicomError as error:
         return SkippedFile(ref, error.message)
+    except MalformedHeader as error:
+        return SkippedFile(ref, f"not a readable DICOM header: {error}")
+    except OSError as error:
+        return SkippedFile(ref, f"cannot be read ({error.strerror or error})")
     except Exception as error:  # pydicom raises many exception types on malformed files
         return SkippedFile(ref, f"unreadable DICOM header ({type(error).__name__}: {error})"[:300])
+
+
+def _not_a_regular_file(ref: str) -> str | None:
+    """Why ``ref`` is not opened (a FIFO would block the scan forever, a device never ends), or None."""
+    archive, member = split_ref(ref)
+    if member is not None:
+        return None
+    try:
+        mode = os.stat(archive).st_mode
+    except OSError as error:
+        return f"cannot be read ({error.strerror or error})"
+    if stat.S_ISREG(mode):
+        return None
+    kind = "a folder" if stat.S_ISDIR(mode) else "a FIFO (named pipe)" if stat.S_ISFIFO(mode) else "a device or socket"
+    return f"not a regular file ({kind}): not read"
+
+
+def _pixel_data_reason(fp: Any, ds: Any, transfer_syntax: str, size: int) -> str | None:
+    """Why the Pixel Data element the header ends at cannot hold the images, or None.
+
+    Its length must fit in the file (a length field of 2 GB in a 40 KB file was read as far as the
+    file went), and native (uncompressed) pixel data must hold every pixel its header declares.
+    """
+    position = fp.tell()
+    head = fp.read(12)
+    fp.seek(position)
+    if len(head) < 8 or head[:4] != PIXEL_DATA_TAG:
+        return None
+    explicit = transfer_syntax != IMPLICIT_VR_LE and head[4:6].isalpha()
+    if explicit:
+        if head[4:6] not in (b"OB", b"OW", b"OF", b"UN") or len(head) < 12:
+            return None
+        header_size, length = 12, struct.unpack("<I", head[8:12])[0]
+    else:
+        header_size, length = 8, struct.unpack("<I", head[4:8])[0]
+    if length == 0xFFFFFFFF:  # encapsulated: fragments, checked by the decoder
+        if transfer_syntax in NATIVE_LITTLE_ENDIAN:
+            return "its Pixel Data is encapsulated (compressed) although its transfer syntax says uncompressed"
+        return None
+    present = size - position - header_size
+    if length > present:
+        return (f"its Pixel Data declares {length} bytes but the file holds {max(0, present)} after the header: the file "
+                "is cut short or its header is corrupt")
+    if transfer_syntax in NATIVE_LITTLE_ENDIAN or transfer_syntax == "1.2.840.10008.1.2.2":
+        try:
+            frames = int(ds.get("NumberOfFrames") or 1)
+            needed = (int(ds.Rows) * int(ds.Columns) * frames * int(ds.get("SamplesPerPixel") or 1)
+                      * int(ds.get("BitsAllocated") or 16) + 7) // 8
+        except (TypeError, ValueError, AttributeError):
+            return None
+        if length < needed:
+            return (f"its Pixel Data holds {length} bytes; its {frames} image(s) of {ds.Columns} x {ds.Rows} pixels "
+                    f"need {needed}: the header does not describe these pixels")
+    return None
 
 
 def _non_image_reason(ds: Any) -> str | None:
@@ -313,9 +416,44 @@ def _group_key(header: _FileHeader) -> tuple:
     orientation = tuple(np.round(first.orientation, 3)) if first.orientation is not None else None
     spacing = tuple(round(v, 4) for v in first.pixel_spacing) if first.pixel_spacing else None
     multi_frame = header.ref if first.frame is not None else ""  # each multi-frame object is one stack
+    # The study, patient and modality too: images forged or copied into another series' UID (three
+    # slices of another study, one MR slice in a CT series) must not join it (issue 43).
     return (facts["SeriesInstanceUID"], facts["FrameOfReferenceUID"], orientation, spacing,
             first.rows, first.columns, facts["SeriesNumber"], facts["SeriesDescription"],
-            header.category, multi_frame)
+            header.category, multi_frame, facts["StudyInstanceUID"], facts["PatientID"], facts["Modality"])
+
+
+# How two groups of one Series Instance UID differ, in the words of the "series_split" finding.
+_SPLIT_REASONS = ((10, "of another study"), (11, "of another patient"), (12, "of another modality"),
+                  (1, "of another frame of reference"), (2, "of another orientation"), (3, "of another pixel spacing"),
+                  (4, "of another size"), (5, "of another size"), (8, "of another kind (localizer or capture)"),
+                  (6, "of another series number"), (7, "of another series description"))
+
+
+def _note_split_series(series: list[SeriesInfo], keys: dict[str, tuple]) -> None:
+    """Images that carry a series' UID but were not taken into it are said, on every part, with why."""
+    by_uid: dict[str, list[SeriesInfo]] = defaultdict(list)
+    for s in series:
+        if s.series_uid:
+            by_uid[s.series_uid].append(s)
+    for group in by_uid.values():
+        if len(group) < 2:
+            continue
+        for s in group:
+            parts = []
+            for other in group:
+                if other is s:
+                    continue
+                why = [words for index, words in _SPLIT_REASONS if keys[s.key][index] != keys[other.key][index]]
+                why = list(dict.fromkeys(why)) or ["of another stack"]
+                size = f" ({other.size_xyz[0]} x {other.size_xyz[1]})" if "of another size" in why else ""
+                modality = f" ({other.modality or 'none'})" if "of another modality" in why else ""
+                names = ", ".join(os.path.basename(f) for f in other.files[:3]) + (" ..." if len(other.files) > 3 else "")
+                parts.append(f"{other.n_slices} image{'s' if other.n_slices != 1 else ''} {' and '.join(why)}{size}"
+                             f"{modality} ({names})")
+            s.findings.append(GeometryFinding(
+                "series_split", f"Images with this series' identifier were left out of it: {'; '.join(parts)}.",
+                {"others": [o.key for o in group if o is not s]}))
 
 
 def _build_series(key: str, members: list[_FileHeader], category: str) -> SeriesInfo:
@@ -455,6 +593,7 @@ def scan(
         uid_count[group_key[0]] += 1
     series = [_build_series(_series_key(k, uid_count), members, k[8]) for k, members in groups.items()]
     _mark_orientation_localizers(series)
+    _note_split_series(series, {_series_key(k, uid_count): k for k in groups})
     series.sort(key=lambda s: (s.study_uid, _number(s.series_number), s.series_description, -s.n_slices, s.key))
     return ScanResult(series, skipped)
 

@@ -9,19 +9,23 @@ half-written file under the final name.
 
 from __future__ import annotations
 
-import math
 import os
-import struct
+import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import SimpleITK as sitk
 
-from medseg.errors import ImageFormatError, SaveError
+from medseg.errors import GeometryError, ImageFormatError, SaveError
 from medseg.io.atomic import atomic_path
-from medseg.io.file_checks import IncompleteFile, check_nifti, read_nifti_header
+from medseg.io.file_checks import IncompleteFile
+from medseg.io.header_rewrite import header_axis_findings, write_unit_spacing_header
+from medseg.io.image_headers import ImageHeader, image_header
 from medseg.io.memory_budget import check_allocation
-from medseg.io.voxel_checks import replace_non_finite
+from medseg.io.nifti_reader import read_nifti
+from medseg.io.voxel_checks import check_spacing, replace_non_finite
+from medseg.io.voxel_stream import check_voxel_data
 from medseg.core.volume import GeometryFinding, Volume, VolumeMeta
 
 IMAGE_SUFFIXES = (".nii.gz", ".nii", ".nrrd", ".nhdr", ".mha", ".mhd")
@@ -38,19 +42,59 @@ def image_suffix(path: str | os.PathLike) -> str | None:
     return None
 
 
-def read_image(path: str | os.PathLike) -> Volume:
-    """Read a NIfTI/NRRD/MHA/MHD file into a Volume (LPS geometry)."""
+def read_image(path: str | os.PathLike, spacing_mm: Sequence[float] | None = None) -> Volume:
+    """Read a NIfTI/NRRD/MHA/MHD file into a Volume (LPS geometry).
+
+    The header is checked first (:mod:`medseg.io.image_headers`: its lies, a data file outside its
+    folder) and the voxel bytes once (:mod:`medseg.io.voxel_stream`: checksums, NaN); then one rule
+    for the spacing, whatever the format: a header that states none is read as 1 mm with a finding;
+    one that states 0, a negative number, NaN or infinity is refused unless ``spacing_mm`` (x, y, z,
+    the command line's ``--spacing``) gives the true one, as is one outside any CT's range
+    (:func:`~medseg.io.voxel_checks.check_spacing`).
+    """
     path = Path(path)
-    if not path.is_file():
-        raise ImageFormatError("no such file", path=path)
-    if image_suffix(path) is None:
+    suffix = image_suffix(path)
+    if suffix is None:
         raise ImageFormatError("not a NIfTI, NRRD or MHA/MHD file (by its name)", path=path,
                                hint="supported: " + ", ".join(IMAGE_SUFFIXES))
-    if image_suffix(path) in (".nii", ".nii.gz"):
-        _check_nifti_complete(path)
+    if not path.exists():
+        raise ImageFormatError("no such file", path=path)
+    header = image_header(path, suffix)
+    unusable = header.spacing.unusable()
+    if unusable and spacing_mm is None:
+        raise GeometryError(f"the voxel spacing in the header is {header.spacing.describe()} "
+                            f"({header.spacing.field}): distances and volumes cannot be measured", path=path,
+                            hint="if you know the true spacing, give it with --spacing X Y Z (mm)")
+    # ITK's buffer and the NumPy copy made from it exist at the same time.
+    check_allocation(2 * header.voxel_bytes, f"reading an image of {' x '.join(map(str, header.sizes))} voxels "
+                                             f"({header.voxel_bytes / 2**30:.1f} GiB)", path)
+    non_finite = check_voxel_data(path, header)
+    meta = VolumeMeta(source_files=[str(path)], extra={"format": suffix})
+    if header.format == "nifti-2" or (unusable and header.nifti is not None):
+        volume = read_nifti(path, header, meta, spacing_mm if unusable else None)
+        volume.meta.findings.extend(header_axis_findings(header))
+    elif unusable:
+        volume = _read_with_header_spacing(path, header, meta)
+    else:
+        volume = _read_itk(path, meta)
+    if non_finite is not None:  # ITK made them 0: they were not numbers
+        if non_finite.size != volume.array.size:
+            raise ImageFormatError("the voxels read do not match the header's size", path=path)
+        volume.array.reshape(-1)[non_finite] = np.nan
+    if unusable:
+        volume.meta.extra["header_spacing_mm"] = list(header.spacing.values or ())
+    elif header.spacing.values is None:
+        volume.meta.findings.append(GeometryFinding(
+            "no_pixel_spacing", f"The header gives no voxel spacing ({header.spacing.field} is missing); 1 mm is "
+                                "assumed, so distances and volumes may be wrong (give the true spacing with "
+                                "--spacing X Y Z).", {"field": header.spacing.field}))
+    replace_non_finite(volume)
+    return check_spacing(volume, spacing_mm)
+
+
+def _read_itk(path: Path, meta: VolumeMeta) -> Volume:
     info = read_image_information(path)
     voxel_bytes = int(np.prod(info.GetSize(), dtype=np.float64)) * _bytes_per_voxel(info)
-    # ITK's buffer and the NumPy copy made from it exist at the same time.
     check_allocation(2 * voxel_bytes, f"reading an image of {' x '.join(map(str, info.GetSize()))} voxels "
                                       f"({voxel_bytes / 2**30:.1f} GiB)", path)
     try:
@@ -58,6 +102,10 @@ def read_image(path: str | os.PathLike) -> Volume:
     except Exception as error:  # SimpleITK raises RuntimeError with ITK's message
         raise ImageFormatError(f"cannot read the image ({_first_line(error)})", path=path,
                                hint="the file may be truncated or corrupt") from error
+    return _volume(image, meta, path)
+
+
+def _volume(image: sitk.Image, meta: VolumeMeta, path: Path) -> Volume:
     if image.GetNumberOfComponentsPerPixel() != 1:
         raise ImageFormatError(f"the image has {image.GetNumberOfComponentsPerPixel()} components per voxel; "
                                "only scalar volumes are supported", path=path)
@@ -65,31 +113,26 @@ def read_image(path: str | os.PathLike) -> Volume:
         image = image[:, :, :, 0]
     if image.GetDimension() not in (2, 3):
         raise ImageFormatError(f"the image is {image.GetDimension()}D; a 3D volume is needed", path=path)
-    meta = VolumeMeta(source_files=[str(path)], extra={"format": image_suffix(path)})
-    if image_suffix(path) in (".nii", ".nii.gz"):
-        meta.findings.extend(_nifti_spacing_findings(path, image.GetDimension()))
     try:
-        volume = Volume.from_sitk(image, meta)
+        return Volume.from_sitk(image, meta)
     except Exception as error:
         raise ImageFormatError(f"the image geometry is not usable ({error})", path=path) from error
-    replace_non_finite(volume)
+
+
+def _read_with_header_spacing(path: Path, header: ImageHeader, meta: VolumeMeta) -> Volume:
+    """A NRRD/MetaImage whose header spacing is unusable (ITK refuses 0 and NaN, mirrors a negative):
+    read through a copy of its header with 1 mm (the caller then sets the user's spacing), pointing
+    at the original voxels, so the orientation is the header's and no voxel is copied."""
+    with tempfile.TemporaryDirectory(prefix="medseg-header-") as folder:
+        copy = write_unit_spacing_header(path, header, Path(folder))
+        try:
+            image = sitk.ReadImage(str(copy))
+        except Exception as error:
+            raise ImageFormatError(f"cannot read the image ({_first_line(error)})", path=path,
+                                   hint="the file may be truncated or corrupt") from error
+    volume = _volume(image, meta, path)
+    volume.meta.findings.extend(header_axis_findings(header))
     return volume
-
-
-def _nifti_spacing_findings(path: Path, dimension: int) -> list[GeometryFinding]:
-    """ITK reads a NIfTI pixdim of 0, NaN or infinity as 1 mm without a word: say so."""
-    header = read_nifti_header(path)
-    order = "<" if struct.unpack("<i", header[:4])[0] == 348 else ">"
-    if struct.unpack(order + "i", header[:4])[0] != 348:
-        return []  # NIfTI-2: ITK reads its double pixdim as given
-    pixdim = struct.unpack(order + "8f", header[76:108])
-    odd = {axis: value for axis, value in zip("xyz", pixdim[1:dimension + 1]) if not (math.isfinite(value) and value)}
-    if not odd:
-        return []
-    listed = ", ".join(f"{axis} {value}" for axis, value in odd.items())
-    return [GeometryFinding("no_pixel_spacing", f"The NIfTI header gives no usable voxel spacing ({listed}); "
-                                                "1 mm is assumed, so distances and volumes may be wrong.",
-                            {"pixdim": [float(v) for v in pixdim[1:4]]})]
 
 
 def read_image_information(path: str | os.PathLike) -> sitk.ImageFileReader:
@@ -117,23 +160,52 @@ def describe_image(path: str | os.PathLike) -> dict:
     """What ``medseg info`` shows of an image file, from its header alone (a 16 GiB file costs no more
     than a small one): size, spacing, origin, direction (LPS), voxel type and spacing findings."""
     path = Path(path)
-    if not path.is_file():
-        raise ImageFormatError("no such file", path=path)
-    if image_suffix(path) in (".nii", ".nii.gz"):
-        _check_nifti_complete(path)
-    reader = read_image_information(path)
-    dimension = reader.GetDimension()
-    size = list(reader.GetSize())[:3] + [1] * max(0, 3 - dimension)
-    spacing = list(reader.GetSpacing())[:3] + [1.0] * max(0, 3 - dimension)
-    origin = list(reader.GetOrigin())[:3] + [0.0] * max(0, 3 - dimension)
-    matrix = np.eye(3)
-    given = np.asarray(reader.GetDirection(), dtype=float).reshape(dimension, dimension)
-    matrix[:min(3, dimension), :min(3, dimension)] = given[:3, :3]
-    probe = _voxel_probe(reader)
-    findings = _nifti_spacing_findings(path, dimension) if image_suffix(path) in (".nii", ".nii.gz") else []
-    return {"size_xyz": size, "spacing_mm": spacing, "origin_mm": origin, "direction": matrix,
-            "dtype": str(sitk.GetArrayViewFromImage(probe).dtype), "components": reader.GetNumberOfComponents(),
-            "findings": findings}
+    suffix = image_suffix(path)
+    if suffix is None or not path.exists():
+        raise ImageFormatError("no such file" if suffix else "not a NIfTI, NRRD or MHA/MHD file (by its name)",
+                               path=path)
+    header = image_header(path, suffix)
+    findings = []
+    if header.spacing.unusable():
+        findings.append(GeometryFinding(
+            "unusable_spacing", f"The voxel spacing in the header is {header.spacing.describe()} "
+                                f"({header.spacing.field}): medseg measures nothing on this image unless the true "
+                                "spacing is given (--spacing X Y Z).", {"spacing": list(header.spacing.values or ())}))
+    elif header.spacing.values is None:
+        findings.append(GeometryFinding("no_pixel_spacing", f"The header gives no voxel spacing ({header.spacing.field} "
+                                                            "is missing); 1 mm is assumed.", {}))
+    if header.nifti is not None and (header.format == "nifti-2" or header.spacing.unusable()):
+        from medseg.io.nifti_reader import nifti_geometry
+
+        fields = header.nifti
+        try:
+            spacing, matrix, origin, more = nifti_geometry(fields, [1.0, 1.0, 1.0] if header.spacing.unusable() else None)
+        except ImageFormatError as error:
+            raise ImageFormatError(error.message, path=path, hint=error.hint) from error
+        dims = fields["dims"]
+        size = [int(d) for d in dims[1:min(3, dims[0]) + 1]] + [1] * max(0, 3 - dims[0])
+        dtype = str(np.dtype(_NIFTI_NUMPY[fields["datatype"]]))
+        return {"size_xyz": size, "spacing_mm": list(header.spacing.values or spacing), "origin_mm": list(origin),
+                "direction": matrix, "dtype": dtype, "components": 1, "findings": findings + more}
+    with tempfile.TemporaryDirectory(prefix="medseg-header-") as folder:
+        source = write_unit_spacing_header(path, header, Path(folder)) if header.spacing.unusable() else path
+        reader = read_image_information(source)
+        dimension = reader.GetDimension()
+        size = list(reader.GetSize())[:3] + [1] * max(0, 3 - dimension)
+        spacing = list(header.spacing.values) if header.spacing.unusable() and header.spacing.values else \
+            list(reader.GetSpacing())[:3] + [1.0] * max(0, 3 - dimension)
+        origin = list(reader.GetOrigin())[:3] + [0.0] * max(0, 3 - dimension)
+        matrix = np.eye(3)
+        given = np.asarray(reader.GetDirection(), dtype=float).reshape(dimension, dimension)
+        matrix[:min(3, dimension), :min(3, dimension)] = given[:3, :3]
+        probe = _voxel_probe(reader)
+        return {"size_xyz": size, "spacing_mm": spacing, "origin_mm": origin, "direction": matrix,
+                "dtype": str(sitk.GetArrayViewFromImage(probe).dtype), "components": reader.GetNumberOfComponents(),
+                "findings": findings}
+
+
+_NIFTI_NUMPY = {2: "u1", 4: "i2", 8: "i4", 16: "f4", 64: "f8", 256: "i1", 512: "u2", 768: "u4", 1024: "i8",
+                1280: "u8", 1536: "f8"}
 
 
 def _voxel_probe(reader: sitk.ImageFileReader) -> sitk.Image:
@@ -177,15 +249,6 @@ def write_image(volume: Volume, path: str | os.PathLike) -> Path:
         raise ImageFormatError(f"cannot write the image ({_first_line(error)})", path=path,
                                hint="check free disk space and write permission") from error
     return path
-
-
-def _check_nifti_complete(path: Path) -> None:
-    """ITK reads a truncated .nii(.gz) without complaint (missing voxels come back as garbage)."""
-    try:
-        check_nifti(path)
-    except IncompleteFile as error:
-        raise ImageFormatError(f"the NIfTI file is truncated or corrupt ({error})", path=path,
-                               hint="copy or export the file again") from error
 
 
 def _first_line(error: Exception) -> str:

@@ -53,14 +53,13 @@ def load(
 ) -> Volume:
     """Load an image file or a DICOM series (chosen by UID/key, else the largest volume).
 
-    A spacing outside what any CT has is refused unless ``spacing_mm`` (x, y, z) gives the true one.
+    A spacing the header states as 0, negative, NaN or infinite, or outside what any CT has, is
+    refused unless ``spacing_mm`` (x, y, z) gives the true one (:mod:`medseg.io.voxel_checks`).
     """
-    from medseg.io.voxel_checks import check_spacing
-
-    return check_spacing(_load(path, series_uid, progress, cancel, regularize, on_slice), spacing_mm)
+    return _load(path, series_uid, progress, cancel, regularize, on_slice, spacing_mm)
 
 
-def _load(path, series_uid, progress, cancel, regularize, on_slice) -> Volume:
+def _load(path, series_uid, progress, cancel, regularize, on_slice, spacing_mm) -> Volume:
     from medseg.io.dicom_load import load_series
     from medseg.io.dicom_scan import scan
     from medseg.io.image_files import image_suffix, read_image
@@ -68,14 +67,14 @@ def _load(path, series_uid, progress, cancel, regularize, on_slice) -> Volume:
     single = isinstance(path, (str, os.PathLike))
     if single and image_suffix(path) is not None and Path(path).is_file():
         report(progress, 0.0, "reading image", "read")
-        volume = read_image(path)
+        volume = read_image(path, spacing_mm)
         report(progress, 1.0, "loaded", "read")
         return volume
     result = scan(path, progress=_scaled(progress, 0.0, SCAN_SHARE), cancel=cancel)
     source = path if single else None
     series = result.find(series_uid) if series_uid else choose_series(result, source)
     volume = load_series(series, progress=_scaled(progress, SCAN_SHARE, 1.0 - SCAN_SHARE), cancel=cancel,
-                         regularize=regularize, on_slice=on_slice)
+                         regularize=regularize, on_slice=on_slice, spacing_mm=spacing_mm)
     volume.meta.findings.extend(scan_findings(result, series))
     volume.meta.extra["chosen_series_key"] = series.key
     return volume
@@ -109,7 +108,7 @@ def scan_findings(result: ScanResult, series: SeriesInfo) -> list[GeometryFindin
         findings.append(GeometryFinding(
             "non_image_skipped",
             f"{len(result.skipped)} file{'s were' if len(result.skipped) != 1 else ' was'} skipped "
-            f"(not CT images): " + "; ".join(f"{Path(k.path).name}: {k.reason}" for k in result.skipped[:3])
+            f"(not CT images, or unreadable): " + "; ".join(f"{Path(k.path).name}: {k.reason}" for k in result.skipped[:3])
             + ("; …" if len(result.skipped) > 3 else "") + ".",
             {"files": [{"path": k.path, "reason": k.reason} for k in result.skipped[:50]]}))
     return findings

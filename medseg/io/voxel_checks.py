@@ -7,6 +7,10 @@
   traceback, and a series at 100 mm planned 36 504 tiles. Spacing outside
   :data:`SANE_SPACING_MM` is refused with the file named, unless the user gives the
   spacing (``--spacing`` on the command line), which a finding then records.
+- One rule for a spacing the header does not give usably, in every format and interface: a
+  header that states none is read as 1 mm with a finding (``no_pixel_spacing``); one that states
+  0, a negative number, NaN or infinity (an ``unusable_spacing`` finding of the DICOM scan, or
+  the image reader's own check) is refused unless the user gives the true spacing.
 """
 
 from __future__ import annotations
@@ -23,7 +27,9 @@ SANE_SPACING_MM = (0.05, 50.0)  # finer than any CT detector, coarser than any C
 
 
 def replace_non_finite(volume: Volume) -> int:
-    """Set NaN/inf voxels to the lowest finite value, in place, with a finding; returns how many."""
+    """Set NaN/inf voxels to the lowest finite value, in place, with a finding; returns how many.
+
+    An image with no number at all is refused."""
     array = volume.array
     if array.dtype.kind != "f":
         return 0
@@ -44,24 +50,34 @@ def replace_non_finite(volume: Volume) -> int:
     for z in bad_slices:
         plane = array[z]
         plane[~np.isfinite(plane)] = lowest
+    plane_size = array.shape[1] * array.shape[2]
+    whole = [z for z in bad_slices if not np.isfinite(array[z]).any()] if count >= plane_size else []
+    for z in bad_slices:
+        plane = array[z]
+        plane[~np.isfinite(plane)] = lowest
     shown = ", ".join(str(z) for z in bad_slices[:10]) + (" ..." if len(bad_slices) > 10 else "")
+    message = (f"{count} voxel{'s were' if count != 1 else ' was'} not a number (NaN or infinite) in slice"
+               f"{'s' if len(bad_slices) != 1 else ''} {shown}; set to {lowest:g}, the image's lowest value.")
+    if whole:
+        listed = ", ".join(str(z) for z in whole[:10]) + (" ..." if len(whole) > 10 else "")
+        message += (f" {len(whole)} of the {array.shape[0]} slices ({listed}) hold no number at all: nothing can be "
+                    "found there, and volumes across them are too small.")
     volume.meta.findings.append(GeometryFinding(
-        "non_finite_voxels",
-        f"{count} voxel{'s were' if count != 1 else ' was'} not a number (NaN or infinite) in slice"
-        f"{'s' if len(bad_slices) != 1 else ''} {shown}; set to {lowest:g}, the image's lowest value.",
-        {"count": count, "slices": bad_slices[:1000], "replaced_by": lowest}))
+        "non_finite_voxels", message,
+        {"count": count, "slices": bad_slices[:1000], "whole_slices": whole[:1000], "replaced_by": lowest}))
     return count
 
 
 def check_spacing(volume: Volume, override_mm: Sequence[float] | None = None) -> Volume:
     """Refuse an implausible spacing, or apply the user's (x, y, z) spacing with a finding."""
     if override_mm is not None:
-        values = tuple(float(v) for v in override_mm)
-        if len(values) != 3 or not all(np.isfinite(v) and v > 0 for v in values):
-            raise GeometryError(f"--spacing needs three positive numbers in mm (x y z), got {override_mm}")
+        values = check_override(override_mm)
+        stated = volume.meta.extra.pop("header_spacing_mm", None) or list(volume.spacing_mm)
+        volume.meta.findings[:] = [f for f in volume.meta.findings if f.kind not in ("unusable_spacing",
+                                                                                     "no_pixel_spacing")]
         volume.meta.findings.append(GeometryFinding(
             "spacing_override", f"Voxel spacing set by the user to {_mm(values)} mm (the file says "
-                                f"{_mm(volume.spacing_mm)} mm).", {"file_spacing_mm": list(volume.spacing_mm)}))
+                                f"{_mm(stated)} mm).", {"file_spacing_mm": list(stated)}))
         volume.spacing_mm = values  # type: ignore[assignment]
         return volume
     low, high = SANE_SPACING_MM
@@ -72,6 +88,24 @@ def check_spacing(volume: Volume, override_mm: Sequence[float] | None = None) ->
             f"({low}–{high:g} mm per axis); volumes and the segmentation would be wrong", path=_source(volume),
             hint="if the header is wrong and you know the true spacing, give it with --spacing X Y Z (mm)")
     return volume
+
+
+def check_override(override_mm: Sequence[float]) -> tuple[float, float, float]:
+    """The user's spacing (x, y, z): three numbers inside :data:`SANE_SPACING_MM`, else a clear error."""
+    values = tuple(float(v) for v in override_mm)
+    low, high = SANE_SPACING_MM
+    if len(values) != 3 or not all(np.isfinite(v) and low <= v <= high for v in values):
+        raise GeometryError(f"--spacing needs three numbers of {low}–{high:g} mm (x y z), got "
+                            f"{' '.join(f'{v:g}' for v in values)}")
+    return values  # type: ignore[return-value]
+
+
+def refuse_unusable_spacing(findings: Sequence[GeometryFinding], path: str | os.PathLike | None) -> None:
+    """Refuse a series whose scan found a stated but unusable spacing (0, negative, NaN), unless given."""
+    for finding in findings:
+        if finding.kind == "unusable_spacing":
+            raise GeometryError(finding.message[:1].lower() + finding.message[1:].rstrip("."), path=path,
+                                hint="if you know the true spacing, give it with --spacing X Y Z (mm)")
 
 
 def _mm(values: Sequence[float]) -> str:

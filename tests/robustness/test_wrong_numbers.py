@@ -49,20 +49,39 @@ def test_one_nan_voxel_no_longer_blanks_its_slice(three_slices: Path, tmp_path: 
 
 
 @pytest.fixture
-def zero_pixel_spacing(three_slices: Path, tmp_path: Path) -> Path:
-    return rewrite_series(three_slices, tmp_path / "bad_spacing", crop=256, PixelSpacing=[0, 0])
+def missing_pixel_spacing(three_slices: Path, tmp_path: Path) -> Path:
+    import pydicom
+
+    folder = rewrite_series(three_slices, tmp_path / "no_spacing", crop=256)
+    for path in folder.iterdir():
+        dataset = pydicom.dcmread(path)
+        del dataset.PixelSpacing
+        dataset.save_as(path)
+    return folder
 
 
-def test_an_assumed_pixel_spacing_reaches_segment_and_stats(zero_pixel_spacing: Path, tmp_path: Path) -> None:
-    done = json_event(run_medseg("segment", zero_pixel_spacing, "-o", tmp_path / "seg.nii.gz", "--json"))
+def test_an_assumed_pixel_spacing_reaches_segment_and_stats(missing_pixel_spacing: Path, tmp_path: Path) -> None:
+    done = json_event(run_medseg("segment", missing_pixel_spacing, "-o", tmp_path / "seg.nii.gz", "--json"))
     assert "no_pixel_spacing" in _kinds(done["findings"])
     assert any("1 mm" in f["message"] for f in done["findings"])
 
-    stats = run_medseg("stats", tmp_path / "seg.nii.gz", "--image", zero_pixel_spacing, "--json")
+    stats = run_medseg("stats", tmp_path / "seg.nii.gz", "--image", missing_pixel_spacing, "--json")
     assert stats.returncode == 0, stats.stderr
     assert "no_pixel_spacing" in _kinds(json.loads(stats.stdout)["findings"])
-    text = run_medseg("stats", tmp_path / "seg.nii.gz", "--image", zero_pixel_spacing)
+    text = run_medseg("stats", tmp_path / "seg.nii.gz", "--image", missing_pixel_spacing)
     assert "finding [no_pixel_spacing]" in text.stdout and "1 mm is assumed" in text.stdout
+
+
+def test_a_pixel_spacing_of_0_is_refused_unless_given(three_slices: Path, tmp_path: Path) -> None:
+    zero = rewrite_series(three_slices, tmp_path / "zero_spacing", crop=128, PixelSpacing=[0, 0])
+    run = run_medseg("convert", zero, tmp_path / "out.nii.gz")
+    assert run.returncode == 1 and "Traceback" not in run.stderr, run.stderr
+    assert "the Pixel Spacing in the header is '0.0\\0.0'" in run.stderr and "--spacing" in run.stderr
+    assert not (tmp_path / "out.nii.gz").exists()
+    given = run_medseg("convert", zero, tmp_path / "out.nii.gz", "--spacing", "0.7", "0.7", "2.5")
+    assert given.returncode == 0, given.stderr
+    assert "finding [spacing_override]" in given.stderr
+    assert sitk.ReadImage(str(tmp_path / "out.nii.gz")).GetSpacing() == pytest.approx((0.7, 0.7, 2.5))
 
 
 def _nifti_with_pixdim_x(tmp_path: Path, ct_dir: Path, value: float) -> Path:
@@ -76,17 +95,23 @@ def _nifti_with_pixdim_x(tmp_path: Path, ct_dir: Path, value: float) -> Path:
     return plain
 
 
-@pytest.mark.parametrize("value", [0.0, float("nan")])
-def test_a_nifti_without_a_usable_pixdim_says_1_mm_is_assumed(ct_dir: Path, tmp_path: Path, value: float) -> None:
+@pytest.mark.parametrize("value", [0.0, float("nan"), -3.0, float("inf")])
+def test_a_nifti_whose_pixdim_is_unusable_is_refused_unless_given(ct_dir: Path, tmp_path: Path, value: float) -> None:
     path = _nifti_with_pixdim_x(tmp_path, ct_dir, value)
-    volume = load(path)
-    assert volume.spacing_mm[0] == 1.0
-    assert [f.kind for f in volume.meta.findings] == ["no_pixel_spacing"]
-    labels = volume.with_array((volume.array > 0).astype(np.uint8))
+    with pytest.raises(GeometryError, match=f"the voxel spacing in the header is {value:g} mm along x") as caught:
+        load(path)
+    assert path.name in str(caught.value) and "--spacing" in str(caught.value)
+    given = load(path, spacing_mm=(3.0, 3.0, 3.0))
+    assert given.spacing_mm == (3.0, 3.0, 3.0)
+    override = [f for f in given.meta.findings if f.kind == "spacing_override"]
+    assert len(override) == 1 and f"the file says {value:g} x 3 x 3 mm" in override[0].message
+    clean = load(ct_dir / "totalsegmentator" / "example_ct_sm.nii.gz")
+    np.testing.assert_array_equal(given.array, clean.array)  # the same voxels, read by another path
+    labels = given.with_array((given.array > 0).astype(np.uint8))
     write_image(labels, tmp_path / "labels.nii.gz")
-    stats = run_medseg("stats", tmp_path / "labels.nii.gz", "--image", path, "--json")
+    stats = run_medseg("stats", tmp_path / "labels.nii.gz", "--image", path, "--spacing", "3", "3", "3", "--json")
     assert stats.returncode == 0, stats.stderr
-    assert "no_pixel_spacing" in _kinds(json.loads(stats.stdout)["findings"])
+    assert "spacing_override" in _kinds(json.loads(stats.stdout)["findings"])
 
 
 @pytest.mark.parametrize("value", [1e-30, 1e30, 0.001, 200.0])

@@ -1,0 +1,439 @@
+"""What a NIfTI, NRRD or MetaImage header says, and whether it can be trusted, before ITK reads a voxel.
+
+ITK reads what a header says without question, and some of its readings change numbers without a
+word (found by probing, issue 43): a missing or NaN spacing becomes 1 mm (volumes 27x too small),
+a negative one mirrors the axis, NaN voxels of a NIfTI become 0 (water), ``CompressedData = True``
+on raw bytes gives garbage, ``ElementType MET_STRING`` gives bytes, a detached ``data file`` is read
+wherever it points (``../../etc/passwd``, ``/dev/zero``). This module reads the header itself and:
+
+- describes the voxel spacing as the header states it: :class:`HeaderSpacing` (missing, or per axis
+  the value the reader will use), so one rule decides everywhere (:mod:`medseg.io.voxel_checks`);
+- refuses a header that lies about its data (an unknown voxel type, a data offset past the end,
+  compressed data that does not inflate) with :class:`~medseg.errors.ImageFormatError` naming the file;
+- refuses a detached data file that is not a regular file inside the header's own folder (the rule
+  the DICOMDIR reader applies to its references).
+
+Only the header is read here (at most :data:`HEADER_LIMIT` bytes); the checks of the voxel bytes
+themselves (gzip's CRC, non-finite values) are in :mod:`medseg.io.voxel_stream`.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import stat
+import struct
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from medseg.errors import ImageFormatError
+
+HEADER_LIMIT = 1 << 20  # no NRRD or MetaImage header is longer; a longer one is not read
+NIFTI1_SIZE, NIFTI2_SIZE = 348, 540
+
+
+@dataclass(frozen=True)
+class HeaderSpacing:
+    """The voxel spacing as a header states it: ``None`` when it states none (ITK then assumes 1 mm)."""
+
+    values: tuple[float, ...] | None  # (x, y, z) as the reader will take them, before any correction
+    field: str  # where it is stated ("pixdim", "sform", "space directions", "ElementSpacing", ...)
+
+    def unusable(self) -> list[tuple[str, float]]:
+        """The axes whose spacing is not a finite positive number: [(axis, value)]."""
+        if self.values is None:
+            return []
+        return [(axis, value) for axis, value in zip("xyz", self.values) if not (math.isfinite(value) and value > 0)]
+
+    def describe(self) -> str:
+        return ", ".join(f"{value:g} mm along {axis}" for axis, value in self.unusable())
+
+
+@dataclass
+class ImageHeader:
+    """The facts of an image header medseg checks before reading: format, spacing, voxels, files."""
+
+    format: str  # "nifti-1", "nifti-2", "nrrd", "metaimage"
+    spacing: HeaderSpacing
+    float_voxels: bool = False  # may hold NaN or infinity
+    data_files: list[Path] = field(default_factory=list)  # detached voxel files (checked: inside, regular)
+    data_offset: int = 0  # where the voxels start in the file (attached data)
+    compression: str = "raw"  # "raw", "gzip", "zlib"
+    voxel_bytes: int = 0  # bytes of voxel data the header declares (uncompressed)
+    nifti: dict | None = None  # the NIfTI header's fields (format "nifti-*")
+    sizes: list[int] = field(default_factory=list)  # voxels per axis, as declared
+
+
+def image_header(path: Path, suffix: str) -> ImageHeader:
+    """Read and check the header of ``path`` (a file of the given image suffix)."""
+    _check_regular(path, path)
+    if suffix in (".nii", ".nii.gz"):
+        return nifti_header(path)
+    if suffix in (".nrrd", ".nhdr"):
+        return nrrd_header(path)
+    return metaimage_header(path)
+
+
+def _check_regular(path: Path, named: Path) -> None:
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as error:
+        raise ImageFormatError(f"cannot open it ({error.strerror or error})", path=named) from error
+    if not stat.S_ISREG(mode):
+        kind = "a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a device or socket"
+        raise ImageFormatError(f"not a regular file ({kind}): not read", path=named)
+
+
+# --- NIfTI --------------------------------------------------------------------------------------------------
+_NIFTI_FLOAT_TYPES = {16: 4, 64: 8, 1536: 16}  # float32, float64, float128
+_NIFTI_TYPES = {2: 1, 4: 2, 8: 4, 16: 4, 64: 8, 256: 1, 512: 2, 768: 4, 1024: 8, 1280: 8, 1536: 16}
+_NIFTI_UNSUPPORTED = {1: "1-bit", 32: "complex", 128: "RGB", 1792: "complex", 2048: "complex", 2304: "RGBA"}
+
+
+def read_nifti_fields(path: Path) -> dict:
+    """The NIfTI-1 or -2 header's fields (either byte order), from the first 544 bytes of the file."""
+    import gzip
+    import zlib
+
+    try:
+        opener = gzip.open if path.name.lower().endswith(".gz") else open
+        with opener(path, "rb") as handle:
+            head = handle.read(NIFTI2_SIZE + 4)
+    except (OSError, EOFError, zlib.error) as error:
+        raise ImageFormatError(f"the NIfTI header cannot be read ({error})", path=path,
+                               hint="the file may be truncated or corrupt") from error
+    for order in "<>":
+        if len(head) >= NIFTI1_SIZE and struct.unpack(order + "i", head[:4])[0] == NIFTI1_SIZE:
+            return _nifti1(head, order)
+        if len(head) >= NIFTI2_SIZE and struct.unpack(order + "i", head[:4])[0] == NIFTI2_SIZE:
+            return _nifti2(head, order)
+    raise ImageFormatError("not a NIfTI file: its first four bytes are not a NIfTI-1 or NIfTI-2 header size",
+                           path=path, hint="the file may be truncated, corrupt or of another format")
+
+
+def _nifti1(head: bytes, order: str) -> dict:
+    u = lambda fmt, at: struct.unpack_from(order + fmt, head, at)  # noqa: E731
+    return {"version": 1, "order": order, "magic": head[344:348], "dims": u("8h", 40), "datatype": u("h", 70)[0],
+            "bitpix": u("h", 72)[0], "pixdim": u("8f", 76), "vox_offset": u("f", 108)[0],
+            "scl_slope": u("f", 112)[0], "scl_inter": u("f", 116)[0], "qform_code": u("h", 252)[0],
+            "sform_code": u("h", 254)[0], "quatern": u("6f", 256), "srow": u("12f", 280), "header_size": NIFTI1_SIZE}
+
+
+def _nifti2(head: bytes, order: str) -> dict:
+    u = lambda fmt, at: struct.unpack_from(order + fmt, head, at)  # noqa: E731
+    return {"version": 2, "order": order, "magic": head[4:8], "dims": u("8q", 16), "datatype": u("h", 12)[0],
+            "bitpix": u("h", 14)[0], "pixdim": u("8d", 104), "vox_offset": float(u("q", 168)[0]),
+            "scl_slope": u("d", 176)[0], "scl_inter": u("d", 184)[0], "qform_code": u("i", 344)[0],
+            "sform_code": u("i", 348)[0], "quatern": u("6d", 352), "srow": u("12d", 400), "header_size": NIFTI2_SIZE}
+
+
+def nifti_header(path: Path) -> ImageHeader:
+    fields = read_nifti_fields(path)
+    if fields["magic"][:3] not in (b"n+1", b"n+2", b"ni1", b"ni2"):
+        raise ImageFormatError(f"the NIfTI magic is {fields['magic']!r}, not n+1/n+2: not a NIfTI file medseg can "
+                               "read", path=path, hint="the file may be corrupt or an ANALYZE 7.5 header")
+    if fields["magic"][:3] in (b"ni1", b"ni2"):
+        raise ImageFormatError("a NIfTI header with its voxels in a separate .img file is not supported", path=path,
+                               hint="convert it to a single .nii/.nii.gz file")
+    dims, datatype, bitpix = fields["dims"], fields["datatype"], fields["bitpix"]
+    if not 2 <= dims[0] <= 7 or any(extent < 1 for extent in dims[1:dims[0] + 1]):
+        raise ImageFormatError(f"the NIfTI header declares {dims[0]} dimensions of sizes "
+                               f"{list(dims[1:max(1, min(dims[0], 7)) + 1])}: not an image", path=path)
+    if any(extent != 1 for extent in dims[4:dims[0] + 1]):
+        raise ImageFormatError(f"the NIfTI image has {dims[0]} dimensions (sizes {list(dims[1:dims[0] + 1])}); a 3D "
+                               "volume is needed", path=path, hint="extract one volume, e.g. with fslroi")
+    if datatype in _NIFTI_UNSUPPORTED:
+        raise ImageFormatError(f"its voxels are {_NIFTI_UNSUPPORTED[datatype]} (NIfTI datatype {datatype}): not an "
+                               "image medseg can read (a CT has one real value per voxel)", path=path)
+    if datatype not in _NIFTI_TYPES or _NIFTI_TYPES[datatype] * 8 != bitpix:
+        raise ImageFormatError(f"the NIfTI header's voxel type is inconsistent (datatype {datatype}, {bitpix} bits per "
+                               "voxel)", path=path, hint="the header is corrupt")
+    offset = fields["vox_offset"]
+    header_size = fields["header_size"]
+    if not (math.isfinite(offset) and offset == int(offset) and header_size <= offset < 2**40):
+        raise ImageFormatError(f"the header says the voxels start at byte {offset:g}, which no NIfTI file can "
+                               f"(a whole number of at least {header_size + 4 if fields['version'] == 1 else header_size} "
+                               "is needed)", path=path, hint="the header is corrupt")
+    if fields["version"] == 1 and offset < NIFTI1_SIZE + 4:
+        raise ImageFormatError(f"the header says the voxels start at byte {int(offset)}, inside the header itself",
+                               path=path, hint="the header is corrupt")
+    _check_scaling(fields, path)
+    voxels = 1
+    for extent in dims[1:dims[0] + 1]:
+        voxels *= int(extent)
+    return ImageHeader(f"nifti-{fields['version']}", nifti_spacing(fields), datatype in _NIFTI_FLOAT_TYPES,
+                       data_offset=int(offset), compression="gzip" if path.name.lower().endswith(".gz") else "raw",
+                       voxel_bytes=voxels * bitpix // 8, nifti=fields, sizes=[int(d) for d in dims[1:dims[0] + 1]])
+
+
+def _check_scaling(fields: dict, path: Path) -> None:
+    """scl_slope 0 or NaN means "not scaled" (the standard); anything else must be a plausible number."""
+    slope, inter = fields["scl_slope"], fields["scl_inter"]
+    if slope == 0 or math.isnan(slope):
+        return
+    if not (math.isfinite(slope) and 1e-6 <= abs(slope) <= 1e6) or not (math.isfinite(inter) and abs(inter) <= 1e9):
+        raise ImageFormatError(f"the header scales its stored values by scl_slope {slope:g} and scl_inter {inter:g}: "
+                               "no image's values are made that way", path=path, hint="the header is corrupt")
+
+
+def nifti_spacing(fields: dict) -> HeaderSpacing:
+    """The spacing ITK takes from a NIfTI header: the sform's column lengths when the sform is used
+    (sform_code > 0), else pixdim[1..3] (qform or none), as the header states them."""
+    n = max(2, min(3, fields["dims"][0]))
+    pixdim = tuple(float(v) for v in fields["pixdim"][1:n + 1]) + (1.0,) * (3 - n)
+    if fields["sform_code"] > 0:
+        srow = fields["srow"]
+        columns = [math.sqrt(sum(float(srow[4 * row + axis]) ** 2 for row in range(3))) for axis in range(3)]
+        # An unusable pixdim is reported as the header states it (ITK then fails or mirrors); else the sform's
+        # column length, which is the spacing ITK takes.
+        values = tuple(p if not (math.isfinite(p) and p > 0) else c for p, c in zip(pixdim, columns))
+        return HeaderSpacing(values, "sform")
+    return HeaderSpacing(pixdim, "pixdim")
+
+
+# --- text headers: NRRD and MetaImage -------------------------------------------------------------------------
+def read_text_header(path: Path, metaimage: bool) -> tuple[dict[str, str], list[str], int]:
+    """(fields with lower-case keys, lines after a LIST data file, byte offset of attached data)."""
+    with open(path, "rb") as handle:
+        head = handle.read(HEADER_LIMIT + 1)
+    whole = len(head) <= HEADER_LIMIT
+    fields: dict[str, str] = {}
+    position = 0
+    listing: list[str] | None = None
+    while True:
+        newline = head.find(b"\n", position)
+        if newline < 0:
+            if whole and position >= len(head):
+                return fields, listing or [], position  # a detached header ends with the file
+            if whole:
+                line = head[position:].decode("latin-1").rstrip("\r")
+                _take(fields, line, metaimage, listing)
+                return fields, listing or [], len(head)
+            raise ImageFormatError(f"the header runs past {HEADER_LIMIT >> 20} MiB: not read", path=path,
+                                   hint="the file is corrupt or not an image")
+        line = head[position:newline].decode("latin-1").rstrip("\r")
+        position = newline + 1
+        if listing is not None:
+            if line.strip():
+                listing.append(line.strip())
+            continue
+        if not metaimage and line == "" and position > 5:
+            return fields, [], position
+        key = _take(fields, line, metaimage, None)
+        data_key = "elementdatafile" if metaimage else ("data file", "datafile")
+        if key is not None and key in data_key:
+            if fields[key].split()[:1] and fields[key].split()[0].upper() == "LIST":
+                listing = []
+                continue
+            if metaimage:
+                return fields, [], position
+
+
+def _take(fields: dict[str, str], line: str, metaimage: bool, listing: list[str] | None) -> str | None:
+    if line.startswith("#") or not line.strip():
+        return None
+    separators = ("=",) if metaimage else (":=", ":")
+    for separator in separators:
+        if separator in line:
+            key, value = line.split(separator, 1)
+            key = key.strip().lower()
+            if separator == ":=":  # NRRD key/value pairs: free text, not fields
+                return None
+            fields.setdefault(key, value.strip())
+            return key
+    return None
+
+
+def _numbers(text: str, count: int, name: str, path: Path) -> tuple[float, ...]:
+    parts = text.replace(",", " ").split()
+    try:
+        values = tuple(float(part) for part in parts)
+    except ValueError as error:
+        raise ImageFormatError(f"the header's {name} is not a list of numbers ({text[:80]!r})", path=path) from error
+    if len(values) != count:
+        raise ImageFormatError(f"the header's {name} has {len(values)} values for {count} axes", path=path)
+    return values
+
+
+def _data_files(header_path: Path, value: str, listing: list[str], sizes: list[int]) -> list[Path]:
+    """The detached data files a header names, each a regular file inside the header's folder."""
+    folder = header_path.parent
+    words = value.split()
+    if words and words[0].upper() == "LIST":
+        names = listing
+    elif "%" in value and len(words) >= 4:  # a pattern: "slice%03d.raw MIN MAX STEP"
+        try:
+            first, last, step = int(words[1]), int(words[2]), int(words[3])
+        except ValueError as error:
+            raise ImageFormatError(f"the data file pattern {value[:80]!r} is not understood", path=header_path) from error
+        if step == 0 or (last - first) // step + 1 > max(sizes + [1]) * 4 or (last - first) * step < 0:
+            raise ImageFormatError(f"the data file pattern {value[:80]!r} names an impossible number of files",
+                                   path=header_path)
+        try:
+            names = [words[0] % number for number in range(first, last + (1 if step > 0 else -1), step)]
+        except (TypeError, ValueError) as error:
+            raise ImageFormatError(f"the data file pattern {value[:80]!r} is not understood", path=header_path) from error
+    else:
+        names = [value]
+    if not names:
+        raise ImageFormatError("the header lists no data file", path=header_path)
+    files = []
+    root = folder.resolve()
+    for name in names:
+        target = Path(name) if Path(name).is_absolute() else folder / name
+        try:
+            inside = target.resolve().is_relative_to(root)
+        except (OSError, ValueError, RuntimeError):  # a NUL, a link loop
+            inside = False
+        if not inside:
+            raise ImageFormatError(f"the header names its data file {name[:200]!r}, outside its own folder: not read",
+                                   path=header_path, hint="keep the data file beside the header (or below it)")
+        _check_regular(target, header_path)
+        files.append(target)
+    return files
+
+
+_NRRD_TYPES = {"signed char": 1, "int8": 1, "int8_t": 1, "uchar": 1, "unsigned char": 1, "uint8": 1, "uint8_t": 1,
+               "short": 2, "short int": 2, "signed short": 2, "signed short int": 2, "int16": 2, "int16_t": 2,
+               "ushort": 2, "unsigned short": 2, "unsigned short int": 2, "uint16": 2, "uint16_t": 2,
+               "int": 4, "signed int": 4, "int32": 4, "int32_t": 4, "uint": 4, "unsigned int": 4, "uint32": 4,
+               "uint32_t": 4, "longlong": 8, "long long": 8, "long long int": 8, "signed long long": 8,
+               "signed long long int": 8, "int64": 8, "int64_t": 8, "ulonglong": 8, "unsigned long long": 8,
+               "unsigned long long int": 8, "uint64": 8, "uint64_t": 8, "float": 4, "double": 8}
+_NRRD_ENCODINGS = {"raw": "raw", "gzip": "gzip", "gz": "gzip"}
+
+
+def nrrd_header(path: Path) -> ImageHeader:
+    with open(path, "rb") as handle:
+        magic = handle.read(8)
+    if not magic.startswith(b"NRRD000"):
+        raise ImageFormatError("not a NRRD file (it does not start with NRRD000x)", path=path)
+    fields, listing, offset = read_text_header(path, metaimage=False)
+    try:
+        dimension = int(fields["dimension"])
+        sizes = [int(v) for v in fields["sizes"].split()]
+    except (KeyError, ValueError) as error:
+        raise ImageFormatError(f"the NRRD header lacks a usable dimension or sizes ({error})", path=path) from error
+    kind = fields.get("type", "").lower()
+    if kind not in _NRRD_TYPES:
+        raise ImageFormatError(f"the voxel type {fields.get('type', '(none)')[:40]!r} is not one medseg reads (a CT has "
+                               "one number per voxel)", path=path)
+    encoding = fields.get("encoding", "").lower()
+    if encoding not in _NRRD_ENCODINGS:
+        raise ImageFormatError(f"the NRRD encoding {encoding[:40]!r} is not supported", path=path,
+                               hint="write it as raw or gzip, e.g. with SimpleITK or 3D Slicer")
+    if len(sizes) != dimension or not 2 <= dimension <= 4 or any(s < 1 for s in sizes):
+        raise ImageFormatError(f"the NRRD header declares {dimension} dimensions of sizes {sizes[:8]}: not an image",
+                               path=path)
+    spatial = _nrrd_spatial_axes(fields, dimension, path)
+    if dimension - len(spatial) > 0 and any(sizes[i] != 1 for i in range(dimension) if i not in spatial):
+        raise ImageFormatError(f"the image has {dimension - len(spatial)} non-spatial axes of sizes "
+                               f"{[sizes[i] for i in range(dimension) if i not in spatial]} (colour, vectors or time): "
+                               "a CT has one number per voxel", path=path)
+    for key in ("byte skip", "byteskip", "line skip", "lineskip"):
+        if key in fields:
+            try:
+                skip = int(fields[key])
+            except ValueError as error:
+                raise ImageFormatError(f"the header's {key} {fields[key][:40]!r} is not a number", path=path) from error
+            if skip < -1 or skip > 1 << 40:
+                raise ImageFormatError(f"the header's {key} is {skip}: impossible", path=path)
+    data_value = fields.get("data file", fields.get("datafile"))
+    files = _data_files(path, data_value, listing, sizes) if data_value is not None else []
+    voxels = 1
+    for size in sizes:
+        voxels *= size
+    return ImageHeader("nrrd", _nrrd_spacing(fields, spatial, path), kind in ("float", "double"), files,
+                       offset if not files else 0, _NRRD_ENCODINGS[encoding], voxels * _NRRD_TYPES[kind], sizes=sizes)
+
+
+def _nrrd_spatial_axes(fields: dict[str, str], dimension: int, path: Path) -> list[int]:
+    directions = fields.get("space directions")
+    if directions is None:
+        return list(range(dimension))
+    parts = re.findall(r"\([^)]*\)|none", directions)
+    if len(parts) != dimension:
+        raise ImageFormatError(f"the header's space directions name {len(parts)} axes of {dimension}", path=path)
+    return [i for i, part in enumerate(parts) if part != "none"]
+
+
+def _nrrd_spacing(fields: dict[str, str], spatial: list[int], path: Path) -> HeaderSpacing:
+    directions = fields.get("space directions")
+    if directions is not None:
+        vectors = [p for p in re.findall(r"\([^)]*\)|none", directions) if p != "none"]
+        lengths = []
+        for vector in vectors:
+            components = _numbers(vector.strip("()"), len(vector.strip("()").split(",")), "space directions", path)
+            lengths.append(math.sqrt(sum(c * c for c in components)) if all(map(math.isfinite, components))
+                           else math.nan)
+        if len(lengths) < 2:
+            raise ImageFormatError("the header's space directions give fewer than two spatial axes", path=path)
+        return HeaderSpacing(tuple(lengths + [1.0] * (3 - len(lengths))), "space directions")
+    if "spacings" in fields:
+        values = _numbers(fields["spacings"], len(fields["spacings"].split()), "spacings", path)
+        values = tuple(values[i] for i in spatial if i < len(values))
+        return HeaderSpacing(values + (1.0,) * (3 - len(values)), "spacings")
+    return HeaderSpacing(None, "space directions")
+
+
+_MET_TYPES = {"MET_CHAR": 1, "MET_UCHAR": 1, "MET_SHORT": 2, "MET_USHORT": 2, "MET_INT": 4, "MET_UINT": 4,
+              "MET_LONG": 4, "MET_ULONG": 4, "MET_LONG_LONG": 8, "MET_ULONG_LONG": 8, "MET_FLOAT": 4,
+              "MET_DOUBLE": 8}
+
+
+def metaimage_header(path: Path) -> ImageHeader:
+    fields, listing, offset = read_text_header(path, metaimage=True)
+    if "elementdatafile" not in fields:
+        raise ImageFormatError("the MetaImage header has no ElementDataFile line", path=path,
+                               hint="the file may be truncated or not a MetaImage")
+    try:
+        n_dims = int(fields["ndims"])
+        sizes = [int(v) for v in fields["dimsize"].split()]
+    except (KeyError, ValueError) as error:
+        raise ImageFormatError(f"the MetaImage header lacks a usable NDims or DimSize ({error})", path=path) from error
+    if not 2 <= n_dims <= 4 or len(sizes) != n_dims or any(s < 1 for s in sizes) \
+            or any(s != 1 for s in sizes[3:]):
+        raise ImageFormatError(f"the header declares {n_dims} dimensions of sizes {sizes[:8]}: not a 3D image",
+                               path=path)
+    element = fields.get("elementtype", "").upper()
+    if element not in _MET_TYPES:
+        raise ImageFormatError(f"the voxel type {fields.get('elementtype', '(none)')[:40]!r} is not one medseg reads "
+                               "(a CT has one number per voxel)", path=path)
+    try:
+        channels = int(fields.get("elementnumberofchannels", "1"))
+    except ValueError as error:
+        raise ImageFormatError("the header's ElementNumberOfChannels is not a number", path=path) from error
+    if channels != 1:
+        raise ImageFormatError(f"the image has {channels} values per voxel; a CT has one", path=path)
+    compressed = fields.get("compresseddata", "false").lower() == "true"
+    header_size = 0
+    if "headersize" in fields:
+        try:
+            header_size = int(fields["headersize"])
+        except ValueError as error:
+            raise ImageFormatError(f"the header's HeaderSize {fields['headersize'][:40]!r} is not a number",
+                                   path=path) from error
+        if header_size < -1:
+            raise ImageFormatError(f"the header's HeaderSize is {header_size}: impossible", path=path)
+    value = fields["elementdatafile"]
+    files = [] if value.upper() == "LOCAL" else _data_files(path, value, listing, sizes)
+    voxels = 1
+    for size in sizes[:3]:
+        voxels *= size
+    declared = voxels * _MET_TYPES[element]
+    size = sum(f.stat().st_size for f in files) if files else path.stat().st_size - offset
+    if header_size > 0 and header_size + (0 if compressed else declared) > size:
+        raise ImageFormatError(f"the header says the voxels start {header_size} bytes into {size} bytes of data",
+                               path=path, hint="the header is corrupt")
+    return ImageHeader("metaimage", _met_spacing(fields, n_dims, path), element in ("MET_FLOAT", "MET_DOUBLE"), files,
+                       offset if not files else max(0, header_size), "zlib" if compressed else "raw", declared,
+                       sizes=sizes)
+
+
+def _met_spacing(fields: dict[str, str], n_dims: int, path: Path) -> HeaderSpacing:
+    for key, name in (("elementspacing", "ElementSpacing"), ("elementsize", "ElementSize")):
+        if key in fields:
+            values = _numbers(fields[key], n_dims, name, path)[:3]
+            return HeaderSpacing(values + (1.0,) * (3 - len(values)), name)
+    return HeaderSpacing(None, "ElementSpacing")
