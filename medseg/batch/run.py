@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from medseg.batch.cases import Case, Discovery
 from medseg.batch.table import RankPart, Row, read_rows, write_table
 from medseg.errors import Cancelled, MedsegError
+from medseg.io.formats import segmentation_formats
 from medseg.progress import CancelToken, Progress
 
 if TYPE_CHECKING:
@@ -43,7 +44,7 @@ if TYPE_CHECKING:
     from medseg.core.volume import Volume
     from medseg.io.deidentify import Deidentifier
 
-FORMATS = {"dcm": ".dcm", "nii.gz": ".nii.gz", "nrrd": ".nrrd"}
+FORMATS = {f.key: f.suffixes[0] for f in segmentation_formats()}  # --format: the one table (medseg.io.formats)
 EventCallback = Callable[[str, dict[str, Any]], None]
 
 

@@ -95,9 +95,17 @@ class RankPart:
                               path=self.path.parent.parent, hint="wait for it, or choose another output folder")
 
     def append(self, row: Row) -> None:
-        self._handle.write((row.to_json() + "\n").encode("utf-8"))
-        self._handle.flush()
-        os.fsync(self._handle.fileno())
+        try:
+            self._handle.write((row.to_json() + "\n").encode("utf-8"))
+            self._handle.flush()
+            os.fsync(self._handle.fileno())
+        except OSError as error:  # a full disk: say which case and where, and how to go on
+            from medseg.errors import SaveError
+
+            raise SaveError(f"cannot record the result of case {row.case_id!r} ({os.strerror(error.errno or 0)}); "
+                            "the batch stops here", path=self.path,
+                            hint="free some space and run the same command again: the cases recorded before are "
+                                 "kept and not run again") from error
 
     def close(self) -> None:
         self._handle.close()

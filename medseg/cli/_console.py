@@ -67,9 +67,48 @@ def progress_printer() -> ProgressCallback:
     return show
 
 
+def whole_number(minimum: int = 1):
+    """An argparse type: a whole number of at least ``minimum`` (``--tile-batch -5`` was a traceback)."""
+    def parse(text: str) -> int:
+        import argparse
+
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"{value} is less than {minimum}")
+        return value
+    parse.__name__ = "whole number"
+    return parse
+
+
+def number(low: float | None = None, high: float | None = None, *, above: float | None = None):
+    """An argparse type: a finite number in [low, high] (or above ``above``); NaN and infinity are refused."""
+    def parse(text: str) -> float:
+        import argparse
+        import math
+
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"{text} is not a finite number")
+        if above is not None and not value > above:
+            raise argparse.ArgumentTypeError(f"{value:g} must be more than {above:g}")
+        if (low is not None and value < low) or (high is not None and value > high):
+            bounds = [f"at least {low:g}" if low is not None else "", f"at most {high:g}" if high is not None else ""]
+            raise argparse.ArgumentTypeError(f"{value:g} is outside {low:g}–{high:g}" if low is not None and
+                                             high is not None else f"{value:g} must be {' and '.join(b for b in bounds if b)}")
+        return value
+    parse.__name__ = "number"
+    return parse
+
+
 def add_spacing_option(parser) -> None:
     """``--spacing X Y Z``: the true voxel spacing when the file's is missing or implausible."""
-    parser.add_argument("--spacing", nargs=3, type=float, metavar=("X", "Y", "Z"),
+    parser.add_argument("--spacing", nargs=3, type=number(above=0), metavar=("X", "Y", "Z"),
                         help="voxel spacing in mm to use instead of the file's (a spacing outside 0.05-50 mm is "
                              "refused unless given here)")
 
@@ -87,6 +126,6 @@ def print_findings(volume, file=None) -> None:
 
 def add_threads_option(parser) -> None:
     """``--threads N`` for a command that computes; without it the free cores are used (medseg.threads)."""
-    parser.add_argument("--threads", type=int, metavar="N",
+    parser.add_argument("--threads", type=whole_number(1), metavar="N",
                         help="CPU threads to compute with (default: the cores other processes leave free)")
     parser.set_defaults(computes=True)

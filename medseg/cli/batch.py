@@ -20,6 +20,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from medseg.cli._console import whole_number
+from medseg.io.formats import segmentation_formats
 from medseg.cli.segment import add_inference_options
 from medseg.errors import MedsegError
 
@@ -40,7 +42,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("-o", "--output", required=True, metavar="OUTDIR", help="folder for the outputs and the table")
     parser.add_argument("--model", "-m", help="an installed catalogue model (e.g. totalsegmentator/total), a medseg "
                                               "package or an nnU-Net v2 result folder (default: the starter)")
-    parser.add_argument("--format", choices=("dcm", "nii.gz", "nrrd"), default="nii.gz",
+    parser.add_argument("--format", choices=[f.key for f in segmentation_formats()], default="nii.gz",
                         help="dcm: a DICOM SEG referencing the source series; nii.gz / nrrd: a label map with a "
                              ".labels.json sidecar (default nii.gz)")
     parser.add_argument("--stats", action="store_true",
@@ -61,7 +63,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--allow-modality", action="store_true",
                         help="segment series whose modality (e.g. MR, PET) is not the one the model was trained on "
                              "(each such case says so); without it they are failed rows")
-    parser.add_argument("--threads", type=int,
+    parser.add_argument("--threads", type=whole_number(1),
                         help="CPU threads per process (default: the cores shared among the processes of this machine)")
     parser.add_argument("--json", action="store_true",
                         help="print the event stream, one JSON object per line: started, case (one per case), "

@@ -30,9 +30,11 @@ def run(args: argparse.Namespace) -> int:
     from medseg.io.image_files import WRITE_SUFFIXES, image_suffix
     from medseg.io.output_paths import check_output, source_paths
 
+    if not args.out.strip():
+        raise ImageFormatError("no output file given (OUT is empty)", hint="name the file to write, e.g. ct.nii.gz")
     if image_suffix(args.out) not in WRITE_SUFFIXES:
         raise ImageFormatError("unsupported output format (by its name)", path=args.out,
-                               hint="use .nii.gz, .nii, .nrrd or .mha")
+                               hint="use " + ", ".join(WRITE_SUFFIXES))
     check_output(args.out, [args.path], force=args.force, option="OUT")
     volume = load(args.path, series_uid=args.series, regularize=not args.raw_stack,
                   progress=None if args.quiet else progress_printer(), spacing_mm=args.spacing)

@@ -84,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
     from medseg.io import load
     from medseg.io.atomic import check_writable
     from medseg.io.label_files import (
-        is_saved_segmentation,
+        is_written_by,
         open_segmentation,
         segmentation_format,
         segmentation_outputs,
@@ -94,8 +94,9 @@ def run(args: argparse.Namespace) -> int:
     from medseg.io.output_paths import check_output, source_paths
 
     operations = [Operation(name, raw) for name, raw in (args.operations or [])]
-    if not operations:
-        raise MedsegError("no operations given (see medseg edit --help)")
+    if not operations and not args.labels:
+        raise MedsegError("no operations given and no --labels to write: name at least one operation (see medseg "
+                          "edit --help), or give a segmentation with --labels to write it as a label map")
     output = Path(args.output)
     if segmentation_format(output) != "label-map":
         raise MedsegError("-o must be a label map (.nii.gz, .nii, .nrrd or .mha)", path=output)
@@ -108,7 +109,8 @@ def run(args: argparse.Namespace) -> int:
             if parameter.kind in ("seeds-file", "segmentation-file"):  # read with their label sidecars
                 inputs.append(sidecar_path(text))
     outputs = segmentation_outputs(output)
-    check_output(output, inputs, force=args.force, ours=is_saved_segmentation, option="-o", extra_outputs=outputs[1:])
+    check_output(output, inputs, force=args.force, ours=lambda p: is_written_by(p, "medseg edit"), option="-o",
+                 extra_outputs=outputs[1:])
     check_writable(output)
     image = load(args.image, spacing_mm=args.spacing)
     check_output(output, source_paths(image), force=True, option="-o", extra_outputs=outputs[1:])
@@ -149,7 +151,7 @@ def run(args: argparse.Namespace) -> int:
     done = run_operations(document, operations, rules, say)
     label_map = document.label_map
     kept = [entry for value, entry in label_map.labels.items() if label_map.voxel_count(value) or entry.locked]
-    written, _ = write_label_map(label_map.to_volume(), output, kept, image)
+    written, _ = write_label_map(label_map.to_volume(), output, kept, image, written_by="medseg edit")
     volumes = label_map.volumes_ml()
     if args.json:
         print(json.dumps({"output": str(written), "operations": [{"operation": o, "voxels_changed": n} for o, n in done],

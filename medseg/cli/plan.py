@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from medseg.cli._console import number, whole_number
 from medseg.errors import MedsegError
 
 NNUNET_REFERENCE_GB = 8.0  # nnU-Net's reference activation counts correspond to an 8 GB GPU
@@ -17,9 +18,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "target spacing, patch size, per-stage strides and kernels, batch size. With --model, "
                     "also show which configuration of that model the series would use.")
     parser.add_argument("path", nargs="?", help="DICOM folder/file, .zip or NIfTI/NRRD/MHA image")
-    parser.add_argument("--spacing", nargs=3, type=float, metavar=("Z", "Y", "X"), help="voxel spacing in mm")
-    parser.add_argument("--shape", nargs=3, type=int, metavar=("Z", "Y", "X"), help="image size in voxels")
-    parser.add_argument("--gpu-memory-gb", type=float, default=NNUNET_REFERENCE_GB,
+    parser.add_argument("--spacing", nargs=3, type=number(0.05, 50), metavar=("Z", "Y", "X"),
+                        help="voxel spacing in mm (0.05 to 50)")
+    parser.add_argument("--shape", nargs=3, type=whole_number(1), metavar=("Z", "Y", "X"), help="image size in voxels")
+    parser.add_argument("--gpu-memory-gb", type=number(above=0, high=4096), default=NNUNET_REFERENCE_GB,
                         help="memory budget the patch is sized for (default: 8, as nnU-Net)")
     parser.add_argument("--model", help="an installed catalogue model, a medseg model package, an nnU-Net result "
                                         "folder or 'starter': report "

@@ -13,7 +13,8 @@ import sys
 from typing import Any
 
 from medseg.cli import _segment_totalseg as segment_totalseg
-from medseg.cli._console import add_spacing_option, add_threads_option, findings_json, print_findings, progress_printer
+from medseg.cli._console import (add_spacing_option, add_threads_option, findings_json, number, print_findings,
+                                 progress_printer, whole_number)
 
 
 def add_inference_options(parser: argparse.ArgumentParser) -> None:
@@ -21,7 +22,8 @@ def add_inference_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default="auto",
                         help="compute device: auto (the best here, the default) or one `medseg devices` lists")
     parser.add_argument("--configuration", help="model configuration to use (default: chosen by the series' spacing)")
-    parser.add_argument("--step", type=float, default=0.5, help="tile step as a fraction of the patch (default 0.5)")
+    parser.add_argument("--step", type=number(0.1, 1.0), default=0.5,
+                        help="tile step as a fraction of the patch, 0.1 to 1 (default 0.5)")
     parser.add_argument("--mirror", action="store_true", help="mirroring test-time augmentation (slower)")
     parser.add_argument("--no-postprocess", action="store_true",
                         help="skip the model's own post-processing steps (model.json 'postprocessing')")
@@ -45,7 +47,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("-o", "--output", required=True, help="segmentation to write: .dcm (DICOM SEG) or a label map "
                                                              "(.nii.gz, .nii, .nrrd, .mha)")
     add_inference_options(parser)
-    parser.add_argument("--tile-batch", type=int, help="tiles per forward pass (default: 1 on CPU, 2 on GPUs)")
+    parser.add_argument("--tile-batch", type=whole_number(1), help="tiles per forward pass (default: 1 on CPU, 2 on GPUs)")
     add_threads_option(parser)
     add_spacing_option(parser)
     parser.add_argument("--allow-modality", action="store_true",

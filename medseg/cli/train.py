@@ -20,7 +20,7 @@ from typing import Any
 from medseg.build_info import require_training
 from medseg.errors import MedsegError
 
-from medseg.cli._console import add_threads_option
+from medseg.cli._console import add_threads_option, number, whole_number
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -33,27 +33,27 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--out", required=True, help="model package folder to write")
     parser.add_argument("--from", dest="base", help="fine-tune from this model (an installed catalogue model, a "
                                                       "medseg package, an nnU-Net v2 result folder, or 'starter')")
-    parser.add_argument("--epochs", type=int, default=50)
-    parser.add_argument("--iterations", type=int, default=250, help="optimiser steps per epoch (default 250)")
-    parser.add_argument("--batch-size", type=int, help="global batch size (default: the plan's)")
+    parser.add_argument("--epochs", type=whole_number(1), default=50)
+    parser.add_argument("--iterations", type=whole_number(1), default=250, help="optimiser steps per epoch (default 250)")
+    parser.add_argument("--batch-size", type=whole_number(1), help="global batch size (default: the plan's)")
     parser.add_argument("--device", default="auto",
                         help="auto (CUDA when present, the default), cuda, cuda:N or cpu; `medseg devices` lists them")
     parser.add_argument("--resume", action="store_true", help="continue from the last checkpoint")
     parser.add_argument("--data-root", help="root for relative paths in a dataset .json")
     parser.add_argument("--work-dir", help="checkpoint folder (default: OUT.training)")
     parser.add_argument("--optimizer", choices=("sgd", "adamw"), default="sgd")
-    parser.add_argument("--lr", type=float, help="initial learning rate (default 1e-2 SGD, 1e-3 AdamW)")
+    parser.add_argument("--lr", type=number(above=0, high=10), help="initial learning rate (default 1e-2 SGD, 1e-3 AdamW)")
     parser.add_argument("--seed", type=int, default=12345)
-    parser.add_argument("--validate-every", type=int, default=1, help="epochs between validations (default 1)")
+    parser.add_argument("--validate-every", type=whole_number(1), default=1, help="epochs between validations (default 1)")
     parser.add_argument("--no-augment", action="store_true", help="turn augmentation off")
-    parser.add_argument("--tissue-shift", type=float, nargs=2, metavar=("LOW", "HIGH"),
+    parser.add_argument("--tissue-shift", type=number(-1000, 1000), nargs=2, metavar=("LOW", "HIGH"),
                         help="augment: shift soft tissue (0-300 HU) by a random LOW..HIGH HU in half of the patches, "
                              "as contrast enhancement does (e.g. -20 60 to train on non-contrast CT for contrast CT)")
     parser.add_argument("--no-mirror", action="store_true",
                         help="no mirroring augmentation (for labels that differ left and right, e.g. liver vs spleen)")
     parser.add_argument("--no-amp", action="store_true",
                         help="full precision on CUDA (default there: mixed precision, float16 autocast with GradScaler)")
-    parser.add_argument("--prefetch", type=int, metavar="N",
+    parser.add_argument("--prefetch", type=whole_number(0), metavar="N",
                         help="threads preparing batches ahead of the step (default: 2 feeding a GPU, 1 on the CPU; "
                              "0: in the loop); the batches are the same either way")
     parser.add_argument("--profile", metavar="DIR",
@@ -64,12 +64,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     plan.add_argument("--configuration", choices=("3d_fullres", "2d"), default="3d_fullres")
     plan.add_argument("--configuration-name", metavar="NAME",
                       help="name of the trained configuration (default: --configuration), e.g. 3d_thin")
-    plan.add_argument("--target-spacing", nargs=3, type=float, metavar=("Z", "Y", "X"),
+    plan.add_argument("--target-spacing", nargs=3, type=number(0.05, 50), metavar=("Z", "Y", "X"),
                       help="plan at this spacing (mm) instead of the dataset's median")
-    plan.add_argument("--memory-gb", type=float, default=8.0, help="memory the patch is sized for (default 8)")
-    plan.add_argument("--base-features", type=int, help="channels of the first stage (nnU-Net: 32)")
-    plan.add_argument("--max-features", type=int, help="cap on channels per stage (nnU-Net: 320)")
-    plan.add_argument("--stages", type=int, help="at most this many resolution stages")
+    plan.add_argument("--memory-gb", type=number(above=0, high=4096), default=8.0, help="memory the patch is sized for (default 8)")
+    plan.add_argument("--base-features", type=whole_number(1), help="channels of the first stage (nnU-Net: 32)")
+    plan.add_argument("--max-features", type=whole_number(1), help="cap on channels per stage (nnU-Net: 320)")
+    plan.add_argument("--stages", type=whole_number(1), help="at most this many resolution stages")
     plan.add_argument("--inflate-from", metavar="MODEL2D",
                       help="start the planned 3D configuration from this model's 2D configuration: its kernels "
                            "become the centre slice of the 3D kernels (same labels, features and in-plane strides)")

@@ -46,12 +46,13 @@ from medseg.gui.train_tab import TrainExportTab
 from medseg.gui.study_loader import StudyLoader, is_image_file
 from medseg.gui.viewer import ViewerPanel
 from medseg.core.volume import Volume
-from medseg.io.image_files import IMAGE_PATTERNS
+from medseg.io.formats import open_filters
 
 log = logging.getLogger(__name__)
 
 SIDE_MAX_WIDTH = 460  # px: the side panel's widest; the views take the rest of the window
-IMAGE_FILTER = f"Images (*.dcm {IMAGE_PATTERNS});;All files (*)"
+# Every file first: most scanners write DICOM files without a suffix, which "*.dcm" hid (issue 42).
+IMAGE_FILTER = ";;".join(open_filters())
 ARCHIVE_FILTER = "Zip archives or DICOMDIR (*.zip DICOMDIR);;All files (*)"
 
 

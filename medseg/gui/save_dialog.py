@@ -12,14 +12,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtWidgets import QCheckBox, QFileDialog, QLineEdit, QWidget
+from PySide6.QtWidgets import QCheckBox, QFileDialog, QLabel, QLineEdit, QWidget
 
-from medseg.io.image_files import IMAGE_SUFFIXES
+from medseg.io.formats import FORMATS
 
 # Suffixes a file name may carry from a format the user could have chosen before, longest first,
 # so ".nii.gz" and ".seg.dcm" are each stripped as one.
-KNOWN_SUFFIXES = (".seg.nii.gz", ".seg.dcm", *IMAGE_SUFFIXES, ".dcm", ".stl", ".obj", ".csv", ".onnx", ".pt", ".zip",
-                  ".gz")
+KNOWN_SUFFIXES = tuple(sorted({".seg.nii.gz", ".seg.dcm", *(s for f in FORMATS for s in f.suffixes if s), ".stl", ".obj",
+                               ".csv", ".onnx", ".pt", ".zip", ".gz"}, key=lambda s: (-len(s), s)))
 
 
 def strip_format_suffix(name: str) -> str:
@@ -62,8 +62,9 @@ class SaveAsDialog(QFileDialog):
     """
 
     def __init__(self, parent: QWidget | None, caption: str, start: Path, filters: list[str],
-                 option: tuple[str, str, bool] | None = None) -> None:
-        """``option``: (text, tooltip, checked) of a checkbox under the file list (e.g. "De-identify")."""
+                 option: tuple[str, str, bool] | None = None, note: str = "") -> None:
+        """``option``: (text, tooltip, checked) of a checkbox under the file list (e.g. "De-identify");
+        ``note``: a line under it (e.g. why a format is not offered)."""
         super().__init__(parent, caption, str(start.parent))
         self.setAcceptMode(QFileDialog.AcceptMode.AcceptSave)
         self.setFileMode(QFileDialog.FileMode.AnyFile)
@@ -82,6 +83,13 @@ class SaveAsDialog(QFileDialog):
             self.option.setChecked(checked)
             layout = self.layout()  # Qt's own dialog is a grid: one row more, across all its columns
             layout.addWidget(self.option, layout.rowCount(), 0, 1, layout.columnCount())  # type: ignore[call-arg]
+        self.note: QLabel | None = None
+        if note:
+            self.note = QLabel(note[:1].upper() + note[1:] + ".", self)
+            self.note.setObjectName("formatNote")
+            self.note.setWordWrap(True)
+            layout = self.layout()
+            layout.addWidget(self.note, layout.rowCount(), 0, 1, layout.columnCount())  # type: ignore[call-arg]
 
     def current_name(self) -> str:
         line_edit = self.findChild(QLineEdit, "fileNameEdit")  # the name box of Qt's own dialog
@@ -115,9 +123,10 @@ def ask_save_path(parent: QWidget | None, caption: str, start: Path, filters: li
 
 
 def ask_save_path_with_option(parent: QWidget | None, caption: str, start: Path, filters: list[str],
-                              option: tuple[str, str, bool] | None) -> tuple[str, str, bool]:
-    """:func:`ask_save_path` with a checkbox ``option`` (text, tooltip, checked): (path, filter, ticked)."""
-    dialog = SaveAsDialog(parent, caption, start, filters, option)
+                              option: tuple[str, str, bool] | None, note: str = "") -> tuple[str, str, bool]:
+    """:func:`ask_save_path` with a checkbox ``option`` (text, tooltip, checked): (path, filter, ticked);
+    ``note``: a line shown under it."""
+    dialog = SaveAsDialog(parent, caption, start, filters, option, note)
     if not dialog.exec():
         return "", "", False
     path = dialog.chosen_path()
@@ -126,8 +135,8 @@ def ask_save_path_with_option(parent: QWidget | None, caption: str, start: Path,
 
 
 def results_folder(image_source: str | None) -> Path:
-    """Where a result of this study is saved by default: beside the study (the folder holding the
-    file, or the one holding a DICOM folder), else the last folder the user saved a result in, else
+    """Where a result of this study is saved by default: the last folder the user saved a result in,
+    else beside the study (the folder holding the file, or the one holding a DICOM folder), else
     Documents; never inside medseg's own folders (a PACS cache series, the demo study) and never
     an unwritable place (a CD, a read-only share)."""
     import os
@@ -135,8 +144,10 @@ def results_folder(image_source: str | None) -> Path:
     from medseg import app_dirs
     from medseg.gui import app_shell
 
-    candidates = [str(Path(image_source).parent) if image_source else "",
-                  app_shell.settings().value("results_folder", ""), str(Path.home() / "Documents")]
+    # The folder the user last saved a result in comes first: proposing the study's own folder every
+    # time made them navigate back on each save (issue 42).
+    candidates = [app_shell.settings().value("results_folder", ""), str(Path(image_source).parent) if image_source
+                  else "", str(Path.home() / "Documents")]
     for candidate in candidates:
         folder = Path(str(candidate)) if candidate else None
         if folder is None or not folder.is_dir() or not os.access(folder, os.W_OK):

@@ -31,19 +31,30 @@ from medseg.edit.label_map import NAME_SETS, build_label_table
 from medseg.errors import GeometryError, MedsegError, SaveError
 from medseg.gui import save_dialog
 from medseg.gui.jobs import Job
-from medseg.io.image_files import IMAGE_PATTERNS
+from medseg.io.formats import segmentation_choices, segmentation_formats, segmentation_open_filter
 
 log = logging.getLogger(__name__)
 
-FILTERS = {
-    "NIfTI label map (*.nii.gz)": ".nii.gz",
-    "NRRD label map (*.nrrd)": ".nrrd",
-    "MHA label map (*.mha)": ".mha",
-    "DICOM SEG (*.dcm)": ".dcm",
-    "STL surfaces, one per label (*.stl)": ".stl",
-    "OBJ surfaces, one per label (*.obj)": ".obj",
-}
-OPEN_FILTER = f"Segmentations ({IMAGE_PATTERNS} *.dcm);;All files (*)"
+MESH_FILTERS = {"STL surfaces, one per label (*.stl)": ".stl", "OBJ surfaces, one per label (*.obj)": ".obj"}
+
+
+def _filter(file_format) -> str:
+    suffix = file_format.write_suffixes[0]
+    return f"{file_format.name}{' label map' if file_format.label_map else ''} (*{suffix})"
+
+
+# Every segmentation format of the one table (medseg.io.formats), then the surfaces.
+FILTERS = {**{_filter(f): f.write_suffixes[0] for f in segmentation_formats()}, **MESH_FILTERS}
+OPEN_FILTER = segmentation_open_filter()
+
+
+def save_filters(image) -> tuple[list[str], str]:
+    """The Save as filters this study can be saved in, and why a format is not offered ("" when all are):
+    a DICOM SEG only for an image opened from DICOM (it must reference that series; it was offered for an
+    NRRD study and refused only after a name was chosen, issue 42)."""
+    from_dicom = image is not None and bool(image.meta.source_files) and not image.meta.extra.get("format")
+    offered, why = segmentation_choices(from_dicom)
+    return [_filter(f) for f in offered] + list(MESH_FILTERS), why
 DEIDENTIFY_TEXT = "De-identify (research export)"
 DEIDENTIFY_TIP = ("No patient name, ID, birth date, accession number or institution in the file (DICOM PS3.15 Basic "
                   "Profile). A DICOM SEG is saved with its de-identified source series beside it (NAME_ct/), which "
@@ -106,12 +117,15 @@ class SegmentationFiles(QObject):
         doc = self.document
         start = self.path or save_dialog.results_folder(doc.image_source) / (
             save_dialog.study_stem(doc.image_source, doc.volume.meta.series_description) + "_seg.nii.gz")
+        filters, why = save_filters(doc.volume)
+        if start.name.lower().endswith(".dcm") and not any(f.endswith("(*.dcm)") for f in filters):
+            start = start.with_name(save_dialog.strip_format_suffix(start.name) + ".nii.gz")
         path, chosen, deidentify = save_dialog.ask_save_path_with_option(
-            self.parent_widget, "Save segmentation as", start, list(FILTERS),
-            (DEIDENTIFY_TEXT, DEIDENTIFY_TIP, self.deidentified))
+            self.parent_widget, "Save segmentation as", start, filters,
+            (DEIDENTIFY_TEXT, DEIDENTIFY_TIP, self.deidentified), note=why)
         if not path:
             return False
-        path = save_dialog.agreeing_path(path, chosen, list(FILTERS))
+        path = save_dialog.agreeing_path(path, chosen, filters)
         save_dialog.remember_results_folder(path)
         return self.save_to(path, deidentify=deidentify)
 

@@ -187,6 +187,30 @@ def _clean_once(folder: Path) -> None:
     clean_stale_temporaries(folder)
 
 
+_RANDOM_CHARACTERS = 8  # what mkstemp/mkdtemp add between prefix and suffix
+
+
+def name_max(folder: str | os.PathLike) -> int:
+    """The longest file name (in bytes) the file system holding ``folder`` allows (255 almost everywhere)."""
+    try:
+        return int(os.pathconf(folder, "PC_NAME_MAX"))
+    except (OSError, ValueError, AttributeError):
+        return 255
+
+
+def temporary_affixes(path: Path, suffix: str) -> tuple[str, str]:
+    """(prefix, suffix) for mkstemp beside ``path``: ".<name>.XXXXXXXX<suffix>", the name shortened (its
+    suffix kept, so the leftovers of a kill are still recognised) where the whole would pass the file
+    system's limit: a legal 255-character output name was refused because its temporary name was longer."""
+    name = path.name
+    room = name_max(path.parent if str(path.parent) else ".") - 2 - _RANDOM_CHARACTERS - len(suffix.encode())
+    if len(name.encode()) > room:
+        keep = name[len(name) - len(suffix):] if suffix and name.lower().endswith(suffix.lower()) else ""
+        head = name[: len(name) - len(keep)].encode()[: max(1, room - len(keep.encode()))]
+        name = head.decode("utf-8", "ignore") + keep
+    return f".{name}.", suffix
+
+
 def check_writable(path: str | os.PathLike) -> Path:
     """Fail now, not after an hour of work, when ``path`` cannot be written (folder missing or read-only)."""
     path = Path(path)
@@ -194,7 +218,8 @@ def check_writable(path: str | os.PathLike) -> Path:
     if not folder.is_dir():
         raise SaveError("the folder does not exist", path=folder, hint="create it or choose another folder")
     try:
-        fd, probe = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".probe", dir=folder)
+        prefix, suffix = temporary_affixes(path, ".probe")
+        fd, probe = tempfile.mkstemp(prefix=prefix, suffix=suffix, dir=folder)
     except OSError as error:
         raise SaveError(f"cannot write here ({error.strerror})", path=folder, hint=_hint(error)) from error
     os.close(fd)
@@ -228,7 +253,8 @@ def atomic_path(path: str | os.PathLike, suffix: str | None = None, *, sync: boo
         suffix = "".join(path.suffixes) or ".tmp"
     _clean_once(path.parent)
     try:
-        fd, temp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix, dir=path.parent)
+        prefix, suffix = temporary_affixes(path, suffix)
+        fd, temp_name = tempfile.mkstemp(prefix=prefix, suffix=suffix, dir=path.parent)
         _lock(fd)  # held until the rename: this temporary is being written, not left behind
         try:
             os.fchmod(fd, _file_mode(path))  # mkstemp makes 0600: a saved file must be as readable as any other
@@ -384,7 +410,8 @@ def atomic_folder(path: str | os.PathLike, *, verify: Callable[[Path], None] | N
     recover_folder(path)
     _clean_once(path.parent)
     try:
-        temp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+        prefix, suffix = temporary_affixes(path, ".tmp")
+        temp = Path(tempfile.mkdtemp(prefix=prefix, suffix=suffix, dir=path.parent))
         lock = os.open(temp, os.O_RDONLY)
     except OSError as error:
         raise SaveError(f"cannot write ({error.strerror})", path=path, hint=_hint(error)) from error
@@ -398,7 +425,8 @@ def atomic_folder(path: str | os.PathLike, *, verify: Callable[[Path], None] | N
             old = temp  # now holds the previous folder
         else:
             if path.exists():
-                old = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".old", dir=path.parent))
+                prefix, suffix = temporary_affixes(path, ".old")
+                old = Path(tempfile.mkdtemp(prefix=prefix, suffix=suffix, dir=path.parent))
                 os.rmdir(old)
                 os.replace(path, old)
             os.replace(temp, path)

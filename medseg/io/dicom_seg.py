@@ -90,6 +90,22 @@ def is_dicom_seg(path: str | os.PathLike) -> bool:
     return str(dataset.get("Modality", "")) == "SEG"
 
 
+def is_automatic_medseg_seg(path: str | os.PathLike) -> bool:
+    """A DICOM SEG medseg wrote whose every segment is a model's, untouched (SegmentAlgorithmType AUTOMATIC)."""
+    path = Path(path)
+    if not path.is_file():
+        return False
+    import pydicom
+
+    try:
+        dataset = pydicom.dcmread(str(path), stop_before_pixels=True)
+        segments = list(dataset.get("SegmentSequence") or [])
+        return (str(dataset.get("Modality", "")) == "SEG" and str(dataset.get("Manufacturer", "")) == MANUFACTURER
+                and bool(segments) and all(str(s.get("SegmentAlgorithmType", "")) == "AUTOMATIC" for s in segments))
+    except Exception:  # noqa: BLE001 - not a readable SEG: not one medseg may replace
+        return False
+
+
 def regularization_note(image: Volume) -> dict | None:
     """What medseg did to the acquired geometry (None when the grid is the acquired one)."""
     for finding in image.meta.findings:
@@ -445,23 +461,36 @@ def _read_dicom_seg(path: str | os.PathLike, image: Volume) -> SegReadResult:
     if str(seg.get("Modality", "")) != "SEG" or "SegmentSequence" not in seg or "PixelData" not in seg:
         raise GeometryError("not a DICOM Segmentation object (no segments or no pixel data)", path=path,
                             hint="open a DICOM SEG or a NIfTI/NRRD/MHA label map")
+    _check_frame_count(seg, path)
+    kind = str(seg.get("SegmentationType", "") or "")
+    if kind not in ("BINARY", "FRACTIONAL", "LABELMAP"):
+        raise GeometryError(f"its Segmentation Type is {kind[:40]!r}, not BINARY, FRACTIONAL or LABELMAP", path=path)
     source = _FrameSource(seg, path)
     if str(seg.get("SegmentationType", "")) == "FRACTIONAL":
         threshold = 0.5 * float(seg.get("MaximumFractionalValue", 255))
     else:
         threshold = 0.5
     segments = _read_segments(seg)
+    numbers_given = [s.value for s in segments]
+    if not segments or min(numbers_given) < 1 or len(set(numbers_given)) != len(numbers_given):
+        raise GeometryError("its segments are not numbered 1, 2, ... once each" if segments else "it has no segments",
+                            path=path, hint="export the SEG again from the program that made it")
     notes: list[str] = []
     seg_for = str(seg.get("FrameOfReferenceUID", "") or "")
     image_for = image.meta.frame_of_reference_uid
     if seg_for and image_for and seg_for != image_for:
         raise GeometryError("the SEG belongs to another frame of reference (another scan or patient position) "
                             "than the open image", path=path, hint="open the series it was drawn on")
+    notes.extend(_reference_notes(seg, image))
     try:
         frames = _frames(seg)
     except GeometryError as error:
         raise GeometryError(error.message, path=path) from error
     numbers = [s.value for s in segments]  # the segment numbers, until the recorded values replace them
+    unknown = sorted({f.segment for f in frames} - set(numbers) - {0})
+    if unknown:
+        raise GeometryError(f"frames refer to segment {unknown[0]}, which the SEG does not describe", path=path,
+                            hint="export the SEG again from the program that made it")
     label = np.zeros(image.shape_zyx, dtype=label_dtype(max(numbers, default=0)))
     planes = _slice_planes(image)
     normal = image.direction[:, 2]
@@ -523,6 +552,44 @@ def _read_dicom_seg(path: str | os.PathLike, image: Volume) -> SegReadResult:
                                 frame_of_reference_uid=seg_for, extra={"format": "dicom-seg",
                                                                        "image_comments": str(seg.get("ImageComments", ""))})
     return SegReadResult(label_map, segments, notes, placement, values is not None)
+
+
+def _check_frame_count(seg: Any, path: Path) -> None:
+    """Number of Frames, the per-frame groups and the pixel data must agree: a SEG saying 300 frames with
+    3 present was measured over the 3 without a word."""
+    try:
+        declared = int(seg.get("NumberOfFrames", 1) or 0)
+    except (TypeError, ValueError):
+        raise GeometryError(f"its Number of Frames {seg.get('NumberOfFrames')!r} is not a number", path=path) from None
+    if declared < 1:
+        raise GeometryError(f"its Number of Frames is {declared}: a SEG has at least one frame", path=path)
+    per_frame = seg.get("PerFrameFunctionalGroupsSequence")
+    if per_frame is not None and len(per_frame) != declared:
+        raise GeometryError(f"it declares {declared} frames but describes {len(per_frame)} (Per-frame Functional "
+                            "Groups): frames are missing or the header is corrupt", path=path,
+                            hint="export the SEG again from the program that made it")
+    syntax = getattr(getattr(seg, "file_meta", None), "TransferSyntaxUID", None)
+    if syntax is not None and not syntax.is_compressed:
+        rows, columns = int(seg.Rows), int(seg.Columns)
+        bits = int(seg.get("BitsAllocated", 1) or 1)
+        needed = (declared * rows * columns * bits + 7) // 8
+        present = len(seg.PixelData)
+        if present < needed:
+            raise GeometryError(f"its pixel data holds {present} bytes; its {declared} frames of {columns} x {rows} "
+                                f"need {needed}: the file is cut short or its header is corrupt", path=path)
+
+
+def _reference_notes(seg: Any, image: Volume) -> list[str]:
+    """A SEG drawn on another series of the same scan is placed by patient coordinates; say so."""
+    referenced = set()
+    for item in seg.get("ReferencedSeriesSequence") or []:
+        uid = str(item.get("SeriesInstanceUID", "") or "")
+        if uid:
+            referenced.add(uid)
+    if referenced and image.meta.series_uid and image.meta.series_uid not in referenced:
+        return [f"the SEG was drawn on another series ({', '.join(sorted(referenced))[:120]}) than the open one; it is "
+                "placed by patient coordinates (the same frame of reference)"]
+    return []
 
 
 def _recorded_values(seg: Any, numbers: list[int]) -> dict[int, int] | None:

@@ -20,6 +20,7 @@ import SimpleITK as sitk
 from medseg.errors import GeometryError, ImageFormatError, SaveError
 from medseg.io.atomic import atomic_path
 from medseg.io.file_checks import IncompleteFile
+from medseg.io.formats import format_of, image_formats, image_read_suffixes, image_write_suffixes
 from medseg.io.header_rewrite import header_axis_findings, write_unit_spacing_header
 from medseg.io.image_headers import ImageHeader, image_header
 from medseg.io.memory_budget import check_allocation
@@ -28,18 +29,15 @@ from medseg.io.voxel_checks import check_spacing, replace_non_finite
 from medseg.io.voxel_stream import check_voxel_data
 from medseg.core.volume import GeometryFinding, Volume, VolumeMeta
 
-IMAGE_SUFFIXES = (".nii.gz", ".nii", ".nrrd", ".nhdr", ".mha", ".mhd")
+IMAGE_SUFFIXES = image_read_suffixes()  # from the one table of formats (medseg.io.formats)
 IMAGE_PATTERNS = " ".join(f"*{suffix}" for suffix in IMAGE_SUFFIXES)  # for file dialogs' filters
-WRITE_SUFFIXES = (".nii.gz", ".nii", ".nrrd", ".mha")
+WRITE_SUFFIXES = image_write_suffixes()
 
 
 def image_suffix(path: str | os.PathLike) -> str | None:
     """The recognised image-file suffix of ``path`` (".nii.gz", ".nrrd", ...), or None."""
-    name = str(path).lower()
-    for suffix in IMAGE_SUFFIXES:
-        if name.endswith(suffix):
-            return suffix
-    return None
+    found = format_of(path, image_formats())
+    return found[1] if found else None
 
 
 def read_image(path: str | os.PathLike, spacing_mm: Sequence[float] | None = None) -> Volume:

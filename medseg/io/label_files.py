@@ -29,6 +29,7 @@ import numpy as np
 from medseg.errors import GeometryError, ImageFormatError, MedsegError, SaveError
 from medseg.io.atomic import atomic_write_text, check_writable
 from medseg.io.dicom_seg import regularization_note
+from medseg.io.formats import format_of, segmentation_formats
 from medseg.io.image_files import IMAGE_SUFFIXES, WRITE_SUFFIXES, image_suffix, read_image, write_image
 from medseg.io.json_files import read_json_object
 from medseg.io.output_paths import check_not_an_input, source_paths
@@ -87,10 +88,12 @@ def _sidecar(label_map: Volume, image: Volume | None, labels: list[Label]) -> di
 
 
 def write_label_map(label_map: Volume, path: str | os.PathLike, segments: list[Label] | None = None,
-                    image: Volume | None = None) -> tuple[Path, Path]:
+                    image: Volume | None = None, written_by: str = "medseg") -> tuple[Path, Path]:
     """Write the label map (format by suffix) and its ``.labels.json`` sidecar, both atomically.
 
-    The sidecar describes every value present and every label in ``segments``."""
+    The sidecar describes every value present and every label in ``segments``, and records the
+    written file's SHA-256 and ``written_by`` (e.g. "medseg edit"): a later command replaces only a
+    file medseg wrote and nobody changed since (:func:`is_saved_segmentation`, :func:`is_written_by`)."""
     path = Path(path)
     array = np.asarray(label_map.array)
     present = label_values(array)
@@ -106,8 +109,44 @@ def write_label_map(label_map: Volume, path: str | os.PathLike, segments: list[L
         raise
     except ImageFormatError as error:
         raise _save_error(path, error) from error
-    sidecar = atomic_write_text(sidecar_path(path), json.dumps(_sidecar(label_map, image, labels), indent=1) + "\n")
+    record = _sidecar(label_map, image, labels)
+    record["file"] = {"name": written.name, "sha256": file_digest(written), "written_by": written_by}
+    sidecar = atomic_write_text(sidecar_path(path), json.dumps(record, indent=1) + "\n")
     return written, sidecar
+
+
+def file_digest(path: str | os.PathLike) -> str:
+    import hashlib
+
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def unchanged_since_written(path: str | os.PathLike) -> tuple[list[Label], dict] | None:
+    """The sidecar of a label map medseg wrote and nobody changed since (its recorded SHA-256 matches),
+    else None (no sidecar, an older one without the record, a damaged one, or the file was changed)."""
+    try:
+        found = read_sidecar(path)
+    except MedsegError:
+        return None
+    if found is None:
+        return None
+    record = found[1].get("file")
+    if not isinstance(record, dict) or not isinstance(record.get("sha256"), str):
+        return None
+    try:
+        return found if file_digest(path) == record["sha256"] else None
+    except OSError:
+        return None
+
+
+def is_written_by(path: str | os.PathLike, writer: str) -> bool:
+    """Did ``writer`` (e.g. "medseg edit") write this label map, unchanged since?"""
+    found = unchanged_since_written(path)
+    return found is not None and found[1]["file"].get("written_by") == writer
 
 
 def _save_error(path: Path, error: ImageFormatError) -> SaveError:
@@ -278,18 +317,17 @@ def _label_map_of_sidecar(path: Path) -> Path:
                                 ", ...) instead")
 
 
-SEG_SUFFIXES = (".dcm",)
-
-
 def segmentation_format(path: str | os.PathLike) -> str:
     """"dicom-seg" or "label-map" by the name's suffix; anything else is refused now, not after the work."""
-    name = str(path).lower()
-    if name.endswith(SEG_SUFFIXES):
-        return DICOM_SEG
-    if image_suffix(path) in WRITE_SUFFIXES:
-        return LABEL_MAP
+    if not str(path).strip():
+        raise ImageFormatError("no output file given (the name is empty)", hint="name the file to write, e.g. "
+                                                                                "seg.nii.gz or seg.dcm")
+    found = format_of(path, segmentation_formats())
+    if found is not None and found[1] in found[0].write_suffixes:
+        return DICOM_SEG if found[0].dicom_seg else LABEL_MAP
     raise ImageFormatError("cannot save a segmentation in this format (by its name)", path=path,
-                           hint="use .dcm (DICOM SEG), .nii.gz, .nii, .nrrd or .mha")
+                           hint="use " + ", ".join(f"{s}{' (' + f.name + ')' if f.dicom_seg else ''}"
+                                                   for f in segmentation_formats() for s in f.write_suffixes))
 
 
 def segmentation_outputs(path: str | os.PathLike) -> list[Path]:
@@ -298,16 +336,21 @@ def segmentation_outputs(path: str | os.PathLike) -> list[Path]:
 
 
 def is_saved_segmentation(path: str | os.PathLike) -> bool:
-    """Did medseg write ``path`` as a segmentation (a label map with its sidecar, or a DICOM SEG)?"""
-    from medseg.io.dicom_seg import is_dicom_seg
+    """May another model's result replace ``path`` without ``--force``? Only a model's result that medseg
+    wrote and nobody changed since: a label map whose sidecar's SHA-256 matches and whose every label is
+    AUTOMATIC, or a DICOM SEG medseg wrote with AUTOMATIC segments. A map a person edited is their work
+    (``segment -o`` replaced a hand-edited label map with a sidecar, issue 43)."""
+    from medseg.core.labels import AUTOMATIC
+    from medseg.io.dicom_seg import is_automatic_medseg_seg
 
     if segmentation_format(path) == DICOM_SEG:
-        return is_dicom_seg(path)
-    return sidecar_path(path).is_file()
+        return is_automatic_medseg_seg(path)
+    found = unchanged_since_written(path)
+    return found is not None and all(label.provenance.algorithm_type == AUTOMATIC for label in found[0])
 
 
 def save_segmentation(label_map: Volume, image: Volume, path: str | os.PathLike,
-                      segments: list[Label] | None = None) -> list[str]:
+                      segments: list[Label] | None = None, written_by: str = "medseg") -> list[str]:
     """Save as DICOM SEG (.dcm) or as a label map with its sidecar; returns notes for the user.
 
     Never over a file the image was read from (a source slice, the CT itself). (The application's
@@ -329,7 +372,7 @@ def write_segmentation(label_map: Volume, image: Volume, path: str | os.PathLike
         return [f"DICOM SEG with {len(result.segments)} segments, {result.n_frames} frames "
                 f"({'frames reference their source images' if result.mode == 'acquired' else 'frames on the regular grid'})",
                 *result.notes]
-    written, sidecar = write_label_map(label_map, path, segments, image)
+    written, sidecar = write_label_map(label_map, path, segments, image, written_by)
     notes = [f"label names in {sidecar.name}"]
     if regularization_note(image):
         notes.append("the series was regularised; the sidecar records how")

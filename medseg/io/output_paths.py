@@ -52,16 +52,40 @@ def check_output(output: str | os.PathLike, inputs: Iterable[str | os.PathLike |
                  force: bool = False, ours: Callable[[Path], bool] | None = None,
                  option: str = "the output", extra_outputs: Iterable[str | os.PathLike] = ()) -> Path:
     """Check ``output`` (and files written with it, e.g. its sidecar) before any work is done."""
+    if not str(output).strip():
+        raise SaveError(f"no output file given ({option} is empty)", hint="name the file to write")
     output = Path(output)
     inputs = list(inputs)
+    for path in (output, *(Path(p) for p in extra_outputs)):
+        check_name_length(path, "the output" if path == output else "a file written with it")
     if output.is_dir():
         raise SaveError(f"{option} is a folder, not a file name", path=output, hint="name a file inside it")
     for path in (output, *(Path(p) for p in extra_outputs)):
         check_not_an_input(path, inputs, option)
     if output.exists() and not force and not (ours is not None and ours(output)):
-        raise SaveError(f"{option} exists and was not written by medseg as this kind of file; it would be replaced",
-                        path=output, hint="choose another name, or add --force to replace it")
+        raise SaveError(f"{option} exists and is not a file this command wrote and nobody changed since (it may hold "
+                        "someone's edits); it would be replaced", path=output,
+                        hint="choose another name, or add --force to replace it")
     return output
 
 
-__all__ = ["check_not_an_input", "check_output", "source_paths"]
+PATH_MAX = 4096  # Linux; what open() accepts in one path
+
+
+def check_name_length(path: Path, what: str = "the output") -> None:
+    """A file name or path longer than the file system allows is refused now, in words (ENAMETOOLONG
+    came as a traceback, or as a message blaming the folder and disk space)."""
+    from medseg.io.atomic import name_max
+
+    folder = path.parent if str(path.parent) else Path(".")
+    limit = name_max(folder) if folder.is_dir() else 255
+    length = len(path.name.encode())
+    if length > limit:
+        raise SaveError(f"the name of {what} is {length} bytes long; this file system allows {limit}",
+                        path=path if len(str(path)) < 300 else None, hint="choose a shorter name")
+    if len(os.fsencode(os.path.abspath(path))) >= PATH_MAX:
+        raise SaveError(f"the path of {what} is {len(os.fsencode(os.path.abspath(path)))} bytes long; at most "
+                        f"{PATH_MAX - 1} are allowed", hint="choose a shorter path")
+
+
+__all__ = ["check_name_length", "check_not_an_input", "check_output", "source_paths"]

@@ -57,6 +57,7 @@ class SegmentationResult:
     # the package's post-processing steps as run, with what each changed (medseg.model.postprocess)
     postprocessing: list[str] = field(default_factory=list)
     labels: dict[int, Label] = field(default_factory=dict)  # the labels present, as this model's output
+    notes: list[str] = field(default_factory=list)  # what the user must know about the result (e.g. nothing found)
 
 
 # --- tiles through the network --------------------------------------------------------------------------
@@ -177,6 +178,9 @@ def _accumulate(
     torch.div(logits_sum, weight_sum, out=logits_sum)
     if torch.isinf(logits_sum).any():
         raise ModelError("the network's logits overflowed float16 during stitching", hint="the model's outputs are out of range")
+    if torch.isnan(logits_sum).any():
+        raise ModelError("the network's output is not a number (NaN) in some voxels: no segmentation can be made "
+                         "from it", hint="the model's weights or its normalisation are broken; use another model")
     return logits_sum
 
 
@@ -231,6 +235,8 @@ def sliding_window_logits(
     slicers = tile_slicers(padded.shape[1:], patch, step_size)
     device = getattr(runner, "device", torch.device("cpu"))
     on_device = device.type != "cpu" if accumulate_on_device is None else bool(accumulate_on_device)
+    if tile_batch is not None and (isinstance(tile_batch, bool) or int(tile_batch) < 1):
+        raise ModelError(f"the tiles per pass must be at least 1, not {tile_batch}")
     batching = {"tiles": int(tile_batch or (1 if device.type == "cpu" else 2))}
     flips = mirror_combinations(mirror_axes)
     if on_device:
@@ -396,6 +402,7 @@ def segment(
     report(progress, 0.9, "resampling to the original grid", "resample")
     with phase("export"):
         labels = _export_labels(logits, prep, fallbacks)
+        result_notes = _check_label_map(labels, package)
         probabilities = logits_to_probabilities(logits, prep) if return_probabilities else None
         del logits
         names = package.names
@@ -414,7 +421,22 @@ def segment(
         seconds=time.perf_counter() - started,
         postprocessing=notes,
         labels=package.label_table(label_values(labels)),
+        notes=result_notes,
     )
+
+
+def _check_label_map(labels: np.ndarray, package: Any) -> list[str]:
+    """A network whose every voxel is one structure has not segmented anything (NaN weights gave this,
+    a result with 34 % agreement): an error. Every voxel background is a result a model may give (the
+    structure is absent), said as a note."""
+    low, high = int(labels.min(initial=0)), int(labels.max(initial=0))
+    if low != high:
+        return []
+    if low != 0:
+        name = dict(package.labels).get(low, str(low))
+        raise ModelError(f"the model labelled every voxel of the image {name!r}: that is not a segmentation",
+                         hint="the model is broken or not made for this kind of image; use another model")
+    return ["the model found no structure in this image: every voxel is background"]
 
 
 def _preprocess_on(volume: Volume, plan: Any, device_name: str, fallbacks: list[str],

@@ -340,6 +340,14 @@ def _out_of_bounds(plan: "Plan") -> list[str]:
     within("target_spacing_transposed (mm)", plan.target_spacing_transposed, "spacing_mm")
     if plan.median_shape is not None:
         within("median_shape", plan.median_shape, "patch_voxels")
+    norm = plan.normalization if isinstance(plan.normalization, dict) else {}
+    if norm.get("scheme", "CTNormalization") == "CTNormalization":
+        given = {k: norm[k] for k in ("mean", "std", "percentile_00_5", "percentile_99_5") if k in norm}
+        odd = [k for k, v in given.items() if not _number(v)]
+        if odd:  # a NaN mean turned every voxel into NaN, a label map of one class
+            problems.append(f"normalization {', '.join(odd)} not a finite number")
+        elif given.get("std", 1) <= 0 or given.get("percentile_00_5", 0) > given.get("percentile_99_5", 0):
+            problems.append("normalization std not positive or percentiles reversed")
     return problems
 
 
@@ -584,6 +592,13 @@ def plan_from_fingerprint(
     """
     if len(spacings) == 0 or len(spacings) != len(shapes):
         raise ModelError("a fingerprint needs one spacing and one shape per case")
+    low, high = PLAN_BOUNDS["spacing_mm"]
+    for spacing, shape in zip(spacings, shapes):  # 0 mm planned NaN patches ("cannot convert float NaN to integer")
+        if len(spacing) != 3 or not all(_number(v) and low <= v <= high for v in spacing):
+            raise ModelError(f"a spacing of {' x '.join(f'{float(v):g}' for v in spacing)} mm cannot be planned for: "
+                             f"each axis must be {low:g} to {high:g} mm")
+        if len(shape) != 3 or not all(_number(v) and 1 <= v <= 1 << 20 for v in shape):
+            raise ModelError(f"a shape of {' x '.join(str(v) for v in shape)} voxels cannot be planned for")
     cases = num_training_cases if num_training_cases is not None else len(spacings)
     target = fullres_target_spacing(spacings, shapes)
     forward, backward = (

@@ -20,6 +20,20 @@ from medseg.io.orientation import reorientation_to
 from medseg.model.preprocess import compute_new_shape, network_spacing, plan_transpose
 
 
+# The tile step, as a fraction of the patch: 1 tiles edge to edge, nnU-Net's 0.5 overlaps by half;
+# below 0.1 the tiles (and the time) grow a hundredfold for no better result.
+STEP_RANGE = (0.1, 1.0)
+
+
+def check_step(step_size: float) -> float:
+    """The tile step, or a ModelError saying its range (``--step 1e-6`` explained tiles before)."""
+    low, high = STEP_RANGE
+    if not low <= step_size <= high:  # NaN too
+        raise ModelError(f"the tile step is {step_size:g}: it must be between {low:g} and {high:g} (a fraction of the "
+                         "patch; 0.5, the default, overlaps the tiles by half)")
+    return step_size
+
+
 def step_count(size: int, patch: int, step_size: float) -> int:
     """How many tile positions nnU-Net's sliding window uses along one axis of ``size`` voxels."""
     return int(np.ceil((size - patch) / (patch * step_size))) + 1
@@ -27,8 +41,7 @@ def step_count(size: int, patch: int, step_size: float) -> int:
 
 def compute_steps(image_size: Sequence[int], patch_size: Sequence[int], step_size: float) -> list[list[int]]:
     """Tile start positions per axis (nnU-Net's compute_steps_for_sliding_window)."""
-    if not 0 < step_size <= 1:
-        raise ModelError(f"the tile step must be in (0, 1], got {step_size}")
+    check_step(step_size)
     steps = []
     for size, patch in zip(image_size, patch_size):
         if size < patch:
@@ -63,8 +76,7 @@ def tile_slicers(image_shape: Sequence[int], patch_size: Sequence[int], step_siz
 
 def tile_count(image_shape: Sequence[int], patch_size: Sequence[int], step_size: float) -> int:
     """``len(tile_slicers(...))`` without listing them (an absurd plan has millions)."""
-    if not 0 < step_size <= 1:
-        raise ModelError(f"the tile step must be in (0, 1], got {step_size}")
+    check_step(step_size)
     patch = [int(p) for p in patch_size]
     tiled = list(image_shape[len(image_shape) - len(patch):])
     count = math.prod(step_count(max(n, p), p, step_size) for n, p in zip(tiled, patch))

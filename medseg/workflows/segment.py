@@ -145,7 +145,8 @@ class Segmenter:
             image=prepared.image, label_map=result.label_map, labels=dict(result.labels), model=self.card,
             device=result.device_used, configuration=result.configuration,
             seconds=prepared.seconds + time.perf_counter() - started, volumes_ml=dict(result.volumes_ml),
-            fallbacks=list(result.fallbacks), postprocessing=list(result.postprocessing), notes=list(prepared.notes))
+            fallbacks=list(result.fallbacks), postprocessing=list(result.postprocessing),
+            notes=[*prepared.notes, *result.notes])  # the model's own (e.g. nothing found) after the checks
 
     def segment(self, image: Volume, progress: ProgressCallback | None = None,
                 cancel: CancelToken | None = None) -> SegmentedStudy:

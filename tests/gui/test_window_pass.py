@@ -179,20 +179,24 @@ def test_choosing_dicom_seg_in_save_as_renames_nii_gz_to_dcm_and_reopening_selec
     assert dialog.findChild(QLineEdit, "fileNameEdit").text() == "segmentation.dcm"
 
 
-def test_results_default_beside_the_study_but_never_into_medsegs_own_folders(window, tmp_path, monkeypatch):
+def test_results_default_beside_the_study_then_where_the_user_saved_last_never_into_medsegs_own_folders(
+        window, tmp_path, monkeypatch):
     from medseg import app_dirs
     from medseg.gui import save_dialog
 
     study = tmp_path / "studies" / "CT_2026"
     study.mkdir(parents=True)
-    assert save_dialog.results_folder(str(study)) == study.parent
+    assert save_dialog.results_folder(str(study)) == study.parent  # nothing saved yet: beside the study
     monkeypatch.setenv("MEDSEG_CACHE_DIR", str(tmp_path / "cache"))
     cached = app_dirs.cache_dir() / "pacs" / "1.2.3"  # a series retrieved from a PACS
     cached.mkdir(parents=True)
     save_dialog.remember_results_folder(tmp_path / "results" / "x.dcm")
     (tmp_path / "results").mkdir()
+    assert save_dialog.results_folder(str(study)) == tmp_path / "results"  # issue 42: the last folder is remembered
     assert save_dialog.results_folder(str(cached)) == tmp_path / "results"  # not the cache
     assert save_dialog.results_folder(None) == tmp_path / "results"  # no study: where the user saved last
+    (tmp_path / "results").rmdir()  # gone since: beside the study again
+    assert save_dialog.results_folder(str(study)) == study.parent
 
 
 def test_medseg_keeps_its_own_files_in_one_data_folder_that_medseg_data_dir_moves(window, tmp_path, monkeypatch):

@@ -65,6 +65,30 @@ def _nrrd(data: bytes) -> None:
     read_image(_write("image.nrrd", data))
 
 
+def _mha(data: bytes) -> None:
+    """A MetaImage header and voxels; a detached one (ElementDataFile naming a file) may name data.raw
+    beside it, or anything else (the containment check: only regular files inside its folder)."""
+    folder = WORK / "input" / "mha"
+    raw = folder / "data.raw"
+    if not raw.exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        raw.write_bytes(bytes(range(256)) * 64)
+    path = folder / "image.mha"
+    path.write_bytes(data)
+    read_image(path)
+
+
+def _series(data: bytes) -> None:
+    """One file among two real slices of its series: the scan's grouping, splitting and series findings."""
+    folder = WORK / "input" / "series"
+    if not folder.exists():
+        folder.mkdir(parents=True)
+        for real in sorted((DATA / "dcmqi_ct3slice_masks" / "image").iterdir())[:2]:
+            shutil.copy(real, folder / real.name)
+    (folder / "fuzzed.dcm").write_bytes(data)
+    load(folder)
+
+
 _CT = None
 
 
@@ -104,8 +128,8 @@ def _dicomdir(data: bytes) -> None:
     load(path)
 
 
-TARGETS = {"dicom": _dicom, "nifti": _nifti, "nrrd": _nrrd, "seg": _seg, "sidecar": _sidecar,
-           "model_json": _model_json, "zip": _zip, "dicomdir": _dicomdir}
+TARGETS = {"dicom": _dicom, "nifti": _nifti, "nrrd": _nrrd, "mha": _mha, "series": _series, "seg": _seg,
+           "sidecar": _sidecar, "model_json": _model_json, "zip": _zip, "dicomdir": _dicomdir}
 
 
 SEEDS = Path(__file__).with_name("seeds")  # made by --make-seeds, committed: the same bytes on every machine
@@ -126,6 +150,8 @@ def seeds(target: str) -> list[bytes]:
         return [p.read_bytes() for p in files if p.is_file()]
     if target == "nrrd":
         return [(DATA / "dcmqi_ct3slice_masks" / "masks" / "liver_seg.nrrd").read_bytes()]
+    if target == "series":
+        return [sorted((DATA / "dcmqi_ct3slice_masks" / "image").iterdir())[2].read_bytes()]
     if target == "seg":
         return [(DATA / "dcmqi_ct3slice_masks" / "masks" / "liver_SEG.dcm").read_bytes()]
     if target == "sidecar":
@@ -135,13 +161,13 @@ def seeds(target: str) -> list[bytes]:
             json.dumps({"5": {"name": "liver", "color": [1, 2, 3], "locked": True}}).encode()]
     if target == "model_json":
         return [(starter_model_path() / "model.json").read_bytes()]
-    if target in ("nifti", "zip", "dicomdir"):
+    if target in ("nifti", "mha", "zip", "dicomdir"):
         return [p.read_bytes() for p in sorted((SEEDS / target).iterdir())]
     raise KeyError(target)
 
 
 def make_seeds() -> None:
-    """Write seeds/{nifti,zip,dicomdir} from shared/data (run once; the files are committed)."""
+    """Write seeds/{nifti,mha,zip,dicomdir} from shared/data (run once; the files are committed)."""
     import SimpleITK as sitk
     from pydicom import dcmread
     from pydicom.fileset import FileSet
@@ -151,6 +177,13 @@ def make_seeds() -> None:
     (SEEDS / "nifti").mkdir(parents=True, exist_ok=True)
     for suffix in (".nii", ".nii.gz"):
         sitk.WriteImage(small, str(SEEDS / "nifti" / f"seed{suffix}"))
+    (SEEDS / "mha").mkdir(parents=True, exist_ok=True)
+    plain = sitk.Image(small)
+    for key in plain.GetMetaDataKeys():
+        plain.EraseMetaData(key)
+    sitk.WriteImage(plain, str(SEEDS / "mha" / "seed.mha"))  # attached voxels
+    header = (SEEDS / "mha" / "seed.mha").read_bytes().split(b"ElementDataFile = LOCAL\n")[0]
+    (SEEDS / "mha" / "detached.mha").write_bytes(header + b"ElementDataFile = data.raw\n")  # names the raw beside it
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
         member = zipfile.ZipInfo("study/CT_small.dcm", date_time=(2026, 1, 1, 0, 0, 0))

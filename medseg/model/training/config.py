@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from medseg.errors import ModelError
 from medseg.model.augment import AugmentConfig
 
 CHECKPOINT_LAST = "checkpoint_last.safetensors"
@@ -40,6 +41,25 @@ class TrainConfig:
     # threads preparing batches ahead of the step (None: 2 feeding a GPU, 1 on the CPU; 0: in the loop)
     prefetch: int | None = None
     augmentation: AugmentConfig = field(default_factory=AugmentConfig)
+
+    def __post_init__(self) -> None:
+        """Refuse what no run can train with, before any work (``--lr nan`` wrote 16 M NaN weights, exit 0)."""
+        def whole(name: str, value: Any, minimum: int) -> None:
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < minimum):
+                raise ModelError(f"{name} must be a whole number of at least {minimum}, not {value!r}")
+
+        whole("the number of epochs", self.epochs, 1)
+        whole("the iterations per epoch", self.iterations_per_epoch, 1)
+        whole("the batch size", self.batch_size, 1)
+        whole("the epochs between validations", self.validate_every, 1)
+        whole("the prefetch threads", self.prefetch, 0)
+        if self.learning_rate is not None and not (math.isfinite(self.learning_rate) and 0 < self.learning_rate <= 10):
+            raise ModelError(f"the learning rate must be a number above 0 and at most 10, not {self.learning_rate!r} "
+                             "(nnU-Net: 0.01 with SGD, 0.001 with AdamW)")
+        for name in ("weight_decay", "momentum", "grad_clip", "oversample_foreground", "validation_step"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
+                raise ModelError(f"the training setting {name} must be a finite number of at least 0, not {value!r}")
 
     def resolved_learning_rate(self) -> float:
         if self.learning_rate is not None:

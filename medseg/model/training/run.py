@@ -49,6 +49,9 @@ from medseg.model.training.prefetch import BatchPrefetcher, default_workers
 from medseg.model.training.sampling import PreparedCase, host_batch, prepare_case
 from medseg.model.training.validation import validate_with_loss
 from medseg.model.unet import build_network
+
+# Losses that are not a number, in a row, that mixed precision's scaler may skip before the run is stopped.
+NON_FINITE_LOSS_PATIENCE = 20
 from medseg.progress import CancelToken, ProgressCallback, report
 
 Events = Iterator[TrainEvent]
@@ -404,6 +407,7 @@ class TrainingRun:
                 with torch.autocast(ctx.device.type, enabled=self.use_amp):
                     outputs = self.model(images)
                 loss = self.loss_fn(outputs, targets)
+                self._check_finite(loss, epoch, iteration)
                 self.scaler.scale(loss).backward()
                 self.scaler.unscale_(self.optimizer)
                 torch.nn.utils.clip_grad_norm_(self.network.parameters(), config.grad_clip)
@@ -425,6 +429,25 @@ class TrainingRun:
             self.last_lr = lr
             yield IterationEvent(epoch, iteration, step, self.total_steps, losses[-1], lr)
         return losses
+
+    def _check_finite(self, loss: torch.Tensor, epoch: int, iteration: int) -> None:
+        """Stop at a loss that is not a number, before the step writes it into the weights.
+
+        With mixed precision the scaler skips the step of an overflowing batch and lowers its scale,
+        so a few such losses in a row are normal there; a run of them is divergence."""
+        if bool(torch.isfinite(loss.detach()).all()):
+            self.non_finite_losses = 0
+            return
+        self.non_finite_losses = getattr(self, "non_finite_losses", 0) + 1
+        if self.use_amp and self.non_finite_losses < NON_FINITE_LOSS_PATIENCE:
+            return
+        last = self.work_dir / CHECKPOINT_LAST
+        kept = (f"the last good checkpoint is kept ({last}, after epoch {epoch})" if last.is_file() and epoch > 0
+                else "no epoch was completed, so there is no checkpoint")
+        raise ModelError(f"training diverged: the loss is {float(loss.detach().float().mean())} at epoch {epoch + 1}, "
+                         f"iteration {iteration + 1}; the run stops here and {kept}",
+                         hint="lower the learning rate (--lr), or check the dataset's images and labels; "
+                              "--resume continues from the checkpoint")
 
     def finish_epoch(self, epoch: int, losses: list[float]) -> Events:
         """Validation, checkpoints (last, and best when the mean Dice improved), history."""
