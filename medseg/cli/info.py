@@ -51,7 +51,8 @@ def collect(paths: list[str]) -> tuple[list[dict[str, Any]], list[dict[str, str]
     from medseg.io import scan
     from medseg.io.image_files import image_suffix
 
-    if len(paths) == 1 and image_suffix(paths[0]) is not None and Path(paths[0]).is_file():
+    if len(paths) == 1 and image_suffix(paths[0]) is not None and Path(paths[0]).exists() \
+            and not Path(paths[0]).is_dir():
         return [_image_file_entry(paths[0])], []
     result = scan(paths if len(paths) > 1 else paths[0])
     if not result.series:

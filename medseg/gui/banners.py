@@ -19,6 +19,7 @@ class Banner(QFrame):
         super().__init__(parent)
         self.setStyleSheet(f"Banner {{ {style} border-radius: 3px; }} QLabel {{ color: black; }}")
         self.label = QLabel(self)
+        self.label.setTextFormat(Qt.TextFormat.PlainText)  # findings quote files' text: never as markup
         self.label.setWordWrap(True)
         self.label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.details_button = QPushButton("Details…", self)
@@ -50,6 +51,7 @@ class Banner(QFrame):
 
     def _show_details(self) -> None:
         self.details_box = QMessageBox(QMessageBox.Icon.Information, "Details", self.details, QMessageBox.StandardButton.Ok, self)
+        self.details_box.setTextFormat(Qt.TextFormat.PlainText)
         self.details_box.open()  # non-blocking
 
 
@@ -60,8 +62,9 @@ def join_messages(messages: list[str]) -> str:
 
 # The finding a clinician must read first (the one the banner's first line shows); the rest are
 # one click away in Details. "regularized" names its causes (tilt, gaps), so it goes before them.
-BANNER_ORDER = ("regularized", "raw_stack", "duplicate_positions", "no_pixel_spacing", "no_position", "gantry_tilt",
-                "missing_slices", "variable_spacing", "single_slice")
+BANNER_ORDER = ("regularized", "raw_stack", "duplicate_positions", "non_finite_voxels", "series_split",
+                "spacing_override", "negative_spacing", "no_pixel_spacing", "orientation_assumed", "no_orientation",
+                "no_position", "gantry_tilt", "missing_slices", "variable_spacing", "single_slice")
 
 
 def findings_text(findings: list[GeometryFinding]) -> tuple[str, str]:

@@ -698,6 +698,7 @@ class MainWindow(QMainWindow):
             detail = "Please report this with the log file (Help ▸ Log folder)."
             log.exception("unexpected error", exc_info=error)
         self.error_box = QMessageBox(QMessageBox.Icon.Critical, "medseg", message, QMessageBox.StandardButton.Ok, self)
+        self.error_box.setTextFormat(Qt.TextFormat.PlainText)  # errors quote files' text: never as markup
         if detail:
             self.error_box.setInformativeText(detail)
         self.error_box.open()

@@ -111,9 +111,9 @@ SLOPE_RANGE = (1e-6, 1e4)
 INTERCEPT_LIMIT = 1e6
 
 
-def _rescale(owner: Any, ds: Any) -> tuple[float, float]:
-    """(slope, intercept) of Rescale Slope/Intercept: absent means (1, 0); present, each must be a plausible
-    number (a DicomError names the value: "abc" was read as 0, lungs 15 ml for 47)."""
+def _rescale(owner: Any, ds: Any) -> tuple[float, float, bool]:
+    """(slope, intercept, either absent) of Rescale Slope/Intercept: absent means (1, 0); present, each must be
+    a plausible number (a DicomError names the value: "abc" was read as 0, lungs 15 ml for 47)."""
     slope_text = ascii_numbers(owner, "RescaleSlope") if owner is not None else None
     intercept_text = ascii_numbers(owner, "RescaleIntercept") if owner is not None else None
     if slope_text is None and owner is not ds:
@@ -122,13 +122,14 @@ def _rescale(owner: Any, ds: Any) -> tuple[float, float]:
         intercept_text = ascii_numbers(ds, "RescaleIntercept")
     slope = _strict_float(slope_text, "Rescale Slope", 1.0)
     intercept = _strict_float(intercept_text, "Rescale Intercept", 0.0)
+
     low, high = SLOPE_RANGE
     if not low <= abs(slope) <= high:
         raise DicomError(f"its Rescale Slope is {slope:g}: stored values cannot become Hounsfield units that way "
                          f"(a slope of {low:g} to {high:g} is needed)", hint="the header is corrupt")
     if abs(intercept) > INTERCEPT_LIMIT:
         raise DicomError(f"its Rescale Intercept is {intercept:g}, beyond any image's values", hint="the header is corrupt")
-    return slope, intercept
+    return slope, intercept, slope_text is None or intercept_text is None
 
 
 def _strict_float(parts: list[str] | None, name: str, default: float) -> float:
@@ -228,7 +229,7 @@ def slice_headers(ds: Any, ref: str, pixel_offset: int | None) -> list[SliceHead
             measures = _functional(per, shared, "PixelMeasuresSequence")
             rescale = _functional(per, shared, "PixelValueTransformationSequence")
             voi = _functional(per, shared, "FrameVOILUTSequence")
-            slope, intercept = _rescale(rescale or ds, ds)
+            slope, intercept, unscaled = _rescale(rescale or ds, ds)
             spacing, stated = _spacing(num(measures or ds, "PixelSpacing"))
             headers.append(SliceHeader(
                 frame=index,
@@ -239,10 +240,10 @@ def slice_headers(ds: Any, ref: str, pixel_offset: int | None) -> list[SliceHead
                 intercept=intercept,
                 window=_window(voi or ds),
                 **common,
-                extra={"pixel_spacing_stated": stated} if stated else {},
+                extra=_extra(stated, unscaled),
             ))
         return headers
-    slope, intercept = _rescale(ds, ds)
+    slope, intercept, unscaled = _rescale(ds, ds)
     spacing, stated = _spacing(num(ds, "PixelSpacing"))
     return [SliceHeader(
         frame=None,
@@ -254,8 +255,17 @@ def slice_headers(ds: Any, ref: str, pixel_offset: int | None) -> list[SliceHead
         window=_window(ds),
         pixel_offset=pixel_offset,
         **common,
-        extra={"pixel_spacing_stated": stated} if stated else {},
+        extra=_extra(stated, unscaled),
     )]
+
+
+def _extra(stated: str | None, unscaled: bool) -> dict[str, Any]:
+    extra: dict[str, Any] = {}
+    if stated:
+        extra["pixel_spacing_stated"] = stated
+    if unscaled:
+        extra["rescale_absent"] = True
+    return extra
 
 
 def _spacing(value: Any) -> tuple[tuple[float, float] | None, str | None]:

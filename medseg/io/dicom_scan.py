@@ -366,7 +366,7 @@ def _pixel_data_reason(fp: Any, ds: Any, transfer_syntax: str, size: int) -> str
                       * int(ds.get("BitsAllocated") or 16) + 7) // 8
         except (TypeError, ValueError, AttributeError):
             return None
-        if length < needed:
+        if not needed <= length <= needed + 1:  # + 1: an odd length is padded to even
             return (f"its Pixel Data holds {length} bytes; its {frames} image(s) of {ds.Columns} x {ds.Rows} pixels "
                     f"need {needed}: the header does not describe these pixels")
     return None
@@ -385,7 +385,11 @@ def _non_image_reason(ds: Any) -> str | None:
 
 def _category(ds: Any, first: SliceHeader) -> str:
     sop_class = _text(ds, "SOPClassUID")
-    if sop_class.startswith(SECONDARY_CAPTURE_PREFIX) or first.samples_per_pixel > 1:
+    photometric = (ascii_value(ds, "PhotometricInterpretation") or "MONOCHROME2").upper()
+    # A colour image (RGB, YBR, or PALETTE COLOR whose stored values are indices into a colour table)
+    # is not a CT volume: its stored values are not Hounsfield units.
+    if sop_class.startswith(SECONDARY_CAPTURE_PREFIX) or first.samples_per_pixel > 1 \
+            or not photometric.startswith("MONOCHROME"):
         return "secondary_capture"
     if "LOCALIZER" in image_type(ds):
         return "localizer"
@@ -483,6 +487,12 @@ def _build_series(key: str, members: list[_FileHeader], category: str) -> Series
             {"study_uid_blank": not facts["StudyInstanceUID"], "sop_instance_uid_blank": not facts["SOPInstanceUID"]}))
     geometry = analyze_stack(slices, members[0].gantry_tilt)
     findings.extend(geometry.findings)
+    unscaled = sum(1 for s in slices if s.extra.get("rescale_absent"))
+    if unscaled and facts["Modality"] == "CT" and category == "image":
+        findings.append(GeometryFinding(
+            "no_rescale", f"{unscaled} of the {len(slices)} CT images carry no Rescale Slope/Intercept: their stored "
+                          "values are taken as Hounsfield units (slope 1, intercept 0). Check the values.",
+            {"images": unscaled}))
     if category == "localizer":
         kind, loadable = "localizer", False
         findings.append(GeometryFinding("localizer_excluded", "Localizer (scout) image: not part of a volume."))

@@ -86,6 +86,10 @@ def read_image(path: str | os.PathLike, spacing_mm: Sequence[float] | None = Non
             "no_pixel_spacing", f"The header gives no voxel spacing ({header.spacing.field} is missing); 1 mm is "
                                 "assumed, so distances and volumes may be wrong (give the true spacing with "
                                 "--spacing X Y Z).", {"field": header.spacing.field}))
+    if not header.orientation_given:
+        volume.meta.findings.append(GeometryFinding(
+            "no_orientation", "The header gives no orientation; the image axes are taken as the patient's (x right "
+                              "to left, y front to back, z feet to head). Check the orientation.", {}))
     replace_non_finite(volume)
     return check_spacing(volume, spacing_mm)
 

@@ -63,6 +63,7 @@ class ImageHeader:
     voxel_bytes: int = 0  # bytes of voxel data the header declares (uncompressed)
     nifti: dict | None = None  # the NIfTI header's fields (format "nifti-*")
     sizes: list[int] = field(default_factory=list)  # voxels per axis, as declared
+    orientation_given: bool = True  # False: no transform at all (ITK then takes the axes as LPS, at 0)
 
 
 def image_header(path: Path, suffix: str) -> ImageHeader:
@@ -117,7 +118,8 @@ def _nifti1(head: bytes, order: str) -> dict:
     return {"version": 1, "order": order, "magic": head[344:348], "dims": u("8h", 40), "datatype": u("h", 70)[0],
             "bitpix": u("h", 72)[0], "pixdim": u("8f", 76), "vox_offset": u("f", 108)[0],
             "scl_slope": u("f", 112)[0], "scl_inter": u("f", 116)[0], "qform_code": u("h", 252)[0],
-            "sform_code": u("h", 254)[0], "quatern": u("6f", 256), "srow": u("12f", 280), "header_size": NIFTI1_SIZE}
+            "sform_code": u("h", 254)[0], "quatern": u("6f", 256), "srow": u("12f", 280), "header_size": NIFTI1_SIZE,
+            "extension": head[348] if len(head) > 348 else 0}
 
 
 def _nifti2(head: bytes, order: str) -> dict:
@@ -125,7 +127,8 @@ def _nifti2(head: bytes, order: str) -> dict:
     return {"version": 2, "order": order, "magic": head[4:8], "dims": u("8q", 16), "datatype": u("h", 12)[0],
             "bitpix": u("h", 14)[0], "pixdim": u("8d", 104), "vox_offset": float(u("q", 168)[0]),
             "scl_slope": u("d", 176)[0], "scl_inter": u("d", 184)[0], "qform_code": u("i", 344)[0],
-            "sform_code": u("i", 348)[0], "quatern": u("6d", 352), "srow": u("12d", 400), "header_size": NIFTI2_SIZE}
+            "sform_code": u("i", 348)[0], "quatern": u("6d", 352), "srow": u("12d", 400), "header_size": NIFTI2_SIZE,
+            "extension": head[540] if len(head) > 540 else 0}
 
 
 def nifti_header(path: Path) -> ImageHeader:
@@ -159,12 +162,42 @@ def nifti_header(path: Path) -> ImageHeader:
         raise ImageFormatError(f"the header says the voxels start at byte {int(offset)}, inside the header itself",
                                path=path, hint="the header is corrupt")
     _check_scaling(fields, path)
+    if fields["extension"]:
+        _check_extensions(path, fields, int(offset))
     voxels = 1
     for extent in dims[1:dims[0] + 1]:
         voxels *= int(extent)
     return ImageHeader(f"nifti-{fields['version']}", nifti_spacing(fields), datatype in _NIFTI_FLOAT_TYPES,
                        data_offset=int(offset), compression="gzip" if path.name.lower().endswith(".gz") else "raw",
-                       voxel_bytes=voxels * bitpix // 8, nifti=fields, sizes=[int(d) for d in dims[1:dims[0] + 1]])
+                       voxel_bytes=voxels * bitpix // 8, nifti=fields, sizes=[int(d) for d in dims[1:dims[0] + 1]],
+                       orientation_given=fields["qform_code"] > 0 or fields["sform_code"] > 0)
+
+
+def _check_extensions(path: Path, fields: dict, offset: int) -> None:
+    """Header extensions (esize, ecode, data) must end where the voxels start, or before: an extension
+    running into the voxels means the header and the data disagree on where the data is."""
+    import gzip
+    import zlib
+
+    position = fields["header_size"] + 4
+    opener = gzip.open if path.name.lower().endswith(".gz") else open
+    try:
+        with opener(path, "rb") as handle:
+            for _ in range(10_000):
+                if position + 8 > offset:
+                    break
+                handle.seek(position)
+                head = handle.read(8)
+                if len(head) < 8:
+                    break
+                size, _code = struct.unpack(fields["order"] + "ii", head)
+                if size < 8 or position + size > offset:
+                    raise ImageFormatError(f"the header extension at byte {position} declares {size} bytes, which "
+                                           f"do not end before the voxels start (byte {offset})", path=path,
+                                           hint="the header is corrupt")
+                position += size
+    except (OSError, EOFError, zlib.error) as error:
+        raise ImageFormatError(f"the NIfTI header extensions cannot be read ({error})", path=path) from error
 
 
 def _check_scaling(fields: dict, path: Path) -> None:
@@ -339,13 +372,15 @@ def nrrd_header(path: Path) -> ImageHeader:
                 raise ImageFormatError(f"the header's {key} {fields[key][:40]!r} is not a number", path=path) from error
             if skip < -1 or skip > 1 << 40:
                 raise ImageFormatError(f"the header's {key} is {skip}: impossible", path=path)
+    _check_nrrd_geometry(fields, path)
     data_value = fields.get("data file", fields.get("datafile"))
     files = _data_files(path, data_value, listing, sizes) if data_value is not None else []
     voxels = 1
     for size in sizes:
         voxels *= size
     return ImageHeader("nrrd", _nrrd_spacing(fields, spatial, path), kind in ("float", "double"), files,
-                       offset if not files else 0, _NRRD_ENCODINGS[encoding], voxels * _NRRD_TYPES[kind], sizes=sizes)
+                       offset if not files else 0, _NRRD_ENCODINGS[encoding], voxels * _NRRD_TYPES[kind], sizes=sizes,
+                       orientation_given="space directions" in fields)
 
 
 def _nrrd_spatial_axes(fields: dict[str, str], dimension: int, path: Path) -> list[int]:
@@ -356,6 +391,32 @@ def _nrrd_spatial_axes(fields: dict[str, str], dimension: int, path: Path) -> li
     if len(parts) != dimension:
         raise ImageFormatError(f"the header's space directions name {len(parts)} axes of {dimension}", path=path)
     return [i for i, part in enumerate(parts) if part != "none"]
+
+
+def _check_nrrd_geometry(fields: dict[str, str], path: Path) -> None:
+    """The origin must be a point and the space directions (those with a length) perpendicular."""
+    if "space origin" in fields:
+        text = fields["space origin"].strip().strip("()")
+        origin = _numbers(text, len(text.split(",")), "space origin", path)
+        if not all(map(math.isfinite, origin)):
+            raise ImageFormatError(f"the header's space origin ({fields['space origin'][:80]}) is not a point: the image "
+                                   "cannot be placed in patient space", path=path, hint="the header is corrupt")
+    if "space directions" in fields:
+        vectors = []
+        for part in re.findall(r"\([^)]*\)", fields["space directions"]):
+            values = _numbers(part.strip("()"), len(part.strip("()").split(",")), "space directions", path)
+            length = math.sqrt(sum(v * v for v in values))
+            if math.isfinite(length) and length > 0:
+                vectors.append([v / length for v in values])
+        _check_perpendicular(vectors, "space directions", path)
+
+
+def _check_perpendicular(vectors: list[list[float]], name: str, path: Path) -> None:
+    for i, first in enumerate(vectors):
+        for second in vectors[i + 1:]:
+            if len(first) == len(second) and abs(sum(a * b for a, b in zip(first, second))) > 1e-3:
+                raise ImageFormatError(f"the header's {name} are not perpendicular: the image axes cannot be placed "
+                                       "in patient space", path=path, hint="the header is corrupt")
 
 
 def _nrrd_spacing(fields: dict[str, str], spatial: list[int], path: Path) -> HeaderSpacing:
@@ -416,6 +477,18 @@ def metaimage_header(path: Path) -> ImageHeader:
                                    path=path) from error
         if header_size < -1:
             raise ImageFormatError(f"the header's HeaderSize is {header_size}: impossible", path=path)
+    orientation_key = next((k for k in ("transformmatrix", "orientation", "rotation") if k in fields), None)
+    if orientation_key is not None:
+        matrix = _numbers(fields[orientation_key], n_dims * n_dims, "TransformMatrix", path)
+        columns = [[matrix[row * n_dims + column] for row in range(n_dims)] for column in range(n_dims)]
+        if not all(map(math.isfinite, matrix)) or any(abs(math.sqrt(sum(v * v for v in c)) - 1) > 1e-3 for c in columns):
+            raise ImageFormatError(f"the header's TransformMatrix ({fields[orientation_key][:80]}) is not a rotation: "
+                                   "the image cannot be placed in patient space", path=path, hint="the header is corrupt")
+        _check_perpendicular(columns, "TransformMatrix columns", path)
+    origin_key = next((k for k in ("offset", "origin", "position") if k in fields), None)
+    if origin_key is not None and not all(map(math.isfinite, _numbers(fields[origin_key], n_dims, "Offset", path))):
+        raise ImageFormatError(f"the header's Offset ({fields[origin_key][:80]}) is not a point: the image cannot be "
+                               "placed in patient space", path=path, hint="the header is corrupt")
     value = fields["elementdatafile"]
     files = [] if value.upper() == "LOCAL" else _data_files(path, value, listing, sizes)
     voxels = 1
@@ -428,7 +501,7 @@ def metaimage_header(path: Path) -> ImageHeader:
                                path=path, hint="the header is corrupt")
     return ImageHeader("metaimage", _met_spacing(fields, n_dims, path), element in ("MET_FLOAT", "MET_DOUBLE"), files,
                        offset if not files else max(0, header_size), "zlib" if compressed else "raw", declared,
-                       sizes=sizes)
+                       sizes=sizes, orientation_given=orientation_key is not None)
 
 
 def _met_spacing(fields: dict[str, str], n_dims: int, path: Path) -> HeaderSpacing:

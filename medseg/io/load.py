@@ -65,7 +65,7 @@ def _load(path, series_uid, progress, cancel, regularize, on_slice, spacing_mm) 
     from medseg.io.image_files import image_suffix, read_image
 
     single = isinstance(path, (str, os.PathLike))
-    if single and image_suffix(path) is not None and Path(path).is_file():
+    if single and image_suffix(path) is not None and Path(path).exists() and not Path(path).is_dir():
         report(progress, 0.0, "reading image", "read")
         volume = read_image(path, spacing_mm)
         report(progress, 1.0, "loaded", "read")

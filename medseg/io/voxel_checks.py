@@ -47,9 +47,6 @@ def replace_non_finite(volume: Volume) -> int:
         return 0
     if not np.isfinite(lowest):
         raise GeometryError("every voxel of the image is NaN or infinite", path=_source(volume))
-    for z in bad_slices:
-        plane = array[z]
-        plane[~np.isfinite(plane)] = lowest
     plane_size = array.shape[1] * array.shape[2]
     whole = [z for z in bad_slices if not np.isfinite(array[z]).any()] if count >= plane_size else []
     for z in bad_slices:

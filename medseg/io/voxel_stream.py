@@ -44,6 +44,7 @@ def check_voxel_data(path: Path, header: ImageHeader) -> np.ndarray | None:
     if total < header.voxel_bytes:
         raise ImageFormatError(f"the compressed voxel data holds {total} of the {header.voxel_bytes} bytes its header "
                                "declares", path=path, hint="the file is truncated or corrupt; copy it again")
+    _check_excess(path, total, header.voxel_bytes)
     return None
 
 
@@ -59,6 +60,17 @@ def _check_raw_size(path: Path, header: ImageHeader) -> None:
     if present < header.voxel_bytes:
         raise ImageFormatError(f"the file holds {max(0, present)} of the {header.voxel_bytes} voxel bytes its header "
                                "declares", path=path, hint="the file is truncated; copy it again")
+    if not header.data_files:  # a detached file may skip bytes of its own (byte skip -1): not counted there
+        _check_excess(path, present, header.voxel_bytes)
+
+
+def _check_excess(path: Path, present: int, declared: int) -> None:
+    """Far more voxel bytes than the header declares: its voxel type or size is not what the data is (an int8
+    header over int16 voxels read every other byte as a voxel)."""
+    if present - declared > max(64, declared // 100):
+        raise ImageFormatError(f"the file holds {present} voxel bytes, more than the {declared} its header declares: "
+                               "its voxel type or size does not describe the data", path=path,
+                               hint="the header is corrupt")
 
 
 def _inflate(data_file: Path, offset: int, compression: str, named: Path) -> Iterator[bytes]:
@@ -106,10 +118,12 @@ def _nifti(path: Path, header: ImageHeader) -> np.ndarray | None:
     seen = 0  # voxel bytes seen so far
     mask: np.ndarray | None = None
     carry = b""
+    total_after_offset = [0]
     for chunk in chunks:
         if skip:
             taken = min(skip, len(chunk))
             chunk, skip = chunk[taken:], skip - taken
+        total_after_offset[0] += len(chunk)
         if not chunk or seen >= wanted:
             continue  # the rest of a gzip stream is still inflated: its CRC is at the end
         new = chunk[: wanted - seen]
@@ -127,6 +141,8 @@ def _nifti(path: Path, header: ImageHeader) -> np.ndarray | None:
     if seen < wanted:
         raise ImageFormatError(f"the file holds {seen} of the {wanted} voxel bytes its header declares", path=path,
                                hint="the file is truncated; copy it again")
+    if header.compression == "gzip":
+        _check_excess(path, total_after_offset[0], wanted)
     return mask
 
 
