@@ -157,7 +157,7 @@ def _dicom_cases(scan: ScanResult, name_root: Path, namer: _Namer) -> tuple[list
             continue
         if image_suffix(skipped.path) is not None:
             continue  # image files are cases of their own
-        broken = skipped.reason.startswith(_BROKEN_DICOM) or skipped.path.lower().endswith(".dcm")
+        broken = skipped.broken or skipped.reason.startswith(_BROKEN_DICOM) or skipped.path.lower().endswith(".dcm")
         if not broken:
             ignored += 1
             continue

@@ -72,7 +72,7 @@ class RankPart:
     def __init__(self, output_dir: str | os.PathLike, rank: int) -> None:
         self.path = part_path(output_dir, rank)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._handle = open(self.path, "a+b")
+        self._handle = open(self.path, "a+b", buffering=0)  # unbuffered: a failed row can be cut off again
         self._lock()
         self._handle.seek(0, os.SEEK_END)
         if self._handle.tell():
@@ -95,11 +95,18 @@ class RankPart:
                               path=self.path.parent.parent, hint="wait for it, or choose another output folder")
 
     def append(self, row: Row) -> None:
+        data = memoryview((row.to_json() + "\n").encode("utf-8"))
+        start = self._handle.seek(0, os.SEEK_END)
         try:
-            self._handle.write((row.to_json() + "\n").encode("utf-8"))
-            self._handle.flush()
+            while data:
+                written = self._handle.write(data)
+                data = data[written or 0:]
             os.fsync(self._handle.fileno())
-        except OSError as error:  # a full disk: say which case and where, and how to go on
+        except OSError as error:  # a full disk: cut the torn row off, say which case and where, and how to go on
+            try:
+                os.ftruncate(self._handle.fileno(), start)
+            except OSError:
+                pass  # the torn line is skipped when the journal is read
             from medseg.errors import SaveError
 
             raise SaveError(f"cannot record the result of case {row.case_id!r} ({os.strerror(error.errno or 0)}); "

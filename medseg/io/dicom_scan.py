@@ -53,6 +53,7 @@ PIXEL_DATA_TAG = b"\xe0\x7f\x10\x00"
 class SkippedFile:
     path: str
     reason: str
+    broken: bool = False  # a DICOM image file (its preamble or header said so) that cannot be used
 
 
 @dataclass
@@ -283,11 +284,11 @@ def _read_one(ref: str) -> _FileHeader | SkippedFile:
                     except Exception as error:  # noqa: BLE001 - pydicom raises many types on a cut header
                         if len(head) == MAX_HEADER_BYTES:
                             return SkippedFile(ref, f"no image header ends within its first {MAX_HEADER_BYTES >> 20} "
-                                                    "MiB: not read further (corrupt, or not DICOM)")
+                                                    "MiB: not read further (corrupt, or not DICOM)", broken=True)
                         raise error
                     if len(head) == MAX_HEADER_BYTES and head[memory.tell():memory.tell() + 4] not in _PIXEL_TAGS:
                         return SkippedFile(ref, f"no image header ends within its first {MAX_HEADER_BYTES >> 20} MiB: "
-                                                "not read further (corrupt, or not DICOM)")
+                                                "not read further (corrupt, or not DICOM)", broken=True)
                     fp = memory  # noqa: PLW2901 - the rest reads the same bytes from memory
                 else:
                     ds, fp = parsed  # noqa: PLW2901 - the rest reads the same bytes from memory
@@ -303,15 +304,15 @@ def _read_one(ref: str) -> _FileHeader | SkippedFile:
                 return SkippedFile(ref, reason)
             reason = _pixel_data_reason(fp, ds, transfer_syntax, size)
             if reason:
-                return SkippedFile(ref, reason)
+                return SkippedFile(ref, reason, broken=True)
             offset = _pixel_offset(fp, ds, transfer_syntax) if not ds.get("NumberOfFrames") else None
             slices = slice_headers(ds, ref, offset)
             facts = {keyword: _text(ds, keyword) for keyword in _TEXT_KEYWORDS}
             return _FileHeader(ref, facts, _category(ds, slices[0]), _gantry_tilt(ds), slices)
     except DicomError as error:
-        return SkippedFile(ref, error.message)
+        return SkippedFile(ref, error.message, broken=True)
     except MalformedHeader as error:
-        return SkippedFile(ref, f"not a readable DICOM header: {error}")
+        return SkippedFile(ref, f"not a readable DICOM header: {error}", broken=True)
     except OSError as error:
         return SkippedFile(ref, f"cannot be read ({error.strerror or error})")
     except Exception as error:  # pydicom raises many exception types on malformed files

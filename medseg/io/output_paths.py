@@ -77,15 +77,19 @@ def check_name_length(path: Path, what: str = "the output") -> None:
     came as a traceback, or as a message blaming the folder and disk space)."""
     from medseg.io.atomic import name_max
 
+    whole = len(os.fsencode(os.path.abspath(path)))
+    if whole >= PATH_MAX:
+        raise SaveError(f"the path of {what} is {whole} bytes long; at most {PATH_MAX - 1} are allowed",
+                        hint="choose a shorter path")
     folder = path.parent if str(path.parent) else Path(".")
-    limit = name_max(folder) if folder.is_dir() else 255
+    try:
+        limit = name_max(folder) if folder.is_dir() else 255
+    except OSError:
+        limit = 255
     length = len(path.name.encode())
     if length > limit:
         raise SaveError(f"the name of {what} is {length} bytes long; this file system allows {limit}",
                         path=path if len(str(path)) < 300 else None, hint="choose a shorter name")
-    if len(os.fsencode(os.path.abspath(path))) >= PATH_MAX:
-        raise SaveError(f"the path of {what} is {len(os.fsencode(os.path.abspath(path)))} bytes long; at most "
-                        f"{PATH_MAX - 1} are allowed", hint="choose a shorter path")
 
 
 __all__ = ["check_name_length", "check_not_an_input", "check_output", "source_paths"]

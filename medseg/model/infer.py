@@ -429,7 +429,9 @@ def _check_label_map(labels: np.ndarray, package: Any) -> list[str]:
     """A network whose every voxel is one structure has not segmented anything (NaN weights gave this,
     a result with 34 % agreement): an error. Every voxel background is a result a model may give (the
     structure is absent), said as a note."""
-    low, high = int(labels.min(initial=0)), int(labels.max(initial=0))
+    if labels.size == 0:
+        return []
+    low, high = int(labels.min()), int(labels.max())
     if low != high:
         return []
     if low != 0:

@@ -54,10 +54,11 @@ def test_segment_onto_a_full_disk_keeps_the_old_segmentation_and_sidecar(three_s
     script = _fill_script(folder, {"prev.nii.gz": 52_000, "prev.labels.json": 4_000}, 64)
     record = (f'trap "sha256sum {folder}/prev.nii.gz {folder}/prev.labels.json > {tmp_path / "after"}" EXIT; '
               f"sha256sum {folder}/prev.nii.gz {folder}/prev.labels.json > {tmp_path / 'before'}")
-    run = run_medseg("segment", three_slices, "-o", folder / "prev.nii.gz",
+    # --force: the previous files are random bytes, not a result medseg wrote (refused without it)
+    run = run_medseg("segment", three_slices, "-o", folder / "prev.nii.gz", "--force",
                      prefix=in_namespace(script + " && " + record + ' && "$@"; exit $? #'))
     assert run.returncode == 1, run.stdout + run.stderr
-    assert "prev.nii.gz" in run.stderr and "disk" in run.stderr
+    assert "prev.nii.gz" in run.stderr and "full" in run.stderr.split("prev.nii.gz", 1)[1]
     assert (tmp_path / "before").read_text() == (tmp_path / "after").read_text()
 
 
@@ -133,3 +134,33 @@ def test_image_written_whole_reads_back(tmp_path: Path) -> None:
     for suffix in (".nii.gz", ".nii", ".nrrd", ".mha"):
         back = read_image(write_image(volume, tmp_path / f"v{suffix}"))
         np.testing.assert_array_equal(back.array, volume.array)
+
+
+def test_a_batch_journal_on_a_full_disk_names_the_case_and_the_file_and_resumes(tmp_path: Path) -> None:
+    """The batch's journal of finished cases (flushed and fsynced per case) meets a full disk: the error names
+    the case and the journal and says how to go on; after space is freed the same journal takes the case."""
+    import subprocess
+    import sys
+
+    folder = tmp_path / "out"
+    folder.mkdir()
+    code = ("import sys\n"
+            "from medseg.batch.table import RankPart, Row, read_rows\n"
+            "from medseg.errors import MedsegError\n"
+            f"part = RankPart({str(folder)!r}, 0)\n"
+            "part.append(Row(case_id='case-1', status='ok'))\n"
+            "try:\n"
+            "    part.append(Row(case_id='case-2', status='ok', error='x' * 200_000))\n"
+            "except MedsegError as error:\n"
+            "    print('ERROR', error)\n"
+            f"open({str(folder / 'filler')!r}, 'wb').close()\n"  # space freed: the filler emptied
+            "part.append(Row(case_id='case-2', status='ok'))\n"
+            f"print('ROWS', sorted(read_rows({str(folder)!r})))\n")
+    script = _fill_script(folder, {"filler": 40_000}, 64)
+    run = subprocess.run([*in_namespace(script), sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 0, run.stderr
+    error = next(line for line in run.stdout.splitlines() if line.startswith("ERROR"))
+    assert "part-rank0.jsonl" in error and "cannot record the result of case 'case-2'" in error
+    assert "No space left on device" in error and "run the same command again" in error
+    assert "ROWS ['case-1', 'case-2']" in run.stdout  # the torn line is skipped, both cases are recorded
