@@ -31,9 +31,9 @@ def _assigned_names(node) -> list[str]:
 
 
 def test_image_suffixes_are_listed_once():
-    """".mhd" is in no other list: any string holding it is a copy of the image suffixes."""
+    """".mhd" is in no other list: any string holding it is a copy of the table of formats (issue 36)."""
     holders = _homes(lambda n: isinstance(n, ast.Constant) and isinstance(n.value, str) and ".mhd" in n.value)
-    assert holders == ["medseg/io/image_files.py"]
+    assert holders == ["medseg/io/formats.py"]
 
 
 def test_image_file_dialogs_and_datasets_know_every_suffix(tmp_path):

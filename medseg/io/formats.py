@@ -51,8 +51,8 @@ FORMATS: tuple[FileFormat, ...] = (
                "voxels are a separate file beside it", image=True, label_map=True),
     FileFormat("mha", "MetaImage", (".mha", ".mhd"), "medseg.io.image_files.read_image (SimpleITK)",
                "medseg.io.image_files.write_image",
-               "one scalar volume with its spacing, origin and orientation (LPS); no patient data; a .mhd's "
-               "voxels are a separate file beside it", image=True, label_map=True),
+               "one scalar volume with its spacing, origin and orientation (LPS); no patient data; a detached "
+               "header's voxels are a separate file beside it", image=True, label_map=True),
     FileFormat("dcm", "DICOM SEG", (".dcm",), "medseg.io.dicom_seg.read_dicom_seg",
                "medseg.io.dicom_seg.write_dicom_seg",
                "every label as a segment with its name, colour, codes and provenance, referencing the source "

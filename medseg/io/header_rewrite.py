@@ -18,6 +18,7 @@ import numpy as np
 
 from medseg.core.volume import GeometryFinding
 from medseg.errors import ImageFormatError
+from medseg.io.formats import BY_KEY
 from medseg.io.image_headers import HEADER_LIMIT, ImageHeader
 
 _NRRD_DROPPED = ("data file", "datafile", "line skip", "lineskip", "byte skip", "byteskip", "space directions",
@@ -141,7 +142,7 @@ def _metaimage(path: Path, header: ImageHeader, head: bytes, folder: Path) -> Pa
         else:
             kept.append("ElementDataFile = LIST")
             kept.extend(str(f.resolve()) for f in header.data_files)
-    copy = folder / "image.mhd"
+    copy = folder / ("image" + BY_KEY["mha"].suffixes[-1])  # a detached MetaImage header
     copy.write_text("\n".join(kept) + "\n", encoding="latin-1")
     return copy
 
