@@ -25,7 +25,7 @@ from medseg.io.header_rewrite import header_axis_findings, write_unit_spacing_he
 from medseg.io.image_headers import ImageHeader, image_header
 from medseg.io.memory_budget import check_allocation
 from medseg.io.nifti_reader import read_nifti
-from medseg.io.voxel_checks import check_spacing, replace_non_finite
+from medseg.io.voxel_checks import SPACING_HINT, check_spacing, replace_non_finite
 from medseg.io.voxel_stream import check_voxel_data
 from medseg.core.volume import GeometryFinding, Volume, VolumeMeta
 
@@ -62,7 +62,7 @@ def read_image(path: str | os.PathLike, spacing_mm: Sequence[float] | None = Non
     if unusable and spacing_mm is None:
         raise GeometryError(f"the voxel spacing in the header is {header.spacing.describe()} "
                             f"({header.spacing.field}): distances and volumes cannot be measured", path=path,
-                            hint="if you know the true spacing, give it with --spacing X Y Z (mm)")
+                            hint=SPACING_HINT)
     # ITK's buffer and the NumPy copy made from it exist at the same time.
     check_allocation(2 * header.voxel_bytes, f"reading an image of {' x '.join(map(str, header.sizes))} voxels "
                                              f"({header.voxel_bytes / 2**30:.1f} GiB)", path)

@@ -24,6 +24,9 @@ from medseg.core.volume import GeometryFinding, Volume
 from medseg.errors import GeometryError
 
 SANE_SPACING_MM = (0.05, 50.0)  # finer than any CT detector, coarser than any CT slice
+# The way out of a refused spacing, from the command line and from the window alike.
+SPACING_HINT = ("if you know the true spacing, give it with --spacing X Y Z (mm); for the window, make a copy with "
+                "`medseg convert IN OUT.nii.gz --spacing X Y Z` and open that")
 
 
 def replace_non_finite(volume: Volume) -> int:
@@ -52,11 +55,12 @@ def replace_non_finite(volume: Volume) -> int:
     for z in bad_slices:
         plane = array[z]
         plane[~np.isfinite(plane)] = lowest
-    shown = ", ".join(str(z) for z in bad_slices[:10]) + (" ..." if len(bad_slices) > 10 else "")
+    # slices counted from 1 in the message, as the viewer shows them (0-based in the details)
+    shown = ", ".join(str(z + 1) for z in bad_slices[:10]) + (" ..." if len(bad_slices) > 10 else "")
     message = (f"{count} voxel{'s were' if count != 1 else ' was'} not a number (NaN or infinite) in slice"
                f"{'s' if len(bad_slices) != 1 else ''} {shown}; set to {lowest:g}, the image's lowest value.")
     if whole:
-        listed = ", ".join(str(z) for z in whole[:10]) + (" ..." if len(whole) > 10 else "")
+        listed = ", ".join(str(z + 1) for z in whole[:10]) + (" ..." if len(whole) > 10 else "")
         message += (f" {len(whole)} of the {array.shape[0]} slices ({listed}) hold no number at all: nothing can be "
                     "found there, and volumes across them are too small.")
     volume.meta.findings.append(GeometryFinding(
@@ -83,7 +87,7 @@ def check_spacing(volume: Volume, override_mm: Sequence[float] | None = None) ->
         raise GeometryError(
             f"the voxel spacing {_mm(volume.spacing_mm)} mm is outside the range of any CT "
             f"({low}–{high:g} mm per axis); volumes and the segmentation would be wrong", path=_source(volume),
-            hint="if the header is wrong and you know the true spacing, give it with --spacing X Y Z (mm)")
+            hint=SPACING_HINT)
     return volume
 
 
@@ -102,7 +106,7 @@ def refuse_unusable_spacing(findings: Sequence[GeometryFinding], path: str | os.
     for finding in findings:
         if finding.kind == "unusable_spacing":
             raise GeometryError(finding.message[:1].lower() + finding.message[1:].rstrip("."), path=path,
-                                hint="if you know the true spacing, give it with --spacing X Y Z (mm)")
+                                hint=SPACING_HINT)
 
 
 def _mm(values: Sequence[float]) -> str:
