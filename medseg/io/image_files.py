@@ -66,13 +66,16 @@ def read_image(path: str | os.PathLike, spacing_mm: Sequence[float] | None = Non
     # ITK's buffer and the NumPy copy made from it exist at the same time.
     check_allocation(2 * header.voxel_bytes, f"reading an image of {' x '.join(map(str, header.sizes))} voxels "
                                              f"({header.voxel_bytes / 2**30:.1f} GiB)", path)
-    non_finite = check_voxel_data(path, header)
+    checked = check_voxel_data(path, header)
+    non_finite = checked.non_finite
     meta = VolumeMeta(source_files=[str(path)], extra={"format": suffix})
     if header.format == "nifti-2" or (unusable and header.nifti is not None):
         volume = read_nifti(path, header, meta, spacing_mm if unusable else None)
         volume.meta.findings.extend(header_axis_findings(header))
     elif unusable:
         volume = _read_with_header_spacing(path, header, meta)
+    elif checked.stored is not None:
+        volume = _nifti_from_stored(path, header, checked.stored, meta)
     else:
         volume = _read_itk(path, meta)
     if non_finite is not None:  # ITK made them 0: they were not numbers
@@ -105,6 +108,39 @@ def _read_itk(path: Path, meta: VolumeMeta) -> Volume:
         raise ImageFormatError(f"cannot read the image ({_first_line(error)})", path=path,
                                hint="the file may be truncated or corrupt") from error
     return _volume(image, meta, path)
+
+
+def _nifti_from_stored(path: Path, header: ImageHeader, stored: np.ndarray, meta: VolumeMeta) -> Volume:
+    """A gzip NIfTI from the voxel bytes the CRC check already inflated, with the geometry and voxel type
+    ITK's header reader gives: one inflation instead of two (the check had made opening 2.6x slower)."""
+    info = read_image_information(path)
+    fields = header.nifti
+    assert fields is not None
+    dimension = info.GetDimension()
+    size = list(info.GetSize())
+    voxels = stored.view(np.dtype(_NIFTI_NUMPY[fields["datatype"]]).newbyteorder(fields["order"]))
+    array = voxels.reshape(size[::-1]).astype(voxels.dtype.newbyteorder("="), copy=False)
+    if array.ndim == 4:
+        array = array[0]
+    if array.ndim == 2:
+        array = array[np.newaxis]
+    if array.ndim != 3:
+        raise ImageFormatError(f"the image is {array.ndim}D; a 3D volume is needed", path=path)
+    target = sitk.GetArrayViewFromImage(_voxel_probe(info)).dtype  # what ITK would give (float when scaled)
+    slope, inter = fields["scl_slope"], fields["scl_inter"]
+    if target.kind == "f" and slope and np.isfinite(slope) and (slope != 1 or inter != 0):
+        array = (array.astype(np.float64) * slope + inter).astype(target)
+    elif array.dtype != target:
+        array = array.astype(target)
+    n = min(3, dimension)
+    spacing = list(info.GetSpacing())[:n] + [1.0] * (3 - n)
+    origin = list(info.GetOrigin())[:n] + [0.0] * (3 - n)
+    direction = np.eye(3)
+    direction[:n, :n] = np.asarray(info.GetDirection(), dtype=float).reshape(dimension, dimension)[:n, :n]
+    try:
+        return Volume(np.ascontiguousarray(array), spacing, origin, direction, meta)
+    except Exception as error:
+        raise ImageFormatError(f"the image geometry is not usable ({error})", path=path) from error
 
 
 def _volume(image: sitk.Image, meta: VolumeMeta, path: Path) -> Volume:

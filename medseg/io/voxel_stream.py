@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -28,14 +29,23 @@ _NIFTI_DTYPES = {2: "u1", 4: "i2", 8: "i4", 16: "f4", 64: "f8", 256: "i1", 512: 
                  1280: "u8"}
 
 
-def check_voxel_data(path: Path, header: ImageHeader) -> np.ndarray | None:
-    """Stream the voxel data once: refuse corrupt or short data; for a float NIfTI, return the flat
-    (z, y, x order) mask of non-finite voxels, or None when every voxel is a number."""
+@dataclass
+class VoxelCheck:
+    """What the stream found: where non-finite voxels are (flat, z y x order; None: nowhere) and, for a
+    gzip NIfTI, its voxel bytes as stored (inflated once here, so ITK need not inflate them again)."""
+
+    non_finite: np.ndarray | None = None
+    stored: np.ndarray | None = None  # uint8, the header's voxel bytes
+
+
+def check_voxel_data(path: Path, header: ImageHeader) -> VoxelCheck:
+    """Stream the voxel data once: refuse corrupt or short data, find non-finite voxels of a float NIfTI
+    (ITK would make them 0), and keep a gzip NIfTI's inflated voxel bytes."""
     if header.nifti is not None:
         return _nifti(path, header)
     if header.compression == "raw":
         _check_raw_size(path, header)
-        return None
+        return VoxelCheck()
     source = header.data_files or [path]
     offset = 0 if header.data_files else header.data_offset
     total = 0
@@ -45,7 +55,7 @@ def check_voxel_data(path: Path, header: ImageHeader) -> np.ndarray | None:
         raise ImageFormatError(f"the compressed voxel data holds {total} of the {header.voxel_bytes} bytes its header "
                                "declares", path=path, hint="the file is truncated or corrupt; copy it again")
     _check_excess(path, total, header.voxel_bytes)
-    return None
+    return VoxelCheck()
 
 
 def _count(chunks: Iterator[bytes], path: Path) -> int:
@@ -102,18 +112,20 @@ def _inflate(data_file: Path, offset: int, compression: str, named: Path) -> Ite
                                hint="the file is truncated; copy it again")
 
 
-def _nifti(path: Path, header: ImageHeader) -> np.ndarray | None:
+def _nifti(path: Path, header: ImageHeader) -> VoxelCheck:
     fields = header.nifti
     assert fields is not None
     float_type = header.float_voxels and fields["datatype"] in (16, 64)
     dtype = np.dtype(_NIFTI_DTYPES.get(fields["datatype"], "u1")).newbyteorder(fields["order"])
     skip, wanted = header.data_offset, header.voxel_bytes
+    stored: np.ndarray | None = None
     if header.compression == "gzip":
         chunks = _inflate(path, 0, "gzip", path)
+        stored = np.empty(wanted, dtype=np.uint8)
     else:
         _check_raw_size(path, header)
         if not float_type:
-            return None
+            return VoxelCheck()
         chunks, skip = _read(path, header.data_offset), 0
     seen = 0  # voxel bytes seen so far
     mask: np.ndarray | None = None
@@ -127,6 +139,8 @@ def _nifti(path: Path, header: ImageHeader) -> np.ndarray | None:
         if not chunk or seen >= wanted:
             continue  # the rest of a gzip stream is still inflated: its CRC is at the end
         new = chunk[: wanted - seen]
+        if stored is not None:
+            stored[seen:seen + len(new)] = np.frombuffer(new, dtype=np.uint8)
         data = carry + new
         usable = len(data) - len(data) % dtype.itemsize
         if float_type and usable:
@@ -143,7 +157,7 @@ def _nifti(path: Path, header: ImageHeader) -> np.ndarray | None:
                                hint="the file is truncated; copy it again")
     if header.compression == "gzip":
         _check_excess(path, total_after_offset[0], wanted)
-    return mask
+    return VoxelCheck(mask, stored)
 
 
 def _read(path: Path, offset: int) -> Iterator[bytes]:
@@ -153,4 +167,4 @@ def _read(path: Path, offset: int) -> Iterator[bytes]:
             yield chunk
 
 
-__all__ = ["check_voxel_data"]
+__all__ = ["VoxelCheck", "check_voxel_data"]

@@ -219,3 +219,35 @@ def _clean_path(clean: sitk.Image, tmp_path: Path) -> str:
     path = tmp_path / "clean.nii.gz"
     sitk.WriteImage(clean, str(path))
     return str(path)
+
+
+def _shared_niftis(ct_dir: Path) -> list[Path]:
+    return sorted(ct_dir.rglob("*.nii.gz"))
+
+
+def test_every_shared_nifti_reads_as_simpleitk_reads_it(ct_dir) -> None:
+    """A .nii.gz is inflated once (its CRC checked) and its voxels taken from there: the oracle is
+    SimpleITK's own read of the same file (voxels, their type, and the geometry)."""
+    paths = _shared_niftis(ct_dir)
+    assert len(paths) >= 4
+    for path in paths:
+        oracle = sitk.ReadImage(str(path))
+        volume = load(path)
+        expected = sitk.GetArrayFromImage(oracle)
+        assert volume.array.dtype == expected.dtype, path
+        np.testing.assert_array_equal(volume.array, expected)
+        np.testing.assert_allclose(volume.spacing_mm, oracle.GetSpacing(), atol=1e-6)
+        _same_as(volume, oracle)
+
+
+@pytest.mark.parametrize("slope, inter", [(2.0, -5.0), (0.5, 0.0), (1.0, 100.0)])
+def test_a_scaled_nifti_gz_reads_as_simpleitk_reads_it(clean, tmp_path, slope, inter) -> None:
+    data = bytearray(_nifti(clean, tmp_path / "clean.nii"))
+    data[112:120] = struct.pack("<ff", slope, inter)  # scl_slope, scl_inter over the stored int16
+    path = tmp_path / "scaled.nii.gz"
+    path.write_bytes(gzip.compress(bytes(data), mtime=0))
+    oracle = sitk.ReadImage(str(path))
+    volume = load(path)
+    expected = sitk.GetArrayFromImage(oracle)
+    assert volume.array.dtype == expected.dtype == np.float32
+    np.testing.assert_array_equal(volume.array, expected)
