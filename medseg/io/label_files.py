@@ -359,11 +359,11 @@ def save_segmentation(label_map: Volume, image: Volume, path: str | os.PathLike,
     """
     for output in segmentation_outputs(path):
         check_not_an_input(output, source_paths(image), "the segmentation file")
-    return write_segmentation(label_map, image, path, segments, segmentation_format(path))
+    return write_segmentation(label_map, image, path, segments, segmentation_format(path), written_by)
 
 
 def write_segmentation(label_map: Volume, image: Volume, path: str | os.PathLike, segments: list[Label] | None,
-                       kind: str) -> list[str]:
+                       kind: str, written_by: str = "medseg") -> list[str]:
     """Write a segmentation whose target was checked (``kind``: DICOM_SEG or LABEL_MAP), atomically; notes."""
     from medseg.io.dicom_seg import write_dicom_seg
 

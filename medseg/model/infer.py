@@ -435,7 +435,8 @@ def _check_label_map(labels: np.ndarray, package: Any) -> list[str]:
     if low != high:
         return []
     if low != 0:
-        name = dict(package.labels).get(low, str(low))
+        entry = dict(getattr(package, "names", None) or package.labels).get(low, low)
+        name = str(getattr(entry, "name", entry))
         raise ModelError(f"the model labelled every voxel of the image {name!r}: that is not a segmentation",
                          hint="the model is broken or not made for this kind of image; use another model")
     return ["the model found no structure in this image: every voxel is background"]

@@ -49,18 +49,14 @@ def plan_save(path: str | os.PathLike, inputs: Iterable[str | os.PathLike | None
               option: str = "the output") -> SaveTarget:
     """Check an output before the work (format, folder, not an input, not someone else's file)."""
     from medseg.io.atomic import check_writable
-    from medseg.io.dicom_seg import is_dicom_seg
-    from medseg.io.label_files import segmentation_format, sidecar_path
+    from medseg.io.label_files import is_saved_segmentation, segmentation_format, sidecar_path
     from medseg.io.output_paths import check_output
 
     path = Path(path)
     kind = segmentation_format(path)  # an unknown suffix is refused here, once
     outputs = (path,) if kind == DICOM_SEG else (path, sidecar_path(path))
-
-    def ours(existing: Path) -> bool:
-        return is_dicom_seg(existing) if kind == DICOM_SEG else sidecar_path(existing).is_file()
-
-    check_output(path, inputs, force=force, ours=ours, option=option, extra_outputs=outputs[1:])
+    # replaced without force only when it is a model's result medseg wrote and nobody changed since (issue 43)
+    check_output(path, inputs, force=force, ours=is_saved_segmentation, option=option, extra_outputs=outputs[1:])
     check_writable(path)
     return SaveTarget(path, kind, outputs, option)
 
