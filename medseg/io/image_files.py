@@ -22,7 +22,8 @@ from medseg.io.atomic import atomic_path
 from medseg.io.file_checks import IncompleteFile
 from medseg.io.formats import format_of, image_formats, image_read_suffixes, image_write_suffixes
 from medseg.io.header_rewrite import header_axis_findings, write_unit_spacing_header
-from medseg.io.image_headers import ImageHeader, image_header
+from medseg.io.header_facts import ImageHeader
+from medseg.io.image_headers import image_header
 from medseg.io.memory_budget import check_allocation
 from medseg.io.nifti_reader import read_nifti
 from medseg.io.voxel_checks import SPACING_HINT, check_spacing, replace_non_finite

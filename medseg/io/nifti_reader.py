@@ -19,7 +19,7 @@ import numpy as np
 
 from medseg.core.volume import GeometryFinding, Volume, VolumeMeta
 from medseg.errors import ImageFormatError
-from medseg.io.image_headers import ImageHeader
+from medseg.io.header_facts import ImageHeader
 from medseg.io.memory_budget import check_allocation
 
 RAS_TO_LPS = np.diag([-1.0, -1.0, 1.0])

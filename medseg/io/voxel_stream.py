@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from medseg.errors import ImageFormatError
-from medseg.io.image_headers import ImageHeader
+from medseg.io.header_facts import ImageHeader
 
 CHUNK = 4 << 20
 _NIFTI_DTYPES = {2: "u1", 4: "i2", 8: "i4", 16: "f4", 64: "f8", 256: "i1", 512: "u2", 768: "u4", 1024: "i8",

@@ -52,6 +52,10 @@ def plan_save(path: str | os.PathLike, inputs: Iterable[str | os.PathLike | None
     from medseg.io.label_files import is_saved_segmentation, segmentation_format, sidecar_path
     from medseg.io.output_paths import check_output
 
+    if not str(path).strip():  # Path("") is "." and would be blamed as a format
+        from medseg.errors import SaveError
+
+        raise SaveError(f"no output file given ({option} is empty)", hint="name the file to write, e.g. seg.nii.gz")
     path = Path(path)
     kind = segmentation_format(path)  # an unknown suffix is refused here, once
     outputs = (path,) if kind == DICOM_SEG else (path, sidecar_path(path))
