@@ -17,6 +17,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from medseg.core.labels import Label
+from medseg.core.structure_codes import coded, totalsegmentator_coding
 from medseg.errors import ModelError
 
 FORMAT_NAME = "medseg-model-catalogue"
@@ -124,6 +126,17 @@ class ModelEntry:
     def configurations_of(self, datasets: set[int]) -> list[Configuration]:
         """The configurations whose networks are all among ``datasets``."""
         return [c for c in self.configurations if c.datasets and set(c.datasets) <= datasets]
+
+    def labels(self) -> dict[int, Label]:
+        """The model card's labels: value, name and group as listed; a TotalSegmentator structure also
+        carries the coded concepts and colour TotalSegmentator publishes for it (its SNOMED mapping)."""
+        labels = {}
+        for structure in self.structures:
+            label = Label(structure.value, structure.name, group=structure.group)
+            if self.task is not None:  # a TotalSegmentator task: its own coding table names the structure
+                label = coded(label, totalsegmentator_coding(structure.name))
+            labels[structure.value] = label
+        return labels
 
     def groups(self) -> dict[str, list[Structure]]:
         found: dict[str, list[Structure]] = {}

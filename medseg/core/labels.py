@@ -12,6 +12,12 @@ guessed from the name. A label without a code is written to a DICOM SEG as the e
 generic concept :data:`UNSPECIFIED` (DCM 111176 "Unspecified", category and type) with its
 own name as the Segment Label, and reads back as a label without a code.
 
+Beside category and type a label may carry what DICOM's Segment Description adds: a type modifier
+(laterality: "Kidney" + "Right"), the anatomic region it lies in and that region's modifier (a cyst
+in the left kidney), as the model's published coding gives them (:mod:`medseg.core.structure_codes`).
+``group`` is where the label table shows it (TotalSegmentator's organs, vertebrae, ribs…): the
+model's own grouping, not a DICOM attribute.
+
 Provenance follows DICOM's Segment Algorithm Type: AUTOMATIC (a model's output,
 untouched), SEMIAUTOMATIC (a model's output a person edited), MANUAL (drawn by a person,
 or nobody said). The first two name the algorithm (the model's name and version).
@@ -112,6 +118,10 @@ class Label:
     locked: bool = False  # no tool, Segment or batch operation changes a locked label
     visible: bool = True
     opacity: float | None = None  # of its surface in the 3D view, 0…1 (None: the view's default for it)
+    group: str = ""  # the label table's group (the model's grouping: "organs", "ribs"…; "" none)
+    modifier: Code | None = None  # DICOM Segmented Property Type Modifier (laterality)
+    region: Code | None = None  # DICOM Anatomic Region (where a lesion or cyst lies)
+    region_modifier: Code | None = None  # DICOM Anatomic Region Modifier (the region's side)
 
     def __post_init__(self) -> None:
         value = int(self.value)
@@ -124,6 +134,7 @@ class Label:
         object.__setattr__(self, "visible", bool(self.visible))
         if self.opacity is not None:
             object.__setattr__(self, "opacity", min(1.0, max(0.0, float(self.opacity))))
+        object.__setattr__(self, "group", str(self.group or "").strip())
 
     # --- derived -----------------------------------------------------------------------
     @property
@@ -148,6 +159,10 @@ class Label:
             "algorithm_type": self.provenance.algorithm_type, "algorithm_name": self.provenance.algorithm_name,
             "algorithm_version": self.provenance.algorithm_version,
             "locked": self.locked, "visible": self.visible, "opacity": self.opacity,
+            "group": self.group,
+            "modifier": self.modifier.as_dict() if self.modifier else None,
+            "region": self.region.as_dict() if self.region else None,
+            "region_modifier": self.region_modifier.as_dict() if self.region_modifier else None,
         }
 
     @classmethod
@@ -162,7 +177,9 @@ class Label:
             Provenance(str(data.get("algorithm_type") or MANUAL), str(data.get("algorithm_name") or ""),
                        str(data.get("algorithm_version") or "")),
             bool(data.get("locked", False)), bool(data.get("visible", True)),
-            float(data["opacity"]) if data.get("opacity") is not None else None)
+            float(data["opacity"]) if data.get("opacity") is not None else None,
+            str(data.get("group") or ""),
+            *(Code.from_dict(data[key]) if data.get(key) else None for key in ("modifier", "region", "region_modifier")))
 
 
 def label_table(values: Iterable[int], names: Mapping[int, str] | None = None,

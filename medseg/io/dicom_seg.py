@@ -1,8 +1,9 @@
 """DICOM Segmentation (SEG) objects, written and read with highdicom, exact in patient space.
 
 Writing (:func:`write_dicom_seg`): a BINARY SEG that references the source series, with
-one segment per label (label, CIELab colour, the label's coded category/type — DCM
-"Unspecified" for a label nobody coded —, algorithm type and identification). Which frames reference what depends on the grid the label map lives on:
+one segment per label (label, CIELab colour, the label's coded category/type with its modifier
+and anatomic region — DCM "Unspecified" for a label nobody coded —, algorithm type and
+identification). Which frames reference what depends on the grid the label map lives on:
 
 - **acquired grid** (the usual case, and a raw stack kept as acquired): frame *k* is label
   slice *k*; it carries its source image's own Image Position/Orientation and references
@@ -222,8 +223,39 @@ def _segment_descriptions(segments: list[Label]) -> list[Any]:
             display_color=hd.color.CIELabColor.from_rgb(r, g, b),
         )
         description.SegmentDescription = f"{LABEL_VALUE_PREFIX}{label.value}"
+        _add_modifiers(description, label, type_)
         descriptions.append(description)
     return descriptions
+
+
+# SNOMED CT laterality qualifiers (CID 244 "Laterality"): a type modifier from this set is also written as
+# the anatomic region's modifier, so readers that look there (rather than at the type) see the side too.
+LATERALITY = {"7771000": "Left", "24028007": "Right", "51440002": "Bilateral"}
+
+
+def _concept(code: Code) -> Any:
+    from highdicom.sr.coding import CodedConcept
+
+    return CodedConcept(code.value, code.scheme, code.meaning)
+
+
+def _add_modifiers(description: Any, label: Label, type_: Code) -> None:
+    """The label's type modifier, anatomic region and region modifier, nested as PS3.3 C.8.20.4 nests them.
+
+    A laterality that modifies the type (TotalSegmentator's "Kidney" + "Right") is also stated as the
+    modifier of an anatomic region that is the type itself; :func:`_read_segments` folds that back.
+    """
+    modifier, region, region_modifier = label.modifier, label.region, label.region_modifier
+    if modifier is not None:
+        description.SegmentedPropertyTypeCodeSequence[0].SegmentedPropertyTypeModifierCodeSequence = \
+            [_concept(modifier)]
+        if region is None and modifier.scheme == "SCT" and modifier.value in LATERALITY:
+            region, region_modifier = type_, modifier
+    if region is not None:
+        item = _concept(region)
+        if region_modifier is not None:
+            item.AnatomicRegionModifierSequence = [_concept(region_modifier)]
+        description.AnatomicRegionSequence = [item]
 
 
 def _acquired_order(image: Volume, datasets: list[Any]) -> tuple[list[Any], list[int]] | None:
@@ -623,6 +655,13 @@ def _read_segments(seg: Any) -> list[Label]:
             code = _item(item, keyword)
             return Code(str(code.CodeValue), str(code.CodingSchemeDesignator), str(code.CodeMeaning)) if code else None
 
+        type_item = _item(item, "SegmentedPropertyTypeCodeSequence")
+        modifier = _code(_item(type_item, "SegmentedPropertyTypeModifierCodeSequence")) if type_item else None
+        region_item = _item(item, "AnatomicRegionSequence")
+        region = _code(region_item)
+        region_modifier = _code(_item(region_item, "AnatomicRegionModifierSequence")) if region_item else None
+        if modifier is not None and region == _code(type_item) and region_modifier == modifier:
+            region = region_modifier = None  # the laterality medseg also writes as the region's (_add_modifiers)
         algorithm = _item(item, "SegmentationAlgorithmIdentificationSequence")
         made_by = Provenance(
             str(item.get("SegmentAlgorithmType", "MANUAL")),
@@ -633,8 +672,15 @@ def _read_segments(seg: Any) -> list[Label]:
         infos.append(Label(
             number, str(item.get("SegmentLabel", "") or f"segment {number}"),
             tuple(int(c) for c in color) if color is not None else None,  # type: ignore[arg-type]
-            category, type_, made_by))
+            category, type_, made_by,
+            modifier=modifier, region=region, region_modifier=region_modifier))
     return infos
+
+
+def _code(item: Any) -> Code | None:
+    if item is None or "CodeValue" not in item:
+        return None
+    return Code(str(item.CodeValue), str(item.CodingSchemeDesignator), str(item.get("CodeMeaning", "")))
 
 
 class _FrameSource:

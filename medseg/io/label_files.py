@@ -200,7 +200,9 @@ def _checked_row(row: object, value: object = None) -> dict:
     if color is not None and (not isinstance(color, list) or len(color) != 3 or not all(
             isinstance(c, int) and not isinstance(c, bool) and 0 <= c <= 255 for c in color)):
         raise ValueError(f"the colour of label {value} must be [r, g, b] of 0..255, not {color!r}"[:200])
-    for key in ("category", "type"):
+    if "group" in row and row["group"] is not None and not isinstance(row["group"], str):
+        raise ValueError(f"the group of label {value} must be text, not {row['group']!r}"[:200])
+    for key in ("category", "type", "modifier", "region", "region_modifier"):
         coded = row.get(key)
         if coded is not None and not (isinstance(coded, dict) and all(
                 isinstance(coded.get(k), str) for k in ("value", "scheme", "meaning"))):
