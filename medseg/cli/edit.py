@@ -122,8 +122,13 @@ def run(args: argparse.Namespace) -> int:
         for note in [*opened.notes, *opened.naming]:
             print(f"note: {note}", file=sys.stderr)
         by_totalsegmentator = args.totalsegmentator_names and not opened.named
+        described = None
+        if by_totalsegmentator:
+            from medseg.catalogue import load_catalogue
+
+            described = load_catalogue().get("totalsegmentator/total").labels()
         label_map = LabelMap.from_volume(opened.label_map, None if by_totalsegmentator else opened.labels,
-                                         NAME_SETS[1] if by_totalsegmentator else NAME_SETS[0])
+                                         NAME_SETS[1] if by_totalsegmentator else NAME_SETS[0], described)
         document.set_label_map(label_map)
     else:
         document.new_label_map()

@@ -32,7 +32,7 @@ from medseg.edit.describe import describe_change
 from medseg.edit.events import Event
 from medseg.edit.history import DEFAULT_BUDGET_BYTES, History
 from medseg.edit.journal import Journal
-from medseg.edit.label_map import LabelMap, build_label_table
+from medseg.edit.label_map import NAME_SETS, LabelMap, build_label_table
 from medseg.errors import GeometryError, MedsegError
 from medseg.core.label_values import MAX_LABEL_VALUE
 from medseg.core.labels import Label
@@ -411,6 +411,29 @@ class SegmentationDocument:
         if self.label_map is not None:
             self._put_entries({v: replace(e, visible=bool(visible)) for v, e in self.labels.items()})
 
+    def set_labels_visible(self, values: Any, visible: bool) -> None:
+        """Show or hide several labels (a group) in one change."""
+        self._change_entries(values, visible=bool(visible))
+
+    def set_labels_locked(self, values: Any, locked: bool) -> None:
+        """Lock or unlock several labels (a group) in one change: no tool changes a locked label's voxels."""
+        self._change_entries(values, locked=bool(locked))
+
+    def show_only(self, values: Any) -> None:
+        """Solo: these labels shown, every other one hidden (one change)."""
+        shown = {int(v) for v in values}
+        if self.label_map is not None:
+            self._put_entries({v: replace(e, visible=v in shown) for v, e in self.labels.items()
+                               if e.visible != (v in shown)})
+
+    def _change_entries(self, values: Any, **changes: Any) -> None:
+        label_map = self._table()
+        entries = {int(v): label_map.entry(int(v)) for v in values}
+        changed = {v: replace(e, **changes) for v, e in entries.items()}
+        changed = {v: e for v, e in changed.items() if e != entries[v]}
+        if changed:
+            self._put_entries(changed)
+
     def set_label_color(self, value: int, color: tuple[int, int, int]) -> None:
         self._change_entry(value, color=tuple(int(c) for c in color))
 
@@ -428,11 +451,16 @@ class SegmentationDocument:
         label_map = self._table()
         self._put_entries({int(v): replace(label_map.entry(int(v)), locked=True) for v in values})
 
-    def rename_labels_from(self, name_set: str) -> None:
-        """Re-name every entry from a name set (file names or TotalSegmentator's); colours stay."""
+    def rename_labels_from(self, name_set: str, described: Mapping[int, Label] | None = None) -> None:
+        """Re-name every entry from a name set (file names or TotalSegmentator's); visibility, locks and
+        provenance stay. ``described``: the model's own labels for the set (their names, groups, codes and
+        colours are taken); without it (and back to the file's names) only the names change."""
         label_map = self._table()
-        fresh = build_label_table(list(label_map.labels), label_map.meta.labels, name_set)
-        self._put_entries({v: replace(label_map.labels[v], name=e.name) for v, e in fresh.items()})
+        fresh = build_label_table(list(label_map.labels), label_map.meta.labels, name_set, described)
+        kept = ("visible", "locked", "provenance", "opacity")
+        self._put_entries({v: replace(e, **{k: getattr(label_map.labels[v], k) for k in kept})
+                           if described and v in described and name_set != NAME_SETS[0]
+                           else replace(label_map.labels[v], name=e.name) for v, e in fresh.items()})
 
     def delete_label(self, value: int) -> bool:
         """Its voxels become background and its entry goes (one undoable step when it has voxels)."""

@@ -28,16 +28,23 @@ NAME_SETS = ("From file", "TotalSegmentator v2 (total)")
 
 
 def build_label_table(values: Iterable[int], names: Mapping[int, str | Label] | None = None,
-                      name_set: str = NAME_SETS[0]) -> dict[int, Label]:
+                      name_set: str = NAME_SETS[0], described: Mapping[int, Label] | None = None) -> dict[int, Label]:
     """One label per value present (0 excluded): the file's own label where ``names`` holds one (its
     codes and provenance kept), else named from ``names`` (or TotalSegmentator's class map) and
-    coloured by the one colour table."""
+    coloured by the one colour table.
+
+    ``described``: the model's own labels for the name set (TotalSegmentator's, from the catalogue: names,
+    groups, codes and colours); a value it describes takes that label whole.
+    """
     names = names or {}
     table = {}
     for value in sorted({int(v) for v in values if int(v) != 0}):
         given = names.get(value)
         name = given.name if isinstance(given, Label) else given
         if name_set == NAME_SETS[1]:
+            if described and value in described:
+                table[value] = replace(described[value], value=value)
+                continue
             name = totalsegmentator_name(value) or name
         if isinstance(given, Label) and name == given.name:
             table[value] = given
@@ -77,14 +84,14 @@ class LabelMap(Volume):
     # --- construction ------------------------------------------------------------------
     @classmethod
     def from_volume(cls, volume: Volume, labels: Mapping[int, Label] | None = None,
-                    name_set: str = NAME_SETS[0]) -> "LabelMap":
+                    name_set: str = NAME_SETS[0], described: Mapping[int, Label] | None = None) -> "LabelMap":
         """Wrap a loaded label Volume (no copy when it is already uint8/uint16 of the right width)."""
         if isinstance(volume, LabelMap) and labels is None:
             labels = volume.labels
         label_map = cls(volume.array, volume.spacing_mm, volume.origin_mm, volume.direction, volume.meta, labels)
         if labels is None and name_set != NAME_SETS[0]:
             present = [int(v) for v in np.nonzero(label_map.counts)[0]]
-            label_map.labels = build_label_table(present, volume.meta.labels, name_set)
+            label_map.labels = build_label_table(present, volume.meta.labels, name_set, described)
         return label_map
 
     @classmethod

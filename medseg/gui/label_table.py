@@ -8,7 +8,20 @@ from medseg.core.label_values import MAX_LABEL_VALUE
 from medseg.core.labels import Label
 from medseg.edit.label_map import NAME_SETS, build_label_table
 
-__all__ = ["NAME_SETS", "build_label_table", "color_arrays"]
+__all__ = ["NAME_SETS", "build_label_table", "color_arrays", "described_labels"]
+
+# The catalogue entry whose structures a name set names (its groups, codes and colours come with them).
+NAME_SET_MODELS = {NAME_SETS[1]: "totalsegmentator/total"}
+
+
+def described_labels(name_set: str) -> dict[int, Label] | None:
+    """The model's own labels for a name set (from the catalogue), or None for the file's own names."""
+    model_id = NAME_SET_MODELS.get(name_set)
+    if model_id is None:
+        return None
+    from medseg.catalogue import load_catalogue
+
+    return load_catalogue().get(model_id).labels()
 
 ROWS = 256  # the renderer blends one row of colour per 8-bit slot
 

@@ -36,6 +36,7 @@ from medseg.gui.banners import Banner, findings_text, join_messages
 from medseg.gui.job_status import JobStatusWidget
 from medseg.gui.jobs import Job
 from medseg.gui.messages import MessageArea
+from medseg.gui.label_table import described_labels
 from medseg.gui.panels import PRESET_KEYS, OverlayPanel, WindowPanel
 from medseg.gui.presets_dialog import PresetsDialog
 from medseg.gui.raw_stack import RawStackToggle
@@ -716,7 +717,7 @@ class MainWindow(QMainWindow):
     def _on_name_set(self, name_set: str) -> None:
         self.segmentation_files.name_set = name_set
         if self.document.label_map is not None:
-            self.document.rename_labels_from(name_set)
+            self.document.rename_labels_from(name_set, described_labels(name_set))
 
     # --- view commands -------------------------------------------------------------------------
     def set_layout(self, name: str) -> None:

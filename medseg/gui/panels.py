@@ -7,29 +7,24 @@ while it updates itself so that the two never chase each other (ITK-SNAP's coupl
 from __future__ import annotations
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QColor, QPixmap, QIcon
 from PySide6.QtWidgets import (
-    QAbstractItemView,
     QCheckBox,
-    QColorDialog,
     QComboBox,
     QDoubleSpinBox,
     QFormLayout,
     QGroupBox,
     QHBoxLayout,
-    QHeaderView,
     QLabel,
     QPushButton,
     QRadioButton,
     QSlider,
-    QTableWidget,
-    QTableWidgetItem,
     QVBoxLayout,
     QWidget,
 )
 
 from medseg.edit.document import SegmentationDocument
 from medseg.gui.view_state import AUTO_PRESET, ViewState
+from medseg.gui.label_list import LabelList
 from medseg.gui.label_table import NAME_SETS
 
 PRESET_KEYS = {"Soft tissue": "1", "Lung": "2", "Bone": "3", "Brain": "4", "Liver": "5", "Mediastinum": "6", AUTO_PRESET: "0"}
@@ -104,12 +99,6 @@ class WindowPanel(QGroupBox):
         self.preset_box.blockSignals(False)
 
 
-def _swatch(color: tuple[int, int, int]) -> QIcon:
-    pixmap = QPixmap(14, 14)
-    pixmap.fill(QColor(*color))
-    return QIcon(pixmap)
-
-
 class OverlayPanel(QGroupBox):
     name_set_changed = Signal(str)
 
@@ -131,49 +120,35 @@ class OverlayPanel(QGroupBox):
         self.source_label.setWordWrap(True)
         # two lines always fit: a long model name must not be clipped by the table below
         self.source_label.setMinimumHeight(2 * self.source_label.fontMetrics().lineSpacing() + 4)
-        self.table = QTableWidget(0, 4, self)
-        self.table.setHorizontalHeaderLabels(("", "Value", "Name", "ml"))
-        self.table.verticalHeader().setVisible(False)
-        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-        self.table.horizontalHeader().setSectionResizeMode(0, QHeaderView.ResizeMode.ResizeToContents)
-        self.table.horizontalHeader().setSectionResizeMode(1, QHeaderView.ResizeMode.ResizeToContents)
-        self.table.horizontalHeader().setSectionResizeMode(2, QHeaderView.ResizeMode.Stretch)
-        self.table.horizontalHeader().setSectionResizeMode(3, QHeaderView.ResizeMode.ResizeToContents)
-        all_button, none_button = QPushButton("All", self), QPushButton("None", self)
-        all_button.clicked.connect(lambda: document.set_all_labels_visible(True))
-        none_button.clicked.connect(lambda: document.set_all_labels_visible(False))
+        self.labels = LabelList(document, view, self)
+        self.table = self.labels.tree  # the grouped, searchable label table
 
+        # two compact rows above the table: the table gets the height (117 rows)
+        mode_row = QHBoxLayout()
+        mode_row.addWidget(self.show_box)
+        mode_row.addStretch(1)
+        mode_row.addWidget(self.fill_button)
+        mode_row.addWidget(self.outline_button)
         opacity_row = QHBoxLayout()
         opacity_row.addWidget(QLabel("Opacity", self))
         opacity_row.addWidget(self.opacity_slider, 1)
         opacity_row.addWidget(self.opacity_label)
-        mode_row = QHBoxLayout()
-        mode_row.addWidget(self.fill_button)
-        mode_row.addWidget(self.outline_button)
-        mode_row.addStretch(1)
-        mode_row.addWidget(all_button)
-        mode_row.addWidget(none_button)
-        names_row = QHBoxLayout()
-        names_row.addWidget(QLabel("Names", self))
-        names_row.addWidget(self.names_box, 1)
+        opacity_row.addSpacing(6)
+        opacity_row.addWidget(QLabel("Names", self))
+        opacity_row.addWidget(self.names_box, 1)
         layout = QVBoxLayout(self)
+        layout.setSpacing(3)
+        layout.setContentsMargins(6, 6, 6, 6)
         layout.addWidget(self.source_label)
-        layout.addWidget(self.show_box)
-        layout.addLayout(opacity_row)
         layout.addLayout(mode_row)
-        layout.addLayout(names_row)
-        layout.addWidget(self.table, 1)
+        layout.addLayout(opacity_row)
+        layout.addWidget(self.labels, 1)
 
         self.show_box.toggled.connect(view.set_overlay_visible)
         self.opacity_slider.valueChanged.connect(lambda v: view.set_overlay_opacity(v / 100.0))
         self.outline_button.toggled.connect(view.set_overlay_outline)
         self.names_box.currentTextChanged.connect(self.name_set_changed)
-        self.table.itemChanged.connect(self._on_item_changed)
-        self.table.cellDoubleClicked.connect(self._on_double_click)
         view.overlay_changed.connect(self._sync_overlay)
-        document.labels_changed.connect(self._fill_table)
-        document.label_map_changed.connect(self._fill_table)
-        document.label_map_edited.connect(self._update_volumes)
         self._sync_overlay()
 
     def _sync_overlay(self) -> None:
@@ -186,57 +161,6 @@ class OverlayPanel(QGroupBox):
             setter()
             widget.blockSignals(False)
         self.opacity_label.setText(f"{round(view.overlay_opacity * 100)} %")
-
-    def _fill_table(self) -> None:
-        self.table.blockSignals(True)
-        labels = self.document.labels
-        volumes = self.document.label_volumes_ml()
-        self.table.setRowCount(len(labels))
-        for row, entry in enumerate(labels.values()):
-            visible = QTableWidgetItem()
-            visible.setFlags(Qt.ItemFlag.ItemIsUserCheckable | Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsSelectable)
-            visible.setCheckState(Qt.CheckState.Checked if entry.visible else Qt.CheckState.Unchecked)
-            visible.setIcon(_swatch(entry.color))
-            visible.setToolTip("visible; double-click to change the colour")
-            value = QTableWidgetItem(str(entry.value))
-            value.setFlags(Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsSelectable)
-            name = QTableWidgetItem(entry.name)
-            volume = QTableWidgetItem(f"{volumes.get(entry.value, 0.0):.1f}")
-            volume.setFlags(Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsSelectable)
-            volume.setTextAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
-            volume.setToolTip("volume in millilitres (voxel count × voxel volume)")
-            for column, item in enumerate((visible, value, name, volume)):
-                item.setData(Qt.ItemDataRole.UserRole, entry.value)
-                self.table.setItem(row, column, item)
-        self.table.blockSignals(False)
-
-    def _update_volumes(self, edit) -> None:
-        """Only the rows of the label values an edit touched (the counts come from its delta)."""
-        volumes = self.document.label_volumes_ml()
-        for row in range(self.table.rowCount()):
-            item = self.table.item(row, 3)
-            value = item.data(Qt.ItemDataRole.UserRole) if item is not None else None
-            if value in edit.values:
-                self.table.blockSignals(True)
-                item.setText(f"{volumes.get(value, 0.0):.1f}")
-                self.table.blockSignals(False)
-
-    def _on_item_changed(self, item: QTableWidgetItem) -> None:
-        value = item.data(Qt.ItemDataRole.UserRole)
-        if value not in self.document.labels:
-            return
-        if item.column() == 0:
-            self.document.set_label_visible(value, item.checkState() == Qt.CheckState.Checked)
-        elif item.column() == 2:
-            self.document.rename_label(value, item.text())
-
-    def _on_double_click(self, row: int, column: int) -> None:
-        if column != 0:
-            return
-        value = self.table.item(row, 0).data(Qt.ItemDataRole.UserRole)
-        color = QColorDialog.getColor(QColor(*self.document.labels[value].color), self, "Label colour")
-        if color.isValid():
-            self.document.set_label_color(value, (color.red(), color.green(), color.blue()))
 
     def set_source(self, text: str, details: str = "") -> None:
         self.source_label.setText(text)

@@ -28,6 +28,7 @@ from PySide6.QtWidgets import QCheckBox, QFileDialog, QWidget
 from medseg.core.labels import Label
 from medseg.edit.document import SegmentationDocument
 from medseg.edit.label_map import NAME_SETS, build_label_table
+from medseg.gui.label_table import described_labels
 from medseg.errors import GeometryError, MedsegError, SaveError
 from medseg.gui import save_dialog
 from medseg.gui.jobs import Job
@@ -236,7 +237,8 @@ class SegmentationFiles(QObject):
         self.busy_changed.emit()
         table = opened.labels
         if not opened.named and self.name_set != NAME_SETS[0]:
-            table = build_label_table(table, opened.label_map.meta.labels, self.name_set)
+            table = build_label_table(table, opened.label_map.meta.labels, self.name_set,
+                                      described_labels(self.name_set))
         try:
             self.document.set_label_map(opened.label_map, table, f"opened {source.name}")
         except MedsegError as error:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 
 from PySide6.QtCore import Signal, Slot
 from PySide6.QtWidgets import (QCheckBox, QHBoxLayout, QHeaderView, QLabel, QPushButton, QTableWidget,
@@ -84,21 +83,7 @@ class StatsPanel(QWidget):
 
     def show_label(self, value: int) -> None:
         """Make ``value`` the active label and put the crosshair on its largest axial cross-section."""
-        doc = self.document
-        if doc.label_map is None or value not in doc.labels:
-            return
-        from medseg.edit.tools.rules import label_box
-
-        self.view.set_active_label(value)
-        box = label_box(doc.label_map, value)
-        if box is None:
-            return
-        (z0, y0, x0), (z1, y1, x1) = box
-        mask = doc.label_map.array[z0:z1, y0:y1, x0:x1] == value
-        z = int(np.argmax(mask.sum(axis=(1, 2))))
-        ys, xs = np.nonzero(mask[z])
-        inside = int(np.argmin((ys - ys.mean()) ** 2 + (xs - xs.mean()) ** 2))  # a label voxel, even for a ring
-        self.view.set_cursor((x0 + int(xs[inside]), y0 + int(ys[inside]), z0 + z))
+        self.view.centre_on_label(value)
 
     def _mark_stale(self, _edit=None) -> None:
         # Counting every label's HU over a whole series takes a second or more, too slow for every

@@ -102,6 +102,26 @@ class ViewState:
             self.active_label = int(value)
             self.active_label_changed.emit()
 
+    def centre_on_label(self, value: int) -> bool:
+        """Jump to a structure: make it the active label and put the crosshair on a voxel of it in its
+        largest axial cross-section (a voxel of the label even for a ring). False when it has no voxels."""
+        from medseg.edit.tools.rules import label_box
+
+        label_map = self.document.label_map
+        if label_map is None or value not in label_map.labels:
+            return False
+        self.set_active_label(value)
+        box = label_box(label_map, value)
+        if box is None:
+            return False
+        (z0, y0, x0), (z1, y1, x1) = box
+        mask = label_map.array[z0:z1, y0:y1, x0:x1] == value
+        z = int(np.argmax(mask.sum(axis=(1, 2))))
+        ys, xs = np.nonzero(mask[z])
+        inside = int(np.argmin((ys - ys.mean()) ** 2 + (xs - xs.mean()) ** 2))
+        self.set_cursor((x0 + int(xs[inside]), y0 + int(ys[inside]), z0 + z))
+        return True
+
     def pick_label_at(self, xyz: tuple[int, int, int]) -> int | None:
         """Make the label under a voxel the active one (ctrl-click)."""
         value = self.document.label_at(xyz)

@@ -9,9 +9,20 @@ import SimpleITK as sitk
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor, QImage
 
-from medseg.core.label_colors import value_color as default_color
 
 LIVER = 5
+
+
+def _published_color(name: str) -> tuple[int, int, int]:
+    """TotalSegmentator's own colour for a structure (its mapping table, read with the csv module): what the
+    "TotalSegmentator v2 (total)" name set gives a label with its name and codes."""
+    import csv
+    from pathlib import Path
+
+    table = Path(__import__("totalsegmentator").__file__).parent / "resources" / "totalsegmentator_snomed_mapping.csv"
+    with open(table, newline="", encoding="utf-8") as handle:
+        row = next(r for r in csv.DictReader(handle) if r["Structure"] == name)
+    return tuple(int(c) for c in row["DicomRGBColor"].split(","))  # type: ignore[return-value]
 
 
 def _pixel(view, xyz) -> QColor:
@@ -73,7 +84,7 @@ def test_label_map_lines_up_and_colours_liver(ct_with_liver, window, ct_dir, qtb
     hu = float(volume.array[index[2], index[1], index[0]])
     grey = _grey(window.view.window_center, window.view.window_width, hu)
     color = _pixel(axial, index)
-    expected = _expected_blend(grey, default_color(LIVER), window.view.overlay_opacity)
+    expected = _expected_blend(grey, _published_color("liver"), window.view.overlay_opacity)
     assert (color.red(), color.green(), color.blue()) == pytest.approx(expected, abs=1)
     # Same voxel in the coronal and sagittal views.
     for name in ("coronal", "sagittal"):
@@ -82,10 +93,10 @@ def test_label_map_lines_up_and_colours_liver(ct_with_liver, window, ct_dir, qtb
     # Opacity slider: 100 % shows the pure label colour.
     window.overlay_panel.opacity_slider.setValue(100)
     c = _pixel(axial, index)
-    assert (c.red(), c.green(), c.blue()) == default_color(LIVER)
+    assert (c.red(), c.green(), c.blue()) == _published_color("liver")
     # Per-label visibility: hiding the liver shows plain grey there.
-    row = list(doc.labels).index(LIVER)
-    window.overlay_panel.table.item(row, 0).setCheckState(Qt.CheckState.Unchecked)
+    labels = window.overlay_panel.labels
+    labels.model.setData(labels.model.index_of(LIVER), Qt.CheckState.Unchecked, Qt.ItemDataRole.CheckStateRole)
     assert not doc.labels[LIVER].visible
     c = _pixel(axial, index)
     assert (c.red(), c.green(), c.blue()) == (grey, grey, grey)
@@ -216,7 +227,7 @@ def test_screenshot_with_real_ct_and_overlay(ct_with_liver, window, artifacts_di
         point = view.mapTo(window, view.index_to_widget(near).toPoint())
         colour = shot.pixelColor(point)
         grey = _grey(window.view.window_center, window.view.window_width, float(volume.array[near[2], near[1], near[0]]))
-        expected = _expected_blend(grey, default_color(LIVER), window.view.overlay_opacity)
+        expected = _expected_blend(grey, _published_color("liver"), window.view.overlay_opacity)
         assert (colour.red(), colour.green(), colour.blue()) == pytest.approx(expected, abs=12), name
     window.layout_actions["2x2"].trigger()
     qtbot.wait(50)

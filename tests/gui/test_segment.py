@@ -17,9 +17,12 @@ def chest(driver, ct_dir):
 
 
 def _table(window) -> dict[str, tuple[str, float]]:
-    table = window.overlay_panel.table
-    return {table.item(row, 2).text(): (table.item(row, 1).text(), float(table.item(row, 3).text()))
-            for row in range(table.rowCount())}
+    """name -> (value, ml) as the label table shows them (the starter's labels have no groups: a flat list)."""
+    from medseg.gui.label_tree import NAME, VALUE, VOLUME
+
+    model = window.overlay_panel.labels.proxy
+    return {model.index(row, NAME).data(): (model.index(row, VALUE).data(), float(model.index(row, VOLUME).data()))
+            for row in range(model.rowCount())}
 
 
 @pytest.fixture

@@ -83,7 +83,7 @@ def test_tool_and_preset_keys_work_with_the_focus_in_the_side_panel(window, ches
     panel, table = window.editing.panel, window.overlay_panel.table
     # rename the label in the table: click its name, F2 (or a double-click), type, Enter
     window.side_scroll.ensureWidgetVisible(table)
-    cell = table.visualItemRect(table.item(0, 2)).center()
+    cell = table.visualRect(table.model().index(0, 0)).center()  # the first label's name
     qtbot.mouseClick(table.viewport(), Qt.MouseButton.LeftButton, pos=cell)
     qtbot.keyClick(table, Qt.Key.Key_F2)
     qtbot.waitUntil(lambda: isinstance(QApplication.focusWidget(), QLineEdit))
