@@ -43,6 +43,7 @@ import numpy as np
 
 from medseg.errors import GeometryError, MedsegError, SaveError
 from medseg.io.atomic import atomic_path
+from medseg.io.seg_file import save_multiframe
 from medseg.core.label_arrays import label_values, remap_values
 from medseg.core.label_values import MAX_LABEL_VALUE, label_dtype
 from medseg.core.labels import Code, Label, Provenance, uncoded
@@ -388,7 +389,7 @@ def write_dicom_seg(
     if finish is not None:
         finish(seg)
     with atomic_path(path, suffix=".dcm") as temp:
-        seg.save_as(str(temp), enforce_file_format=True)
+        save_multiframe(seg, temp)  # pydicom's bytes, each shared per-frame item encoded once
     return SegWriteResult(path, mode, int(seg.NumberOfFrames), infos, notes)
 
 
