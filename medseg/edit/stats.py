@@ -3,12 +3,17 @@
 For every label: voxel count, volume (ml), HU mean / SD / min / max / median over the
 label's voxels, and the bounding box in LPS millimetres (the axis-aligned box of the
 voxel centres in patient space, so it is right on tilted and oblique grids too). SD is
-the sample SD (n - 1), as SimpleITK's LabelStatistics and most viewers report it.
+the sample SD (n - 1), as SimpleITK's LabelStatistics and most viewers report it. Percentiles
+(5, 25, 75, 95) are NumPy's default (linear between order statistics), as the median.
 
 The size is the extent of the voxels themselves, not of their centres: a label over 7
 slices of 5 mm is 35 mm tall (the centres span 30 mm), one slice is 5 mm, not 0 — as 3D
 Slicer's Segment Statistics and ITK-SNAP report it. On an oblique grid it is the box of
 the voxels' corners (the centres' box widened by one voxel's own LPS box).
+
+These are medseg's standard definitions. TotalSegmentator's ``--statistics`` are computed
+differently (the CT cast to int16, masks near the image's edge reported as 0, volume in mm³):
+:mod:`medseg.edit.totalseg_stats` gives those, for numbers that compare with its statistics.json.
 """
 
 from __future__ import annotations
@@ -26,7 +31,10 @@ from medseg.errors import GeometryError
 from medseg.io.atomic import atomic_write_text
 from medseg.core.volume import Volume
 
+PERCENTILES = (5, 25, 75, 95)
+STANDARD = "standard"  # the definitions these are (the exported files say so)
 CSV_COLUMNS = ("value", "name", "voxels", "volume_ml", "hu_mean", "hu_sd", "hu_min", "hu_max", "hu_median",
+               "hu_p5", "hu_p25", "hu_p75", "hu_p95",
                "bbox_min_x_mm", "bbox_min_y_mm", "bbox_min_z_mm", "bbox_max_x_mm", "bbox_max_y_mm", "bbox_max_z_mm",
                "size_x_mm", "size_y_mm", "size_z_mm")
 
@@ -45,6 +53,7 @@ class LabelStats:
     bbox_min_lps_mm: tuple[float, float, float]  # of the voxel centres
     bbox_max_lps_mm: tuple[float, float, float]
     voxel_extent_lps_mm: tuple[float, float, float] = (0.0, 0.0, 0.0)  # one voxel's LPS box
+    hu_percentiles: tuple[float, ...] = ()  # at PERCENTILES
 
     @property
     def size_mm(self) -> tuple[float, float, float]:
@@ -57,6 +66,7 @@ class LabelStats:
         return {"value": self.value, "name": self.name, "voxels": self.voxels, "volume_ml": round(self.volume_ml, 4),
                 "hu_mean": round(self.hu_mean, 3), "hu_sd": round(self.hu_sd, 3), "hu_min": self.hu_min,
                 "hu_max": self.hu_max, "hu_median": self.hu_median,
+                **{f"hu_p{p}": round(v, 3) for p, v in zip(PERCENTILES, self.hu_percentiles)},
                 "bbox_min_x_mm": round(lo[0], 3), "bbox_min_y_mm": round(lo[1], 3), "bbox_min_z_mm": round(lo[2], 3),
                 "bbox_max_x_mm": round(hi[0], 3), "bbox_max_y_mm": round(hi[1], 3), "bbox_max_z_mm": round(hi[2], 3),
                 "size_x_mm": round(size[0], 3), "size_y_mm": round(size[1], 3), "size_z_mm": round(size[2], 3)}
@@ -64,6 +74,7 @@ class LabelStats:
     def as_json(self) -> dict:
         data = asdict(self)
         data["size_mm"] = list(self.size_mm)
+        data["hu_percentiles"] = {str(p): v for p, v in zip(PERCENTILES, self.hu_percentiles)}
         return data
 
 
@@ -113,11 +124,13 @@ def label_statistics(image: Volume, label_map: Volume, names: dict[int, str] | N
             continue
         offset = np.array([s.start for s in box])
         lo, hi = _physical_bbox(label_map, mask, offset)
+        median, *percentiles = np.percentile(values, [50, *PERCENTILES])  # one partial sort for all of them
         stats.append(LabelStats(
             value, names.get(value, f"label {value}"), int(values.size), values.size * image.voxel_volume_ml,
             float(values.mean()), float(values.std(ddof=1)) if values.size > 1 else 0.0,
-            float(values.min()), float(values.max()), float(np.median(values)),
-            tuple(float(v) for v in lo), tuple(float(v) for v in hi), extent))  # type: ignore[arg-type]
+            float(values.min()), float(values.max()), float(median),
+            tuple(float(v) for v in lo), tuple(float(v) for v in hi), extent,  # type: ignore[arg-type]
+            tuple(float(v) for v in percentiles)))
     return stats
 
 
@@ -132,7 +145,7 @@ def study_columns(image: Volume, patient_name: bool = False) -> dict[str, str]:
 
 
 def stats_csv(stats: list[LabelStats], study: dict[str, str] | None = None) -> str:
-    study = study or {}
+    study = {**(study or {}), "definitions": STANDARD}
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=[*study, *CSV_COLUMNS], lineterminator="\n")
     writer.writeheader()
@@ -142,14 +155,43 @@ def stats_csv(stats: list[LabelStats], study: dict[str, str] | None = None) -> s
 
 
 def is_stats_csv(path: str | os.PathLike) -> bool:
-    """Is ``path`` a statistics table medseg wrote (its header ends with this table's columns)?"""
+    """Is ``path`` a statistics table medseg wrote (its header ends with this table's columns, or names
+    TotalSegmentator's definitions)?"""
     try:
         with open(path, encoding="utf-8", errors="replace") as handle:
-            return handle.readline().rstrip("\r\n").endswith(",".join(CSV_COLUMNS))
+            header = handle.readline().rstrip("\r\n")
     except OSError:
+        return False
+    return header.endswith(",".join(CSV_COLUMNS)) or "definitions,value,name,volume,intensity" in header
+
+
+def is_stats_json(path: str | os.PathLike) -> bool:
+    """Is ``path`` a statistics document medseg wrote?"""
+    import json
+
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return json.load(handle).get("format") == "medseg-statistics"
+    except (OSError, ValueError, AttributeError):
         return False
 
 
 def write_stats_csv(stats: list[LabelStats], path: str | os.PathLike, study: dict[str, str] | None = None) -> Path:
-    """The table as CSV (one row per label, LPS millimetres; ``study``'s columns first), written atomically."""
+    """The table as CSV (one row per label, LPS millimetres; ``study``'s columns and the definitions first),
+    written atomically."""
     return atomic_write_text(path, stats_csv(stats, study))
+
+
+def stats_json(stats: list[LabelStats], study: dict[str, str] | None = None) -> dict:
+    """The figures as a JSON document that says which definitions they follow."""
+    return {"format": "medseg-statistics", "definitions": STANDARD,
+            "about": "medseg's standard definitions: volume in ml, HU over the label's voxels as stored, SD with "
+                     "n - 1, percentiles linear between order statistics; bounding box in LPS mm",
+            "study": dict(study or {}), "labels": [item.as_json() for item in stats]}
+
+
+def write_stats_json(document: dict, path: str | os.PathLike) -> Path:
+    """A statistics document (:func:`stats_json` or TotalSegmentator's definitions) as JSON, written atomically."""
+    import json
+
+    return atomic_write_text(path, json.dumps(document, indent=1) + "\n")

@@ -189,6 +189,7 @@ class EditToolsPanel(QGroupBox):
 
         # never squeezed below its size: the label table below takes what height is left
         self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Minimum)
+        self._listed: tuple | None = None  # what the label lists show (refilled only when it changes)
         document.labels_changed.connect(self._fill_labels)
         document.label_map_changed.connect(self._fill_labels)
         view.active_label_changed.connect(self._fill_labels)
@@ -201,6 +202,18 @@ class EditToolsPanel(QGroupBox):
         self.tool_actions[name].setChecked(True)  # not triggered: the tool is set already; the group unchecks the rest
 
     def _fill_labels(self) -> None:
+        doc = self.document
+        # The two lists show values, names and colours: a change of visibility or lock (a group of 26 hidden)
+        # leaves them as they are, which with 117 structures is most of the work saved.
+        listed = (self.view.active_label, doc.volume is not None,
+                  tuple((v, e.name, e.color) for v, e in doc.labels.items()))
+        if listed != self._listed:
+            self._listed = listed
+            self._fill_lists()
+        self._on_other_chosen(self.merge_box.currentIndex())
+        self._show_target()
+
+    def _fill_lists(self) -> None:
         doc = self.document
         for box in (self.label_box, self.merge_box):
             box.blockSignals(True)
@@ -216,8 +229,9 @@ class EditToolsPanel(QGroupBox):
         self.label_box.setCurrentIndex(index)
         for box in (self.label_box, self.merge_box):
             box.blockSignals(False)
-        self._on_other_chosen(self.merge_box.currentIndex())
-        entry = doc.labels.get(self.view.active_label)
+
+    def _show_target(self) -> None:
+        entry = self.document.labels.get(self.view.active_label)
         if entry is not None:
             r, g, b = entry.color
             self.operations_target.setText(f"Operations on <span style='color: rgb({r},{g},{b})'>■</span> "

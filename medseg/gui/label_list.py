@@ -153,6 +153,16 @@ class LabelList(QWidget):
             return False
         return self.view.centre_on_label(value)
 
+    def select(self, value: int) -> None:
+        """Make a structure's row current and visible (the 3D view's pick, the status), without moving the views."""
+        index = self.proxy.mapFromSource(self.model.index_of(value))
+        if not index.isValid() and self.proxy.search:
+            self.search.clear()  # the row was filtered out: show everything again
+            index = self.proxy.mapFromSource(self.model.index_of(value))
+        if index.isValid():
+            self.tree.scrollTo(index)
+            self.tree.setCurrentIndex(index)
+
     def jump_to(self, value: int) -> bool:
         """Select a structure's row (made visible) and centre the views on it."""
         index = self.proxy.mapFromSource(self.model.index_of(value))

@@ -337,6 +337,7 @@ class MainWindow(QMainWindow):
         self.view.cursor_changed.connect(self._update_status)
         self.view.comparison_changed.connect(self._on_comparison_changed)
         self.viewer.view3d.failed.connect(self._on_failed)
+        self.viewer.view3d.picked.connect(self.overlay_panel.labels.select)  # the picked structure's row
         self.document.volume_changed.connect(self._on_volume_changed)
         self.document.label_map_changed.connect(self._sync_source)
         self.document.history_changed.connect(self._sync_source)

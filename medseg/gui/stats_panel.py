@@ -11,12 +11,13 @@ from pathlib import Path
 
 
 from PySide6.QtCore import Signal, Slot
-from PySide6.QtWidgets import (QCheckBox, QHBoxLayout, QHeaderView, QLabel, QPushButton, QTableWidget,
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QHBoxLayout, QHeaderView, QLabel, QPushButton, QTableWidget,
                                QTableWidgetItem, QVBoxLayout, QWidget)
 
 from medseg.edit.document import SegmentationDocument
 from medseg.gui.view_state import ViewState
-from medseg.edit.stats import LabelStats, label_statistics, study_columns, write_stats_csv
+from medseg.edit.stats import (LabelStats, label_statistics, stats_json, study_columns, write_stats_csv,
+                               write_stats_json)
 from medseg.errors import MedsegError
 from medseg.gui import save_dialog
 
@@ -47,7 +48,15 @@ class StatsPanel(QWidget):
         self.summary = QLabel("No segmentation.", self)
         self.refresh_button = QPushButton("Refresh", self)
         self.refresh_button.clicked.connect(self.refresh)
-        self.export_button = QPushButton("Export CSV…", self)
+        self.export_button = QPushButton("Export…", self)
+        self.export_button.setToolTip("Save the figures as CSV or JSON")
+        self.definitions_box = QComboBox(self)
+        self.definitions_box.addItem("Standard", "standard")
+        self.definitions_box.addItem("TotalSegmentator", "totalsegmentator")
+        self.definitions_box.setToolTip(
+            "Which definitions the exported file follows (it says so inside). Standard: ml, HU as stored, SD n-1, "
+            "percentiles. TotalSegmentator: its --statistics (mm³, the CT cast to int16, structures within 3 voxels "
+            "of the image's edge reported as 0), to compare with its statistics.json")
         self.export_button.clicked.connect(self.export_dialog)
         self.patient_name_box = QCheckBox("with the patient's name", self)
         self.patient_name_box.setToolTip("The CSV always names the series (UID and description); the patient's "
@@ -60,6 +69,7 @@ class StatsPanel(QWidget):
         buttons.addWidget(self.summary, 1)
         buttons.addWidget(self.refresh_button)
         buttons.addWidget(self.patient_name_box)
+        buttons.addWidget(self.definitions_box)
         buttons.addWidget(self.export_button)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(4, 4, 4, 4)
@@ -93,10 +103,13 @@ class StatsPanel(QWidget):
             self._fill()
 
     def _rename(self) -> None:
+        """Names follow the table; colours, visibility and locks do not touch the figures (no refill)."""
         names = {value: entry.name for value, entry in self.document.labels.items()}
-        for item in self.stats:
-            item.name = names.get(item.value, item.name)
-        self._fill()
+        renamed = [item for item in self.stats if names.get(item.value, item.name) != item.name]
+        for item in renamed:
+            item.name = names[item.value]
+        if renamed:
+            self._fill()
 
     def _fill(self) -> None:
         self.table.setRowCount(len(self.stats))
@@ -120,17 +133,37 @@ class StatsPanel(QWidget):
         source = doc.image_source if doc.volume is not None else ""
         description = doc.volume.meta.series_description if doc.volume is not None else ""
         start = save_dialog.results_folder(source) / (save_dialog.study_stem(source, description) + "_statistics.csv")
-        path, _ = save_dialog.ask_save_path(self, "Export statistics", start, ["CSV (*.csv)"])
+        path, _ = save_dialog.ask_save_path(self, "Export statistics", start, ["CSV (*.csv)", "JSON (*.json)"])
         if path:
             save_dialog.remember_results_folder(path)
             self.export(path)
 
     def export(self, path: str | Path) -> bool:
+        """CSV or JSON (by the suffix), in the chosen definitions."""
+        study = study_columns(self.document.volume, patient_name=self.patient_name_box.isChecked())
+        as_json = str(path).lower().endswith(".json")
         try:
-            write_stats_csv(self.stats, path, study_columns(self.document.volume,
-                                                             patient_name=self.patient_name_box.isChecked()))
+            if self.definitions_box.currentData() == "totalsegmentator":
+                self._export_totalsegmentator(Path(path), study, as_json)
+            elif as_json:
+                write_stats_json(stats_json(self.stats, study), path)
+            else:
+                write_stats_csv(self.stats, path, study)
         except MedsegError as error:
             self.failed.emit(error)
             return False
         self.exported.emit(str(path))
         return True
+
+    def _export_totalsegmentator(self, path: Path, study: dict[str, str], as_json: bool) -> None:
+        from medseg.edit.totalseg_stats import TotalSegOptions, totalseg_csv, totalseg_json, totalseg_statistics
+        from medseg.io.atomic import atomic_write_text
+
+        doc = self.document
+        names = {value: entry.name for value, entry in doc.labels.items()}
+        options = TotalSegOptions()
+        figures = totalseg_statistics(doc.volume, doc.label_map, names, options)
+        if as_json:
+            write_stats_json(totalseg_json(figures, options, study), path)
+        else:
+            atomic_write_text(path, totalseg_csv(figures, {n: v for v, n in names.items()}, options, study))

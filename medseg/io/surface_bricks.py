@@ -98,9 +98,10 @@ class SurfaceBricks:
                    if 0 < v <= len(boxes) and boxes[v - 1] is not None]
         areas = {v: self._face_area_mm2(labels, v, boxes[v - 1]) for v in present}
         total = sum(areas.values()) or 1.0
+        floor = self._floor(len(present))
         for value in present:
             box = boxes[value - 1]
-            budget = max(MIN_LABEL_BUDGET, self.triangle_budget * areas[value] / total)
+            budget = max(floor, self.triangle_budget * areas[value] / total)
             self._mesh_planned(labels, value, box, areas[value], budget, int(np.count_nonzero(labels[box] == value)))
         return {value: self.surface(value) for value in present}
 
@@ -169,9 +170,14 @@ class SurfaceBricks:
             self._mesh_whole(labels, value, box)
 
     def _budget_left(self, value: int) -> float:
-        """The triangles the other labels leave to ``value`` (at least MIN_LABEL_BUDGET)."""
+        """The triangles the other labels leave to ``value`` (at least the per-label floor)."""
         others = sum(entry.n_triangles for v, entry in self._labels.items() if v != value)
-        return max(MIN_LABEL_BUDGET, self.triangle_budget - others)
+        return max(self._floor(len(set(self._labels) | {value})), self.triangle_budget - others)
+
+    def _floor(self, labels: int) -> float:
+        """The fewest triangles a label may be given: MIN_LABEL_BUDGET, less when so many labels share the
+        scene that their floors alone would pass the budget (117 structures: half the budget among them)."""
+        return min(MIN_LABEL_BUDGET, self.triangle_budget / (2 * max(labels, 1)))
 
     def _brick(self, mesh: CellMesh) -> _Brick:
         vertices, faces, normals = to_patient(self.geometry, mesh)
