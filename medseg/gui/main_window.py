@@ -262,7 +262,9 @@ class MainWindow(QMainWindow):
         self.save_action = self._action("Save segmentation", files.save, QKeySequence.StandardKey.Save)
         self.save_as_action = self._action("Save segmentation as…", files.save_as, QKeySequence.StandardKey.SaveAs,
                                            "NIfTI / NRRD / MHA with label names, DICOM SEG, or STL/OBJ surfaces")
-        for action in (self.open_segmentation_action, self.save_action, self.save_as_action):
+        self.report_action = self._action("Export report…", self._export_report, tip="A one-page PDF or HTML "
+                                          "report: the study, the model, every shown structure's volume, the views")
+        for action in (self.open_segmentation_action, self.save_action, self.save_as_action, self.report_action):
             file_menu.addAction(action)
         file_menu.addSeparator()
         file_menu.addAction(self.quit_action)
@@ -714,6 +716,13 @@ class MainWindow(QMainWindow):
         comparison = self.view.comparison
         if comparison is not None:
             self._show_source(f"A: {comparison.primary_name} (editable); B: {comparison.name} (outlines)")
+
+    def _export_report(self) -> None:
+        from medseg.gui.report import export_report_dialog
+
+        written = export_report_dialog(self)
+        if written is not None:
+            self.statusBar().showMessage(f"Report written: {written}", 10_000)
 
     def _on_name_set(self, name_set: str) -> None:
         self.segmentation_files.name_set = name_set

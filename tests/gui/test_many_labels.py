@@ -262,3 +262,42 @@ def test_the_117_row_table_is_dense_and_readable(window, study, qtbot, artifacts
     qtbot.wait(50)
     path = artifacts_dir / "gui_many_labels_table.png"
     assert window.grab().save(str(path))
+
+
+def test_one_page_report_as_pdf_and_html(window, study, qtbot, monkeypatch, tmp_path, artifacts_dir):
+    from html.parser import HTMLParser
+
+    from pypdf import PdfReader
+
+    doc = window.document
+    hidden = next(v for v, e in doc.labels.items() if e.name == "costal_cartilages")
+    doc.set_label_visible(hidden, False)
+    for suffix in (".pdf", ".html"):
+        monkeypatch.setattr(save_dialog, "ask_save_path", lambda *a, s=suffix, **k: (str(tmp_path / f"report{s}"), ""))
+        window.report_action.trigger()
+    (artifacts_dir / "many_labels_report.pdf").write_bytes((tmp_path / "report.pdf").read_bytes())
+    pdf = PdfReader(tmp_path / "report.pdf")
+    assert len(pdf.pages) == 1
+    text = " ".join(pdf.pages[0].extract_text().split())  # words as the page shows them
+    volumes = doc.label_volumes_ml()
+    for value, entry in doc.labels.items():
+        if value != hidden:
+            assert entry.name in text, entry.name
+    assert "costal_cartilages" not in text and "1 hidden structure left out" in text
+    liver = next(v for v, e in doc.labels.items() if e.name == "liver")
+    assert f"{volumes[liver]:.1f}" in text
+    assert "Patient ID" in text and text.split("Structures")[1].startswith(" 116,")  # the shown ones
+    images = [obj for obj in pdf.pages[0].images]
+    assert len(images) == 3  # the three slice views (no OpenGL offscreen: the 3D view says so in words)
+    assert "3D view not available" in text
+
+    class Count(HTMLParser):
+        rows, pictures = 0, 0
+
+        def handle_starttag(self, tag, attrs):
+            self.rows += tag == "tr"
+            self.pictures += tag == "img" and dict(attrs)["src"].startswith("data:image/png;base64,")
+
+    parser = Count()
+    parser.feed((tmp_path / "report.html").read_text())
+    assert parser.pictures == 3 and parser.rows > 116
