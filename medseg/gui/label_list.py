@@ -80,8 +80,10 @@ class LabelList(QWidget):
         header = self.tree.header()
         header.setStretchLastSection(False)
         header.setSectionResizeMode(NAME, QHeaderView.ResizeMode.Stretch)
+        # Sized to their contents once per new table, not on every change: ResizeToContents re-measures all
+        # 117 rows whenever one cell changes (a hidden group of 26 was 6 000 reads of the model).
         for column in (VALUE, VOLUME, LOCK):
-            header.setSectionResizeMode(column, QHeaderView.ResizeMode.ResizeToContents)
+            header.setSectionResizeMode(column, QHeaderView.ResizeMode.Interactive)
         header.setSortIndicatorShown(True)
         self.tree.setToolTip("Tick: shown · Lock: no tool changes it · Enter/double-click: jump to it · "
                              "Space: show/hide · Shift+Space: lock · F2: rename · right-click: more")
@@ -255,6 +257,8 @@ class LabelList(QWidget):
 
     def _after_reset(self) -> None:
         self.proxy.sort(self.tree.header().sortIndicatorSection(), self.tree.header().sortIndicatorOrder())
+        for column in (VALUE, VOLUME, LOCK):
+            self.tree.resizeColumnToContents(column)
         if self.proxy.search:
             self.tree.expandAll()
         else:

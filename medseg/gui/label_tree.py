@@ -111,23 +111,41 @@ class LabelTreeModel(QAbstractItemModel):
             self.rebuild()  # labels added, removed or regrouped
             return
         changed = [v for v, label in labels.items() if self._shown.get(v) is not label]
+        renamed = any(self._shown[v].name != labels[v].name for v in changed)
         self._shown = dict(labels)
-        self._announce(changed, (NAME, LOCK))
+        roles = [Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.DecorationRole, Qt.ItemDataRole.CheckStateRole,
+                 Qt.ItemDataRole.ToolTipRole]
+        if renamed:
+            roles += [Qt.ItemDataRole.EditRole, SEARCH_ROLE, SORT_ROLE]  # the search and the sort look again
+        self._announce(changed, (NAME, LOCK), roles)
 
     def _on_edited(self, edit) -> None:
         self._volumes = self.document.label_volumes_ml()
-        self._announce([v for v in edit.values if v in self._where], (VOLUME, VOLUME))
+        self._announce([v for v in edit.values if v in self._where], (VOLUME, VOLUME),
+                       [Qt.ItemDataRole.DisplayRole, SORT_ROLE])
 
-    def _announce(self, values: list[int], columns: tuple[int, int]) -> None:
-        groups = set()
+    def _announce(self, values: list[int], columns: tuple[int, int], roles: list) -> None:
+        """dataChanged for the rows of ``values``, one signal per run of neighbouring rows (a hidden group of
+        26 ribs is one signal, not 26), with the roles that changed: the filter re-reads only what it reads."""
+        rows: dict[int, list[int]] = {}
         for value in values:
             group, row = self._where[value]
-            index = self.createIndex(row, columns[0], _NO_PARENT if group < 0 else group)
-            self.dataChanged.emit(index, index.siblingAtColumn(columns[1]))
-            groups.add(group)
-        for group in groups - {-1}:
+            rows.setdefault(group, []).append(row)
+        for group, found in rows.items():
+            found.sort()
+            start = previous = found[0]
+            for row in [*found[1:], None]:
+                if row is not None and row == previous + 1:
+                    previous = row
+                    continue
+                parent = _NO_PARENT if group < 0 else group
+                self.dataChanged.emit(self.createIndex(start, columns[0], parent),
+                                      self.createIndex(previous, columns[1], parent), roles)
+                if row is not None:
+                    start = previous = row
+        for group in set(rows) - {-1}:
             index = self.createIndex(group, NAME, _NO_PARENT)
-            self.dataChanged.emit(index, index.siblingAtColumn(LOCK))
+            self.dataChanged.emit(index, index.siblingAtColumn(LOCK), roles)
 
     # --- what the view asks -----------------------------------------------------------------
     def index(self, row: int, column: int, parent=QModelIndex()) -> QModelIndex:
@@ -317,6 +335,7 @@ class LabelFilter(QSortFilterProxyModel):
         self.setRecursiveFilteringEnabled(True)  # a group shows while one of its structures matches
         self.setAutoAcceptChildRows(True)  # a group whose name matches shows all its structures
         self.setSortRole(SORT_ROLE)
+        self.setFilterRole(SEARCH_ROLE)  # a change of colour or visibility does not make it filter again
         self.setDynamicSortFilter(False)  # a rename or a volume change does not move rows under the mouse
 
     def set_search(self, text: str) -> None:
