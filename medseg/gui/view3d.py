@@ -44,6 +44,8 @@ STANDARD_VIEWS = {"A": (0.0, -90.0), "P": (0.0, 90.0), "L": (0.0, 0.0), "R": (0.
 ENVELOPES = {"body", "skin", "body_trunc", "body_extremities", "torso"}
 ENVELOPE_OPACITY = 0.25
 HEADER_BUTTON_WIDTH = 24
+SETTLE_MS = 250  # quiet time after a colour/visibility change before the full surfaces are drawn again
+LARGE_SCENE = 120_000  # triangles: above this a change is drawn from the coarse copies first
 PLANE_COLORS = {"axial": (240, 80, 80), "coronal": (110, 200, 90), "sagittal": (235, 200, 60)}  # as the views' frames
 
 
@@ -64,6 +66,14 @@ class View3D(QWidget):
         self.items: dict[int, Any] = {}  # label value -> GLMeshItem
         self.coarse_items: dict[int, Any] = {}  # drawn instead while the mouse turns the scene
         self._turning = False
+        # After a change of colour or visibility a large scene is drawn from its coarse copies first and in
+        # full once the changes stop (a click per group while searching, a run of toggles): the event loop
+        # never waits for a full software-GL frame of 117 surfaces per click.
+        self._settling = False
+        self._settle_timer = QTimer(self)
+        self._settle_timer.setSingleShot(True)
+        self._settle_timer.setInterval(SETTLE_MS)
+        self._settle_timer.timeout.connect(self._settled)
         self.surfaces: dict[int, Any] = {}  # label value -> Surface (what is drawn)
         self.picked_value = 0  # the label of the surface the last pick met
         self._styled: dict[int, tuple] = {}  # label value -> (colour, opacity, shown, turning) last applied
@@ -184,8 +194,15 @@ class View3D(QWidget):
         (hiding a group of 26 ribs restyles 26 of 117 items). A label new to the table is met by its edit."""
         if self.gl_view is None:
             return
+        if sum(s.n_triangles for s in self.surfaces.values()) > LARGE_SCENE and self.coarse_items:
+            self._settling = True
+            self._settle_timer.start()
         if self._restyle():
             self._show_status()
+
+    def _settled(self) -> None:
+        self._settling = False
+        self._restyle()
 
     # --- meshing (medseg.gui.surface_jobs) -----------------------------------------------------
     @property
@@ -254,7 +271,7 @@ class View3D(QWidget):
         color = entry.color if entry is not None else (200, 200, 200)
         shown = entry is None or entry.visible
         coarse = self.coarse_items.get(value)
-        use_coarse = self._turning and coarse is not None
+        use_coarse = (self._turning or self._settling) and coarse is not None
         look = (color, self.opacity(value), shown, use_coarse)
         if self._styled.get(value) == look:
             return False

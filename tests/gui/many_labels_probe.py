@@ -90,7 +90,8 @@ def main() -> int:
     started = time.perf_counter()
     QTest.keyClick(panel.tree, Qt.Key.Key_Space)
     result["toggle_handled_s"] = time.perf_counter() - started
-    settle()
+    result["coarse_while_settling"] = sum(i.visible() for i in view3d.coarse_items.values())
+    settle(800)  # the full surfaces come back once the changes stop
     result["ribs_hidden_in_table"] = sum(not doc.labels[v].visible for v in ribs)
     result["others_hidden"] = sum(not e.visible for v, e in doc.labels.items() if v not in ribs)
     result["ribs_surfaces_shown_after"] = visible_items(view3d, ribs)
