@@ -28,7 +28,7 @@ from PySide6.QtWidgets import QCheckBox, QFileDialog, QWidget
 from medseg.core.labels import Label
 from medseg.edit.document import SegmentationDocument
 from medseg.edit.label_map import NAME_SETS, build_label_table
-from medseg.gui.label_table import described_labels
+from medseg.gui.label_table import described_labels, with_model_groups
 from medseg.errors import GeometryError, MedsegError, SaveError
 from medseg.gui import save_dialog
 from medseg.gui.jobs import Job
@@ -239,6 +239,7 @@ class SegmentationFiles(QObject):
         if not opened.named and self.name_set != NAME_SETS[0]:
             table = build_label_table(table, opened.label_map.meta.labels, self.name_set,
                                       described_labels(self.name_set))
+        table = with_model_groups(table)
         try:
             self.document.set_label_map(opened.label_map, table, f"opened {source.name}")
         except MedsegError as error:

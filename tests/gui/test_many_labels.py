@@ -301,3 +301,28 @@ def test_one_page_report_as_pdf_and_html(window, study, qtbot, monkeypatch, tmp_
     parser = Count()
     parser.feed((tmp_path / "report.html").read_text())
     assert parser.pictures == 3 and parser.rows > 116
+
+
+def test_a_seg_totalsegmentator_wrote_opens_grouped_with_its_names_and_colours(driver, window, ct_dir, tmp_path):
+    """TotalSegmentator's --output_type dicom writer on its own result: the table shows its groups (the SEG
+    names TotalSegmentator as the algorithm), names and published colours."""
+    import nibabel as nib
+    from totalsegmentator.dicom_io import save_mask_as_dicomseg
+    from totalsegmentator.map_to_binary import class_map
+
+    folder = ct_dir / "totalsegmentator"
+    nifti = nib.load(folder / "example_seg_dicom.nii.gz")
+    save_mask_as_dicomseg(np.asarray(nifti.dataobj).astype(np.uint8), class_map["total"], folder / "example_ct_dicom",
+                          tmp_path / "ts.dcm", nifti.affine)
+    driver.open_series(folder / "example_ct_dicom")
+    driver.open_segmentation(tmp_path / "ts.dcm")
+    doc, panel = window.document, window.overlay_panel.labels
+    groups = {name: group for group, names in _catalogue_groups().items() for name in names}
+    with open(TS_MAPPING, newline="", encoding="utf-8") as handle:
+        published = {row["Structure"]: row for row in csv.DictReader(handle)}
+    assert len(doc.labels) == 31
+    for entry in doc.labels.values():
+        assert entry.group == groups[entry.name] and entry.provenance.algorithm_name == "TotalSegmentator"
+        assert np.abs(np.array(entry.color) - [int(c) for c in published[entry.name]["DicomRGBColor"].split(",")]).max() <= 1
+    shown = _rows(panel)
+    assert sum(len(rows) for rows in shown.values()) == 31 and all(" (" in name for name in shown)
