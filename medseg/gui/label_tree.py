@@ -341,8 +341,9 @@ class LabelFilter(QSortFilterProxyModel):
     def set_search(self, text: str) -> None:
         folded = _fold(text)
         if folded != self._needle:
+            self.beginFilterChange()  # Qt 6.10's replacement for invalidateRowsFilter
             self._needle = folded
-            self.invalidateRowsFilter()
+            self.endFilterChange(QSortFilterProxyModel.Direction.Rows)
 
     @property
     def search(self) -> str:

@@ -258,10 +258,12 @@ class DatasetPanel(QWidget):
             cells = [entry.spec.name, entry.source,
                      "…" if info is None else " × ".join(str(n) for n in info.size_xyz),
                      "…" if info is None else " × ".join(f"{s:.3g}" for s in info.spacing_mm),
-                     "…" if info is None else ", ".join(info.labels_present) or "none",
+                     "…" if info is None else names_in_brief(info.labels_present),
                      "", "; ".join(self.training_set.problems(entry))]
             for column, text in enumerate(cells):
                 item = QTableWidgetItem(text)
+                if column == 4 and info is not None and len(info.labels_present) > BRIEF_NAMES:
+                    item.setToolTip(", ".join(info.labels_present))
                 item.setFlags(Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsSelectable)
                 if column == 5:
                     item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)
@@ -273,8 +275,10 @@ class DatasetPanel(QWidget):
         training = sum(not e.validation for e in entries)
         problems = sum(1 for e in entries if self.training_set.problems(e))
         self.status.setText(f"{len(entries)} case(s): {training} for training, {len(entries) - training} for "
-                            f"validation; labels {', '.join(self.training_set.label_names) or 'none'}"
+                            f"validation; labels {names_in_brief(self.training_set.label_names)}"
                             + (f"; {problems} case(s) with problems" if problems else ""))
+        self.status.setToolTip(", ".join(self.training_set.label_names)
+                               if len(self.training_set.label_names) > BRIEF_NAMES else "")
         self._filling = False
 
     @Slot(QTableWidgetItem)
@@ -288,6 +292,21 @@ class DatasetPanel(QWidget):
         for job in (self.job, self.convert_job):
             if job is not None:
                 job.wait_stopped()
+
+
+# A TotalSegmentator case holds 117 structures: a cell or status line naming them all would be a
+# screen wide, so they are counted and the first few named (all of them in the tooltip).
+BRIEF_NAMES = 6
+
+
+def names_in_brief(names) -> str:
+    """"liver, spleen" for a few names; "117 labels: liver, spleen, … (+111 more)" for many."""
+    names = list(names)
+    if not names:
+        return "none"
+    if len(names) <= BRIEF_NAMES:
+        return ", ".join(names)
+    return f"{len(names)} labels: {', '.join(names[:BRIEF_NAMES])}, … (+{len(names) - BRIEF_NAMES} more)"
 
 
 def _median(values) -> list[float]:

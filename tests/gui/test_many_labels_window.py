@@ -22,7 +22,6 @@ from test_real_window import _start_xvfb, _x_env  # the project's one way to sta
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Xvfb and xcb are Linux")
 PROBE = Path(__file__).with_name("many_labels_probe.py")
-SCREENS = Path("/work/helpers/screens-many-labels")
 
 
 @pytest.fixture(scope="module")
@@ -57,9 +56,6 @@ def test_117_surfaces_a_hidden_group_and_a_pick_in_a_real_window(x_display, ct_d
     result = json.loads((out / "result.json").read_text())
     for name in ("window_117.png", "view3d_ribs_hidden.png", "view3d_liver.png"):
         shutil.copy(out / name, artifacts_dir / f"gui_many_labels_{name}")
-    if SCREENS.parent.is_dir():  # the helper's copy for the README (not part of the judgement)
-        SCREENS.mkdir(exist_ok=True)
-        shutil.copy(out / "window_117.png", SCREENS / "window_117.png")
     assert result["platform"] == "xcb" and result["gl"], result["renderer"]
     assert result["labels"] == 117 and result["surfaces"] == 117
     # the ribs group: 26 structures (rib_left/right 1-12, sternum, costal cartilages: the model's ribs part)

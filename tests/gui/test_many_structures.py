@@ -326,3 +326,25 @@ def test_a_seg_totalsegmentator_wrote_opens_grouped_with_its_names_and_colours(d
         assert np.abs(np.array(entry.color) - [int(c) for c in published[entry.name]["DicomRGBColor"].split(",")]).max() <= 1
     shown = _rows(panel)
     assert sum(len(rows) for rows in shown.values()) == 31 and all(" (" in name for name in shown)
+
+
+def test_the_case_list_counts_117_structures_and_names_them_all_on_hover(window, study, qtbot, tmp_path, artifacts_dir):
+    """Train & Export: the case holding all 117 structures is added from the Segment tab; its row and the
+    status line stay one readable line (count and first names), every name is in the tooltip."""
+    panel = window.train_tab.dataset_panel
+    panel.set_workspace(tmp_path / "workspace")
+    panel.add_current_button.click()
+    window.document.mark_saved()
+    qtbot.waitUntil(lambda: panel.job is None and all(e.info is not None for e in panel.training_set.entries),
+                    timeout=120_000)
+    (entry,) = panel.training_set.entries
+    names = [e.name for e in window.document.labels.values()]
+    assert sorted(entry.info.labels_present) == sorted(names)  # the inspection's own reading of the saved case
+    cell = panel.table.item(0, 4)
+    assert cell.text().startswith("117 labels: ") and cell.text().endswith("(+111 more)")
+    assert sorted(cell.toolTip().split(", ")) == sorted(names)
+    assert "117 labels: " in panel.status.text() and sorted(panel.status.toolTip().split(", ")) == sorted(names)
+    assert panel.table.columnWidth(4) < panel.fontMetrics().horizontalAdvance(", ".join(names)) / 5
+    window.tabs.setCurrentIndex(window.tabs.indexOf(window.train_tab.parentWidget().parentWidget()))
+    qtbot.wait(50)
+    assert window.grab().save(str(artifacts_dir / "gui_many_labels_case_list.png"))
