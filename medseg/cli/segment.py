@@ -78,23 +78,21 @@ def settings_of(args: argparse.Namespace, allow_modality: bool = False) -> "Any"
     """The SegmentSettings that ``segment`` and ``batch``'s inference options say."""
     from medseg.workflows.segment import SegmentSettings
 
-    return SegmentSettings(device=args.device, configuration=args.configuration, step=args.step, mirror=args.mirror,
-                           tile_batch=getattr(args, "tile_batch", None), postprocess=not args.no_postprocess,
-                           allow_modality=allow_modality)
+    return SegmentSettings(device=args.device, configuration=segment_totalseg.configuration(args), step=args.step,
+                           mirror=args.mirror, tile_batch=getattr(args, "tile_batch", None),
+                           postprocess=not args.no_postprocess, allow_modality=allow_modality,
+                           structures=segment_totalseg.structures(args))
 
 
 def _segment(args: argparse.Namespace, events) -> int:
-    if args.model:  # TotalSegmentator's pipeline for its models (a catalogue id is the folder it installed)
-        from medseg.workflows.models import model_path
-
-        if segment_totalseg.is_totalseg_model_path(model_path(args.model)):
-            args.model = str(model_path(args.model))
-            return segment_totalseg.run(args, events)
-    segment_totalseg.refuse_options_for_other_models(args)
     from medseg.workflows.save import plan_save
 
+    pipeline = segment_totalseg.is_totalseg_reference(args.model)
+    if not pipeline:
+        segment_totalseg.refuse_options_for_other_models(args)
     # A bad -o must fail now (before torch is even imported), not after the whole segmentation.
-    target = plan_save(args.output, [args.path], force=args.force, option="-o")
+    split = segment_totalseg.plan_split(args.output) if getattr(args, "split", False) else None
+    target = None if split is not None else plan_save(args.output, [args.path], force=args.force, option="-o")
 
     from medseg.model.backends import resolve_device, torch_device
     from medseg.model.profiling import Profiling, phase
@@ -108,14 +106,25 @@ def _segment(args: argparse.Namespace, events) -> int:
         if profiling is not None:
             profiling.set_device(torch_device(device))
         with phase("load"):
+            # a TotalSegmentator model is read in a moment: its unknown structures fail before the series is read
+            segmenter = Segmenter(args.model, settings_of(args, args.allow_modality)) if pipeline else None
             volume = open_study(OpenStudyRequest(args.path, spacing_mm=args.spacing,
                                                  regularize=not args.raw_stack)).volume
-            target.check_image(volume)  # e.g. a DICOM SEG of an image file: refused before the model is read
-            segmenter = Segmenter(args.model, settings_of(args, args.allow_modality))
-        result = segmenter.segment(volume, progress=events.progress() if args.json else progress_printer())
+            if target is not None:
+                target.check_image(volume)  # e.g. a DICOM SEG of an image file: refused before the model is read
+            segmenter = segmenter or Segmenter(args.model, settings_of(args, args.allow_modality))
+        progress = events.progress() if args.json else progress_printer()
+        prepared = segmenter.prepare(volume)
+        if prepared.prepared is not None and segmenter.model.pipeline is not None and not args.json:
+            print(f"configuration {prepared.prepared.summary()}", file=sys.stderr)  # before a long run
+        result = segmenter.run(prepared, progress=progress)
         with phase("write"):
-            saved = save_segmentation(target, result.label_map, volume, result.labels)
-    notes = [*result.notes, *saved.notes]
+            if split is not None:
+                saved_notes = segment_totalseg.write_split(split, result.label_map, volume, result.model,
+                                                           segmenter.settings.structures)
+            else:
+                saved_notes = save_segmentation(target, result.label_map, volume, result.labels).notes
+    notes = [*result.notes, *saved_notes]
     if profiling is not None:
         if args.json:
             events.emit("profile", folder=str(args.profile), trace=[str(p) for p in profiling.trace_files()],
@@ -146,8 +155,10 @@ def _segment(args: argparse.Namespace, events) -> int:
             "seconds": round(result.seconds, 3),
             "size_xyz": list(result.label_map.size_xyz),
             "spacing_mm": list(result.label_map.spacing_mm),
-            "labels": {str(k): name for k, name in sorted(segmenter.model.package.names.items())},
+            "labels": _label_names(segmenter),
             "volumes_ml": {name: round(ml, 3) for name, ml in result.volumes_ml.items()},
+            **({"reason": result.reason, "estimates_s": {k: round(v, 1) for k, v in result.estimates_s.items()},
+                "parts": result.parts} if segmenter.model.pipeline is not None else {}),
         })
         return 0
     print_findings(volume)
@@ -156,7 +167,14 @@ def _segment(args: argparse.Namespace, events) -> int:
     print(f"{result.model.name} [{result.configuration}] on {result.device}, {result.seconds:.1f} s -> {written}")
     for step in result.postprocessing:
         print(f"  after the network: {step}")
-    width = max((len(name) for name in result.volumes_ml), default=5)
-    for name, ml in result.volumes_ml.items():
+    shown = {name: ml for name, ml in result.volumes_ml.items() if ml or segmenter.model.pipeline is None}
+    width = max((len(name) for name in shown), default=5)
+    for name, ml in shown.items():  # a TotalSegmentator model: the structures found (of 117)
         print(f"  {name:<{width}}  {ml:10.1f} ml")
     return 0
+
+
+def _label_names(segmenter) -> dict[str, str]:
+    if segmenter.model.pipeline is not None:
+        return {str(v): label.name for v, label in sorted(segmenter.card.labels.items())}
+    return {str(k): name for k, name in sorted(segmenter.model.package.names.items())}

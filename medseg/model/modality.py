@@ -26,16 +26,20 @@ def model_modality(package: ModelPackage) -> str | None:
 
 def check_modality(volume: Volume, package: ModelPackage, allow: bool = False) -> str | None:
     """None when the series suits the model; a note for the result when the user allowed a mismatch."""
-    expected = model_modality(package)
+    return check_modality_named(volume, model_modality(package), package.name, allow)
+
+
+def check_modality_named(volume: Volume, expected: str | None, name: str, allow: bool = False) -> str | None:
+    """:func:`check_modality` for a model known by its modality (``expected``; None: no check) and name."""
     actual = (volume.meta.modality or "").strip().upper()
     if expected is None or not actual or actual == expected:
         return None
     shown = _NAMES.get(actual, actual)
     if not allow:
         raise ModalityMismatch(
-            f"this series is {shown} (DICOM Modality {actual}); the model {package.name!r} was trained on "
+            f"this series is {shown} (DICOM Modality {actual}); the model {name!r} was trained on "
             f"{expected} and its labels and volumes on {shown} would not mean anything",
             path=(volume.meta.source_files or [None])[0],
             hint="open a CT series, or segment anyway with --allow-modality (the GUI asks)")
-    return (f"this {shown} series (Modality {actual}) was segmented with the {expected} model {package.name!r} at "
+    return (f"this {shown} series (Modality {actual}) was segmented with the {expected} model {name!r} at "
             "the user's request: check every label")

@@ -75,10 +75,15 @@ def check_modality(volume: Volume, package: object, allow: bool) -> str | None:
 
 def check_input(volume: Volume, model: object, allow_modality: bool = False) -> list[str]:
     """Every check before a model runs on ``volume`` (an OpenedModel): notes for the result, or a refusal."""
-    card, package = model.card, model.package  # type: ignore[attr-defined]
+    card = model.card  # type: ignore[attr-defined]
     check_spacing(volume)
     check_image_kind(volume, card.modality)
-    note = check_modality(volume, package, allow_modality)
+    if getattr(model, "pipeline", None) is not None:  # no one package: the card states the modality
+        from medseg.model.modality import check_modality_named
+
+        note = check_modality_named(volume, card.modality, card.name, allow_modality)
+    else:
+        note = check_modality(volume, model.package, allow_modality)  # type: ignore[attr-defined]
     return [note] if note else []
 
 

@@ -4,7 +4,8 @@
 to a medseg package (folder, ``.zip`` or ``.medseg``), or a path to an nnU-Net v2 result folder
 — and returns an :class:`OpenedModel`: the :class:`ModelCard` (id, name, version, modality,
 licence, configurations, labels with their coded concepts as the package states them) and
-the package the engine runs. Everything that opens a model comes here: ``medseg segment``,
+the package the engine runs (or, for a converted TotalSegmentator task, the pipeline that runs its
+networks: :attr:`OpenedModel.pipeline`). Everything that opens a model comes here: ``medseg segment``,
 ``batch``, ``evaluate``, ``train --from``, ``export``, ``plan``, and the GUI's Segment and
 Train & Export tabs, so each of them opens the same things.
 
@@ -24,10 +25,11 @@ from pathlib import Path
 from typing import Any, Callable
 
 from medseg.core.labels import Label
-from medseg.errors import ModelError
+from medseg.errors import MedsegError, ModelError
 
 STARTER = "starter"  # what a user types for the built-in model
 NNUNET_RESULT, MEDSEG_PACKAGE = "nnU-Net v2 result folder", "medseg model package"
+TOTALSEG_MODEL = "TotalSegmentator model"  # several networks run by TotalSegmentator's own pipeline
 Resolver = Callable[[str], "Path | None"]
 _resolvers: list[Resolver] = []
 
@@ -68,6 +70,12 @@ def model_path(reference: str | Path | None) -> Path:
     return path
 
 
+def is_totalseg_folder(path: Path) -> bool:
+    from medseg.model.totalseg import is_totalseg_model
+
+    return path.is_dir() and is_totalseg_model(path)
+
+
 def is_nnunet_result(path: Path) -> bool:
     return path.is_dir() and (path / "plans.json").is_file() and (path / "dataset.json").is_file()
 
@@ -86,6 +94,7 @@ class ModelCard:
     configurations: dict[str, str]  # name -> one line: dimension, patch, spacing, folds
     labels: dict[int, Label]  # the labels it segments (background excluded), as its output
     postprocessing: list[str] = field(default_factory=list)  # its declared steps after the network
+    groups: dict[int, str] = field(default_factory=dict)  # label value -> its group (the catalogue's), when known
 
     @property
     def coded(self) -> bool:
@@ -96,7 +105,7 @@ class ModelCard:
                 "licence": self.licence, "kind": self.kind, "source": str(self.source),
                 "configurations": dict(self.configurations),
                 "labels": {str(v): label.as_dict() for v, label in self.labels.items()},
-                "postprocessing": list(self.postprocessing)}
+                "postprocessing": list(self.postprocessing), "groups": {str(v): g for v, g in self.groups.items()}}
 
     def describe(self) -> str:
         """A few lines for a terminal or a tooltip."""
@@ -110,14 +119,25 @@ class ModelCard:
 
 @dataclass
 class OpenedModel:
-    """An opened model: its card, and the package the engine runs."""
+    """An opened model: its card, and the package the engine runs — or, for a TotalSegmentator model,
+    ``pipeline`` (medseg.model.totalseg.TotalSegModel: several networks and TotalSegmentator's own steps)."""
 
     card: ModelCard
-    package: Any  # medseg.model.package_model.ModelPackage
+    _package: Any = None  # medseg.model.package_model.ModelPackage
+    pipeline: Any = None  # medseg.model.totalseg.TotalSegModel
 
     @property
     def name(self) -> str:
         return self.card.name
+
+    @property
+    def package(self) -> Any:
+        """The one package the engine runs; a TotalSegmentator model has none (a ModelError says so)."""
+        if self._package is None:
+            raise ModelError(f"{self.card.name} is a TotalSegmentator model: several networks run by TotalSegmentator's "
+                             "own pipeline, which segments but is not one package to export, train from or plan",
+                             path=self.card.source, hint="segment with it (medseg segment, batch or the GUI)")
+        return self._package
 
 
 def model_card(package: Any, reference: str | Path | None = None, kind: str = MEDSEG_PACKAGE) -> ModelCard:
@@ -139,6 +159,35 @@ def model_card(package: Any, reference: str | Path | None = None, kind: str = ME
         postprocessing=[step.describe(package.names) for step in package.postprocess_steps()])
 
 
+def totalseg_card(model: Any, reference: str | Path | None) -> ModelCard:
+    """The card of a converted TotalSegmentator task: its configurations (spacing, networks), its
+    structures with the catalogue's groups and TotalSegmentator's numbers and names."""
+    from medseg.core.labels import Provenance
+
+    made_by = Provenance.model(model.name, model.version)
+    configurations = {name: (f"{config.spacing_mm:g} mm, {len(config.parts)} network"
+                             f"{'s' if len(config.parts) > 1 else ''} merged by TotalSegmentator's pipeline"
+                             + (f" (its {config.flag})" if config.flag else "") + f", tile step {config.step:g}")
+                      for name, config in model.configurations.items()}
+    entry = _catalogue_entry(model.name)
+    groups = {s.value: s.group for s in entry.structures} if entry is not None else {}
+    return ModelCard(
+        id=str(reference) if reference is not None else model.name, name=model.name, version=model.version,
+        modality="CT", licence=entry.licence.summary if entry is not None else "", kind=TOTALSEG_MODEL,
+        source=Path(model.path), configurations=configurations,
+        labels={value: Label(value, name, provenance=made_by) for value, name in sorted(model.labels.items())},
+        groups={value: groups[value] for value in model.labels if value in groups})
+
+
+def _catalogue_entry(model_id: str) -> Any:
+    from medseg.catalogue import load_catalogue
+
+    try:
+        return load_catalogue().entries.get(model_id)
+    except MedsegError:  # an unreadable catalogue costs the groups and the licence line, not the model
+        return None
+
+
 def _catalogue_licence(provenance: dict[str, Any]) -> str:
     """A model the catalogue installed: the licence its entry states ("" for any other model)."""
     model_id = provenance.get("catalogue_id")
@@ -157,6 +206,11 @@ def open_model(reference: str | Path | None = None) -> OpenedModel:
     from medseg.model.package import load_package
 
     path = model_path(reference)
+    if is_totalseg_folder(path):
+        from medseg.model.totalseg import load_totalseg_model
+
+        model = load_totalseg_model(path)
+        return OpenedModel(totalseg_card(model, reference), pipeline=model)
     if is_nnunet_result(path):
         package, kind = import_nnunet(path), NNUNET_RESULT
     else:
@@ -171,4 +225,4 @@ def list_models() -> list[ModelCard]:
 
 
 __all__ = ["ModelCard", "OpenedModel", "open_model", "model_card", "model_path", "list_models", "register_resolver",
-           "STARTER", "NNUNET_RESULT", "MEDSEG_PACKAGE"]
+           "totalseg_card", "STARTER", "NNUNET_RESULT", "MEDSEG_PACKAGE", "TOTALSEG_MODEL"]

@@ -45,6 +45,7 @@ class SegmentSettings:
     tile_batch: int | None = None  # tiles per forward pass (default: by device)
     postprocess: bool = True  # the model's own post-processing steps
     allow_modality: bool = False  # segment a series of another modality than the model's (noted)
+    structures: tuple[str, ...] | None = None  # a TotalSegmentator model: only these (its roi_subset), by name
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,9 @@ class SegmentedStudy:
     fallbacks: list[str] = field(default_factory=list)  # every degradation, in words
     postprocessing: list[str] = field(default_factory=list)  # the model's steps after the network, as run
     notes: list[str] = field(default_factory=list)  # what the checks said (e.g. an allowed modality)
+    reason: str = ""  # why this configuration ran (a TotalSegmentator model: by spacing, device estimate or asked for)
+    estimates_s: dict[str, float] = field(default_factory=dict)  # each configuration's estimate on this device
+    parts: list[str] = field(default_factory=list)  # the networks that ran (a TotalSegmentator model's parts)
 
 
 def _scaled(progress: ProgressCallback | None, low: float, high: float) -> ProgressCallback | None:
@@ -99,6 +103,25 @@ class Segmenter:
         self.settings = settings or SegmentSettings()
         self.device = resolve_device(self.settings.device)  # the one device decision: absent devices fail now
         self.model = model if isinstance(model, OpenedModel) else open_model(model)
+        self.fallbacks: list[str] = []  # what this Segmenter's settings could not have, in words
+        if self.model.pipeline is not None:
+            from medseg.workflows.totalseg_run import check_settings
+
+            self.device = check_settings(self.model, self.settings, self.device, self.fallbacks)
+        elif self.settings.structures is not None:
+            from medseg.errors import ModelError
+
+            raise ModelError(f"a structure subset applies to TotalSegmentator models only, not {self.card.name}",
+                             hint="choose totalsegmentator/total (or another converted TotalSegmentator task)")
+
+    def configuration_choice(self, image: Volume) -> Any:
+        """A TotalSegmentator model: the configuration that would run on ``image`` here, why, and each one's
+        estimate (medseg.model.totalseg.ConfigurationChoice); None for other models (their plan says)."""
+        if self.model.pipeline is None:
+            return None
+        from medseg.workflows.totalseg_run import choose
+
+        return choose(self.model, image, self.settings, self.device)
 
     @property
     def card(self) -> ModelCard:
@@ -127,6 +150,8 @@ class Segmenter:
         notes = self.check(image)
         if cancel is not None:
             cancel.raise_if_cancelled()
+        if self.model.pipeline is not None:  # TotalSegmentator's steps are its pipeline's: only the choice here
+            return PreparedStudy(image, notes, self.configuration_choice(image), time.perf_counter() - started)
         report(progress, 0.0, "preparing the image", "preprocess")
         prepared = prepare(image, self.model.package, self.settings.configuration, self.settings.step, self.device,
                            cancel=cancel)  # a Cancel stops the resampling itself, within a slab (#42.17)
@@ -138,6 +163,10 @@ class Segmenter:
         from medseg.model.infer import segment
 
         settings, started = self.settings, time.perf_counter()
+        if self.model.pipeline is not None:
+            from medseg.workflows.totalseg_run import run
+
+            return run(self, prepared, progress, cancel)
         result = segment(prepared.image, self.model.package, device=self.device, step_size=settings.step,
                          mirror=settings.mirror, tile_batch=settings.tile_batch, postprocess=settings.postprocess,
                          progress=progress, cancel=cancel, prepared=prepared.prepared)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -162,6 +163,16 @@ class PartRef:
             self.provenance = dict(manifest.get("provenance") or {})
         except (KeyError, TypeError, ValueError) as error:
             raise ModelError(f"{MODEL_JSON} is incomplete: {error}", path=self.path) from error
+
+    @property
+    def title(self) -> str:
+        """What progress calls this network: its part's subject ("organs", "ribs") or its dataset."""
+        folder = str(self.name).rsplit("/", 1)[-1]
+        found = re.search(r"_part\d+_([a-z]+)_", folder)
+        if found:
+            return found.group(1)
+        dataset = self.provenance.get("totalsegmentator_dataset")
+        return f"{self.spacing_mm:g} mm network" + (f" (dataset {dataset})" if dataset else "")
 
     @property
     def num_classes(self) -> int:

@@ -143,7 +143,8 @@ def segment_totalseg(
         part_labels = np.zeros(resampled_xyz.shape, dtype=np.uint8)
         for chunk_index, (source, keep, target) in enumerate(chunks):
             step = part_index * len(chunks) + chunk_index
-            text = f"{part.name.rsplit('/', 1)[-1]}" + (f", third {chunk_index + 1}" if len(chunks) > 1 else "")
+            text = (f"part {part_index + 1} of {len(parts)} ({part.title})" if len(parts) > 1 else part.title) + (
+                f", third {chunk_index + 1} of 3" if len(chunks) > 1 else "")
             sub = _network_volume(resampled_xyz[:, :, source], config.spacing_mm)
             with phase("preprocess"):
                 prep = preprocess_to(sub, plan, _compute_device(device_name))

@@ -1,0 +1,74 @@
+"""The segment use case for a TotalSegmentator model (:class:`medseg.workflows.segment.Segmenter` calls here).
+
+A converted TotalSegmentator task (``medseg.model.totalseg``) is several networks and
+TotalSegmentator's own steps around them, so the Segmenter's generic preprocessing does not apply:
+its settings are checked here once (structure names, configuration, device), the configuration
+is chosen per image with its reason and every configuration's estimate, and the pipeline runs with
+progress per part and cancellation between tiles. The CLI, batch and the GUI all come through
+the Segmenter, so they run a TotalSegmentator model the same way.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from medseg.core.volume import Volume
+from medseg.errors import DeviceError, ModelError
+from medseg.progress import CancelToken, ProgressCallback
+
+if TYPE_CHECKING:
+    from medseg.workflows.segment import PreparedStudy, SegmentedStudy, Segmenter, SegmentSettings
+
+# TotalSegmentator's networks run in PyTorch; the ONNX devices have no export of them.
+TORCH_DEVICES = ("cpu", "cuda", "mps")
+
+
+def check_settings(model: Any, settings: "SegmentSettings", device: str, fallbacks: list[str]) -> str:
+    """Refuse what a TotalSegmentator model cannot do, before any image is read; the device it runs on."""
+    from medseg.model.totalseg import structure_values
+
+    pipeline = model.pipeline
+    if settings.configuration is not None and settings.configuration not in pipeline.configurations:
+        raise ModelError(f"{pipeline.name} has no configuration {settings.configuration!r} installed",
+                         path=pipeline.path, hint=f"installed: {', '.join(pipeline.configurations)}")
+    if settings.mirror:
+        raise ModelError("TotalSegmentator's pipeline runs without mirroring (its networks were trained without it)",
+                         hint="leave out --mirror for TotalSegmentator models")
+    structure_values(pipeline, list(settings.structures) if settings.structures is not None else None)
+    if device in TORCH_DEVICES:
+        return device
+    if (settings.device or "auto").strip().lower() == "auto":
+        fallbacks.append(f"TotalSegmentator's networks run in PyTorch: on the CPU instead of {device}")
+        return "cpu"
+    raise DeviceError(f"TotalSegmentator's networks run in PyTorch, not on {device}",
+                      hint="use --device auto, cpu or cuda")
+
+
+def choose(model: Any, image: Volume, settings: "SegmentSettings", device: str) -> Any:
+    """The configuration for ``image``: the user's, else by spacing and this device's estimate (with the reason)."""
+    from medseg.model.totalseg import choose_configuration
+
+    return choose_configuration(model.pipeline, image, device, forced=settings.configuration)
+
+
+def run(segmenter: "Segmenter", prepared: "PreparedStudy", progress: ProgressCallback | None,
+        cancel: CancelToken | None) -> "SegmentedStudy":
+    from medseg.model.totalseg import segment_totalseg
+    from medseg.workflows.segment import SegmentedStudy
+
+    started = time.perf_counter()
+    choice = prepared.prepared
+    structures = list(segmenter.settings.structures) if segmenter.settings.structures is not None else None
+    result, run_info = segment_totalseg(prepared.image, segmenter.model.pipeline, choice.name, structures,
+                                        device=segmenter.device, progress=progress, cancel=cancel)
+    return SegmentedStudy(
+        image=prepared.image, label_map=result.label_map, labels=dict(result.labels), model=segmenter.card,
+        device=result.device_used, configuration=choice.name,
+        seconds=prepared.seconds + time.perf_counter() - started, volumes_ml=dict(result.volumes_ml),
+        fallbacks=[*segmenter.fallbacks, *result.fallbacks], postprocessing=[],
+        notes=[*prepared.notes, f"configuration {choice.summary()}", *run_info.notes],
+        reason=choice.reason, estimates_s=dict(choice.estimates_s), parts=list(run_info.parts))
+
+
+__all__ = ["check_settings", "choose", "run", "TORCH_DEVICES"]
