@@ -1,0 +1,122 @@
+"""A TotalSegmentator model through the one segment use case (what the CLI, batch and the GUI call).
+
+The model is TotalSegmentator's layout with small random weights (tests/model/ts_fixture.py) on a real
+abdomen CT; the pipeline itself is checked against TotalSegmentator 2.18.0 in
+tests/model/test_totalseg_parity.py, so here the oracle for the labels is that pipeline called directly:
+the use case must add its checks, choice, progress and cancellation without changing a voxel.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "model"))
+from infer_fixtures import ct_crop  # noqa: E402
+from ts_fixture import make_totalseg_weights  # noqa: E402
+
+from medseg.catalogue import load_catalogue  # noqa: E402
+from medseg.core.volume import Volume  # noqa: E402
+from medseg.errors import Cancelled, DeviceError, ModelError  # noqa: E402
+from medseg.model.totalseg import import_totalsegmentator_task, segment_totalseg  # noqa: E402
+from medseg.progress import CancelToken  # noqa: E402
+from medseg.workflows.models import TOTALSEG_MODEL, open_model  # noqa: E402
+from medseg.workflows.segment import SegmentSettings, Segmenter  # noqa: E402
+
+# 20 slices of TotalSegmentator's example abdomen (3 mm), cropped in-plane: 64 x 48 x 40 voxels at 1.5 mm
+ABDOMEN_SMALL = ("totalsegmentator/example_ct_sm.nii.gz", (slice(5, 25), slice(30, 54), slice(30, 62)))
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("ts")
+    weights = make_totalseg_weights(root / "weights", [291, 292, 293, 294, 295, 297, 298])  # small: 48^3, 4 stages
+    return import_totalsegmentator_task(weights, root / "model")
+
+
+@pytest.fixture(scope="module")
+def abdomen(ct_dir) -> Volume:
+    return Volume.from_sitk(ct_crop(ct_dir, ABDOMEN_SMALL))
+
+
+def test_the_card_states_configurations_structures_and_groups(model_dir):
+    opened = open_model(model_dir)
+    card = opened.card
+    entry = load_catalogue().entries["totalsegmentator/total"]
+    assert card.kind == TOTALSEG_MODEL and card.modality == "CT" and card.name == "totalsegmentator/total"
+    assert {v: label.name for v, label in card.labels.items()} == {s.value: s.name for s in entry.structures}
+    assert card.groups == {s.value: s.group for s in entry.structures} and card.groups[5] == "organs"
+    assert set(card.configurations) == {"1.5mm", "3mm", "6mm"} and "5 networks" in card.configurations["1.5mm"]
+    assert card.licence == entry.licence.summary
+    with pytest.raises(ModelError, match="TotalSegmentator model.*not one package") as error:
+        opened.package  # export, train --from and plan need one package: a clear refusal, not an AttributeError
+    assert error.value.path == model_dir
+
+
+def test_five_parts_with_progress_per_part_and_the_pipelines_labels(model_dir, abdomen):
+    segmenter = Segmenter(model_dir, SegmentSettings(device="cpu", configuration="1.5mm"))
+    seen = []
+    result = segmenter.segment(abdomen, progress=seen.append)
+    direct, run = segment_totalseg(abdomen, segmenter.model.pipeline, "1.5mm", device="cpu")
+    assert np.array_equal(result.label_map.array, direct.label_map.array) and result.label_map.same_grid(abdomen)
+    assert result.configuration == "1.5mm" and result.reason == "asked for" and result.parts == run.parts
+    assert "configuration 1.5mm: asked for" in result.notes
+    texts = [p.text for p in seen]
+    firsts = [next(i for i, t in enumerate(texts) if t.startswith(f"part {n} of 5 ({subject})"))
+              for n, subject in enumerate(("organs", "vertebrae", "cardiac", "muscles", "ribs"), 1)]
+    assert firsts == sorted(firsts)  # the parts in TotalSegmentator's order, each announced
+    assert all(b.fraction >= a.fraction for a, b in zip(seen, seen[1:])) and seen[-1].fraction == pytest.approx(1.0)
+    present = sorted(int(v) for v in np.unique(result.label_map.array) if v)
+    assert sorted(result.labels) == present and all(result.labels[v].name == result.model.labels[v].name
+                                                    for v in present)
+
+
+def test_the_choice_by_spacing_with_every_estimate(model_dir, abdomen):
+    segmenter = Segmenter(model_dir, SegmentSettings(device="cpu"))
+    choice = segmenter.configuration_choice(abdomen)
+    assert abdomen.spacing_mm == pytest.approx((3.0, 3.0, 3.0))
+    assert choice.name == "3mm" and "3 mm apart" in choice.reason  # 3 mm voxels gain nothing from 1.5 mm parts
+    assert set(choice.estimates_s) == {"1.5mm", "3mm", "6mm"}
+    assert choice.estimates_s["1.5mm"] > choice.estimates_s["3mm"] >= choice.estimates_s["6mm"] > 0
+    assert Segmenter(model_dir, SegmentSettings(device="cpu", configuration="6mm")).configuration_choice(
+        abdomen).reason == "asked for"
+
+
+def test_a_structure_subset_keeps_only_those(model_dir, abdomen):
+    wanted = ("liver", "spleen", "aorta")
+    segmenter = Segmenter(model_dir, SegmentSettings(device="cpu", configuration="6mm", structures=wanted))
+    result = segmenter.segment(abdomen)
+    direct, _ = segment_totalseg(abdomen, segmenter.model.pipeline, "6mm", list(wanted), device="cpu")
+    assert np.array_equal(result.label_map.array, direct.label_map.array)
+    assert set(np.unique(result.label_map.array).tolist()) <= {0, 1, 5, 52}
+
+
+def test_cancel_stops_between_tiles_of_a_part(model_dir, abdomen):
+    token = CancelToken()
+    seen = []
+
+    def progress(p):
+        seen.append(p.text)
+        if p.text.startswith("part 2 of 5"):
+            token.cancel()
+
+    segmenter = Segmenter(model_dir, SegmentSettings(device="cpu", configuration="1.5mm"))
+    with pytest.raises(Cancelled):
+        segmenter.segment(abdomen, progress=progress, cancel=token)
+    assert not any(text.startswith("part 3 of 5") for text in seen)
+
+
+def test_refusals_before_any_image_is_read(model_dir):
+    with pytest.raises(ModelError, match="unknown structure.*livr"):
+        Segmenter(model_dir, SegmentSettings(device="cpu", structures=("liver", "livr")))
+    with pytest.raises(ModelError, match="without mirroring"):
+        Segmenter(model_dir, SegmentSettings(device="cpu", mirror=True))
+    with pytest.raises(ModelError, match="no configuration '2mm'"):
+        Segmenter(model_dir, SegmentSettings(device="cpu", configuration="2mm"))
+    with pytest.raises(DeviceError, match="run in PyTorch, not on onnx-cpu"):
+        Segmenter(model_dir, SegmentSettings(device="onnx-cpu"))
+    with pytest.raises(ModelError, match="TotalSegmentator models only"):
+        Segmenter("starter", SegmentSettings(device="cpu", structures=("liver",)))
