@@ -622,7 +622,8 @@ class MainWindow(QMainWindow):
             return
         self._segment_mode = mode
         self.loader.segment(self.model_path(), self.segment_panel.device, self.segment_panel.configuration,
-                            self.segment_panel.postprocess, mode, allow_modality=allow_modality)
+                            self.segment_panel.postprocess, mode, allow_modality=allow_modality,
+                            structures=self.segment_panel.structures)
 
     def _ask_modality(self, error: ModalityMismatch) -> None:
         """The model was trained on another modality: segment anyway only if the user says so."""

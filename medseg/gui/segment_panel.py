@@ -59,6 +59,51 @@ def plan_summary(package: Any, volume: Volume, step_size: float = 0.5, configura
     )
 
 
+def pipeline_summary(opened: Any, volume: Volume, device: str = "auto", configuration: str | None = None,
+                     structures: tuple[str, ...] | None = None) -> str:
+    """A TotalSegmentator model's plan for this series, as rich text: the configuration that will run and
+    why, and every configuration's estimate on this computer (the chosen one in bold)."""
+    from medseg.workflows.totalseg_run import automatic_choice
+
+    automatic = automatic_choice(opened, volume, device)
+    model = opened.pipeline
+    chosen = configuration if configuration in model.configurations else automatic.name
+    if chosen == automatic.name and configuration is None:
+        why = html.escape(automatic.reason)
+    elif chosen == automatic.name:
+        why = "chosen by you (also the automatic choice)"
+    else:
+        why = f"chosen by you (automatic would choose {html.escape(automatic.name)}: {html.escape(automatic.reason)})"
+    rows = []
+    for name, config in model.configurations.items():
+        networks = len(config.parts)
+        cells = (f"{html.escape(name)}", f"{config.spacing_mm:g} mm", f"{networks}",
+                 _estimate_text(automatic.estimates_s.get(name)))
+        row = "".join(f"<td>{'<b>' + c + '</b>' if name == chosen else c}</td>" for c in cells)
+        rows.append(f"<tr>{row}</tr>")
+    subset = (f"{len(structures)} of {len(model.labels)} structures: cropped around them, "
+              f"only their networks run (estimates are for all)" if structures
+              else f"all {len(model.labels)} structures")
+    return (f"<b>{html.escape(chosen)}</b> — {why}<br>"
+            f"spacing (z, y, x): series {_mm(volume.spacing_zyx)} mm<br>{subset}<br>"
+            "<table><tr><th>configuration</th><th>network grid</th><th>networks</th><th>estimate here</th></tr>"
+            + "".join(rows) + "</table>"
+            f"TotalSegmentator's steps: resampled to the grid, tiles at step {model.configurations[chosen].step:g}, "
+            "parts merged, labels back on the series' grid")
+
+
+def _estimate_text(seconds: float | None) -> str:
+    if seconds is None:
+        return "—"
+    if seconds < 1:
+        return "< 1 s"
+    if seconds < 90:
+        return f"~{seconds:.0f} s"
+    if seconds < 5400:
+        return f"~{seconds / 60:.0f} min"
+    return f"~{seconds / 3600:.1f} h"
+
+
 class SegmentPanel(QGroupBox):
     def __init__(self, document: SegmentationDocument, window, parent: QWidget | None = None) -> None:
         super().__init__("Segment", parent)
@@ -79,6 +124,8 @@ class SegmentPanel(QGroupBox):
         self.model_chooser.manage.connect(lambda: window.open_models_dialog())
         self.device_box = QComboBox(self)
         self.device_box.setToolTip("Where the model runs; only what this machine has is listed")
+        # a TotalSegmentator model's automatic choice and estimates follow the device
+        self.device_box.currentIndexChanged.connect(lambda _index: self._show_plan() if self._is_pipeline() else None)
         self.configuration_box = QComboBox(self)
         self.configuration_box.setToolTip("Which of the model's configurations runs; automatic lets the series' "
                                           "spacing choose (thin- or thick-slice)")
@@ -96,6 +143,19 @@ class SegmentPanel(QGroupBox):
         self.plan_label.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.plan_label.document().documentLayout().documentSizeChanged.connect(lambda _size: self._fit_plan())
         self.plan_label.setPlainText("Open an image to see the plan.")
+        self.structures_button = QPushButton(self)  # a TotalSegmentator model's structure subset (its roi_subset)
+        self.structures_button.setToolTip("Which structures Segment keeps: fewer run faster (the image is cropped "
+                                          "around them and only the networks that segment them run)")
+        self.structures_button.clicked.connect(self.pick_structures)
+        self.structures_button.setVisible(False)
+        self._structures: tuple[str, ...] | None = None  # None: all of the model's structures
+        self.parts_label = QLabel(self)  # progress per part while a TotalSegmentator model runs
+        self.parts_label.setObjectName("segment-parts")
+        self.parts_label.setWordWrap(True)
+        self.parts_label.setVisible(False)
+        self._parts_done: list[str] = []
+        window.loader.progressed.connect(self._on_progress)
+        window.loader.busy_changed.connect(self._on_busy)
         self.run_button = QPushButton("Segment", self)
         self.run_button.clicked.connect(lambda: window.segment_action.trigger())
         self.result_label = QLabel(self)  # the segmentation on screen: which model made it, how, how long
@@ -107,11 +167,14 @@ class SegmentPanel(QGroupBox):
         layout.addWidget(self.device_box)
         layout.addWidget(self.configuration_box)
         layout.addWidget(self.postprocess_box)
+        layout.addWidget(self.structures_button)
         layout.addWidget(self.plan_label)
         layout.addWidget(self.run_button)
+        layout.addWidget(self.parts_label)
         layout.addWidget(self.result_label)
         self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Minimum)
         self._package = None
+        self._opened = None
         self.card = None  # the chosen model's card (medseg.workflows.models.ModelCard)
         self._package_source: object = ()
         self._devices_filled = False
@@ -151,18 +214,82 @@ class SegmentPanel(QGroupBox):
         """The configuration the user chose, or None for the spacing's choice."""
         return self.configuration_box.currentData()
 
+    @property
+    def structures(self) -> tuple[str, ...] | None:
+        """The structures Segment keeps (a TotalSegmentator model's subset), None for all."""
+        return self._structures if self._is_pipeline() else None
+
+    def _is_pipeline(self) -> bool:
+        from medseg.workflows.models import TOTALSEG_MODEL
+
+        return self.card is not None and self.card.kind == TOTALSEG_MODEL and self._package is not None
+
+    def pick_structures(self) -> None:
+        """The subset picker (search, groups); its answer applies to the next Segment."""
+        if not self._is_pipeline():
+            return
+        from medseg.gui.structure_picker import StructurePicker
+
+        names = {value: label.name for value, label in self.card.labels.items()}
+        self.structure_picker = StructurePicker(names, self.card.groups, self._structures, self)
+        self.structure_picker.accepted.connect(lambda: self._set_structures(self.structure_picker.chosen()))
+        self.structure_picker.open()
+
+    def _set_structures(self, chosen: tuple[str, ...] | None) -> None:
+        from medseg.gui.structure_picker import describe
+
+        self._structures = chosen
+        self.structures_button.setText(describe(chosen, len(self.card.labels)) if self.card is not None else "")
+        self._show_plan()
+
+    def _on_progress(self, _fraction: float, text: str) -> None:
+        """A TotalSegmentator run's parts, one line each: done, the one running (its tile), how many follow."""
+        import re
+
+        found = re.match(r"part (\d+) of (\d+) \(([^)]*)\)(.*)", text)
+        if found is None:
+            return
+        # the rest: ": tile i of n", or ", third j of 3: tile i of n" when a large image is split
+        index, count, subject, detail = int(found[1]), int(found[2]), found[3], found[4].lstrip(":, ")
+        while len(self._parts_done) < index - 1:
+            self._parts_done.append("…")
+        del self._parts_done[index - 1:]
+        lines = [f"✓ part {i + 1}: {name}" for i, name in enumerate(self._parts_done)]
+        lines.append(f"▶ part {index} of {count}: {subject}" + (f" — {detail}" if detail else ""))
+        if index < count:
+            lines.append(f"· {count - index} more part{'s' if count - index > 1 else ''} to run")
+        self._parts_done.append(subject)
+        self.parts_label.setText("\n".join(lines))
+        self.parts_label.setVisible(True)
+
+    def _on_busy(self) -> None:
+        if not self.window.loader.busy:
+            self._parts_done = []
+            self.parts_label.setVisible(False)
+
     def _fill_configurations(self) -> None:
         keep = self.configuration
         self.configuration_box.blockSignals(True)
         while self.configuration_box.count() > 1:
             self.configuration_box.removeItem(1)
+        pipeline = self._is_pipeline()
+        self.configuration_box.setItemText(0, "Configuration: automatic (by the series' spacing"
+                                           + (" and this computer's speed)" if pipeline else ")"))
         for name, plan in self._package.configurations.items():
+            if pipeline:
+                count = len(plan.parts)
+                self.configuration_box.addItem(f"Configuration: {name} ({count} network{'s' if count > 1 else ''}"
+                                               + (f", TotalSegmentator {plan.flag}" if plan.flag else "") + ")", name)
+                continue
             self.configuration_box.addItem(f"Configuration: {name} ({plan.dim}D)", name)
         index = self.configuration_box.findData(keep) if keep is not None else 0
         self.configuration_box.setCurrentIndex(max(index, 0))
         self.configuration_box.setVisible(len(self._package.configurations) > 1)
         self.configuration_box.blockSignals(False)
-        self.postprocess_box.setVisible(bool(self._package.postprocessing))
+        self.postprocess_box.setVisible(not pipeline and bool(self._package.postprocessing))
+        self.structures_button.setVisible(pipeline)
+        if pipeline:
+            self._set_structures(None)  # a new model: all of its structures
 
     def _show_plan(self) -> None:
         volume = self.document.volume
@@ -171,6 +298,10 @@ class SegmentPanel(QGroupBox):
         from medseg.errors import MedsegError
 
         try:
+            if self._is_pipeline():
+                self.plan_label.setHtml(pipeline_summary(self._opened, volume, self.device, self.configuration,
+                                                         self.structures))
+                return
             self.plan_label.setHtml(plan_summary(self._package, volume,
                                                  configuration=self.configuration))
         except MedsegError as error:
@@ -201,7 +332,8 @@ class SegmentPanel(QGroupBox):
                 from medseg.workflows.models import open_model
 
                 opened = open_model(source)
-                self._package, self.card = opened.package, opened.card
+                self._opened, self.card = opened, opened.card
+                self._package = opened.pipeline if opened.pipeline is not None else opened.package
                 self._package_source = source
                 self._fill_configurations()
             self.model_label.setText(f"Model: <b>{self.card.name}</b>")

@@ -241,7 +241,8 @@ class StudyLoader(QObject):
 
     # --- segmentation -------------------------------------------------------------------------
     def segment(self, model: str | Path | None = None, device: str = "auto", configuration: str | None = None,
-                postprocess: bool = True, mode: str = REPLACE, allow_modality: bool = False) -> bool:
+                postprocess: bool = True, mode: str = REPLACE, allow_modality: bool = False,
+                structures: tuple[str, ...] | None = None) -> bool:
         """Segment the open image with a model (a reference :func:`medseg.workflows.models.open_model` opens;
         default: the built-in starter) in a worker, through the use case every interface calls
         (:func:`medseg.workflows.segment.segment_study`: its checks, the one device choice);
@@ -249,7 +250,8 @@ class StudyLoader(QObject):
         skips the model's declared post-processing; ``mode`` says how the result meets the labels
         on screen (``medseg.edit.document.REPLACE`` or ``ADD``). A series of another modality than
         the model's fails with ModalityMismatch (the window asks) unless ``allow_modality``; an
-        image that is a label map fails with NotAnImageError."""
+        image that is a label map fails with NotAnImageError. ``structures``: a TotalSegmentator model's
+        subset (None: all)."""
         image = self.document.volume
         if image is None:
             from medseg.errors import GeometryError
@@ -261,7 +263,7 @@ class StudyLoader(QObject):
             from medseg.workflows.segment import SegmentRequest, SegmentSettings, segment_study
 
             settings = SegmentSettings(device=device, configuration=configuration, postprocess=postprocess,
-                                       allow_modality=allow_modality)
+                                       allow_modality=allow_modality, structures=structures)
             return segment_study(SegmentRequest(image, model, settings), progress, cancel)
 
         self._snapshot = None

@@ -52,6 +52,16 @@ def choose(model: Any, image: Volume, settings: "SegmentSettings", device: str) 
     return choose_configuration(model.pipeline, image, device, forced=settings.configuration)
 
 
+def automatic_choice(model: Any, image: Volume, device: str = "auto") -> Any:
+    """What the Segment panel shows: the configuration chosen without the user's override, its reason and
+    every configuration's estimate on ``device`` (as the user names it; the ONNX devices estimate the CPU)."""
+    from medseg.model.backends import resolve_device
+    from medseg.model.totalseg import choose_configuration
+
+    resolved = resolve_device(device)
+    return choose_configuration(model.pipeline, image, resolved if resolved in TORCH_DEVICES else "cpu")
+
+
 def run(segmenter: "Segmenter", prepared: "PreparedStudy", progress: ProgressCallback | None,
         cancel: CancelToken | None) -> "SegmentedStudy":
     from medseg.model.totalseg import segment_totalseg
@@ -71,4 +81,4 @@ def run(segmenter: "Segmenter", prepared: "PreparedStudy", progress: ProgressCal
         reason=choice.reason, estimates_s=dict(choice.estimates_s), parts=list(run_info.parts))
 
 
-__all__ = ["check_settings", "choose", "run", "TORCH_DEVICES"]
+__all__ = ["automatic_choice", "check_settings", "choose", "run", "TORCH_DEVICES"]
