@@ -18,7 +18,7 @@ import SimpleITK as sitk
 import torch
 from infer_fixtures import ct_crop
 from ts_fixture import make_totalseg_weights
-from ts_peer import run_totalsegmentator
+from ts_peer import assert_agrees, read_multilabel, run_totalsegmentator
 
 from medseg.cli import main
 from medseg.core.volume import Volume
@@ -50,27 +50,8 @@ def nifti(tmp_path, ct_dir, source) -> tuple:
 
 
 def totalsegmentator_labels(peer, image, tmp_path, **options) -> tuple[np.ndarray, dict[int, str]]:
-    out = run_totalsegmentator(image, tmp_path / "ts.nii.gz", peer["weights"], peer["root"] / "home", **options)
-    from totalsegmentator.nifti_ext_header import load_multilabel_nifti
-
-    loaded, names = load_multilabel_nifti(out)
-    return np.asarray(loaded.dataobj).T, {int(k): v for k, v in names.items()}  # (z, y, x) as medseg's arrays
-
-
-def assert_agrees(ours: np.ndarray, theirs: np.ndarray, min_classes: int) -> None:
-    assert ours.shape == theirs.shape
-    present = np.unique(theirs)
-    # random weights must still give many structures, or agreement would mean little
-    assert len(present) >= min_classes, f"only {len(present)} labels in TotalSegmentator's output"
-    agreement = float((ours == theirs).mean())
-    assert agreement >= 0.999, f"voxel agreement {agreement:.5f}"
-    for value in np.union1d(present, np.unique(ours)):
-        if value == 0:
-            continue
-        a, b = ours == value, theirs == value
-        if max(a.sum(), b.sum()) >= 1000:
-            dice = 2 * np.logical_and(a, b).sum() / (a.sum() + b.sum())
-            assert dice >= 0.99, f"label {value}: Dice {dice:.4f}"
+    return read_multilabel(run_totalsegmentator(image, tmp_path / "ts.nii.gz", peer["weights"], peer["root"] / "home",
+                                                **options))
 
 
 def test_fast_on_a_chest_stored_lps_at_5mm(peer, ct_dir, tmp_path):

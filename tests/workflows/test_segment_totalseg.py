@@ -2,8 +2,10 @@
 
 The model is TotalSegmentator's layout with small random weights (tests/model/ts_fixture.py) on a real
 abdomen CT; the pipeline itself is checked against TotalSegmentator 2.18.0 in
-tests/model/test_totalseg_parity.py, so here the oracle for the labels is that pipeline called directly:
-the use case must add its checks, choice, progress and cancellation without changing a voxel.
+tests/model/test_totalseg_parity.py, so here the oracle for the labels is mostly that pipeline called
+directly: the use case must add its checks, choice, progress and cancellation without changing a voxel.
+Once, for the path every interface takes by default (no configuration forced), the oracle is
+TotalSegmentator 2.18.0 itself (tests/model/ts_peer.py, its --fast on the same NIfTI).
 """
 
 from __future__ import annotations
@@ -13,10 +15,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import SimpleITK as sitk
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "model"))
 from infer_fixtures import ct_crop  # noqa: E402
 from ts_fixture import make_totalseg_weights  # noqa: E402
+from ts_peer import assert_agrees, read_multilabel, run_totalsegmentator  # noqa: E402
 
 from medseg.catalogue import load_catalogue  # noqa: E402
 from medseg.core.volume import Volume  # noqa: E402
@@ -31,10 +35,17 @@ ABDOMEN_SMALL = ("totalsegmentator/example_ct_sm.nii.gz", (slice(5, 25), slice(3
 
 
 @pytest.fixture(scope="module")
-def model_dir(tmp_path_factory) -> Path:
+def ts_root(tmp_path_factory) -> Path:
+    """TotalSegmentator's weights folder (root / "weights") and medseg's conversion of it (root / "model")."""
     root = tmp_path_factory.mktemp("ts")
     weights = make_totalseg_weights(root / "weights", [291, 292, 293, 294, 295, 297, 298])  # small: 48^3, 4 stages
-    return import_totalsegmentator_task(weights, root / "model")
+    import_totalsegmentator_task(weights, root / "model")
+    return root
+
+
+@pytest.fixture(scope="module")
+def model_dir(ts_root) -> Path:
+    return ts_root / "model"
 
 
 @pytest.fixture(scope="module")
@@ -51,6 +62,7 @@ def test_the_card_states_configurations_structures_and_groups(model_dir):
     assert card.groups == {s.value: s.group for s in entry.structures} and card.groups[5] == "organs"
     assert set(card.configurations) == {"1.5mm", "3mm", "6mm"} and "5 networks" in card.configurations["1.5mm"]
     assert card.licence == entry.licence.summary
+    assert entry.support == "exact"  # the catalogue's claim, which the peer comparisons here and in tests/model back
     with pytest.raises(ModelError, match="TotalSegmentator model.*not one package") as error:
         opened.package  # export, train --from and plan need one package: a clear refusal, not an AttributeError
     assert error.value.path == model_dir
@@ -83,6 +95,20 @@ def test_the_choice_by_spacing_with_every_estimate(model_dir, abdomen):
     assert choice.estimates_s["1.5mm"] > choice.estimates_s["3mm"] >= choice.estimates_s["6mm"] > 0
     assert Segmenter(model_dir, SegmentSettings(device="cpu", configuration="6mm")).configuration_choice(
         abdomen).reason == "asked for"
+
+
+def test_the_automatic_choice_gives_totalsegmentators_result(ts_root, model_dir, ct_dir, tmp_path):
+    """What Segment runs when the user forces nothing, on a 3 mm series: the 3 mm network, i.e. TotalSegmentator's
+    --fast, with its labels (one peer run on a small crop: about 20 s, most of it TotalSegmentator starting)."""
+    image = tmp_path / "abdomen.nii.gz"
+    sitk.WriteImage(ct_crop(ct_dir, ABDOMEN_SMALL), str(image))
+    volume = Volume.from_sitk(sitk.ReadImage(str(image)))
+    result = Segmenter(model_dir, SegmentSettings(device="cpu")).segment(volume)  # the peer runs on the CPU
+    assert result.configuration == "3mm" and "3 mm apart" in result.reason
+    theirs, names = read_multilabel(run_totalsegmentator(image, tmp_path / "ts.nii.gz", ts_root / "weights",
+                                                         ts_root / "home", fast=True))
+    assert_agrees(result.label_map.array, theirs, min_classes=20)
+    assert {v: result.model.labels[v].name for v in names} == names  # TotalSegmentator's numbers and names
 
 
 def test_a_structure_subset_keeps_only_those(model_dir, abdomen):
