@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import SimpleITK as sitk
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QDialogButtonBox
+from PySide6.QtWidgets import QDialogButtonBox, QFileDialog
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "model"))
 from infer_fixtures import ct_crop  # noqa: E402
@@ -49,11 +49,14 @@ def _shown(picker) -> set[str]:
             for i in range(group.childCount()) if not group.child(i).isHidden()}
 
 
-def test_pick_structures_then_segment_with_progress_per_part(window, abdomen, ts_model, qtbot, artifacts_dir):
+def test_pick_structures_then_segment_with_progress_per_part(window, abdomen, ts_model, qtbot, artifacts_dir,
+                                                             monkeypatch):
     entry = load_catalogue().get("totalsegmentator/total")
     catalogue = {s.name: s.group for s in entry.structures}
     panel = window.segment_panel
-    window.use_model_reference(str(ts_model))
+    monkeypatch.setattr(QFileDialog, "getExistingDirectory", lambda *a, **k: str(ts_model))
+    window.choose_model_action.trigger()  # Model folder…: a converted TotalSegmentator task is a model
+    assert window.model_path() == str(ts_model)
     assert panel.model_label.text() == "Model: <b>totalsegmentator/total</b>"
     assert panel.structures_button.isVisible() and panel.structures_button.text() == "Structures: all 117…"
     assert not panel.postprocess_box.isVisible()
