@@ -166,7 +166,7 @@ class Segmenter:
         if self.model.pipeline is not None:
             from medseg.workflows.totalseg_run import run
 
-            return run(self, prepared, progress, cancel)
+            return SegmentedStudy(**run(self, prepared, progress, cancel))
         result = segment(prepared.image, self.model.package, device=self.device, step_size=settings.step,
                          mirror=settings.mirror, tile_batch=settings.tile_batch, postprocess=settings.postprocess,
                          progress=progress, cancel=cancel, prepared=prepared.prepared)

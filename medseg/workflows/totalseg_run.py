@@ -11,20 +11,20 @@ the Segmenter, so they run a TotalSegmentator model the same way.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from medseg.core.volume import Volume
 from medseg.errors import DeviceError, ModelError
 from medseg.progress import CancelToken, ProgressCallback
 
-if TYPE_CHECKING:
-    from medseg.workflows.segment import PreparedStudy, SegmentedStudy, Segmenter, SegmentSettings
+# The Segmenter (medseg.workflows.segment) calls here with itself, its settings and its prepared study;
+# this module never imports that one (no import cycle), so they are typed Any.
 
 # TotalSegmentator's networks run in PyTorch; the ONNX devices have no export of them.
 TORCH_DEVICES = ("cpu", "cuda", "mps")
 
 
-def check_settings(model: Any, settings: "SegmentSettings", device: str, fallbacks: list[str]) -> str:
+def check_settings(model: Any, settings: Any, device: str, fallbacks: list[str]) -> str:
     """Refuse what a TotalSegmentator model cannot do, before any image is read; the device it runs on."""
     from medseg.model.totalseg import structure_values
 
@@ -45,7 +45,7 @@ def check_settings(model: Any, settings: "SegmentSettings", device: str, fallbac
                       hint="use --device auto, cpu or cuda")
 
 
-def choose(model: Any, image: Volume, settings: "SegmentSettings", device: str) -> Any:
+def choose(model: Any, image: Volume, settings: Any, device: str) -> Any:
     """The configuration for ``image``: the user's, else by spacing and this device's estimate (with the reason)."""
     from medseg.model.totalseg import choose_configuration
 
@@ -62,17 +62,17 @@ def automatic_choice(model: Any, image: Volume, device: str = "auto") -> Any:
     return choose_configuration(model.pipeline, image, resolved if resolved in TORCH_DEVICES else "cpu")
 
 
-def run(segmenter: "Segmenter", prepared: "PreparedStudy", progress: ProgressCallback | None,
-        cancel: CancelToken | None) -> "SegmentedStudy":
+def run(segmenter: Any, prepared: Any, progress: ProgressCallback | None,
+        cancel: CancelToken | None) -> dict[str, Any]:
+    """Run the pipeline; the fields of the Segmenter's SegmentedStudy (it builds the study)."""
     from medseg.model.totalseg import segment_totalseg
-    from medseg.workflows.segment import SegmentedStudy
 
     started = time.perf_counter()
     choice = prepared.prepared
     structures = list(segmenter.settings.structures) if segmenter.settings.structures is not None else None
     result, run_info = segment_totalseg(prepared.image, segmenter.model.pipeline, choice.name, structures,
                                         device=segmenter.device, progress=progress, cancel=cancel)
-    return SegmentedStudy(
+    return dict(
         image=prepared.image, label_map=result.label_map, labels=dict(result.labels), model=segmenter.card,
         device=result.device_used, configuration=choice.name,
         seconds=prepared.seconds + time.perf_counter() - started, volumes_ml=dict(result.volumes_ml),

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from PySide6.QtCore import QStandardPaths
+from PySide6.QtCore import QSettings, QStandardPaths
 from PySide6.QtWidgets import QFileDialog
 
 from medseg.gui.main_window import MainWindow
@@ -14,6 +14,9 @@ from medseg.gui.main_window import MainWindow
 @pytest.fixture
 def window(qtbot, tmp_path, monkeypatch):
     QStandardPaths.setTestModeEnabled(True)  # QSettings go to a test location; the log to $MEDSEG_DATA_DIR
+    # ... and that location is one file per user: test runs side by side (several checkouts on one machine)
+    # cleared each other's settings mid-test (the model chosen for Segment vanished). One file per test.
+    QSettings.setPath(QSettings.Format.NativeFormat, QSettings.Scope.UserScope, str(tmp_path / "settings"))
     from medseg.gui import app_shell
 
     app_shell.settings().clear()
