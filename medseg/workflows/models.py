@@ -20,7 +20,7 @@ user gave it (the catalogue id, ``starter``, or the path).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -171,11 +171,16 @@ def totalseg_card(model: Any, reference: str | Path | None) -> ModelCard:
                       for name, config in model.configurations.items()}
     entry = _catalogue_entry(model.name)
     groups = {s.value: s.group for s in entry.structures} if entry is not None else {}
+    # the catalogue's labels carry each structure's group, codes and colour (TotalSegmentator's own table),
+    # so the label tree groups a result and its DICOM SEG is coded; TotalSegmentator's name decides a match
+    described = entry.labels() if entry is not None else {}
+    labels = {value: replace(described[value], provenance=made_by)
+              if value in described and described[value].name == name else Label(value, name, provenance=made_by)
+              for value, name in sorted(model.labels.items())}
     return ModelCard(
         id=str(reference) if reference is not None else model.name, name=model.name, version=model.version,
         modality="CT", licence=entry.licence.summary if entry is not None else "", kind=TOTALSEG_MODEL,
-        source=Path(model.path), configurations=configurations,
-        labels={value: Label(value, name, provenance=made_by) for value, name in sorted(model.labels.items())},
+        source=Path(model.path), configurations=configurations, labels=labels,
         groups={value: groups[value] for value in model.labels if value in groups})
 
 

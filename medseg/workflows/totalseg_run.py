@@ -73,7 +73,8 @@ def run(segmenter: Any, prepared: Any, progress: ProgressCallback | None,
     result, run_info = segment_totalseg(prepared.image, segmenter.model.pipeline, choice.name, structures,
                                         device=segmenter.device, progress=progress, cancel=cancel)
     return dict(
-        image=prepared.image, label_map=result.label_map, labels=dict(result.labels), model=segmenter.card,
+        image=prepared.image, label_map=result.label_map, model=segmenter.card,
+        labels={value: segmenter.card.labels.get(value, label) for value, label in result.labels.items()},  # coded
         device=result.device_used, configuration=choice.name,
         seconds=prepared.seconds + time.perf_counter() - started, volumes_ml=dict(result.volumes_ml),
         fallbacks=[*segmenter.fallbacks, *result.fallbacks], postprocessing=[],

@@ -125,3 +125,10 @@ def test_pick_structures_then_segment_with_progress_per_part(window, abdomen, ts
     assert names and names <= ribs | {"esophagus"}  # TotalSegmentator's names, only those asked for
     assert {v: window.document.labels[v].name for v in window.document.labels} == {
         s.value: s.name for s in entry.structures if s.value in window.document.labels}
+    # each structure as the catalogue describes it (group for the label tree, TotalSegmentator's colour and codes)
+    described = entry.labels()
+    for value, label in window.document.labels.items():
+        assert (label.group, label.color, label.category, label.type) == (
+            described[value].group, described[value].color, described[value].category, described[value].type)
+        assert label.provenance.algorithm_name == "totalsegmentator/total"
+    window.grab().save(str(artifacts_dir / "gui_totalseg_result_window.png"))
