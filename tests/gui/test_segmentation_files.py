@@ -238,7 +238,9 @@ def test_an_opened_segmentation_comes_along_to_the_acquired_slices_and_back(wind
     assert raw.shape_zyx[0] == 28 and doc.label_map is not None and doc.label_map.same_grid(raw)
     assert doc.labels[2].name == "block" and not doc.unsaved
     # Every labelled voxel of the acquired slices (placed where pydicom says each slice is) has, in the file
-    # (indexed by SimpleITK), the same label at the nearest voxel.
+    # (indexed by SimpleITK), the same label at the nearest voxel -- or, on the 7 mm slices (the second half,
+    # where the 4 mm grid has slices no acquired slice is nearest to), a label with fewer voxels that lies in
+    # it: the thinner structure is kept, not dropped (tests/io/test_label_placement.py).
     acquired = _acquired_slices(folder, raw.direction[:, 2])
     z, y, x = np.nonzero(doc.label_map.array)
     origins = np.array([[float(v) for v in ds.ImagePositionPatient] for ds in acquired])[z]
@@ -247,7 +249,12 @@ def test_an_opened_segmentation_comes_along_to_the_acquired_slices_and_back(wind
     index = np.array([written.TransformPhysicalPointToContinuousIndex(tuple(p)) for p in points])
     ties = np.any(np.abs(index - np.floor(index) - 0.5) < 1e-3, axis=1)  # equally near two voxels: either is right
     i, j, k = np.rint(index[~ties]).astype(int).T
-    assert np.array_equal(labels[k, j, i], doc.label_map.array[z, y, x][~ties])
+    nearest, placed = labels[k, j, i], doc.label_map.array[z, y, x][~ties]
+    other = nearest != placed
+    counts = np.bincount(labels.ravel())
+    assert np.all(z[~ties][other] >= 14)  # the 4.2 mm slices: exactly the nearest voxel's label
+    assert np.all((nearest[other] == 0) | (counts[placed[other]] < counts[nearest[other]]))
+    assert other.sum() < 0.2 * other.size
     for value in (1, 2):
         assert np.count_nonzero(doc.label_map.array == value) > 1000
     window.grab().save(str(artifacts_dir / "raw_stack_with_opened_segmentation.png"))
