@@ -7,6 +7,9 @@ because ``io``, ``model`` and ``edit`` all use it (and ``model``/``edit`` may no
 - :func:`color_for` — a name known to TotalSegmentator v2 (3D Slicer's anatomical
   colours) gets its standard colour; otherwise the value's row of the table; values past
   the table get golden-ratio hues, so neighbours stay distinct.
+- :func:`distinct_color` — the colour of a label the user adds: as :func:`color_for` when that
+  stands clearly apart from every colour already in the table, else the vivid hue farthest from them
+  (label 2's row is a brown close to the starter's body: a grow preview in it was invisible over body).
 - :func:`totalsegmentator_name` — the TotalSegmentator v2 'total' class name of a value.
 """
 
@@ -16,7 +19,7 @@ import colorsys
 import json
 from functools import lru_cache
 from importlib import resources
-from typing import Any
+from typing import Any, Iterable
 
 BACKGROUND = (0, 0, 0)
 
@@ -69,8 +72,39 @@ def color_for(value: int, name: str | None = None) -> tuple[int, int, int]:
     return name_color(name) or value_color(value)
 
 
+# CIEDE2000 distance at which two overlay colours are told apart at a glance over a grey CT (about 2 is
+# the least one can see side by side; the starter's body and label 2's row are 7 apart).
+DISTINCT_DELTA_E = 25.0
+_CANDIDATE_HUES = 36
+
+
+def distinct_color(value: int, name: str | None = None,
+                   taken: Iterable[tuple[int, int, int]] = ()) -> tuple[int, int, int]:
+    """The colour a new label gets in a table whose labels have the colours ``taken``: its own
+    (:func:`color_for`) when it is at least DISTINCT_DELTA_E (CIEDE2000) from each of them, else the
+    vivid hue farthest from all of them (and from black, the background). The same table gives the
+    same colour, so a preview drawn before the label exists is in the colour it will get."""
+    own = color_for(value, name)
+    taken = [tuple(int(c) for c in color) for color in taken]
+    if value == 0 or not taken:
+        return own
+    import numpy as np
+    from skimage.color import deltaE_ciede2000, rgb2lab
+
+    def lab(colors) -> "np.ndarray":
+        return rgb2lab(np.asarray(colors, dtype=np.float64).reshape(-1, 1, 3) / 255.0)[:, 0, :]
+
+    taken_lab = lab([*taken, BACKGROUND])
+    if deltaE_ciede2000(lab([own]), taken_lab).min() >= DISTINCT_DELTA_E:
+        return own
+    candidates = [tuple(round(c * 255) for c in colorsys.hsv_to_rgb(index / _CANDIDATE_HUES, 0.8, 1.0))
+                  for index in range(_CANDIDATE_HUES)]
+    distance = deltaE_ciede2000(lab(candidates)[:, None, :], taken_lab[None, :, :]).min(axis=1)
+    return candidates[int(distance.argmax())]  # type: ignore[return-value]
+
+
 def totalsegmentator_name(value: int) -> str | None:
     return _table().get("totalsegmentator_v2_total_names", {}).get(str(value))
 
 
-__all__ = ["color_for", "value_color", "name_color", "totalsegmentator_name", "BACKGROUND"]
+__all__ = ["color_for", "distinct_color", "DISTINCT_DELTA_E", "value_color", "name_color", "totalsegmentator_name", "BACKGROUND"]

@@ -84,6 +84,13 @@ class SegmentationDocument:
         """The label table (read it; change it through the document's methods)."""
         return self.label_map.labels if self.label_map is not None else {}
 
+    def new_label(self, value: int) -> Label:
+        """The entry label ``value`` gets at its first voxel (its colour apart from the table's), for drawing
+        its seeds and preview before it exists."""
+        if self.label_map is not None:
+            return self.labels.get(value) or Label(value, "", self.label_map.new_label_color(value))
+        return Label(value)
+
     @property
     def unsaved(self) -> bool:
         """Edits since the label map was opened, segmented or saved: undoing back to that state is saved."""
@@ -393,7 +400,7 @@ class SegmentationDocument:
             raise MedsegError(f"label {value} already exists ({label_map.labels[value].name})")
         if not 1 <= value <= MAX_LABEL_VALUE:
             raise MedsegError(f"label values run from 1 to {MAX_LABEL_VALUE}, not {value}")
-        entry = Label(value, name or "", tuple(color) if color else None)  # type: ignore[arg-type]
+        entry = Label(value, name or "", tuple(color) if color else label_map.new_label_color(value, name))  # type: ignore[arg-type]
         self._put_entries({value: entry})
         return entry
 

@@ -19,7 +19,7 @@ import numpy as np
 
 from medseg.edit.delta import value_counts
 from medseg.errors import GeometryError, MedsegError
-from medseg.core.label_colors import totalsegmentator_name
+from medseg.core.label_colors import distinct_color, totalsegmentator_name
 from medseg.core.label_values import label_dtype
 from medseg.core.labels import Label
 from medseg.core.volume import Volume
@@ -122,9 +122,13 @@ class LabelMap(Volume):
     def locked_values(self) -> frozenset[int]:
         return frozenset(v for v, e in self.labels.items() if e.locked)
 
+    def new_label_color(self, value: int, name: str | None = None) -> tuple[int, int, int]:
+        """The colour a label added now gets: one that stands apart from those in the table."""
+        return distinct_color(value, name, (entry.color for entry in self.labels.values()))
+
     def ensure_entry(self, value: int, name: str | None = None) -> Label:
         if value not in self.labels and value != 0:
-            self.labels[value] = Label(value, name or "")
+            self.labels[value] = Label(value, name or "", self.new_label_color(value, name))
             self.labels = dict(sorted(self.labels.items()))
         return self.labels.get(value) or Label(0, "background", (0, 0, 0))
 

@@ -11,7 +11,6 @@ import numpy as np
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QGridLayout, QLabel, QWidget
 
-from medseg.core.labels import Label
 from medseg.edit.document import SegmentationDocument
 from medseg.gui.view_state import ViewState
 from medseg.gui.label_table import color_arrays
@@ -184,7 +183,7 @@ class ViewerPanel(QWidget):
         if active and active not in table:
             # "3 (new)": not in the table until its first voxel, but its seeds and its grow preview are
             # drawn now, in the colour it will get (they were black and invisible: the user applied blind)
-            table[active] = Label(active)
+            table[active] = self.document.new_label(active)
         colors, visible, slots = color_arrays(table)
         self.renderer.set_labels(colors, visible, self.view.overlay_opacity, slots)
         for view in self.views.values():
