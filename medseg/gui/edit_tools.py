@@ -1,4 +1,5 @@
-"""The Edit panel: tools, their options, the active label and its table actions, undo/redo.
+"""The Edit panel: tools, the active tool's options (:mod:`medseg.gui.tool_options`), the active label and
+its table actions, the paint rules, the operations on the active label, undo/redo.
 
 Every widget is bound to a Property of the document's tool controller or calls one
 document method: the panel holds no editing state of its own.
@@ -29,6 +30,7 @@ from medseg.edit.operations import CATALOGUE, tools
 from medseg.gui.bind import bind
 from medseg.gui.grow_runner import GrowRunner
 from medseg.gui.semi_auto_options import SemiAutomaticOptions
+from medseg.gui.tool_options import ToolOptions
 from medseg.gui.view_state import ViewState
 
 
@@ -118,17 +120,27 @@ class EditToolsPanel(QGroupBox):
         self.only_background = bind(QCheckBox("Only over background", self), controller.only_background)
         self.fill_3d = bind(QCheckBox("Fill in 3D", self), controller.fill_3d)
         self.fill_by_hu = bind(QCheckBox("Fill by HU range", self), controller.fill_by_hu)
+        # the brush's (the eraser's, and grow from seeds' for its seeds) and the fill's: shown with their tool
+        stroke = QWidget(self)
+        stroke_grid = QGridLayout(stroke)
+        stroke_grid.setContentsMargins(0, 0, 0, 0)
+        stroke_grid.addWidget(QLabel("Radius", stroke), 0, 0)
+        stroke_grid.addWidget(self.radius, 0, 1)
+        stroke_grid.addWidget(self.sphere, 0, 2)
+        stroke_grid.setColumnStretch(1, 1)
+        fill = QWidget(self)
+        fill_row = QHBoxLayout(fill)
+        fill_row.setContentsMargins(0, 0, 0, 0)
+        fill_row.addWidget(self.fill_3d)
+        fill_row.addWidget(self.fill_by_hu)
+        fill_row.addStretch(1)
+        # the paint rules: every tool and operation that paints keeps to them, so they are always shown
         form = QGridLayout()
-        form.addWidget(QLabel("Brush", self), 0, 0)
-        form.addWidget(self.radius, 0, 1, 1, 2)
-        form.addWidget(self.sphere, 0, 3)
-        form.addWidget(self.hu_masked, 1, 0)
-        form.addWidget(self.hu_low, 1, 1)
-        form.addWidget(QLabel("to", self), 1, 2)
-        form.addWidget(self.hu_high, 1, 3)
-        form.addWidget(self.only_background, 2, 0, 1, 2)
-        form.addWidget(self.fill_3d, 2, 2, 1, 2)
-        form.addWidget(self.fill_by_hu, 3, 0, 1, 4)
+        form.addWidget(self.hu_masked, 0, 0)
+        form.addWidget(self.hu_low, 0, 1)
+        form.addWidget(QLabel("to", self), 0, 2)
+        form.addWidget(self.hu_high, 0, 3)
+        form.addWidget(self.only_background, 1, 0, 1, 4)
         form.setColumnStretch(1, 1)
         form.setColumnStretch(3, 1)
         for widget, name in ((self.radius, "radius_mm"), (self.sphere, "sphere"), (self.fill_3d, "fill_3d"),
@@ -178,11 +190,12 @@ class EditToolsPanel(QGroupBox):
         self.grow_runner.failed.connect(self.error)
         self.semi_automatic = SemiAutomaticOptions(controller, self.grow_runner, self)
         self.semi_automatic.done.connect(self.done)
+        self.tool_options = ToolOptions(controller, {"stroke": stroke, "fill": fill, **self.semi_automatic.groups}, self)
         layout = QVBoxLayout(self)
         layout.addLayout(tool_row)
         layout.addLayout(label_grid)
+        layout.addWidget(self.tool_options)
         layout.addLayout(form)
-        layout.addWidget(self.semi_automatic)
         layout.addLayout(params)
         layout.addLayout(ops)
         layout.addLayout(undo_row)
