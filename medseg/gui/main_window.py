@@ -154,14 +154,20 @@ class MainWindow(QMainWindow):
         self.stats_dock.setObjectName("label-statistics")
         self.stats_dock.setWidget(self.stats_panel)
         self.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.stats_dock)
-        self.resizeDocks([self.stats_dock], [230], Qt.Orientation.Vertical)  # about six rows
         # the study's details left the 2×2 layout's fourth pane to the 3D view
         self.details_dock = QDockWidget("Study details", self)
         self.details_dock.setObjectName("study-details")
-        self.details_dock.setWidget(self.viewer.info_pane)
+        details = QScrollArea(self)  # a long study's details scroll: their height must not hold the docks up
+        details.setWidget(self.viewer.info_pane)
+        details.setWidgetResizable(True)
+        details.setFrameShape(QFrame.Shape.NoFrame)
+        self.details_dock.setWidget(details)
         self.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.details_dock)
         self.tabifyDockWidget(self.stats_dock, self.details_dock)
         self.stats_dock.raise_()
+        from medseg.gui.dock_share import DockShare
+
+        self.dock_share = DockShare(self, (self.stats_dock, self.details_dock))  # the views keep their share
         self.train_tab = TrainExportTab(self.document, self)
         self.train_tab.failed.connect(self._on_failed)
         self.train_tab.training_panel.model_chosen.connect(self.use_model_reference)

@@ -63,8 +63,9 @@ class StatsPanel(QWidget):
                                          "name only when ticked")
         self.table.setToolTip("Double-click a label to make it active and show its largest cross-section")
         self.table.cellDoubleClicked.connect(lambda row, _column: self.show_label(self.stats[row].value))
+        # three whole rows at the least (the starter's body, lungs, bones; the frame cut the third): the dock opens taller
         self.table.setMinimumHeight(self.table.verticalHeader().defaultSectionSize() * 3
-                                    + self.table.horizontalHeader().sizeHint().height())  # the dock opens taller
+                                    + self.table.horizontalHeader().sizeHint().height() + 2 * self.table.frameWidth())
         buttons = QHBoxLayout()
         buttons.addWidget(self.summary, 1)
         buttons.addWidget(self.refresh_button)

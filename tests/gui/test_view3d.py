@@ -103,7 +103,7 @@ def test_offscreen_window_has_the_3d_pane_in_2x2_and_details_in_a_dock(window, d
     grid = window.viewer._grid
     assert grid.itemAtPosition(1, 1).widget() is view3d and view3d.isVisible()
     assert not view3d.screenshot_action.isEnabled()
-    assert "512 × 512 × 48 voxels" in window.details_dock.widget().text()  # the study details left for a dock
+    assert "512 × 512 × 48 voxels" in window.details_dock.widget().widget().text()  # the study details left for a dock
     view3d.maximise_requested.emit("3d")
     assert window.viewer.layout_name == "single" and view3d.isVisible()
     assert not window.viewer.views["axial"].isVisible()
