@@ -10,7 +10,7 @@ from __future__ import annotations
 from PySide6.QtCore import QEvent, QObject, Qt
 from PySide6.QtWidgets import QDockWidget, QMainWindow
 
-BOTTOM_DOCK_SHARE = 0.22  # of the window's height: at 800 px about the statistics' least, three label rows
+BOTTOM_DOCK_SHARE = 0.25  # of the window's height: four label rows at 800 px, six at 1000
 
 
 class DockShare(QObject):

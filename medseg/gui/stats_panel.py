@@ -63,6 +63,8 @@ class StatsPanel(QWidget):
                                          "name only when ticked")
         self.table.setToolTip("Double-click a label to make it active and show its largest cross-section")
         self.table.cellDoubleClicked.connect(lambda row, _column: self.show_label(self.stats[row].value))
+        # rows as tall as their text needs (the style's 30 px showed two rows in a laptop's dock; #25.11, #42.15)
+        self.table.verticalHeader().setDefaultSectionSize(self.table.fontMetrics().height() + 8)
         # three whole rows at the least (the starter's body, lungs, bones; the frame cut the third): the dock opens taller
         self.table.setMinimumHeight(self.table.verticalHeader().defaultSectionSize() * 3
                                     + self.table.horizontalHeader().sizeHint().height() + 2 * self.table.frameWidth())
