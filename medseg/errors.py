@@ -51,6 +51,10 @@ class GeometryError(MedsegError):
     """Two images or an image and a mask do not share a usable geometry."""
 
 
+class ImageChangedError(GeometryError):
+    """A job's result belongs to an image that is no longer the open one (it was not applied)."""
+
+
 class ModelError(MedsegError):
     """A model package or nnU-Net folder is missing, malformed or unsupported."""
 

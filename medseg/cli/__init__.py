@@ -22,6 +22,9 @@ COMMAND_MODULES = sorted(m.name for m in pkgutil.iter_modules(__path__) if not m
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from medseg.workflows.edit_operations import register_operations
+
+    register_operations()  # the model-backed editing operations: `medseg edit --segment` is built from them
     parser = argparse.ArgumentParser(prog="medseg", description="CT segmentation with a resolution-adaptive U-Net.")
     parser.add_argument("--version", action="version", version=f"medseg {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")

@@ -82,24 +82,15 @@ def run(args: argparse.Namespace) -> int:
     from medseg.edit.tools import PaintRules
     from medseg.errors import MedsegError
     from medseg.io import load
-    from medseg.io.atomic import check_writable
-    from medseg.io.label_files import (
-        is_written_by,
-        open_segmentation,
-        segmentation_format,
-        segmentation_outputs,
-        sidecar_path,
-        write_label_map,
-    )
-    from medseg.io.output_paths import check_output, source_paths
+    from medseg.io.label_files import open_segmentation, segmentation_format, sidecar_path
+    from medseg.workflows.save import LABEL_MAP, plan_save, save_segmentation
 
     operations = [Operation(name, raw) for name, raw in (args.operations or [])]
     if not operations and not args.labels:
         raise MedsegError("no operations given and no --labels to write: name at least one operation (see medseg "
                           "edit --help), or give a segmentation with --labels to write it as a label map")
-    output = Path(args.output)
-    if segmentation_format(output) != "label-map":
-        raise MedsegError("-o must be a label map (.nii.gz, .nii, .nrrd or .mha)", path=output)
+    if segmentation_format(args.output) != LABEL_MAP:
+        raise MedsegError("-o must be a label map (.nii.gz, .nii, .nrrd or .mha)", path=Path(args.output))
     inputs = [args.image, args.labels, sidecar_path(args.labels) if args.labels else None]
     for operation in operations:  # files an operation reads are inputs too: never the output
         spec = CATALOGUE.get(operation.name)
@@ -108,12 +99,11 @@ def run(args: argparse.Namespace) -> int:
                 inputs.append(text)
             if parameter.kind in ("seeds-file", "segmentation-file"):  # read with their label sidecars
                 inputs.append(sidecar_path(text))
-    outputs = segmentation_outputs(output)
-    check_output(output, inputs, force=args.force, ours=lambda p: is_written_by(p, "medseg edit"), option="-o",
-                 extra_outputs=outputs[1:])
-    check_writable(output)
+    # the output checked once, before anything is read (the save use case every interface uses); an earlier
+    # output of medseg edit, unchanged since, is replaced without --force
+    target = plan_save(args.output, inputs, force=args.force, option="-o", written_by="medseg edit")
     image = load(args.image, spacing_mm=args.spacing)
-    check_output(output, source_paths(image), force=True, option="-o", extra_outputs=outputs[1:])
+    target.check_image(image)
     document = SegmentationDocument()
     document.set_undo_budget(0)  # a batch needs no undo: keep only the newest step
     document.set_volume(image, source=str(args.image))
@@ -145,9 +135,16 @@ def run(args: argparse.Namespace) -> int:
             print(f"note: {note}", file=sys.stderr)
         return Segmentation(opened.label_map, opened.labels)
 
+    def load_model(reference: str):
+        from medseg.workflows.models import open_model
+
+        return open_model(reference)
+
     rules = PaintRules(hu_range=tuple(sorted(args.hu_mask)) if args.hu_mask else None,
                        overwrite="background" if args.only_background else "unlocked")
-    validate(operations, document.label_map, image, load_seeds, settings, load_segmentation)
+    validate(operations, document.label_map, image, load_seeds, settings, load_segmentation, load_model)
+    # what an operation wants read once it is done (a fill that flooded, a model's notes)
+    document.notice.connect(lambda text, level: print(f"note: {text}", file=sys.stderr) if level == "warning" else None)
 
     def say(op: str, count: int) -> None:
         if not args.json:
@@ -155,8 +152,8 @@ def run(args: argparse.Namespace) -> int:
 
     done = run_operations(document, operations, rules, say)
     label_map = document.label_map
-    kept = [entry for value, entry in label_map.labels.items() if label_map.voxel_count(value) or entry.locked]
-    written, _ = write_label_map(label_map.to_volume(), output, kept, image, written_by="medseg edit")
+    kept = {value: entry for value, entry in label_map.labels.items() if label_map.voxel_count(value) or entry.locked}
+    written = save_segmentation(target, label_map.to_volume(), image, kept).path
     volumes = label_map.volumes_ml()
     if args.json:
         print(json.dumps({"output": str(written), "operations": [{"operation": o, "voxels_changed": n} for o, n in done],

@@ -20,6 +20,7 @@ from medseg.core.label_values import label_dtype
 from medseg.core.labels import Label
 from medseg.core.volume import Volume
 from medseg.edit.delta import Delta
+from medseg.edit.label_map import LabelMap
 from medseg.edit.operation import Change
 from medseg.errors import GeometryError, MedsegError
 
@@ -51,7 +52,8 @@ def merge_change(document: "SegmentationDocument", incoming: Segmentation, mode:
     result, labels = incoming.label_map, incoming.labels
     if document.volume is None or not result.same_grid(document.volume):
         raise GeometryError("the segmentation does not fit the open image (it changed while segmenting)")
-    target = document.new_label_map()
+    # a preview writes nothing: with no label map yet, the merge is made against an empty one (not created here)
+    target = document.label_map if document.label_map is not None else LabelMap.empty_like(document.volume)
     proposed = np.asarray(result.array)
     remap: dict[int, int] = {}
     taken = set(target.labels) | set(labels)

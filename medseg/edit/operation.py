@@ -24,7 +24,8 @@ if TYPE_CHECKING:
 
 LABEL_KINDS = ("label", "new-label")
 # Values the GUI takes from the mouse or from another part of the app (a Segment result), never from a box.
-INPUT_KINDS = ("point", "points", "view", "seeds-file", "polygon-file", "segmentation-file", "choice")
+# "model": a model reference (the Segment panel's choice; on the command line an id, a name or a folder).
+INPUT_KINDS = ("point", "points", "view", "seeds-file", "polygon-file", "segmentation-file", "choice", "model")
 SETTING_KINDS = ("number", "flag")  # one Property each in the tool controller, one widget in the Edit panel
 # A mouse tool's gesture: stroke (press-drag-release paints along the path), click (one press runs it at the
 # voxel; a hover may preview), outline (a freehand or clicked polygon on one slice), seeds (painted seeds grow

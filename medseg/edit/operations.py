@@ -141,8 +141,8 @@ BUILT_IN = (
     EditOperation("merge-segmentation", "Merge segmentation",
                   "merge SEGMENTATION (a label map with its .labels.json sidecar, or a DICOM SEG, placed on the "
                   "image) into the label map: MODE replace (every unlocked voxel takes it) or add (only its labels "
-                  "not here yet, only where there is no label); locked labels never change. The app's Segment "
-                  "ends with it", (SEGMENTATION, MERGE_MODE), runs.merge_segmentation),
+                  "not here yet, only where there is no label); locked labels never change (as --segment merges a "
+                  "model's result)", (SEGMENTATION, MERGE_MODE), runs.merge_segmentation),
 )
 
 CATALOGUE: dict[str, EditOperation] = {op.name: op for op in BUILT_IN}
@@ -187,8 +187,8 @@ def tools() -> dict[str, Tool]:
 
 
 def merge_segmentation(document, incoming, mode: str = "replace", description: str = "Segment") -> bool:
-    """Merge a Segment result (a :class:`~medseg.edit.merge.Segmentation`) through the ``merge-segmentation``
-    operation: one undoable, journalled step named ``description``; False when nothing changed."""
+    """Merge a segmentation already on the image grid (a :class:`~medseg.edit.merge.Segmentation`) through the
+    ``merge-segmentation`` operation: one undoable, journalled step named ``description``; False when nothing changed."""
     values = {"segmentation": incoming, "mode": mode}
     return CATALOGUE["merge-segmentation"].perform(document, values, description=description)
 

@@ -150,6 +150,13 @@ def _segmentation_file(text: str, op: Operation, load_segmentation: Callable | N
     return load_segmentation(text)
 
 
+def _model(text: str, op: Operation, load_model: Callable | None):
+    """A model reference: opened now when the caller can (an unknown model fails before anything runs)."""
+    if not text.strip():
+        raise MedsegError(f"{op}: MODEL is empty (give 'starter', a model id or a model folder)")
+    return load_model(text) if load_model is not None else text
+
+
 def _choice(text: str, op: Operation, parameter) -> str:
     if text not in parameter.choices:
         raise MedsegError(f"{op}: {parameter.metavar} must be {' or '.join(parameter.choices)}, not {text!r}")
@@ -173,12 +180,14 @@ def _points(text: str, op: Operation, image: Volume | None) -> list[tuple[float,
 def validate(operations: list[Operation], label_map: LabelMap, image: Volume | None = None,
              load_seeds: Callable[[str], np.ndarray] | None = None,
              settings: Mapping[str, float] | None = None,
-             load_segmentation: Callable[[str], object] | None = None) -> list[Operation]:
+             load_segmentation: Callable[[str], object] | None = None,
+             load_model: Callable[[str], object] | None = None) -> list[Operation]:
     """Resolve names to values and check every operation; raises MedsegError on the first problem.
 
     ``load_seeds(path)`` reads a seeds file onto the image grid (value BACKGROUND_SEED for background seeds);
     ``load_segmentation(path)`` a segmentation to merge (a :class:`~medseg.edit.merge.Segmentation` on the
-    image grid); ``settings`` are the values of the catalogue's option parameters (``--roi-margin`` …) by name."""
+    image grid); ``load_model(reference)`` a model a model-backed operation runs (without it the reference
+    is kept as given, and the operation opens it when it runs); ``settings`` are the values of the catalogue's option parameters (``--roi-margin`` …) by name."""
     locked = set(label_map.locked_values())
     created: set[int] = set()  # labels an earlier operation makes
     settings = dict(settings or {})
@@ -213,6 +222,8 @@ def validate(operations: list[Operation], label_map: LabelMap, image: Volume | N
                 value = _scissors_file(text, op, label_map, created)
             elif kind == "segmentation-file":
                 value = _segmentation_file(text, op, load_segmentation)
+            elif kind == "model":
+                value = _model(text, op, load_model)
             else:
                 value = parameter.check(_number(text, op, label_map, parameter.unit), str(op))
             values[parameter.name] = value
@@ -231,6 +242,8 @@ def validate(operations: list[Operation], label_map: LabelMap, image: Volume | N
                 created.update(int(v) for v in np.unique(values[parameter.name]) if v and v != BACKGROUND_SEED)
             elif parameter.kind == "segmentation-file":
                 created.update(int(v) for v in getattr(values[parameter.name], "labels", {}))
+            elif parameter.kind == "model" and hasattr(values[parameter.name], "card"):  # an opened model
+                created.update(int(v) for v in values[parameter.name].card.labels)
         locked.update(int(values[name]) for name in spec.locks)
         op.values = values
     return operations
@@ -246,7 +259,9 @@ def run_operations(document: SegmentationDocument, operations: list[Operation], 
     for op in operations:
         spec = CATALOGUE[op.name]
         change = spec.preview(document, op.values, context)
-        document.apply(change.delta, str(op), change.labels)
+        if document.apply(change.delta, str(op), change.labels):
+            for text in change.cautions:  # what the user should read once it is done (the document's notice)
+                document.announce(text, "warning")
         done.append((str(op), change.count))
         if report is not None:
             report(str(op), change.count)

@@ -1,7 +1,7 @@
 """The editing catalogue as a Markdown table, for docs/editing.md (a test keeps the file current).
 
 One row per operation: its ``medseg edit`` flag with its values, where the app offers it (the tool and
-its key, a button of the Edit panel, or Segment) and what it does.
+its key, a button of the Edit panel, or the Segment panel for a model-backed one) and what it does.
 """
 
 from __future__ import annotations
@@ -15,8 +15,10 @@ def _in_the_app(name: str) -> str:
         return f"{op.title} tool, key **{op.shortcut}**"
     if op.locks:
         return "the Locked box"
+    if any(p.kind == "model" for p in op.inputs):
+        return f"the {op.title} button (Segment panel, Ctrl+G)"
     if op.inputs:
-        return "Segment ends with it" if any(p.kind == "segmentation-file" for p in op.inputs) else "—"
+        return "—"
     return f"{op.title} button"
 
 

@@ -48,6 +48,7 @@ from medseg.gui.study_loader import StudyLoader, is_image_file
 from medseg.gui.viewer import ViewerPanel
 from medseg.core.volume import Volume
 from medseg.io.formats import open_filters
+from medseg.workflows.edit_operations import register_operations
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +74,7 @@ class MainWindow(QMainWindow):
         gc.collect()
         gc.freeze()
         wheel_guard.install()  # before any widget exists: the wheel scrolls panels, not their values
+        register_operations()  # the model-backed editing operations, before the tools and panels are built
         self.setWindowTitle("medseg")
         self.setAcceptDrops(True)
         self.document = SegmentationDocument()  # what is segmented, undone, saved (the CLI's too)

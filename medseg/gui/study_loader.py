@@ -25,10 +25,9 @@ from PySide6.QtCore import QObject, QTimer, Signal, Slot
 from medseg import io as medseg_io
 from medseg.core.labels import Label
 from medseg.edit.document import SegmentationDocument
-from medseg.edit.merge import REPLACE, SEGMENT_STEP, Segmentation
-from medseg.edit.operations import merge_segmentation
+from medseg.edit.merge import REPLACE, SEGMENT_STEP
 from medseg.gui.view_state import DEFAULT_PRESETS, ViewState
-from medseg.errors import Cancelled, MedsegError
+from medseg.errors import Cancelled, ImageChangedError, MedsegError
 from medseg.gui.jobs import Job
 from medseg.core.volume import Volume, VolumeMeta
 from medseg.io.image_files import image_suffix
@@ -50,10 +49,6 @@ class _Snapshot:
     cursor: tuple[int, int, int]
     window: tuple[float, float, str]  # centre, width, the preset it came from
     synthetic: bool
-
-
-class ImageChangedError(MedsegError):
-    """A job's result belongs to an image that is no longer the open one."""
 
 
 class StudyLoader(QObject):
@@ -244,14 +239,15 @@ class StudyLoader(QObject):
                 postprocess: bool = True, mode: str = REPLACE, allow_modality: bool = False,
                 structures: tuple[str, ...] | None = None) -> bool:
         """Segment the open image with a model (a reference :func:`medseg.workflows.models.open_model` opens;
-        default: the built-in starter) in a worker, through the use case every interface calls
-        (:func:`medseg.workflows.segment.segment_study`: its checks, the one device choice);
-        ``configuration`` overrides the one the series' spacing would choose; ``postprocess`` False
-        skips the model's declared post-processing; ``mode`` says how the result meets the labels
-        on screen (``medseg.edit.document.REPLACE`` or ``ADD``). A series of another modality than
-        the model's fails with ModalityMismatch (the window asks) unless ``allow_modality``; an
-        image that is a label map fails with NotAnImageError. ``structures``: a TotalSegmentator model's
-        subset (None: all)."""
+        default: the built-in starter): the edit catalogue's ``segment`` operation
+        (:mod:`medseg.workflows.edit_operations`), its model half in a worker
+        (:func:`~medseg.workflows.edit_operations.segment_image`: the use case's checks, the one device
+        choice), its merge on the GUI thread as one undoable, journalled step. ``configuration`` overrides
+        the one the series' spacing would choose; ``postprocess`` False skips the model's declared
+        post-processing; ``mode`` says how the result meets the labels on screen (``REPLACE`` or ``ADD``).
+        A series of another modality than the model's fails with ModalityMismatch (the window asks) unless
+        ``allow_modality``; an image that is a label map fails with NotAnImageError. ``structures``: a
+        TotalSegmentator model's subset (None: all)."""
         image = self.document.volume
         if image is None:
             from medseg.errors import GeometryError
@@ -260,11 +256,12 @@ class StudyLoader(QObject):
             return False
 
         def work(progress=None, cancel=None):
-            from medseg.workflows.segment import SegmentRequest, SegmentSettings, segment_study
+            from medseg.workflows.edit_operations import SETTINGS, segment_image
+            from medseg.workflows.segment import SegmentSettings
 
             settings = SegmentSettings(device=device, configuration=configuration, postprocess=postprocess,
                                        allow_modality=allow_modality, structures=structures)
-            return segment_study(SegmentRequest(image, model, settings), progress, cancel)
+            return segment_image(image, {"model": model, SETTINGS: settings}, progress, cancel)
 
         self._snapshot = None
         self._merge_mode = mode
@@ -273,6 +270,8 @@ class StudyLoader(QObject):
 
     @Slot(object)
     def _on_segmented(self, result: Any) -> None:
+        from medseg.workflows.edit_operations import perform_segment
+
         self._finish_job()
         doc = self.document
         if (doc.volume is None or doc.image_generation != self._segment_generation
@@ -281,7 +280,11 @@ class StudyLoader(QObject):
                 "the image changed while it was being segmented, so the result was not applied",
                 hint="press Segment again for the image now open"))
             return
-        merge_segmentation(doc, Segmentation(result.label_map, result.labels), self._merge_mode, f"{SEGMENT_STEP} ({result.model.name})")
+        try:
+            perform_segment(doc, result, self._merge_mode, f"{SEGMENT_STEP} ({result.model.name})")
+        except MedsegError as error:  # e.g. the labels changed so that the result no longer fits
+            self.failed.emit(error)
+            return
         log.info("segmented with %s (%s) on %s in %.1f s", result.model.name, result.configuration, result.device,
                  result.seconds)
         self.segmented.emit(result)

@@ -31,6 +31,7 @@ class SaveTarget:
     format: str  # DICOM_SEG or LABEL_MAP
     outputs: tuple[Path, ...]  # the segmentation, and a label map's sidecar
     option: str = "the output"  # how the user named it (e.g. "-o"), for messages
+    written_by: str = "medseg"  # recorded in a label map's sidecar (e.g. "medseg edit")
 
     def check_image(self, image: Volume) -> None:
         """What only the loaded image tells: no output is one of its source files; a SEG can reference it."""
@@ -46,10 +47,14 @@ class SaveTarget:
 
 
 def plan_save(path: str | os.PathLike, inputs: Iterable[str | os.PathLike | None] = (), *, force: bool = False,
-              option: str = "the output") -> SaveTarget:
-    """Check an output before the work (format, folder, not an input, not someone else's file)."""
+              option: str = "the output", written_by: str | None = None) -> SaveTarget:
+    """Check an output before the work (format, folder, not an input, not someone else's file).
+
+    ``written_by`` (e.g. "medseg edit"): a command that may replace its own earlier output, unchanged
+    since, without force (and records its name in what it writes); otherwise only a model's result
+    medseg wrote and nobody changed since is replaced without force."""
     from medseg.io.atomic import check_writable
-    from medseg.io.label_files import is_saved_segmentation, segmentation_format, sidecar_path
+    from medseg.io.label_files import is_saved_segmentation, is_written_by, segmentation_format, sidecar_path
     from medseg.io.output_paths import check_output
 
     if not str(path).strip():  # Path("") is "." and would be blamed as a format
@@ -60,9 +65,10 @@ def plan_save(path: str | os.PathLike, inputs: Iterable[str | os.PathLike | None
     kind = segmentation_format(path)  # an unknown suffix is refused here, once
     outputs = (path,) if kind == DICOM_SEG else (path, sidecar_path(path))
     # replaced without force only when it is a model's result medseg wrote and nobody changed since (issue 43)
-    check_output(path, inputs, force=force, ours=is_saved_segmentation, option=option, extra_outputs=outputs[1:])
+    ours = is_saved_segmentation if written_by is None else (lambda p: is_written_by(p, written_by))
+    check_output(path, inputs, force=force, ours=ours, option=option, extra_outputs=outputs[1:])
     check_writable(path)
-    return SaveTarget(path, kind, outputs, option)
+    return SaveTarget(path, kind, outputs, option, written_by or "medseg")
 
 
 @dataclass
@@ -86,7 +92,7 @@ def save_segmentation(target: SaveTarget, label_map: Volume, image: Volume, labe
     else:
         from medseg.io.label_files import write_segmentation
 
-        notes = write_segmentation(label_map, image, target.path, segments, target.format)
+        notes = write_segmentation(label_map, image, target.path, segments, target.format, target.written_by)
     return SavedSegmentation(target.path, [p for p in target.outputs if p.exists()], list(notes))
 
 

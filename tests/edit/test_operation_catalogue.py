@@ -35,7 +35,9 @@ def test_every_operation_is_a_command_line_flag_with_its_parameters_in_order():
     # the command line has no operation the catalogue does not know (the four lists used to drift)
     operation_flags = {a.dest for a in edit._actions if a.option_strings and type(a).__name__ == "_Append"}
     assert operation_flags == set(CATALOGUE)
-    assert set(options()) == {"--radius", "--sphere", "--fill-3d", "--fill-by-hu", "--roi-margin", "--seed-locality"}
+    # the built-in operations' options, and --allow-modality of the model-backed segment (registered by the parser)
+    assert set(options()) == {"--radius", "--sphere", "--fill-3d", "--fill-by-hu", "--roi-margin", "--seed-locality",
+                              "--allow-modality"}
     for option, parameter in options().items():  # a flag takes no value on the command line
         assert (flags[option].nargs == 0) == (parameter.kind == "flag")
 
@@ -85,14 +87,3 @@ def test_recipe_names_and_values_are_the_catalogues(abdomen):
     direct.apply(tools.remove_smaller(direct.label_map, liver, 5.0), "remove")
     assert (document.label_map.array == direct.label_map.array).all()
     assert document.label_map.voxel_count(liver) > label_map.voxel_count(liver)
-
-
-def test_the_docs_table_is_the_catalogues():
-    """docs/editing.md shows the catalogue as it is (regenerate it with medseg.edit.reference.catalogue_table)."""
-    from pathlib import Path
-
-    from medseg.edit.reference import catalogue_table
-
-    text = (Path(__file__).resolve().parents[2] / "docs" / "editing.md").read_text()
-    start = text.index("\n", text.index("<!-- catalogue:start")) + 1
-    assert text[start:text.index("<!-- catalogue:end -->")] == catalogue_table()

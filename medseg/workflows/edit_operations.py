@@ -1,0 +1,122 @@
+"""The model-backed editing operations, added to the edit catalogue from here (``edit`` never imports ``model``).
+
+``segment``: segment the open image with a model (:func:`medseg.workflows.segment.segment_study`: its
+checks, the one device choice, the model's post-processing) and merge the result into the label map,
+``replace`` or ``add`` (:func:`medseg.edit.merge.merge_change`). Like every operation of the catalogue it
+is previewable (``op.preview(document, values)`` gives the change and writes nothing), undoable and
+journalled (``op.perform(...)``: one history step), a ``medseg edit --segment MODEL MODE`` flag and a
+recipe step. The GUI's Segment runs the model in a worker (:func:`segment_image`) and performs this
+operation with the result on the GUI thread, so the document changes in one place for every interface.
+
+:func:`register_operations` adds them; the command line calls it before it builds its parser and the
+window before it builds its panels. It imports nothing heavy: the model is opened when the operation runs
+(or, on the command line, when the recipe is checked).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from medseg.edit.operation import Change, Context, EditOperation, Parameter
+from medseg.errors import GeometryError, ImageChangedError
+
+if TYPE_CHECKING:
+    from medseg.core.volume import Volume
+    from medseg.edit.document import SegmentationDocument
+    from medseg.progress import CancelToken, ProgressCallback
+    from medseg.workflows.segment import SegmentedStudy
+
+SEGMENT = "segment"
+# Values a caller may add besides the declared parameters: how the model runs (a SegmentSettings; the GUI's
+# Segment panel gives device, configuration and post-processing), and a result it already computed (the GUI
+# runs the model in a worker; the operation then merges that result, on the thread that owns the document).
+SETTINGS, RESULT = "settings", "result"
+
+MODEL = Parameter("model", "MODEL", "model", "the model")
+MODE = Parameter("mode", "MODE", "choice", "how it meets the labels here", choices=("replace", "add"))
+ALLOW_MODALITY = Parameter("allow_modality", "", "flag", "Segment a series of another modality than the model's "
+                           "(noted in the result)", default=False, option="--allow-modality")
+
+
+def segment_image(image: "Volume", values: dict, progress: "ProgressCallback | None" = None,
+                  cancel: "CancelToken | None" = None) -> "SegmentedStudy":
+    """The model's half of the operation (what a worker thread runs): ``image`` segmented by
+    ``values["model"]`` (a reference or an opened model) with ``values[SETTINGS]`` (default: auto device,
+    the configuration the spacing chooses), ``allow_modality`` from the values."""
+    from dataclasses import replace
+
+    from medseg.workflows.segment import SegmentRequest, SegmentSettings, segment_study
+
+    settings = values.get(SETTINGS) or SegmentSettings()
+    if values.get("allow_modality"):
+        settings = replace(settings, allow_modality=True)
+    return segment_study(SegmentRequest(image, values.get("model"), settings), progress, cancel)
+
+
+def _segment(document: "SegmentationDocument", values: dict, context: Context) -> Change:
+    from medseg.edit.merge import REPLACE, Segmentation, merge_change
+
+    image = document.volume
+    if image is None:
+        raise GeometryError("open an image first, then segment it")
+    result = values.get(RESULT)
+    computed_here = result is None
+    if computed_here:
+        result = segment_image(image, values)
+    if not result.label_map.same_grid(image):
+        raise ImageChangedError("the image changed while it was being segmented, so the result was not applied",
+                                hint="segment again the image now open")
+    change = merge_change(document, Segmentation(result.label_map, result.labels), values.get("mode") or REPLACE)
+    # Whoever ran the model shows its notes (the GUI: the banner); run here, they come with the change.
+    cautions = tuple([*result.notes, *(f"fell back: {text}" for text in result.fallbacks)]) if computed_here else ()
+    return Change(change.delta, change.labels, cautions)
+
+
+def _check(values: dict) -> None:
+    """A reference that names no model is refused before anything runs (an opened model, or a result, is one)."""
+    from medseg.workflows.models import model_path
+
+    model = values.get("model")
+    if values.get(RESULT) is None and (model is None or isinstance(model, str)):
+        model_path(model)
+
+
+SEGMENT_OPERATION = EditOperation(
+    SEGMENT, "Segment",
+    "segment the image with MODEL (starter, an installed catalogue id such as totalsegmentator/total, a medseg "
+    "model package or an nnU-Net v2 result folder) and merge its labels into the label map: MODE replace (every "
+    "unlocked voxel takes the model's result) or add (only its labels not here yet, only where there is no "
+    "label); locked labels never change; --allow-modality segments a series of another modality than the "
+    "model's", (MODEL, MODE, ALLOW_MODALITY), _segment, check=_check)
+
+OPERATIONS = (SEGMENT_OPERATION,)
+
+
+def register_operations() -> None:
+    """Add the model-backed operations to the edit catalogue (again: nothing happens; an entry of that name
+    put there otherwise, e.g. a wrapped one, stays)."""
+    from medseg.edit.operations import CATALOGUE, register
+
+    for operation in OPERATIONS:
+        if operation.name not in CATALOGUE:
+            register(operation)
+
+
+def segment_operation() -> EditOperation:
+    """The catalogue's ``segment`` operation (registered if it was not yet)."""
+    from medseg.edit.operations import CATALOGUE
+
+    register_operations()
+    return CATALOGUE[SEGMENT]
+
+
+def perform_segment(document: "SegmentationDocument", result: "SegmentedStudy", mode: str,
+                    description: str) -> bool:
+    """Merge a result computed elsewhere (a worker) into ``document`` through the ``segment`` operation:
+    one undoable, journalled step named ``description``; False when nothing changed."""
+    values: dict[str, Any] = {"model": result.model.id, "mode": mode, RESULT: result}
+    return segment_operation().perform(document, values, description=description)
+
+
+__all__ = ["ALLOW_MODALITY", "MODEL", "OPERATIONS", "RESULT", "SEGMENT", "SEGMENT_OPERATION", "SETTINGS",
+           "perform_segment", "register_operations", "segment_image", "segment_operation"]
