@@ -16,9 +16,9 @@ from test_real_window import _as_array, _x_env, x_display  # noqa: F401 - the mo
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="X11/xcb is the Linux desktop")
 
 _SCRIPT = textwrap.dedent("""
-    import sys, time
+    import sys
     import numpy as np
-    from PySide6.QtCore import QPoint, Qt
+    from PySide6.QtCore import QEventLoop, QPoint, Qt, QTimer
     from PySide6.QtGui import QGuiApplication
     from PySide6.QtTest import QTest
     from PySide6.QtWidgets import QApplication
@@ -28,17 +28,32 @@ _SCRIPT = textwrap.dedent("""
     image_path, label_path, shot = sys.argv[1:4]
     app = QApplication(["medseg"])
     assert app.platformName() == "xcb", app.platformName()
+
+
+    def wait_for(signal, done, timeout_s):
+        """Run the event loop until ``done()``, woken by ``signal`` (never by the clock), or fail at the timeout."""
+        loop, timer = QEventLoop(), QTimer()
+        timer.setSingleShot(True)
+        timer.timeout.connect(loop.quit)
+        signal.connect(loop.quit)
+        timer.start(int(timeout_s * 1000))
+        while not done() and timer.isActive():
+            loop.exec()
+        signal.disconnect(loop.quit)
+        assert done(), f"not done after {timeout_s} s"
+
+    def on_screen():
+        """Paint the whole window now and wait until the X server has it (what a grab reads)."""
+        window.repaint()
+        app.sync()
+
     window = MainWindow()
     window.resize(1400, 900)
     window.show()
     loaded = []
     window.loader.study_loaded.connect(loaded.append)
     window.open_path(image_path, auto_load=True)
-    deadline = time.monotonic() + 180
-    while not loaded and time.monotonic() < deadline:
-        app.processEvents()
-        time.sleep(0.01)
-    assert loaded, "the image did not load"
+    wait_for(window.loader.study_loaded, lambda: bool(loaded), 180)
     nodule = read_image(label_path).array == 1
     doc, panel = window.document, window.editing.panel
     doc.new_label_map()
@@ -67,22 +82,16 @@ _SCRIPT = textwrap.dedent("""
                 app.processEvents()
             QTest.mouseRelease(view, Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier, points[-1])
             app.processEvents()
-    deadline = time.monotonic() + 120
-    while (panel.grow_runner.busy() or window.view.tools.grow.pending() or window.view.tools.grow.preview is None) \\
-            and time.monotonic() < deadline:
-        app.processEvents()
-        time.sleep(0.01)
-    for _ in range(20):
-        app.processEvents()
-        time.sleep(0.02)
+    grow = window.view.tools.grow
+    wait_for(panel.grow_runner.preview_shown,
+             lambda: not panel.grow_runner.busy() and not grow.pending() and grow.preview is not None, 120)
+    on_screen()
     preview = QGuiApplication.primaryScreen().grabWindow(0)  # the root window, as the X server holds it
     preview.save(shot + ".preview.png")
     assert panel.semi_automatic.apply()
     grown = doc.label_map.array == window.view.active_label
     dice = 2 * (grown & nodule).sum() / (grown.sum() + nodule.sum())
-    for _ in range(20):
-        app.processEvents()
-        time.sleep(0.02)
+    on_screen()
     QGuiApplication.primaryScreen().grabWindow(0).save(shot)
     print(f"grown in a real window: Dice {dice:.4f}, undo steps {doc.history.depth}", flush=True)
     doc.mark_saved()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import SimpleITK as sitk
@@ -78,8 +80,12 @@ def test_segment_shows_the_starter_masks_with_volumes(window, held_out, ct_dir, 
     # the statistics dock counts the new segmentation without being asked
     stats = window.stats_panel
     assert stats.table.rowCount() == found and stats.summary.text().startswith(f"{found} labels")
-    # the model's post-processing ran, and the user can see what it changed and that it is planned
-    assert len(result.postprocessing) == len(starter.postprocessing) == 4
+    # the model's post-processing ran (each step its model.json declares, read here with json), and the user
+    # can see what it changed and that it is planned
+    declared = json.loads((starter_model_path() / "model.json").read_text())["postprocessing"]
+    assert len(result.postprocessing) == len(declared) == 4
+    for note, step in zip(result.postprocessing, declared):
+        assert step.get("label", "") in note and note.endswith("ml changed"), (note, step)
     tooltip = window.overlay_panel.source_label.toolTip()
     assert tooltip.startswith("After the network:") and all(note in tooltip for note in result.postprocessing)
     assert "then: lungs only inside the silhouette of body and bones" in window.segment_panel.plan_label.toPlainText()
@@ -164,3 +170,34 @@ def _rewrite(source, target, **changes):
             setattr(dataset, keyword, value)
         dataset.save_as(target / path.name)
     return target
+
+
+def test_segment_is_the_edit_catalogues_segment_operation(window, driver, ct_dir, qtbot, tmp_path, monkeypatch):
+    """The window's Segment performs the catalogue's model-backed `segment` operation (registered before the
+    window was built, by medseg.workflows): the model runs in the worker, the operation merges its result on
+    the GUI thread as one undoable step."""
+    import dataclasses
+
+    from medseg.edit.operations import CATALOGUE
+    from medseg.workflows.edit_operations import RESULT
+
+    reader = sitk.ImageSeriesReader()
+    reader.SetFileNames(reader.GetGDCMSeriesFileNames(str(ct_dir / "dcmqi_ct3slice_masks" / "image")))
+    crop = tmp_path / "crop.nii.gz"
+    sitk.WriteImage(reader.Execute()[176:336, 256:416, :], str(crop))  # spine and body wall: the starter's in seconds
+    op = CATALOGUE["segment"]
+    performed = []
+
+    def run(document, values, context):
+        performed.append(values)
+        return op.run(document, values, context)
+
+    monkeypatch.setitem(CATALOGUE, "segment", dataclasses.replace(op, run=run))
+    driver.open_image_file(crop)
+    with qtbot.waitSignal(window.loader.segmented, timeout=300_000) as blocker:
+        window.segment_action.trigger()
+    result = blocker.args[0]
+    assert len(performed) == 1 and performed[0][RESULT] is result and performed[0]["mode"] == "replace"
+    doc = window.document
+    assert np.array_equal(doc.label_map.array, result.label_map.array)
+    assert doc.history.depth == 1 and doc.history.next_undo() == f"Segment ({result.model.name})"

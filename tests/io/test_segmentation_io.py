@@ -42,10 +42,12 @@ NAMES = {3: "bones", 7: "liver"}
 
 
 def edited_label_map(image):
-    """What a clinician might have drawn: bone by threshold, and a block painted by hand."""
+    """What a clinician might have drawn: bone by threshold (and a corner of it by hand, so that every series
+    has some), and a block painted by hand."""
     labels = np.zeros(image.shape_zyx, dtype=np.uint8)
     labels[image.array > 300] = 3
     nz, ny, nx = image.shape_zyx
+    labels[-1, : ny // 8, : nx // 8] = 3
     labels[: max(1, nz - 1), ny // 3: ny // 2, nx // 4: nx // 2] = 7
     return image.with_array(labels, modality="SEG", labels=dict(NAMES))
 
@@ -84,12 +86,11 @@ def test_highdicom_reads_every_seg_medseg_writes(case) -> None:
     seg = hd.seg.segread(str(result.path))
     assert seg.SegmentationType == "BINARY"
     labels = {int(d.SegmentNumber): str(d.SegmentLabel) for d in seg.SegmentSequence}
-    present = sorted(int(v) for v in np.unique(label_map.array) if v)
-    assert list(labels.values()) == [NAMES[v] for v in present]
-    first = seg.get_segment_description(1)
-    if present[0] == 3:
-        assert first.algorithm_type.value == "SEMIAUTOMATIC"
-        assert (first.segmented_property_category.value, first.segmented_property_type.value) == ("85756007", "3138006")
+    assert sorted(int(v) for v in np.unique(label_map.array) if v) == [3, 7]
+    assert list(labels.values()) == ["bones", "liver"]
+    first = seg.get_segment_description(1)  # bones: coded as given, with its provenance
+    assert first.algorithm_type.value == "SEMIAUTOMATIC"
+    assert (first.segmented_property_category.value, first.segmented_property_type.value) == ("85756007", "3138006")
     # the label nobody coded is stated as DICOM's "Unspecified", not guessed from its name ("liver")
     last = seg.get_segment_description(len(labels))
     assert last.segment_label == "liver"

@@ -1,7 +1,7 @@
 """One real CT slice in 16 transfer syntaxes: lossless ones decode to identical HU, lossy ones
 within the tolerance the data README measured; the JPEG processes go through GDCM (SimpleITK).
-tests/io/test_decoded_pixels.py holds the pixels each file decoded to before and since the GPL
-decoder left, and checks that every decoder that reads a file agrees."""
+tests/io/test_decoded_pixels.py checks every encoded file against pydicom or GDCM, and that every
+decoder that reads a file agrees."""
 
 from __future__ import annotations
 

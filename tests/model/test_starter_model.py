@@ -11,7 +11,6 @@ import pytest
 
 from medseg.cli import main
 from medseg.io import load, read_image
-from medseg.model.evaluate import score_case
 from medseg.model.infer import segment
 from medseg.model.package import load_package, starter_model_path
 from medseg.model.rule_labels import (BONE_CLOSING_RADIUS_MM, BONE_MIN_HU, BONE_RIM_MIN_HU, MARROW_MIN_HU, STARTER_LABELS,
@@ -59,26 +58,40 @@ def test_held_out_cases_were_not_trained_on(starter) -> None:
         assert not any(image.endswith(path) for image in trained)
 
 
+# Which structures the held-out scans show (shared/data's README): example_ct_dicom lies below the lung bases.
+LUNGS_IN_SCAN = {"example_ct_dicom": False, "chest_slice_ct1": True}
+
+
 @pytest.mark.parametrize("case", sorted(HELD_OUT))
 def test_held_out_real_ct_meets_the_dice_targets(starter, ct_dir: Path, case: str) -> None:
+    """Dice counted here with NumPy against the rule labels (the labels the model learned), not by medseg's
+    evaluator; the model card's figures (written by `medseg evaluate --record`) must be these."""
     volume = load(ct_dir / HELD_OUT[case])
     result = segment(volume, starter, device="cpu")
     assert result.label_map.same_grid(volume)
-    reference = rule_label_map(volume)
-    scores = {label.name: label for label in score_case(result.label_map, reference, STARTER_LABELS, case).labels}
+    reference, predicted = rule_label_map(volume).array, np.asarray(result.label_map.array)
+    voxel_ml = volume.voxel_volume_ml
+    measured = {}
+    for value, name in STARTER_LABELS.items():
+        if value == 0:
+            continue
+        truth, found = reference == value, predicted == value
+        overlap, total = np.count_nonzero(truth & found), np.count_nonzero(truth) + np.count_nonzero(found)
+        measured[name] = {"dice": 2 * overlap / total if np.count_nonzero(truth) else None,
+                          "predicted_ml": np.count_nonzero(found) * voxel_ml}
+    assert (measured["lungs"]["dice"] is not None) == LUNGS_IN_SCAN[case]
     for name, target in TARGETS.items():
-        if scores[name].reference_ml > 0:
-            assert scores[name].dice >= target, (case, name, scores[name])
-        else:  # no lung in this scan (below the lung bases): the model must not invent any
-            assert scores[name].predicted_ml < 5.0, (case, name, scores[name])  # 0.0 ml (2.2 without post-processing)
-    # the model card's figures (recorded by `medseg evaluate --record`) are the ones measured here
+        if name == "lungs" and not LUNGS_IN_SCAN[case]:  # the model must not invent lung below the lungs
+            assert measured[name]["predicted_ml"] < 5.0, (case, measured[name])  # 0.0 ml (2.2 without post-processing)
+        else:
+            assert measured[name]["dice"] >= target, (case, name, measured[name])
     recorded = _evaluation(starter)["cases"][case]
-    for name, score in scores.items():
-        if recorded[name]["dice"] is not None:
-            assert math.isclose(recorded[name]["dice"], score.dice, abs_tol=0.005), (case, name)
-        assert math.isclose(recorded[name]["predicted_ml"], score.predicted_ml, rel_tol=0.02, abs_tol=0.5)
-    assert np.isclose(sum(result.volumes_ml.values()),
-                      float(np.count_nonzero(result.label_map.array)) * volume.voxel_volume_ml)
+    for name, score in measured.items():
+        assert (recorded[name]["dice"] is None) == (score["dice"] is None), (case, name)
+        if score["dice"] is not None:
+            assert math.isclose(recorded[name]["dice"], score["dice"], abs_tol=0.005), (case, name)
+        assert math.isclose(recorded[name]["predicted_ml"], score["predicted_ml"], rel_tol=0.02, abs_tol=0.5)
+    assert np.isclose(sum(result.volumes_ml.values()), float(np.count_nonzero(predicted)) * voxel_ml)
 
 
 def test_segment_command_uses_the_starter_by_default(ct_dir: Path, tmp_path: Path, capsys) -> None:
