@@ -12,7 +12,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "evaluate", help="score a model on a labelled dataset (Dice, volume difference)",
         description="Segment every case of DATASET with MODEL and compare with its label maps: per case and "
-                    "per label, Dice and the volume difference in ml and %%. Labels are matched by name.")
+                    "per label, Dice and the volume difference in ml and %. Labels are matched by name.")
     parser.add_argument("model", help="an installed catalogue model, a medseg model package (folder or .zip), an "
                                       "nnU-Net v2 result folder, or 'starter' (the built-in model)")
     parser.add_argument("dataset", help="nnU-Net raw folder, images/labels folder, editor cases, or a dataset .json")

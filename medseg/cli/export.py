@@ -17,7 +17,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "export", help="export a model as ONNX, TorchScript or a medseg package (verified)",
         description="Export MODEL for another runtime and verify it: the exported model and torch segment "
-                    "the same CT, and at least 99.99 %% of voxels must get the same label.")
+                    "the same CT, and at least 99.99 % of voxels must get the same label.")
     parser.add_argument("model", nargs="+",
                         help="medseg model package (folder or .zip), nnU-Net v2 result folder or 'starter'; with "
                              "--format package, several models of the same labels are combined into one model "
