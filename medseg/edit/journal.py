@@ -18,8 +18,8 @@ A new base (a label map opened, a Segment result) starts a new generation: its b
 empty journal are written under new names first, then session.json names the generation
 (the one atomic rename that switches), then the old generation's files are removed. A kill
 at any point recovers either the state before the switch or the state after it, never the
-old journal replayed onto the new base (``_crash_point`` lets a test kill the process at
-each step). Sessions written before generations (``base.npz``, ``journal.bin``) still recover.
+old journal replayed onto the new base (tests/robustness/test_journal_switch.py kills a process at
+each of these moments). Sessions written before generations (``base.npz``, ``journal.bin``) still recover.
 
 After a crash (even SIGKILL) the next start finds the session still marked open and can
 :func:`recover` it: the base plus every complete record; a record cut short by the kill
@@ -36,7 +36,7 @@ import uuid
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -53,15 +53,6 @@ from medseg.core.volume import Volume, VolumeMeta
 MAGIC = b"MSJ1"
 STEP_MAGIC = b"MSJS"  # a step ended: the payload is the undo history's depth (8 bytes, little-endian)
 HEADER = 4 + 8 + 4  # magic, payload length, crc32
-
-# A test sets this to a callable taking the step's name (e.g. one that SIGKILLs the process).
-_crash_point: Callable[[str], None] | None = None
-
-
-def _step(name: str) -> None:
-    if _crash_point is not None:
-        _crash_point(name)
-
 
 LEGACY_FILES = ("base.npz", "journal.bin")  # sessions written before generations
 
@@ -133,22 +124,17 @@ class Journal:
         """A new starting point (a label map opened, a Segment result as the base): a new generation."""
         self._close_handle()
         previous, generation = self.generation, self.generation + 1
-        _step("start")
         if label_map.counts[1:].any():  # an empty map is not written, only its shape
             with atomic_open(base_file(self.folder, generation)) as handle:
                 np.savez_compressed(handle, labels=label_map.array)
-        _step("base written")
         with atomic_open(journal_file(self.folder, generation)):
             pass
-        _step("journal created")
         self._write_session(label_map, image_source, description, generation)  # the switch
         self.generation = generation
-        _step("session switched")
         self._handle = open(journal_file(self.folder, generation), "ab", buffering=0)
         self.records = 0
         for stale in (base_file(self.folder, previous), journal_file(self.folder, previous), *LEGACY_FILES):
             (self.folder / stale).unlink(missing_ok=True)
-        _step("old generation removed")
 
     def _write_session(self, label_map: LabelMap, image_source: str, description: str, generation: int) -> None:
         info = {

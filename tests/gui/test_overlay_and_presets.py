@@ -186,7 +186,12 @@ def test_user_edited_preset_is_saved(window):
 
     window.edit_presets()
     dialog = window.dialog
-    dialog._append("Stroke", 35, 30)
+    from PySide6.QtWidgets import QPushButton
+
+    next(b for b in dialog.findChildren(QPushButton) if b.text() == "Add").click()  # a new row, as the user adds one
+    row = dialog.table.rowCount() - 1
+    for column, text in enumerate(("Stroke", "35", "30")):  # typed into its cells
+        dialog.table.item(row, column).setText(text)
     dialog.accept()
     assert window.view.presets["Stroke"] == (35.0, 30.0)
     assert app_shell.load_presets()["Stroke"] == (35.0, 30.0)

@@ -20,6 +20,12 @@ from medseg.model.training import TrainConfig, run_training
 DCMQI = "dcmqi_ct3slice_masks"  # a real 3-slice GE CT: the starter segments it in about a second
 
 
+def _pixels(image) -> np.ndarray:
+    """The words of a rendered slice (0xAARRGGBB), read from the QImage the view shows."""
+    rows = np.frombuffer(image.constBits(), dtype=np.uint8).reshape(image.height(), image.bytesPerLine())
+    return rows[:, : 4 * image.width()].copy().view(np.uint32)
+
+
 def test_open_validation_case_with_both_models(window, qtbot, ct_dir, tmp_path, artifacts_dir, monkeypatch):
     tab = window.train_tab
     panel, training, export = tab.dataset_panel, tab.training_panel, tab.export_panel
@@ -30,7 +36,7 @@ def test_open_validation_case_with_both_models(window, qtbot, ct_dir, tmp_path, 
     manifest.write_text(json.dumps({
         "name": "val", "data_root": str(ct_dir / DCMQI), "labels": ["body", "lungs", "bones"],
         "cases": [{"name": "ge3", "image": "image", "label_rule": "starter"}], "validation": ["ge3"]}))
-    panel._add_dataset(str(manifest), "manifest")
+    panel.add_folder(str(manifest))  # the panel opens a manifest as it opens a folder
     qtbot.waitUntil(lambda: panel.job is None and all(e.info is not None for e in panel.training_set.entries),
                     timeout=120_000)
     training.refresh_labels()
@@ -86,13 +92,11 @@ def test_open_validation_case_with_both_models(window, qtbot, ct_dir, tmp_path, 
     shown = {}
     for name, view in viewer.views.items():
         assert view.display_comparison is not None
-        view.render_slice()
-        shown[name] = view._words.copy()
+        shown[name] = _pixels(view.render_slice())
     legend.show_b.setChecked(False)
     assert not window.view.comparison_visible
     for name, view in viewer.views.items():
-        view.render_slice()
-        hidden = view._words
+        hidden = _pixels(view.render_slice())
         changed = shown[name] != hidden
         assert changed.any(), name
         outline_colours = set(viewer.renderer.comparison_words[list(values_b)].tolist())

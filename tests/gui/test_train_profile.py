@@ -22,7 +22,7 @@ def test_profile_box_writes_a_trace_and_the_phase_table(window, qtbot, ct_dir, t
     manifest.write_text(json.dumps({
         "name": "profiled", "data_root": str(ct_dir / "totalsegmentator"), "labels": ["body", "lungs", "bones"],
         "cases": [{"name": "sm", "image": "example_ct_sm.nii.gz", "label_rule": "starter"}]}))
-    panel._add_dataset(str(manifest), "manifest")
+    panel.add_folder(str(manifest))  # the panel opens a manifest as it opens a folder
     qtbot.waitUntil(lambda: panel.job is None and all(e.info is not None for e in panel.training_set.entries),
                     timeout=120_000)
     training.refresh_labels()

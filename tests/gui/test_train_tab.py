@@ -303,7 +303,7 @@ def test_two_process_gloo_ddp_from_the_tab_reports_into_the_plots(window, qtbot,
     manifest.write_text(json.dumps({
         "name": "ddp", "data_root": str(ct_dir / TS), "labels": ["body", "lungs", "bones"],
         "cases": [{"name": "sm", "image": "example_ct_sm.nii.gz", "label_rule": "starter"}]}))
-    panel._add_dataset(str(manifest), "manifest")
+    panel.add_folder(str(manifest))  # the panel opens a manifest as it opens a folder
     _wait_inspected(qtbot, panel)
     training.refresh_labels()
     training.epochs.setValue(2)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from PySide6.QtCore import QPoint
 
 from medseg.gui import gl_support
 from test_real_window import _start_xvfb, _x_env  # the project's one way to start a private X server
@@ -100,8 +101,10 @@ def test_offscreen_window_has_the_3d_pane_in_2x2_and_details_in_a_dock(window, d
     view3d = window.viewer.view3d
     qtbot.waitUntil(lambda: view3d.status.text() == "3D: no OpenGL", timeout=10_000)
     assert "'offscreen' platform cannot show OpenGL widgets" in view3d.message.text()
-    grid = window.viewer._grid
-    assert grid.itemAtPosition(1, 1).widget() is view3d and view3d.isVisible()
+    axial = window.viewer.views["axial"]
+    corner = lambda widget: widget.mapTo(window.viewer, QPoint(0, 0))  # noqa: E731
+    assert view3d.isVisible()  # the fourth pane: right of and below the axial view (top left)
+    assert corner(view3d).x() > corner(axial).x() and corner(view3d).y() > corner(axial).y()
     assert not view3d.screenshot_action.isEnabled()
     assert "512 × 512 × 48 voxels" in window.details_dock.widget().widget().text()  # the study details left for a dock
     view3d.maximise_requested.emit("3d")

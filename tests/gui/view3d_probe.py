@@ -18,6 +18,15 @@ from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QApplication
 
 
+def _bricks_spanned(bricks, surface) -> int:
+    """How many bricks a label's surface lies in: its vertices' sample cells, in bricks of the stated size."""
+    from medseg.io.mesh import sampling_for
+
+    sampling = sampling_for(bricks.geometry.spacing_zyx, surface.sample_mm, bricks.smoothing)
+    cells_zyx = bricks.geometry.physical_to_index(surface.vertices)[:, ::-1] / np.asarray(sampling.step_zyx)
+    return len({tuple(key) for key in np.floor(cells_zyx / bricks.brick_cells).astype(int)})
+
+
 def wait_for(signal, timeout_ms: int) -> list:
     """Run the event loop until ``signal`` fires (its arguments) or the time is up."""
     loop, got = QEventLoop(), []
@@ -146,7 +155,7 @@ def run_segment(window, view3d, out: Path, result: dict) -> None:
     # a brush stroke of lungs into the body, away from the bones: only the touched labels re-mesh
     bricks = view3d.surface_bricks
     before = dict(bricks.meshings)
-    bricks_before = {v: len(bricks._labels[v].bricks) for v in bricks.values}
+    bricks_before = {v: _bricks_spanned(bricks, bricks.surface(v)) for v in bricks.values}
     panel, axial = window.editing.panel, window.viewer.views["axial"]
     z = 24
     # a 60-voxel stroke (radius 5 mm ≈ 9 voxels) whose reach holds body and lungs but no bone

@@ -51,8 +51,21 @@ def main(folder: Path, moment: str) -> None:
         P.write_bytes = half_then_die  # type: ignore[method-assign]
         save_package(package, folder)
         return
-    if moment == "aside":
-        atomic._exchange = lambda first, second: False  # a system that cannot exchange two folders
+    if moment == "aside":  # a system that cannot exchange two folders: a C library without renameat2
+        import ctypes
+
+        real_cdll = ctypes.CDLL
+
+        class WithoutExchange:
+            def __init__(self, *args, **kwargs) -> None:
+                self.library = real_cdll(*args, **kwargs)
+
+            def __getattr__(self, name: str):
+                if name == "renameat2":
+                    raise AttributeError(name)
+                return getattr(self.library, name)
+
+        ctypes.CDLL = WithoutExchange  # type: ignore[misc, assignment]
         real_replace = os.replace
 
         def replace_then_die(source, target):  # noqa: ANN001 - os.replace's signature
@@ -65,10 +78,10 @@ def main(folder: Path, moment: str) -> None:
         import shutil
 
         shutil.rmtree = lambda *args, **kwargs: die()  # type: ignore[assignment]
-    with atomic.atomic_folder(folder) as temp:
+    # before-swap: the writer's own check runs last before the swap, on the complete, fsynced new folder
+    verify = (lambda temp: die()) if moment == "before-swap" else None
+    with atomic.atomic_folder(folder, verify=verify) as temp:
         new_files(temp, 6, kill_after=3 if moment == "writing" else None)
-        if moment == "before-swap":
-            atomic._verify_folder = lambda *args: die()  # type: ignore[assignment]
 
 
 if __name__ == "__main__":

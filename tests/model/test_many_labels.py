@@ -110,12 +110,11 @@ def test_chunked_export_equals_nnunets_export(tmp_path, ct_dir, monkeypatch):
     expected = convert_predicted_logits_to_segmentation_with_correct_shape(
         logits.clone(), plans, plans.get_configuration("3d_fullres"), plans.get_label_manager(dataset_json), properties)
     plane = int(np.prod(prep.shape_after_crop[1:]))
-    monkeypatch.setattr(pp, "SLAB_VOXELS", plane * 10)  # 10 classes per chunk: 12 chunks
-    assert len(pp._class_chunks(117, plane, pp.SLAB_VOXELS)) == 12
+    monkeypatch.setattr(pp, "SLAB_VOXELS", plane * 10)  # a budget of 10 classes' output slices: 12 chunks
     labels = pp.logits_to_label_map(logits, prep)
     assert len(np.unique(expected)) > 100
     # nnU-Net resamples in float64, medseg in float32, both round to float16: ties of 117 random
     # logits can fall either way, as with 3 (tests/model/test_preprocess.py)
     assert (labels == expected).mean() >= 0.9999
-    monkeypatch.setattr(pp, "_class_chunks", lambda n, plane, budget: [slice(0, n)])
+    monkeypatch.setattr(pp, "SLAB_VOXELS", plane * 117)  # every class in one pass
     assert np.array_equal(pp.logits_to_label_map(logits, prep), labels)  # the chunks change nothing

@@ -2,9 +2,12 @@
 
 Before the fix ``base.npz`` was replaced before ``journal.bin`` was truncated: a kill in that
 window replayed the old journal's edits onto the new base (388 voxels wrong after recovery in
-the probe). Here a child process edits, then starts a new base (a Segment result) with the
-journal's fault hook set to SIGKILL itself at one named step; the parent recovers and the
-label map must be exactly the state before the switch or exactly the state after it.
+the probe). Here a child process edits, then starts a new base (a Segment result) and SIGKILLs
+itself at one moment of the switch, seen from the files (the session folder's documented layout:
+``base-N.npz``, ``journal-N.bin``, ``session.json``): just before the new base is renamed into
+place, just after it is, after the new journal appears, after ``session.json`` names the new
+generation, after the old generation's last file is removed. The parent recovers and the label
+map must be exactly the state before the switch or exactly the state after it.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ CHILD = textwrap.dedent('''
     import os, signal, sys
     from pathlib import Path
     import numpy as np
-    from medseg.edit import journal as journal_module, tools
+    from medseg.edit import tools
     from medseg.edit.document import SegmentationDocument
     from medseg.edit.label_map import LabelMap
     from medseg.io import read_image
@@ -45,11 +48,26 @@ CHILD = textwrap.dedent('''
     segment_result[5:25, 20:80, 20:90] = 1  # the new base: a different label map altogether
     np.save(root / "after.npy", segment_result)
 
-    def crash(step):
-        if step == kill_at:
-            os.kill(os.getpid(), signal.SIGKILL)
+    def die():
+        os.kill(os.getpid(), signal.SIGKILL)
 
-    journal_module._crash_point = crash
+    real_replace, real_unlink = os.replace, Path.unlink
+
+    def replace(source, target):  # every atomic write renames its temporary file into place
+        name = Path(target).name
+        if kill_at == "start" and name.startswith("base-"):
+            die()
+        real_replace(source, target)
+        if (kill_at, name.split("-")[0]) in (("base written", "base"), ("journal created", "journal")) or (
+                kill_at == "session switched" and name == "session.json"):
+            die()
+
+    def unlink(path, missing_ok=False):
+        real_unlink(path, missing_ok=missing_ok)
+        if kill_at == "old generation removed" and path.name == "journal.bin":  # the last old file it removes
+            die()
+
+    os.replace, Path.unlink = replace, unlink
     doc.set_label_map(LabelMap.from_volume(image.with_array(segment_result)))
     print("switched without being killed", flush=True)
 ''')
