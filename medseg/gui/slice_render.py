@@ -121,8 +121,11 @@ class SliceRenderer:
         self.x_major.refuse(array_zyx)
 
     def settled(self, array_zyx: np.ndarray) -> None:
-        """``array_zyx`` stopped changing (a preview became the loaded volume): it may be copied."""
+        """``array_zyx`` stopped changing (a preview became the loaded volume): it may be copied. A copy
+        made before it was known to change (the preview was shown before its first slices were decoded
+        into it) holds what the array was then: it is built again."""
         self.x_major.allow(array_zyx)
+        self.x_major.invalidate(array_zyx)
 
     def render(self, values: np.ndarray, labels: np.ndarray | None = None, outline: bool = False) -> np.ndarray:
         """RGB32 words, shape of ``values``. ``values`` int16, ``labels`` uint8 or uint16 (same shape)."""

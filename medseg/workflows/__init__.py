@@ -14,7 +14,8 @@ calls one of these, and shows the result; a rule added here holds in every inter
 - :mod:`~medseg.workflows.save` — save a segmentation (``plan_save`` then ``save_segmentation``);
 - :mod:`~medseg.workflows.evaluate` — score models on labelled cases (``evaluate``);
 - :mod:`~medseg.workflows.training_cases` — add the open case to a training set (``add_training_case``);
-- :mod:`~medseg.workflows.batch_case` — segment, measure and save one case of a batch (``BatchCase``).
+- :mod:`~medseg.workflows.batch_case` — segment, measure and save one case of a batch (``BatchCase``);
+- :mod:`~medseg.workflows.edit_operations` — the model-backed operations of the edit catalogue (``segment``).
 
 Submodules are imported where they are used (``from medseg.workflows.segment import ...``): this
 package imports nothing heavy by itself, so the command line starts fast.
