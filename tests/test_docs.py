@@ -41,6 +41,22 @@ def test_every_link_between_the_pages_leads_to_a_file_and_a_heading() -> None:
     assert not broken, broken
 
 
+def test_every_page_is_reached_from_the_readme() -> None:
+    """A page under docs/ that no link leads to (from the README, or a page it leads to) is lost to readers."""
+    seen, todo = set(), [REPO / "README.md"]
+    while todo:
+        page = todo.pop()
+        if page in seen:
+            continue
+        seen.add(page)
+        text = re.sub(r"```.*?```", "", page.read_text(), flags=re.S)
+        for target in re.findall(r"\]\(([^)\s#]+)(?:#[^)\s]*)?\)", text):
+            linked = (page.parent / target).resolve()
+            if linked.suffix == ".md" and linked.exists():
+                todo.append(linked)
+    assert {p for p in PAGES if p.parent.name == "docs"} - seen == set()
+
+
 def test_the_readme_is_a_newcomers_page() -> None:
     readme = (REPO / "README.md").read_text()
     assert len(readme.encode()) <= 16 * 1024
