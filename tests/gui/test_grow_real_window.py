@@ -29,9 +29,8 @@ _SCRIPT = textwrap.dedent("""
     app = QApplication(["medseg"])
     assert app.platformName() == "xcb", app.platformName()
 
-
     def wait_for(signal, done, timeout_s):
-        """Run the event loop until ``done()``, woken by ``signal`` (never by the clock), or fail at the timeout."""
+        # run the event loop until done(), woken by the signal (never by the clock), or fail at the timeout
         loop, timer = QEventLoop(), QTimer()
         timer.setSingleShot(True)
         timer.timeout.connect(loop.quit)
@@ -43,7 +42,7 @@ _SCRIPT = textwrap.dedent("""
         assert done(), f"not done after {timeout_s} s"
 
     def on_screen():
-        """Paint the whole window now and wait until the X server has it (what a grab reads)."""
+        # paint the whole window now and wait until the X server has it (what a grab reads)
         window.repaint()
         app.sync()
 
