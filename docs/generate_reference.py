@@ -124,14 +124,21 @@ def keys_section() -> str:
 
 
 def formats_section() -> str:
-    try:
-        from medseg.io import formats  # noqa: F401 - the image-format table, once it lands
-    except ImportError:
-        return ("## Image formats\n\nOpened: DICOM series (folders, files, zip, DICOMDIR), NIfTI, NRRD, MHA; "
-                "segmentations also as DICOM SEG. Written: NIfTI / NRRD / MHA label maps with a `.labels.json` "
-                "sidecar, DICOM SEG, STL/OBJ surfaces. (A generated table follows once `medseg.io.formats` is "
-                "the one table of formats.)\n")
-    return formats.reference_table() if hasattr(formats, "reference_table") else ""
+    from medseg.io.formats import FORMATS
+
+    rows = ["## Image formats", "",
+            "The one table of formats (`medseg/io/formats.py`): open, save, convert, `batch --format` and the file "
+            "dialogs ask it.", "",
+            "| format | suffixes | medseg writes | opened as | saved as | what a file keeps |", "|---|---|---|---|---|---|"]
+    for f in FORMATS:
+        suffixes = ", ".join(f"`{s}`" if s else "none" for s in f.suffixes)
+        written = ", ".join(f"`{s}`" for s in f.write_suffixes) or "—"
+        opened = "image" if f.image else "segmentation"
+        saved = "label map + `.labels.json`" if f.label_map else "DICOM SEG" if f.dicom_seg else "—"
+        if not f.writer:
+            saved = "—"
+        rows.append(f"| {f.name} | {suffixes} | {written} | {opened} | {saved} | {f.keeps.replace('|', '/')} |")
+    return "\n".join(rows) + "\n"
 
 
 def reference() -> str:
