@@ -23,6 +23,7 @@ from typing import Any, BinaryIO
 from pydicom.dataset import Dataset
 from pydicom.filebase import DicomBytesIO
 from pydicom.filewriter import write_data_element
+from pydicom.tag import Tag
 from pydicom.uid import ExplicitVRLittleEndian
 
 PER_FRAME = 0x52009230  # Per-Frame Functional Groups Sequence
@@ -32,7 +33,8 @@ _MAX_LENGTH = 0xFFFFFFFE
 
 
 def _tag_bytes(tag: int) -> bytes:
-    return struct.pack("<HH", tag >> 16, tag & 0xFFFF)
+    tag = Tag(tag)
+    return struct.pack("<HH", tag.group, tag.element)
 
 
 class _Encoder:

@@ -42,7 +42,16 @@ def test_keep_largest_grow_and_lock_match_simpleitk(abdomen_files, tmp_path: Pat
     assert sidecar["format"] == "medseg-labels/1"
     liver = next(row for row in sidecar["labels"] if row["value"] == LIVER)
     assert liver["name"] == "liver" and liver["locked"] is True
-    assert liver["category"] is None and liver["type"] is None  # nobody coded it, and no code is guessed from a name
+    # --totalsegmentator-names gives each structure TotalSegmentator's published code (its mapping CSV, read
+    # here with the csv module as the oracle), not one guessed from the name
+    import csv
+
+    mapping = Path(__file__).resolve().parents[2] / "resources" / "labels" / "totalsegmentator_snomed_mapping.csv"
+    row = next(r for r in csv.DictReader(mapping.open()) if r["Structure"] == "liver")
+    assert liver["category"] == {"value": row["SegmentedPropertyCategoryCodeSequence.CodeValue"], "scheme": "SCT",
+                                 "meaning": row["SegmentedPropertyCategoryCodeSequence.CodeMeaning"]}
+    assert liver["type"] == {"value": row["SegmentedPropertyTypeCodeSequence.CodeValue"], "scheme": "SCT",
+                             "meaning": row["SegmentedPropertyTypeCodeSequence.CodeMeaning"]}
 
 
 @pytest.mark.parametrize("operations, message", [
