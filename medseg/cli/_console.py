@@ -125,7 +125,8 @@ def print_findings(volume, file=None) -> None:
 
 
 def add_threads_option(parser) -> None:
-    """``--threads N`` for a command that computes; without it the free cores are used (medseg.threads)."""
+    """``--threads N`` for a command that computes; without it every core this process may use (medseg.threads)."""
     parser.add_argument("--threads", type=whole_number(1), metavar="N",
-                        help="CPU threads to compute with (default: the cores other processes leave free)")
+                        help="CPU threads to compute with (default: every core this process may use; "
+                             "`medseg devices` shows how many)")
     parser.set_defaults(computes=True)

@@ -64,7 +64,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="segment series whose modality (e.g. MR, PET) is not the one the model was trained on "
                              "(each such case says so); without it they are failed rows")
     parser.add_argument("--threads", type=whole_number(1),
-                        help="CPU threads per process (default: the cores shared among the processes of this machine)")
+                        help="CPU threads per process (default: this machine's usable cores split between its processes)")
     parser.add_argument("--json", action="store_true",
                         help="print the event stream, one JSON object per line: started, case (one per case), "
                              "progress, message, then done (with the counts and the table) or failed")
@@ -137,6 +137,7 @@ def _batch(args: argparse.Namespace, rank: int, events: Any) -> int:
 
     import torch
 
+    from medseg import threads as medseg_threads
     from medseg.batch.run import BatchPlan, BatchRunner, BatchSettings, merge_table, model_id, plan_batch
     from medseg.model.backends import resolve_device, torch_device
     from medseg.model.training.distributed import setup_distributed
@@ -147,8 +148,9 @@ def _batch(args: argparse.Namespace, rank: int, events: Any) -> int:
     device = resolve_device(args.device)  # the one device decision (an absent device fails here, not per case)
     # the processes meet over NCCL when their device is a CUDA GPU, else over gloo
     ctx = setup_distributed("cuda" if torch_device(device).type == "cuda" else "cpu", timeout=BARRIER_TIMEOUT)
-    threads = args.threads or max(1, (os.cpu_count() or 1) // max(1, local_world))
-    torch.set_num_threads(threads)
+    # the processes on this machine split its usable cores (medseg.threads); --threads is per process
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    threads = medseg_threads.configure(args.threads, count=medseg_threads.process_share(local_rank, local_world))
     model = open_model(args.model)
     package = model.package
     current_model = model_id(package)
@@ -221,7 +223,7 @@ def _batch(args: argparse.Namespace, rank: int, events: Any) -> int:
                   "input_wait_s": round(summary.input_wait_s, 3), "network_s": round(summary.network_s, 3),
                   "input_wait_share": round(wait_share, 4), "read_s": round(summary.read_s, 3),
                   "read_share": round(summary.read_s / summary.wall_s, 4) if summary.wall_s else 0.0,
-                  "processes": ctx.world_size}
+                  "processes": ctx.world_size, "threads": threads}
         if summary.interrupted:
             events.emit("failed", error="interrupted", cancelled=True, **fields)
         else:

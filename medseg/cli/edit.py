@@ -150,14 +150,18 @@ def run(args: argparse.Namespace) -> int:
         if not args.json:
             print(f"{op}: {count} voxels changed")
 
-    done = run_operations(document, operations, rules, say)
+    from medseg import threads
+
+    with threads.job("edit") as lease:
+        done = run_operations(document, operations, rules, say)
+        used = lease.threads
     label_map = document.label_map
     kept = {value: entry for value, entry in label_map.labels.items() if label_map.voxel_count(value) or entry.locked}
     written = save_segmentation(target, label_map.to_volume(), image, kept).path
     volumes = label_map.volumes_ml()
     if args.json:
         print(json.dumps({"output": str(written), "operations": [{"operation": o, "voxels_changed": n} for o, n in done],
-                          "findings": findings_json(image),
+                          "findings": findings_json(image), "threads": used,
                           "volumes_ml": {str(v): round(ml, 3) for v, ml in volumes.items()}}, indent=1))
     else:
         print_findings(image)

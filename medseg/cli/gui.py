@@ -12,6 +12,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "(NIfTI/NRRD/MHA, with its .labels.json) or a DICOM SEG")
     parser.add_argument("--screenshot", metavar="PNG", help="save a screenshot once the study is shown, then quit")
     parser.add_argument("--quit-after", metavar="SECONDS", type=float, help="close the window after this many seconds")
+    parser.add_argument("--threads", type=int, metavar="N",
+                        help="CPU threads for this session (default: the app's setting, else every core medseg may use)")
     parser.set_defaults(func=run)
 
 

@@ -60,6 +60,7 @@ def run(args: argparse.Namespace) -> int:
                            for name, suits, gap in choice.candidates],
             "plan": choice.chosen.to_dict(),
             "postprocessing": [step.describe(package.names) for step in package.postprocess_steps()],
+            "cpu_engine": _cpu_engine(package, choice.chosen.name),
         }
 
     if args.json:
@@ -90,4 +91,15 @@ def run(args: argparse.Namespace) -> int:
         print(package.configurations[model_choice["configuration"]])
         for step in model_choice["postprocessing"]:
             print(f"  then: {step}")
+        engine = model_choice["cpu_engine"]
+        print(f"on a CPU with --device auto: {engine['engine']} ({engine['reason']}), "
+              f"{engine['threads']} thread(s)")
     return 0
+
+
+def _cpu_engine(package, configuration: str) -> dict:
+    """The CPU engine a run with --device auto would use (medseg.model.cpu_runtime), and why."""
+    from medseg import threads
+    from medseg.model.cpu_runtime import planned_choice
+
+    return planned_choice(package, configuration, threads.budget()).to_dict()

@@ -147,7 +147,8 @@ def _segment(args: argparse.Namespace, events) -> int:
             "model_card": result.model.to_dict(),
             "configuration": result.configuration,
             "device": result.device,
-            "threads": sys.modules["torch"].get_num_threads(),  # what PyTorch (and ONNX Runtime) ran with
+            "threads": result.threads,  # the CPU threads the run computed with (medseg.threads)
+            "cpu_engine": result.cpu_engine,  # with --device auto on a CPU: the engine measured for this model, and why
             "fallbacks": result.fallbacks,
             "postprocessing": result.postprocessing,
             "notes": notes,
@@ -164,7 +165,10 @@ def _segment(args: argparse.Namespace, events) -> int:
     print_findings(volume)
     for note in [*result.fallbacks, *notes]:
         print(f"note: {note}", file=sys.stderr)
-    print(f"{result.model.name} [{result.configuration}] on {result.device}, {result.seconds:.1f} s -> {written}")
+    print(f"{result.model.name} [{result.configuration}] on {result.device}, {result.threads} CPU thread(s), "
+          f"{result.seconds:.1f} s -> {written}")
+    if result.cpu_engine is not None:
+        print(f"  CPU engine {result.cpu_engine['engine']}: {result.cpu_engine['reason']}")
     for step in result.postprocessing:
         print(f"  after the network: {step}")
     shown = {name: ml for name, ml in result.volumes_ml.items() if ml or segmenter.model.pipeline is None}

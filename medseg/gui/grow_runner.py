@@ -1,7 +1,7 @@
 """Grow from seeds off the GUI thread: each seed stroke asks for a new preview; one worker thread computes it.
 
-The worker is not niced (unlike long background jobs): it holds the GIL between kernel calls, and a
-low-priority thread holding the GIL on a busy machine makes the GUI thread wait for it.
+The worker is not niced: it holds the GIL between kernel calls, and a low-priority thread holding
+the GIL on a busy machine makes the GUI thread wait for it.
 
 A stroke asks for a preview when it ends (mouse release); strokes painted while the worker runs
 are queued in the session and taken by its next pass
@@ -51,10 +51,14 @@ class GrowRunner(QObject):
             self._thread.start()
 
     def _work(self, session: GrowSession) -> None:
+        from medseg import threads
+
         error = None
         try:
-            while session.pending():
-                session.compute()
+            # one core (the kernel is single-threaded), taken from a segmentation running meanwhile
+            with threads.job("grow from seeds", most=1):
+                while session.pending():
+                    session.compute()
         except Exception as exc:  # noqa: BLE001 - shown to the user, never lost
             error = exc
         with self._lock:

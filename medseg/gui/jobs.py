@@ -21,8 +21,6 @@ from __future__ import annotations
 import gc
 import inspect
 import logging
-import os
-import sys
 import threading
 import time
 from typing import Any, Callable
@@ -56,20 +54,20 @@ def _resume_gc() -> None:
         gc.enable()
 
 
-# Long background jobs (training, segmenting; ``background=True``) instead freeze the heap
-# and run at a lower CPU priority. gc.freeze() moves
-# every object alive now into the collector's permanent generation, so a full collection
-# scans only what the job creates afterwards. Measured with a plain training thread beside
+# Long background jobs (training, segmenting; ``background=True``) instead freeze the heap.
+# gc.freeze() moves every object alive now into the collector's permanent generation, so a full
+# collection scans only what the job creates afterwards. Measured with a plain training thread beside
 # a 5 ms GUI timer: each full collection scanned the libraries' million objects (torch,
 # SimpleITK, Qt bindings) and held the GIL for 115-245 ms, and those were the event-loop
 # gaps; with the heap frozen they fell to tens of ms. The job freezes again after each event or
 # progress report of its first FREEZE_WINDOW_S (its lazy imports and set-up happen then), and the heap is
 # unfrozen when the last such job ends, so cyclic garbage frozen with it is collected then.
-# On Linux their threads (and the torch/OpenMP threads they start, which inherit it) also
-# get BACKGROUND_NICE: when the cores are busy the GUI thread is served first, and when it
-# is idle they run at full speed.
+# These jobs run at the user's priority: they are what the user is waiting for. A nice value of
+# 10 (as before issue #40) made Segment in the window yield to every other program on the machine
+# (45-82 s against the command line's 11.6 s on a 2-core machine with other work). The window
+# stays responsive without it: the GUI thread sleeps between events, so the scheduler serves it
+# first when it wakes, and the job's compute threads run without the GIL.
 FREEZE_WINDOW_S = 30.0
-BACKGROUND_NICE = 10
 _heap_freezing_jobs = 0
 
 
@@ -84,16 +82,6 @@ def _unfreeze_heap() -> None:
     _heap_freezing_jobs = max(0, _heap_freezing_jobs - 1)
     if _heap_freezing_jobs == 0:
         gc.unfreeze()
-
-
-def _lower_this_threads_priority() -> None:
-    """Raise this thread's nice value (Linux: a thread is a task; others: the whole process would change)."""
-    if sys.platform.startswith("linux"):
-        try:
-            tid = threading.get_native_id()
-            os.setpriority(os.PRIO_PROCESS, tid, min(19, os.getpriority(os.PRIO_PROCESS, tid) + BACKGROUND_NICE))
-        except OSError as error:  # a sandbox may forbid it: the job runs anyway
-            log.info("could not lower the job thread's priority: %s", error)
 
 
 # A job function takes progress= and cancel= keywords and returns a result or a generator.
@@ -172,8 +160,6 @@ class _Worker(QObject):
     @Slot()
     def run(self) -> None:
         self._started_at = time.monotonic()
-        if self._background:
-            _lower_this_threads_priority()
         try:
             self._cancel.raise_if_cancelled()  # cancelled before its thread started
             result = self._function(progress=self._report, cancel=self._cancel)
@@ -195,7 +181,7 @@ class Job(QObject):
 
     ``pause_gc``: pause the cyclic garbage collector while this job runs (load jobs).
     ``background``: a long job (training, segmenting): freeze the heap at start and during the
-    job's first seconds, and lower its threads' CPU priority.
+    job's first seconds.
     ``registry``: where the job is listed while it runs (the application's by default).
     """
 

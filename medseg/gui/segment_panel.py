@@ -10,7 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QCheckBox, QComboBox, QGroupBox, QLabel, QPushButton, QSizePolicy, QTextBrowser, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QCheckBox, QComboBox, QGroupBox, QHBoxLayout, QLabel, QPushButton, QSizePolicy, QSpinBox, QTextBrowser, QVBoxLayout,
+    QWidget,
+)
 
 from medseg.core.volume import Volume
 from medseg.edit.document import SegmentationDocument
@@ -21,8 +24,10 @@ def _mm(values) -> str:
     return " × ".join(f"{v:.3g}" for v in values)
 
 
-def plan_summary(package: Any, volume: Volume, step_size: float = 0.5, configuration: str | None = None) -> str:
-    """The plan this series would run with, as rich text: the configuration, why, and its strides.
+def plan_summary(package: Any, volume: Volume, step_size: float = 0.5, configuration: str | None = None,
+                 device: str = "auto") -> str:
+    """The plan this series would run with, as rich text: the configuration, why, and its strides;
+    where it runs: the device, and on a CPU the engine and its threads (and why that engine).
 
     ``configuration`` is the user's override; None lets the series' spacing choose.
     """
@@ -56,6 +61,7 @@ def plan_summary(package: Any, volume: Volume, step_size: float = 0.5, configura
         f"memory ≈ {stitching_mb + tile_mb:.0f} MB<br>({stitching_mb:.0f} MB stitching, {tile_mb:.0f} MB per tile)"
         f"<table><tr><th>stage</th><th>stride</th><th>features</th></tr>{strides}</table>"
         + "".join(f"then: {html.escape(step.describe(package.names))}<br>" for step in package.postprocess_steps())
+        + _where_it_runs(package, plan.name, device)
     )
 
 
@@ -104,6 +110,28 @@ def _estimate_text(seconds: float | None) -> str:
     return f"~{seconds / 3600:.1f} h"
 
 
+def _where_it_runs(package: Any, configuration: str, device: str) -> str:
+    """"runs on: CPU, 2 threads — PyTorch (why)" for the plan (the engine as --device auto chooses it)."""
+    from medseg import threads
+    from medseg.errors import MedsegError
+    from medseg.model.backends import backend, describe, resolve_device
+
+    try:
+        resolved = resolve_device(device)
+    except MedsegError as error:
+        return f"<br>runs on: {html.escape(str(error))}"
+    if backend(resolved).gpu:
+        return f"<br>runs on: {html.escape(describe(resolved))}"
+    count = threads.budget_count()
+    where = f"<br>runs on: the CPU, {count.threads} thread{'s' if count.threads != 1 else ''} ({html.escape(count.source)})"
+    if device != "auto":
+        return where + f"<br>engine: {html.escape(backend(resolved).engine)} (chosen by you)"
+    from medseg.model.cpu_runtime import planned_choice
+
+    choice = planned_choice(package, configuration, count.threads)
+    return where + f"<br>engine: {html.escape(choice.engine)} ({html.escape(choice.reason)})"
+
+
 class SegmentPanel(QGroupBox):
     def __init__(self, document: SegmentationDocument, window, parent: QWidget | None = None) -> None:
         super().__init__("Segment", parent)
@@ -124,8 +152,9 @@ class SegmentPanel(QGroupBox):
         self.model_chooser.manage.connect(lambda: window.open_models_dialog())
         self.device_box = QComboBox(self)
         self.device_box.setToolTip("Where the model runs; only what this machine has is listed")
-        # a TotalSegmentator model's automatic choice and estimates follow the device
-        self.device_box.currentIndexChanged.connect(lambda _index: self._show_plan() if self._is_pipeline() else None)
+        # the plan follows the device: a TotalSegmentator model's choice and estimates, a model's CPU engine
+        self.device_box.currentIndexChanged.connect(lambda _index: self._show_plan())
+        self.threads_box = _threads_box(self)
         self.configuration_box = QComboBox(self)
         self.configuration_box.setToolTip("Which of the model's configurations runs; automatic lets the series' "
                                           "spacing choose (thin- or thick-slice)")
@@ -165,6 +194,10 @@ class SegmentPanel(QGroupBox):
         layout.addWidget(self.model_chooser)
         layout.addWidget(self.model_label)
         layout.addWidget(self.device_box)
+        threads_row = QHBoxLayout()
+        threads_row.addWidget(QLabel("CPU threads:", self))
+        threads_row.addWidget(self.threads_box, 1)
+        layout.addLayout(threads_row)
         layout.addWidget(self.configuration_box)
         layout.addWidget(self.postprocess_box)
         layout.addWidget(self.structures_button)
@@ -303,7 +336,7 @@ class SegmentPanel(QGroupBox):
                                                          self.structures))
                 return
             self.plan_label.setHtml(plan_summary(self._package, volume,
-                                                 configuration=self.configuration))
+                                                 configuration=self.configuration, device=self.device))
         except MedsegError as error:
             self.plan_label.setPlainText(f"Cannot plan: {error}")
 
@@ -342,3 +375,48 @@ class SegmentPanel(QGroupBox):
             self.plan_label.setPlainText(f"Cannot plan: {error}")
             return
         self._show_plan()
+
+
+THREADS_SETTING = "compute/threads"  # 0: every usable core (the default)
+
+
+def _threads_box(parent: "SegmentPanel") -> QSpinBox:
+    """The app's CPU threads (segmenting, training in the app, the 3D surfaces, grow from seeds):
+    "automatic" is every core this process may use; a number replaces it, remembered between sessions.
+    ``medseg gui --threads N`` sets it for one session."""
+    from medseg import threads
+    from medseg.gui import app_shell
+
+    box = QSpinBox(parent)
+    usable = threads.usable_cores()
+    box.setRange(0, max(threads.affinity_cores(), threads.budget()))
+    box.setSpecialValueText(f"automatic ({usable.threads}: every core medseg may use)")
+    box.setToolTip("How many CPU threads medseg computes with. Jobs running at the same time (a segmentation, "
+                   "the 3D surfaces, grow from seeds) share them. Automatic: " + usable.explain())
+    store = app_shell.settings()
+    if threads.budget_count().source == threads.FROM_OPTION:  # `medseg gui --threads N`: this session only
+        box.setValue(threads.budget())
+    else:
+        try:
+            saved = int(store.value(THREADS_SETTING, 0) or 0)
+        except (TypeError, ValueError):
+            saved = 0
+        box.setValue(saved if saved <= box.maximum() else 0)
+        _apply_threads(box.value())
+
+    def changed(value: int) -> None:
+        _apply_threads(value)
+        store.setValue(THREADS_SETTING, value)
+        parent._show_plan()  # the plan says how many threads run it
+
+    box.valueChanged.connect(changed)
+    return box
+
+
+def _apply_threads(value: int) -> None:
+    from medseg import threads
+
+    if value > 0:
+        threads.configure(value, threads.FROM_SETTING)
+    else:
+        threads.configure(None)

@@ -320,8 +320,12 @@ class TrainingPanel(QWidget):
         arguments = settings.cli_arguments(manifest, out, resume)
         self.recorder = RunRecorder(self.run_folder)
         if settings.processes > 1:
+            from medseg import threads
+
             command = torchrun_command(settings.processes, arguments)
-            self.runner = TorchrunRunner(command, self)
+            # its processes split this app's CPU threads (each otherwise took torchrun's one thread)
+            share = threads.process_share(0, settings.processes, threads.budget_count()).threads
+            self.runner = TorchrunRunner(command, self, threads_per_process=share)
             self.recorder.write_command(shlex.join(command))
         else:
             self.recorder.write_command("medseg train " + shlex.join(arguments) + "   # run in the app's worker thread")

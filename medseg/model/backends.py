@@ -19,21 +19,19 @@ import os
 import types
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, Sequence
+from typing import Callable, Protocol, Sequence
 
 import numpy as np
 import torch
 from torch import nn
 
+from medseg import threads as medseg_threads
 from medseg.errors import DeviceError
 from medseg.model.lean_forward import lean_forward
 
-DEVICES = ("auto", "cuda", "directml", "onnx-cpu", "cpu", "mps")
 INFERENCE, TRAINING = "inference", "training"  # what a device is chosen for
-# Where a run on each device does its tensor work (preprocessing, stitching, resampling): ONNX
-# Runtime takes and returns host memory, so its devices work in the CPU's. The one such table.
-TENSOR_DEVICE = {"cuda": "cuda", "mps": "mps", "cpu": "cpu", "directml": "cpu", "onnx-cpu": "cpu"}
 DIRECTML_PROVIDER = "DmlExecutionProvider"
+TORCH, ONNXRUNTIME, OPENVINO = "PyTorch", "ONNX Runtime", "OpenVINO"  # the engines behind the devices
 
 
 class TileRunner(Protocol):
@@ -63,6 +61,84 @@ def directml_available() -> bool:
     return DIRECTML_PROVIDER in onnx_providers()
 
 
+def onnx_cpu_available() -> bool:
+    return "CPUExecutionProvider" in onnx_providers()
+
+
+def openvino_available() -> bool:
+    """OpenVINO is an optional extra (``pip install medseg[openvino]``): a CPU engine, chosen only by measurement."""
+    import importlib.util
+
+    return importlib.util.find_spec("openvino") is not None
+
+
+@dataclass(frozen=True)
+class Backend:
+    """One compute backend: a device as ``--device`` names it, the engine that runs it, where its
+    tensors live, what it is for, and how to tell whether this machine has it.
+
+    :data:`BACKENDS` is the one table: the device choice, ``medseg devices``, the plan, segment,
+    train and the GUI's menus all read it. A new backend is one row (and its runner).
+    """
+
+    name: str  # what --device takes
+    engine: str  # TORCH, ONNXRUNTIME or OPENVINO
+    tensor_device: str  # the torch device its pre- and post-processing run on ("cpu" for ONNX engines)
+    gpu: bool  # computes on a graphics card
+    purposes: tuple[str, ...]  # INFERENCE, TRAINING
+    automatic: bool  # may "auto" pick it (in table order)?
+    title: str  # for a menu: "DirectML (ONNX Runtime)"
+    is_available: Callable[[], bool]
+    absent: str  # why it cannot be used, for the DeviceError
+    absent_hint: str
+
+    @property
+    def exported(self) -> bool:
+        """It runs the model's ONNX export, not the PyTorch network."""
+        return self.engine != TORCH
+
+    def available(self) -> bool:
+        return bool(self.is_available())
+
+
+# "auto" tries the automatic rows in this order. MPS is not chosen automatically:
+# ConvTranspose3d support differs between PyTorch versions. On the CPU, PyTorch (with oneDNN
+# convolutions): on nnU-Net's real-size network (6 stages, 32->320, 128^3) ONNX Runtime was no
+# faster (1.03x nnU-Net's time against PyTorch's 0.58x, ONNX export included) and agreed with
+# nnU-Net on only 99.63 % of the voxels against PyTorch's 99.9997 % (benchmarks/bench_infer.py,
+# issue #16). Why: ORT's CPU InstanceNormalization is ~300x less accurate than PyTorch's against a
+# float64 reference (max error 2.3e-4 vs 7e-7 on 32x128^3), and the 22 norms compound. ONNX Runtime
+# stays available as "onnx-cpu", and for DirectML. On a CPU, "auto" then lets a measurement on the
+# model's own tile choose between the CPU rows (medseg.model.cpu_runtime).
+BACKENDS: tuple[Backend, ...] = (
+    Backend("cuda", TORCH, "cuda", True, (INFERENCE, TRAINING), True, "CUDA", lambda: cuda_available(),
+            "CUDA was requested but no CUDA GPU is usable by PyTorch", "use --device cpu or auto"),
+    Backend("directml", ONNXRUNTIME, "cpu", True, (INFERENCE,), True, "DirectML (ONNX Runtime)",
+            lambda: directml_available(),
+            "DirectML was requested but ONNX Runtime's DmlExecutionProvider is not installed",
+            "on Windows install onnxruntime-directml (it replaces onnxruntime), or use --device cpu"),
+    Backend("mps", TORCH, "mps", True, (INFERENCE,), False, "Apple MPS (PyTorch)", lambda: mps_available(),
+            "Apple MPS was requested but is not available", "use --device cpu"),
+    Backend("cpu", TORCH, "cpu", False, (INFERENCE, TRAINING), True, "CPU", lambda: True, "", ""),
+    Backend("onnx-cpu", ONNXRUNTIME, "cpu", False, (INFERENCE,), False, "CPU", lambda: onnx_cpu_available(),
+            "ONNX Runtime is not installed", "pip install onnxruntime, or use --device cpu"),
+    Backend("openvino-cpu", OPENVINO, "cpu", False, (INFERENCE,), False, "CPU", lambda: openvino_available(),
+            "OpenVINO is not installed", "pip install 'medseg[openvino]', or use --device cpu"),
+)
+DEVICES = ("auto", *(backend.name for backend in BACKENDS))
+# Where a run on each device does its tensor work (preprocessing, stitching, resampling): ONNX
+# Runtime takes and returns host memory, so its devices work in the CPU's. Read from the table.
+TENSOR_DEVICE = {row.name: row.tensor_device for row in BACKENDS}
+
+
+def backend(name: str) -> Backend:
+    """The table's row for a device name (DeviceError for a name it does not have)."""
+    for row in BACKENDS:
+        if row.name == name:
+            return row
+    raise DeviceError(f"unknown device {name!r}", hint=f"choose one of {', '.join(DEVICES)}")
+
+
 def available_devices(purpose: str = INFERENCE) -> list[str]:
     """The devices that would work on this machine for ``purpose``, best first (menus, `medseg devices`).
 
@@ -70,17 +146,7 @@ def available_devices(purpose: str = INFERENCE) -> list[str]:
     training has never been run on Apple MPS (refused rather than offered untried).
     """
     _check_purpose(purpose)
-    found = []
-    if cuda_available():
-        found.append("cuda")
-    if purpose == TRAINING:
-        return found + ["cpu"]
-    if directml_available():
-        found.append("directml")
-    if mps_available():
-        found.append("mps")
-    found += ["cpu", "onnx-cpu"] if onnx_providers() else ["cpu"]
-    return found
+    return [row.name for row in BACKENDS if purpose in row.purposes and row.available()]
 
 
 def resolve_device(requested: str, purpose: str = INFERENCE) -> str:
@@ -94,58 +160,53 @@ def resolve_device(requested: str, purpose: str = INFERENCE) -> str:
     requested = (requested or "auto").strip().lower()
     if purpose == TRAINING:
         return _resolve_training(requested)
-    if requested not in DEVICES:
-        raise DeviceError(f"unknown device {requested!r}", hint=f"choose one of {', '.join(DEVICES)}")
     if requested == "auto":
-        # MPS is not chosen automatically: ConvTranspose3d support differs between PyTorch versions.
-        if cuda_available():
-            return "cuda"
-        if directml_available():
-            return "directml"
-        # On the CPU, PyTorch (with oneDNN convolutions): on nnU-Net's real-size network
-        # (6 stages, 32->320, 128^3) ONNX Runtime was no faster (1.03x nnU-Net's time against
-        # PyTorch's 0.58x, ONNX export included) and agreed with nnU-Net on only 99.63 % of
-        # the voxels against PyTorch's 99.9997 % (benchmarks/bench_infer.py, issue #16). Why:
-        # ORT's CPU InstanceNormalization is ~300x less accurate than PyTorch's against a
-        # float64 reference (max error 2.3e-4 vs 7e-7 on 32x128^3), and the 22 norms compound.
-        # ONNX Runtime stays available as "onnx-cpu", and for DirectML.
-        return "cpu"
-    if requested == "cuda" and not cuda_available():
-        raise DeviceError("CUDA was requested but no CUDA GPU is usable by PyTorch", hint="use --device cpu or auto")
-    if requested == "directml" and not directml_available():
-        raise DeviceError(
-            "DirectML was requested but ONNX Runtime's DmlExecutionProvider is not installed",
-            hint="on Windows install onnxruntime-directml (it replaces onnxruntime), or use --device cpu",
-        )
-    if requested == "onnx-cpu" and "CPUExecutionProvider" not in onnx_providers():
-        raise DeviceError("ONNX Runtime is not installed", hint="pip install onnxruntime, or use --device cpu")
-    if requested == "mps" and not mps_available():
-        raise DeviceError("Apple MPS was requested but is not available", hint="use --device cpu")
+        return next(row.name for row in BACKENDS if row.automatic and INFERENCE in row.purposes and row.available())
+    row = backend(requested)
+    if not row.available():
+        raise DeviceError(row.absent, hint=row.absent_hint)
     return requested
 
 
 def _resolve_training(requested: str) -> str:
     if requested == "auto":
-        return "cuda" if cuda_available() else "cpu"
-    if requested == "cpu":
-        return "cpu"
-    if requested == "cuda" or requested.startswith("cuda:"):
-        if not cuda_available():
-            raise DeviceError("CUDA was requested but no CUDA GPU is usable by PyTorch", hint="use --device cpu or auto")
-        index = requested.partition(":")[2]
-        if index and not (index.isdigit() and int(index) < torch.cuda.device_count()):
-            raise DeviceError(f"there is no CUDA GPU {index!r} (this machine has {torch.cuda.device_count()})",
-                              hint="use --device cuda, or cuda:0 to cuda:" f"{torch.cuda.device_count() - 1}")
-        return requested
-    if requested in DEVICES:
+        return next(row.name for row in BACKENDS if row.automatic and TRAINING in row.purposes and row.available())
+    name, _, index = requested.partition(":")
+    if requested not in DEVICES and not (name == "cuda" and index):
+        raise DeviceError(f"unknown device {requested!r}", hint="training runs on auto, cuda, cuda:N or cpu")
+    row = backend(name)
+    if TRAINING not in row.purposes:
         raise DeviceError(f"training runs on CUDA or the CPU, not {requested!r} ({requested} is for segmenting)",
                           hint="use --device auto, cuda or cpu")
-    raise DeviceError(f"unknown device {requested!r}", hint="training runs on auto, cuda, cuda:N or cpu")
+    if not row.available():
+        raise DeviceError(row.absent, hint=row.absent_hint)
+    if index and not (index.isdigit() and int(index) < torch.cuda.device_count()):
+        raise DeviceError(f"there is no CUDA GPU {index!r} (this machine has {torch.cuda.device_count()})",
+                          hint="use --device cuda, or cuda:0 to cuda:" f"{torch.cuda.device_count() - 1}")
+    return requested
 
 
 def _check_purpose(purpose: str) -> None:
     if purpose not in (INFERENCE, TRAINING):
         raise ValueError(f"purpose is {INFERENCE!r} or {TRAINING!r}, not {purpose!r}")
+
+
+def torch_device(device: str) -> torch.device:
+    """The torch device a run on ``device`` (a name :func:`resolve_device` returned; "cuda:N" too) does its
+    tensor work on (ONNX engines take and return host memory)."""
+    name, _, index = device.partition(":")
+    row = backend(name)
+    return torch.device(row.tensor_device, int(index)) if index and row.tensor_device == "cuda" else torch.device(row.tensor_device)
+
+
+def uses_onnx(device: str) -> bool:
+    """The device runs the model's ONNX export (ONNX Runtime or OpenVINO), not its PyTorch network."""
+    return backend(device).exported
+
+
+def cpu_devices() -> list[str]:
+    """The CPU rows available here (the engines a measurement may choose between), PyTorch first."""
+    return [row.name for row in BACKENDS if not row.gpu and INFERENCE in row.purposes and row.available()]
 
 
 @dataclass(frozen=True)
@@ -156,34 +217,20 @@ class DeviceChoice:
 
 def device_choices(purpose: str = INFERENCE) -> list[DeviceChoice]:
     """"auto" and then every device :func:`available_devices` finds, named for a menu."""
-    choices = [DeviceChoice("auto", f"Automatic (here: {_describe(resolve_device('auto', purpose))})")]
-    return choices + [DeviceChoice(device, _describe(device)) for device in available_devices(purpose)]
+    choices = [DeviceChoice("auto", f"Automatic (here: {describe(resolve_device('auto', purpose))})")]
+    return choices + [DeviceChoice(device, describe(device)) for device in available_devices(purpose)]
 
 
-def _describe(device: str) -> str:
-    cores = os.cpu_count() or 1
+def describe(device: str) -> str:
+    """A device in a few words: the GPU's name and memory, or the CPU threads medseg computes with."""
     if device == "cuda":
         props = torch.cuda.get_device_properties(0)
         more = torch.cuda.device_count() - 1
         return f"CUDA: {props.name}, {props.total_memory / 2**30:.0f} GB" + (f" (+{more} more)" if more > 0 else "")
-    return {
-        "directml": "DirectML (ONNX Runtime)",
-        "mps": "Apple MPS (PyTorch)",
-        "cpu": f"CPU (PyTorch, {_threads(torch.get_num_threads())} of {cores})",
-        "onnx-cpu": f"CPU (ONNX Runtime, {cores} cores)",
-    }[device]
-
-
-def torch_device(device: str) -> torch.device:
-    """The torch device a run on ``device`` (a name :func:`resolve_device` returned; "cuda:N" too) computes on."""
-    kind, _, index = device.partition(":")
-    if kind not in TENSOR_DEVICE:
-        raise DeviceError(f"unknown device {device!r}", hint=f"choose one of {', '.join(DEVICES)}")
-    return torch.device(TENSOR_DEVICE[kind], int(index)) if index else torch.device(TENSOR_DEVICE[kind])
-
-
-def uses_onnx(device: str) -> bool:
-    return device in ("directml", "onnx-cpu")
+    row = backend(device)
+    if row.gpu:
+        return row.title
+    return f"{row.title} ({row.engine}, {_threads(medseg_threads.budget())} of {os.cpu_count() or 1} cores)"
 
 
 def is_out_of_memory(error: BaseException) -> bool:
@@ -277,7 +324,8 @@ class OnnxRunner:
         else:
             providers = ["CPUExecutionProvider"]
         options = onnxruntime.SessionOptions()
-        options.intra_op_num_threads = threads or torch.get_num_threads()
+        # the job's share of the process's threads (ORT's pool is sized once, when the session is made)
+        options.intra_op_num_threads = threads or medseg_threads.current()
         if device == "directml":
             # DirectML requires these (ONNX Runtime docs: no memory pattern, sequential execution).
             options.enable_mem_pattern = False
@@ -304,3 +352,34 @@ class OnnxRunner:
 
 def _threads(count: int) -> str:
     return f"{count} thread" if count == 1 else f"{count} threads"
+
+
+class OpenVinoRunner:
+    """An exported model in OpenVINO on the CPU, in float32 (its default on CPUs with AMX or
+    AVX512-BF16 would be bfloat16, which does not keep nnU-Net's labels)."""
+
+    def __init__(self, model: bytes | str | Path, threads: int | None = None):
+        import io as _io
+
+        import openvino
+
+        try:
+            network = openvino.convert_model(_io.BytesIO(model) if isinstance(model, bytes) else os.fspath(model))
+            compiled = openvino.Core().compile_model(network, "CPU", {
+                "INFERENCE_NUM_THREADS": int(threads or medseg_threads.current()),
+                "INFERENCE_PRECISION_HINT": "f32", "PERFORMANCE_HINT": "LATENCY"})
+        except Exception as error:  # OpenVINO raises its own types
+            raise DeviceError(f"OpenVINO could not load the model: {error}") from error
+        self.request = compiled.create_infer_request()
+        self.name = "openvino-cpu"
+        self.device = torch.device("cpu")
+
+    def __call__(self, tiles: torch.Tensor) -> torch.Tensor:
+        batch = np.ascontiguousarray(tiles.detach().cpu().numpy(), dtype=np.float32)
+        try:
+            logits = self.request.infer({0: batch})[0]
+        except Exception as error:
+            if "memory" in str(error).lower() or "alloc" in str(error).lower():
+                raise RuntimeError(f"out of memory in OpenVINO: {error}") from error
+            raise DeviceError(f"OpenVINO failed: {error}") from error
+        return torch.from_numpy(np.array(logits, copy=True))

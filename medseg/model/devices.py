@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from medseg import __version__
+from medseg import __version__, threads
 from medseg.build_info import build_info, training_unavailable_reason
 from medseg.model import backends
 
@@ -48,6 +48,9 @@ class DeviceReport:
     cpu: str
     cpu_logical_cores: int
     cpu_physical_cores: int | None
+    cpu_usable_cores: int  # in this process's affinity mask
+    threads: int  # what medseg computes with on the CPU
+    threads_source: str  # where that number came from (medseg.threads)
     torch_threads: int
     memory_bytes: int | None
     available: list[str]
@@ -93,7 +96,7 @@ def _cuda_gpus() -> list[CudaGpu]:
     return gpus
 
 
-def _cpu_name() -> str:
+def cpu_name() -> str:
     """The CPU's model name where the OS tells it cheaply (platform.processor() is often empty on Linux)."""
     if sys.platform.startswith("linux"):
         try:
@@ -124,6 +127,7 @@ def _physical_cores() -> int | None:
 def probe() -> DeviceReport:
     """Look at the machine now (imports torch and ONNX Runtime; about a second)."""
     info = build_info()
+    count = threads.budget_count()
     providers = backends.onnx_providers()
     directml = backends.DIRECTML_PROVIDER in providers
     mps_backend = getattr(torch.backends, "mps", None)
@@ -144,9 +148,12 @@ def probe() -> DeviceReport:
         directml_adapters=_windows_adapters() if directml else [],
         mps_built=bool(mps_backend is not None and mps_backend.is_built()),
         mps=backends.mps_available(),
-        cpu=_cpu_name(),
+        cpu=cpu_name(),
         cpu_logical_cores=os.cpu_count() or 1,
         cpu_physical_cores=_physical_cores(),
+        cpu_usable_cores=threads.affinity_cores(),
+        threads=count.threads,
+        threads_source=count.explain(),
         torch_threads=torch.get_num_threads(),
         memory_bytes=_memory_bytes(),
         available=backends.available_devices(),
@@ -181,8 +188,9 @@ def report_lines(report: DeviceReport) -> list[str]:
         lines.append("Apple MPS: " + ("built in but not usable on this machine" if report.mps_built else "not in this build"))
     physical = f", {report.cpu_physical_cores} physical" if report.cpu_physical_cores else ""
     memory = f", {report.memory_bytes / GIB:.1f} GiB memory" if report.memory_bytes else ""
-    lines.append(f"CPU: {report.cpu}, {report.cpu_logical_cores} logical cores{physical}, "
-                 f"PyTorch uses {report.torch_threads} threads{memory}")
+    usable = "" if report.cpu_usable_cores == report.cpu_logical_cores else f", {report.cpu_usable_cores} usable"
+    lines.append(f"CPU: {report.cpu}, {report.cpu_logical_cores} logical cores{physical}{usable}{memory}")
+    lines.append(f"CPU threads: {report.threads}, from {report.threads_source} (--threads N to change)")
     lines.append("Training: available" if report.training else f"Training: not available ({report.training_note})")
     lines.extend(f"Note: {note}" for note in report.notes)
     return lines

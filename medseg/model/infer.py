@@ -25,6 +25,7 @@ import numpy as np
 import torch
 from scipy.ndimage import gaussian_filter
 
+from medseg import threads as medseg_threads
 from medseg.errors import DeviceError, ModelError
 from medseg.core.label_arrays import label_values
 from medseg.core.labels import Label
@@ -58,6 +59,8 @@ class SegmentationResult:
     postprocessing: list[str] = field(default_factory=list)
     labels: dict[int, Label] = field(default_factory=dict)  # the labels present, as this model's output
     notes: list[str] = field(default_factory=list)  # what the user must know about the result (e.g. nothing found)
+    threads: int = 0  # the CPU threads the run computed with (its share of medseg.threads' budget; the most it had)
+    cpu_engine: dict | None = None  # on the CPU with device "auto": the engine chosen and why (medseg.model.cpu_runtime)
 
 
 # --- tiles through the network --------------------------------------------------------------------------
@@ -173,6 +176,7 @@ def _accumulate(
             logits_sum[in_sums] += part
             weight_sum[in_sums[1:]] += gaussian[in_tile[1:]]
         done += len(batch_slicers)
+        medseg_threads.refresh()  # another job started or ended: this one's share changed
         report(progress, done / total, f"tile {done} of {total}", "tile")
     assert logits_sum is not None
     torch.div(logits_sum, weight_sum, out=logits_sum)
@@ -287,6 +291,8 @@ def _make_runner(device: str, package: Any, configuration: str, plan: Any) -> ba
     if backends.uses_onnx(device):
         from medseg.model.onnx_graph import package_onnx
 
+        if backends.backend(device).engine == backends.OPENVINO:
+            return backends.OpenVinoRunner(package_onnx(package, configuration))
         return backends.OnnxRunner(package_onnx(package, configuration), device)
     from medseg.model.package import build_networks
 
@@ -317,6 +323,12 @@ def prepare(volume: Volume, package: Any, configuration: str | None = None, step
     """The volume resampled and normalised for the chosen configuration, on ``device`` (a run's device
     name); an absurd run (resampled size, tiles, memory) is refused here, before any work. ``cancel`` is
     looked at throughout (a Cancel while a large CT is prepared stops it within a slab's work)."""
+    with medseg_threads.job("prepare"):  # a batch prepares the next case beside the running one: two jobs
+        return _prepare(volume, package, configuration, step_size, device, fallbacks, cancel)
+
+
+def _prepare(volume: Volume, package: Any, configuration: str | None, step_size: float, device: str,
+             fallbacks: list[str] | None, cancel: CancelToken | None) -> PreparedInput:
     config_name, plan = _choose_configuration(package, configuration, volume)
     check_run(estimate_run(plan, len(package.labels), volume, step_size),
               (volume.meta.source_files or [None])[0])
@@ -354,16 +366,28 @@ def segment(
 ) -> SegmentationResult:
     """Segment a CT Volume with a model package; the label map has the input's grid and geometry.
 
-    Device "auto" picks CUDA, then DirectML, then the CPU. Running out of GPU memory falls
+    Device "auto" picks CUDA, then DirectML, then the CPU, where the engine (PyTorch, ONNX Runtime,
+    OpenVINO) is the one measured fastest for this model with equal labels (medseg.model.cpu_runtime;
+    ``cpu_engine`` in the result says which and why). Running out of GPU memory falls
     back to fewer tiles per pass, then host-memory stitching, then the CPU, and each step
     is listed in ``fallbacks``. A cancel stops between tiles with Cancelled; nothing is returned.
     The package's post-processing steps run on the label map unless ``postprocess`` is False
     (the probabilities are the network's, never post-processed). ``prepared`` is this volume
     already through :func:`prepare` (``configuration`` is then ignored).
     """
+    with medseg_threads.job("segment") as lease:
+        result = _segment(volume, package, device, configuration, step_size, mirror, tile_batch, return_probabilities,
+                          postprocess, progress, cancel, prepared, lease)
+    return result
+
+
+def _segment(volume: Volume, package: Any, device: str, configuration: str | None, step_size: float, mirror: bool,
+             tile_batch: int | None, return_probabilities: bool, postprocess: bool, progress: ProgressCallback | None,
+             cancel: CancelToken | None, prepared: PreparedInput | None, lease: Any) -> SegmentationResult:
     started = time.perf_counter()
     device_name = backends.resolve_device(device)
     fallbacks: list[str] = []
+    most_threads = lease.apply()
     report(progress, 0.0, "preparing the image", "preprocess")
     if prepared is None:
         prepared = prepare(volume, package, configuration, step_size, device_name, fallbacks, cancel)
@@ -375,11 +399,16 @@ def segment(
     mirror_axes = _mirror_axes(plan) if mirror else None
     image = torch.as_tensor(prep.data)  # a tensor on the run's device (numpy from an older caller)
     prep.data = np.empty(0, np.float32)  # the tensor above is the only reference now
+    runtime, ready = None, None
+    if device_name == "cpu" and (device or "auto").strip().lower() == "auto":  # which CPU engine: measured per model
+        runtime, ready = _choose_cpu_engine(package, config_name, plan, image, step_size, lease.threads, progress)
+        device_name = runtime.device
     logits = None
     for attempt in (device_name, "cpu"):
         try:
             with phase("load"):
-                runner = _make_runner(attempt, package, config_name, plan)
+                runner = ready if ready is not None else _make_runner(attempt, package, config_name, plan)
+                ready = None
             with phase("stitching"):
                 logits = sliding_window_logits(
                     runner, image, plan, step_size=step_size, mirror_axes=mirror_axes, tile_batch=tile_batch,
@@ -394,13 +423,14 @@ def segment(
             if attempt == "cpu" or not recoverable:
                 raise
             fallbacks.append(f"{attempt} failed ({_short(error)}): running on the CPU instead")
-            runner = None
+            runner = ready = None
             backends.free_device_memory(backends.torch_device(attempt))
     del image
     if cancel is not None:
         cancel.raise_if_cancelled()
     report(progress, 0.9, "resampling to the original grid", "resample")
     with phase("export"):
+        most_threads = max(most_threads, lease.apply())
         labels = _export_labels(logits, prep, fallbacks)
         result_notes = _check_label_map(labels, package)
         probabilities = logits_to_probabilities(logits, prep) if return_probabilities else None
@@ -422,6 +452,8 @@ def segment(
         postprocessing=notes,
         labels=package.label_table(label_values(labels)),
         notes=result_notes,
+        threads=most_threads,
+        cpu_engine=runtime.to_dict() if runtime is not None else None,
     )
 
 
@@ -440,6 +472,22 @@ def _check_label_map(labels: np.ndarray, package: Any) -> list[str]:
         raise ModelError(f"the model labelled every voxel of the image {name!r}: that is not a segmentation",
                          hint="the model is broken or not made for this kind of image; use another model")
     return ["the model found no structure in this image: every voxel is background"]
+
+
+def _choose_cpu_engine(package: Any, configuration: str, plan: Any, image: torch.Tensor, step_size: float,
+                       threads: int, progress: ProgressCallback | None) -> tuple[Any, Any]:
+    """The CPU engine for this model (medseg.model.cpu_runtime): measured before, or now on the image's
+    middle tile; returns the choice and, when measured now, its runner (already built)."""
+    from medseg.model import cpu_runtime
+
+    stored = cpu_runtime.stored_choice(package, configuration, threads)
+    if stored is not None or len(backends.cpu_devices()) == 1:
+        return stored or cpu_runtime.planned_choice(package, configuration, threads), None
+    report(progress, 0.04, "measuring the CPU engines on this model (once on this computer)", "engine")
+    with phase("engine choice"):
+        tile = cpu_runtime.probe_tile(image, plan.patch_size, step_size)
+        return cpu_runtime.measure(package, configuration, tile, threads,
+                                   lambda device: _make_runner(device, package, configuration, plan))
 
 
 def _preprocess_on(volume: Volume, plan: Any, device_name: str, fallbacks: list[str],

@@ -33,6 +33,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from medseg import threads as medseg_threads
 from medseg.model.unet import ConvNormAct, ConvStack, Encoder, ResidualBlock, ResidualEncoder, UNet
 
 # Bytes of convolution input per slab (oneDNN reorders the slab, and its output, into
@@ -65,6 +66,7 @@ def _uses_onednn(conv: nn.Module) -> bool:
 
 
 def _conv(conv: nn.Module, x: torch.Tensor, padding: tuple[int, ...]) -> torch.Tensor:
+    medseg_threads.refresh()  # a concurrent medseg job started or ended: this one's thread share changed
     if _uses_onednn(conv):
         return torch.ops.aten.mkldnn_convolution(x, conv.weight, conv.bias, padding, conv.stride, conv.dilation,
                                                  conv.groups)

@@ -85,6 +85,8 @@ class SegmentedStudy:
     reason: str = ""  # why this configuration ran (a TotalSegmentator model: by spacing, device estimate or asked for)
     estimates_s: dict[str, float] = field(default_factory=dict)  # each configuration's estimate on this device
     parts: list[str] = field(default_factory=list)  # the networks that ran (a TotalSegmentator model's parts)
+    threads: int = 0  # the CPU threads the run computed with (its share of medseg.threads' budget)
+    cpu_engine: dict | None = None  # "auto" on a CPU: the engine measured for this model, and why
 
 
 def _scaled(progress: ProgressCallback | None, low: float, high: float) -> ProgressCallback | None:
@@ -113,6 +115,10 @@ class Segmenter:
 
             raise ModelError(f"a structure subset applies to TotalSegmentator models only, not {self.card.name}",
                              hint="choose totalsegmentator/total (or another converted TotalSegmentator task)")
+        # "auto" that lands on the CPU stays "auto" for the run: the CPU engine is chosen by measurement
+        # per model there (medseg.model.cpu_runtime), not here
+        automatic = (self.settings.device or "auto").strip().lower() == "auto"
+        self._run_device = "auto" if automatic and self.device == "cpu" else self.device
 
     def configuration_choice(self, image: Volume) -> Any:
         """A TotalSegmentator model: the configuration that would run on ``image`` here, why, and each one's
@@ -167,7 +173,7 @@ class Segmenter:
             from medseg.workflows.totalseg_run import run
 
             return SegmentedStudy(**run(self, prepared, progress, cancel))
-        result = segment(prepared.image, self.model.package, device=self.device, step_size=settings.step,
+        result = segment(prepared.image, self.model.package, device=self._run_device, step_size=settings.step,
                          mirror=settings.mirror, tile_batch=settings.tile_batch, postprocess=settings.postprocess,
                          progress=progress, cancel=cancel, prepared=prepared.prepared)
         return SegmentedStudy(
@@ -175,7 +181,8 @@ class Segmenter:
             device=result.device_used, configuration=result.configuration,
             seconds=prepared.seconds + time.perf_counter() - started, volumes_ml=dict(result.volumes_ml),
             fallbacks=list(result.fallbacks), postprocessing=list(result.postprocessing),
-            notes=[*prepared.notes, *result.notes])  # the model's own (e.g. nothing found) after the checks
+            notes=[*prepared.notes, *result.notes],  # the model's own (e.g. nothing found) after the checks
+            threads=result.threads, cpu_engine=result.cpu_engine)
 
     def segment(self, image: Volume, progress: ProgressCallback | None = None,
                 cancel: CancelToken | None = None) -> SegmentedStudy:

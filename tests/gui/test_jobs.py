@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import gc
 import os
-import sys
 import threading
 
 from medseg.errors import Cancelled
-from medseg.gui.jobs import BACKGROUND_NICE, Job
+from medseg.gui.jobs import Job
 from medseg.job_registry import JobRegistry
 from medseg.progress import Progress, report
 
@@ -165,8 +164,6 @@ def test_a_long_job_freezes_the_heap_while_it_runs_and_gives_it_back(qtbot):
     del alive
     gc.collect()
     assert not any(isinstance(o, Cycle) for o in gc.get_objects())  # the frozen cycles were collected after all
-    gui_thread_nice = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
-    if sys.platform.startswith("linux"):  # the job's thread yields the CPU to the GUI thread
-        assert niceness == [min(19, gui_thread_nice + BACKGROUND_NICE)]
-    else:  # elsewhere the call would renice the whole process, GUI included: left alone
-        assert niceness == [gui_thread_nice]
+    # the job the user waits for runs at the user's priority (a nice of 10 made Segment yield to every
+    # other program on the machine: 45-82 s in the window against 11.6 s on the command line, issue #40)
+    assert niceness == [os.getpriority(os.PRIO_PROCESS, threading.get_native_id())]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import io
 
 import numpy as np
@@ -99,8 +100,9 @@ def test_device_resolution():
             backends.resolve_device("directml")
     with pytest.raises(DeviceError, match="unknown device 'tpu'"):
         backends.resolve_device("tpu")
-    present = {"cuda": has_cuda, "directml": has_directml, "mps": torch.backends.mps.is_available()}
-    assert backends.available_devices() == [d for d, there in present.items() if there] + ["cpu", "onnx-cpu"]
+    present = {"cuda": has_cuda, "directml": has_directml, "mps": torch.backends.mps.is_available(), "cpu": True,
+               "onnx-cpu": True, "openvino-cpu": importlib.util.find_spec("openvino") is not None}  # an optional extra
+    assert backends.available_devices() == [d for d, there in present.items() if there]
 
 
 def test_auto_takes_pytorch_when_there_is_no_gpu(monkeypatch):

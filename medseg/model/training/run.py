@@ -27,6 +27,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from medseg import threads as medseg_threads
 from medseg.build_info import require_training
 from medseg.errors import DatasetError, ModelError
 from medseg.io.atomic import atomic_write_text
@@ -182,6 +183,10 @@ class TrainingRun:
     # --- the whole run -----------------------------------------------------------------------------
     def events(self) -> Iterator[TrainEvent]:
         """Every step in order; the generator's return value is the :class:`TrainResult`."""
+        with medseg_threads.job("training"):  # this process's threads, shared with its other medseg jobs
+            return (yield from self._events())
+
+    def _events(self) -> Iterator[TrainEvent]:
         self.ctx = setup_distributed(self.config.device)
         profile = self.profile if self.ctx.is_main else None  # one trace: rank 0's
         self.profiling = Profiling(profile, self.ctx.device, stepped=True, order=TRAIN_PHASES,
@@ -396,6 +401,7 @@ class TrainingRun:
         losses: list[float] = []
         for iteration in range(config.iterations_per_epoch):
             self._check_cancel()
+            medseg_threads.refresh()  # another medseg job started or ended: this one's share changed
             step = epoch * config.iterations_per_epoch + iteration
             lr = poly_lr(self.initial_lr, step, self.total_steps)
             for group in self.optimizer.param_groups:

@@ -1,0 +1,244 @@
+"""Which engine runs a model on the CPU: measured on this computer, once per model (issue #40).
+
+PyTorch (oneDNN convolutions, medseg's lean forward), ONNX Runtime and, where the optional extra
+is installed, OpenVINO compute the same network at different speeds on different CPUs, and not
+to the same digits: ONNX Runtime's InstanceNormalization is far less exact than PyTorch's, and on
+nnU-Net's real-size network that changed 0.37 % of the labels (issue #16). So the first CPU run
+of a model with ``--device auto`` sends the middle tile of its image through each engine and
+keeps the fastest one whose labels equal PyTorch's on at least :data:`PARITY` of that tile and
+that is at least :data:`MARGIN` times faster; otherwise PyTorch. The choice, its reason and the
+figures are stored per model, thread count and machine (in the cache folder), shown in the plan
+(Segment panel, ``medseg plan --model``) and in ``medseg segment --json``, and reused: later
+runs measure nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import time
+import weakref
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable
+
+import torch
+
+from medseg.model import backends
+
+PIN_VARIABLE = "MEDSEG_CPU_ENGINE"  # "cpu", "onnx-cpu" or "openvino-cpu": use it, measure nothing
+PARITY = 0.9999  # the share of a tile's labels another engine must compute as PyTorch does
+MARGIN = 1.10  # how much faster it must be to replace PyTorch (less is within the noise of one tile)
+STORE_NAME = "cpu_runtimes.json"
+
+
+@dataclass
+class RuntimeChoice:
+    """The CPU engine a model runs on, and why."""
+
+    device: str  # a row of medseg.model.backends.BACKENDS: "cpu" (PyTorch), "onnx-cpu", "openvino-cpu"
+    reason: str
+    threads: int
+    measured: bool = False  # False: nothing measured yet (PyTorch until a CPU run measures)
+    seconds: dict[str, float] = field(default_factory=dict)  # one tile through each engine
+    setup_seconds: dict[str, float] = field(default_factory=dict)  # its ONNX export and load, paid once
+    agreement: dict[str, float] = field(default_factory=dict)  # the tile's labels equal to PyTorch's
+    tile: list[int] = field(default_factory=list)
+
+    @property
+    def engine(self) -> str:
+        return backends.backend(self.device).engine
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"engine": self.engine, **asdict(self)}
+
+    def describe(self) -> str:
+        """One line for the plan: "CPU engine: PyTorch — ...reason"."""
+        return f"CPU engine: {self.engine} ({self.reason})"
+
+
+def _unmeasured(threads: int) -> RuntimeChoice:
+    others = [backends.backend(d).engine for d in backends.cpu_devices() if d != "cpu"]
+    if not others:
+        return RuntimeChoice("cpu", "the only CPU engine installed", threads)
+    return RuntimeChoice("cpu", f"until the first CPU run measures it against {' and '.join(others)} on this model",
+                         threads)
+
+
+# --- where choices are kept ----------------------------------------------------------------------------
+
+
+_digests: dict[tuple[int, str], str] = {}  # hashing a large model's weights takes a fraction of a second
+
+
+def model_digest(package: Any, configuration: str) -> str:
+    """The configuration's plan and weights, hashed (a retrained model is measured again)."""
+    key = (id(package), configuration)
+    if key in _digests:
+        return _digests[key]
+    digest = hashlib.sha256()
+    plan = package.configurations[configuration]
+    digest.update(json.dumps({"name": package.name, "configuration": configuration, "plan": plan.to_dict(),
+                              "labels": len(package.labels)}, sort_keys=True, default=repr).encode())
+    for fold in package.weights.get(configuration, []):
+        for name in sorted(fold):
+            tensor = fold[name].detach().to("cpu").contiguous()
+            digest.update(name.encode())
+            digest.update(tensor.reshape(-1).view(torch.uint8).numpy().tobytes())
+    _digests[key] = value = digest.hexdigest()[:24]
+    weakref.finalize(package, _digests.pop, key, None)
+    return value
+
+
+def _versions() -> dict[str, str | None]:
+    versions: dict[str, str | None] = {"torch": torch.__version__}
+    for module in ("onnxruntime", "openvino"):
+        try:
+            versions[module] = __import__(module).__version__
+        except ImportError:
+            versions[module] = None
+    return versions
+
+
+def _store_key(package: Any, configuration: str, threads: int) -> str:
+    from medseg.model.devices import cpu_name  # the report's own reading of the CPU
+
+    described = {"model": model_digest(package, configuration), "threads": threads, "cpu": cpu_name(),
+                 "machine": platform.machine(), "engines": backends.cpu_devices(), "versions": _versions()}
+    return hashlib.sha256(json.dumps(described, sort_keys=True).encode()).hexdigest()[:32]
+
+
+def _store_path():
+    from medseg.app_dirs import cache_dir
+
+    return cache_dir() / STORE_NAME
+
+
+def _read_store() -> dict[str, Any]:
+    from medseg.errors import MedsegError
+    from medseg.io.json_files import read_json_object
+
+    path = _store_path()
+    if not path.is_file():
+        return {}
+    try:
+        return read_json_object(path, "CPU engine measurements")
+    except MedsegError:  # a damaged cache is measured again, never an error
+        return {}
+
+
+def pinned_choice(threads: int) -> RuntimeChoice | None:
+    """The engine ``$MEDSEG_CPU_ENGINE`` names (a deployment that wants one engine everywhere), if any."""
+    from medseg.errors import DeviceError
+
+    pinned = os.environ.get(PIN_VARIABLE, "").strip().lower()
+    if not pinned or pinned == "measure":
+        return None
+    if pinned not in [row.name for row in backends.BACKENDS if not row.gpu]:
+        raise DeviceError(f"{PIN_VARIABLE}={pinned!r} is not a CPU engine",
+                          hint="use cpu, onnx-cpu or openvino-cpu, or unset it to let a measurement choose")
+    backends.resolve_device(pinned)  # installed?
+    return RuntimeChoice(pinned, f"set by {PIN_VARIABLE}", threads)
+
+
+def stored_choice(package: Any, configuration: str, threads: int) -> RuntimeChoice | None:
+    """The engine pinned, or measured before for this model, thread count and machine (None: neither)."""
+    pinned = pinned_choice(threads)
+    if pinned is not None:
+        return pinned
+    record = _read_store().get(_store_key(package, configuration, threads))
+    if not isinstance(record, dict):
+        return None
+    try:
+        choice = RuntimeChoice(**{k: v for k, v in record.items() if k != "engine"})
+    except TypeError:  # an older or damaged record: measured again
+        return None
+    return choice if choice.device in backends.cpu_devices() else None
+
+
+def planned_choice(package: Any, configuration: str, threads: int) -> RuntimeChoice:
+    """What a CPU run with ``--device auto`` will use: the stored measurement, else PyTorch for now."""
+    return stored_choice(package, configuration, threads) or _unmeasured(threads)
+
+
+def _remember(package: Any, configuration: str, choice: RuntimeChoice) -> None:
+    from medseg.io.atomic import atomic_write_text
+
+    store = _read_store()
+    store[_store_key(package, configuration, choice.threads)] = choice.to_dict()
+    try:
+        _store_path().parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(_store_path(), json.dumps(store, indent=1))
+    except Exception:  # noqa: BLE001 - an unwritable cache costs a measurement next time, nothing else
+        pass
+
+
+# --- measuring ---------------------------------------------------------------------------------------------
+
+
+def probe_tile(image: torch.Tensor, patch_size, step_size: float) -> torch.Tensor:
+    """The sliding window's middle tile of a preprocessed (C, z, y, x) image, as a batch of one."""
+    from medseg.model.infer import pad_to_patch
+    from medseg.model.tiling import tile_slicers
+
+    patch = [int(p) for p in patch_size]
+    padded, _ = pad_to_patch(torch.as_tensor(image).cpu(), patch)
+    slicers = tile_slicers(padded.shape[1:], patch, step_size)
+    return padded[slicers[len(slicers) // 2]][None].contiguous().float()
+
+
+def measure(package: Any, configuration: str, tile: torch.Tensor, threads: int,
+            make_runner: Callable[[str], Any]) -> tuple[RuntimeChoice, Any]:
+    """Run ``tile`` through every CPU engine here; returns the choice (stored) and its runner, ready."""
+    timed: dict[str, float] = {}
+    setup: dict[str, float] = {}
+    labels: dict[str, torch.Tensor] = {}
+    runners: dict[str, Any] = {}
+    failures: dict[str, str] = {}
+    for device in backends.cpu_devices():
+        started = time.perf_counter()
+        try:
+            runner = make_runner(device)
+            setup[device] = round(time.perf_counter() - started, 3)
+            started = time.perf_counter()
+            with torch.inference_mode():
+                logits = runner(tile)
+            timed[device] = round(time.perf_counter() - started, 3)
+        except Exception as error:  # noqa: BLE001 - an engine that cannot run this model is not chosen
+            if device == "cpu":
+                raise
+            failures[device] = str(error).splitlines()[0][:120] if str(error) else type(error).__name__
+            continue
+        labels[device] = logits.argmax(1)
+        runners[device] = runner
+        del logits
+    agreement = {d: round(float((labels[d] == labels["cpu"]).float().mean()), 6) for d in labels}
+    reference = timed["cpu"]
+    fast_enough = {d: t for d, t in timed.items() if d != "cpu" and agreement[d] >= PARITY and reference / t >= MARGIN}
+    chosen = min(fast_enough, key=fast_enough.get) if fast_enough else "cpu"
+    reason = _reason(chosen, timed, agreement, failures)
+    choice = RuntimeChoice(chosen, reason, threads, True, timed, setup, agreement, [int(n) for n in tile.shape[2:]])
+    _remember(package, configuration, choice)
+    return choice, runners[chosen]
+
+
+def _reason(chosen: str, timed: dict[str, float], agreement: dict[str, float], failures: dict[str, str]) -> str:
+    def engine(device: str) -> str:
+        return backends.backend(device).engine
+
+    reference = timed["cpu"]
+    if chosen != "cpu":
+        return (f"{reference / timed[chosen]:.2f}× PyTorch's speed on this model's tile here, labels "
+                f"{agreement[chosen]:.4%} equal")
+    parts = []
+    for device, seconds in timed.items():
+        if device == "cpu":
+            continue
+        if agreement[device] < PARITY:
+            parts.append(f"{engine(device)}'s labels only {agreement[device]:.3%} equal to PyTorch's on this model's "
+                         f"tile (needs {PARITY:.2%})")
+        else:
+            parts.append(f"{engine(device)} {reference / seconds:.2f}× PyTorch's speed (needs {MARGIN:.2f}×)")
+    parts += [f"{engine(device)} could not run it ({why})" for device, why in failures.items()]
+    return "; ".join(parts) if parts else "the only CPU engine installed"

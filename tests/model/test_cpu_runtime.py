@@ -1,0 +1,93 @@
+"""The CPU engine is chosen by measurement, per model (medseg.model.cpu_runtime, issue #40).
+
+On a real CT crop with a small nnU-Net network: the first ``--device auto`` run on the CPU runs
+the middle tile through every CPU engine installed, says which it chose and why, stores it, and
+later runs reuse it. The agreement it reports is checked against each engine run here on the
+same tile; the labels of the run are those of the engine it names. (No timing is asserted: which
+engine is faster depends on the machine.)
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+from infer_fixtures import CHEST, crop_volume, small_model_folder
+
+from medseg.errors import DeviceError
+from medseg.model import backends, cpu_runtime
+from medseg.model.infer import _make_runner, prepare, segment
+from medseg.model.nnunet_import import import_nnunet
+
+
+@pytest.fixture(scope="module")
+def package(tmp_path_factory):
+    return import_nnunet(small_model_folder(tmp_path_factory.mktemp("nnunet")))
+
+
+@pytest.fixture
+def measuring(monkeypatch, tmp_path):
+    """No pinned engine (the suite pins PyTorch), and a cache folder of this test's own."""
+    monkeypatch.delenv(cpu_runtime.PIN_VARIABLE, raising=False)
+    monkeypatch.setenv("MEDSEG_CACHE_DIR", str(tmp_path / "cache"))
+    return tmp_path / "cache" / cpu_runtime.STORE_NAME
+
+
+def test_the_first_auto_run_measures_the_engines_and_later_runs_reuse_the_choice(package, ct_dir, measuring,
+                                                                                 fake_machine):
+    fake_machine(cuda=0)  # a CPU-only machine, with ONNX Runtime's CPU provider
+    volume = crop_volume(ct_dir, CHEST)
+    first = segment(volume, package, device="auto")
+    engine = first.cpu_engine
+    assert engine is not None and engine["measured"] and set(engine["seconds"]) == {"cpu", "onnx-cpu"}
+    assert first.device_used == engine["device"]
+    # the agreement it reports is what the two engines give on the image's middle tile, run here
+    prepared = prepare(volume, package)
+    tile = cpu_runtime.probe_tile(torch.as_tensor(prepared.image.data), prepared.plan.patch_size, 0.5)
+    labels = {d: _make_runner(d, package, prepared.configuration, prepared.plan)(tile).argmax(1)
+              for d in ("cpu", "onnx-cpu")}
+    assert engine["tile"] == list(tile.shape[2:])
+    assert engine["agreement"]["onnx-cpu"] == pytest.approx(float((labels["onnx-cpu"] == labels["cpu"]).float().mean()),
+                                                            abs=1e-6)
+    # the rule, applied to what it measured
+    speedup = engine["seconds"]["cpu"] / engine["seconds"]["onnx-cpu"]
+    wins = engine["agreement"]["onnx-cpu"] >= cpu_runtime.PARITY and speedup >= cpu_runtime.MARGIN
+    assert engine["device"] == ("onnx-cpu" if wins else "cpu")
+    # stored, and reused without measuring again: the same figures come back
+    assert measuring.is_file()
+    second = segment(volume, package, device="auto")
+    assert second.cpu_engine == engine
+    # the run's labels are the named engine's
+    explicit = segment(volume, package, device=engine["device"])
+    assert (second.label_map.array == explicit.label_map.array).all()
+    assert explicit.cpu_engine is None  # a device the user named is not a choice to explain
+
+
+def test_a_damaged_store_is_measured_again(package, ct_dir, measuring, fake_machine):
+    fake_machine(cuda=0)
+    measuring.parent.mkdir(parents=True)
+    measuring.write_text("{ not json")
+    result = segment(crop_volume(ct_dir, CHEST), package, device="auto")
+    assert result.cpu_engine["measured"]
+    assert json.loads(measuring.read_text())  # written anew
+
+
+def test_an_engine_can_be_pinned_for_every_model(package, ct_dir, measuring, monkeypatch, fake_machine):
+    fake_machine(cuda=0)
+    monkeypatch.setenv(cpu_runtime.PIN_VARIABLE, "onnx-cpu")
+    result = segment(crop_volume(ct_dir, CHEST), package, device="auto")
+    assert result.device_used == "onnx-cpu" and not result.cpu_engine["measured"]
+    assert cpu_runtime.PIN_VARIABLE in result.cpu_engine["reason"]
+    assert not measuring.exists()
+    monkeypatch.setenv(cpu_runtime.PIN_VARIABLE, "cuda")
+    with pytest.raises(DeviceError, match="not a CPU engine"):
+        segment(crop_volume(ct_dir, CHEST), package, device="auto")
+
+
+def test_the_plan_says_which_engine_before_anything_is_measured(package, measuring, fake_machine):
+    fake_machine(cuda=0)
+    choice = cpu_runtime.planned_choice(package, "3d_fullres", 2)
+    assert (choice.device, choice.measured) == ("cpu", False)
+    assert "ONNX Runtime" in choice.reason  # what the first CPU run will measure it against
+    assert backends.resolve_device("auto") == "cpu"
