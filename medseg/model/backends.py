@@ -217,20 +217,23 @@ class DeviceChoice:
 
 def device_choices(purpose: str = INFERENCE) -> list[DeviceChoice]:
     """"auto" and then every device :func:`available_devices` finds, named for a menu."""
-    choices = [DeviceChoice("auto", f"Automatic (here: {describe(resolve_device('auto', purpose))})")]
+    automatic = resolve_device("auto", purpose)
+    if purpose == INFERENCE and not backend(automatic).gpu and len(cpu_devices()) > 1:
+        here = "the CPU, with the engine measured fastest for the model"  # medseg.model.cpu_runtime
+    else:
+        here = describe(automatic)
+    choices = [DeviceChoice("auto", f"Automatic (here: {here})")]
     return choices + [DeviceChoice(device, describe(device)) for device in available_devices(purpose)]
 
 
 def describe(device: str) -> str:
-    """A device in a few words: the GPU's name and memory, or the CPU threads medseg computes with."""
+    """A device in a few words: the GPU's name and memory, or the CPU and its engine."""
     if device == "cuda":
         props = torch.cuda.get_device_properties(0)
         more = torch.cuda.device_count() - 1
         return f"CUDA: {props.name}, {props.total_memory / 2**30:.0f} GB" + (f" (+{more} more)" if more > 0 else "")
     row = backend(device)
-    if row.gpu:
-        return row.title
-    return f"{row.title} ({row.engine}, {_threads(medseg_threads.budget())} of {os.cpu_count() or 1} cores)"
+    return row.title if row.gpu else f"{row.title} ({row.engine})"
 
 
 def is_out_of_memory(error: BaseException) -> bool:
@@ -348,10 +351,6 @@ class OnnxRunner:
                 raise RuntimeError(f"out of memory in ONNX Runtime: {error}") from error
             raise DeviceError(f"ONNX Runtime failed on {self.name}: {error}") from error
         return torch.from_numpy(logits)
-
-
-def _threads(count: int) -> str:
-    return f"{count} thread" if count == 1 else f"{count} threads"
 
 
 class OpenVinoRunner:
