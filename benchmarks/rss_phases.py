@@ -5,7 +5,8 @@ current RSS (Linux >= 4.0, proc(5)). So each phase starts with a reset and ends 
 reading VmHWM: that is the true peak inside the phase, whatever the allocator does and
 however short the spike (a sampling thread misses spikes, and holds the GIL). Phases
 nest as a stack; time spent in a phase outside its sub-phases counts for the phase.
-The process's overall peak is the largest phase peak (every moment is in some phase).
+The process's overall peak is the largest phase peak (every moment is in some phase). Each
+phase's exclusive wall time is kept too (``seconds``: time in it outside its sub-phases).
 
 Used by bench_infer.py's child processes: ``wrap`` an attribute (a module's function, a
 class's method) to make every call of it a phase.
@@ -14,6 +15,7 @@ class's method) to make every call of it a phase.
 from __future__ import annotations
 
 import functools
+import time
 from typing import Any
 
 CLEAR_REFS = "/proc/self/clear_refs"
@@ -34,6 +36,7 @@ class PhasePeaks:
         self.rows: dict[str, dict[str, float]] = {}
         self.resettable = True
         self._start_kb = _status_kb("VmRSS")  # start-up: what the interpreter holds when this was made
+        self._segment_started = time.perf_counter()
         self._close_open_segment(reset=True, initial=True)
 
     def _reset(self) -> None:
@@ -46,11 +49,15 @@ class PhasePeaks:
             self.resettable = False  # then each phase's peak is the process peak so far (an upper bound)
 
     def _close_open_segment(self, reset: bool, initial: bool = False) -> None:
+        now = time.perf_counter()
         if not initial:
             name = self.stack[-1]
             peak = _status_kb("VmHWM") / 1024
-            row = self.rows.setdefault(name, {"start_mb": self._start_kb / 1024, "peak_mb": 0.0, "calls": 0})
+            row = self.rows.setdefault(name, {"start_mb": self._start_kb / 1024, "peak_mb": 0.0, "calls": 0,
+                                              "seconds": 0.0})
             row["peak_mb"] = max(row["peak_mb"], peak)
+            row["seconds"] += now - self._segment_started
+        self._segment_started = now
         if reset:
             self._reset()
         self._start_kb = _status_kb("VmRSS")
@@ -58,7 +65,7 @@ class PhasePeaks:
     def push(self, name: str) -> None:
         self._close_open_segment(reset=True)
         self.stack.append(name)
-        row = self.rows.setdefault(name, {"start_mb": self._start_kb / 1024, "peak_mb": 0.0, "calls": 0})
+        row = self.rows.setdefault(name, {"start_mb": self._start_kb / 1024, "peak_mb": 0.0, "calls": 0, "seconds": 0.0})
         row["calls"] += 1
 
     def pop(self) -> None:

@@ -13,11 +13,13 @@ around at 30 frames/s, see ``benchmarks/bench_render.py``). The sample spacing i
 from the label's area (voxel faces on its boundary) when it is first meshed, and chosen
 again when its voxel count has changed more than fourfold.
 
-No Qt: the GUI runs :meth:`SurfaceBricks.update` in a worker thread and gets plain arrays.
+No Qt: the GUI runs :meth:`SurfaceBricks.update` in a worker thread and gets plain arrays. A
+rebuild meshes labels side by side on the calling job's share of medseg's CPU threads.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections import Counter
 from dataclasses import dataclass, field
@@ -72,6 +74,28 @@ class _Label:
         return sum(len(b.faces) for b in self.bricks.values())
 
 
+def _label_pool(labels: int):
+    """Threads for meshing labels side by side: this job's share of medseg's CPU threads (medseg.threads).
+
+    The block means, the smoothing and the bookkeeping (NumPy, SciPy) run without the GIL; scikit-image's
+    marching cubes holds it, so that step of two labels does not overlap.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    from medseg import threads
+
+    workers = max(1, min(labels, threads.current()))
+    if workers == 1:
+        return contextlib.nullcontext(_InThisThread())
+    return ThreadPoolExecutor(workers, thread_name_prefix="medseg-mesh")
+
+
+class _InThisThread:
+    @staticmethod
+    def map(function, items):
+        return map(function, items)
+
+
 class SurfaceBricks:
     """The surfaces of a label map on ``geometry``'s grid. Not thread-safe: one worker calls it at a time."""
 
@@ -96,13 +120,17 @@ class SurfaceBricks:
         boxes = ndimage.find_objects(labels if labels.dtype.kind in "ui" else labels.astype(np.int32))
         present = [v for v in (values if values is not None else range(1, len(boxes) + 1))
                    if 0 < v <= len(boxes) and boxes[v - 1] is not None]
-        areas = {v: self._face_area_mm2(labels, v, boxes[v - 1]) for v in present}
-        total = sum(areas.values()) or 1.0
-        floor = self._floor(len(present))
-        for value in present:
-            box = boxes[value - 1]
-            budget = max(floor, self.triangle_budget * areas[value] / total)
-            self._mesh_planned(labels, value, box, areas[value], budget, int(np.count_nonzero(labels[box] == value)))
+        with _label_pool(len(present)) as pool:
+            areas = dict(zip(present, pool.map(lambda v: self._face_area_mm2(labels, v, boxes[v - 1]), present)))
+            total = sum(areas.values()) or 1.0
+            floor = self._floor(len(present))
+
+            def mesh(value: int) -> None:
+                box = boxes[value - 1]
+                budget = max(floor, self.triangle_budget * areas[value] / total)
+                self._mesh_planned(labels, value, box, areas[value], budget, int(np.count_nonzero(labels[box] == value)))
+
+            list(pool.map(mesh, sorted(present, key=lambda v: -areas[v])))  # the largest first: they take longest
         return {value: self.surface(value) for value in present}
 
     # --- an edit ----------------------------------------------------------------------------

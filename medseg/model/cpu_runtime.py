@@ -177,20 +177,10 @@ def _remember(package: Any, configuration: str, choice: RuntimeChoice) -> None:
 # --- measuring ---------------------------------------------------------------------------------------------
 
 
-def probe_tile(image: torch.Tensor, patch_size, step_size: float) -> torch.Tensor:
-    """The sliding window's middle tile of a preprocessed (C, z, y, x) image, as a batch of one."""
-    from medseg.model.infer import pad_to_patch
-    from medseg.model.tiling import tile_slicers
-
-    patch = [int(p) for p in patch_size]
-    padded, _ = pad_to_patch(torch.as_tensor(image).cpu(), patch)
-    slicers = tile_slicers(padded.shape[1:], patch, step_size)
-    return padded[slicers[len(slicers) // 2]][None].contiguous().float()
-
-
 def measure(package: Any, configuration: str, tile: torch.Tensor, threads: int,
             make_runner: Callable[[str], Any]) -> tuple[RuntimeChoice, Any]:
-    """Run ``tile`` through every CPU engine here; returns the choice (stored) and its runner, ready."""
+    """Run ``tile`` (a batch of one, e.g. the image's middle tile: :func:`medseg.model.infer.middle_tile`)
+    through every CPU engine here; returns the choice (stored) and its runner, ready."""
     timed: dict[str, float] = {}
     setup: dict[str, float] = {}
     labels: dict[str, torch.Tensor] = {}

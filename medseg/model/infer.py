@@ -97,6 +97,14 @@ def pad_to_patch(image: torch.Tensor, patch_size: Sequence[int]) -> tuple[torch.
     return torch.nn.functional.pad(image, flat, mode="constant", value=0.0), unpad
 
 
+def middle_tile(image: torch.Tensor | np.ndarray, patch_size: Sequence[int], step_size: float) -> torch.Tensor:
+    """The sliding window's middle tile of a preprocessed (C, z, y, x) image, as a batch of one on the CPU."""
+    patch = [int(p) for p in patch_size]
+    padded, _ = pad_to_patch(torch.as_tensor(image).cpu().float(), patch)
+    slicers = tile_slicers(padded.shape[1:], patch, step_size)
+    return padded[slicers[len(slicers) // 2]][None].contiguous()
+
+
 def mirror_combinations(axes: Sequence[int] | None) -> list[tuple[int, ...]]:
     """Every non-empty combination of the mirror axes (tensor axes, i.e. spatial + 2)."""
     if not axes:
@@ -485,7 +493,7 @@ def _choose_cpu_engine(package: Any, configuration: str, plan: Any, image: torch
         return stored or cpu_runtime.planned_choice(package, configuration, threads), None
     report(progress, 0.04, "measuring the CPU engines on this model (once on this computer)", "engine")
     with phase("engine choice"):
-        tile = cpu_runtime.probe_tile(image, plan.patch_size, step_size)
+        tile = middle_tile(image, plan.patch_size, step_size)
         return cpu_runtime.measure(package, configuration, tile, threads,
                                    lambda device: _make_runner(device, package, configuration, plan))
 

@@ -17,7 +17,9 @@ from infer_fixtures import CHEST, crop_volume, small_model_folder
 
 from medseg.errors import DeviceError
 from medseg.model import backends, cpu_runtime
-from medseg.model.infer import _make_runner, prepare, segment
+from medseg.model.infer import middle_tile, prepare, segment
+from medseg.model.onnx_graph import package_onnx
+from medseg.model.package import build_networks
 from medseg.model.nnunet_import import import_nnunet
 
 
@@ -44,9 +46,10 @@ def test_the_first_auto_run_measures_the_engines_and_later_runs_reuse_the_choice
     assert first.device_used == engine["device"]
     # the agreement it reports is what the two engines give on the image's middle tile, run here
     prepared = prepare(volume, package)
-    tile = cpu_runtime.probe_tile(torch.as_tensor(prepared.image.data), prepared.plan.patch_size, 0.5)
-    labels = {d: _make_runner(d, package, prepared.configuration, prepared.plan)(tile).argmax(1)
-              for d in ("cpu", "onnx-cpu")}
+    tile = middle_tile(prepared.image.data, prepared.plan.patch_size, 0.5)
+    torch_runner = backends.TorchRunner(build_networks(package, prepared.configuration), "cpu")
+    onnx_runner = backends.OnnxRunner(package_onnx(package, prepared.configuration), "onnx-cpu")
+    labels = {"cpu": torch_runner(tile).argmax(1), "onnx-cpu": onnx_runner(tile).argmax(1)}
     assert engine["tile"] == list(tile.shape[2:])
     assert engine["agreement"]["onnx-cpu"] == pytest.approx(float((labels["onnx-cpu"] == labels["cpu"]).float().mean()),
                                                             abs=1e-6)
