@@ -22,7 +22,7 @@ Printed per run: job time, process time, peak RSS of the process tree (VmHWM of 
 100 ms poll of the tree's summed RSS: the larger), then per peer the median and spread of
 ``--repeats`` runs, the ratio medseg / nnU-Net (median, and in brackets the worst and best pairing
 of runs), the voxel agreement of the labels, and the time of each phase at each thread count.
-After medseg's job, the 3D view's meshing of its result is timed (not part of the job).
+The 3D view's meshing of medseg's result is timed on its own (a process of its own, at each thread count).
 
 Run (hours on a 2-core machine; run it when the machine is otherwise quiet):
   .venv/bin/python benchmarks/bench_cpu.py [--threads 2] [--phase-threads 1] [--repeats 3]
@@ -61,7 +61,6 @@ def _instrument_medseg(phases: PhasePeaks) -> None:
     bench_infer.instrument_medseg(phases)
     phases.wrap(infer, "_choose_cpu_engine", "CPU engine (stored choice)")
     phases.wrap(backends.OnnxRunner, "__call__", "  network forward")
-    phases.wrap(backends.OpenVinoRunner, "__call__", "  network forward")
 
 
 def _instrument_nnunet(phases: PhasePeaks) -> None:
@@ -107,9 +106,23 @@ def child(peer: str, model: Path, image: Path, out: Path, threads: int) -> None:
     rows = phases.finish()
     peak_mb = max(row["peak_mb"] for row in rows) if phases.resettable else \
         resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    mesh = _mesh(out / "case.nii.gz", image) if peer == "medseg" else None
     print(json.dumps({"peer": peer, "seconds": seconds, "peak_rss_mb": peak_mb, "phases": rows,
-                      "mesh_seconds": mesh, "cpu_engine": engine, "threads": threads}))
+                      "cpu_engine": engine, "threads": threads}))
+
+
+def mesh_child(labels: Path, image: Path, threads: int) -> None:
+    from medseg import threads as medseg_threads
+
+    medseg_threads.configure(threads)
+    print(json.dumps({"mesh_seconds": _mesh(labels, image)}))
+
+
+def time_meshing(labels: Path, image: Path, threads: int) -> float:
+    done = subprocess.run([sys.executable, __file__, "--mesh-child", str(labels), str(image), "--threads",
+                           str(threads)], capture_output=True, text=True, cwd=REPO)
+    if done.returncode != 0:
+        raise SystemExit(f"meshing failed:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])["mesh_seconds"]
 
 
 def _run_medseg(model: Path, image: Path, out: Path) -> dict | None:
@@ -255,7 +268,11 @@ def main() -> int:
     parser.add_argument("--network", choices=tuple(bench_infer.NETWORKS), default="fullres")
     parser.add_argument("--work", help="folder for the model, the CT and the outputs (default: a new temporary one)")
     parser.add_argument("--child", nargs=4, metavar=("PEER", "MODEL", "IMAGE", "OUT"), help=argparse.SUPPRESS)
+    parser.add_argument("--mesh-child", nargs=2, metavar=("LABELS", "IMAGE"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.mesh_child:
+        mesh_child(Path(args.mesh_child[0]), Path(args.mesh_child[1]), args.threads)
+        return 0
     if args.child:
         peer, model, image, out = args.child
         child(peer, Path(model), Path(image), Path(out), args.threads)
@@ -305,6 +322,9 @@ def main() -> int:
             record = run_one(peer, model, ct, work / f"phases_{count}_{peer}", count, False)
             phase_runs[peer][count] = [record]
             print(f"  idle {peer} at {count} thread(s): job {record['seconds']:.1f} s", flush=True)
+    first_medseg = work / f"{args.conditions[0]}_medseg_0" / "case.nii.gz"
+    for count, runs in phase_runs["medseg"].items():  # the 3D view's meshing of medseg's result, idle
+        runs[0]["mesh_seconds"] = time_meshing(first_medseg, ct, count)
 
     agreement = float((labels["medseg"] == labels["nnunet"]).mean())
     print(f"\nlabels equal to nnU-Net's: {agreement:.5%} of {labels['nnunet'].size} voxels (goal >= {GOAL_AGREEMENT:.2%})")

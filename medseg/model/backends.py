@@ -31,7 +31,7 @@ from medseg.model.lean_forward import lean_forward
 
 INFERENCE, TRAINING = "inference", "training"  # what a device is chosen for
 DIRECTML_PROVIDER = "DmlExecutionProvider"
-TORCH, ONNXRUNTIME, OPENVINO = "PyTorch", "ONNX Runtime", "OpenVINO"  # the engines behind the devices
+TORCH, ONNXRUNTIME = "PyTorch", "ONNX Runtime"  # the engines behind the devices
 
 
 class TileRunner(Protocol):
@@ -65,13 +65,6 @@ def onnx_cpu_available() -> bool:
     return "CPUExecutionProvider" in onnx_providers()
 
 
-def openvino_available() -> bool:
-    """OpenVINO is an optional extra (``pip install medseg[openvino]``): a CPU engine, chosen only by measurement."""
-    import importlib.util
-
-    return importlib.util.find_spec("openvino") is not None
-
-
 @dataclass(frozen=True)
 class Backend:
     """One compute backend: a device as ``--device`` names it, the engine that runs it, where its
@@ -82,7 +75,7 @@ class Backend:
     """
 
     name: str  # what --device takes
-    engine: str  # TORCH, ONNXRUNTIME or OPENVINO
+    engine: str  # TORCH or ONNXRUNTIME
     tensor_device: str  # the torch device its pre- and post-processing run on ("cpu" for ONNX engines)
     gpu: bool  # computes on a graphics card
     purposes: tuple[str, ...]  # INFERENCE, TRAINING
@@ -109,7 +102,9 @@ class Backend:
 # issue #16). Why: ORT's CPU InstanceNormalization is ~300x less accurate than PyTorch's against a
 # float64 reference (max error 2.3e-4 vs 7e-7 on 32x128^3), and the 22 norms compound. ONNX Runtime
 # stays available as "onnx-cpu", and for DirectML. On a CPU, "auto" then lets a measurement on the
-# model's own tile choose between the CPU rows (medseg.model.cpu_runtime).
+# model's own tile choose between the CPU rows (medseg.model.cpu_runtime). OpenVINO 2026.4 (PyPI) was
+# measured as a third CPU row and left out: 1.8x PyTorch's speed on nnU-Net's real-size network, but
+# its labels equalled PyTorch's on only 95.9 % of a real CT tile (ONNX Runtime: 99.987 %), issue #40.
 BACKENDS: tuple[Backend, ...] = (
     Backend("cuda", TORCH, "cuda", True, (INFERENCE, TRAINING), True, "CUDA", lambda: cuda_available(),
             "CUDA was requested but no CUDA GPU is usable by PyTorch", "use --device cpu or auto"),
@@ -122,8 +117,6 @@ BACKENDS: tuple[Backend, ...] = (
     Backend("cpu", TORCH, "cpu", False, (INFERENCE, TRAINING), True, "CPU", lambda: True, "", ""),
     Backend("onnx-cpu", ONNXRUNTIME, "cpu", False, (INFERENCE,), False, "CPU", lambda: onnx_cpu_available(),
             "ONNX Runtime is not installed", "pip install onnxruntime, or use --device cpu"),
-    Backend("openvino-cpu", OPENVINO, "cpu", False, (INFERENCE,), False, "CPU", lambda: openvino_available(),
-            "OpenVINO is not installed", "pip install 'medseg[openvino]', or use --device cpu"),
 )
 DEVICES = ("auto", *(backend.name for backend in BACKENDS))
 # Where a run on each device does its tensor work (preprocessing, stitching, resampling): ONNX
@@ -200,7 +193,7 @@ def torch_device(device: str) -> torch.device:
 
 
 def uses_onnx(device: str) -> bool:
-    """The device runs the model's ONNX export (ONNX Runtime or OpenVINO), not its PyTorch network."""
+    """The device runs the model's ONNX export (ONNX Runtime), not its PyTorch network."""
     return backend(device).exported
 
 
@@ -352,33 +345,3 @@ class OnnxRunner:
             raise DeviceError(f"ONNX Runtime failed on {self.name}: {error}") from error
         return torch.from_numpy(logits)
 
-
-class OpenVinoRunner:
-    """An exported model in OpenVINO on the CPU, in float32 (its default on CPUs with AMX or
-    AVX512-BF16 would be bfloat16, which does not keep nnU-Net's labels)."""
-
-    def __init__(self, model: bytes | str | Path, threads: int | None = None):
-        import io as _io
-
-        import openvino
-
-        try:
-            network = openvino.convert_model(_io.BytesIO(model) if isinstance(model, bytes) else os.fspath(model))
-            compiled = openvino.Core().compile_model(network, "CPU", {
-                "INFERENCE_NUM_THREADS": int(threads or medseg_threads.current()),
-                "INFERENCE_PRECISION_HINT": "f32", "PERFORMANCE_HINT": "LATENCY"})
-        except Exception as error:  # OpenVINO raises its own types
-            raise DeviceError(f"OpenVINO could not load the model: {error}") from error
-        self.request = compiled.create_infer_request()
-        self.name = "openvino-cpu"
-        self.device = torch.device("cpu")
-
-    def __call__(self, tiles: torch.Tensor) -> torch.Tensor:
-        batch = np.ascontiguousarray(tiles.detach().cpu().numpy(), dtype=np.float32)
-        try:
-            logits = self.request.infer({0: batch})[0]
-        except Exception as error:
-            if "memory" in str(error).lower() or "alloc" in str(error).lower():
-                raise RuntimeError(f"out of memory in OpenVINO: {error}") from error
-            raise DeviceError(f"OpenVINO failed: {error}") from error
-        return torch.from_numpy(np.array(logits, copy=True))

@@ -1,8 +1,7 @@
 """Which engine runs a model on the CPU: measured on this computer, once per model (issue #40).
 
-PyTorch (oneDNN convolutions, medseg's lean forward), ONNX Runtime and, where the optional extra
-is installed, OpenVINO compute the same network at different speeds on different CPUs, and not
-to the same digits: ONNX Runtime's InstanceNormalization is far less exact than PyTorch's, and on
+PyTorch and ONNX Runtime (and any CPU row added to medseg.model.backends.BACKENDS) compute the
+same network at different speeds on different CPUs, and not to the same digits: ONNX Runtime's InstanceNormalization is far less exact than PyTorch's, and on
 nnU-Net's real-size network that changed 0.37 % of the labels (issue #16). So the first CPU run
 of a model with ``--device auto`` sends the middle tile of its image through each engine and
 keeps the fastest one whose labels equal PyTorch's on at least :data:`PARITY` of that tile and
@@ -27,7 +26,7 @@ import torch
 
 from medseg.model import backends
 
-PIN_VARIABLE = "MEDSEG_CPU_ENGINE"  # "cpu", "onnx-cpu" or "openvino-cpu": use it, measure nothing
+PIN_VARIABLE = "MEDSEG_CPU_ENGINE"  # "cpu" or "onnx-cpu": use it, measure nothing
 PARITY = 0.9999  # the share of a tile's labels another engine must compute as PyTorch does
 MARGIN = 1.10  # how much faster it must be to replace PyTorch (less is within the noise of one tile)
 STORE_NAME = "cpu_runtimes.json"
@@ -37,7 +36,7 @@ STORE_NAME = "cpu_runtimes.json"
 class RuntimeChoice:
     """The CPU engine a model runs on, and why."""
 
-    device: str  # a row of medseg.model.backends.BACKENDS: "cpu" (PyTorch), "onnx-cpu", "openvino-cpu"
+    device: str  # a CPU row of medseg.model.backends.BACKENDS: "cpu" (PyTorch), "onnx-cpu" (ONNX Runtime)
     reason: str
     threads: int
     measured: bool = False  # False: nothing measured yet (PyTorch until a CPU run measures)
@@ -93,7 +92,7 @@ def model_digest(package: Any, configuration: str) -> str:
 
 def _versions() -> dict[str, str | None]:
     versions: dict[str, str | None] = {"torch": torch.__version__}
-    for module in ("onnxruntime", "openvino"):
+    for module in ("onnxruntime",):
         try:
             versions[module] = __import__(module).__version__
         except ImportError:
@@ -137,7 +136,7 @@ def pinned_choice(threads: int) -> RuntimeChoice | None:
         return None
     if pinned not in [row.name for row in backends.BACKENDS if not row.gpu]:
         raise DeviceError(f"{PIN_VARIABLE}={pinned!r} is not a CPU engine",
-                          hint="use cpu, onnx-cpu or openvino-cpu, or unset it to let a measurement choose")
+                          hint="use cpu or onnx-cpu, or unset it to let a measurement choose")
     backends.resolve_device(pinned)  # installed?
     return RuntimeChoice(pinned, f"set by {PIN_VARIABLE}", threads)
 

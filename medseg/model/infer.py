@@ -299,8 +299,6 @@ def _make_runner(device: str, package: Any, configuration: str, plan: Any) -> ba
     if backends.uses_onnx(device):
         from medseg.model.onnx_graph import package_onnx
 
-        if backends.backend(device).engine == backends.OPENVINO:
-            return backends.OpenVinoRunner(package_onnx(package, configuration))
         return backends.OnnxRunner(package_onnx(package, configuration), device)
     from medseg.model.package import build_networks
 
@@ -374,8 +372,8 @@ def segment(
 ) -> SegmentationResult:
     """Segment a CT Volume with a model package; the label map has the input's grid and geometry.
 
-    Device "auto" picks CUDA, then DirectML, then the CPU, where the engine (PyTorch, ONNX Runtime,
-    OpenVINO) is the one measured fastest for this model with equal labels (medseg.model.cpu_runtime;
+    Device "auto" picks CUDA, then DirectML, then the CPU, where the engine (PyTorch or ONNX Runtime)
+    is the one measured fastest for this model with equal labels (medseg.model.cpu_runtime;
     ``cpu_engine`` in the result says which and why). Running out of GPU memory falls
     back to fewer tiles per pass, then host-memory stitching, then the CPU, and each step
     is listed in ``fallbacks``. A cancel stops between tiles with Cancelled; nothing is returned.

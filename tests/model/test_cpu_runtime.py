@@ -38,7 +38,7 @@ def measuring(monkeypatch, tmp_path):
 
 def test_the_first_auto_run_measures_the_engines_and_later_runs_reuse_the_choice(package, ct_dir, measuring,
                                                                                  fake_machine):
-    fake_machine(cuda=0)  # a CPU-only machine, with ONNX Runtime's CPU provider
+    fake_machine(cuda=0)  # a CPU-only machine, with ONNX Runtime's CPU provider: two CPU engines
     volume = crop_volume(ct_dir, CHEST)
     first = segment(volume, package, device="auto")
     engine = first.cpu_engine
