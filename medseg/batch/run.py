@@ -222,6 +222,13 @@ class BatchRunner:
     # --- reading (on the prefetch thread) ---
 
     def _read(self, case: Case) -> _Input:
+        from medseg import threads
+
+        # a job of its own on the thread budget: the read-ahead and the running case split the cores
+        with threads.job("batch read-ahead"):
+            return self._read_case(case)
+
+    def _read_case(self, case: Case) -> _Input:
         started = time.perf_counter()
         if case.kind == "pacs":
             source: Any = self._retrieve(case)

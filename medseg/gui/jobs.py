@@ -18,6 +18,7 @@ bar shows that list.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import inspect
 import logging
@@ -114,8 +115,9 @@ class _Worker(QObject):
     failed = Signal(object)
 
     def __init__(self, function: JobFunction, cancel: CancelToken, running: threading.Event,
-                 background: bool = False) -> None:
+                 background: bool = False, computes: str | None = None) -> None:
         super().__init__()
+        self._computes = computes  # the job's name on medseg's thread budget, None for a job that waits on I/O
         self._function = function
         self._cancel = cancel
         self._running = running  # cleared while paused
@@ -162,9 +164,10 @@ class _Worker(QObject):
         self._started_at = time.monotonic()
         try:
             self._cancel.raise_if_cancelled()  # cancelled before its thread started
-            result = self._function(progress=self._report, cancel=self._cancel)
-            if inspect.isgenerator(result):
-                result = self._drain(result)
+            with _lease(self._computes):
+                result = self._function(progress=self._report, cancel=self._cancel)
+                if inspect.isgenerator(result):
+                    result = self._drain(result)
         except BaseException as error:  # noqa: BLE001 - every failure must reach the GUI
             self.failed.emit(error)
         else:
@@ -176,12 +179,25 @@ class _Worker(QObject):
             self._function = None
 
 
+def _lease(name: str | None):
+    """The job's share of medseg's CPU threads while it runs (medseg.threads): concurrent jobs split them."""
+    if name is None:
+        return contextlib.nullcontext()
+    from medseg import threads
+
+    return threads.job(name)
+
+
 class Job(QObject):
     """One background job. Signals are emitted in the GUI thread.
 
     ``pause_gc``: pause the cyclic garbage collector while this job runs (load jobs).
     ``background``: a long job (training, segmenting): freeze the heap at start and during the
     job's first seconds.
+    ``computes``: the job computes (default: a background job does): it takes a lease on medseg's
+    thread budget while it runs, so two segmentations, a segmentation and the 3D mesher, or a load
+    beside a segmentation split the cores between them instead of each taking them all. Jobs that
+    wait on the network or the disk (PACS, saving) leave the running ones their share.
     ``registry``: where the job is listed while it runs (the application's by default).
     """
 
@@ -192,7 +208,7 @@ class Job(QObject):
 
     def __init__(self, name: str, function: JobFunction, parent: QObject | None = None, *,
                  pause_gc: bool = False, background: bool = False, registry: JobRegistry | None = None,
-                 cancellable: bool = True, title: str = "") -> None:
+                 cancellable: bool = True, title: str = "", computes: bool | None = None) -> None:
         super().__init__(parent)
         self.name = name  # for the log and the thread's name
         self.title = title or job_title(name)  # what the user reads while it runs
@@ -207,7 +223,9 @@ class Job(QObject):
         self._resume_event.set()
         self._worker_thread = QThread()
         self._worker_thread.setObjectName(f"medseg-{name}")
-        self._worker = _Worker(function, self.cancel_token, self._resume_event, background)
+        computes = background if computes is None else computes
+        self._worker = _Worker(function, self.cancel_token, self._resume_event, background,
+                               name if computes else None)
         self._worker.moveToThread(self._worker_thread)
         self._worker_thread.started.connect(self._worker.run)
         self._worker.progressed.connect(self._on_progress)

@@ -89,7 +89,7 @@ class StudyLoader(QObject):
         """
         if self.busy:
             return False
-        self.job = Job(name, function, self, pause_gc=pause_gc, background=background)
+        self.job = Job(name, function, self, pause_gc=pause_gc, background=background, computes=True)
         self.job.progressed.connect(self.progressed)
         self.job.finished_ok.connect(on_done)
         self.job.finished_error.connect(self._on_error)

@@ -102,7 +102,7 @@ class SurfaceMesher(QObject):
 
     def _start(self, work) -> None:
         generation = self._generation
-        self._job = Job("3D surfaces", work, self, registry=self._registry, cancellable=False)
+        self._job = Job("3D surfaces", work, self, registry=self._registry, cancellable=False, computes=True)
         self._job.finished_ok.connect(lambda result: self._on_done(result, generation))
         self._job.finished_error.connect(self._on_failed)
         self.started.emit()

@@ -135,8 +135,9 @@ def load_series(
             report(progress, count / n, f"decoded {count} of {n} images", "decode")
 
     report(progress, 0.0, f"decoding {n} images", "decode")
-    # Decoding is CPU work (JPEG 2000, rescale): twice the thread budget, as file reads interleave.
-    workers = min(len(task_order), max(2, 2 * threads.budget()), 16)
+    # Decoding is CPU work (JPEG 2000, rescale): twice the job's share of the thread budget (a load beside
+    # a segmentation splits the cores with it), as file reads interleave.
+    workers = min(len(task_order), max(2, 2 * threads.current()), 16)
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="medseg-decode") as pool:
         futures = [pool.submit(work, ref) for ref in task_order]
         finished, pending = wait(futures, return_when=FIRST_EXCEPTION)

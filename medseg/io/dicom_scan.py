@@ -27,6 +27,7 @@ from pydicom.dataset import FileMetaDataset
 from pydicom.errors import InvalidDicomError
 from pydicom.uid import ExplicitVRLittleEndian, ImplicitVRLittleEndian
 
+from medseg import threads
 from medseg.errors import Cancelled, DicomError
 from medseg.io.dicom_geometry import StackGeometry, analyze_stack
 from medseg.io.dicom_headers import (
@@ -576,7 +577,7 @@ def scan(
     refs = expand_sources(paths, refused_links)
     report(progress, 0.0, f"reading {len(refs)} file headers", "scan")
     results: list[_FileHeader | SkippedFile] = []
-    workers = min(8, 4 * (os.cpu_count() or 2), max(1, len(refs)))
+    workers = min(8, 4 * threads.budget(), max(1, len(refs)))  # header reads wait on the disk: a few per core
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="medseg-scan") as pool:
         futures = [pool.submit(_read_one, ref) for ref in refs]
         try:

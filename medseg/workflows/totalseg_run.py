@@ -79,7 +79,8 @@ def run(segmenter: Any, prepared: Any, progress: ProgressCallback | None,
         seconds=prepared.seconds + time.perf_counter() - started, volumes_ml=dict(result.volumes_ml),
         fallbacks=[*segmenter.fallbacks, *result.fallbacks], postprocessing=[],
         notes=[*prepared.notes, f"configuration {choice.summary()}", *run_info.notes],
-        reason=choice.reason, estimates_s=dict(choice.estimates_s), parts=list(run_info.parts))
+        reason=choice.reason, estimates_s=dict(choice.estimates_s), parts=list(run_info.parts),
+        threads=result.threads)  # the CPU threads the pipeline computed with (its job's share of medseg.threads)
 
 
 __all__ = ["automatic_choice", "check_settings", "choose", "run", "TORCH_DEVICES"]

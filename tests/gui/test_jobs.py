@@ -167,3 +167,56 @@ def test_a_long_job_freezes_the_heap_while_it_runs_and_gives_it_back(qtbot):
     # the job the user waits for runs at the user's priority (a nice of 10 made Segment yield to every
     # other program on the machine: 45-82 s in the window against 11.6 s on the command line, issue #40)
     assert niceness == [os.getpriority(os.PRIO_PROCESS, threading.get_native_id())]
+
+
+def test_computing_jobs_split_the_thread_budget_and_io_jobs_leave_it(qtbot):
+    """Two computing jobs (a segmentation and the 3D mesher) take 2 + 2 of a budget of 4 while both run;
+    a PACS-like job that waits on the network takes no share; the budget is whole again after (issue #40)."""
+    import torch
+
+    from medseg import threads
+
+    registry = JobRegistry()
+    before, torch_before = threads.budget_count(), torch.get_num_threads()
+    threads.configure(4, threads.FROM_SETTING)
+    both_running, may_end = threading.Event(), threading.Event()
+    seen: dict[str, list[int]] = {}
+
+    def computing(name):
+        def work(progress=None, cancel=None):
+            seen.setdefault(name, []).append(threads.current())
+            both_running.wait(10)
+            threads.refresh()  # between two steps: the share after the other job started
+            seen[name].append(torch.get_num_threads())
+            may_end.wait(10)
+            return name
+        return work
+
+    def waiting_on_the_network(progress=None, cancel=None):
+        seen["pacs"] = [len(threads.BUDGET.leases())]
+        return "pacs"
+
+    try:
+        segment = Job("segment", computing("segment"), registry=registry, background=True)
+        mesher = Job("3D surfaces", computing("3D surfaces"), registry=registry, computes=True)
+        pacs = Job("pacs-query", waiting_on_the_network, registry=registry)
+        segment.start()
+        qtbot.waitUntil(lambda: "segment" in seen, timeout=10_000)
+        mesher.start()
+        qtbot.waitUntil(lambda: len(threads.BUDGET.leases()) == 2, timeout=10_000)
+        with qtbot.waitSignal(pacs.finished_ok, timeout=10_000):
+            pacs.start()
+        both_running.set()
+        qtbot.waitUntil(lambda: len(seen.get("segment", [])) == 2 and len(seen.get("3D surfaces", [])) == 2,
+                        timeout=10_000)
+        with qtbot.waitSignals([segment.finished_ok, mesher.finished_ok], timeout=10_000):
+            may_end.set()
+        assert seen["pacs"] == [2]  # the network job did not add a third lease
+        assert seen["segment"] == [4, 2]  # alone, then beside the mesher
+        assert seen["3D surfaces"] == [2, 2]
+        assert threads.BUDGET.leases() == []
+    finally:
+        may_end.set()
+        both_running.set()
+        threads.BUDGET.set_count(before)
+        torch.set_num_threads(torch_before)

@@ -40,6 +40,7 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
+from medseg import threads as medseg_threads
 from medseg.errors import MedsegError
 from medseg.model.backends import TorchRunner, resolve_device
 from medseg.model.lean_forward import slab_budget
@@ -218,7 +219,9 @@ class InteractiveSession:
         undo.rescaled = store.next_intensity()
         draw(store)
         try:
-            changed, zoom = self._predict(centre, zoom, undo)
+            # one job on the process's thread budget: a prompt beside a running segmentation shares the cores
+            with medseg_threads.job("interactive prompt"):
+                changed, zoom = self._predict(centre, zoom, undo)
         except BaseException:
             self._undo = undo
             self.undo()  # a failed or cancelled prompt leaves the session as it was

@@ -19,11 +19,11 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
-import torch
 
+from medseg import threads as medseg_threads
 from medseg.core.labels import Label, Provenance
 from medseg.core.volume import Volume
 from medseg.errors import ModelError
@@ -85,15 +85,26 @@ def segment_totalseg(
     ``structures`` is TotalSegmentator's roi_subset: the crop model finds them first, the run is
     cropped around them (``crop_mask``, a (z, y, x) mask on the input grid, replaces the crop
     model's finding), only the parts that hold them run, and the other labels are removed.
+    The run is one job on the process's thread budget (medseg.threads): it computes with its share,
+    at most ``threads``, and the result says how many it had.
     """
+    with medseg_threads.job("TotalSegmentator", most=threads) as lease:
+        result, run = _segment_totalseg(volume, model, configuration, structures, device, force_split, crop_mask,
+                                        lease, progress, cancel)
+    return result, run
+
+
+def _segment_totalseg(volume: Volume, model: TotalSegModel, configuration: str, structures: Sequence[str] | None,
+                      device: str, force_split: bool, crop_mask: np.ndarray | None, lease: Any,
+                      progress: ProgressCallback | None, cancel: CancelToken | None,
+                      ) -> tuple[SegmentationResult, TotalSegRun]:
     started = time.perf_counter()
+    threads_used = lease.apply()
     if configuration not in model.configurations:
         raise ModelError(f"{model.name} has no configuration {configuration!r} installed",
                          hint=f"installed: {', '.join(model.configurations)}")
     config = model.configurations[configuration]
     device_name = backends.resolve_device(device)
-    if threads:
-        torch.set_num_threads(int(threads))
     wanted = structure_values(model, structures)
     run = TotalSegRun(configuration=configuration)
     parts = _parts_for(config, wanted, model)
@@ -112,7 +123,7 @@ def segment_totalseg(
         if box is None:
             run.notes.append("the crop model found none of the structures asked for: the result is empty")
             return _result(volume, np.zeros(volume.shape_zyx, np.uint8), model, configuration, device_name,
-                           fallbacks, started), run
+                           fallbacks, started, threads_used), run
         run.crop_xyz = box
         image_xyz = image_xyz[box].astype(np.int32)  # TotalSegmentator casts the cropped image to int32
 
@@ -133,12 +144,13 @@ def segment_totalseg(
     steps = len(parts) * len(chunks)
     for part_index, part in enumerate(parts):
         lookup = _lookup_table(part, model)
+        threads_used = max(threads_used, medseg_threads.refresh())  # a job started or ended: the share changed
         plan = dataclasses.replace(part.plan, orientation=None)  # the image is RAS already
         with phase("load"):
             package = part.load()
-            networks = build_networks(package, NNUNET_CONFIGURATION, _compute_device(device_name),
+            networks = build_networks(package, NNUNET_CONFIGURATION, backends.torch_device(device_name),
                                       share_weights=True)
-            runner = backends.TorchRunner(networks, _compute_device(device_name), name=device_name, onednn=True,
+            runner = backends.TorchRunner(networks, backends.torch_device(device_name), name=device_name, onednn=True,
                                           lean=True)
         part_labels = np.zeros(resampled_xyz.shape, dtype=np.uint8)
         for chunk_index, (source, keep, target) in enumerate(chunks):
@@ -147,7 +159,7 @@ def segment_totalseg(
                 f", third {chunk_index + 1} of 3" if len(chunks) > 1 else "")
             sub = _network_volume(resampled_xyz[:, :, source], config.spacing_mm)
             with phase("preprocess"):
-                prep = preprocess_to(sub, plan, _compute_device(device_name))
+                prep = preprocess_to(sub, plan, backends.torch_device(device_name))
             with phase("stitching"):
                 logits = sliding_window_logits(runner, prep.data, plan, step_size=config.step,
                                                progress=_scaled(progress, 0.05 + 0.85 * step / steps,
@@ -165,6 +177,7 @@ def segment_totalseg(
             cancel.raise_if_cancelled()
 
     with phase("export"):
+        threads_used = max(threads_used, medseg_threads.refresh())
         report(progress, 0.92, "resampling the labels back", "resample")
         labels_xyz = resample_labels_back(combined, shape_before)
         labels_xyz = canonical.undo_xyz(labels_xyz)
@@ -176,7 +189,7 @@ def segment_totalseg(
         if wanted is not None:
             labels[~np.isin(labels, wanted)] = 0
     report(progress, 1.0, "done", "done")
-    return _result(volume, labels, model, configuration, device_name, fallbacks, started), run
+    return _result(volume, labels, model, configuration, device_name, fallbacks, started, threads_used), run
 
 
 # --- pieces -------------------------------------------------------------------------------------
@@ -221,10 +234,6 @@ def _network_volume(array_xyz: np.ndarray, spacing_mm: float) -> Volume:
     return Volume(array_xyz.T, (spacing_mm,) * 3)
 
 
-def _compute_device(device_name: str) -> torch.device:
-    return torch.device(device_name) if device_name in ("cuda", "mps") else torch.device("cpu")
-
-
 def _crop_model_mask(volume: Volume, model: TotalSegModel, wanted: list[int], device: str,
                      progress: ProgressCallback | None, cancel: CancelToken | None) -> np.ndarray:
     """TotalSegmentator's rough segmentation for the crop: the crop model over the whole image."""
@@ -245,7 +254,7 @@ def _scaled(progress: ProgressCallback | None, low: float, high: float, text: st
 
 
 def _result(volume: Volume, labels: np.ndarray, model: TotalSegModel, configuration: str, device: str,
-            fallbacks: list[str], started: float) -> SegmentationResult:
+            fallbacks: list[str], started: float, threads: int) -> SegmentationResult:
     names = {0: "background", **model.labels}
     made_by = Provenance.model(model.name, model.version)
     present = sorted(int(v) for v in np.unique(labels) if v)
@@ -258,4 +267,5 @@ def _result(volume: Volume, labels: np.ndarray, model: TotalSegModel, configurat
         volumes_ml=label_volumes_ml(labels, names, volume.voxel_volume_ml),
         seconds=time.perf_counter() - started,
         labels={value: Label(value, model.labels[value], None, provenance=made_by) for value in present},
+        threads=threads,
     )
