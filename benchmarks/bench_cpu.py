@@ -128,9 +128,9 @@ def time_meshing(labels: Path, image: Path, threads: int) -> float:
 def _run_medseg(model: Path, image: Path, out: Path) -> dict | None:
     from medseg.io import load, write_image
     from medseg.model.infer import segment
-    from medseg.model.package import load_model
+    from medseg.workflows.models import open_model
 
-    result = segment(load(image), load_model(model), device="auto", postprocess=False)
+    result = segment(load(image), open_model(model).package, device="auto", postprocess=False)
     out.mkdir(parents=True, exist_ok=True)
     write_image(result.label_map, out / "case.nii.gz")
     if result.fallbacks:
@@ -144,8 +144,8 @@ def calibrate(model: Path, image: Path, threads: int) -> dict:
             "from medseg import threads; threads.configure(int(sys.argv[3]))\n"
             "from medseg.io import load\n"
             "from medseg.model import infer\n"
-            "from medseg.model.package import load_model\n"
-            "package = load_model(sys.argv[1]); volume = load(sys.argv[2])\n"
+            "from medseg.workflows.models import open_model\n"
+            "package = open_model(sys.argv[1]).package; volume = load(sys.argv[2])\n"
             "prepared = infer.prepare(volume, package)\n"
             "started = time.perf_counter()\n"
             "with threads.job('calibrate'):\n"
