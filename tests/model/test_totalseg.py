@@ -180,6 +180,9 @@ def test_cli_writes_a_dicom_seg_with_totalsegmentators_names(fast_weights, ct_di
                  "--device", "cpu", "--json"]) == 0
     done = json.loads(capsys.readouterr().out.splitlines()[-1])
     assert done["configuration"] == "6mm" and done["model"] == "totalsegmentator/total"
+    from medseg import threads
+
+    assert done["threads"] == threads.budget()  # a lone job computes with the whole budget (issue #40)
     opened = open_segmentation(output, load(series))
     names = {label.value: label.name for label in opened.segments}
     model = load_totalseg_model(model_dir)
