@@ -275,10 +275,10 @@ def test_a_prepared_input_carries_its_preprocessing_fallback_into_the_run(packag
     falls back to the CPU, and the run that uses the prepared input lists it (it was lost)."""
     real = infer.preprocess_to
 
-    def tight_device(volume, plan, device):
+    def tight_device(volume, plan, device, cancel=None):
         if torch.device(device).type != "cpu":
             raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 1.50 GiB")
-        return real(volume, plan, device)
+        return real(volume, plan, device, cancel)
 
     monkeypatch.setattr(infer, "preprocess_to", tight_device)
     prepared = infer.prepare(abdomen, package, device="cuda")
