@@ -26,6 +26,10 @@ def test_every_operation_and_setting_is_in_the_edit_panel(window, artifacts_dir)
             assert button.objectName() == name and button.defaultAction().shortcut().toString() == op.shortcut
         elif any(p.kind == "segmentation-file" for p in op.parameters):
             continue  # Segment ends with it (tests/gui/test_segment_over_labels.py)
+        elif any(p.kind == "model" for p in op.inputs):  # model-backed: the Segment panel's button runs it
+            assert window.segment_action.shortcut().toString() == "Ctrl+G"
+            assert window.segment_panel.run_button.text() == op.title
+            continue
         else:
             button = panel.operation_buttons[name]
             assert isinstance(button, QAbstractButton)
