@@ -29,6 +29,9 @@ class _Append(argparse.Action):
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     from medseg.edit.operations import CATALOGUE, options  # declarations only: no image-processing import
+    from medseg.workflows.interactive import register_operations
+
+    register_operations()  # the model-backed operations (declarations too: the model loads when one runs)
 
     parser = subparsers.add_parser(
         "edit", help="apply editing tools to a label map in batch (keep largest, grow, fill holes, ...)",
@@ -55,6 +58,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         if parameter.kind == "flag":
             grow.add_argument(option, dest=parameter.name, action="store_const", const=True, default=None,
                               help=f"{parameter.label} ({users})")
+        elif parameter.kind == "text":
+            grow.add_argument(option, dest=parameter.name, default=None, metavar=parameter.metavar,
+                              help=f"{parameter.label} ({users}; default {parameter.default})")
         else:
             grow.add_argument(option, dest=parameter.name, type=float, default=None, metavar=parameter.metavar,
                               help=f"{parameter.label} ({users}): {parameter.describe()}")
@@ -99,6 +105,8 @@ def run(args: argparse.Namespace) -> int:
                 inputs.append(text)
             if parameter.kind in ("seeds-file", "segmentation-file"):  # read with their label sidecars
                 inputs.append(sidecar_path(text))
+            if parameter.kind == "prompt" and text.split(":", 1)[0].strip().lower() in ("scribble", "lasso"):
+                inputs.append(text.split(":", 1)[1].rsplit(":neg", 1)[0].rsplit(":pos", 1)[0])  # its mask file
     # the output checked once, before anything is read (the save use case every interface uses); an earlier
     # output of medseg edit, unchanged since, is replaced without --force
     target = plan_save(args.output, inputs, force=args.force, option="-o", written_by="medseg edit")

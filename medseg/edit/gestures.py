@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from medseg.edit.operation import EditOperation
+from medseg.edit.prompt_session import Prompt, prompt_from_outline
 from medseg.edit.tool_parameters import ScissorsParameters
 from medseg.edit.tools.grow_seeds import BACKGROUND_SEED
 from medseg.errors import MedsegError
@@ -185,4 +186,55 @@ class Seeds(Gesture):
             controller.grow_changed.emit(box)  # the seeds show at once; the preview follows when the stroke ends
 
 
-HANDLERS: dict[str, type[Gesture]] = {"stroke": Stroke, "click": Click, "outline": Outline, "seeds": Seeds}
+class PromptGesture(Gesture):
+    """Interactive AI: by the prompt kind chosen, a click is a point, a drag a box, a scribble or a lasso
+    (freehand) on the slice it starts on; shift held at the press makes the prompt negative. Each finished
+    prompt goes to the controller's prompt session, whose model refines the object (off the GUI thread in
+    the app) into a preview that Apply writes."""
+
+    def press(self, op, zyx, plane):
+        controller = self.controller
+        self._negative = bool(controller.shift_held)
+        if controller.prompt_kind.value == "point":
+            controller.add_prompt(op, Prompt("point", not self._negative, point=tuple(float(v) for v in zyx)))
+            return True
+        controller.set_outline((plane, [zyx]))
+        return True
+
+    def drag(self, op, zyx):
+        controller = self.controller
+        outline = controller.outline
+        if outline is None or controller.prompt_kind.value == "point":
+            return
+        if controller.prompt_kind.value == "box":  # the rectangle from the press to the mouse, on the slice
+            start = outline[1][0]
+            axes = [a for a in range(3) if a != outline[0]]
+            corners = []
+            for first, second in ((0, 0), (0, 1), (1, 1), (1, 0)):
+                corner = np.array(start, dtype=float)
+                corner[axes[0]] = (start, zyx)[first][axes[0]]
+                corner[axes[1]] = (start, zyx)[second][axes[1]]
+                corners.append(corner)
+            controller.set_outline((outline[0], corners))
+        else:
+            outline[1].append(zyx)
+            controller.set_outline(outline)
+
+    def release(self, op):
+        controller = self.controller
+        outline = controller.outline
+        kind = str(controller.prompt_kind.value)
+        if kind == "point" or outline is None:
+            return
+        controller.set_outline(None)
+        prompt = prompt_from_outline(kind, outline[1], outline[0], controller.document.volume.shape_zyx,
+                                     positive=not self._negative)
+        if prompt is None:
+            controller.document.announce(f"{op.title}: the {kind} has no extent on the image; draw it larger.",
+                                         "warning")
+            return
+        controller.add_prompt(op, prompt)
+
+
+HANDLERS: dict[str, type[Gesture]] = {"stroke": Stroke, "click": Click, "outline": Outline, "seeds": Seeds,
+                                      "prompt": PromptGesture}

@@ -18,6 +18,7 @@ from medseg.edit.events import Event
 from medseg.edit.gestures import HANDLERS, Gesture
 from medseg.edit.grow_session import GrowSession
 from medseg.edit.operations import CATALOGUE, Context, EditOperation, Parameter, settings, tools
+from medseg.edit.prompt_session import PROMPT_KINDS, Prompt, PromptSession
 from medseg.edit.properties import Property
 from medseg.edit.tool_parameters import SCISSORS_OPERATIONS, GrowParameters
 from medseg.edit.tools import PaintRules
@@ -72,6 +73,11 @@ class ToolController:
         self.trace: tuple[int, int, np.ndarray] | None = None  # (axis zyx, slice, 2D region) under the mouse
         self.trace_changed = Event()
         self.polygon_open = False  # an outline tool: clicks are adding vertices to self.outline
+        self.prompt_kind = Property("point", choices=PROMPT_KINDS, label="Prompt")
+        self.prompt: PromptSession | None = None  # the object being made by an interactive (model) tool
+        self.prompt_changed = Event()  # (box or None): a new preview, or the object applied or dropped
+        self._prompt_compute = self._compute_prompt_now  # the GUI's runner computes off the GUI thread instead
+        self.shift_held = False  # shift was held at the last press (a prompt tool's negative prompt)
         for prop in (self.seed_locality, self.roi_margin_mm, self.existing_seeds):
             prop.changed.connect(self._grow_parameters_changed)
         self.tool.changed.connect(self._tool_changed)
@@ -111,11 +117,19 @@ class ToolController:
     def wants_mouse(self) -> bool:
         return self._handler() is not None
 
+    def claims_shift(self) -> bool:
+        """The active tool reads shift+left itself (a negative prompt); elsewhere it changes window/level."""
+        found = self._handler()
+        return found is not None and found[0].gesture == "prompt"
+
     # --- mouse ---------------------------------------------------------------------------
-    def press(self, xyz: tuple[float, float, float], plane_axis_xyz: int, ctrl: bool = False) -> bool:
+    def press(self, xyz: tuple[float, float, float], plane_axis_xyz: int, ctrl: bool = False,
+              shift: bool = False) -> bool:
         """A left press at continuous voxel ``xyz`` in a view looking along index axis ``plane_axis_xyz``.
-        Returns True when the tool used it (the view then does not move the crosshair)."""
+        Returns True when the tool used it (the view then does not move the crosshair). ``shift``: see
+        :meth:`claims_shift`."""
         doc = self.document
+        self.shift_held = bool(shift)
         if doc.volume is None:
             return False
         if ctrl:
@@ -221,6 +235,60 @@ class ToolController:
         if session is not None:
             session.cancel()
             self.grow_changed.emit(None)
+
+    # --- interactive (model-backed) prompts ------------------------------------------------------------
+    def prompt_session(self, op: EditOperation) -> PromptSession:
+        """The object being prompted (one is started by the first prompt, on the active label)."""
+        if self.prompt is None:
+            if op.engine is None:
+                raise MedsegError(f"{op.title} has no model behind it")
+            document = self.document
+            self.prompt = PromptSession(document, lambda: op.engine(document), self.view.active_label, self.rules())
+        return self.prompt
+
+    def add_prompt(self, op: EditOperation, prompt: Prompt) -> None:
+        """A prompt drawn with the mouse: it refines the current object (a running one is cancelled)."""
+        try:
+            session = self.prompt_session(op)
+        except MedsegError as error:
+            self.document.announce(f"{op.title}: {error.message}.", "warning")
+            return
+        session.add(prompt)
+        self._prompt_compute(session)
+
+    def set_prompt_runner(self, run) -> None:
+        """``run(session)`` computes a prompt's preview (the GUI: in a worker thread, then :meth:`prompt_ready`)."""
+        self._prompt_compute = run
+
+    def prompt_ready(self, box=None) -> None:
+        self.prompt_changed.emit(box)
+
+    def _compute_prompt_now(self, session: PromptSession) -> None:
+        session.compute()
+        self.prompt_changed.emit(session.preview.box if session.preview is not None else None)
+
+    def apply_prompt(self) -> bool:
+        """Apply: the object becomes one undoable step of its label; the next prompt starts a new object."""
+        session, self.prompt = self.prompt, None
+        if session is None:
+            return False
+        changed = session.apply()
+        self.prompt_changed.emit(None)
+        return changed
+
+    def new_prompt_object(self) -> bool:
+        """The new-object key: apply this object (if any) and start the next one."""
+        return self.apply_prompt()
+
+    def cancel_prompt(self) -> None:
+        session, self.prompt = self.prompt, None
+        if session is not None:
+            session.cancel()
+            self.prompt_changed.emit(None)
+
+    def preview_session(self):
+        """The session whose preview the views draw: grow from seeds or an interactive object (or None)."""
+        return self.grow if self.grow is not None else self.prompt
 
     def _tool_changed(self, _name=None) -> None:
         self.cancel_outline()

@@ -25,12 +25,14 @@ if TYPE_CHECKING:
 LABEL_KINDS = ("label", "new-label")
 # Values the GUI takes from the mouse or from another part of the app (a Segment result), never from a box.
 # "model": a model reference (the Segment panel's choice; on the command line an id, a name or a folder).
-INPUT_KINDS = ("point", "points", "view", "seeds-file", "polygon-file", "segmentation-file", "choice", "model")
+INPUT_KINDS = ("point", "points", "view", "seeds-file", "polygon-file", "segmentation-file", "choice", "model",
+               "prompt")
 SETTING_KINDS = ("number", "flag")  # one Property each in the tool controller, one widget in the Edit panel
 # A mouse tool's gesture: stroke (press-drag-release paints along the path), click (one press runs it at the
 # voxel; a hover may preview), outline (a freehand or clicked polygon on one slice), seeds (painted seeds grow
-# into a preview that Apply writes).
-GESTURES = ("stroke", "click", "outline", "seeds")
+# into a preview that Apply writes), prompt (a click, box, scribble or lasso that a model turns into an object,
+# previewed until Apply; shift makes it negative).
+GESTURES = ("stroke", "click", "outline", "seeds", "prompt")
 
 
 @dataclass(frozen=True)
@@ -38,7 +40,7 @@ class Parameter:
     """One value an operation takes. ``name`` is its one name: the recipe's, the tool controller's
     Property and the Edit panel's widget (objectName); ``metavar`` is how the command line shows it;
     ``option`` (e.g. ``--roi-margin``) makes it a command-line option rather than a positional value
-    (a ``flag`` is an option without a value)."""
+    (a ``flag`` is an option without a value; a ``text`` option takes a string)."""
 
     name: str
     metavar: str
@@ -52,6 +54,9 @@ class Parameter:
     decimals: int = 1
     option: str | None = None
     choices: tuple[str, ...] = ()
+    # a value of a kind only a higher layer knows (an interactive prompt): ``parse(text, image)`` -> the value,
+    # raising MedsegError; the recipe calls it before anything runs
+    parse: Callable[[str, Any], Any] | None = field(default=None, compare=False, repr=False)
 
     @property
     def is_setting(self) -> bool:
@@ -112,7 +117,7 @@ class EditOperation:
     the label parameters it changes (refused when locked) or locks. ``check(values)`` raises MedsegError for
     values that cannot go together (before a recipe runs anything). A mouse tool has a ``gesture`` (see
     GESTURES) and a ``shortcut``; ``hover(document, values)`` previews, under the mouse, the 2D region a
-    click would fill."""
+    click would fill; ``engine(document)`` gives a prompt tool (gesture "prompt") its model."""
 
     name: str
     title: str  # the Edit panel's button or tool
@@ -125,6 +130,8 @@ class EditOperation:
     shortcut: str | None = None
     check: Callable[[dict], None] | None = field(default=None, repr=False)
     hover: Callable[["SegmentationDocument", dict], Any] | None = field(default=None, repr=False)
+    # a prompt tool's model (gesture "prompt"): ``engine(document)`` -> a PromptEngine (medseg.edit.prompt_session)
+    engine: Callable[["SegmentationDocument"], Any] | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if self.gesture is not None and self.gesture not in GESTURES:

@@ -206,7 +206,12 @@ def validate(operations: list[Operation], label_map: LabelMap, image: Volume | N
         values: dict = {p.name: settings.get(p.name, p.default) for p in spec.parameters if p.option}
         for text, parameter in zip(op.raw, positional):
             kind = parameter.kind
-            if kind in ("label", "new-label"):
+            if parameter.parse is not None:  # a kind a higher layer declared (an interactive prompt)
+                try:
+                    value = parameter.parse(text, image)
+                except MedsegError as error:
+                    raise MedsegError(f"{op}: {error.message}", path=error.path, hint=error.hint) from None
+            elif kind in ("label", "new-label"):
                 value = _label(text, label_map, op, kind == "new-label", created)
             elif kind == "point":
                 value = _point(text, op, image)

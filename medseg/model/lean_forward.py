@@ -40,6 +40,7 @@ from medseg.model.unet import ConvNormAct, ConvStack, Encoder, ResidualBlock, Re
 # its blocked layout: a few times this much scratch per convolution).
 SLAB_BYTES = 16 * 1024 * 1024
 _slab_override: ContextVar[int | None] = ContextVar("lean_forward_slab_bytes", default=None)
+_cancel: ContextVar[Callable[[], None] | None] = ContextVar("lean_forward_cancel", default=None)
 
 
 @contextmanager
@@ -54,6 +55,17 @@ def slab_budget(nbytes: int) -> Iterator[None]:
         yield
     finally:
         _slab_override.reset(token)
+
+
+@contextmanager
+def cancellable(check: Callable[[], None] | None) -> Iterator[None]:
+    """Call ``check`` before every slab of the forwards in this block (this thread only): it raises to stop
+    a pass part-way (an interactive prompt superseded by a newer one)."""
+    token = _cancel.set(check)
+    try:
+        yield
+    finally:
+        _cancel.reset(token)
 
 
 def supports(network: nn.Module) -> bool:
@@ -102,7 +114,10 @@ def _slabbed(conv: nn.Module, n_in: int, read: Callable[[int, int], torch.Tensor
     rows = max(1, (_slab_override.get() or SLAB_BYTES) // max(1, row_bytes * s, out_row))  # bounds the slab's output (and its reorder) too
     out = into
     pending: list[tuple[int, int, torch.Tensor]] = []
+    check = _cancel.get()
     for o0 in range(0, n_out, rows):
+        if check is not None:
+            check()
         o1 = min(n_out, o0 + rows)
         i0, i1 = o0 * s - p, (o1 - 1) * s - p + d * (k - 1) + 1
         a, b = max(0, i0), min(n_in, i1)

@@ -10,7 +10,8 @@ checkpoint (tests/model/test_interactive_parity.py runs both), in this order for
    prompt, zeros outside the image; the image normalised with the whole image's statistics; the
    prompt channels divided by the intensity; channel 0 of the prompts the current answer. At a
    zoom above 1 the cube is resized to the patch.
-3. **Forward pass and argmax** (ties go to the background), on the CPU in float32.
+3. **Forward pass and argmax** (ties go to the background), on the CPU in float32 with PyTorch unless
+   the model's measured runtime choice says otherwise (:mod:`.runtimes`).
 4. **Zoom out** while the answer changed at the patch's faces (:func:`.refine_boxes.changed_at_border`):
    zoom x 1.5 (at most 4), back to 2.
 5. At zoom 1 the answer replaces the current object over the whole cube. Zoomed out, the coarse
@@ -43,10 +44,11 @@ import torch
 from medseg import threads as medseg_threads
 from medseg.errors import MedsegError
 from medseg.model.backends import TorchRunner, resolve_device
-from medseg.model.lean_forward import slab_budget
+from medseg.model.lean_forward import cancellable, slab_budget
 from medseg.model.interactive.model_files import InteractiveModel
 from medseg.model.interactive.prompts import Box, PromptStore, Stamp
 from medseg.model.interactive.refine_boxes import changed_at_border, changed_region, cover_boxes
+from medseg.progress import CancelToken
 from medseg.model.interactive.resize import (
     NormalisedImage, area_resize, centred_box, clip_box, dilate, local, nearest_resize, round_to_odd,
     trilinear_resize, union_box,
@@ -90,18 +92,29 @@ class InteractiveSession:
     """Prompts on one image; :attr:`mask` is the current object (uint8, the image's (z, y, x) shape)."""
 
     def __init__(self, model: InteractiveModel, device: str = "auto", *, runner: Runner | None = None,
-                 seed: int = 0, autozoom: bool = True):
+                 seed: int = 0, autozoom: bool = True, runtime: str = "auto"):
+        """``runtime`` (on the CPU): auto (the model folder's measured choice, see :mod:`.runtimes`), torch,
+        openvino or openvino-bf16."""
         self.model = model
         self.settings = model.settings
         self.patch = tuple(model.plan.patch_size)
         self.seed = seed
         self.autozoom = autozoom
+        self.runtime, self.runtime_reason = "given", "a runner was given"
         if runner is None:
             resolved = resolve_device(device)
             if resolved not in ("cpu", "cuda", "mps"):
                 raise MedsegError(f"interactive segmentation runs on PyTorch devices (cpu, cuda, mps), not {resolved!r}")
-            runner = TorchRunner([model.build_network()], resolved, onednn=True, lean=True)
+            if resolved == "cpu":
+                from medseg.model.interactive.runtimes import chosen_runtime, make_runner
+
+                self.runtime, self.runtime_reason = chosen_runtime(model, runtime)
+                runner = make_runner(model, self.runtime, model.source_path)
+            else:
+                self.runtime, self.runtime_reason = resolved, "a GPU device"
+                runner = TorchRunner([model.build_network()], resolved, onednn=True, lean=True)
         self._runner = runner
+        self._cancel: CancelToken | None = None
         self._image: NormalisedImage | None = None
         self.mask: np.ndarray = np.zeros((0, 0, 0), np.uint8)
         self._prompts: PromptStore | None = None
@@ -208,6 +221,11 @@ class InteractiveSession:
             self._prompts.stamps[:] = record.rescaled
         self._prompts.intensity = record.intensity
         return True
+
+    def cancel_with(self, token: CancelToken | None) -> None:
+        """Prompts from now on stop at the next network slab when ``token`` is cancelled (and leave the
+        session as it was, as a failed prompt does)."""
+        self._cancel = token
 
     # -- the order of operations -------------------------------------------------------------------
     def _run(self, centre: list[int], zoom: float, draw: Callable[[PromptStore], None]) -> PromptResult:
@@ -356,10 +374,14 @@ class InteractiveSession:
     # -- helpers -----------------------------------------------------------------------------------
     def _forward(self, inputs: torch.Tensor) -> torch.Tensor:
         started = time.perf_counter()
+        token = self._cancel
+        if token is not None:
+            token.raise_if_cancelled()
         device = getattr(self._runner, "device", None)  # a TorchRunner takes its input on its device
         batch = inputs[None] if device is None else inputs[None].to(device)
-        with slab_budget(SLAB_BYTES):
-            logits = self._runner(batch)
+        with slab_budget(SLAB_BYTES), cancellable(token.raise_if_cancelled if token is not None else None):
+            logits = self._runner(batch, cancel=token) if token is not None and _takes_cancel(self._runner) \
+                else self._runner(batch)
         answer = logits[0].argmax(0).cpu()
         self._seconds["network"] = self._seconds.get("network", 0.0) + time.perf_counter() - started
         self._passes += 1
@@ -387,6 +409,12 @@ class InteractiveSession:
         if self._image is None:
             raise PromptError("no image: call set_image first")
         return self._image
+
+
+def _takes_cancel(runner) -> bool:
+    from medseg.model.interactive.runtimes import OpenVinoRunner
+
+    return isinstance(runner, OpenVinoRunner)
 
 
 def _slices(box: Box) -> tuple[slice, ...]:

@@ -1,0 +1,202 @@
+"""Interactive AI segmentation as an editing operation: prompts that an nnInteractive model turns into an object.
+
+:func:`register_operations` adds ``prompt`` (the *Interactive AI* tool) to the edit catalogue (``medseg.edit`` never imports
+``medseg.model``; this use case joins them). Everything the catalogue gives its operations follows: the
+app's *Interactive AI* tool (key I: a click is a point, shift-click a negative one, a drag a box, a
+scribble or a lasso by the prompt kind chosen; the object shows as a preview until Apply), undo, locks,
+the journal, and ``medseg edit IMAGE -o OUT --prompt point:X,Y,Z[:neg] --prompt box:... --prompt
+scribble:FILE`` (every prompt parsed and placed on the image before anything runs; the prompts of one
+command refine one object, written into ``--prompt-label``).
+
+The model is a catalogue id (default ``nninteractive/v1.0``, installed with its licence accepted), a
+medseg interactive model folder, or an nnInteractive folder. One model is held in memory per path, and
+one model session per document and image, so Cancel, Apply and the next object start at once.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from medseg.core.label_values import MAX_LABEL_VALUE
+from medseg.edit.operation import Change, Context, EditOperation, Parameter
+from medseg.edit.prompt_session import Prompt, PromptSession
+from medseg.errors import MedsegError, ModelError
+from medseg.progress import CancelToken
+
+DEFAULT_MODEL = "nninteractive/v1.0"
+OPERATION = "prompt"
+RUNTIME_CHOICES = ("auto", "torch", "openvino", "openvino-bf16")
+_lock = threading.Lock()
+_models: dict[str, Any] = {}  # resolved path -> InteractiveModel (103 M parameters: read once)
+_engines: "weakref.WeakKeyDictionary[Any, ModelEngine]" = weakref.WeakKeyDictionary()  # document -> its engine
+_objects: "weakref.WeakKeyDictionary[Any, tuple[tuple, PromptSession]]" = weakref.WeakKeyDictionary()  # edit: one object
+settings = {"model": DEFAULT_MODEL, "runtime": "auto"}  # the app's choice (the command line gives its own)
+
+
+def model_folder(reference: str | Path | None = None) -> Path:
+    """The folder of an interactive model: a catalogue id (installed), or a path."""
+    from medseg.workflows.models import model_path
+
+    return model_path(str(reference or DEFAULT_MODEL))
+
+
+def open_interactive_model(reference: str | Path | None = None):
+    """The interactive model (read once per folder and kept)."""
+    from medseg.model.interactive.model_files import load_interactive_model
+
+    folder = model_folder(reference).resolve()
+    with _lock:
+        model = _models.get(str(folder))
+        if model is None:
+            model = _models[str(folder)] = load_interactive_model(folder)
+    return model
+
+
+class ModelEngine:
+    """A :class:`~medseg.edit.prompt_session.PromptEngine` backed by medseg's interactive session."""
+
+    def __init__(self, model, image: np.ndarray, runtime: str = "auto", device: str = "auto"):
+        from medseg.model.interactive.session import InteractiveSession
+
+        self.session = InteractiveSession(model, device, runtime=runtime)
+        self.session.set_image(image)
+        self.image = image
+        self.key = (id(model), runtime, device)
+
+    @property
+    def runtime(self) -> str:
+        return self.session.runtime
+
+    @property
+    def runtime_reason(self) -> str:
+        return self.session.runtime_reason
+
+    @property
+    def mask(self) -> np.ndarray:
+        return self.session.mask
+
+    def add(self, prompt: Prompt, cancel: CancelToken | None = None):
+        session = self.session
+        session.cancel_with(cancel)
+        try:
+            if prompt.kind == "point":
+                result = session.add_point(prompt.point, prompt.positive)
+            elif prompt.kind == "box":
+                result = session.add_box([list(b) for b in prompt.box], prompt.positive)
+            elif prompt.kind == "scribble":
+                result = session.add_scribble(prompt.mask, prompt.origin, prompt.positive)
+            else:
+                result = session.add_lasso(prompt.mask, prompt.origin, prompt.positive)
+        finally:
+            session.cancel_with(None)
+        if result.changed is None:
+            return None
+        return tuple(lo for lo, _ in result.changed), tuple(hi for _, hi in result.changed)
+
+    def new_object(self) -> None:
+        self.session.new_object()
+
+
+def engine_for(document, reference: str | Path | None = None, runtime: str | None = None) -> ModelEngine:
+    """The document's engine for its image (made on first use, then kept while the image stays)."""
+    if document.volume is None:
+        raise MedsegError("open an image before prompting")
+    runtime = runtime or settings["runtime"]
+    model = open_interactive_model(reference or settings["model"])
+    engine = _engines.get(document)
+    if engine is None or engine.image is not document.volume.array or engine.key[:2] != (id(model), runtime):
+        engine = ModelEngine(model, document.volume.array, runtime)
+        _engines[document] = engine
+    return engine
+
+
+# --- the command line's values ---------------------------------------------------------------------
+def parse_prompt_text(text: str, image) -> Prompt:
+    """``point:X,Y,Z[:neg]``, ``box:...``, ``scribble:FILE``, ``lasso:FILE`` placed on ``image`` (a mask file
+    read and checked on the image's grid); MedsegError naming the prompt or the file."""
+    from medseg.model.interactive.prompt_spec import parse_prompt, resolve_prompt
+
+    spec = parse_prompt(text)
+    if image is None:
+        raise MedsegError(f"prompt {text!r} needs the image")
+    mask = None
+    if spec.kind in ("scribble", "lasso"):
+        from medseg.io import load
+
+        path = Path(spec.path)
+        if not path.is_file():
+            raise MedsegError(f"the {spec.kind} mask file does not exist", path=path)
+        mask = load(path)
+    voxel = resolve_prompt(spec, image, mask)
+    box = tuple(tuple(b) for b in voxel.box) if voxel.box is not None else None
+    return Prompt(voxel.kind, voxel.positive, point=voxel.point, box=box, mask=voxel.mask,  # type: ignore[arg-type]
+                  origin=tuple(voxel.origin))  # type: ignore[arg-type]
+
+
+def _check(values: dict) -> None:
+    runtime = values.get("interactive_runtime") or "auto"
+    if runtime not in RUNTIME_CHOICES:
+        raise MedsegError(f"--interactive-runtime must be one of {', '.join(RUNTIME_CHOICES)}, not {runtime!r}")
+
+
+def _run(document, values: dict, context: Context) -> Change:
+    """One prompt of ``medseg edit``: it refines the command's object, and the change is that object in its label."""
+    label = int(values["prompt_label"])
+    reference = values.get("interactive_model") or DEFAULT_MODEL
+    runtime = values.get("interactive_runtime") or "auto"
+    key = (str(reference), runtime, label, context.rules)
+    held = _objects.get(document)
+    if held is None or held[0] != key:
+        engine = engine_for(document, reference, runtime)
+        held = (key, PromptSession(document, engine, label, context.rules or _default_rules()))
+        _objects[document] = held
+    session = held[1]
+    session.add(values["prompt"])
+    preview = session.compute()
+    engine = session.engine()
+    cautions = ()
+    if len(session.prompts) == 1 and isinstance(engine, ModelEngine):
+        cautions = (f"interactive runtime: {engine.runtime} ({engine.runtime_reason})",)
+    return Change(preview.delta if preview is not None else None, cautions=cautions)
+
+
+def _default_rules():
+    from medseg.edit.tools import PaintRules
+
+    return PaintRules()
+
+
+PROMPT = Parameter("prompt", "PROMPT", "prompt", "the prompt drawn", parse=parse_prompt_text)
+PROMPT_LABEL = Parameter("prompt_label", "LABEL", "number", "Label the object goes into", "", 1, MAX_LABEL_VALUE, 1,
+                         1, decimals=0, option="--prompt-label")
+MODEL = Parameter("interactive_model", "MODEL", "text", "Interactive model (catalogue id or folder)",
+                  default=DEFAULT_MODEL, option="--interactive-model")
+RUNTIME = Parameter("interactive_runtime", "RUNTIME", "text", "Interactive runtime: " + ", ".join(RUNTIME_CHOICES),
+                    default="auto", option="--interactive-runtime")
+
+INTERACTIVE = EditOperation(
+    OPERATION, "Interactive AI",
+    "refine an object with a prompt that an nnInteractive model turns into 3D: PROMPT is point:X,Y,Z[:neg], "
+    "box:X0,Y0,Z0,X1,Y1,Z1[:neg] (two corners on one slice), scribble:FILE[:neg] or lasso:FILE[:neg] (a mask on the "
+    "image's grid); X,Y,Z in patient mm (LPS). The prompts of one command refine one object, written into "
+    "--prompt-label (default 1) where no locked label is; --interactive-model (default nninteractive/v1.0) and "
+    "--interactive-runtime (default: the model's measured choice)",
+    (PROMPT, PROMPT_LABEL, MODEL, RUNTIME), _run, modifies=("prompt_label",), gesture="prompt", shortcut="I",
+    check=_check, engine=lambda document: engine_for(document))
+
+
+def register_operations() -> None:
+    """Add the interactive operation to the edit catalogue (once; before a command line or a window is built)."""
+    from medseg.edit import operations
+
+    if OPERATION not in operations.CATALOGUE:
+        operations.register(INTERACTIVE)
+
+
+__all__ = ["DEFAULT_MODEL", "INTERACTIVE", "ModelEngine", "engine_for", "model_folder", "open_interactive_model",
+           "parse_prompt_text", "register_operations", "settings"]
