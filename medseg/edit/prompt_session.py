@@ -151,6 +151,11 @@ class PromptSession:
                 self._grow_region(changed)
         return self._make_preview()
 
+    @property
+    def started_engine(self) -> PromptEngine | None:
+        """The engine once the first prompt made it (None before: making it loads the model)."""
+        return self._engine
+
     def engine(self) -> PromptEngine:
         if self._engine is None:
             source = self._engine_source

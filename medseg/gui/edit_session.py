@@ -44,6 +44,7 @@ class EditSession(QObject):
         self.undo_action = self._action("Undo", self.undo, "Ctrl+Z", "Undo the last edit")
         self.redo_action = self._action("Redo", self.redo, "Ctrl+Shift+Z", "Redo")
         window.addActions(list(self.panel.tool_actions.values()))  # a tool's key works wherever the focus is
+        window.addAction(self.panel.prompt_options.new_object_action)
         self.tool_keys = tool_keys.install(window)
         document.history_changed.connect(self._sync_actions)
         window.loader.study_loaded.connect(self._on_study_loaded)

@@ -29,6 +29,8 @@ from medseg.edit.document import SegmentationDocument
 from medseg.edit.operations import CATALOGUE, tools
 from medseg.gui.bind import bind
 from medseg.gui.grow_runner import GrowRunner
+from medseg.gui.prompt_options import PromptOptions
+from medseg.gui.prompt_runner import PromptRunner
 from medseg.gui.semi_auto_options import SemiAutomaticOptions
 from medseg.gui.tool_options import ToolOptions
 from medseg.gui.view_state import ViewState
@@ -190,7 +192,12 @@ class EditToolsPanel(QGroupBox):
         self.grow_runner.failed.connect(self.error)
         self.semi_automatic = SemiAutomaticOptions(controller, self.grow_runner, self)
         self.semi_automatic.done.connect(self.done)
-        self.tool_options = ToolOptions(controller, {"stroke": stroke, "fill": fill, **self.semi_automatic.groups}, self)
+        self.prompt_runner = PromptRunner(controller, self)
+        self.prompt_runner.failed.connect(self.error)
+        self.prompt_options = PromptOptions(controller, self.prompt_runner, self)
+        self.prompt_options.done.connect(self.done)
+        self.tool_options = ToolOptions(controller, {"stroke": stroke, "fill": fill, **self.semi_automatic.groups,
+                                                     "prompt": self.prompt_options}, self)
         layout = QVBoxLayout(self)
         layout.addLayout(tool_row)
         layout.addLayout(label_grid)

@@ -39,6 +39,7 @@ from medseg.gui.messages import MessageArea
 from medseg.gui.label_table import described_labels
 from medseg.gui.panels import PRESET_KEYS, OverlayPanel, WindowPanel
 from medseg.gui.presets_dialog import PresetsDialog
+from medseg.workflows.interactive import register_operations
 from medseg.gui.raw_stack import RawStackToggle
 from medseg.gui.segmentation_files import OPEN_FILTER, SegmentationFiles
 from medseg.gui.stats_panel import StatsPanel
@@ -78,6 +79,7 @@ class MainWindow(QMainWindow):
         self.setWindowTitle("medseg")
         self.setAcceptDrops(True)
         self.document = SegmentationDocument()  # what is segmented, undone, saved (the CLI's too)
+        register_operations()  # the model-backed editing operations, before the tools are made from the catalogue
         self.view = ViewState(self.document)  # how it is looked at and worked on: this window's alone
         self.view.set_presets(app_shell.load_presets())
         self.loader = StudyLoader(self.document, self.view, self)

@@ -186,8 +186,8 @@ class SliceView(QWidget):
         return self.image
 
     def _with_preview(self, labels: np.ndarray, position: int) -> np.ndarray:
-        """The label plane with the grow-from-seeds preview pasted in (what Apply would write)."""
-        session = self.view.tools.grow
+        """The label plane with the grow-from-seeds or interactive preview pasted in (what Apply would write)."""
+        session = self.view.tools.preview_session()
         preview = session.preview if session is not None else None
         if preview is None or self.axes is None:
             return labels
@@ -221,8 +221,22 @@ class SliceView(QWidget):
             words = np.where(edge != 0, np.uint32(0xFFFFE000), words)
         return words
 
+    def _draw_prompts(self, painter: QPainter) -> None:
+        """The points of the interactive object on this slice: green inside, red outside (negative)."""
+        session = self.view.tools.prompt
+        if session is None or self.axes is None:
+            return
+        axis = 2 - self.axes.normal_axis
+        for prompt in session.prompts:
+            if prompt.kind != "point" or round(prompt.point[axis]) != self.slice_position:
+                continue
+            centre = self.index_to_widget(tuple(prompt.point[::-1]))
+            painter.setPen(QPen(QColor(80, 230, 80) if prompt.positive else QColor(240, 70, 70), 2))
+            painter.drawEllipse(centre, 5.0, 5.0)
+
     def _draw_outline(self, painter: QPainter) -> None:
         """The scissors / lasso outline being drawn, on the view it is drawn on."""
+        self._draw_prompts(painter)
         outline = self.view.tools.outline
         if outline is None or self.axes is None or outline[0] != 2 - self.axes.normal_axis or len(outline[1]) < 2:
             return
@@ -302,7 +316,8 @@ class SliceView(QWidget):
         self.setFocus()
         self.activated.emit(self.name)
         button = event.button()
-        if button == Qt.MouseButton.LeftButton and event.modifiers() & Qt.KeyboardModifier.ShiftModifier:
+        shift = bool(event.modifiers() & Qt.KeyboardModifier.ShiftModifier)
+        if button == Qt.MouseButton.LeftButton and shift and not self.view.tools.claims_shift():
             button = Qt.MouseButton.RightButton  # shift + left = window/level (one-button mice)
         self._drag_button = button
         self._drag_start = event.position()
@@ -312,7 +327,8 @@ class SliceView(QWidget):
         if button == Qt.MouseButton.LeftButton:
             xyz = self.widget_to_continuous(event.position())
             ctrl = bool(event.modifiers() & Qt.KeyboardModifier.ControlModifier)
-            if xyz is not None and self.axes is not None and self.view.tools.press(xyz, self.axes.normal_axis, ctrl):
+            if xyz is not None and self.axes is not None and self.view.tools.press(xyz, self.axes.normal_axis, ctrl,
+                                                                                   shift):
                 self._tool_drag = True
             else:
                 self._set_cursor_at(event.position())

@@ -15,7 +15,8 @@ from PySide6.QtWidgets import QGroupBox, QLabel, QSizePolicy, QVBoxLayout, QWidg
 from medseg.edit.interaction import ToolController
 from medseg.edit.operations import settings, tools
 
-USED_WITHOUT_DECLARING = {"stroke": {"grow-from-seeds"}, "scissors": {"scissors"}}
+USED_WITHOUT_DECLARING = {"stroke": {"grow-from-seeds"}, "scissors": {"scissors"},
+                         "prompt": {"prompt"}}  # the Interactive AI tool's prompt kind, Apply, Cancel
 
 
 def group_settings(group: QWidget) -> set[str]:

@@ -69,6 +69,7 @@ class ViewerPanel(QWidget):
         self.view.comparison_changed.connect(self._on_comparison_changed)
         self.view.tools.grow_changed.connect(self._on_tool_layer)
         self.view.tools.trace_changed.connect(self._on_tool_layer)
+        self.view.tools.prompt_changed.connect(lambda _box=None: self._on_tool_layer(None))  # the old box too
         self.view.tools.outline_changed.connect(self._repaint_all)
         self.set_layout("1x3")
         self._on_window_changed()
