@@ -53,6 +53,8 @@ CONVERTERS: dict[str, Converter] = {}
 def convert(entry: ModelEntry, configurations: list[Configuration], results: dict[int, Path], out: Path,
             progress: ProgressCallback | None = None, cancel: CancelToken | None = None) -> Converted:
     """Write the packages of ``configurations`` (their networks' result folders in ``results``) into ``out``."""
+    if entry.interactive:
+        return convert_interactive(entry, configurations, results, out, progress, cancel)
     converter = CONVERTERS.get(entry.id.split("/")[0], convert_nnunet)
     return converter(entry, configurations, results, out, progress, cancel)
 
@@ -158,6 +160,41 @@ def convert_totalsegmentator(entry: ModelEntry, configurations: list[Configurati
 
 
 CONVERTERS["totalsegmentator"] = convert_totalsegmentator
+
+
+def convert_interactive(entry: ModelEntry, configurations: list[Configuration], results: dict[int, Path], out: Path,
+                        progress: ProgressCallback | None = None, cancel: CancelToken | None = None) -> Converted:
+    """An nnInteractive model folder -> medseg's interactive model (weights only, nothing unpickled), then the
+    CPU runtimes measured on it once (:mod:`medseg.model.interactive.calibration`: the choice and the ONNX
+    export the faster runtimes read are kept beside the weights). Without OpenVINO there is nothing to
+    compare PyTorch with, and nothing is measured."""
+    from medseg.model.interactive.calibration import calibrate
+    from medseg.model.interactive.model_files import import_nninteractive, save_interactive_model
+    from medseg.model.interactive.runtimes import openvino_available
+
+    if not entry.interactive:
+        raise ModelError(f"{entry.id} is not an interactive model")
+    (folder,) = results.values()
+    report(progress, 0.0, f"converting {entry.id} without unpickling", "convert")
+    model = import_nninteractive(folder)
+    model.license = f"{entry.licence.spdx}: {entry.licence.terms}"
+    model.provenance.update({"catalogue_id": entry.id, "version": entry.version})
+    run = out / RUN_FOLDER
+    save_interactive_model(model, run)
+    for name in ("dataset.json", "plans.json", "inference_session_class.json", "inference_info.json"):
+        if (folder / name).is_file():
+            (out / SOURCE_FOLDER).mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(folder / name, out / SOURCE_FOLDER / name)
+    if openvino_available():
+        if cancel is not None:
+            cancel.raise_if_cancelled()
+        report(progress, 0.3, "measuring which CPU runtime runs this model fastest (once)", "convert")
+        from medseg.model.interactive.model_files import load_interactive_model
+
+        calibrate(load_interactive_model(run), run, progress=lambda text: report(progress, 0.5, text, "convert"))
+    report(progress, 1.0, "converted", "convert")
+    return Converted(RUN_FOLDER, {}, [c.name for c in configurations])
+
 
 
 def _keep_source(folder: Path, destination: Path) -> None:

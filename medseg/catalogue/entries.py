@@ -61,6 +61,9 @@ class WeightFile:
     dataset: int | None = None
     folder: str = ""  # the folder the zip holds (TotalSegmentator: DatasetNNN_...)
     release: str | None = None
+    # a plain file (not a zip): where it goes in the model's folder as the publisher lays it out, e.g.
+    # "nnInteractive_v1.0/fold_0/checkpoint_final.pth" (a relative path, never outside the folder)
+    path: str = ""
 
 
 @dataclass(frozen=True)
@@ -95,6 +98,11 @@ class ModelEntry:
     builtin: str | None = None
     task: str | None = None
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    kind: str = "segmentation"  # or "interactive": a model that segments from prompts (the Interactive AI tool)
+
+    @property
+    def interactive(self) -> bool:
+        return self.kind == "interactive"
 
     @property
     def downloadable(self) -> bool:
@@ -248,11 +256,14 @@ def parse_entry(raw: dict[str, Any]) -> ModelEntry:
         name = str(f["name"])
         if Path(name).name != name or name.startswith("."):
             raise ModelError(f"{model_id}: download name {name!r} is not a plain file name")
+        place = str(f.get("path", ""))
+        if place and (Path(place).is_absolute() or ".." in Path(place).parts or "\\" in place):
+            raise ModelError(f"{model_id}: file path {place!r} leaves the model's folder")
         files.append(WeightFile(name, tuple(str(u) for u in f.get("urls", [])),
                                 int(f["size"]) if f.get("size") is not None else None,
                                 str(digest) if digest else None,
                                 int(f["dataset"]) if f.get("dataset") is not None else None,
-                                str(f.get("folder", "")), f.get("release")))
+                                str(f.get("folder", "")), f.get("release"), place))
     licence_raw = raw["licence"]
     licence = Licence(str(licence_raw["spdx"]), str(licence_raw.get("url", "")), bool(licence_raw["commercial_use"]),
                       bool(licence_raw["acceptance_required"]), str(licence_raw.get("terms", "")))
@@ -265,7 +276,16 @@ def parse_entry(raw: dict[str, Any]) -> ModelEntry:
         modality=str(raw.get("modality", "CT")), description=str(raw.get("description", "")), structures=structures,
         configurations=configurations, files=tuple(files), licence=licence, citation=str(raw.get("citation", "")),
         support=status, support_note=str(support.get("note", "")), builtin=raw.get("builtin"),
-        task=raw.get("task"), raw=dict(raw))
+        task=raw.get("task"), raw=dict(raw), kind=_kind(model_id, raw.get("kind", "segmentation")))
+
+
+MODEL_KINDS = ("segmentation", "interactive")
+
+
+def _kind(model_id: str, kind: Any) -> str:
+    if kind not in MODEL_KINDS:
+        raise ModelError(f"{model_id}: kind {kind!r} is not one of {', '.join(MODEL_KINDS)}")
+    return str(kind)
 
 
 def _spacing(value: Any) -> tuple[float, float, float] | None:

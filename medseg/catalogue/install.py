@@ -38,6 +38,7 @@ except ImportError:  # Windows: no advisory lock; one install at a time is the u
     fcntl = None  # type: ignore[assignment]
 
 DOWNLOADS = ".downloads"
+PLAIN_FILES = 0  # the results key of a model downloaded as plain files (its folder, as the publisher lays it out)
 # The user's answer to a licence: True/False, or a function shown the entry that returns it (a prompt).
 Acceptance = bool | Callable[[ModelEntry], bool]
 
@@ -157,6 +158,12 @@ def install(model_id: str, *, configurations: list[str] | None = None, accept_li
     with _Transaction(model_id, root) as transaction:
         results: dict[int, Path] = {}
         for weight, got in fetched:  # side by side in one weights folder, as TotalSegmentator keeps them
+            if weight.path:  # a plain file: put where the publisher's layout has it
+                target = transaction.scratch / weight.path
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.move(str(got.path), target)
+                results.setdefault(PLAIN_FILES, transaction.scratch / Path(weight.path).parts[0])
+                continue
             report(progress, 0.8, f"unpacking {weight.name}", "unpack")
             before = {r.folder for r in find_results(transaction.scratch)} if results else set()
             safe_extract(got.path, transaction.scratch, cancel=cancel)

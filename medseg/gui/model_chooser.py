@@ -71,13 +71,15 @@ class ModelChooser(QComboBox):
             catalogue, installed = [], {}
             self.setToolTip(f"The model catalogue cannot be read: {error}")
         for model_id, record in installed.items():
+            if record.entry.get("kind") == "interactive":
+                continue  # it segments from prompts: the Edit panel's Interactive AI tool runs it, not Segment
             title = record.entry.get("title", model_id)
             self.addItem(f"{title} — installed", use_item(model_id))
             self.setItemData(self.count() - 1, f"{model_id} {record.version}: "
                              f"{len(record.entry.get('structures', []))} structures", 3)  # ToolTipRole
         # only what medseg can run on its own; the rest is in the Models dialog, with the reason
         installable = [e for e in catalogue if not e.builtin and e.id not in installed and e.downloadable
-                       and e.support in ("exact", "networks")]
+                       and e.support in ("exact", "networks") and not e.interactive]
         if installable:
             self.insertSeparator(self.count())
             for entry in installable:
