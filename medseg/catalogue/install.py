@@ -58,6 +58,7 @@ def licence_record(entry: ModelEntry, accept: Acceptance) -> dict:
                                      hint=f"read it (`medseg models info {entry.id}`, {licence.url}); "
                                           "if you accept it, install again with --accept-licence")
         refusal.model_id = entry.id  # type: ignore[attr-defined]  (the app shows that entry's licence)
+        refusal.entry = entry  # type: ignore[attr-defined]  (a local/... import is in no catalogue)
         raise refusal
     record.update(accepted_at=_now(), accepted_terms_sha256=hashlib.sha256(licence.terms.encode()).hexdigest(),
                   terms=licence.terms)
@@ -218,6 +219,23 @@ def _import_tree(tree: Path, origin: Path, model_id: str | None, accept: Accepta
     if not found:
         raise ModelError("no nnU-Net result folder here (dataset.json, plans.json and fold_*/checkpoint_final.pth)",
                          path=origin)
+    interactive = [(r, _interactive_entry(r, catalogue)) for r in found if is_interactive_folder(r.folder)]
+    found = [r for r in found if not is_interactive_folder(r.folder)]
+    if model_id is not None and any(entry.id == model_id for _r, entry in interactive):
+        return _import_interactive([(r, e) for r, e in interactive if e.id == model_id], origin, tree, accept,
+                                   progress, cancel)
+    if interactive and model_id is None:
+        done = _import_interactive(interactive, origin, tree, accept, progress, cancel)
+        if not found:
+            return done
+        rest = _import_tree_results(found, tree, origin, model_id, accept, progress, cancel, catalogue)
+        rest.installed[:0] = done.installed
+        return rest
+    return _import_tree_results(found, tree, origin, model_id, accept, progress, cancel, catalogue)
+
+
+def _import_tree_results(found: list[FoundResult], tree: Path, origin: Path, model_id: str | None, accept: Acceptance,
+                         progress, cancel, catalogue: Catalogue) -> ImportReport:
     matches, unknown = match_catalogue(found, catalogue)
     if model_id is not None:
         matches = [m for m in matches if m.entry.id == model_id]
@@ -249,6 +267,47 @@ def _import_tree(tree: Path, origin: Path, model_id: str | None, accept: Accepta
                                                         converted.configurations, sources,
                                                         licence_record(entry, accept)))
         report_.unknown.append(result)
+    return report_
+
+
+def is_interactive_folder(folder: Path) -> bool:
+    """An nnInteractive model folder: an nnU-Net result folder that also says how prompts are drawn."""
+    return (folder / "inference_session_class.json").is_file() or (folder / "inference_info.json").is_file()
+
+
+def _interactive_entry(result: FoundResult, catalogue: Catalogue) -> ModelEntry:
+    """The catalogue's interactive entry whose published folder this is (``nnInteractive_v1.0``), else a
+    ``local/...`` interactive entry (a user's own checkpoint): derived from nnInteractive's weights, it is
+    under their licence too (CC BY-NC-SA is share-alike), so that licence is shown and accepted first."""
+    published = [e for e in catalogue if e.interactive]
+    for entry in published:
+        if any(f.path and Path(f.path).parts[0] == result.folder.name for f in entry.files):
+            return entry
+    name = re.sub(r"[^A-Za-z0-9_.-]", "_", result.folder.name).strip("._-")[:80] or "interactive"
+    raw = dict(published[0].raw) if published else {}
+    licence = raw.get("licence") or {"spdx": "NOASSERTION", "url": "", "commercial_use": False,
+                                     "acceptance_required": False, "terms": "Unknown: imported from a local folder."}
+    return parse_entry({
+        "id": f"local/{name}", "kind": "interactive", "title": f"{result.folder.name} (imported interactive model)",
+        "version": "imported", "modality": "CT", "description": f"Imported from {result.folder}.", "structures": [],
+        "configurations": [{"name": "interactive", "spacing_mm": None, "datasets": []}], "files": [],
+        "licence": licence, "citation": raw.get("citation", ""),
+        "medseg_support": {"status": "exact", "note": "an nnInteractive checkpoint run by medseg's own session"}})
+
+
+def _import_interactive(matches: list[tuple[FoundResult, ModelEntry]], origin: Path, tree: Path, accept: Acceptance,
+                        progress, cancel) -> ImportReport:
+    licences = {entry.id: licence_record(entry, accept) for _result, entry in matches}  # all refusals first
+    report_ = ImportReport()
+    for index, (result, entry) in enumerate(matches):
+        with _Transaction(entry.id) as transaction:
+            configurations = list(entry.configurations[:1])
+            converted = convert(entry, configurations, {0: result.folder}, transaction.staging,
+                                _scaled(progress, index / len(matches), 1 / len(matches)), cancel)
+            sources = [{"path": str(origin), "folder": str(result.folder.relative_to(tree))
+                        if result.folder != tree else ".", "checkpoint_sha256": _checkpoint_hashes(result.folder)}]
+            report_.installed.append(transaction.commit(entry, entry.version, converted.run, converted.parts,
+                                                        converted.configurations, sources, licences[entry.id]))
     return report_
 
 

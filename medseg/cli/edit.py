@@ -29,7 +29,7 @@ class _Append(argparse.Action):
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     from medseg.edit.operations import CATALOGUE, options  # declarations only: no image-processing import
-    from medseg.workflows.interactive import register_operations
+    from medseg.workflows.edit_operations import register_operations
 
     register_operations()  # the model-backed operations (declarations too: the model loads when one runs)
 

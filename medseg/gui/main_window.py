@@ -39,7 +39,6 @@ from medseg.gui.messages import MessageArea
 from medseg.gui.label_table import described_labels
 from medseg.gui.panels import PRESET_KEYS, OverlayPanel, WindowPanel
 from medseg.gui.presets_dialog import PresetsDialog
-from medseg.workflows.interactive import register_operations
 from medseg.gui.raw_stack import RawStackToggle
 from medseg.gui.segmentation_files import OPEN_FILTER, SegmentationFiles
 from medseg.gui.stats_panel import StatsPanel
@@ -50,6 +49,7 @@ from medseg.gui.viewer import ViewerPanel
 from medseg.core.volume import Volume
 from medseg.io.formats import open_filters
 from medseg.workflows.edit_operations import register_operations
+from medseg.workflows.interactive import settings as interactive_settings
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +75,6 @@ class MainWindow(QMainWindow):
         gc.collect()
         gc.freeze()
         wheel_guard.install()  # before any widget exists: the wheel scrolls panels, not their values
-        register_operations()  # the model-backed editing operations, before the tools and panels are built
         self.setWindowTitle("medseg")
         self.setAcceptDrops(True)
         self.document = SegmentationDocument()  # what is segmented, undone, saved (the CLI's too)
@@ -579,8 +578,14 @@ class MainWindow(QMainWindow):
 
     def use_model_reference(self, reference: str | None) -> None:
         """Segment runs ``reference`` (a catalogue id or a folder; None: the built-in starter) from now on."""
+        from medseg.catalogue.folders import find_installed
         from medseg.gui.model_chooser import store_reference
 
+        record = find_installed(reference) if reference and "/" in reference else None
+        if record is not None and record.entry.get("kind") == "interactive":
+            interactive_settings["model"] = reference  # it segments from prompts: the Interactive AI tool runs it
+            self.notify(f"Model for the Interactive AI tool (key I): {reference}", "info", "model chosen")
+            return
         store_reference(reference)
         self.segment_panel.model_chooser.fill()
         self.builtin_model_action.setEnabled(reference is not None)

@@ -113,7 +113,8 @@ class ModelsDialog(QDialog):
                                          "weights as its publisher sends it")
         self.from_file_button.clicked.connect(self._install_from_file)
         self.import_button = QPushButton("Import folder…", self)
-        self.import_button.setToolTip("An nnU-Net result folder or a TotalSegmentator home (~/.totalsegmentator)")
+        self.import_button.setToolTip("An nnU-Net result folder, a TotalSegmentator home (~/.totalsegmentator) or an "
+                                      "nnInteractive model folder (nnInteractive_v1.0 or your own checkpoint)")
         self.import_button.clicked.connect(self._import_folder)
         self.cancel_button = QPushButton("Cancel", self)
         self.cancel_button.clicked.connect(self.cancel)
@@ -223,6 +224,7 @@ class ModelsDialog(QDialog):
                                        "Its publisher sends the weights to licence holders: Install from file…")
         self.install_button.setText("Install again" if record else "Install")
         self.use_button.setEnabled(bool(entry) and (entry.builtin is not None or record is not None))
+        self.use_button.setText("Use for Interactive AI" if entry is not None and entry.interactive else "Use for Segment")
         self.remove_button.setEnabled(record is not None and not record.read_only and not busy)
         self.verify_button.setEnabled(record is not None and not busy)
         for button in (self.from_file_button, self.import_button):
@@ -383,11 +385,11 @@ class ModelsDialog(QDialog):
             self.model_chosen.emit(entry.id)
 
     # --- the background job -------------------------------------------------------------------------
-    def _ask_licence_then(self, model_id: str, retry) -> None:
+    def _ask_licence_then(self, model_id: str, retry, entry=None) -> None:
         """A file or folder held a licensed model: show its licence; accepting runs the same install again."""
         from medseg.catalogue import load_catalogue
 
-        entry = load_catalogue().get(model_id)
+        entry = entry or load_catalogue().get(model_id)
         self.status.setText(f"{model_id} needs its licence accepted before it is installed.")
         self.licence_box = LicenceDialog(entry, self)
         self.licence_box.accepted.connect(retry)
@@ -437,7 +439,7 @@ class ModelsDialog(QDialog):
         retry, self._retry = self._retry, None
         refused = getattr(error, "model_id", None)
         if isinstance(error, LicenceNotAccepted) and retry is not None and refused:
-            self._ask_licence_then(refused, retry)
+            self._ask_licence_then(refused, retry, getattr(error, "entry", None))
             return
         if isinstance(error, Cancelled):
             self.status.setText("Cancelled: nothing was installed. A download resumes where it stopped next time.")

@@ -96,8 +96,9 @@ def register_operations() -> None:
     """Add the model-backed operations to the edit catalogue (again: nothing happens; an entry of that name
     put there otherwise, e.g. a wrapped one, stays)."""
     from medseg.edit.operations import CATALOGUE, register
+    from medseg.workflows.interactive import INTERACTIVE  # the Interactive AI tool's prompts (model-backed too)
 
-    for operation in OPERATIONS:
+    for operation in (*OPERATIONS, INTERACTIVE):
         if operation.name not in CATALOGUE:
             register(operation)
 

@@ -1,6 +1,6 @@
 """Interactive AI segmentation as an editing operation: prompts that an nnInteractive model turns into an object.
 
-:func:`register_operations` adds ``prompt`` (the *Interactive AI* tool) to the edit catalogue (``medseg.edit`` never imports
+:func:`medseg.workflows.edit_operations.register_operations` adds ``prompt`` (the *Interactive AI* tool) to the edit catalogue (``medseg.edit`` never imports
 ``medseg.model``; this use case joins them). Everything the catalogue gives its operations follows: the
 app's *Interactive AI* tool (key I: a click is a point, shift-click a negative one, a drag a box, a
 scribble or a lasso by the prompt kind chosen; the object shows as a preview until Apply), undo, locks,
@@ -40,9 +40,18 @@ settings = {"model": DEFAULT_MODEL, "runtime": "auto"}  # the app's choice (the 
 
 def model_folder(reference: str | Path | None = None) -> Path:
     """The folder of an interactive model: a catalogue id (installed), or a path."""
+    from medseg.catalogue import load_catalogue
     from medseg.workflows.models import model_path
 
-    return model_path(str(reference or DEFAULT_MODEL))
+    reference = str(reference or DEFAULT_MODEL)
+    if not Path(reference).expanduser().exists() and reference in load_catalogue():
+        from medseg.catalogue.folders import find_installed
+
+        if find_installed(reference) is None:
+            raise ModelError(f"the interactive model {reference} is not installed",
+                             hint="Segmentation ▸ Models… installs it (from the internet, a pack or its folder) "
+                                  f"once you accept its licence; or `medseg models install {reference}`")
+    return model_path(reference)
 
 
 def open_interactive_model(reference: str | Path | None = None):
@@ -190,13 +199,5 @@ INTERACTIVE = EditOperation(
     check=_check, engine=lambda document: engine_for(document))
 
 
-def register_operations() -> None:
-    """Add the interactive operation to the edit catalogue (once; before a command line or a window is built)."""
-    from medseg.edit import operations
-
-    if OPERATION not in operations.CATALOGUE:
-        operations.register(INTERACTIVE)
-
-
 __all__ = ["DEFAULT_MODEL", "INTERACTIVE", "ModelEngine", "engine_for", "model_folder", "open_interactive_model",
-           "parse_prompt_text", "register_operations", "settings"]
+           "parse_prompt_text", "settings"]
