@@ -49,9 +49,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     install.set_defaults(func=run_install)
 
     imports = commands.add_parser(
-        "import", help="register models from an nnU-Net result folder, a TotalSegmentator folder or zip",
+        "import", help="register models from an nnU-Net result folder, a TotalSegmentator folder or zip, or an "
+                       "nnInteractive model folder",
         description="PATH: an nnU-Net v2 result folder, a TotalSegmentator home (~/.totalsegmentator) or weights "
-                    "folder, or a zip as TotalSegmentator publishes it. Every task found is registered under its "
+                    "folder, a zip as TotalSegmentator publishes it, or an nnInteractive model folder "
+                    "(nnInteractive_v1.0 is nninteractive/v1.0; another checkpoint in its layout local/<folder>). "
+                    "Every task found is registered under its "
                     "catalogue id; networks the catalogue does not know under local/<dataset>. Without PATH, "
                     "TotalSegmentator's own weights folder ($TOTALSEG_WEIGHTS_PATH, $TOTALSEG_HOME_DIR, "
                     "~/.totalsegmentator) is used.")

@@ -23,7 +23,7 @@ from medseg.catalogue.folders import find_installed, installed_model_path  # noq
 from medseg.catalogue.install import install, verify  # noqa: E402
 from medseg.catalogue.packs import install_pack, pack  # noqa: E402
 from medseg.cli import main as cli_main  # noqa: E402
-from medseg.errors import LicenceNotAccepted  # noqa: E402
+from medseg.errors import LicenceNotAccepted, ModelError  # noqa: E402
 
 MODEL_ID = "nninteractive/v1.0"
 PATCH = 64  # a 64^3 patch (the refinement needs > 48), 3 stages of 4..16 features: the conversion and the runtime measurement in seconds
@@ -72,6 +72,11 @@ def test_nothing_is_fetched_before_the_licence_is_accepted(catalogue, server):
         install(MODEL_ID)
     assert server.ranges("/nnInteractive_v1.0/fold_0/checkpoint_final.pth") == []  # never asked for
     assert find_installed(MODEL_ID) is None
+    from medseg.workflows.interactive import open_interactive_model
+
+    with pytest.raises(ModelError, match="not installed") as refused:  # what the Interactive AI tool then says
+        open_interactive_model(MODEL_ID)
+    assert "Models…" in refused.value.hint
 
 
 def test_install_converts_measures_and_opens_by_id(catalogue, server, published, tmp_path):
@@ -118,3 +123,21 @@ def test_the_cli_shows_the_licence_and_installs_with_acceptance(catalogue, capsy
     assert find_installed(MODEL_ID) is None
     assert cli_main(["models", "install", MODEL_ID, "--accept-licence"]) == 0
     assert find_installed(MODEL_ID) is not None
+
+
+def test_a_users_own_checkpoint_folder_is_imported_under_the_same_licence(published, tmp_path, capsys):
+    """A fine-tuned checkpoint in nnInteractive's layout, under another folder name: local/<name>, an interactive
+    model whose licence (nnInteractive's: share-alike) is asked for first, then opened by its id."""
+    from medseg.workflows.interactive import open_interactive_model
+
+    folder = tmp_path / "my_finetuned_nnInteractive"
+    for inside, data in published.items():
+        (folder / inside).parent.mkdir(parents=True, exist_ok=True)
+        (folder / inside).write_bytes(data)
+    assert cli_main(["models", "import", str(folder)]) != 0
+    assert "CC BY-NC-SA 4.0" in capsys.readouterr().err
+    assert find_installed("local/my_finetuned_nnInteractive") is None
+    assert cli_main(["models", "import", str(folder), "--accept-licence"]) == 0
+    record = find_installed("local/my_finetuned_nnInteractive")
+    assert record.entry["kind"] == "interactive" and record.licence["spdx"] == "CC-BY-NC-SA-4.0"
+    assert tuple(open_interactive_model("local/my_finetuned_nnInteractive").plan.patch_size) == (PATCH,) * 3
