@@ -22,7 +22,7 @@ from test_grow_gui import paint_seeds
 
 KEYS = {"B": Qt.Key.Key_B, "E": Qt.Key.Key_E, "F": Qt.Key.Key_F, "K": Qt.Key.Key_K, "G": Qt.Key.Key_G,
         "L": Qt.Key.Key_L, "C": Qt.Key.Key_C, "X": Qt.Key.Key_X, "O": Qt.Key.Key_O, "N": Qt.Key.Key_N,
-        "S": Qt.Key.Key_S}
+        "S": Qt.Key.Key_S, "I": Qt.Key.Key_I}
 
 
 def _bindings(window) -> dict[str, list[str]]:
