@@ -85,6 +85,7 @@ def run(args: argparse.Namespace) -> int:
     from medseg.edit.label_map import NAME_SETS, LabelMap
     from medseg.edit.operations import CATALOGUE, options
     from medseg.edit.recipe import Operation, run_operations, validate
+    from medseg.edit.prompt_session import MASK_KINDS
     from medseg.edit.tools import PaintRules
     from medseg.errors import MedsegError
     from medseg.io import load
@@ -105,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
                 inputs.append(text)
             if parameter.kind in ("seeds-file", "segmentation-file"):  # read with their label sidecars
                 inputs.append(sidecar_path(text))
-            if parameter.kind == "prompt" and text.split(":", 1)[0].strip().lower() in ("scribble", "lasso"):
+            if parameter.kind == "prompt-spec" and text.split(":", 1)[0].strip().lower() in MASK_KINDS:
                 inputs.append(text.split(":", 1)[1].rsplit(":neg", 1)[0].rsplit(":pos", 1)[0])  # its mask file
     # the output checked once, before anything is read (the save use case every interface uses); an earlier
     # output of medseg edit, unchanged since, is replaced without --force

@@ -237,4 +237,4 @@ class PromptGesture(Gesture):
 
 
 HANDLERS: dict[str, type[Gesture]] = {"stroke": Stroke, "click": Click, "outline": Outline, "seeds": Seeds,
-                                      "prompt": PromptGesture}
+                                      "prompts": PromptGesture}

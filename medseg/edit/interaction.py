@@ -120,7 +120,7 @@ class ToolController:
     def claims_shift(self) -> bool:
         """The active tool reads shift+left itself (a negative prompt); elsewhere it changes window/level."""
         found = self._handler()
-        return found is not None and found[0].gesture == "prompt"
+        return found is not None and found[0].gesture == "prompts"
 
     # --- mouse ---------------------------------------------------------------------------
     def press(self, xyz: tuple[float, float, float], plane_axis_xyz: int, ctrl: bool = False,

@@ -26,13 +26,13 @@ LABEL_KINDS = ("label", "new-label")
 # Values the GUI takes from the mouse or from another part of the app (a Segment result), never from a box.
 # "model": a model reference (the Segment panel's choice; on the command line an id, a name or a folder).
 INPUT_KINDS = ("point", "points", "view", "seeds-file", "polygon-file", "segmentation-file", "choice", "model",
-               "prompt")
+               "prompt-spec")
 SETTING_KINDS = ("number", "flag")  # one Property each in the tool controller, one widget in the Edit panel
 # A mouse tool's gesture: stroke (press-drag-release paints along the path), click (one press runs it at the
 # voxel; a hover may preview), outline (a freehand or clicked polygon on one slice), seeds (painted seeds grow
 # into a preview that Apply writes), prompt (a click, box, scribble or lasso that a model turns into an object,
 # previewed until Apply; shift makes it negative).
-GESTURES = ("stroke", "click", "outline", "seeds", "prompt")
+GESTURES = ("stroke", "click", "outline", "seeds", "prompts")
 
 
 @dataclass(frozen=True)
@@ -117,7 +117,7 @@ class EditOperation:
     the label parameters it changes (refused when locked) or locks. ``check(values)`` raises MedsegError for
     values that cannot go together (before a recipe runs anything). A mouse tool has a ``gesture`` (see
     GESTURES) and a ``shortcut``; ``hover(document, values)`` previews, under the mouse, the 2D region a
-    click would fill; ``engine(document)`` gives a prompt tool (gesture "prompt") its model."""
+    click would fill; ``engine(document)`` gives a prompt tool (gesture "prompts") its model."""
 
     name: str
     title: str  # the Edit panel's button or tool

@@ -29,6 +29,7 @@ from medseg.errors import Cancelled, MedsegError
 from medseg.progress import CancelToken
 
 PROMPT_KINDS = ("point", "box", "scribble", "lasso")
+MASK_KINDS = PROMPT_KINDS[2:]  # drawn as a mask (a stroke, a filled outline), not as coordinates
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,7 @@ class Prompt:
             raise MedsegError(f"a prompt is one of {', '.join(PROMPT_KINDS)}, not {self.kind!r}")
         needed = {"point": self.point, "box": self.box}.get(self.kind, self.mask)
         if needed is None:
-            raise MedsegError(f"a {self.kind} prompt needs its {'mask' if self.kind in ('scribble', 'lasso') else self.kind}")
+            raise MedsegError(f"a {self.kind} prompt needs its {'mask' if self.kind in MASK_KINDS else self.kind}")
 
     def describe(self) -> str:
         sign = "" if self.positive else "negative "
@@ -258,7 +259,7 @@ def prompt_from_outline(kind: str, points_zyx: Sequence[Sequence[float]], plane_
     plane_shape = [int(shape_zyx[a]) for a in axes]
     plane = np.zeros(plane_shape, dtype=bool)
     rows, cols = points[:, axes[0]], points[:, axes[1]]
-    if kind == "lasso":
+    if kind != "scribble":  # a lasso: the outline filled
         if len(points) < 3:
             return None
         from skimage.draw import polygon

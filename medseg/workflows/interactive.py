@@ -24,7 +24,7 @@ import numpy as np
 
 from medseg.core.label_values import MAX_LABEL_VALUE
 from medseg.edit.operation import Change, Context, EditOperation, Parameter
-from medseg.edit.prompt_session import Prompt, PromptSession
+from medseg.edit.prompt_session import MASK_KINDS, Prompt, PromptSession
 from medseg.errors import MedsegError, ModelError
 from medseg.progress import CancelToken
 
@@ -134,7 +134,7 @@ def parse_prompt_text(text: str, image) -> Prompt:
     if image is None:
         raise MedsegError(f"prompt {text!r} needs the image")
     mask = None
-    if spec.kind in ("scribble", "lasso"):
+    if spec.kind in MASK_KINDS:
         from medseg.io import load
 
         path = Path(spec.path)
@@ -180,9 +180,9 @@ def _default_rules():
     return PaintRules()
 
 
-PROMPT = Parameter("prompt", "PROMPT", "prompt", "the prompt drawn", parse=parse_prompt_text)
-PROMPT_LABEL = Parameter("prompt_label", "LABEL", "number", "Label the object goes into", "", 1, MAX_LABEL_VALUE, 1,
-                         1, decimals=0, option="--prompt-label")
+PROMPT = Parameter("prompt", "PROMPT", "prompt-spec", "the prompt drawn", parse=parse_prompt_text)
+PROMPT_LABEL = Parameter("prompt_label", "LABEL", "new-label", "Label the object goes into", "", 1, MAX_LABEL_VALUE, 1,
+                         1, decimals=0, option="--prompt-label")  # the app: the active label
 MODEL = Parameter("interactive_model", "MODEL", "text", "Interactive model (catalogue id or folder)",
                   default=DEFAULT_MODEL, option="--interactive-model")
 RUNTIME = Parameter("interactive_runtime", "RUNTIME", "text", "Interactive runtime: " + ", ".join(RUNTIME_CHOICES),
@@ -195,7 +195,7 @@ INTERACTIVE = EditOperation(
     "image's grid); X,Y,Z in patient mm (LPS). The prompts of one command refine one object, written into "
     "--prompt-label (default 1) where no locked label is; --interactive-model (default nninteractive/v1.0) and "
     "--interactive-runtime (default: the model's measured choice)",
-    (PROMPT, PROMPT_LABEL, MODEL, RUNTIME), _run, modifies=("prompt_label",), gesture="prompt", shortcut="I",
+    (PROMPT, PROMPT_LABEL, MODEL, RUNTIME), _run, modifies=("prompt_label",), gesture="prompts", shortcut="I",
     check=_check, engine=lambda document: engine_for(document))
 
 

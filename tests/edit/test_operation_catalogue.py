@@ -35,9 +35,10 @@ def test_every_operation_is_a_command_line_flag_with_its_parameters_in_order():
     # the command line has no operation the catalogue does not know (the four lists used to drift)
     operation_flags = {a.dest for a in edit._actions if a.option_strings and type(a).__name__ == "_Append"}
     assert operation_flags == set(CATALOGUE)
-    # the built-in operations' options, and --allow-modality of the model-backed segment (registered by the parser)
+    # the built-in operations' options, and those of the model-backed operations the parser registers:
+    # --allow-modality (segment), and --prompt's
     assert set(options()) == {"--radius", "--sphere", "--fill-3d", "--fill-by-hu", "--roi-margin", "--seed-locality",
-                              "--allow-modality"}
+                              "--allow-modality", "--prompt-label", "--interactive-model", "--interactive-runtime"}
     for option, parameter in options().items():  # a flag takes no value on the command line
         assert (flags[option].nargs == 0) == (parameter.kind == "flag")
 

@@ -206,7 +206,7 @@ def test_a_registered_operation_is_a_command_line_flag_and_a_recipe_step(registe
 def test_the_hook_refuses_a_taken_name_or_key(registered):
     with pytest.raises(MedsegError, match="already has an operation named 'segment-rules'"):
         register(registered)
-    clash = EditOperation("prompt", "Prompt", "click a structure", (), lambda d, v, c: None, gesture="click",
+    clash = EditOperation("click-ai", "Click AI", "click a structure", (), lambda d, v, c: None, gesture="click",
                           shortcut="b")
     with pytest.raises(MedsegError, match="the key b is the brush tool's already"):
         register(clash)
