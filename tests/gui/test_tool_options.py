@@ -54,7 +54,9 @@ def test_each_tool_shows_its_own_options_and_no_other_tools(window, chest, qtbot
         shown = {n for n in everything if panel.findChild(QWidget, n).isVisible()}
         assert shown == _expected(name) & everything, name
         assert box.title() == f"{tool.title} ({tool.shortcut})"
-        assert box.no_options.isVisible() == (not shown)
+        # the Interactive AI tool's options (the prompt kind, Apply, Cancel) are no catalogue settings
+        assert panel.prompt_options.isVisible() == (name == "prompt")
+        assert box.no_options.isVisible() == (not shown and name != "prompt")
         # the paint rules and the operations on the active label are there whatever the tool
         for always in ("hu_low", "hu_high", "margin_mm", "island_ml", "smooth_mm"):
             assert panel.findChild(QWidget, always).isVisible(), (name, always)
