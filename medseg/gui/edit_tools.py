@@ -44,7 +44,7 @@ def button_operations() -> tuple[str, ...]:
 
 
 OPERATIONS_PER_ROW = 4
-TOOLS_PER_ROW = 4
+TOOLS_PER_ROW = 3  # eleven tools; four to a row made the panel wider than an 800 px screen allows
 
 
 def _swatch(color: tuple[int, int, int]) -> QIcon:

@@ -578,10 +578,11 @@ class MainWindow(QMainWindow):
 
     def use_model_reference(self, reference: str | None) -> None:
         """Segment runs ``reference`` (a catalogue id or a folder; None: the built-in starter) from now on."""
-        from medseg.catalogue.folders import find_installed
+        from medseg.catalogue.folders import find_installed, is_model_id
         from medseg.gui.model_chooser import store_reference
 
-        record = find_installed(reference) if reference and "/" in reference else None
+        # a folder path has slashes too: only a catalogue id can name an installed interactive model
+        record = find_installed(reference) if reference and is_model_id(reference) else None
         if record is not None and record.entry.get("kind") == "interactive":
             interactive_settings["model"] = reference  # it segments from prompts: the Interactive AI tool runs it
             self.notify(f"Model for the Interactive AI tool (key I): {reference}", "info", "model chosen")

@@ -48,12 +48,16 @@ def test_brush_stroke_erase_undo_with_the_mouse(window, chest, qtbot, artifacts_
     drag(qtbot, view, points)
     painted = doc.label_map.array == window.view.active_label
     assert np.flatnonzero(painted.any(axis=(1, 2))).tolist() == [z]  # a disc on the view's slice only
-    # every voxel within 5 mm of the dragged segment is painted (no gaps between mouse events), none beyond 6.6 mm
+    # every voxel within the radius of the dragged segment is painted (no gaps between mouse events), none beyond
     yy, xx = np.mgrid[0:512, 0:512]
     sx, sy = chest.spacing_mm[:2]
     t = np.clip((xx - start[0]) / (end[0] - start[0]), 0, 1)
     distance = np.hypot((xx - (start[0] + t * (end[0] - start[0]))) * sx, (yy - 300) * sy)
-    assert np.all(painted[z][distance <= 5.0]) and not np.any(painted[z][distance > 6.6])
+    # The stroke's points are widget pixels, each up to half a pixel off the dragged line (a small view shows
+    # two voxels a pixel), and a voxel counts by its centre: half its diagonal.
+    a, b = view.index_to_widget((0, 300, z)), view.index_to_widget((100, 300, z))
+    slack = 0.5 * 100 * sx / abs(b.x() - a.x()) + 0.5 * np.hypot(sx, sy)
+    assert np.all(painted[z][distance <= 6.0 - slack]) and not np.any(painted[z][distance > 6.0 + slack])
     assert doc.history.depth == 1  # the whole drag is one undo step
     assert panel.history_label.text().startswith("Undo: 1 step")
     window.grab().save(str(artifacts_dir / "gui_edit_brush_stroke.png"))
