@@ -16,54 +16,29 @@ the last stroke); Cancel drops the result.
 from __future__ import annotations
 
 import logging
-import threading
-
-from PySide6.QtCore import QObject, Signal, Slot
+from PySide6.QtCore import QObject, Slot
 
 from medseg.edit.grow_session import GrowSession
 from medseg.edit.interaction import ToolController
+from medseg.gui.session_runner import SessionRunner
 
 log = logging.getLogger(__name__)
 
 
-class GrowRunner(QObject):
-    finished = Signal(object, object)  # (session, error or None): emitted from the worker, queued to the GUI thread
-    preview_shown = Signal()  # a new preview is on screen (tests wait on it)
-    failed = Signal(object)
+class GrowRunner(SessionRunner):
+    thread_name = "medseg-grow"
 
     def __init__(self, tools: ToolController, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.tools = tools
-        self._thread: threading.Thread | None = None
-        self._lock = threading.Lock()
-        self.finished.connect(self._on_finished)
         tools.set_preview_runner(self.request)
 
-    def busy(self) -> bool:
-        with self._lock:
-            return self._thread is not None
-
-    def request(self, session: GrowSession) -> None:
-        with self._lock:
-            if self._thread is not None:
-                return  # the running pass takes the new strokes when it loops
-            self._thread = threading.Thread(target=self._work, args=(session,), name="medseg-grow", daemon=True)
-            self._thread.start()
-
-    def _work(self, session: GrowSession) -> None:
+    def _compute(self, session: GrowSession) -> None:
         from medseg import threads
 
-        error = None
-        try:
-            # one core (the kernel is single-threaded), taken from a segmentation running meanwhile
-            with threads.job("grow from seeds", most=1):
-                while session.pending():
-                    session.compute()
-        except Exception as exc:  # noqa: BLE001 - shown to the user, never lost
-            error = exc
-        with self._lock:
-            self._thread = None
-        self.finished.emit(session, error)
+        # one core (the kernel is single-threaded), taken from a segmentation running meanwhile
+        with threads.job("grow from seeds", most=1):
+            super()._compute(session)
 
     @Slot(object, object)
     def _on_finished(self, session: GrowSession, error) -> None:
@@ -79,10 +54,3 @@ class GrowRunner(QObject):
         preview = session.preview
         tools.preview_ready(preview.box if preview is not None else None)
         self.preview_shown.emit()
-
-    def wait(self, timeout: float = 120.0) -> None:
-        """Until the running pass ends (Apply must write what the last stroke asked for)."""
-        with self._lock:
-            thread = self._thread
-        if thread is not None:
-            thread.join(timeout)

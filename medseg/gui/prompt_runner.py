@@ -10,52 +10,31 @@ used from two threads; a session started while an older worker still winds down 
 from __future__ import annotations
 
 import logging
-import threading
-
 from PySide6.QtCore import QObject, Signal, Slot
 
 from medseg.edit.interaction import ToolController
 from medseg.edit.prompt_session import PromptSession
+from medseg.gui.session_runner import SessionRunner
 
 log = logging.getLogger(__name__)
 
 
-class PromptRunner(QObject):
-    finished = Signal(object, object)  # (session, error or None): emitted from the worker, queued to the GUI thread
+class PromptRunner(SessionRunner):
     started = Signal()  # the model started on a prompt (the panel says so)
-    preview_shown = Signal()  # a new object is on screen (tests wait on it)
-    failed = Signal(object)
+    thread_name = "medseg-prompt"
+    wait_timeout = 600.0
 
     def __init__(self, tools: ToolController, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.tools = tools
-        self._thread: threading.Thread | None = None
-        self._lock = threading.Lock()
-        self.finished.connect(self._on_finished)
         tools.set_prompt_runner(self.request)
 
-    def busy(self) -> bool:
-        with self._lock:
-            return self._thread is not None
-
-    def request(self, session: PromptSession) -> None:
-        with self._lock:
-            if self._thread is not None:
-                return  # the running worker takes the new prompt when it loops, or _on_finished starts one
-            self._thread = threading.Thread(target=self._work, args=(session,), name="medseg-prompt", daemon=True)
-            self._thread.start()
-        self.started.emit()
-
-    def _work(self, session: PromptSession) -> None:
-        error = None
-        try:
-            while session.pending():
-                session.compute()
-        except Exception as exc:  # noqa: BLE001 - shown to the user, never lost
-            error = exc
-        with self._lock:
-            self._thread = None
-        self.finished.emit(session, error)
+    def request(self, session: PromptSession) -> bool:
+        # a running worker takes the new prompt when it loops, or _on_finished starts one
+        started = super().request(session)
+        if started:
+            self.started.emit()
+        return started
 
     @Slot(object, object)
     def _on_finished(self, session: PromptSession, error) -> None:
@@ -74,10 +53,3 @@ class PromptRunner(QObject):
         preview = session.preview
         tools.prompt_ready(preview.box if preview is not None else None)
         self.preview_shown.emit()
-
-    def wait(self, timeout: float = 600.0) -> None:
-        """Until the running worker ends (Apply writes what the last prompt asked for)."""
-        with self._lock:
-            thread = self._thread
-        if thread is not None:
-            thread.join(timeout)
