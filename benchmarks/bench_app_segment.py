@@ -43,7 +43,7 @@ def app_child(series: Path) -> None:
 
     QStandardPaths.setTestModeEnabled(True)  # the user's own settings stay as they are
     app = QApplication.instance() or QApplication([])
-    from medseg.gui.main_window import MainWindow
+    from medseg.gui.shell.main_window import MainWindow
 
     window = MainWindow()
     window.resize(1400, 900)

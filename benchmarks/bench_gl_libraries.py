@@ -9,7 +9,7 @@ pyqtgraph.opengl needs only PyOpenGL (a dependency of medseg). VTK and vispy are
 them into a scratch folder and name it, e.g.
     pip install --target /tmp/gl-peers vtk==9.7.1 vispy==0.17.0 freetype-py hsluv
     DISPLAY=:N QT_QPA_PLATFORM=xcb PYTHONPATH=/tmp/gl-peers .venv/bin/python benchmarks/bench_gl_libraries.py pyqtgraph|vtk|vispy
-(run under Xvfb: `Xvfb :N -screen 0 1600x1000x24 &`). Results and sizes are in medseg/gui/view3d.py.
+(run under Xvfb: `Xvfb :N -screen 0 1600x1000x24 &`). Results and sizes are in medseg/gui/viewer/view3d.py.
 """
 
 from __future__ import annotations

@@ -77,8 +77,8 @@ def child_window(work: Path) -> dict:
 
     app = QApplication([])
     QStandardPaths.setTestModeEnabled(True)
-    from medseg.gui import app_shell
-    from medseg.gui.main_window import MainWindow
+    from medseg.gui.shell import app_shell
+    from medseg.gui.shell.main_window import MainWindow
     from medseg.io import load
 
     app_shell.settings().clear()
@@ -179,8 +179,8 @@ def child_3d(work: Path) -> dict:
 
     app = QApplication([])
     QStandardPaths.setTestModeEnabled(True)
-    from medseg.gui import app_shell
-    from medseg.gui.main_window import MainWindow
+    from medseg.gui.shell import app_shell
+    from medseg.gui.shell.main_window import MainWindow
     from medseg.io import load
 
     def settle(ms: int = 300) -> None:
@@ -210,7 +210,7 @@ def child_3d(work: Path) -> dict:
     window.document.set_volume(image, source=str(work / "series"))
     settle()
     view3d = window.viewer.view3d
-    from medseg.gui.gl_support import gl_support
+    from medseg.gui.viewer.gl_support import gl_support
 
     result: dict = {"gl": view3d.ensure_gl(), "renderer": gl_support().renderer}
     table = _labels({})

@@ -20,8 +20,8 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 import numpy as np  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
-from medseg.gui.slice_render import SliceRenderer, qimage_of  # noqa: E402
-from medseg.gui.view_axes import VIEW_NAMES, view_axes  # noqa: E402
+from medseg.gui.viewer.slice_render import SliceRenderer, qimage_of  # noqa: E402
+from medseg.gui.viewer.view_axes import VIEW_NAMES, view_axes  # noqa: E402
 from medseg.io import read_image  # noqa: E402
 
 DATA = Path(os.environ.get("MEDSEG_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")) / "ct"
@@ -115,8 +115,8 @@ def frame_rate(image: np.ndarray, labels: np.ndarray, size: tuple[int, int] = (1
     """Scroll one view through the study (along index ``axis``) with every visible view repainting."""
     from medseg.core.labels import Label
     from medseg.edit.document import SegmentationDocument
-    from medseg.gui.view_state import ViewState
-    from medseg.gui.viewer import ViewerPanel
+    from medseg.gui.viewer.view_state import ViewState
+    from medseg.gui.viewer.layout import ViewerPanel
     from medseg.core.volume import Volume
 
     doc = SegmentationDocument()

@@ -167,8 +167,8 @@ def main() -> int:
     QStandardPaths.setTestModeEnabled(True)
     work = Path(tempfile.mkdtemp(prefix="medseg-soak-"))
     os.environ["MEDSEG_DATA_DIR"] = str(work / "data")  # the journal's sessions
-    from medseg.gui import app_shell
-    from medseg.gui.main_window import MainWindow
+    from medseg.gui.shell import app_shell
+    from medseg.gui.shell.main_window import MainWindow
 
     app_shell.settings().clear()
     window = MainWindow()

@@ -29,7 +29,7 @@ PY = sys.executable
 _GUI_CHILD = r"""
 import sys, time
 from PySide6.QtCore import QTimer
-from medseg.gui import main_window
+from medseg.gui.shell import main_window
 def mark(what):
     print(f"MARK {what} {time.time():.6f}", flush=True)
 original_show = main_window.MainWindow.showEvent

@@ -128,7 +128,7 @@ def _gui_run(app, manifest: Path, workspace: Path, epochs: int, iterations: int,
     from Start until the run's plots are saved (the end of a run included)."""
     from PySide6.QtCore import QEventLoop, QTimer
 
-    from medseg.gui.train_tab import TrainExportTab
+    from medseg.gui.train.tab import TrainExportTab
 
     tab = TrainExportTab(workspace=workspace)
     tab.resize(1400, 820)

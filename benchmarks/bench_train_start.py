@@ -53,7 +53,7 @@ def _workspace(folder: Path, cases: int):
 def _run(app, folder: Path, cases: int) -> dict[str, float]:
     from PySide6.QtCore import QEventLoop
 
-    from medseg.gui.train_tab import TrainExportTab
+    from medseg.gui.train.tab import TrainExportTab
 
     tab = TrainExportTab(workspace=Path(tempfile.mkdtemp(prefix="tab_", dir=folder.parent)))
     tab.resize(1400, 820)

@@ -50,7 +50,7 @@ def remesh_rows(label_map, edits: int) -> None:
     from medseg.io.mesh import EXACT, mesh_cells
     from medseg.io.surface_bricks import SurfaceBricks
 
-    from medseg.gui.surface_jobs import COARSE_BRICK_CELLS, COARSE_BUDGET
+    from medseg.gui.viewer.surface_jobs import COARSE_BRICK_CELLS, COARSE_BUDGET
 
     labels = np.array(label_map.array)
     bricks = SurfaceBricks(label_map)
@@ -101,12 +101,12 @@ from PySide6.QtWidgets import QApplication
 app = QApplication(sys.argv[:1])
 sys.path.insert(0, sys.argv[1])
 from bench_view3d import chest_512x512x300
-from medseg.gui.gl_support import gl_support
+from medseg.gui.viewer.gl_support import gl_support
 support = gl_support()
 if not support.available:
     print(json.dumps({"error": support.problem})); sys.exit(0)
 from OpenGL import GL
-from medseg.gui.view3d_gl import GLView, surface_item, style_item
+from medseg.gui.viewer.view3d_gl import GLView, surface_item, style_item
 from medseg.io.surface_bricks import SurfaceBricks
 label_map = chest_512x512x300()
 rows = {}

@@ -107,8 +107,8 @@ def keys_section() -> str:
 
     app = QApplication.instance() or QApplication(["medseg-docs"])
     QStandardPaths.setTestModeEnabled(True)  # the window's settings never touch the user's
-    from medseg.gui.app_shell import shortcut_rows
-    from medseg.gui.main_window import MainWindow
+    from medseg.gui.shell.app_shell import shortcut_rows
+    from medseg.gui.shell.main_window import MainWindow
 
     window = MainWindow()
     try:

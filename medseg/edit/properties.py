@@ -1,6 +1,6 @@
 """Small observable values for tool options (ITK-SNAP's property models): a value, its allowed
 range or choices, and whether it is enabled. The GUI binds widgets to them with one helper
-(``medseg.gui.bind``); tests and scripts set them directly. Setting a value clamps it to
+(``medseg.gui.common.bind``); tests and scripts set them directly. Setting a value clamps it to
 the range and notifies only on a real change, so two-way binding cannot loop.
 """
 

@@ -22,8 +22,8 @@ def display_available() -> bool:
 def _application():
     from PySide6.QtWidgets import QApplication
 
-    from medseg.gui.app_shell import APPLICATION, ORGANIZATION
-    from medseg.gui.platform_check import ensure_platform
+    from medseg.gui.shell.app_shell import APPLICATION, ORGANIZATION
+    from medseg.gui.shell.platform_check import ensure_platform
 
     app = QApplication.instance()
     if app is None:
@@ -45,19 +45,19 @@ def run_gui(path: str | None = None, demo: bool = False, screenshot: str | None 
     ``screenshot``: save a PNG of the window once the study is shown (and quit when
     ``quit_after`` is not given). ``quit_after``: close after that many seconds.
     """
-    from medseg.gui.platform_check import ensure_platform
+    from medseg.gui.shell.platform_check import ensure_platform
 
     # Before any Qt library loads: a missing system library is named, not an ImportError or abort.
     ensure_platform()
     from PySide6.QtCore import QTimer
 
-    from medseg.gui.app_shell import setup_logging
-    from medseg.gui.main_window import MainWindow
+    from medseg.gui.shell.app_shell import setup_logging
+    from medseg.gui.shell.main_window import MainWindow
 
     app = _application()
     log_path = setup_logging()
     log.info("medseg GUI starting (log %s)", log_path)
-    from medseg.gui.unix_signals import SignalCloser
+    from medseg.gui.shell.unix_signals import SignalCloser
 
     window = MainWindow()
     if app.platformName() == "offscreen":
@@ -74,7 +74,7 @@ def run_gui(path: str | None = None, demo: bool = False, screenshot: str | None 
             Path(screenshot).parent.mkdir(parents=True, exist_ok=True)
             window.grab().save(str(screenshot))
             print(f"screenshot saved to {screenshot}", flush=True)
-            from medseg.gui.gl_support import gl_support
+            from medseg.gui.viewer.gl_support import gl_support
 
             support = gl_support()  # the installers' smoke test reads this line
             # What the pane shows (its status line: surfaces and triangles) when it draws at all.

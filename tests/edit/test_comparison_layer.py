@@ -7,7 +7,7 @@ import pytest
 import SimpleITK as sitk
 
 from medseg.edit.document import SegmentationDocument
-from medseg.gui.view_state import ViewState
+from medseg.gui.viewer.view_state import ViewState
 from medseg.errors import GeometryError
 from medseg.io import load
 from medseg.core.label_colors import color_for

@@ -8,7 +8,7 @@ import pytest
 from PySide6.QtCore import QSettings, QStandardPaths
 from PySide6.QtWidgets import QFileDialog
 
-from medseg.gui.main_window import MainWindow
+from medseg.gui.shell.main_window import MainWindow
 
 
 @pytest.fixture
@@ -17,7 +17,7 @@ def window(qtbot, tmp_path, monkeypatch):
     # ... and that location is one file per user: test runs side by side (several checkouts on one machine)
     # cleared each other's settings mid-test (the model chosen for Segment vanished). One file per test.
     QSettings.setPath(QSettings.Format.NativeFormat, QSettings.Scope.UserScope, str(tmp_path / "settings"))
-    from medseg.gui import app_shell
+    from medseg.gui.shell import app_shell
 
     app_shell.settings().clear()
     app_shell.setup_logging()

@@ -34,8 +34,8 @@ def main() -> int:
     app = QApplication(sys.argv[:1])
     from medseg.edit import tools
     from medseg.edit.document import SegmentationDocument
-    from medseg.gui.edit_session import journal_root
-    from medseg.gui.main_window import MainWindow
+    from medseg.gui.editing.edit_session import journal_root
+    from medseg.gui.shell.main_window import MainWindow
     from medseg.io import read_image
 
     crashed = SegmentationDocument()  # never closed: what a kill -9 leaves

@@ -9,7 +9,7 @@ import pytest
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QPushButton
 
-from medseg.gui.about_dialog import AboutDialog
+from medseg.gui.shell.about_dialog import AboutDialog
 from medseg.model.backends import resolve_device
 
 
@@ -36,7 +36,7 @@ def test_help_about_shows_devices(window, qtbot, artifacts_dir):
 
 
 def _licences_dialog(window, qtbot):
-    from medseg.gui.licences_dialog import LicencesDialog
+    from medseg.gui.shell.licences_dialog import LicencesDialog
 
     _menu_action(window, "Help", "About medseg").trigger()
     about = window.dialog

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from medseg import threads
-from medseg.gui import app_shell
-from medseg.gui.segment_panel import THREADS_SETTING
+from medseg.gui.shell import app_shell
+from medseg.gui.segment.segment_panel import THREADS_SETTING
 
 
 @pytest.fixture

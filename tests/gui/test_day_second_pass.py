@@ -139,7 +139,7 @@ def test_recovery_counts_edits_as_the_undo_counter_and_is_modal_on_top(driver, w
                                                                        monkeypatch, artifacts_dir):
     """#42.6: three brush strokes (dozens of journal records) and an undo are '2 edits', the number the
     Edit panel's undo counter showed; the offer is application-modal and the active window."""
-    from medseg.gui.main_window import MainWindow
+    from medseg.gui.shell.main_window import MainWindow
 
     driver.open_image_file(ct_dir / "pyradiomics_lung1" / "lung1_image.nrrd")
     panel, view = window.editing.panel, window.viewer.views["axial"]
@@ -266,9 +266,9 @@ def test_nothing_found_is_a_warning_and_the_built_in_model_is_in_the_menu(driver
 
 
 def test_a_chosen_model_that_is_gone_is_forgotten_with_a_warning(qtbot, tmp_path):
-    from medseg.gui import app_shell
-    from medseg.gui.main_window import MainWindow
-    from medseg.gui.model_chooser import SETTING, store_reference
+    from medseg.gui.shell import app_shell
+    from medseg.gui.shell.main_window import MainWindow
+    from medseg.gui.segment.model_chooser import SETTING, store_reference
 
     gone = _model_that_finds_nothing(tmp_path / "run" / "model")
     store_reference(str(gone))
@@ -329,7 +329,7 @@ def test_use_this_model_is_off_after_a_run_stopped_before_its_first_checkpoint(d
 def test_the_shortcut_sheet_fits_on_the_screen(window, qtbot, artifacts_dir):
     import html
 
-    from medseg.gui.app_shell import shortcut_rows
+    from medseg.gui.shell.app_shell import shortcut_rows
 
     window.show_shortcuts()
     sheet = window.dialog
@@ -348,8 +348,8 @@ def test_the_shortcut_sheet_fits_on_the_screen(window, qtbot, artifacts_dir):
 def test_the_side_panel_does_not_widen_after_a_model_is_chosen(window, qtbot, tmp_path, artifacts_dir):
     """#42.15: after "Use this model" (a run folder's long path), every later start had a side panel 200 px
     wider and smaller views."""
-    from medseg.gui.main_window import MainWindow
-    from medseg.gui.model_chooser import store_reference
+    from medseg.gui.shell.main_window import MainWindow
+    from medseg.gui.segment.model_chooser import store_reference
     from medseg.model.package import starter_model_path
 
     def widths(main) -> tuple[int, int]:

@@ -196,9 +196,9 @@ def test_unsaved_edits_are_not_lost_without_asking(window, chest, qtbot, monkeyp
 def test_recovery_offer_after_a_crash(qtbot, tmp_path, monkeypatch, ct_dir):
     from PySide6.QtCore import QStandardPaths
 
-    from medseg.gui import app_shell
-    from medseg.gui.edit_session import journal_root
-    from medseg.gui.main_window import MainWindow
+    from medseg.gui.shell import app_shell
+    from medseg.gui.editing.edit_session import journal_root
+    from medseg.gui.shell.main_window import MainWindow
     from medseg.io import read_image
 
     QStandardPaths.setTestModeEnabled(True)
@@ -263,7 +263,7 @@ def test_segment_panel_says_which_configuration_and_why_and_lets_the_user_choose
     import sys
     from pathlib import Path
 
-    from medseg.gui import app_shell
+    from medseg.gui.shell import app_shell
     from medseg.model.package import save_package
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "model"))

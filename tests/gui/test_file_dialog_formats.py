@@ -18,7 +18,7 @@ import SimpleITK as sitk
 from PySide6.QtWidgets import QFileDialog, QLineEdit, QListView
 
 from medseg.edit.tools.threshold import threshold
-from medseg.gui import save_dialog
+from medseg.gui.common import save_dialog
 from medseg.io import read_image, write_image
 
 PHILIPS = ("dcm_qa_ct", "Philips_Ingenuity_phantom_mixed_series")

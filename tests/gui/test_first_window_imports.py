@@ -11,7 +11,7 @@ SCRIPT = """
 import sys
 from PySide6.QtWidgets import QApplication
 app = QApplication([])
-from medseg.gui.main_window import MainWindow
+from medseg.gui.shell.main_window import MainWindow
 window = MainWindow()
 window.show()
 app.processEvents()

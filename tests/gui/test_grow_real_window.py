@@ -22,7 +22,7 @@ _SCRIPT = textwrap.dedent("""
     from PySide6.QtGui import QGuiApplication
     from PySide6.QtTest import QTest
     from PySide6.QtWidgets import QApplication
-    from medseg.gui.main_window import MainWindow
+    from medseg.gui.shell.main_window import MainWindow
     from medseg.io import read_image
 
     image_path, label_path, shot = sys.argv[1:4]

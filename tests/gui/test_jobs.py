@@ -7,7 +7,7 @@ import os
 import threading
 
 from medseg.errors import Cancelled
-from medseg.gui.jobs import Job
+from medseg.gui.common.jobs import Job
 from medseg.job_registry import JobRegistry
 from medseg.progress import Progress, report
 

@@ -24,8 +24,8 @@ from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QApplication, QColorDialog
 
 from many_labels_data import all_117
-from medseg.gui import save_dialog
-from medseg.gui.label_tree import LOCK, NAME, VOLUME
+from medseg.gui.common import save_dialog
+from medseg.gui.labels.label_tree import LOCK, NAME, VOLUME
 
 TS_NAMES = "TotalSegmentator v2 (total)"
 TS_MAPPING = Path(__import__("totalsegmentator").__file__).parent / "resources" / "totalsegmentator_snomed_mapping.csv"

@@ -18,8 +18,8 @@ from loopback_server import LoopbackServer  # noqa: E402
 from nnunet_fixture import DATASET_NAME, make_nnunet_result_folder  # noqa: E402
 
 from medseg.catalogue.folders import find_installed, installed_model_path  # noqa: E402
-from medseg.gui.model_chooser import FOLDER, MANAGE, install_item, use_item  # noqa: E402
-from medseg.gui.models_dialog import ModelsDialog  # noqa: E402
+from medseg.gui.segment.model_chooser import FOLDER, MANAGE, install_item, use_item  # noqa: E402
+from medseg.gui.segment.models_dialog import ModelsDialog  # noqa: E402
 
 OPEN_ID, LICENSED_ID = "test/tiny", "test/licensed"
 

@@ -8,7 +8,7 @@ import pytest
 import SimpleITK as sitk
 from PySide6.QtCore import Qt
 
-from medseg.gui.series_browser import KIND_TEXT
+from medseg.gui.study.series_browser import KIND_TEXT
 
 
 def _hu_in_status(window) -> float:

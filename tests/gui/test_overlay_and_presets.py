@@ -182,7 +182,7 @@ def test_presets_change_the_pixels(driver, window, ct_dir, qtbot):
 
 
 def test_user_edited_preset_is_saved(window):
-    from medseg.gui import app_shell
+    from medseg.gui.shell import app_shell
 
     window.edit_presets()
     dialog = window.dialog

@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from medseg.gui.slice_render import SLAB, SliceRenderer
-from medseg.gui.view_axes import VIEW_NAMES, view_axes
+from medseg.gui.viewer.slice_render import SLAB, SliceRenderer
+from medseg.gui.viewer.view_axes import VIEW_NAMES, view_axes
 from medseg.io import read_image
 
 
@@ -66,7 +66,7 @@ def test_a_changing_preview_and_an_over_budget_array_are_sliced_directly(ct, mon
     """A preview being filled is never copied; once it has settled (the decoder filled it in place
     and it became the loaded volume, the same array) it is copied like any other. An array over
     the budget, or over MAX_COPIED_BYTES, is sliced directly."""
-    import medseg.gui.slice_render as slice_render
+    import medseg.gui.viewer.slice_render as slice_render
 
     direction, values, _ = ct
     sagittal = view_axes("sagittal", np.eye(3))

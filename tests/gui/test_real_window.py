@@ -25,7 +25,7 @@ import SimpleITK as sitk
 import pytest
 from PySide6.QtGui import QImage
 
-from medseg.gui.platform_check import (DEBIAN_PACKAGES, apt_packages, candidate_platforms, missing_libraries,
+from medseg.gui.shell.platform_check import (DEBIAN_PACKAGES, apt_packages, candidate_platforms, missing_libraries,
                                        x_server_reachable)
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="X11/xcb is the Linux desktop")
@@ -193,7 +193,7 @@ def test_debian_package_table_matches_dpkg():
 
 _CONNECT_AFTER_PROBE = textwrap.dedent("""
     import ctypes, sys
-    from medseg.gui.platform_check import x_server_reachable
+    from medseg.gui.shell.platform_check import x_server_reachable
     xcb = ctypes.CDLL("libxcb.so.1")
     xcb.xcb_connect.restype = ctypes.c_void_p
     xcb.xcb_connect.argtypes = [ctypes.c_char_p, ctypes.c_void_p]
@@ -235,7 +235,7 @@ def test_wayland_session_tries_wayland_then_xwayland():
 
 
 def test_wayland_without_compositor_falls_back_to_xwayland(x_display, tmp_path):
-    from medseg.gui.platform_check import ensure_platform
+    from medseg.gui.shell.platform_check import ensure_platform
 
     env = {"WAYLAND_DISPLAY": "wayland-medseg-test", "XDG_RUNTIME_DIR": str(tmp_path), "DISPLAY": x_display}
     assert ensure_platform(env) == "xcb" and env["QT_QPA_PLATFORM"] == "xcb"

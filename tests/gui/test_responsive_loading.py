@@ -8,7 +8,7 @@ import numpy as np
 from PySide6.QtCore import QTimer
 
 from medseg.errors import Cancelled
-from medseg.gui import app_shell
+from medseg.gui.shell import app_shell
 
 
 def _largest_series(browser):
@@ -138,7 +138,7 @@ def test_the_preview_and_the_loaded_volume_are_one_array(driver, window, qtbot, 
     assert np.array_equal(sitk.GetArrayFromImage(oracle), volume.array)
     # The loaded volume no longer changes: the renderer copies it for sagittal reads again (a plane it then
     # serves is the copy's, not a view into the volume), and the copy's planes are the volume's.
-    from medseg.gui.view_axes import VIEW_NAMES, view_axes
+    from medseg.gui.viewer.view_axes import VIEW_NAMES, view_axes
 
     renderer = window.viewer.renderer
     across_x = next(axes for axes in (view_axes(n, volume.direction) for n in VIEW_NAMES) if axes.normal_axis == 0)

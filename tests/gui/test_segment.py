@@ -20,7 +20,7 @@ def chest(driver, ct_dir):
 
 def _table(window) -> dict[str, tuple[str, float]]:
     """name -> (value, ml) as the label table shows them (the starter's labels have no groups: a flat list)."""
-    from medseg.gui.label_tree import NAME, VALUE, VOLUME
+    from medseg.gui.labels.label_tree import NAME, VALUE, VOLUME
 
     model = window.overlay_panel.labels.proxy
     return {model.index(row, NAME).data(): (model.index(row, VALUE).data(), float(model.index(row, VOLUME).data()))

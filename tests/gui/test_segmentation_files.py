@@ -16,9 +16,9 @@ from PySide6.QtWidgets import QFileDialog, QMessageBox
 
 from medseg.core.labels import Label, Provenance
 from medseg.edit.tools.brush import stroke
-from medseg.gui import segmentation_files
+from medseg.gui.study import segmentation_files
 from medseg.edit.tools.threshold import threshold
-from medseg.gui import save_dialog
+from medseg.gui.common import save_dialog
 
 TILTED = ("dcm_qa_ct", "GE_HiSpeedDual_head_tilt_varspacing")
 

@@ -15,7 +15,7 @@ from PySide6.QtWidgets import QAbstractButton, QApplication, QLineEdit
 
 from medseg.core.labels import Label
 from medseg.edit.operations import tools
-from medseg.gui.slice_view import VIEW_KEYS
+from medseg.gui.viewer.slice_view import VIEW_KEYS
 from medseg.io import read_image
 
 from test_grow_gui import paint_seeds

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from medseg.gui.train_dataset_panel import DatasetPanel
+from medseg.gui.train.dataset_panel import DatasetPanel
 from medseg.core.labels import Label
 from medseg.io import load
 

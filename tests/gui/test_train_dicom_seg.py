@@ -18,7 +18,7 @@ from pydicom.sr.codedict import codes
 from pydicom.uid import generate_uid
 from PySide6.QtWidgets import QFileDialog
 
-from medseg.gui.train_dataset_panel import DatasetPanel
+from medseg.gui.train.dataset_panel import DatasetPanel
 
 DCMQI = "dcmqi_ct3slice_masks"
 

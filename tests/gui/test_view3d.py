@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from PySide6.QtCore import QPoint
 
-from medseg.gui import gl_support
+from medseg.gui.viewer import gl_support
 from test_real_window import _start_xvfb, _x_env  # the project's one way to start a private X server
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Xvfb and xcb are Linux")
@@ -116,7 +116,7 @@ def test_offscreen_window_has_the_3d_pane_in_2x2_and_details_in_a_dock(window, d
 
 
 def test_a_click_ray_hits_the_ball_and_picks_a_voxel_inside(ct_dir):
-    from medseg.gui.surface_pick import first_hit, voxel_behind
+    from medseg.gui.viewer.surface_pick import first_hit, voxel_behind
     from medseg.io import read_image
     from medseg.io.surface_bricks import SurfaceBricks
 
@@ -146,8 +146,8 @@ def test_label_opacity_lives_in_the_label_table(qtbot, ct_dir):
     the others is see-through until the user says otherwise."""
     from medseg.core.labels import Label
     from medseg.edit.document import SegmentationDocument
-    from medseg.gui.view_state import ViewState
-    from medseg.gui.view3d import ENVELOPE_OPACITY, View3D
+    from medseg.gui.viewer.view_state import ViewState
+    from medseg.gui.viewer.view3d import ENVELOPE_OPACITY, View3D
     from medseg.io import read_image
 
     image = read_image(ct_dir / "pyradiomics_lung1" / "lung1_image.nrrd")

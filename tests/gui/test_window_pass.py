@@ -127,7 +127,7 @@ def test_wheel_scrolling_updates_the_slice_and_hu_readout_at_once(driver, window
     ("lungs", ".stl", "lungs.stl"),
 ])
 def test_a_format_suffix_is_replaced_as_one_unit(name, suffix, expected):
-    from medseg.gui.save_dialog import with_format_suffix
+    from medseg.gui.common.save_dialog import with_format_suffix
 
     assert with_format_suffix(name, suffix) == expected
 
@@ -149,8 +149,8 @@ def test_choosing_dicom_seg_in_save_as_renames_nii_gz_to_dcm_and_reopening_selec
     import highdicom as hd
     from PySide6.QtWidgets import QLineEdit
 
-    from medseg.gui import save_dialog
-    from medseg.gui.segmentation_files import FILTERS
+    from medseg.gui.common import save_dialog
+    from medseg.gui.study.segmentation_files import FILTERS
 
     driver.open_series(ct_dir / "dcmqi_ct3slice_masks" / "image")
     _three_labels(window)
@@ -187,7 +187,7 @@ def test_choosing_dicom_seg_in_save_as_renames_nii_gz_to_dcm_and_reopening_selec
 def test_results_default_beside_the_study_then_where_the_user_saved_last_never_into_medsegs_own_folders(
         window, tmp_path, monkeypatch):
     from medseg import app_dirs
-    from medseg.gui import save_dialog
+    from medseg.gui.common import save_dialog
 
     study = tmp_path / "studies" / "CT_2026"
     study.mkdir(parents=True)
@@ -208,9 +208,9 @@ def test_medseg_keeps_its_own_files_in_one_data_folder_that_medseg_data_dir_move
     """#25.14: sessions, logs and the training workspace in $MEDSEG_DATA_DIR (never medseg/medseg)."""
     from medseg import app_dirs
     from medseg.edit.journal import default_root
-    from medseg.gui import app_shell
-    from medseg.gui.edit_session import journal_root
-    from medseg.gui.train_tab import default_workspace
+    from medseg.gui.shell import app_shell
+    from medseg.gui.editing.edit_session import journal_root
+    from medseg.gui.train.tab import default_workspace
 
     monkeypatch.setenv("MEDSEG_DATA_DIR", str(tmp_path / "elsewhere"))
     assert journal_root() == default_root() == tmp_path / "elsewhere" / "sessions"
@@ -226,7 +226,7 @@ def test_medseg_keeps_its_own_files_in_one_data_folder_that_medseg_data_dir_move
 def test_a_running_job_is_shown_in_words_and_as_busy_until_it_reports_progress(window, qtbot):
     import threading
 
-    from medseg.gui.jobs import Job
+    from medseg.gui.common.jobs import Job
 
     started, release = threading.Event(), threading.Event()
 
@@ -300,7 +300,7 @@ def test_the_tilted_head_is_explained_in_clinical_words_in_the_banner_details_an
         driver, window, ct_dir, qtbot, monkeypatch, tmp_path, artifacts_dir):
     import pydicom
 
-    from medseg.gui import save_dialog
+    from medseg.gui.common import save_dialog
 
     driver.open_series(ct_dir / "dcm_qa_ct" / "GE_HiSpeedDual_head_tilt_varspacing")
     banner = window.findings_banner
@@ -369,7 +369,7 @@ def test_opening_another_image_with_unsaved_edits_offers_save_and_saves_first(
     from PySide6.QtWidgets import QMessageBox
 
     from medseg.edit.tools.brush import stroke
-    from medseg.gui import save_dialog
+    from medseg.gui.common import save_dialog
 
     driver.open_series(ct_dir / "dcmqi_ct3slice_masks" / "image")
     doc = window.document
@@ -512,7 +512,7 @@ def test_double_clicking_a_statistics_row_shows_that_labels_largest_cross_sectio
                                                                                    tmp_path, monkeypatch):
     import csv
 
-    from medseg.gui import save_dialog
+    from medseg.gui.common import save_dialog
 
     volume = driver.open_series(ct_dir / "dcmqi_ct3slice_masks" / "image")  # GE, with a patient name and UIDs
     assert volume.meta.series_uid and volume.meta.patient_name
@@ -545,8 +545,8 @@ def test_double_clicking_a_statistics_row_shows_that_labels_largest_cross_sectio
 def test_the_first_window_fills_most_of_the_screen_and_the_next_restores_it(qtbot, tmp_path):
     from PySide6.QtCore import QStandardPaths
 
-    from medseg.gui import app_shell
-    from medseg.gui.main_window import MainWindow
+    from medseg.gui.shell import app_shell
+    from medseg.gui.shell.main_window import MainWindow
 
     QStandardPaths.setTestModeEnabled(True)
     app_shell.settings().clear()
@@ -604,7 +604,7 @@ def test_the_pacs_form_says_whether_it_is_a_new_a_changed_or_a_saved_server(wind
 def test_training_only_some_of_the_base_models_labels_is_questioned_before_start(window, qtbot, monkeypatch):
     from PySide6.QtWidgets import QMessageBox
 
-    from medseg.gui.train_run_panel import RunSettings
+    from medseg.gui.train.run_panel import RunSettings
 
     training = window.train_tab.training_panel
     asked = []
@@ -626,7 +626,7 @@ def test_training_only_some_of_the_base_models_labels_is_questioned_before_start
 def test_a_case_added_from_a_file_is_named_after_the_file_never_the_patient(driver, window, ct_dir, tmp_path):
     import shutil
 
-    from medseg.gui.train_tab import case_name
+    from medseg.gui.train.tab import case_name
 
     volume = driver.open_image_file(ct_dir / "pyradiomics_lung1" / "lung1_image.nrrd")
     assert case_name(volume, window.document.image_source) == "lung1_image"  # was "case"

@@ -59,8 +59,8 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     app = QApplication(sys.argv[:1])
     QStandardPaths.setTestModeEnabled(True)
-    from medseg.gui import app_shell
-    from medseg.gui.main_window import MainWindow
+    from medseg.gui.shell import app_shell
+    from medseg.gui.shell.main_window import MainWindow
 
     app_shell.settings().clear()
     window = MainWindow()

@@ -73,7 +73,7 @@ class Walk:
 
         self.app = QApplication(sys.argv[:1])
         assert self.app.platformName() == "xcb", self.app.platformName()
-        from medseg.gui.main_window import MainWindow
+        from medseg.gui.shell.main_window import MainWindow
 
         self.out, self.phase = out, phase
         self.steps_file = out / "steps.json"
@@ -134,7 +134,7 @@ class Walk:
 def walk(series: Path, out: Path) -> int:
     from PySide6.QtWidgets import QApplication, QMessageBox
 
-    from medseg.gui import save_dialog
+    from medseg.gui.common import save_dialog
 
     w = Walk(out, "walk")
     window, app = w.window, w.app

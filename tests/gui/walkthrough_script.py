@@ -23,8 +23,8 @@ from PySide6.QtWidgets import QApplication
 def main(series: Path, out: Path) -> int:
     app = QApplication(sys.argv[:1])
     assert app.platformName() == "xcb", app.platformName()
-    from medseg.gui import save_dialog
-    from medseg.gui.main_window import MainWindow
+    from medseg.gui.common import save_dialog
+    from medseg.gui.shell.main_window import MainWindow
 
     window = MainWindow()
     window.show()

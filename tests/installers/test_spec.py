@@ -149,7 +149,7 @@ def test_no_excluded_module_is_loaded_by_the_gui_or_its_libraries(spec):
     """What the main window, the training curves and the 3D view import, their libraries' own
     imports by name (pyqtgraph's ``importlib.import_module(f"{QT_LIB}.QtOpenGL")``) included:
     the bundle would fail to open a window without it."""
-    code = ("import sys, json, medseg.gui.main_window, medseg.gui.train_plots, pyqtgraph\n"
+    code = ("import sys, json, medseg.gui.shell.main_window, medseg.gui.train.plots, pyqtgraph\n"
             "print(json.dumps(sorted(sys.modules)))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
                           env={**os.environ, "QT_QPA_PLATFORM": "offscreen"})
@@ -164,7 +164,7 @@ def test_nothing_the_3d_view_loads_is_excluded(spec):
     """pyqtgraph.opengl needs Qt modules medseg never names (QtOpenGL, QtOpenGLWidgets): ask Python
     which modules the 3D view's GL side really loads. pyqtgraph's Qt shim also tries QtTest, and
     works without it (it keeps a FailedImport): that one may stay excluded."""
-    probe = ("import sys, json; import medseg.gui.view3d_gl; "
+    probe = ("import sys, json; import medseg.gui.viewer.view3d_gl; "
              "print(json.dumps(sorted(m for m in sys.modules if m.startswith(('PySide6', 'OpenGL', 'pyqtgraph')))))")
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300,
                           env={**os.environ, "QT_QPA_PLATFORM": "offscreen"})

@@ -15,8 +15,8 @@ from medseg.io.pacs import PacsSettings, save_settings
 @pytest.fixture
 def window(qtbot, tmp_path, monkeypatch, orthanc):
     QStandardPaths.setTestModeEnabled(True)
-    from medseg.gui import app_shell
-    from medseg.gui.main_window import MainWindow
+    from medseg.gui.shell import app_shell
+    from medseg.gui.shell.main_window import MainWindow
 
     monkeypatch.setattr(app_shell, "log_directory", lambda: tmp_path / "logs")
     monkeypatch.setenv("MEDSEG_CACHE_DIR", str(tmp_path / "cache"))

@@ -1,0 +1,1 @@
+"""The structures of a segmentation: the label table at 117 rows, statistics and the one-page report."""

@@ -1,0 +1,172 @@
+"""The statistics table: per-label voxels, ml, HU mean/SD/min/max/median and LPS bounding box, with CSV export.
+
+Recomputed on demand (Refresh, or when a new label map or image arrives), not on every
+brush stroke: a full pass over a large CT takes a moment and the user asks for numbers
+when they want them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+from PySide6.QtCore import Signal, Slot
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QHBoxLayout, QHeaderView, QLabel, QPushButton, QTableWidget,
+                               QTableWidgetItem, QVBoxLayout, QWidget)
+
+from medseg.edit.document import SegmentationDocument
+from medseg.gui.viewer.view_state import ViewState
+from medseg.edit.stats import (LabelStats, label_statistics, stats_json, study_columns, write_stats_csv,
+                               write_stats_json)
+from medseg.errors import MedsegError
+from medseg.gui.common import save_dialog
+
+COLUMNS = ("Label", "Voxels", "Volume (ml)", "HU mean", "HU SD", "HU min", "HU max", "HU median",
+           "Size x×y×z (mm)")
+
+
+class StatsPanel(QWidget):
+    failed = Signal(object)
+    exported = Signal(str)
+
+    def __init__(self, document: SegmentationDocument, view: ViewState, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.document = document
+        self.view = view
+        self.stats: list[LabelStats] = []
+        self._stale = False  # the label map was edited since the figures were counted
+        self.table = QTableWidget(0, len(COLUMNS), self)
+        self.table.setHorizontalHeaderLabels(COLUMNS)
+        self.table.horizontalHeaderItem(COLUMNS.index("Size x×y×z (mm)")).setToolTip(
+            "The extent of the label's voxels along the patient's x (right→left), y (front→back) and "
+            "z (feet→head) axes: whole voxels counted, so one slice of 5 mm is 5 mm tall "
+            "(as 3D Slicer's Segment Statistics and ITK-SNAP measure it)")
+        self.table.verticalHeader().setVisible(False)
+        self.table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
+        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        self.table.horizontalHeader().setStretchLastSection(True)
+        self.summary = QLabel("No segmentation.", self)
+        self.refresh_button = QPushButton("Refresh", self)
+        self.refresh_button.clicked.connect(self.refresh)
+        self.export_button = QPushButton("Export…", self)
+        self.export_button.setToolTip("Save the figures as CSV or JSON")
+        self.definitions_box = QComboBox(self)
+        self.definitions_box.addItem("Standard", "standard")
+        self.definitions_box.addItem("TotalSegmentator", "totalsegmentator")
+        self.definitions_box.setToolTip(
+            "Which definitions the exported file follows (it says so inside). Standard: ml, HU as stored, SD n-1, "
+            "percentiles. TotalSegmentator: its --statistics (mm³, the CT cast to int16, structures within 3 voxels "
+            "of the image's edge reported as 0), to compare with its statistics.json")
+        self.export_button.clicked.connect(self.export_dialog)
+        self.patient_name_box = QCheckBox("with the patient's name", self)
+        self.patient_name_box.setToolTip("The CSV always names the series (UID and description); the patient's "
+                                         "name only when ticked")
+        self.table.setToolTip("Double-click a label to make it active and show its largest cross-section")
+        self.table.cellDoubleClicked.connect(lambda row, _column: self.show_label(self.stats[row].value))
+        # rows as tall as their text needs (the style's 30 px showed two rows in a laptop's dock; #25.11, #42.15)
+        self.table.verticalHeader().setDefaultSectionSize(self.table.fontMetrics().height() + 8)
+        # three whole rows at the least (the starter's body, lungs, bones; the frame cut the third): the dock opens taller
+        self.table.setMinimumHeight(self.table.verticalHeader().defaultSectionSize() * 3
+                                    + self.table.horizontalHeader().sizeHint().height() + 2 * self.table.frameWidth())
+        buttons = QHBoxLayout()
+        buttons.addWidget(self.summary, 1)
+        buttons.addWidget(self.refresh_button)
+        buttons.addWidget(self.patient_name_box)
+        buttons.addWidget(self.definitions_box)
+        buttons.addWidget(self.export_button)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        layout.addWidget(self.table, 1)
+        layout.addLayout(buttons)
+        document.label_map_changed.connect(self.refresh)
+        document.label_map_edited.connect(self._mark_stale)
+        document.labels_changed.connect(self._rename)
+        self.refresh()
+
+    @Slot()
+    def refresh(self) -> None:
+        doc = self.document
+        if doc.volume is None or doc.label_map is None:
+            self.stats = []
+        else:
+            names = {value: entry.name for value, entry in doc.labels.items()}
+            self.stats = label_statistics(doc.volume, doc.label_map, names)
+        self._stale = False
+        self._fill()
+
+    def show_label(self, value: int) -> None:
+        """Make ``value`` the active label and put the crosshair on its largest axial cross-section."""
+        self.view.centre_on_label(value)
+
+    def _mark_stale(self, _edit=None) -> None:
+        # Counting every label's HU over a whole series takes a second or more, too slow for every
+        # brush stroke: say that the figures are old (and keep them out of a CSV) until Refresh.
+        if not self._stale:
+            self._stale = True
+            self._fill()
+
+    def _rename(self) -> None:
+        """Names follow the table; colours, visibility and locks do not touch the figures (no refill)."""
+        names = {value: entry.name for value, entry in self.document.labels.items()}
+        renamed = [item for item in self.stats if names.get(item.value, item.name) != item.name]
+        for item in renamed:
+            item.name = names[item.value]
+        if renamed:
+            self._fill()
+
+    def _fill(self) -> None:
+        self.table.setRowCount(len(self.stats))
+        for row, s in enumerate(self.stats):
+            size = "×".join(f"{v:.1f}" for v in s.size_mm)
+            cells = (f"{s.value}  {s.name}", f"{s.voxels:,}", f"{s.volume_ml:.2f}", f"{s.hu_mean:.1f}",
+                     f"{s.hu_sd:.1f}", f"{s.hu_min:.0f}", f"{s.hu_max:.0f}", f"{s.hu_median:.1f}", size)
+            for column, text in enumerate(cells):
+                self.table.setItem(row, column, QTableWidgetItem(text))
+        self.export_button.setEnabled(bool(self.stats) and not self._stale)
+        total = sum(s.volume_ml for s in self.stats)
+        if self._stale:
+            self.summary.setText("The segmentation changed since these figures: press Refresh to recount.")
+        elif self.stats:
+            self.summary.setText(f"{len(self.stats)} label{'s' if len(self.stats) != 1 else ''}, {total:.1f} ml in all")
+        else:
+            self.summary.setText("No labelled voxels." if self.document.label_map is not None else "No segmentation.")
+
+    def export_dialog(self) -> None:
+        doc = self.document
+        source = doc.image_source if doc.volume is not None else ""
+        description = doc.volume.meta.series_description if doc.volume is not None else ""
+        start = save_dialog.results_folder(source) / (save_dialog.study_stem(source, description) + "_statistics.csv")
+        path, _ = save_dialog.ask_save_path(self, "Export statistics", start, ["CSV (*.csv)", "JSON (*.json)"])
+        if path:
+            save_dialog.remember_results_folder(path)
+            self.export(path)
+
+    def export(self, path: str | Path) -> bool:
+        """CSV or JSON (by the suffix), in the chosen definitions."""
+        study = study_columns(self.document.volume, patient_name=self.patient_name_box.isChecked())
+        as_json = str(path).lower().endswith(".json")
+        try:
+            if self.definitions_box.currentData() == "totalsegmentator":
+                self._export_totalsegmentator(Path(path), study, as_json)
+            elif as_json:
+                write_stats_json(stats_json(self.stats, study), path)
+            else:
+                write_stats_csv(self.stats, path, study)
+        except MedsegError as error:
+            self.failed.emit(error)
+            return False
+        self.exported.emit(str(path))
+        return True
+
+    def _export_totalsegmentator(self, path: Path, study: dict[str, str], as_json: bool) -> None:
+        from medseg.edit.totalseg_stats import TotalSegOptions, totalseg_csv, totalseg_json, totalseg_statistics
+        from medseg.io.atomic import atomic_write_text
+
+        doc = self.document
+        names = {value: entry.name for value, entry in doc.labels.items()}
+        options = TotalSegOptions()
+        figures = totalseg_statistics(doc.volume, doc.label_map, names, options)
+        if as_json:
+            write_stats_json(totalseg_json(figures, options, study), path)
+        else:
+            atomic_write_text(path, totalseg_csv(figures, {n: v for v, n in names.items()}, options, study))

@@ -1,0 +1,1 @@
+"""File ▸ PACS: servers, query, retrieve and send."""

@@ -1,0 +1,422 @@
+"""The Segment panel: the model, the compute devices actually present, and the plan that
+will run for the open series (configuration and why, target spacing, patch, stages with
+per-axis strides, tiles, memory estimate) — shown before pressing Segment.
+"""
+
+from __future__ import annotations
+
+import html
+from pathlib import Path
+from typing import Any
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import (
+    QCheckBox, QComboBox, QGroupBox, QHBoxLayout, QLabel, QPushButton, QSizePolicy, QSpinBox, QTextBrowser, QVBoxLayout,
+    QWidget,
+)
+
+from medseg.core.volume import Volume
+from medseg.edit.document import SegmentationDocument
+
+
+def _mm(values) -> str:
+    """Spacings as the panel writes them: 5 × 0.57 × 0.57."""
+    return " × ".join(f"{v:.3g}" for v in values)
+
+
+def plan_summary(package: Any, volume: Volume, step_size: float = 0.5, configuration: str | None = None,
+                 device: str = "auto") -> str:
+    """The plan this series would run with, as rich text: the configuration, why, and its strides;
+    where it runs: the device, and on a CPU the engine and its threads (and why that engine).
+
+    ``configuration`` is the user's override; None lets the series' spacing choose.
+    """
+    from medseg.model.run_estimate import estimate_run
+
+    spacing_zyx, shape_zyx = volume.spacing_zyx, volume.shape_zyx
+    choice = package.choose(spacing_zyx, shape_zyx)
+    if configuration is not None and configuration in package.configurations:
+        plan = package.configurations[configuration]
+        why = (f"chosen by you (the spacing would choose {choice.chosen.name})" if plan is not choice.chosen
+               else "chosen by you (also the spacing's choice)")
+    else:
+        plan = choice.chosen
+        why = choice.reason
+    targets = "".join(f"<br>&nbsp;&nbsp;{name}: target {_mm(package.configurations[name].target_spacing_image_zyx)} mm"
+                      for name, _, _ in choice.candidates) if len(package.configurations) > 1 else ""
+    estimate = estimate_run(plan, len(package.labels), volume, step_size)  # what the sliding window will run
+    resampled, target, tiles = estimate.resampled_shape, estimate.network_spacing, estimate.tiles
+    patch = list(plan.patch_size)
+    stitching_mb = estimate.stitching_bytes / 1e6
+    tile_mb = estimate.tile_bytes / 1e6
+    strides = "".join(f"<tr><td>{i}</td><td>{'×'.join(str(v) for v in stride)}</td><td>{f}</td></tr>"
+                      for i, (stride, f) in enumerate(zip(plan.strides, plan.features_per_stage)))
+    axes = "z, y, x" if plan.dim == 3 else "y, x"
+    return (
+        f"<b>{plan.name}</b> ({plan.dim}D U-Net)<br>{why}{targets}<br>"
+        f"spacing (z, y, x): series {_mm(spacing_zyx)} mm<br>"
+        f"→ network grid {_mm(target)} mm, {' × '.join(str(n) for n in resampled)} voxels<br>"
+        f"patch ({axes}) {' × '.join(str(p) for p in patch)}, {len(plan.strides)} stages, "
+        f"{tiles} tiles at step {step_size:g}<br>"
+        f"memory ≈ {stitching_mb + tile_mb:.0f} MB<br>({stitching_mb:.0f} MB stitching, {tile_mb:.0f} MB per tile)"
+        f"<table><tr><th>stage</th><th>stride</th><th>features</th></tr>{strides}</table>"
+        + "".join(f"then: {html.escape(step.describe(package.names))}<br>" for step in package.postprocess_steps())
+        + _where_it_runs(package, plan.name, device)
+    )
+
+
+def pipeline_summary(opened: Any, volume: Volume, device: str = "auto", configuration: str | None = None,
+                     structures: tuple[str, ...] | None = None) -> str:
+    """A TotalSegmentator model's plan for this series, as rich text: the configuration that will run and
+    why, and every configuration's estimate on this computer (the chosen one in bold)."""
+    from medseg.workflows.totalseg_run import automatic_choice
+
+    automatic = automatic_choice(opened, volume, device)
+    model = opened.pipeline
+    chosen = configuration if configuration in model.configurations else automatic.name
+    if chosen == automatic.name and configuration is None:
+        why = html.escape(automatic.reason)
+    elif chosen == automatic.name:
+        why = "chosen by you (also the automatic choice)"
+    else:
+        why = f"chosen by you (automatic would choose {html.escape(automatic.name)}: {html.escape(automatic.reason)})"
+    rows = []
+    for name, config in model.configurations.items():
+        networks = len(config.parts)
+        cells = (f"{html.escape(name)}", f"{config.spacing_mm:g} mm", f"{networks}",
+                 _estimate_text(automatic.estimates_s.get(name)))
+        row = "".join(f"<td>{'<b>' + c + '</b>' if name == chosen else c}</td>" for c in cells)
+        rows.append(f"<tr>{row}</tr>")
+    subset = (f"{len(structures)} of {len(model.labels)} structures: cropped around them, "
+              f"only their networks run (estimates are for all)" if structures
+              else f"all {len(model.labels)} structures")
+    return (f"<b>{html.escape(chosen)}</b> — {why}<br>"
+            f"spacing (z, y, x): series {_mm(volume.spacing_zyx)} mm<br>{subset}<br>"
+            "<table><tr><th>configuration</th><th>network grid</th><th>networks</th><th>estimate here</th></tr>"
+            + "".join(rows) + "</table>"
+            f"TotalSegmentator's steps: resampled to the grid, tiles at step {model.configurations[chosen].step:g}, "
+            "parts merged, labels back on the series' grid")
+
+
+def _estimate_text(seconds: float | None) -> str:
+    if seconds is None:
+        return "—"
+    if seconds < 1:
+        return "< 1 s"
+    if seconds < 90:
+        return f"~{seconds:.0f} s"
+    if seconds < 5400:
+        return f"~{seconds / 60:.0f} min"
+    return f"~{seconds / 3600:.1f} h"
+
+
+def _where_it_runs(package: Any, configuration: str, device: str) -> str:
+    """"runs on: CPU, 2 threads — PyTorch (why)" for the plan (the engine as --device auto chooses it)."""
+    from medseg import threads
+    from medseg.errors import MedsegError
+    from medseg.model.backends import backend, describe, resolve_device
+
+    try:
+        resolved = resolve_device(device)
+    except MedsegError as error:
+        return f"<br>runs on: {html.escape(str(error))}"
+    if backend(resolved).gpu:
+        return f"<br>runs on: {html.escape(describe(resolved))}"
+    count = threads.budget_count()
+    where = f"<br>runs on: the CPU, {count.threads} thread{'s' if count.threads != 1 else ''} ({html.escape(count.source)})"
+    if device != "auto":
+        return where + f"<br>engine: {html.escape(backend(resolved).engine)} (chosen by you)"
+    from medseg.model.cpu_runtime import planned_choice
+
+    choice = planned_choice(package, configuration, count.threads)
+    return where + f"<br>engine: {html.escape(choice.engine)} ({html.escape(choice.reason)})"
+
+
+class SegmentPanel(QGroupBox):
+    def __init__(self, document: SegmentationDocument, window, parent: QWidget | None = None) -> None:
+        super().__init__("Segment", parent)
+        self.document = document
+        self.window = window
+        self.model_label = QLabel(self)
+        self.model_label.setWordWrap(False)
+        # its text (a model's name, a chosen folder's) never widens the side panel: a long run folder's
+        # path made the panel 200 px wider at every start after "Use this model" (the tooltip has it whole)
+        self.model_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        self.model_label.setMinimumWidth(0)
+        from medseg.gui.segment.model_chooser import ModelChooser
+
+        self.model_chooser = ModelChooser(self)  # the window's actions are made after the panels: look them up late
+        self.model_chooser.use.connect(lambda reference: window.use_model_reference(reference))
+        self.model_chooser.install.connect(lambda model_id: window.open_models_dialog(install=model_id))
+        self.model_chooser.pick_folder.connect(lambda: window.choose_model_action.trigger())
+        self.model_chooser.manage.connect(lambda: window.open_models_dialog())
+        self.device_box = QComboBox(self)
+        self.device_box.setToolTip("Where the model runs; only what this machine has is listed")
+        # the plan follows the device: a TotalSegmentator model's choice and estimates, a model's CPU engine
+        self.device_box.currentIndexChanged.connect(lambda _index: self._show_plan())
+        self.threads_box = _threads_box(self)
+        self.configuration_box = QComboBox(self)
+        self.configuration_box.setToolTip("Which of the model's configurations runs; automatic lets the series' "
+                                          "spacing choose (thin- or thick-slice)")
+        self.configuration_box.addItem("Configuration: automatic (by the series' spacing)", None)
+        self.configuration_box.currentIndexChanged.connect(lambda _index: self._show_plan())
+        self.configuration_box.setVisible(False)  # shown when the model has more than one
+        self.postprocess_box = QCheckBox("Apply the model's post-processing", self)
+        self.postprocess_box.setToolTip("The steps the model declares after its network (listed in the plan "
+                                        "below); off shows the network's own labels")
+        self.postprocess_box.setChecked(True)
+        self.postprocess_box.setVisible(False)  # shown when the model declares steps
+        # As tall as its text (the side panel scrolls; a second scroll bar inside it hid the plan's end);
+        # a rich-text QLabel would be squeezed inside the scroll area instead.
+        self.plan_label = QTextBrowser(self)
+        self.plan_label.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.plan_label.document().documentLayout().documentSizeChanged.connect(lambda _size: self._fit_plan())
+        self.plan_label.setPlainText("Open an image to see the plan.")
+        self.structures_button = QPushButton(self)  # a TotalSegmentator model's structure subset (its roi_subset)
+        self.structures_button.setToolTip("Which structures Segment keeps: fewer run faster (the image is cropped "
+                                          "around them and only the networks that segment them run)")
+        self.structures_button.clicked.connect(self.pick_structures)
+        self.structures_button.setVisible(False)
+        self._structures: tuple[str, ...] | None = None  # None: all of the model's structures
+        self.parts_label = QLabel(self)  # progress per part while a TotalSegmentator model runs
+        self.parts_label.setObjectName("segment-parts")
+        self.parts_label.setWordWrap(True)
+        self.parts_label.setVisible(False)
+        self._parts_done: list[str] = []
+        window.loader.progressed.connect(self._on_progress)
+        window.loader.busy_changed.connect(self._on_busy)
+        self.run_button = QPushButton("Segment", self)
+        self.run_button.clicked.connect(lambda: window.segment_action.trigger())
+        self.result_label = QLabel(self)  # the segmentation on screen: which model made it, how, how long
+        self.result_label.setWordWrap(True)
+        self.result_label.setObjectName("segment-result")
+        layout = QVBoxLayout(self)
+        layout.addWidget(self.model_chooser)
+        layout.addWidget(self.model_label)
+        layout.addWidget(self.device_box)
+        threads_row = QHBoxLayout()
+        threads_row.addWidget(QLabel("CPU threads:", self))
+        threads_row.addWidget(self.threads_box, 1)
+        layout.addLayout(threads_row)
+        layout.addWidget(self.configuration_box)
+        layout.addWidget(self.postprocess_box)
+        layout.addWidget(self.structures_button)
+        layout.addWidget(self.plan_label)
+        layout.addWidget(self.run_button)
+        layout.addWidget(self.parts_label)
+        layout.addWidget(self.result_label)
+        self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Minimum)
+        self._package = None
+        self._opened = None
+        self.card = None  # the chosen model's card (medseg.workflows.models.ModelCard)
+        self._package_source: object = ()
+        self._devices_filled = False
+        document.volume_changed.connect(self.refresh)
+        self.refresh()
+
+    def _fit_plan(self) -> None:
+        document = self.plan_label.document()
+        document.setTextWidth(self.plan_label.viewport().width())
+        frame = self.plan_label.frameWidth() * 2 + int(document.documentMargin())
+        self.plan_label.setFixedHeight(min(int(document.size().height()) + frame, 900))
+
+    def resizeEvent(self, event) -> None:  # noqa: N802
+        super().resizeEvent(event)
+        self._fit_plan()
+
+    @property
+    def package(self) -> Any:
+        """The model Segment will run (None until it has been read, or when it could not be)."""
+        return self._package if self._package_source == self.window.model_path() else None
+
+    def show_result(self, text: str, details: str = "") -> None:
+        self.result_label.setText(text)
+        self.result_label.setToolTip(details)
+
+    @property
+    def device(self) -> str:
+        return self.device_box.currentData() or "auto"
+
+    @property
+    def postprocess(self) -> bool:
+        """Whether the model's declared post-processing runs after its network."""
+        return self.postprocess_box.isChecked()
+
+    @property
+    def configuration(self) -> str | None:
+        """The configuration the user chose, or None for the spacing's choice."""
+        return self.configuration_box.currentData()
+
+    @property
+    def structures(self) -> tuple[str, ...] | None:
+        """The structures Segment keeps (a TotalSegmentator model's subset), None for all."""
+        return self._structures if self._is_pipeline() else None
+
+    def _is_pipeline(self) -> bool:
+        from medseg.workflows.models import TOTALSEG_MODEL
+
+        return self.card is not None and self.card.kind == TOTALSEG_MODEL and self._package is not None
+
+    def pick_structures(self) -> None:
+        """The subset picker (search, groups); its answer applies to the next Segment."""
+        if not self._is_pipeline():
+            return
+        from medseg.gui.segment.structure_picker import StructurePicker
+
+        names = {value: label.name for value, label in self.card.labels.items()}
+        self.structure_picker = StructurePicker(names, self.card.groups, self._structures, self)
+        self.structure_picker.accepted.connect(lambda: self._set_structures(self.structure_picker.chosen()))
+        self.structure_picker.open()
+
+    def _set_structures(self, chosen: tuple[str, ...] | None) -> None:
+        from medseg.gui.segment.structure_picker import describe
+
+        self._structures = chosen
+        self.structures_button.setText(describe(chosen, len(self.card.labels)) if self.card is not None else "")
+        self._show_plan()
+
+    def _on_progress(self, _fraction: float, text: str) -> None:
+        """A TotalSegmentator run's parts, one line each: done, the one running (its tile), how many follow."""
+        import re
+
+        found = re.match(r"part (\d+) of (\d+) \(([^)]*)\)(.*)", text)
+        if found is None:
+            return
+        # the rest: ": tile i of n", or ", third j of 3: tile i of n" when a large image is split
+        index, count, subject, detail = int(found[1]), int(found[2]), found[3], found[4].lstrip(":, ")
+        while len(self._parts_done) < index - 1:
+            self._parts_done.append("…")
+        del self._parts_done[index - 1:]
+        lines = [f"✓ part {i + 1}: {name}" for i, name in enumerate(self._parts_done)]
+        lines.append(f"▶ part {index} of {count}: {subject}" + (f" — {detail}" if detail else ""))
+        if index < count:
+            lines.append(f"· {count - index} more part{'s' if count - index > 1 else ''} to run")
+        self._parts_done.append(subject)
+        self.parts_label.setText("\n".join(lines))
+        self.parts_label.setVisible(True)
+
+    def _on_busy(self) -> None:
+        if not self.window.loader.busy:
+            self._parts_done = []
+            self.parts_label.setVisible(False)
+
+    def _fill_configurations(self) -> None:
+        keep = self.configuration
+        self.configuration_box.blockSignals(True)
+        while self.configuration_box.count() > 1:
+            self.configuration_box.removeItem(1)
+        pipeline = self._is_pipeline()
+        self.configuration_box.setItemText(0, "Configuration: automatic (by the series' spacing"
+                                           + (" and this computer's speed)" if pipeline else ")"))
+        for name, plan in self._package.configurations.items():
+            if pipeline:
+                count = len(plan.parts)
+                self.configuration_box.addItem(f"Configuration: {name} ({count} network{'s' if count > 1 else ''}"
+                                               + (f", TotalSegmentator {plan.flag}" if plan.flag else "") + ")", name)
+                continue
+            self.configuration_box.addItem(f"Configuration: {name} ({plan.dim}D)", name)
+        index = self.configuration_box.findData(keep) if keep is not None else 0
+        self.configuration_box.setCurrentIndex(max(index, 0))
+        self.configuration_box.setVisible(len(self._package.configurations) > 1)
+        self.configuration_box.blockSignals(False)
+        self.postprocess_box.setVisible(not pipeline and bool(self._package.postprocessing))
+        self.structures_button.setVisible(pipeline)
+        if pipeline:
+            self._set_structures(None)  # a new model: all of its structures
+
+    def _show_plan(self) -> None:
+        volume = self.document.volume
+        if volume is None or self._package is None:
+            return
+        from medseg.errors import MedsegError
+
+        try:
+            if self._is_pipeline():
+                self.plan_label.setHtml(pipeline_summary(self._opened, volume, self.device, self.configuration,
+                                                         self.structures))
+                return
+            self.plan_label.setHtml(plan_summary(self._package, volume,
+                                                 configuration=self.configuration, device=self.device))
+        except MedsegError as error:
+            self.plan_label.setPlainText(f"Cannot plan: {error}")
+
+    def refresh(self) -> None:
+        """Model name, devices and plan for the open series (the model is read once per choice)."""
+        source = self.window.model_path()
+        if self.document.volume is None and not self._devices_filled:
+            from medseg.gui.segment.model_chooser import chosen_reference
+
+            reference = chosen_reference() if source is not None else None  # the catalogue id, not its folder
+            if reference is not None and reference == source:  # a folder: with its parent ("run-…/model")
+                reference = "/".join(Path(source).parts[-2:])
+            self.model_label.setText(f"Model: {'built-in starter' if reference is None else reference}")
+            self.model_label.setToolTip("The model Segment runs" + (f": {source}" if source else ""))
+            return
+        from medseg.errors import MedsegError
+
+        try:
+            if not self._devices_filled:
+                from medseg.model.backends import device_choices
+
+                for choice in device_choices():
+                    self.device_box.addItem(choice.label, choice.device)
+                self._devices_filled = True
+            if source != self._package_source or self._package is None:
+                from medseg.workflows.models import open_model
+
+                opened = open_model(source)
+                self._opened, self.card = opened, opened.card
+                self._package = opened.pipeline if opened.pipeline is not None else opened.package
+                self._package_source = source
+                self._fill_configurations()
+            self.model_label.setText(f"Model: <b>{self.card.name}</b>")
+            self.model_label.setToolTip(self.card.describe())
+        except MedsegError as error:
+            self.plan_label.setPlainText(f"Cannot plan: {error}")
+            return
+        self._show_plan()
+
+
+THREADS_SETTING = "compute/threads"  # 0: every usable core (the default)
+
+
+def _threads_box(parent: "SegmentPanel") -> QSpinBox:
+    """The app's CPU threads (segmenting, training in the app, the 3D surfaces, grow from seeds):
+    "automatic" is every core this process may use; a number replaces it, remembered between sessions.
+    ``medseg gui --threads N`` sets it for one session."""
+    from medseg import threads
+    from medseg.gui.shell import app_shell
+
+    box = QSpinBox(parent)
+    usable = threads.usable_cores()
+    box.setRange(0, max(threads.affinity_cores(), threads.budget()))
+    box.setSpecialValueText(f"automatic ({usable.threads}: every core medseg may use)")
+    box.setToolTip("How many CPU threads medseg computes with. Jobs running at the same time (a segmentation, "
+                   "the 3D surfaces, grow from seeds) share them. Automatic: " + usable.explain())
+    store = app_shell.settings()
+    if threads.budget_count().source == threads.FROM_OPTION:  # `medseg gui --threads N`: this session only
+        box.setValue(threads.budget())
+    else:
+        try:
+            saved = int(store.value(THREADS_SETTING, 0) or 0)
+        except (TypeError, ValueError):
+            saved = 0
+        box.setValue(saved if saved <= box.maximum() else 0)
+        _apply_threads(box.value())
+
+    def changed(value: int) -> None:
+        _apply_threads(value)
+        store.setValue(THREADS_SETTING, value)
+        parent._show_plan()  # the plan says how many threads run it
+
+    box.valueChanged.connect(changed)
+    return box
+
+
+def _apply_threads(value: int) -> None:
+    from medseg import threads
+
+    if value > 0:
+        threads.configure(value, threads.FROM_SETTING)
+    else:
+        threads.configure(None)

@@ -1,0 +1,167 @@
+"""Side panels of the Segment tab: window/level presets and the label overlay.
+
+Each panel writes to the document or the view state and redraws from their events, with Qt signals blocked
+while it updates itself so that the two never chase each other (ITK-SNAP's coupling).
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QDoubleSpinBox,
+    QFormLayout,
+    QGroupBox,
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QRadioButton,
+    QSlider,
+    QVBoxLayout,
+    QWidget,
+)
+
+from medseg.edit.document import SegmentationDocument
+from medseg.gui.viewer.view_state import AUTO_PRESET, ViewState
+from medseg.gui.labels.label_list import LabelList
+from medseg.gui.viewer.label_table import NAME_SETS
+
+PRESET_KEYS = {"Soft tissue": "1", "Lung": "2", "Bone": "3", "Brain": "4", "Liver": "5", "Mediastinum": "6", AUTO_PRESET: "0"}
+
+
+class WindowPanel(QGroupBox):
+    edit_presets_requested = Signal()
+
+    def __init__(self, view: ViewState, parent: QWidget | None = None) -> None:
+        super().__init__("Window / level", parent)
+        self.view = view
+        self.preset_box = QComboBox(self)
+        self.center_box = QDoubleSpinBox(self)
+        self.width_box = QDoubleSpinBox(self)
+        for box in (self.center_box, self.width_box):
+            box.setRange(-5000, 10000)
+            box.setDecimals(0)
+            box.setSuffix(" HU")
+        self.width_box.setMinimum(1)
+        edit_button = QPushButton("Edit presets…", self)
+        edit_button.clicked.connect(self.edit_presets_requested)
+        form = QFormLayout(self)
+        form.addRow("Preset", self.preset_box)
+        form.addRow("Level (centre)", self.center_box)
+        form.addRow("Width", self.width_box)
+        form.addRow(edit_button)
+        self.refresh_presets()
+        self.preset_box.activated.connect(self._on_preset_chosen)
+        self.center_box.valueChanged.connect(self._on_spin)
+        self.width_box.valueChanged.connect(self._on_spin)
+        view.window_changed.connect(self._sync)
+        view.document.volume_changed.connect(self._sync)
+        self._sync()
+
+    def refresh_presets(self) -> None:
+        self.preset_box.blockSignals(True)
+        self.preset_box.clear()
+        self.preset_box.addItem("(custom)")
+        for name in [AUTO_PRESET, *self.view.presets]:
+            key = PRESET_KEYS.get(name)
+            self.preset_box.addItem(f"{name}  [{key}]" if key else name, name)
+        self.preset_box.blockSignals(False)
+        self._sync()
+
+    def _on_preset_chosen(self, index: int) -> None:
+        name = self.preset_box.itemData(index)
+        if name:
+            self.view.apply_preset(name)
+
+    def _on_spin(self) -> None:
+        self.view.set_window(self.center_box.value(), self.width_box.value())
+
+    def _preset_window(self, name: str) -> tuple[float, float] | None:
+        window = self.view.auto_window() if name == AUTO_PRESET else self.view.presets.get(name)
+        return tuple(map(float, window)) if window is not None else None  # type: ignore[return-value]
+
+    def _sync(self) -> None:
+        view = self.view
+        for box, value in ((self.center_box, view.window_center), (self.width_box, view.window_width)):
+            box.blockSignals(True)
+            box.setValue(value)
+            box.blockSignals(False)
+        # The preset the user chose, even when another has the same values (Brain = the header's window);
+        # else the first preset with these values; else "(custom)".
+        match = self.preset_box.findData(view.window_preset) if view.window_preset else -1
+        if match < 0:
+            current = (view.window_center, view.window_width)
+            match = next((index for index in range(1, self.preset_box.count())
+                          if self._preset_window(self.preset_box.itemData(index)) == current), 0)
+        self.preset_box.blockSignals(True)
+        self.preset_box.setCurrentIndex(match)
+        self.preset_box.blockSignals(False)
+
+
+class OverlayPanel(QGroupBox):
+    name_set_changed = Signal(str)
+
+    def __init__(self, document: SegmentationDocument, view: ViewState, parent: QWidget | None = None) -> None:
+        super().__init__("Label overlay", parent)
+        self.document = document
+        self.view = view
+        self.show_box = QCheckBox("Show labels", self)
+        self.show_box.setChecked(True)
+        self.opacity_slider = QSlider(Qt.Orientation.Horizontal, self)
+        self.opacity_slider.setRange(0, 100)
+        self.opacity_label = QLabel(self)
+        self.fill_button = QRadioButton("Fill", self)
+        self.outline_button = QRadioButton("Outline", self)
+        self.fill_button.setChecked(True)
+        self.names_box = QComboBox(self)
+        self.names_box.addItems(NAME_SETS)
+        self.source_label = QLabel("No segmentation. File ▸ Open segmentation… (Ctrl+L), Segment, or draw.", self)
+        self.source_label.setWordWrap(True)
+        # two lines always fit: a long model name must not be clipped by the table below
+        self.source_label.setMinimumHeight(2 * self.source_label.fontMetrics().lineSpacing() + 4)
+        self.labels = LabelList(document, view, self)
+        self.table = self.labels.tree  # the grouped, searchable label table
+
+        # two compact rows above the table: the table gets the height (117 rows)
+        mode_row = QHBoxLayout()
+        mode_row.addWidget(self.show_box)
+        mode_row.addStretch(1)
+        mode_row.addWidget(self.fill_button)
+        mode_row.addWidget(self.outline_button)
+        opacity_row = QHBoxLayout()
+        opacity_row.addWidget(QLabel("Opacity", self))
+        opacity_row.addWidget(self.opacity_slider, 1)
+        opacity_row.addWidget(self.opacity_label)
+        opacity_row.addSpacing(6)
+        opacity_row.addWidget(QLabel("Names", self))
+        opacity_row.addWidget(self.names_box, 1)
+        layout = QVBoxLayout(self)
+        layout.setSpacing(3)
+        layout.setContentsMargins(6, 6, 6, 6)
+        layout.addWidget(self.source_label)
+        layout.addLayout(mode_row)
+        layout.addLayout(opacity_row)
+        layout.addWidget(self.labels, 1)
+
+        self.show_box.toggled.connect(view.set_overlay_visible)
+        self.opacity_slider.valueChanged.connect(lambda v: view.set_overlay_opacity(v / 100.0))
+        self.outline_button.toggled.connect(view.set_overlay_outline)
+        self.names_box.currentTextChanged.connect(self.name_set_changed)
+        view.overlay_changed.connect(self._sync_overlay)
+        self._sync_overlay()
+
+    def _sync_overlay(self) -> None:
+        view = self.view
+        for widget, setter in ((self.opacity_slider, lambda: self.opacity_slider.setValue(round(view.overlay_opacity * 100))),
+                               (self.outline_button, lambda: self.outline_button.setChecked(view.overlay_outline)),
+                               (self.fill_button, lambda: self.fill_button.setChecked(not view.overlay_outline)),
+                               (self.show_box, lambda: self.show_box.setChecked(view.overlay_visible))):
+            widget.blockSignals(True)
+            setter()
+            widget.blockSignals(False)
+        self.opacity_label.setText(f"{round(view.overlay_opacity * 100)} %")
+
+    def set_source(self, text: str, details: str = "") -> None:
+        self.source_label.setText(text)
+        self.source_label.setToolTip(details)

@@ -1,0 +1,54 @@
+"""Edit the window/level presets (name, level, width); saved in the settings."""
+
+from __future__ import annotations
+
+from PySide6.QtWidgets import QDialog, QDialogButtonBox, QPushButton, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget
+
+from medseg.gui.viewer.view_state import DEFAULT_PRESETS
+
+
+class PresetsDialog(QDialog):
+    def __init__(self, presets: dict[str, tuple[float, float]], parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setWindowTitle("Window/level presets")
+        self.table = QTableWidget(0, 3, self)
+        self.table.setHorizontalHeaderLabels(("Name", "Level (HU)", "Width (HU)"))
+        self.table.horizontalHeader().setStretchLastSection(True)
+        self._fill(presets)
+        add, remove, defaults = QPushButton("Add", self), QPushButton("Remove", self), QPushButton("Defaults", self)
+        add.clicked.connect(lambda: self._append("New preset", 40.0, 400.0))
+        remove.clicked.connect(lambda: self.table.removeRow(self.table.currentRow()))
+        defaults.clicked.connect(lambda: self._fill(DEFAULT_PRESETS))
+        buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel, self)
+        for button in (add, remove, defaults):
+            buttons.addButton(button, QDialogButtonBox.ButtonRole.ActionRole)
+        buttons.accepted.connect(self.accept)
+        buttons.rejected.connect(self.reject)
+        layout = QVBoxLayout(self)
+        layout.addWidget(self.table)
+        layout.addWidget(buttons)
+        self.resize(420, 320)
+
+    def _fill(self, presets: dict[str, tuple[float, float]]) -> None:
+        self.table.setRowCount(0)
+        for name, (center, width) in presets.items():
+            self._append(name, center, width)
+
+    def _append(self, name: str, center: float, width: float) -> None:
+        row = self.table.rowCount()
+        self.table.insertRow(row)
+        for column, text in enumerate((name, f"{center:g}", f"{width:g}")):
+            self.table.setItem(row, column, QTableWidgetItem(text))
+
+    def presets(self) -> dict[str, tuple[float, float]]:
+        """The edited presets; rows with a bad number or an empty name are left out."""
+        result = {}
+        for row in range(self.table.rowCount()):
+            try:
+                name = self.table.item(row, 0).text().strip()
+                center, width = float(self.table.item(row, 1).text()), float(self.table.item(row, 2).text())
+            except (AttributeError, ValueError):
+                continue
+            if name and width > 0:
+                result[name] = (center, width)
+        return result
