@@ -26,7 +26,8 @@ from medseg.catalogue.discover import FoundResult, find_results, match_catalogue
 from medseg.catalogue.download import download
 from medseg.catalogue.entries import Catalogue, ModelEntry, load_catalogue, parse_entry
 from medseg.catalogue.folders import find_installed, installed_models, model_folder
-from medseg.catalogue.record import InstallRecord, hash_tree, read_record, sha256_file, write_record
+from medseg.catalogue.record import InstallRecord, hash_tree, read_record, write_record
+from medseg.io.digest import sha256_file
 from medseg.catalogue.unpack import safe_extract
 from medseg.errors import LicenceNotAccepted, ModelError, SaveError
 from medseg.io.atomic import fsync_folder

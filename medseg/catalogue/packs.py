@@ -23,7 +23,8 @@ from pathlib import Path, PurePosixPath
 from medseg.catalogue.entries import parse_entry
 from medseg.catalogue.folders import find_installed
 from medseg.catalogue.install import Acceptance, _Transaction, licence_record
-from medseg.catalogue.record import InstallRecord, sha256_file
+from medseg.catalogue.record import InstallRecord
+from medseg.io.digest import sha256_file
 from medseg.catalogue.unpack import check_archive
 from medseg.errors import ChecksumMismatch, ModelError
 from medseg.io.atomic import atomic_open

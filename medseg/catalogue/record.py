@@ -8,7 +8,6 @@ kill -9 leaves the record as it was (the old version, or nothing), never a half 
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from dataclasses import dataclass, field
@@ -17,6 +16,7 @@ from typing import Any
 
 from medseg.errors import ModelError
 from medseg.io.atomic import atomic_write_text
+from medseg.io.digest import sha256_file
 
 RECORD_FILE = "installed.json"
 FORMAT_NAME = "medseg-installed-model"
@@ -92,12 +92,6 @@ def write_record(record: InstallRecord) -> Path:
     return atomic_write_text(record.folder / RECORD_FILE, json.dumps(record.to_json(), indent=1) + "\n")
 
 
-def sha256_file(path: Path, block: int = 1 << 20) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as stream:
-        for chunk in iter(lambda: stream.read(block), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def hash_tree(root: Path) -> dict[str, str]:

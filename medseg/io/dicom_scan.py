@@ -436,15 +436,18 @@ _SPLIT_REASONS = ((10, "of another study"), (11, "of another patient"), (12, "of
                   (6, "of another series number"), (7, "of another series description"))
 
 
-def _note_split_series(series: list[SeriesInfo], keys: dict[str, tuple]) -> None:
-    """Images that carry a series' UID but were not taken into it are said, on every part, with why."""
+def _parts_sharing_a_uid(series: list[SeriesInfo]) -> list[list[SeriesInfo]]:
+    """The series found under one Series Instance UID, where there are two or more of them."""
     by_uid: dict[str, list[SeriesInfo]] = defaultdict(list)
     for s in series:
         if s.series_uid:
             by_uid[s.series_uid].append(s)
-    for group in by_uid.values():
-        if len(group) < 2:
-            continue
+    return [group for group in by_uid.values() if len(group) >= 2]
+
+
+def _note_split_series(series: list[SeriesInfo], keys: dict[str, tuple]) -> None:
+    """Images that carry a series' UID but were not taken into it are said, on every part, with why."""
+    for group in _parts_sharing_a_uid(series):
         for s in group:
             parts = []
             for other in group:
@@ -542,13 +545,7 @@ def _build_series(key: str, members: list[_FileHeader], category: str) -> Series
 
 def _mark_orientation_localizers(series: list[SeriesInfo]) -> None:
     """A few images in a series whose orientation differs from its main stack are localizers."""
-    by_uid: dict[str, list[SeriesInfo]] = defaultdict(list)
-    for s in series:
-        if s.series_uid:
-            by_uid[s.series_uid].append(s)
-    for group in by_uid.values():
-        if len(group) < 2:
-            continue
+    for group in _parts_sharing_a_uid(series):
         main = max(group, key=lambda s: s.n_slices)
         for s in group:
             if s is main or s.kind not in ("single_slice", "volume") or s.n_slices > 3:

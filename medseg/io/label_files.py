@@ -29,6 +29,7 @@ import numpy as np
 from medseg.errors import GeometryError, ImageFormatError, MedsegError, SaveError
 from medseg.io.atomic import atomic_write_text, check_writable
 from medseg.io.dicom_seg import regularization_note
+from medseg.io.digest import sha256_file
 from medseg.io.formats import format_of, segmentation_formats
 from medseg.io.image_files import IMAGE_SUFFIXES, WRITE_SUFFIXES, image_suffix, read_image, write_image
 from medseg.io.json_files import read_json_object
@@ -110,19 +111,11 @@ def write_label_map(label_map: Volume, path: str | os.PathLike, segments: list[L
     except ImageFormatError as error:
         raise _save_error(path, error) from error
     record = _sidecar(label_map, image, labels)
-    record["file"] = {"name": written.name, "sha256": file_digest(written), "written_by": written_by}
+    record["file"] = {"name": written.name, "sha256": sha256_file(written), "written_by": written_by}
     sidecar = atomic_write_text(sidecar_path(path), json.dumps(record, indent=1) + "\n")
     return written, sidecar
 
 
-def file_digest(path: str | os.PathLike) -> str:
-    import hashlib
-
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while chunk := handle.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def unchanged_since_written(path: str | os.PathLike) -> tuple[list[Label], dict] | None:
@@ -138,7 +131,7 @@ def unchanged_since_written(path: str | os.PathLike) -> tuple[list[Label], dict]
     if not isinstance(record, dict) or not isinstance(record.get("sha256"), str):
         return None
     try:
-        return found if file_digest(path) == record["sha256"] else None
+        return found if sha256_file(path) == record["sha256"] else None
     except OSError:
         return None
 

@@ -13,13 +13,13 @@ gets a ModelError that says what is unsupported.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Sequence
 
 from medseg.io.json_files import read_json_object
+from medseg.io.digest import sha256_file
 from medseg.errors import ModelError
 from medseg.model.package_model import ModelPackage
 from medseg.model.plan import ANISOTROPY_THRESHOLD, Plan
@@ -84,7 +84,7 @@ def import_nnunet(folder: str | Path, folds: Sequence[int | str] | None = None) 
             raise ModelError("checkpoint has no 'network_weights'", path=checkpoint_path)
         canonical = canonical_state_dict(state, source=str(checkpoint_path))
         weights.append({key: tensor.float().contiguous() for key, tensor in canonical.items()})
-        digests[fold_dir.name] = _sha256(checkpoint_path)
+        digests[fold_dir.name] = sha256_file(checkpoint_path)
 
     dataset_name = str(plans.get("dataset_name", folder.parent.name))
     package = ModelPackage(
@@ -168,12 +168,6 @@ def _read_json(path: Path) -> dict[str, Any]:
     return read_json_object(path, path.name, ModelError)
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as stream:
-        for block in iter(lambda: stream.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _select_fold_dirs(folder: Path, folds: Sequence[int | str] | None) -> list[Path]:

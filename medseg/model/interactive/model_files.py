@@ -34,6 +34,7 @@ from safetensors.torch import save as save_safetensors_bytes
 
 from medseg.errors import ModelError
 from medseg.io.atomic import atomic_folder
+from medseg.io.digest import sha256_file
 from medseg.io.json_files import read_json_object
 from medseg.model.nnunet_import import network_plan
 from medseg.model.plan import Plan
@@ -159,7 +160,7 @@ def import_nninteractive(folder: str | Path, fold: int | str | None = None) -> I
         provenance={"source": "nnInteractive model folder", "folder": folder.name, "dataset_name": dataset_name,
                     "plans_name": plans.get("plans_name"), "configuration": configuration, "trainer_name": trainer,
                     "checkpoint": str(checkpoint_path.relative_to(folder)),
-                    "checkpoint_sha256": _sha256(checkpoint_path)},
+                    "checkpoint_sha256": sha256_file(checkpoint_path)},
         source_path=folder,
     )
     return model
@@ -350,9 +351,3 @@ def _read_json(path: Path) -> dict[str, Any]:
     return read_json_object(path, path.name, ModelError)
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as stream:
-        for block in iter(lambda: stream.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
