@@ -218,6 +218,13 @@ def open_model(reference: str | Path | None = None) -> OpenedModel:
         return OpenedModel(totalseg_card(model, reference), pipeline=model)
     if is_nnunet_result(path):
         package, kind = import_nnunet(path), NNUNET_RESULT
+    elif path.is_dir() and not (path / "model.json").is_file():
+        # Said here, where every kind of folder medseg runs is known, rather than as the package reader's
+        # "model.json is missing", which sends a user with TotalSegmentator's weights on a wrong track.
+        raise ModelError("this folder is not a model medseg can run: no model.json (a medseg package), no plans.json "
+                         "with dataset.json (an nnU-Net v2 result folder)", path=path,
+                         hint="TotalSegmentator's or nnInteractive's weights folder: `medseg models import FOLDER` "
+                              "(Segmentation ▸ Models… ▸ Import), then choose the model by its id")
     else:
         package, kind = load_package(path), MEDSEG_PACKAGE
     return OpenedModel(model_card(package, reference, kind), package)

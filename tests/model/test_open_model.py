@@ -78,3 +78,15 @@ def test_another_model_source_plugs_in_through_one_resolver(tmp_path: Path, monk
     models.register_resolver(lambda reference: installed if reference == "example/starter-copy" else None)
     card = open_model("example/starter-copy").card
     assert card.id == "example/starter-copy" and card.source == installed
+
+
+def test_a_weights_folder_that_is_no_model_says_how_to_import_it(tmp_path: Path) -> None:
+    """TotalSegmentator's weights folder holds Dataset*/ folders, not a model: the error names the folder, the
+    files medseg looks for, and the import command (not only "model.json is missing")."""
+    weights = tmp_path / "totalsegmentator_weights"
+    (weights / "Dataset291_TotalSegmentator_part1_organs_1559subj").mkdir(parents=True)
+    with pytest.raises(ModelError) as raised:
+        open_model(weights)
+    text = str(raised.value)
+    assert str(weights) in text and "model.json" in text and "plans.json" in text
+    assert "medseg models import" in text
