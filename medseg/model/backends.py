@@ -212,10 +212,11 @@ def device_choices(purpose: str = INFERENCE) -> list[DeviceChoice]:
     """"auto" and then every device :func:`available_devices` finds, named for a menu."""
     automatic = resolve_device("auto", purpose)
     if purpose == INFERENCE and not backend(automatic).gpu and len(cpu_devices()) > 1:
-        here = "the CPU, with the engine measured fastest for the model"  # medseg.model.cpu_runtime
+        # medseg.model.cpu_runtime measures the engines per model; short, so a side panel shows it whole
+        here = "CPU, fastest engine per model"
     else:
         here = describe(automatic)
-    choices = [DeviceChoice("auto", f"Automatic (here: {here})")]
+    choices = [DeviceChoice("auto", f"Automatic ({here})")]
     return choices + [DeviceChoice(device, describe(device)) for device in available_devices(purpose)]
 
 

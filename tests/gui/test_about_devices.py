@@ -87,7 +87,7 @@ def test_segment_and_training_menus_offer_what_the_machine_has(mac, window, driv
     segment_box = window.segment_panel.device_box
     assert [segment_box.itemData(i) for i in range(segment_box.count())] == ["auto", "mps", "cpu", "onnx-cpu"]
     # on the CPU "auto" lets a measurement choose the engine per model (medseg.model.cpu_runtime)
-    assert segment_box.itemText(0) == "Automatic (here: the CPU, with the engine measured fastest for the model)"
+    assert segment_box.itemText(0) == "Automatic (CPU, fastest engine per model)"
     assert [segment_box.itemText(i) for i in (2, 3)] == ["CPU (PyTorch)", "CPU (ONNX Runtime)"]
     window.train_tab.training_panel.list_devices()  # what showing its page does (the list waits for it)
     training_box = window.train_tab.training_panel.device

@@ -36,7 +36,7 @@ def test_cuda_machine_segments_and_trains_on_cuda(fake_machine):
         resolve_device("cuda:2", TRAINING)
     labels = {c.device: c.label for c in device_choices()}
     assert labels["cuda"] == "CUDA: Fake GPU 0, 24 GB (+1 more)"
-    assert labels["auto"] == "Automatic (here: CUDA: Fake GPU 0, 24 GB (+1 more))"
+    assert labels["auto"] == "Automatic (CUDA: Fake GPU 0, 24 GB (+1 more))"
 
 
 def test_mac_offers_mps_for_segmenting_but_never_picks_it_alone(fake_machine):
