@@ -35,14 +35,15 @@ from medseg.gui.shell import app_shell
 from medseg.gui.segment import model_choice
 from medseg.gui.common import save_dialog
 from medseg.gui.common import wheel_guard
-from medseg.gui.shell.banners import Banner, findings_text, join_messages
+from medseg.gui.viewer.banners import Banner, findings_text, join_messages
 from medseg.gui.common.job_status import JobStatusWidget
 from medseg.gui.common.jobs import Job
 from medseg.gui.shell.messages import MessageArea
 from medseg.gui.viewer.label_table import described_labels
-from medseg.gui.viewer.panels import PRESET_KEYS, OverlayPanel, WindowPanel
+from medseg.gui.labels.overlay_panel import OverlayPanel
+from medseg.gui.viewer.window_panel import PRESET_KEYS, WindowPanel
 from medseg.gui.viewer.presets_dialog import PresetsDialog
-from medseg.gui.viewer.raw_stack import RawStackToggle
+from medseg.gui.study.raw_stack import RawStackToggle
 from medseg.gui.study.segmentation_files import OPEN_FILTER, SegmentationFiles
 from medseg.gui.labels.stats_panel import StatsPanel
 from medseg.gui.study.series_browser import SeriesBrowser

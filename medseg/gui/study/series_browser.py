@@ -31,7 +31,7 @@ from PySide6.QtWidgets import (
 
 from medseg import io as medseg_io
 from medseg.errors import Cancelled
-from medseg.gui.shell.banners import join_messages
+from medseg.gui.viewer.banners import join_messages
 from medseg.gui.common.jobs import Job
 
 COLUMNS = ("Patient", "Study", "Series", "Modality", "Description", "Slices", "Size", "Spacing (mm)", "Type", "Findings")
