@@ -21,6 +21,14 @@ at any point recovers either the state before the switch or the state after it, 
 old journal replayed onto the new base (tests/robustness/test_journal_switch.py kills a process at
 each of these moments). Sessions written before generations (``base.npz``, ``journal.bin``) still recover.
 
+Label table changes (a name, a colour, a lock, a group hidden) do not wait for the disk: a writer
+thread writes session.json with the latest table, so a burst of them (hiding a group, then another)
+costs the GUI no fsync and at most two writes. What a crash keeps is the table as last written; a
+journal record is never written before the table it was made with (:meth:`Journal.append` lets a
+pending table write finish first), so recovered voxels never carry a label the recovered table lacks.
+The table is the document's: visibility and locks are part of it, as in a saved file's sidecar, and
+come back after a crash as the user left them.
+
 After a crash (even SIGKILL) the next start finds the session still marked open and can
 :func:`recover` it: the base plus every complete record; a record cut short by the kill
 fails its length or CRC check and is ignored (at most the last operation is lost).
@@ -32,6 +40,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import threading
 import uuid
 import zlib
 from dataclasses import dataclass
@@ -99,6 +108,101 @@ class RecoverableSession:
     edits: int = 0  # the undo history's steps when it was last written (records, in a journal before step records)
 
 
+class SessionWriter:
+    """Writes ``session.json`` atomically, either now (:meth:`write_now`: the generation switch) or soon
+    from its own thread (:meth:`request`: the latest text wins, earlier ones not yet written are skipped).
+
+    A write never overtakes a later one: the thread takes the pending text only while it holds the
+    write lock, and :meth:`write_now` drops whatever is pending under that lock. A failed background
+    write is raised (a MedsegError naming the file) by the next call on the GUI's side.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._writing = threading.Lock()  # one write at a time, in the order the texts were given
+        self._state = threading.Condition()
+        self._pending: str | None = None
+        self._requested = 0  # texts given so far
+        self._written = 0  # of those, the newest on disk (or skipped for a newer one)
+        self._error: BaseException | None = None
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+
+    def request(self, text: str) -> None:
+        self._raise_failure()
+        with self._state:
+            self._pending = text
+            self._requested += 1
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="medseg-session-writer", daemon=True)
+                self._thread.start()
+            self._state.notify_all()
+
+    def write_now(self, text: str) -> None:
+        with self._writing:
+            with self._state:
+                self._pending = None
+                self._requested += 1
+                number = self._requested
+            atomic_write_text(self.path, text)
+            with self._state:
+                self._written = number
+                self._state.notify_all()
+
+    @property
+    def pending(self) -> bool:
+        with self._state:
+            return self._written < self._requested or self._error is not None
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until every text given so far is on disk; False on timeout. Raises a failed write."""
+        with self._state:
+            target = self._requested
+            done = self._state.wait_for(lambda: self._written >= target or self._error is not None, timeout)
+        self._raise_failure()
+        return done
+
+    def stop(self, flush: bool = True) -> None:
+        if flush:
+            self.flush()
+        with self._state:
+            self._stopping = True
+            self._pending = None
+            self._state.notify_all()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+    def _raise_failure(self) -> None:
+        error, self._error = self._error, None
+        if error is not None:
+            if isinstance(error, MedsegError):
+                raise error
+            raise MedsegError(f"cannot write the autosaved label table ({error})", path=self.path) from error
+
+    def _run(self) -> None:
+        while True:
+            with self._state:
+                self._state.wait_for(lambda: self._pending is not None or self._stopping)
+                if self._stopping:
+                    return
+            with self._writing:
+                with self._state:
+                    text, number, self._pending = self._pending, self._requested, None
+                if text is None:  # write_now took it over
+                    continue
+                try:
+                    atomic_write_text(self.path, text)
+                except BaseException as error:  # noqa: BLE001 - handed to the GUI's side, never lost
+                    with self._state:
+                        self._error = error
+                        self._state.notify_all()
+                    continue
+                with self._state:
+                    self._written = max(self._written, number)
+                    self._state.notify_all()
+
+
 class Journal:
     """One editing session's journal. ``start`` a new one for each image + label map base."""
 
@@ -107,6 +211,7 @@ class Journal:
         self._handle = None
         self.records = 0
         self.generation = 0
+        self.session_writer = SessionWriter(folder / "session.json")
 
     @classmethod
     def start(cls, label_map: LabelMap, image_source: str, root: Path | None = None,
@@ -144,15 +249,22 @@ class Journal:
             "direction": label_map.direction.reshape(-1).tolist(),
             "labels": _table_json(label_map.labels), "open": True, "generation": generation,
         }
-        atomic_write_text(self.folder / "session.json", json.dumps(info, indent=1))
+        self.session_writer.write_now(json.dumps(info, indent=1))
         self._info = info
 
     def update_table(self, label_map: LabelMap) -> None:
-        """Names, colours, locks changed: rewrite session.json (small, atomic)."""
+        """Names, colours, locks, visibility changed: session.json is rewritten soon, off this thread
+        (:meth:`flush` waits for it)."""
         self._info["labels"] = _table_json(label_map.labels)
-        atomic_write_text(self.folder / "session.json", json.dumps(self._info, indent=1))
+        self.session_writer.request(json.dumps(self._info, indent=1))
+
+    def flush(self, timeout: float | None = None) -> bool:
+        """Wait until the label table as last given is on disk (True), or ``timeout`` seconds (False)."""
+        return self.session_writer.flush(timeout)
 
     def append(self, delta: Delta) -> None:
+        if self.session_writer.pending:  # the table this delta was made with goes to disk first
+            self.session_writer.flush()
         self._write_record(MAGIC, delta.to_bytes())
         self.records += 1
 
@@ -177,8 +289,9 @@ class Journal:
             self._handle = None
 
     def close(self, discard: bool = True) -> None:
-        """A clean end: the session needs no recovery."""
+        """A clean end: the session needs no recovery (``discard=False``: its files stay, the table written)."""
         self._close_handle()
+        self.session_writer.stop(flush=not discard)
         if discard:
             shutil.rmtree(self.folder, ignore_errors=True)
 
