@@ -222,9 +222,9 @@ def child_3d(work: Path) -> dict:
     view3d.gl_view.repaint()
     result["first_full_set_s"] = time.perf_counter() - started
     result["first_full_set_cpu_s"] = time.process_time() - cpu
-    result["surfaces"] = len(view3d.items)
+    result["surfaces"] = len(view3d.surfaces)
     result["triangles"] = sum(s.n_triangles for s in view3d.surfaces.values())
-    result["coarse_triangles"] = sum(i.opts["meshdata"].faceCount() for i in view3d.coarse_items.values())
+    result["coarse_triangles"] = sum(s.n_triangles for s in view3d.coarse_surfaces.values())
     settle()
     ribs = [v for v, e in window.document.labels.items() if e.group == "ribs"]
     toggles, toggles_cpu, settled, settled_cpu = [], [], [], []

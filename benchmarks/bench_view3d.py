@@ -50,15 +50,14 @@ def remesh_rows(label_map, edits: int) -> None:
     from medseg.io.mesh import EXACT, mesh_cells
     from medseg.io.surface_bricks import SurfaceBricks
 
-    from medseg.gui.viewer.surface_jobs import COARSE_BRICK_CELLS, COARSE_BUDGET
+    from medseg.gui.viewer.surface_jobs import COARSE_BUDGET
+    from medseg.io.surface_lod import coarse_copies
 
     labels = np.array(label_map.array)
     bricks = SurfaceBricks(label_map)
-    coarse = SurfaceBricks(label_map, COARSE_BUDGET, brick_cells=COARSE_BRICK_CELLS)
     start = time.perf_counter()
     bricks.rebuild(labels)
     rebuild = time.perf_counter() - start
-    coarse.rebuild(labels)
     counts = {v: int(np.count_nonzero(labels == v)) for v in bricks.values}
     print(f"  first meshing of the whole map (after Segment): {rebuild:.2f} s, "
           f"{bricks.triangles() / 1000:.0f}k triangles, labels {bricks.values}")
@@ -73,9 +72,9 @@ def remesh_rows(label_map, edits: int) -> None:
         touched = set(np.unique(labels[box]).tolist()) | {2}
         labels[box] = 2
         start = time.perf_counter()
-        bricks.update(labels, (lo, hi), touched, counts)
+        changed = bricks.update(labels, (lo, hi), touched, counts)
         ours.append(time.perf_counter() - start)
-        coarse.update(labels, (lo, hi), touched, counts)
+        coarse_copies(changed, bricks.triangles(), COARSE_BUDGET)
         both.append(time.perf_counter() - start)
         start = time.perf_counter()
         for value in touched - {0}:
@@ -106,7 +105,7 @@ support = gl_support()
 if not support.available:
     print(json.dumps({"error": support.problem})); sys.exit(0)
 from OpenGL import GL
-from medseg.gui.viewer.view3d_gl import GLView, surface_item, style_item
+from medseg.gui.viewer.view3d_gl import GLView, SurfaceScene
 from medseg.io.surface_bricks import SurfaceBricks
 label_map = chest_512x512x300()
 rows = {}
@@ -117,8 +116,9 @@ for name, budget in (("full surfaces (400k budget)", 400_000), ("while turning (
     from PySide6.QtTest import QTest
     QTest.qWaitForWindowExposed(view)
     QTest.qWait(300)  # the first frames: QOpenGLWidget's framebuffer exists only after them
+    scene = SurfaceScene(); view.addItem(scene)
     for value, surface in surfaces.items():
-        item = surface_item(surface); style_item(item, (70, 150, 230), 0.25 if value == 1 else 1.0, True); view.addItem(item)
+        scene.set_surface(value, surface, None); scene.set_look(value, (70, 150, 230), 0.25 if value == 1 else 1.0, True)
     centre = label_map.index_to_physical(np.asarray(label_map.size_xyz) / 2)
     view.set_camera(centre, 900, 0, -90)
     for _ in range(3):

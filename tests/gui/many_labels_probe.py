@@ -22,7 +22,9 @@ from view3d_probe import settle, wait_for
 
 
 def visible_items(view3d, values) -> int:
-    return sum(view3d.items[v].visible() for v in values if v in view3d.items)
+    """How many of ``values`` the 3D view's next frame draws (in full or from their coarse copies)."""
+    full, coarse = view3d.drawn()
+    return len(set(values) & (set(full) | set(coarse)))
 
 
 def colour_pixels(image, color, tolerance: int = 60) -> np.ndarray:
@@ -67,7 +69,7 @@ def main() -> int:
     result["first_full_set_s"] = time.perf_counter() - started
     doc = window.document
     result["labels"] = len(doc.labels)
-    result["surfaces"] = len(view3d.items)
+    result["surfaces"] = len(view3d.surfaces)
     result["triangles"] = sum(s.n_triangles for s in view3d.surfaces.values())
     panel = window.overlay_panel.labels
     window.side_scroll.ensureWidgetVisible(panel.tree)
@@ -90,12 +92,12 @@ def main() -> int:
     started = time.perf_counter()
     QTest.keyClick(panel.tree, Qt.Key.Key_Space)
     result["toggle_handled_s"] = time.perf_counter() - started
-    result["coarse_while_settling"] = sum(i.visible() for i in view3d.coarse_items.values())
+    result["coarse_while_settling"] = len(view3d.drawn()[1])
     settle(800)  # the full surfaces come back once the changes stop
     result["ribs_hidden_in_table"] = sum(not doc.labels[v].visible for v in ribs)
     result["others_hidden"] = sum(not e.visible for v, e in doc.labels.items() if v not in ribs)
     result["ribs_surfaces_shown_after"] = visible_items(view3d, ribs)
-    result["other_surfaces_shown_after"] = visible_items(view3d, [v for v in view3d.items if v not in ribs])
+    result["other_surfaces_shown_after"] = visible_items(view3d, [v for v in view3d.surfaces if v not in ribs])
     result["meshed_again"] = sum(view3d.surface_bricks.meshings[v] - meshings.get(v, 0) for v in meshings)
     view3d.render_image().save(str(out / "view3d_ribs_hidden.png"))
     QTest.keyClick(panel.tree, Qt.Key.Key_Space)
@@ -137,7 +139,7 @@ def main() -> int:
         times.append(time.perf_counter() - started)
     QTest.mouseRelease(gl_view, Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier, centre + QPoint(92, 0))
     result["turning_frame_ms_median"] = float(np.median(times) * 1000)
-    result["coarse_triangles"] = sum(i.opts["meshdata"].faceCount() for i in view3d.coarse_items.values())
+    result["coarse_triangles"] = sum(s.n_triangles for s in view3d.coarse_surfaces.values())
     settle()
     window.document.mark_saved()
     out.joinpath("result.json").write_text(json.dumps(result))

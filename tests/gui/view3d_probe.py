@@ -137,12 +137,10 @@ def run_segment(window, view3d, out: Path, result: dict) -> None:
     QTest.mousePress(gl_view, Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier, centre)
     QTest.mouseMove(gl_view, centre + QPoint(40, 0))
     QTest.mouseMove(gl_view, centre + QPoint(80, 0))
-    result["while_turning"] = {"fine_shown": sum(i.visible() for i in view3d.items.values()),
-                               "coarse_shown": sum(i.visible() for i in view3d.coarse_items.values()),
+    result["while_turning"] = {"fine_shown": len(view3d.drawn()[0]), "coarse_shown": len(view3d.drawn()[1]),
                                "azimuth_change": gl_view.opts["azimuth"] - azimuth}
     QTest.mouseRelease(gl_view, Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier, centre + QPoint(80, 0))
-    result["after_turning"] = {"fine_shown": sum(i.visible() for i in view3d.items.values()),
-                               "coarse_shown": sum(i.visible() for i in view3d.coarse_items.values()),
+    result["after_turning"] = {"fine_shown": len(view3d.drawn()[0]), "coarse_shown": len(view3d.drawn()[1]),
                                "cursor_unchanged": list(window.view.cursor_xyz) == result["picked_voxel"]}
     view3d.save_screenshot(out / "saved_3d.png")
 

@@ -63,8 +63,7 @@ class View3D(QWidget):
         self.view = view
         self.name = "3d"
         self.gl_view: Any = None  # the _GLView once built (lazily: the first time the pane is shown)
-        self.items: dict[int, Any] = {}  # label value -> GLMeshItem
-        self.coarse_items: dict[int, Any] = {}  # drawn instead while the mouse turns the scene
+        self.scene: Any = None  # the SurfaceScene that draws every surface (built with the GL view)
         self._turning = False
         # After a change of colour or visibility a large scene is drawn from its coarse copies first and in
         # full once the changes stop (a click per group while searching, a run of toggles): the event loop
@@ -75,8 +74,8 @@ class View3D(QWidget):
         self._settle_timer.setInterval(SETTLE_MS)
         self._settle_timer.timeout.connect(self._settled)
         self.surfaces: dict[int, Any] = {}  # label value -> Surface (what is drawn)
+        self.coarse_surfaces: dict[int, Any] = {}  # label value -> its coarse copy (drawn while turning)
         self.picked_value = 0  # the label of the surface the last pick met
-        self._styled: dict[int, tuple] = {}  # label value -> (colour, opacity, shown, turning) last applied
         self.show_planes = True
         self._plane_item: Any = None
         self.mesher = SurfaceMesher(document, self)
@@ -163,6 +162,10 @@ class View3D(QWidget):
         except Exception as error:  # noqa: BLE001 - a broken GL stack must not take the app down
             log.exception("3D view could not be built")
             return self._unavailable(f"{type(error).__name__}: {error}")
+        from medseg.gui.viewer.view3d_gl import SurfaceScene
+
+        self.scene = SurfaceScene()
+        self.gl_view.addItem(self.scene)
         self.gl_view.clicked.connect(self._on_clicked)
         self.gl_view.turning.connect(self._set_turning)
         self._stack.addWidget(self.gl_view)
@@ -190,11 +193,11 @@ class View3D(QWidget):
         self.mesher.label_map_changed()
 
     def _on_labels_changed(self) -> None:
-        """Colour, visibility, opacity: no re-meshing, and only the surfaces whose look changed are touched
-        (hiding a group of 26 ribs restyles 26 of 117 items). A label new to the table is met by its edit."""
+        """Colour, visibility, opacity: no re-meshing, no upload, only the scene's table of looks (hiding a
+        group of 26 ribs changes 26 entries). A label new to the table is met by its edit."""
         if self.gl_view is None:
             return
-        if sum(s.n_triangles for s in self.surfaces.values()) > LARGE_SCENE and self.coarse_items:
+        if sum(s.n_triangles for s in self.surfaces.values()) > LARGE_SCENE and self.coarse_surfaces:
             self._settling = True
             self._settle_timer.start()
         if self._restyle():
@@ -234,58 +237,41 @@ class View3D(QWidget):
     def _on_mesh_failed(self, error: BaseException) -> None:
         self.status.setText(f"3D · meshing failed: {error}")
 
-    # --- GL items ------------------------------------------------------------------------------
+    # --- the scene ------------------------------------------------------------------------------
     def _clear_items(self) -> None:
-        for item in (*self.items.values(), *self.coarse_items.values()):
-            self.gl_view.removeItem(item)
-        self.items.clear()
-        self.coarse_items.clear()
+        self.scene.clear()
         self.surfaces.clear()
-        self._styled.clear()
+        self.coarse_surfaces.clear()
 
     def _set_surface(self, value: int, surface, coarse) -> None:
-        from medseg.gui.viewer.view3d_gl import surface_item
-
-        for items in (self.items, self.coarse_items):
-            old = items.pop(value, None)
-            if old is not None:
-                self.gl_view.removeItem(old)
         self.surfaces.pop(value, None)
-        self._styled.pop(value, None)
+        self.coarse_surfaces.pop(value, None)
         if surface is None or surface.n_triangles == 0:
+            self.scene.remove(value)
             return
-        self.items[value] = surface_item(surface)
         self.surfaces[value] = surface
         if coarse is not None and coarse.n_triangles:
-            self.coarse_items[value] = surface_item(coarse)
-        for item in (self.items[value], self.coarse_items.get(value)):
-            if item is not None:
-                self.gl_view.addItem(item)
+            self.coarse_surfaces[value] = coarse
+        self.scene.set_surface(value, surface, self.coarse_surfaces.get(value))
         self._style(value)
 
     def _style(self, value: int) -> bool:
-        """Apply the label's colour, opacity and visibility to its items; False when nothing changed."""
-        from medseg.gui.viewer.view3d_gl import style_item
-
+        """Give the scene the label's colour, opacity and visibility; False when nothing changed."""
         entry = self.document.labels.get(value)
         color = entry.color if entry is not None else (200, 200, 200)
-        shown = entry is None or entry.visible
-        coarse = self.coarse_items.get(value)
-        use_coarse = (self._turning or self._settling) and coarse is not None
-        look = (color, self.opacity(value), shown, use_coarse)
-        if self._styled.get(value) == look:
-            return False
-        self._styled[value] = look
-        style_item(self.items[value], color, look[1], shown and not use_coarse)
-        if coarse is not None:
-            style_item(coarse, color, look[1], shown and use_coarse)
-        return True
+        return self.scene.set_look(value, color, self.opacity(value), entry is None or entry.visible)
 
     def _restyle(self) -> bool:
-        changed = [value for value in self.items if self._style(value)]
-        if changed:
+        changed = [value for value in self.surfaces if self._style(value)]
+        coarse = self._turning or self._settling
+        if changed or coarse != self.scene.coarse:
+            self.scene.set_coarse(coarse)
             self.gl_view.update()
         return bool(changed)
+
+    def drawn(self) -> tuple[list[int], list[int]]:
+        """(labels the next frame draws in full, labels it draws from their coarse copies)."""
+        return self.scene.drawn() if self.scene is not None else ([], [])
 
     def _set_turning(self, turning: bool) -> None:
         """While the mouse turns, pans or zooms the scene, draw the coarse copies (a software renderer
@@ -296,7 +282,7 @@ class View3D(QWidget):
 
     def label_shown(self, value: int) -> bool:
         entry = self.document.labels.get(value)
-        return value in self.items and (entry is None or entry.visible)
+        return value in self.surfaces and (entry is None or entry.visible)
 
     def opacity(self, value: int) -> float:
         """The label's opacity in 3D: its own, else see-through for a label that wraps the others (body)."""

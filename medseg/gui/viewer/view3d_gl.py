@@ -6,12 +6,15 @@ left click without a drag picks (the pane moves the crosshair there).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pyqtgraph.opengl as gl
 from OpenGL import GL
 from pyqtgraph.opengl import shaders
+from pyqtgraph.opengl.GLGraphicsItem import GLGraphicsItem
 from PySide6.QtCore import QPointF, Qt, QTimer, Signal
-from PySide6.QtGui import QVector3D
+from PySide6.QtGui import QOpenGLContext, QVector3D
 
 from medseg.core.volume import Volume
 
@@ -57,33 +60,147 @@ TRANSLUCENT = {GL.GL_DEPTH_TEST: True, GL.GL_BLEND: True, GL.GL_CULL_FACE: True,
                "glBlendFunc": (GL.GL_SRC_ALPHA, GL.GL_ONE_MINUS_SRC_ALPHA)}
 
 
-def style_item(item: gl.GLMeshItem, color: tuple[int, int, int], opacity: float, visible: bool) -> None:
-    item.setVisible(visible)
-    translucent = opacity < 1.0
-    item.setGLOptions(TRANSLUCENT if translucent else OPAQUE)
-    item.setDepthValue(10 if translucent else 0)  # drawn after the opaque ones
-    item.setColor(tuple(c / 255.0 for c in color) + (float(opacity),))
+@dataclass
+class _Mesh:
+    """One level of one label's surface: its arrays until the GL has them, then its buffers."""
+
+    vertices: np.ndarray | None
+    normals: np.ndarray | None
+    faces: np.ndarray | None
+    triangles: int
+    buffers: tuple[int, int, int] | None = None  # positions, normals, indices (GL buffer names)
+
+    @classmethod
+    def of(cls, surface) -> "_Mesh | None":
+        if surface is None or not surface.n_triangles:
+            return None
+        return cls(np.ascontiguousarray(surface.vertices, np.float32), np.ascontiguousarray(surface.normals, np.float32),
+                   np.ascontiguousarray(surface.faces, np.uint32), int(surface.n_triangles))
 
 
-class _SurfaceData(gl.MeshData):
-    """pyqtgraph's mesh data with the surface's own normals (from the smoothed mask's gradient),
-    instead of normals averaged from the faces (slower, and faceted at the bricks' seams)."""
+class SurfaceScene(GLGraphicsItem):
+    """Every label's surface in one GL item: a buffer set per label and level (full, coarse), uploaded once
+    when meshed, drawn with one shader set-up per frame and a colour and a draw call per shown label.
 
-    def __init__(self, vertices: np.ndarray, faces: np.ndarray, normals: np.ndarray) -> None:
-        super().__init__(vertexes=vertices, faces=faces)
-        self._surface_normals = normals
+    Why one item: pyqtgraph draws each GLMeshItem with its own state set-up, attribute look-ups and
+    matrices (about 25 GL calls through PyOpenGL), which for 117 structures cost more of a software
+    frame than the triangles; and hiding a group restyled 26 to 234 items. Here colour, opacity and
+    visibility are a table read while drawing: a change uploads nothing and meshes nothing.
+    Translucent labels (the body) are drawn after the opaque ones, front faces only, blended.
+    """
 
-    def vertexNormals(self, indexed=None):  # noqa: N802 - pyqtgraph's name
-        if indexed is None:
-            return self._surface_normals
-        return super().vertexNormals(indexed)
+    def __init__(self) -> None:
+        super().__init__()
+        self._meshes: dict[int, tuple[_Mesh | None, _Mesh | None]] = {}  # value -> (full, coarse)
+        self._looks: dict[int, tuple[tuple[float, float, float, float], bool]] = {}  # value -> (rgba, shown)
+        self._unused: list[int] = []  # buffers of replaced surfaces, deleted at the next paint (context current)
+        self.coarse = False
+        self.setGLOptions(OPAQUE)
 
+    # --- what is drawn -----------------------------------------------------------------------
+    def set_surface(self, value: int, full, coarse) -> None:
+        """Replace the label's surfaces (None or empty: it has none)."""
+        self.remove(value)
+        meshes = (_Mesh.of(full), _Mesh.of(coarse))
+        if meshes[0] is not None:
+            self._meshes[value] = meshes
+        self.update()
 
-def surface_item(surface) -> gl.GLMeshItem:
-    data = _SurfaceData(surface.vertices, surface.faces, surface.normals)
-    item = gl.GLMeshItem(meshdata=data, smooth=True, shader=HEADLIGHT, glOptions=OPAQUE)
-    item.label_value = surface.value
-    return item
+    def remove(self, value: int) -> None:
+        for mesh in self._meshes.pop(value, (None, None)):
+            if mesh is not None and mesh.buffers is not None:
+                self._unused.extend(mesh.buffers)
+        self._looks.pop(value, None)
+
+    def clear(self) -> None:
+        for value in list(self._meshes):
+            self.remove(value)
+        self.update()
+
+    def set_look(self, value: int, color: tuple[int, int, int], opacity: float, shown: bool) -> bool:
+        """The label's colour, opacity and visibility; False when that is what it had."""
+        look = (tuple(c / 255.0 for c in color) + (float(opacity),), bool(shown))
+        if self._looks.get(value) == look:
+            return False
+        self._looks[value] = look  # type: ignore[assignment]
+        self.update()
+        return True
+
+    def set_coarse(self, coarse: bool) -> None:
+        if coarse != self.coarse:
+            self.coarse = coarse
+            self.update()
+
+    def drawn(self) -> tuple[list[int], list[int]]:
+        """(labels the next frame draws in full, labels it draws from their coarse copies)."""
+        full, coarse = [], []
+        for value, meshes in self._meshes.items():
+            if self._looks.get(value, (None, True))[1]:
+                (coarse if self.coarse and meshes[1] is not None else full).append(value)
+        return full, coarse
+
+    def triangles(self, level: int = 0) -> int:
+        """Triangles held in full (``level`` 0) or in the coarse copies (1), shown or not."""
+        return sum(m[level].triangles for m in self._meshes.values() if m[level] is not None)
+
+    # --- drawing -----------------------------------------------------------------------------------
+    def paint(self) -> None:
+        if self._unused:
+            GL.glDeleteBuffers(len(self._unused), np.array(self._unused, np.uint32))
+            self._unused.clear()
+        full, coarse = self.drawn()
+        if not full and not coarse:
+            return
+        self.setupGLState()
+        context = QOpenGLContext.currentContext()
+        program = HEADLIGHT.program(es2_compat=context.hasExtension(b"GL_ARB_ES2_compatibility"))
+        position, normal, color = (GL.glGetAttribLocation(program, name) for name in ("a_position", "a_normal", "a_color"))
+        mvp = np.array(self.mvpMatrix().data(), dtype=np.float32)
+        normal_matrix = np.array(self.modelViewMatrix().normalMatrix().data(), dtype=np.float32)
+        levels = [(value, 0) for value in full] + [(value, 1) for value in coarse]
+        with HEADLIGHT:
+            GL.glUniformMatrix4fv(GL.glGetUniformLocation(program, "u_mvp"), 1, False, mvp)
+            GL.glUniformMatrix3fv(GL.glGetUniformLocation(program, "u_normal"), 1, False, normal_matrix)
+            GL.glEnableVertexAttribArray(position)
+            GL.glEnableVertexAttribArray(normal)
+            for translucent in (False, True):
+                if translucent:
+                    GL.glEnable(GL.GL_BLEND)
+                    GL.glBlendFunc(GL.GL_SRC_ALPHA, GL.GL_ONE_MINUS_SRC_ALPHA)
+                    GL.glEnable(GL.GL_CULL_FACE)
+                for value, level in levels:
+                    rgba = self._looks.get(value, ((0.8, 0.8, 0.8, 1.0), True))[0]
+                    if (rgba[3] < 1.0) != translucent:
+                        continue
+                    mesh = self._meshes[value][level]
+                    assert mesh is not None
+                    if mesh.buffers is None:
+                        self._upload(mesh)
+                    vertices, normals, faces = mesh.buffers  # type: ignore[misc]
+                    GL.glBindBuffer(GL.GL_ARRAY_BUFFER, vertices)
+                    GL.glVertexAttribPointer(position, 3, GL.GL_FLOAT, False, 0, None)
+                    GL.glBindBuffer(GL.GL_ARRAY_BUFFER, normals)
+                    GL.glVertexAttribPointer(normal, 3, GL.GL_FLOAT, False, 0, None)
+                    GL.glVertexAttrib4f(color, *rgba)
+                    GL.glBindBuffer(GL.GL_ELEMENT_ARRAY_BUFFER, faces)
+                    GL.glDrawElements(GL.GL_TRIANGLES, 3 * mesh.triangles, GL.GL_UNSIGNED_INT, None)
+            GL.glDisable(GL.GL_BLEND)
+            GL.glDisable(GL.GL_CULL_FACE)
+            GL.glDisableVertexAttribArray(position)
+            GL.glDisableVertexAttribArray(normal)
+            GL.glBindBuffer(GL.GL_ARRAY_BUFFER, 0)
+            GL.glBindBuffer(GL.GL_ELEMENT_ARRAY_BUFFER, 0)
+
+    @staticmethod
+    def _upload(mesh: _Mesh) -> None:
+        names = GL.glGenBuffers(3)
+        for target, name, data in ((GL.GL_ARRAY_BUFFER, names[0], mesh.vertices),
+                                   (GL.GL_ARRAY_BUFFER, names[1], mesh.normals),
+                                   (GL.GL_ELEMENT_ARRAY_BUFFER, names[2], mesh.faces)):
+            GL.glBindBuffer(target, name)
+            GL.glBufferData(target, data.nbytes, data, GL.GL_STATIC_DRAW)  # type: ignore[union-attr]
+        mesh.buffers = (int(names[0]), int(names[1]), int(names[2]))
+        mesh.vertices = mesh.normals = mesh.faces = None  # the GL holds them now
 
 
 def plane_outlines(volume: Volume, cursor_xyz, colors: dict[str, tuple[int, int, int]]) -> gl.GLLinePlotItem:
