@@ -110,7 +110,9 @@ class RecoverableSession:
 
 class SessionWriter:
     """Writes ``session.json`` atomically, either now (:meth:`write_now`: the generation switch) or soon
-    from its own thread (:meth:`request`: the latest text wins, earlier ones not yet written are skipped).
+    from its own thread (:meth:`request`: the latest record wins, earlier ones not yet written are skipped).
+    The thread also encodes the JSON (117 labels with their codes: tens of milliseconds in Python's
+    encoder), so a table change costs the GUI thread only the copy of the table.
 
     A write never overtakes a later one: the thread takes the pending text only while it holds the
     write lock, and :meth:`write_now` drops whatever is pending under that lock. A failed background
@@ -121,30 +123,31 @@ class SessionWriter:
         self.path = path
         self._writing = threading.Lock()  # one write at a time, in the order the texts were given
         self._state = threading.Condition()
-        self._pending: str | None = None
+        self._pending: dict[str, Any] | None = None
         self._requested = 0  # texts given so far
         self._written = 0  # of those, the newest on disk (or skipped for a newer one)
         self._error: BaseException | None = None
         self._stopping = False
         self._thread: threading.Thread | None = None
 
-    def request(self, text: str) -> None:
+    def request(self, record: dict[str, Any]) -> None:
+        """Write ``record`` soon (the caller no longer changes it)."""
         self._raise_failure()
         with self._state:
-            self._pending = text
+            self._pending = record
             self._requested += 1
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="medseg-session-writer", daemon=True)
                 self._thread.start()
             self._state.notify_all()
 
-    def write_now(self, text: str) -> None:
+    def write_now(self, record: dict[str, Any]) -> None:
         with self._writing:
             with self._state:
                 self._pending = None
                 self._requested += 1
                 number = self._requested
-            atomic_write_text(self.path, text)
+            atomic_write_text(self.path, json.dumps(record))
             with self._state:
                 self._written = number
                 self._state.notify_all()
@@ -188,11 +191,11 @@ class SessionWriter:
                     return
             with self._writing:
                 with self._state:
-                    text, number, self._pending = self._pending, self._requested, None
-                if text is None:  # write_now took it over
+                    record, number, self._pending = self._pending, self._requested, None
+                if record is None:  # write_now took it over
                     continue
                 try:
-                    atomic_write_text(self.path, text)
+                    atomic_write_text(self.path, json.dumps(record))
                 except BaseException as error:  # noqa: BLE001 - handed to the GUI's side, never lost
                     with self._state:
                         self._error = error
@@ -249,14 +252,14 @@ class Journal:
             "direction": label_map.direction.reshape(-1).tolist(),
             "labels": _table_json(label_map.labels), "open": True, "generation": generation,
         }
-        self.session_writer.write_now(json.dumps(info, indent=1))
+        self.session_writer.write_now(info)
         self._info = info
 
     def update_table(self, label_map: LabelMap) -> None:
         """Names, colours, locks, visibility changed: session.json is rewritten soon, off this thread
         (:meth:`flush` waits for it)."""
-        self._info["labels"] = _table_json(label_map.labels)
-        self.session_writer.request(json.dumps(self._info, indent=1))
+        self._info = {**self._info, "labels": _table_json(label_map.labels)}  # a new record: the writer owns the last
+        self.session_writer.request(self._info)
 
     def flush(self, timeout: float | None = None) -> bool:
         """Wait until the label table as last given is on disk (True), or ``timeout`` seconds (False)."""

@@ -121,10 +121,10 @@ def test_a_generation_switch_is_never_overtaken_by_an_older_table(tmp_path, monk
     the file ends with the switch's text, whatever order the threads run in."""
     writer = SessionWriter(tmp_path / "session.json")
     started, release = _blocking_writes(monkeypatch)
-    writer.request('{"generation": 1}')
+    writer.request({"generation": 1})
     assert started.wait(60)  # held at the disk
-    writer.request('{"generation": 1, "labels": "newer"}')  # waiting behind it
-    switched = threading.Thread(target=writer.write_now, args=('{"generation": 2}',))
+    writer.request({"generation": 1, "labels": "newer"})  # waiting behind it
+    switched = threading.Thread(target=writer.write_now, args=({"generation": 2},))
     switched.start()  # given after both: neither may land after it
     release.set()
     switched.join(60)
