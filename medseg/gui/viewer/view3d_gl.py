@@ -6,11 +6,13 @@ left click without a drag picks (the pane moves the crosshair there).
 
 from __future__ import annotations
 
+import ctypes
 from dataclasses import dataclass
 
 import numpy as np
 import pyqtgraph.opengl as gl
 from OpenGL import GL
+from OpenGL.raw.GL.VERSION import GL_1_1, GL_1_5, GL_2_0
 from pyqtgraph.opengl import shaders
 from pyqtgraph.opengl.GLGraphicsItem import GLGraphicsItem
 from PySide6.QtCore import QPointF, Qt, QTimer, Signal
@@ -64,18 +66,17 @@ TRANSLUCENT = {GL.GL_DEPTH_TEST: True, GL.GL_BLEND: True, GL.GL_CULL_FACE: True,
 class _Mesh:
     """One level of one label's surface: its arrays until the GL has them, then its buffers."""
 
-    vertices: np.ndarray | None
-    normals: np.ndarray | None
+    vertices: np.ndarray | None  # (N, 6) float32: position and normal of each vertex, interleaved
     faces: np.ndarray | None
     triangles: int
-    buffers: tuple[int, int, int] | None = None  # positions, normals, indices (GL buffer names)
+    buffers: tuple[int, int] | None = None  # vertices, indices (GL buffer names)
 
     @classmethod
     def of(cls, surface) -> "_Mesh | None":
         if surface is None or not surface.n_triangles:
             return None
-        return cls(np.ascontiguousarray(surface.vertices, np.float32), np.ascontiguousarray(surface.normals, np.float32),
-                   np.ascontiguousarray(surface.faces, np.uint32), int(surface.n_triangles))
+        vertices = np.hstack([surface.vertices, surface.normals]).astype(np.float32)
+        return cls(vertices, np.ascontiguousarray(surface.faces, np.uint32), int(surface.n_triangles))
 
 
 class SurfaceScene(GLGraphicsItem):
@@ -83,9 +84,11 @@ class SurfaceScene(GLGraphicsItem):
     when meshed, drawn with one shader set-up per frame and a colour and a draw call per shown label.
 
     Why one item: pyqtgraph draws each GLMeshItem with its own state set-up, attribute look-ups and
-    matrices (about 25 GL calls through PyOpenGL), which for 117 structures cost more of a software
-    frame than the triangles; and hiding a group restyled 26 to 234 items. Here colour, opacity and
-    visibility are a table read while drawing: a change uploads nothing and meshes nothing.
+    matrices (about 25 GL calls through PyOpenGL, 117 or 234 items a frame), and hiding a group restyled
+    26 to 234 items. Here colour, opacity and visibility are a table read while drawing: a change
+    uploads nothing and meshes nothing. What remains of a software frame is llvmpipe's work on the
+    triangles (about 0.25 µs of CPU each here; merging every coarse copy into one buffer and two draw
+    calls was tried and gave the same frame time), so the coarse copies' budget sets the turning rate.
     Translucent labels (the body) are drawn after the opaque ones, front faces only, blended.
     """
 
@@ -95,6 +98,7 @@ class SurfaceScene(GLGraphicsItem):
         self._looks: dict[int, tuple[tuple[float, float, float, float], bool]] = {}  # value -> (rgba, shown)
         self._unused: list[int] = []  # buffers of replaced surfaces, deleted at the next paint (context current)
         self.coarse = False
+        self.uploads = 0  # surfaces (a label's full or coarse level) uploaded to the GL; a look change uploads none
         self.setGLOptions(OPAQUE)
 
     # --- what is drawn -----------------------------------------------------------------------
@@ -158,6 +162,11 @@ class SurfaceScene(GLGraphicsItem):
         mvp = np.array(self.mvpMatrix().data(), dtype=np.float32)
         normal_matrix = np.array(self.modelViewMatrix().normalMatrix().data(), dtype=np.float32)
         levels = [(value, 0) for value in full] + [(value, 1) for value in coarse]
+        # PyOpenGL's wrapped calls check and convert their arguments: the per-label calls go to the
+        # driver's functions directly
+        bind, pointer, attribute, draw = GL_1_5.glBindBuffer, GL_2_0.glVertexAttribPointer, \
+            GL_2_0.glVertexAttrib4f, GL_1_1.glDrawElements
+        normal_offset = ctypes.c_void_p(12)
         with HEADLIGHT:
             GL.glUniformMatrix4fv(GL.glGetUniformLocation(program, "u_mvp"), 1, False, mvp)
             GL.glUniformMatrix3fv(GL.glGetUniformLocation(program, "u_normal"), 1, False, normal_matrix)
@@ -176,14 +185,13 @@ class SurfaceScene(GLGraphicsItem):
                     assert mesh is not None
                     if mesh.buffers is None:
                         self._upload(mesh)
-                    vertices, normals, faces = mesh.buffers  # type: ignore[misc]
-                    GL.glBindBuffer(GL.GL_ARRAY_BUFFER, vertices)
-                    GL.glVertexAttribPointer(position, 3, GL.GL_FLOAT, False, 0, None)
-                    GL.glBindBuffer(GL.GL_ARRAY_BUFFER, normals)
-                    GL.glVertexAttribPointer(normal, 3, GL.GL_FLOAT, False, 0, None)
-                    GL.glVertexAttrib4f(color, *rgba)
-                    GL.glBindBuffer(GL.GL_ELEMENT_ARRAY_BUFFER, faces)
-                    GL.glDrawElements(GL.GL_TRIANGLES, 3 * mesh.triangles, GL.GL_UNSIGNED_INT, None)
+                    vertices, faces = mesh.buffers  # type: ignore[misc]
+                    bind(GL.GL_ARRAY_BUFFER, vertices)
+                    pointer(position, 3, GL.GL_FLOAT, GL.GL_FALSE, 24, None)
+                    pointer(normal, 3, GL.GL_FLOAT, GL.GL_FALSE, 24, normal_offset)
+                    attribute(color, *rgba)
+                    bind(GL.GL_ELEMENT_ARRAY_BUFFER, faces)
+                    draw(GL.GL_TRIANGLES, 3 * mesh.triangles, GL.GL_UNSIGNED_INT, None)
             GL.glDisable(GL.GL_BLEND)
             GL.glDisable(GL.GL_CULL_FACE)
             GL.glDisableVertexAttribArray(position)
@@ -191,16 +199,15 @@ class SurfaceScene(GLGraphicsItem):
             GL.glBindBuffer(GL.GL_ARRAY_BUFFER, 0)
             GL.glBindBuffer(GL.GL_ELEMENT_ARRAY_BUFFER, 0)
 
-    @staticmethod
-    def _upload(mesh: _Mesh) -> None:
-        names = GL.glGenBuffers(3)
+    def _upload(self, mesh: _Mesh) -> None:
+        names = GL.glGenBuffers(2)
         for target, name, data in ((GL.GL_ARRAY_BUFFER, names[0], mesh.vertices),
-                                   (GL.GL_ARRAY_BUFFER, names[1], mesh.normals),
-                                   (GL.GL_ELEMENT_ARRAY_BUFFER, names[2], mesh.faces)):
+                                   (GL.GL_ELEMENT_ARRAY_BUFFER, names[1], mesh.faces)):
             GL.glBindBuffer(target, name)
             GL.glBufferData(target, data.nbytes, data, GL.GL_STATIC_DRAW)  # type: ignore[union-attr]
-        mesh.buffers = (int(names[0]), int(names[1]), int(names[2]))
-        mesh.vertices = mesh.normals = mesh.faces = None  # the GL holds them now
+        mesh.buffers = (int(names[0]), int(names[1]))
+        mesh.vertices = mesh.faces = None  # the GL holds them now
+        self.uploads += 1
 
 
 def plane_outlines(volume: Volume, cursor_xyz, colors: dict[str, tuple[int, int, int]]) -> gl.GLLinePlotItem:
