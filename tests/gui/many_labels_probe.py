@@ -84,6 +84,7 @@ def main() -> int:
     # hiding the ribs group: its rows, its overlay and its surfaces, without meshing anything again
     ribs = [v for v, e in doc.labels.items() if e.group == "ribs"]
     meshings = dict(view3d.surface_bricks.meshings)
+    uploads = view3d.scene.uploads
     result["ribs"] = len(ribs)
     result["ribs_surfaces_shown_before"] = visible_items(view3d, ribs)
     group = panel.proxy.mapFromSource(panel.model.group_index("ribs"))
@@ -99,6 +100,8 @@ def main() -> int:
     result["ribs_surfaces_shown_after"] = visible_items(view3d, ribs)
     result["other_surfaces_shown_after"] = visible_items(view3d, [v for v in view3d.surfaces if v not in ribs])
     result["meshed_again"] = sum(view3d.surface_bricks.meshings[v] - meshings.get(v, 0) for v in meshings)
+    view3d.gl_view.repaint()  # the full surfaces drawn again, the ribs left out
+    result["uploaded_again"] = view3d.scene.uploads - uploads
     view3d.render_image().save(str(out / "view3d_ribs_hidden.png"))
     QTest.keyClick(panel.tree, Qt.Key.Key_Space)
     settle()

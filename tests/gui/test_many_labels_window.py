@@ -62,7 +62,7 @@ def test_117_surfaces_a_hidden_group_and_a_pick_in_a_real_window(x_display, ct_d
     assert result["ribs"] == 26 and result["ribs_surfaces_shown_before"] == 26
     assert result["ribs_hidden_in_table"] == 26 and result["others_hidden"] == 0
     assert result["ribs_surfaces_shown_after"] == 0 and result["other_surfaces_shown_after"] == 117 - 26
-    assert result["meshed_again"] == 0  # hiding re-meshes nothing
+    assert result["meshed_again"] == 0 and result["uploaded_again"] == 0  # hiding re-meshes and re-uploads nothing
     assert result["coarse_while_settling"] == 117 - 26  # drawn from the coarse copies until the clicks stop
     # the liver, alone on screen, then clicked among all 117: named, and its row selected
     assert result["liver_pixels"] > 200

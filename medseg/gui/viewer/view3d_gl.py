@@ -62,7 +62,7 @@ TRANSLUCENT = {GL.GL_DEPTH_TEST: True, GL.GL_BLEND: True, GL.GL_CULL_FACE: True,
                "glBlendFunc": (GL.GL_SRC_ALPHA, GL.GL_ONE_MINUS_SRC_ALPHA)}
 
 
-@dataclass
+@dataclass(eq=False)
 class _Mesh:
     """One level of one label's surface: its arrays until the GL has them, then its buffers."""
 
@@ -97,6 +97,7 @@ class SurfaceScene(GLGraphicsItem):
         self._meshes: dict[int, tuple[_Mesh | None, _Mesh | None]] = {}  # value -> (full, coarse)
         self._looks: dict[int, tuple[tuple[float, float, float, float], bool]] = {}  # value -> (rgba, shown)
         self._unused: list[int] = []  # buffers of replaced surfaces, deleted at the next paint (context current)
+        self._to_upload: list[_Mesh] = []  # surfaces new since the last paint, uploaded by it
         self.coarse = False
         self.uploads = 0  # surfaces (a label's full or coarse level) uploaded to the GL; a look change uploads none
         self.setGLOptions(OPAQUE)
@@ -108,12 +109,15 @@ class SurfaceScene(GLGraphicsItem):
         meshes = (_Mesh.of(full), _Mesh.of(coarse))
         if meshes[0] is not None:
             self._meshes[value] = meshes
+            self._to_upload.extend(m for m in meshes if m is not None)  # both levels at the next paint
         self.update()
 
     def remove(self, value: int) -> None:
         for mesh in self._meshes.pop(value, (None, None)):
             if mesh is not None and mesh.buffers is not None:
                 self._unused.extend(mesh.buffers)
+            elif mesh is not None:
+                self._to_upload = [m for m in self._to_upload if m is not mesh]
         self._looks.pop(value, None)
 
     def clear(self) -> None:
@@ -152,6 +156,9 @@ class SurfaceScene(GLGraphicsItem):
         if self._unused:
             GL.glDeleteBuffers(len(self._unused), np.array(self._unused, np.uint32))
             self._unused.clear()
+        for mesh in self._to_upload:  # the coarse copies too: the first turn or toggle uploads nothing
+            self._upload(mesh)
+        self._to_upload.clear()
         full, coarse = self.drawn()
         if not full and not coarse:
             return
@@ -182,9 +189,7 @@ class SurfaceScene(GLGraphicsItem):
                     if (rgba[3] < 1.0) != translucent:
                         continue
                     mesh = self._meshes[value][level]
-                    assert mesh is not None
-                    if mesh.buffers is None:
-                        self._upload(mesh)
+                    assert mesh is not None and mesh.buffers is not None
                     vertices, faces = mesh.buffers  # type: ignore[misc]
                     bind(GL.GL_ARRAY_BUFFER, vertices)
                     pointer(position, 3, GL.GL_FLOAT, GL.GL_FALSE, 24, None)
