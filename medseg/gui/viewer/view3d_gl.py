@@ -56,10 +56,6 @@ HEADLIGHT = shaders.ShaderProgram("medseg_headlight", [
 ])
 
 OPAQUE = {GL.GL_DEPTH_TEST: True, GL.GL_BLEND: False, GL.GL_CULL_FACE: False}
-# A see-through surface shows its front faces only (back faces culled), so it is one clean layer over
-# the opaque surfaces drawn before it.
-TRANSLUCENT = {GL.GL_DEPTH_TEST: True, GL.GL_BLEND: True, GL.GL_CULL_FACE: True,
-               "glBlendFunc": (GL.GL_SRC_ALPHA, GL.GL_ONE_MINUS_SRC_ALPHA)}
 
 
 @dataclass(eq=False)
@@ -89,7 +85,8 @@ class SurfaceScene(GLGraphicsItem):
     uploads nothing and meshes nothing. What remains of a software frame is llvmpipe's work on the
     triangles (about 0.25 µs of CPU each here; merging every coarse copy into one buffer and two draw
     calls was tried and gave the same frame time), so the coarse copies' budget sets the turning rate.
-    Translucent labels (the body) are drawn after the opaque ones, front faces only, blended.
+    Translucent labels (the body) are drawn after the opaque ones, blended, front faces only (back faces
+    culled), so a see-through surface is one clean layer over the opaque ones.
     """
 
     def __init__(self) -> None:
