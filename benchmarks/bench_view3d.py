@@ -192,7 +192,7 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--edits", type=int, default=7)
     parser.add_argument("--frames", type=int, default=40)
-    parser.add_argument("--coarse-budget", type=int, default=60_000)
+    parser.add_argument("--coarse-budget", type=int, default=30_000)  # surface_jobs.COARSE_BUDGET
     args = parser.parse_args()
     print(f"CPU threads available: {os.cpu_count()}; load average {os.getloadavg()[0]:.1f}")
     label_map = chest_512x512x300()
