@@ -111,9 +111,9 @@ def run_gui(path: str | None = None, demo: bool = False, screenshot: str | None 
     # Opening starts after the first paint: the window appears at once, and the I/O stack
     # (pydicom, SimpleITK, scipy) is imported while it is already on screen.
     if demo:
-        QTimer.singleShot(0, window.open_demo)
+        QTimer.singleShot(0, window.opener.open_demo)
     elif path:
-        QTimer.singleShot(0, lambda: window.open_path(path, auto_load=True))
+        QTimer.singleShot(0, lambda: window.opener.open_path(path, auto_load=True))
     elif screenshot:
         QTimer.singleShot(500, save_screenshot)
     if quit_after is not None:

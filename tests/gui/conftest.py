@@ -68,7 +68,7 @@ def open_folder(qtbot, window: MainWindow, monkeypatch, folder: Path):
     """File ▸ Open DICOM folder… with the dialog answered; returns the scanned browser."""
     monkeypatch.setattr(QFileDialog, "getExistingDirectory", lambda *a, **k: str(folder))
     window.open_folder_action.trigger()
-    browser = window.browser
+    browser = window.opener.browser
     assert browser is not None
     if browser.result is None:
         with qtbot.waitSignal(browser.scan_finished, timeout=60_000):

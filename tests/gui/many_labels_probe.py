@@ -55,7 +55,7 @@ def main() -> int:
     window.set_layout("2x2")
     view3d = window.viewer.view3d
     result: dict = {"platform": app.platformName()}
-    window.open_path(str(series), auto_load=True)
+    window.opener.open_path(str(series), auto_load=True)
     wait_for(window.loader.study_loaded, 120_000)
     settle()
     result["gl"] = view3d.ensure_gl()

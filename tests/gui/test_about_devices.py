@@ -20,7 +20,7 @@ def _menu_action(window, menu_title: str, text: str):
 
 def test_help_about_shows_devices(window, qtbot, artifacts_dir):
     _menu_action(window, "Help", "About medseg").trigger()
-    dialog = window.dialog
+    dialog = window.help.dialog
     assert isinstance(dialog, AboutDialog)
     qtbot.waitExposed(dialog)
     shown = dialog.devices_text.toPlainText()
@@ -39,7 +39,7 @@ def _licences_dialog(window, qtbot):
     from medseg.gui.shell.licences_dialog import LicencesDialog
 
     _menu_action(window, "Help", "About medseg").trigger()
-    about = window.dialog
+    about = window.help.dialog
     qtbot.waitExposed(about)
     button = next(b for b in about.findChildren(QPushButton) if b.text() == "Third-party licences…")
     button.click()

@@ -249,7 +249,7 @@ def test_nothing_found_is_a_warning_and_the_built_in_model_is_in_the_menu(driver
     assert not window.builtin_model_action.isEnabled()  # it is the one in use
     monkeypatch.setattr(QFileDialog, "getExistingDirectory", lambda *a, **k: str(blank))
     window.choose_model_action.trigger()
-    assert window.model_path() == str(blank) and "blank-heads" in window.segment_panel.model_label.text()
+    assert window.segmenting.model_path() == str(blank) and "blank-heads" in window.segment_panel.model_label.text()
     with qtbot.waitSignal(window.loader.segmented, timeout=300_000) as done:
         window.segment_panel.run_button.click()
     assert not done.args[0].label_map.array.any()
@@ -258,7 +258,7 @@ def test_nothing_found_is_a_warning_and_the_built_in_model_is_in_the_menu(driver
     _shot(window, artifacts_dir, "segment_found_nothing")
     assert window.builtin_model_action.isEnabled()
     window.builtin_model_action.trigger()
-    assert window.model_path() is None
+    assert window.segmenting.model_path() is None
     assert load_package(starter_model_path()).name in window.segment_panel.model_label.text()
     with qtbot.waitSignal(window.loader.segmented, timeout=300_000) as done:
         window.segment_panel.run_button.click()
@@ -320,7 +320,7 @@ def test_use_this_model_is_off_after_a_run_stopped_before_its_first_checkpoint(d
     assert training.package_path is None and not training.use_button.isEnabled()
     assert "has not written a model" in training.use_button.toolTip()
     training.use_model()  # even called directly, it points the Segment tab at nothing
-    assert window.model_path() is None
+    assert window.segmenting.model_path() is None
     window.tabs.setCurrentIndex(1)
     _shot(window, artifacts_dir, "train_stopped_before_checkpoint")
 
@@ -331,8 +331,8 @@ def test_the_shortcut_sheet_fits_on_the_screen(window, qtbot, artifacts_dir):
 
     from medseg.gui.shell.app_shell import shortcut_rows
 
-    window.show_shortcuts()
-    sheet = window.dialog
+    window.help.show_shortcuts()
+    sheet = window.help.dialog
     qtbot.waitExposed(sheet)
     area = sheet.screen().availableGeometry()
     assert sheet.frameGeometry().height() <= area.height(), (sheet.frameGeometry(), area)

@@ -185,7 +185,7 @@ def test_unsaved_edits_are_not_lost_without_asking(window, chest, qtbot, monkeyp
     drag(qtbot, view, [widget_point(view, (200, 200, window.view.cursor_xyz[2]))])
     assert doc.unsaved
     monkeypatch.setattr(QMessageBox, "exec", lambda box: QMessageBox.StandardButton.Cancel)  # the user cancels
-    window.open_path(ct_dir / "totalsegmentator" / "example_ct_sm.nii.gz")
+    window.opener.open_path(ct_dir / "totalsegmentator" / "example_ct_sm.nii.gz")
     assert not window.loader.busy and doc.volume is chest
     window.close()
     assert window.isVisible() and window.editing.close_box.isVisible()  # closing asks first

@@ -51,7 +51,7 @@ _SCRIPT = textwrap.dedent("""
     window.show()
     loaded = []
     window.loader.study_loaded.connect(loaded.append)
-    window.open_path(image_path, auto_load=True)
+    window.opener.open_path(image_path, auto_load=True)
     wait_for(window.loader.study_loaded, lambda: bool(loaded), 180)
     nodule = read_image(label_path).array == 1
     doc, panel = window.document, window.editing.panel

@@ -111,8 +111,8 @@ def test_import_accept_licence_click_box_apply_undo_cancel(models_home, model_fo
     # --- the model: imported from its folder, the licence shown first -----------------------------------------
     image_path, tumour = chest_crop
     driver.open_image_file(image_path)
-    window.open_models_dialog()
-    dialog = window.models_dialog
+    window.segmenting.open_models_dialog()
+    dialog = window.segmenting.models_dialog
     dialog.import_folder(model_folder)
     qtbot.waitUntil(lambda: dialog.licence_box is not None and dialog.licence_box.isVisible(), timeout=60_000)
     assert "CC BY-NC-SA 4.0" in dialog.licence_box.terms.toPlainText()

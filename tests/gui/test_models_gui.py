@@ -128,13 +128,13 @@ def test_segment_panel_chooser_installs_and_uses_a_model(server, window, qtbot, 
     assert items[0] == "Built-in starter: body, lungs, bones" and chooser.currentIndex() == 0
     assert any(text.startswith("Install Tiny liver and spleen (2 structures") for text in items)
     assert chooser.findData(FOLDER) > 0 and chooser.findData(MANAGE) > 0
-    window.open_models_dialog()  # made on first use; the chooser's item opens it and starts the install
-    with qtbot.waitSignal(window.models_dialog.installed, timeout=120_000):
+    window.segmenting.open_models_dialog()  # made on first use; the chooser's item opens it and starts the install
+    with qtbot.waitSignal(window.segmenting.models_dialog.installed, timeout=120_000):
         assert chooser.choose_item(install_item(OPEN_ID))
     qtbot.waitUntil(lambda: chooser.currentData() == use_item(OPEN_ID), timeout=10_000)
-    assert window.model_path() == str(installed_model_path(OPEN_ID))
+    assert window.segmenting.model_path() == str(installed_model_path(OPEN_ID))
     assert chooser.currentText() == "Tiny liver and spleen — installed"
-    window.models_dialog.close()
+    window.segmenting.models_dialog.close()
     assert window.segment_panel.model_label.text() == f"Model: {OPEN_ID}"
     window.segment_panel.grab().save(str(artifacts_dir / "gui_segment_panel_model_chooser.png"))
     chooser.showPopup()
@@ -142,7 +142,7 @@ def test_segment_panel_chooser_installs_and_uses_a_model(server, window, qtbot, 
     chooser.view().window().grab().save(str(artifacts_dir / "gui_segment_panel_model_list.png"))
     chooser.hidePopup()
     assert chooser.choose_item("builtin:")
-    assert window.model_path() is None
+    assert window.segmenting.model_path() is None
 
 
 

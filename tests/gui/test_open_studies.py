@@ -12,7 +12,7 @@ from medseg.gui.study.series_browser import KIND_TEXT
 
 
 def _hu_in_status(window) -> float:
-    text = window.status_text()
+    text = window.position_label.status_text()
     token = [part for part in text.split("|") if part.strip().endswith("HU")][0]
     return float(token.split()[0])
 
@@ -34,7 +34,7 @@ def test_totalsegmentator_series_slices_aspect_and_hu(driver, window, ct_dir):
     reference = pydicom.dcmread(volume.meta.source_files[7])
     hu = reference.pixel_array[260, 300] * float(reference.RescaleSlope) + float(reference.RescaleIntercept)
     assert _hu_in_status(window) == pytest.approx(hu)
-    assert "Axial slice 8/20" in window.status_text()
+    assert "Axial slice 8/20" in window.position_label.status_text()
     assert axial.axes.letters == ("R", "L", "A", "P")
     assert coronal.axes.letters == ("R", "L", "S", "I")
     assert window.viewer.views["sagittal"].axes.letters == ("A", "P", "S", "I")
@@ -169,7 +169,7 @@ def test_bad_file_shows_error_dialog_naming_the_file(driver, window, tmp_path, q
     bad = tmp_path / "broken.nii.gz"
     bad.write_bytes(b"this is not a NIfTI file")
     with qtbot.waitSignal(window.error_shown, timeout=30_000):
-        window.open_path(bad)
+        window.opener.open_path(bad)
     assert window.error_box is not None and window.error_box.isVisible()
     assert "broken.nii.gz" in window.error_box.text() + window.error_box.informativeText()
     assert window.document.volume is None
@@ -235,10 +235,10 @@ def test_drag_and_drop_and_recent_studies(window, ct_dir, qtbot):
 
 
 def test_help_menu_about_and_shortcuts(window):
-    window.show_about()
-    assert "Qt" in window.dialog.text() and "medseg" in window.dialog.text()
-    window.show_shortcuts()
-    assert "Window/level" in window.dialog.text() and "Ctrl + wheel" in window.dialog.text()
+    window.help.show_about()
+    assert "Qt" in window.help.dialog.text() and "medseg" in window.help.dialog.text()
+    window.help.show_shortcuts()
+    assert "Window/level" in window.help.dialog.text() and "Ctrl + wheel" in window.help.dialog.text()
     assert window.tabs.tabText(1) == "Train && Export"
 
 
@@ -253,7 +253,7 @@ def test_open_zip_archive(window, ct_dir, tmp_path, qtbot, monkeypatch):
             zf.write(path, f"ct/{path.name}")
     monkeypatch.setattr(QFileDialog, "getOpenFileName", lambda *a, **k: (str(archive), ""))
     window.open_archive_action.trigger()
-    browser = window.browser
+    browser = window.opener.browser
     with qtbot.waitSignal(browser.scan_finished, timeout=60_000):
         pass
     assert browser.isVisible() and browser.table.rowCount() == 1

@@ -76,9 +76,9 @@ def test_label_map_lines_up_and_colours_liver(ct_with_liver, window, ct_dir, qtb
     window.view.set_cursor((0, 0, index[2]))
     qtbot.mouseClick(axial, Qt.MouseButton.LeftButton, pos=axial.index_to_widget(index).toPoint())
     assert window.view.cursor_xyz == index
-    assert f"label {LIVER}" in window.status_text()
+    assert f"label {LIVER}" in window.position_label.status_text()
     window.overlay_panel.names_box.setCurrentText("TotalSegmentator v2 (total)")
-    assert "liver" in window.status_text()
+    assert "liver" in window.position_label.status_text()
     window.viewer.set_layout("1x3")
     # The pixel at the liver voxel is grey blended with the liver colour at the opacity.
     hu = float(volume.array[index[2], index[1], index[0]])
@@ -184,8 +184,8 @@ def test_presets_change_the_pixels(driver, window, ct_dir, qtbot):
 def test_user_edited_preset_is_saved(window):
     from medseg.gui.shell import app_shell
 
-    window.edit_presets()
-    dialog = window.dialog
+    window.presets_editor.edit()
+    dialog = window.presets_editor.dialog
     from PySide6.QtWidgets import QPushButton
 
     next(b for b in dialog.findChildren(QPushButton) if b.text() == "Add").click()  # a new row, as the user adds one

@@ -109,7 +109,7 @@ def test_a_folder_that_is_not_a_model_is_refused_by_name(window, chest, qtbot, t
     # the dialog names the problem and, on its own line, the folder the user chose
     assert blocker.args[0] == ("not a model: it holds no model (no model.json, nor an nnU-Net plans.json "
                                "and dataset.json)")
-    assert window.model_path() is None  # Segment still runs the built-in model
+    assert window.segmenting.model_path() is None  # Segment still runs the built-in model
     assert window.error_box.text() == blocker.args[0]
     assert window.error_box.informativeText().splitlines()[0] == f"File: {tmp_path}"
     assert window.document.label_map is None
@@ -146,15 +146,15 @@ def test_an_mr_series_is_segmented_only_when_the_user_says_so(window, driver, qt
     series = _rewrite(ct_dir / "dcmqi_ct3slice_masks" / "image", tmp_path / "mr", Modality="MR")
     driver.open_series(series)
     window.segment_action.trigger()
-    qtbot.waitUntil(lambda: getattr(window, "modality_box", None) is not None and window.modality_box.isVisible(),
+    qtbot.waitUntil(lambda: window.segmenting.modality_box is not None and window.segmenting.modality_box.isVisible(),
                     timeout=120_000)
-    assert "this series is MR" in window.modality_box.text()
-    window.modality_box.button(QMessageBox.StandardButton.No).click()
+    assert "this series is MR" in window.segmenting.modality_box.text()
+    window.segmenting.modality_box.button(QMessageBox.StandardButton.No).click()
     assert window.document.label_map is None  # No: nothing ran, nothing changed
     window.segment_action.trigger()
-    qtbot.waitUntil(lambda: window.modality_box.isVisible(), timeout=120_000)
+    qtbot.waitUntil(lambda: window.segmenting.modality_box.isVisible(), timeout=120_000)
     with qtbot.waitSignal(window.loader.segmented, timeout=300_000) as blocker:
-        window.modality_box.button(QMessageBox.StandardButton.Yes).click()
+        window.segmenting.modality_box.button(QMessageBox.StandardButton.Yes).click()
     assert any("MR series" in note for note in blocker.args[0].notes)
     assert window.notice_banner.isVisible() and "MR series" in window.notice_banner.label.text()
     window.grab().save(str(artifacts_dir / "gui_segment_mr_allowed.png"))

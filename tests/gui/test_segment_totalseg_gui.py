@@ -56,7 +56,7 @@ def test_pick_structures_then_segment_with_progress_per_part(window, abdomen, ts
     panel = window.segment_panel
     monkeypatch.setattr(QFileDialog, "getExistingDirectory", lambda *a, **k: str(ts_model))
     window.choose_model_action.trigger()  # Model folder…: a converted TotalSegmentator task is a model
-    assert window.model_path() == str(ts_model)
+    assert window.segmenting.model_path() == str(ts_model)
     assert panel.model_label.text() == "Model: <b>totalsegmentator/total</b>"
     assert panel.structures_button.isVisible() and panel.structures_button.text() == "Structures: all 117…"
     assert not panel.postprocess_box.isVisible()

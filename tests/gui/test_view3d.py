@@ -112,7 +112,7 @@ def test_offscreen_window_has_the_3d_pane_in_2x2_and_details_in_a_dock(window, d
     assert not window.viewer.views["axial"].isVisible()
     view3d.maximise_requested.emit("3d")
     assert window.viewer.layout_name == "2x2"
-    assert window.status_text().startswith("Axial slice")  # the status bar still follows a slice view
+    assert window.position_label.status_text().startswith("Axial slice")  # the status bar still follows a slice view
 
 
 def test_a_click_ray_hits_the_ball_and_picks_a_voxel_inside(ct_dir):

@@ -281,7 +281,7 @@ def test_pacs_test_connection_leaves_no_stale_progress_bar(window, qtbot, tmp_pa
     save_settings(PacsSettings(servers=[PacsServer("nowhere", host="127.0.0.1", port=9, called_aet="NOBODY",
                                                    timeout_s=3.0)]))
     window.pacs_action.trigger()
-    dialog = window.pacs_dialog
+    dialog = window.opener.pacs_dialog
     qtbot.waitExposed(dialog)
     assert not dialog.progress.isVisible()  # nothing runs: no "0 %"
     dialog.server_list.setCurrentRow(0)
@@ -394,7 +394,7 @@ def test_opening_another_image_with_unsaved_edits_offers_save_and_saves_first(
 
     monkeypatch.setattr(QMessageBox, "exec", user_presses_save)
     with qtbot.waitSignal(window.loader.study_loaded, timeout=120_000):
-        window.open_path(ct_dir / "totalsegmentator" / "example_ct_sm.nii.gz")
+        window.opener.open_path(ct_dir / "totalsegmentator" / "example_ct_sm.nii.gz")
     assert seen["text"] == "The segmentation has 2 unsaved edits (the last: brush). Save it before you open another image?"
     assert sorted(seen["buttons"]) == sorted(["Save", "Don't save", "Cancel"])
     assert out.is_file()  # saved before the other image replaced it
@@ -474,7 +474,7 @@ def test_a_2d_fill_that_floods_the_background_warns_and_an_hu_fill_outside_its_r
 def test_the_chosen_preset_is_shown_even_when_the_header_window_has_the_same_values(driver, window, ct_dir, qtbot):
     volume = driver.open_series(ct_dir / "dcm_qa_ct" / "GE_HiSpeedDual_head_tilt_varspacing")
     volume.meta.window_center, volume.meta.window_width = 40.0, 80.0  # a head CT whose header window is Brain's
-    window.apply_preset("Auto (header)")
+    window.preset_actions["Auto (header)"].trigger()
     box = window.window_panel.preset_box
     assert box.currentData() == "Auto (header)"
     window.activateWindow()
@@ -494,8 +494,8 @@ def test_f1_lists_every_shortcut_the_window_has(window, qtbot):
     window.activateWindow()
     qtbot.waitUntil(window.isActiveWindow)
     qtbot.keyClick(window, Qt.Key.Key_F1)
-    qtbot.waitUntil(lambda: window.dialog is not None and window.dialog.isVisible())
-    text = window.dialog.text()
+    qtbot.waitUntil(lambda: window.help.dialog is not None and window.help.dialog.isVisible())
+    text = window.help.dialog.text()
     for what, keys in (("Undo", "Ctrl+Z"), ("Redo", "Ctrl+Shift+Z"), ("Segment", "Ctrl+G"),
                        ("Save segmentation", "Ctrl+S"), ("Pick the label under the mouse", "Ctrl + left click"),
                        ("Brush tool", "B")):
@@ -504,7 +504,7 @@ def test_f1_lists_every_shortcut_the_window_has(window, qtbot):
         keys = action.shortcut().toString(QKeySequence.SequenceFormat.NativeText)
         if keys:
             assert f"<b>{keys}</b>" in text, (action.text(), keys)
-    window.dialog.close()
+    window.help.dialog.close()
 
 
 # --- #25.11: the statistics dock ----------------------------------------------------------------------------------
@@ -582,7 +582,7 @@ def test_the_pacs_form_says_whether_it_is_a_new_a_changed_or_a_saved_server(wind
     from medseg.io.pacs import PacsServer, PacsSettings, load_settings, save_settings
 
     window.pacs_action.trigger()  # no server configured yet
-    dialog = window.pacs_dialog
+    dialog = window.opener.pacs_dialog
     qtbot.waitExposed(dialog)
     assert dialog.form_state() == "new" and "A new server, not saved" in dialog.form_state_label.text()
     assert dialog.save_button.isEnabled() and dialog.add_button.text() == "New server"

@@ -69,7 +69,7 @@ def main() -> int:
     window.set_layout("2x2")
     view3d = window.viewer.view3d
     result: dict = {"platform": app.platformName()}
-    window.open_path(str(ct))
+    window.opener.open_path(str(ct))
     wait_for(window.loader.study_loaded, 120_000)
     settle()
     result["gl"] = view3d.ensure_gl()
@@ -88,7 +88,7 @@ def main() -> int:
 def run_segment(window, view3d, out: Path, result: dict) -> None:
     doc = window.document
     started = time.perf_counter()
-    window.segment()
+    window.segmenting.segment()
     assert wait_for(window.loader.segmented, 900_000), "Segment did not finish"
     result["segment_s"] = time.perf_counter() - started
     started = time.perf_counter()

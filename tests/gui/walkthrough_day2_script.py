@@ -138,14 +138,14 @@ def walk(series: Path, out: Path) -> int:
 
     w = Walk(out, "walk")
     window, app = w.window, w.app
-    w.until(lambda: window.isVisible() and window.placed, 30, "the window")
+    w.until(lambda: window.isVisible() and window.placement.placed, 30, "the window")
     w.step("start", recovery_offered=window.editing.recovery_box is not None)
 
     # 1. open the tilted series: the first paint at its own window
     first: list = []
     window.loader.busy_changed.connect(lambda: first.append((window.view.window_center, window.view.window_width))
                                        if window.loader.busy and not first else None)
-    window.open_path(str(series), auto_load=True)
+    window.opener.open_path(str(series), auto_load=True)
     w.until(lambda: window.document.volume is not None and not window.loader.busy, 300, "the series")
     w.step("opened", first_window=first[:1], window_after=(window.view.window_center, window.view.window_width),
            banner=window.findings_banner.label.text() if window.findings_banner.isVisible() else "",
@@ -219,9 +219,9 @@ def walk(series: Path, out: Path) -> int:
                                for r in range(window.stats_panel.table.rowCount())])
 
     # 6. F1
-    window.show_shortcuts()
+    window.help.show_shortcuts()
     w.wait(300)
-    sheet = window.dialog
+    sheet = window.help.dialog
     w.step("shortcuts", sheet=[sheet.frameGeometry().height(), sheet.screen().availableGeometry().height()])
     sheet.close()
 

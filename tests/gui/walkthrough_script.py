@@ -55,7 +55,7 @@ def main(series: Path, out: Path) -> int:
     step("start")
 
     # 1. Open the series (File ▸ Open DICOM folder…: the folder dialog answered).
-    window.open_path(str(series), auto_load=True)
+    window.opener.open_path(str(series), auto_load=True)
     until(lambda: window.document.volume is not None and not window.loader.busy, 240, "the series")
     view = window.viewer.views["axial"]
     centre = QPoint(view.width() // 2, view.height() // 2)

@@ -41,7 +41,7 @@ def _finish(qtbot, dialog, action, name):
 def test_query_expand_retrieve_opens_series(qtbot, window, ct_dir, tmp_path, artifacts_dir, server_row):
     philips = pydicom.dcmread(philips_1mm_files(ct_dir)[0], stop_before_pixels=True)
     window.pacs_action.trigger()
-    dialog = window.pacs_dialog
+    dialog = window.opener.pacs_dialog
     qtbot.waitExposed(dialog)
     dialog.server_list.setCurrentRow(server_row)
     _finish(qtbot, dialog, lambda: qtbot.mouseClick(dialog.test_button, Qt.MouseButton.LeftButton), "echo")
@@ -72,7 +72,7 @@ def test_query_expand_retrieve_opens_series(qtbot, window, ct_dir, tmp_path, art
 
 
 def test_dead_server_gives_a_message_not_a_frozen_window(qtbot, window, orthanc):
-    dialog = window.open_pacs()
+    dialog = window.opener.open_pacs()
     dialog.form.set_server(dimse_server(orthanc, port=4299))
     with qtbot.waitSignal(dialog.job_finished, timeout=30_000) as blocker:
         qtbot.mouseClick(dialog.search_button, Qt.MouseButton.LeftButton)

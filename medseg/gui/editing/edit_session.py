@@ -245,7 +245,7 @@ class EditSession(QObject):
             self.window.show_error(error)
             return
         self._recovering = (folder, label_map)
-        self.window.open_path(source, auto_load=True)
+        self.window.opener.open_path(source, auto_load=True)
 
     @Slot(object)
     def _on_study_loaded(self, volume) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import html
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
@@ -17,6 +17,10 @@ from PySide6.QtWidgets import (
 
 from medseg.core.volume import Volume
 from medseg.edit.document import SegmentationDocument
+
+if TYPE_CHECKING:
+    from medseg.gui.segment.segment_flow import SegmentFlow
+    from medseg.gui.study.study_loader import StudyLoader
 
 
 def _mm(values) -> str:
@@ -133,10 +137,11 @@ def _where_it_runs(package: Any, configuration: str, device: str) -> str:
 
 
 class SegmentPanel(QGroupBox):
-    def __init__(self, document: SegmentationDocument, window, parent: QWidget | None = None) -> None:
+    def __init__(self, document: SegmentationDocument, flow: SegmentFlow, loader: StudyLoader,
+                 parent: QWidget | None = None) -> None:
+        """``flow``: which model runs and the run itself (medseg.gui.segment.segment_flow); ``loader``: runs it."""
         super().__init__("Segment", parent)
-        self.document = document
-        self.window = window
+        self.document, self.flow, self.loader = document, flow, loader
         self.model_label = QLabel(self)
         self.model_label.setWordWrap(False)
         # its text (a model's name, a chosen folder's) never widens the side panel: a long run folder's
@@ -145,11 +150,11 @@ class SegmentPanel(QGroupBox):
         self.model_label.setMinimumWidth(0)
         from medseg.gui.segment.model_chooser import ModelChooser
 
-        self.model_chooser = ModelChooser(self)  # the window's actions are made after the panels: look them up late
-        self.model_chooser.use.connect(lambda reference: window.use_model_reference(reference))
-        self.model_chooser.install.connect(lambda model_id: window.open_models_dialog(install=model_id))
-        self.model_chooser.pick_folder.connect(lambda: window.choose_model_action.trigger())
-        self.model_chooser.manage.connect(lambda: window.open_models_dialog())
+        self.model_chooser = ModelChooser(self)
+        self.model_chooser.use.connect(flow.use_model_reference)
+        self.model_chooser.install.connect(lambda model_id: flow.open_models_dialog(install=model_id))
+        self.model_chooser.pick_folder.connect(flow.choose_model)
+        self.model_chooser.manage.connect(lambda: flow.open_models_dialog())
         self.device_box = QComboBox(self)
         self.device_box.setToolTip("Where the model runs; only what this machine has is listed")
         # the plan follows the device: a TotalSegmentator model's choice and estimates, a model's CPU engine
@@ -183,10 +188,10 @@ class SegmentPanel(QGroupBox):
         self.parts_label.setWordWrap(True)
         self.parts_label.setVisible(False)
         self._parts_done: list[str] = []
-        window.loader.progressed.connect(self._on_progress)
-        window.loader.busy_changed.connect(self._on_busy)
+        loader.progressed.connect(self._on_progress)
+        loader.busy_changed.connect(self._on_busy)
         self.run_button = QPushButton("Segment", self)
-        self.run_button.clicked.connect(lambda: window.segment_action.trigger())
+        self.run_button.clicked.connect(flow.segment)
         self.result_label = QLabel(self)  # the segmentation on screen: which model made it, how, how long
         self.result_label.setWordWrap(True)
         self.result_label.setObjectName("segment-result")
@@ -227,7 +232,7 @@ class SegmentPanel(QGroupBox):
     @property
     def package(self) -> Any:
         """The model Segment will run (None until it has been read, or when it could not be)."""
-        return self._package if self._package_source == self.window.model_path() else None
+        return self._package if self._package_source == self.flow.model_path() else None
 
     def show_result(self, text: str, details: str = "") -> None:
         self.result_label.setText(text)
@@ -296,7 +301,7 @@ class SegmentPanel(QGroupBox):
         self.parts_label.setVisible(True)
 
     def _on_busy(self) -> None:
-        if not self.window.loader.busy:
+        if not self.loader.busy:
             self._parts_done = []
             self.parts_label.setVisible(False)
 
@@ -342,7 +347,7 @@ class SegmentPanel(QGroupBox):
 
     def refresh(self) -> None:
         """Model name, devices and plan for the open series (the model is read once per choice)."""
-        source = self.window.model_path()
+        source = self.flow.model_path()
         if self.document.volume is None and not self._devices_filled:
             from medseg.gui.segment.model_chooser import chosen_reference
 

@@ -8,7 +8,7 @@ and keep the share the user leaves them at: drag the separator, and that becomes
 from __future__ import annotations
 
 from PySide6.QtCore import QEvent, QObject, Qt
-from PySide6.QtWidgets import QDockWidget, QMainWindow
+from PySide6.QtWidgets import QDockWidget, QMainWindow, QTabWidget
 
 BOTTOM_DOCK_SHARE = 0.25  # of the window's height: four label rows at 800 px, six at 1000
 
@@ -60,3 +60,30 @@ class DockShare(QObject):
             return
         self._height, self._window_height = round(self.share * self.window.height()), self.window.height()
         self.window.resizeDocks([dock], [self._height], Qt.Orientation.Vertical)
+
+
+class DocksOfFirstTab(QObject):
+    """The label statistics and study details belong to the Segment tab: on Train & Export they took a third of
+    the height and left its log two lines; they come back as they were (the one raised of the tabified docks too)."""
+
+    def __init__(self, tabs: QTabWidget, docks: tuple[QDockWidget, ...]) -> None:
+        super().__init__(tabs)
+        self.docks = docks
+        self._put_away: list[QDockWidget] = []  # the docks shown on the first tab, while another one is shown
+        self._raised: QDockWidget | None = None
+        tabs.currentChanged.connect(self._on_tab_changed)
+
+    def _on_tab_changed(self, index: int) -> None:
+        if index != 0:
+            if not self._put_away:
+                raised = [d for d in self.docks if d.isVisible()]  # the tab shown of the two tabified docks
+                self._put_away = [d for d in self.docks if d.toggleViewAction().isChecked()]
+                self._raised = raised[0] if raised else None
+                for dock in self._put_away:
+                    dock.hide()
+            return
+        for dock in self._put_away:
+            dock.show()
+        if self._put_away and self._raised is not None:
+            self._raised.raise_()
+        self._put_away = []

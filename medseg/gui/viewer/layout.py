@@ -106,6 +106,12 @@ class ViewerPanel(QWidget):
             self._grid.setColumnStretch(column, 1)
         self.layout_changed.emit(name)
 
+    def choose_layout(self, name: str) -> None:
+        """The layout the user chose (menu, F5-F7): from a grid to the single view, double-click goes back to it."""
+        if name == "single" and self.layout_name != "single":
+            self._layout_before_single = self.layout_name
+        self.set_layout(name)
+
     def _toggle_maximise(self, view: str) -> None:
         if self.layout_name == "single":
             self.set_layout(self._layout_before_single)

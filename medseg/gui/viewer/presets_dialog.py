@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Callable
+
+from PySide6.QtCore import QObject
 from PySide6.QtWidgets import QDialog, QDialogButtonBox, QPushButton, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget
 
-from medseg.gui.viewer.view_state import DEFAULT_PRESETS
+from medseg.gui.viewer.window_panel import WindowPanel
+from medseg.gui.viewer.view_state import DEFAULT_PRESETS, ViewState
 
 
 class PresetsDialog(QDialog):
@@ -52,3 +56,25 @@ class PresetsDialog(QDialog):
             if name and width > 0:
                 result[name] = (center, width)
         return result
+
+
+class PresetsEditor(QObject):
+    """Edit presets… (the View menu's and the Window panel's): the dialog, then the view's presets, the settings
+    (``store``) and the Window panel's list follow what the user accepted."""
+
+    def __init__(self, view: ViewState, store: Callable[[dict[str, tuple[float, float]]], None], panel: WindowPanel,
+                 parent: QWidget) -> None:
+        super().__init__(parent)
+        self.view, self.store, self.panel, self.parent_widget = view, store, panel, parent
+        self.dialog: PresetsDialog | None = None
+        panel.edit_presets_requested.connect(self.edit)
+
+    def edit(self) -> None:
+        self.dialog = PresetsDialog(self.view.presets, self.parent_widget)
+        self.dialog.accepted.connect(self._on_accepted)
+        self.dialog.open()
+
+    def _on_accepted(self) -> None:
+        self.view.set_presets(self.dialog.presets())
+        self.store(self.view.presets)
+        self.panel.refresh_presets()
