@@ -284,9 +284,9 @@ def test_pacs_test_connection_leaves_no_stale_progress_bar(window, qtbot, tmp_pa
     dialog = window.opener.pacs_dialog
     qtbot.waitExposed(dialog)
     assert not dialog.progress.isVisible()  # nothing runs: no "0 %"
-    dialog.server_list.setCurrentRow(0)
+    dialog.servers.server_list.setCurrentRow(0)
     with qtbot.waitSignal(dialog.job_finished, timeout=60_000) as blocker:
-        qtbot.mouseClick(dialog.test_button, Qt.MouseButton.LeftButton)
+        qtbot.mouseClick(dialog.servers.test_button, Qt.MouseButton.LeftButton)
     assert blocker.args == ["echo", False]  # nothing listens on port 9
     assert not dialog.progress.isVisible()
     dialog.close()
@@ -584,19 +584,19 @@ def test_the_pacs_form_says_whether_it_is_a_new_a_changed_or_a_saved_server(wind
     window.pacs_action.trigger()  # no server configured yet
     dialog = window.opener.pacs_dialog
     qtbot.waitExposed(dialog)
-    assert dialog.form_state() == "new" and "A new server, not saved" in dialog.form_state_label.text()
-    assert dialog.save_button.isEnabled() and dialog.add_button.text() == "New server"
+    assert dialog.servers.form_state() == "new" and "A new server, not saved" in dialog.servers.form_state_label.text()
+    assert dialog.servers.save_button.isEnabled() and dialog.servers.add_button.text() == "New server"
     dialog.grab().save(str(artifacts_dir / "window_pass_pacs_new_server.png"))
-    qtbot.keyClicks(dialog.form.name, "x")  # typing into a new form keeps it "new"
-    dialog.form.name.setText("hospital")
-    dialog.form.name.textEdited.emit("hospital")
-    qtbot.mouseClick(dialog.save_button, Qt.MouseButton.LeftButton)
+    qtbot.keyClicks(dialog.servers.form.name, "x")  # typing into a new form keeps it "new"
+    dialog.servers.form.name.setText("hospital")
+    dialog.servers.form.name.textEdited.emit("hospital")
+    qtbot.mouseClick(dialog.servers.save_button, Qt.MouseButton.LeftButton)
     assert [s.name for s in load_settings().servers] == ["hospital"]
-    assert dialog.form_state() == "saved" and not dialog.save_button.isEnabled()
-    assert dialog.form_state_label.text() == "<b>hospital</b>, as saved."
-    qtbot.keyClicks(dialog.form.url, "/x")  # the user edits the saved server
-    assert dialog.form_state() == "changed" and "not saved" in dialog.form_state_label.text()
-    assert dialog.save_button.isEnabled()
+    assert dialog.servers.form_state() == "saved" and not dialog.servers.save_button.isEnabled()
+    assert dialog.servers.form_state_label.text() == "<b>hospital</b>, as saved."
+    qtbot.keyClicks(dialog.servers.form.url, "/x")  # the user edits the saved server
+    assert dialog.servers.form_state() == "changed" and "not saved" in dialog.servers.form_state_label.text()
+    assert dialog.servers.save_button.isEnabled()
     dialog.close()
 
 

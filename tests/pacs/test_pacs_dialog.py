@@ -43,9 +43,9 @@ def test_query_expand_retrieve_opens_series(qtbot, window, ct_dir, tmp_path, art
     window.pacs_action.trigger()
     dialog = window.opener.pacs_dialog
     qtbot.waitExposed(dialog)
-    dialog.server_list.setCurrentRow(server_row)
-    _finish(qtbot, dialog, lambda: qtbot.mouseClick(dialog.test_button, Qt.MouseButton.LeftButton), "echo")
-    assert "OK" in dialog.connection_label.text()
+    dialog.servers.server_list.setCurrentRow(server_row)
+    _finish(qtbot, dialog, lambda: qtbot.mouseClick(dialog.servers.test_button, Qt.MouseButton.LeftButton), "echo")
+    assert "OK" in dialog.servers.connection_label.text()
 
     dialog.query_form.fields["modality"].setText("CT")
     _finish(qtbot, dialog, lambda: qtbot.mouseClick(dialog.search_button, Qt.MouseButton.LeftButton), "query")
@@ -73,7 +73,7 @@ def test_query_expand_retrieve_opens_series(qtbot, window, ct_dir, tmp_path, art
 
 def test_dead_server_gives_a_message_not_a_frozen_window(qtbot, window, orthanc):
     dialog = window.opener.open_pacs()
-    dialog.form.set_server(dimse_server(orthanc, port=4299))
+    dialog.servers.form.set_server(dimse_server(orthanc, port=4299))
     with qtbot.waitSignal(dialog.job_finished, timeout=30_000) as blocker:
         qtbot.mouseClick(dialog.search_button, Qt.MouseButton.LeftButton)
         assert dialog.search_button.isEnabled()  # the GUI thread returned at once
