@@ -89,8 +89,8 @@ def test_segment_and_training_menus_offer_what_the_machine_has(mac, window, driv
     # on the CPU "auto" lets a measurement choose the engine per model (medseg.model.cpu_runtime)
     assert segment_box.itemText(0) == "Automatic (CPU, fastest engine per model)"
     assert [segment_box.itemText(i) for i in (2, 3)] == ["CPU (PyTorch)", "CPU (ONNX Runtime)"]
-    window.train_tab.training_panel.list_devices()  # what showing its page does (the list waits for it)
-    training_box = window.train_tab.training_panel.device
+    window.train_tab.training_panel.form.list_devices()  # what showing its page does (the list waits for it)
+    training_box = window.train_tab.training_panel.form.device
     assert [training_box.itemData(i) for i in range(training_box.count())] == ["auto", "cpu"]
     training_box.setCurrentIndex(training_box.findData("cpu"))
-    assert window.train_tab.training_panel.settings().device == "cpu"
+    assert window.train_tab.training_panel.form.settings().device == "cpu"

@@ -309,8 +309,8 @@ def test_use_this_model_is_off_after_a_run_stopped_before_its_first_checkpoint(d
                     and panel.training_set.entries[0].info is not None, timeout=120_000)
     window.document.mark_saved()
     tab.pages.setCurrentWidget(training)
-    training.refresh_labels()
-    training.base_combo.setCurrentIndex(training.base_combo.findText("From scratch"))
+    training.form.refresh_labels()
+    training.form.base_combo.setCurrentIndex(training.form.base_combo.findText("From scratch"))
     with qtbot.waitSignal(training.run_ended, timeout=300_000) as ended:
         training.start_button.click()
         assert not training.use_button.isEnabled()  # running: nothing to use yet
@@ -470,11 +470,11 @@ def test_start_shows_preparing_the_dataset_with_progress(driver, window, ct_dir,
     qtbot.waitUntil(lambda: panel.job is None and panel.training_set.entries[0].info is not None, timeout=120_000)
     window.document.mark_saved()
     tab.pages.setCurrentWidget(training)
-    training.refresh_labels()
-    training.base_combo.setCurrentIndex(training.base_combo.findText("From scratch"))  # nothing to ask about
-    training.epochs.setValue(1)
-    training.iterations.setValue(2)
-    training.batch_size.setValue(2)
+    training.form.refresh_labels()
+    training.form.base_combo.setCurrentIndex(training.form.base_combo.findText("From scratch"))  # nothing to ask about
+    training.form.epochs.setValue(1)
+    training.form.iterations.setValue(2)
+    training.form.batch_size.setValue(2)
     seen: list[tuple[str, str, int, str]] = []  # (event, eta text, progress value, progress format)
     training.start_button.clicked.connect(lambda: training.runner.record.connect(
         lambda r: seen.append((r["event"], training.eta_label.text(), training.progress.value(),
@@ -521,11 +521,11 @@ def test_a_new_label_fine_tune_can_keep_the_base_models_labels(driver, window, c
     qtbot.waitUntil(lambda: panel.job is None and panel.training_set.entries[0].info is not None, timeout=120_000)
     window.document.mark_saved()
     tab.pages.setCurrentWidget(training)
-    training.refresh_labels()
-    assert [training.labels_list.item(r).text() for r in range(training.labels_list.count())] == ["tumour"]
-    training.epochs.setValue(1)
-    training.iterations.setValue(2)
-    training.batch_size.setValue(2)
+    training.form.refresh_labels()
+    assert [training.form.labels_list.item(r).text() for r in range(training.form.labels_list.count())] == ["tumour"]
+    training.form.epochs.setValue(1)
+    training.form.iterations.setValue(2)
+    training.form.batch_size.setValue(2)
     asked: list[str] = []
 
     def answer() -> None:  # the question before Start, answered as a user would: Keep

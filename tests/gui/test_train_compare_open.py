@@ -39,7 +39,7 @@ def test_open_validation_case_with_both_models(window, qtbot, ct_dir, tmp_path, 
     panel.add_folder(str(manifest))  # the panel opens a manifest as it opens a folder
     qtbot.waitUntil(lambda: panel.job is None and all(e.info is not None for e in panel.training_set.entries),
                     timeout=120_000)
-    training.refresh_labels()
+    training.form.refresh_labels()
     tuning = tmp_path / "tune.json"  # the same case, for training: the fine-tune only needs to differ
     tuning.write_text(manifest.read_text().replace(', "validation": ["ge3"]', ""))
     package_b = str(run_training(open_dataset(tuning), tmp_path / "fine-tune", TrainConfig(

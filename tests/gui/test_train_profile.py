@@ -25,16 +25,16 @@ def test_profile_box_writes_a_trace_and_the_phase_table(window, qtbot, ct_dir, t
     panel.add_folder(str(manifest))  # the panel opens a manifest as it opens a folder
     qtbot.waitUntil(lambda: panel.job is None and all(e.info is not None for e in panel.training_set.entries),
                     timeout=120_000)
-    training.refresh_labels()
-    training.epochs.setValue(1)
-    training.iterations.setValue(3)
-    training.batch_size.setValue(2)
-    training.list_devices()  # what showing its page does
-    training.device.setCurrentIndex(training.device.findData("cpu"))  # setCurrentText("CPU") matched no item
-    assert training.device.currentData() == "cpu"
-    assert training.amp.isChecked()  # asked for, but the CPU trains in float32: the tab must say so
-    training.profile.setChecked(True)
-    assert "--profile" in training.settings().cli_arguments(manifest, tmp_path / "run" / "model", False)
+    training.form.refresh_labels()
+    training.form.epochs.setValue(1)
+    training.form.iterations.setValue(3)
+    training.form.batch_size.setValue(2)
+    training.form.list_devices()  # what showing its page does
+    training.form.device.setCurrentIndex(training.form.device.findData("cpu"))  # setCurrentText("CPU") matched no item
+    assert training.form.device.currentData() == "cpu"
+    assert training.form.amp.isChecked()  # asked for, but the CPU trains in float32: the tab must say so
+    training.form.profile.setChecked(True)
+    assert "--profile" in training.form.settings().cli_arguments(manifest, tmp_path / "run" / "model", False)
     with qtbot.waitSignal(training.run_ended, timeout=600_000) as blocker:
         training.start_button.click()
     assert blocker.args[0]["event"] == "done", training.log_pane.toPlainText()[-2000:]

@@ -144,14 +144,14 @@ def test_dataset_finetune_pause_stop_resume_use_and_export(driver, window, qtbot
 
     # --- a short CPU fine-tune of the starter, with live curves --------------------------------------
     tab.pages.setCurrentWidget(training)
-    training.refresh_labels()
-    assert [training.labels_list.item(row).text() for row in range(training.labels_list.count())] == [
+    training.form.refresh_labels()
+    assert [training.form.labels_list.item(row).text() for row in range(training.form.labels_list.count())] == [
         "body", "lungs", "bones"]
-    training.epochs.setValue(2)
-    training.iterations.setValue(4)
-    training.batch_size.setValue(2)
-    training.list_devices()  # what showing its page does
-    training.device.setCurrentIndex(training.device.findData("cpu"))
+    training.form.epochs.setValue(2)
+    training.form.iterations.setValue(4)
+    training.form.batch_size.setValue(2)
+    training.form.list_devices()  # what showing its page does
+    training.form.device.setCurrentIndex(training.form.device.findData("cpu"))
     meter = GapMeter()
     arrivals = []  # (time, event kind) as the GUI thread receives them
     frozen = []  # objects in the collector's permanent generation when each record arrived
@@ -190,7 +190,7 @@ def test_dataset_finetune_pause_stop_resume_use_and_export(driver, window, qtbot
     window.grab().save(str(artifacts_dir / "gui_train_tab_curves.png"))
 
     # --- pause, resume, stop (the last good checkpoint stays), resume from it ------------------------
-    training.epochs.setValue(3)
+    training.form.epochs.setValue(3)
     started = training.start()
     assert started
     qtbot.waitUntil(lambda: sum(r["event"] == "iteration" for r in training.records) >= 2, timeout=300_000)
@@ -305,13 +305,13 @@ def test_two_process_gloo_ddp_from_the_tab_reports_into_the_plots(window, qtbot,
         "cases": [{"name": "sm", "image": "example_ct_sm.nii.gz", "label_rule": "starter"}]}))
     panel.add_folder(str(manifest))  # the panel opens a manifest as it opens a folder
     _wait_inspected(qtbot, panel)
-    training.refresh_labels()
-    training.epochs.setValue(2)
-    training.iterations.setValue(2)
-    training.batch_size.setValue(2)
-    training.list_devices()  # what showing its page does
-    training.device.setCurrentIndex(training.device.findData("cpu"))
-    training.processes.setValue(2)
+    training.form.refresh_labels()
+    training.form.epochs.setValue(2)
+    training.form.iterations.setValue(2)
+    training.form.batch_size.setValue(2)
+    training.form.list_devices()  # what showing its page does
+    training.form.device.setCurrentIndex(training.form.device.findData("cpu"))
+    training.form.processes.setValue(2)
     record = _train(qtbot, training)
     assert record["event"] == "done", (record, training.log_pane.toPlainText()[-2000:])
     started = next(r for r in training.records if r["event"] == "started")

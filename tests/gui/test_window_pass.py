@@ -604,7 +604,8 @@ def test_the_pacs_form_says_whether_it_is_a_new_a_changed_or_a_saved_server(wind
 def test_training_only_some_of_the_base_models_labels_is_questioned_before_start(window, qtbot, monkeypatch):
     from PySide6.QtWidgets import QMessageBox
 
-    from medseg.gui.train.run_panel import RunSettings
+    from medseg.gui.train.label_set_question import confirm_label_set
+    from medseg.gui.train.run_settings import RunSettings
 
     training = window.train_tab.training_panel
     asked = []
@@ -614,12 +615,12 @@ def test_training_only_some_of_the_base_models_labels_is_questioned_before_start
         return QMessageBox.StandardButton.Cancel
 
     monkeypatch.setattr(QMessageBox, "exec", user_cancels)
-    assert not training.confirm_label_set(RunSettings(base="starter", labels=["body", "liver"]))
+    assert not confirm_label_set(RunSettings(base="starter", labels=["body", "liver"]), training)
     assert asked == ["The base model medseg-starter-body-lungs-bones also segments lungs, bones. This run trains "
                      "only body, liver, so the new model will not segment them any more (new: liver). Keep them, or start "
                      "without them?"]
-    assert training.confirm_label_set(RunSettings(base="starter", labels=["body", "lungs", "bones", "liver"]))
-    assert training.confirm_label_set(RunSettings(base=None, labels=["liver"]))  # from scratch: nothing to lose
+    assert confirm_label_set(RunSettings(base="starter", labels=["body", "lungs", "bones", "liver"]), training)
+    assert confirm_label_set(RunSettings(base=None, labels=["liver"]), training)  # from scratch: nothing to lose
     assert len(asked) == 1
 
 

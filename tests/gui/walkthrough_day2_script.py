@@ -257,10 +257,10 @@ def walk(series: Path, out: Path) -> int:
     doc.mark_saved()
     w.step("train_dataset")
     tab.pages.setCurrentWidget(training)
-    training.refresh_labels()
-    training.epochs.setValue(1)
-    training.iterations.setValue(4)
-    training.batch_size.setValue(2)
+    training.form.refresh_labels()
+    training.form.epochs.setValue(1)
+    training.form.iterations.setValue(4)
+    training.form.batch_size.setValue(2)
     asked: list = []
 
     def keep() -> None:

@@ -1,5 +1,8 @@
 """Training panel: settings, Start / Pause / Resume / Stop, progress with ETA, live curves, log, summary.
 
+The settings form is medseg.gui.train.run_settings, the question about the base model's labels before Start
+medseg.gui.train.label_set_question, the plots written at the end medseg.gui.train.run_plots.
+
 One device: the engine runs in a worker thread of this process. Several processes: the
 same run is started as ``torchrun ... -m medseg train --json`` and followed through its
 event stream. Either way every event goes to the curves, the log and the run folder
@@ -9,7 +12,6 @@ plot PNGs), and "Use this model" makes the result the Segment tab's model at onc
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import math
 import shlex
@@ -17,92 +19,24 @@ import time
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import Qt, QTimer, Signal, Slot
+from PySide6.QtCore import Qt, Signal, Slot
 from PySide6.QtWidgets import (
-    QMessageBox,
-    QCheckBox,
-    QComboBox,
-    QDoubleSpinBox,
-    QFileDialog,
-    QFormLayout,
-    QHBoxLayout,
-    QLabel,
-    QListWidget,
-    QListWidgetItem,
-    QPlainTextEdit,
-    QProgressBar,
-    QPushButton,
-    QSpinBox,
-    QSplitter,
-    QVBoxLayout,
-    QWidget,
+    QFileDialog, QHBoxLayout, QLabel, QPlainTextEdit, QProgressBar, QPushButton, QSplitter, QVBoxLayout, QWidget,
 )
 
 from medseg.errors import DatasetError, MedsegError
 from medseg.gui.common.jobs import Job
-from medseg.gui.train.dataset_panel import SCRATCH_PLAN_OPTIONS, DatasetPanel
-from medseg.gui.train.plots import LiveCurves, write_pngs
+from medseg.gui.train.dataset_panel import DatasetPanel
+from medseg.gui.train.label_set_question import confirm_label_set
+from medseg.gui.train.plots import LiveCurves
+from medseg.gui.train.run_plots import RunPlots
+from medseg.gui.train.run_settings import RunSettingsForm, precision_text
 from medseg.gui.train.runner import InProcessRunner, TorchrunRunner, torchrun_command
 from medseg.model.training.run_record import RunRecorder, read_events
 
 log = logging.getLogger(__name__)
 
-STARTER = "Starter model (body, lungs, bones)"
 KEPT_RULE = "starter"  # the label rule that gives the starter's labels to a case that lacks them
-SCRATCH = "From scratch"
-OTHER = "Model package or nnU-Net folder…"
-
-
-@dataclasses.dataclass
-class RunSettings:
-    """What the panel's controls say; the same settings make the engine call and the command line."""
-
-    base: str | None  # a package path, "starter", or None (from scratch)
-    labels: list[str]
-    epochs: int = 4
-    iterations: int = 20
-    learning_rate: float = 0.01
-    batch_size: int = 4
-    device: str = "auto"
-    processes: int = 1
-    amp: bool = True
-    augmentation: str = "default"  # default | no-mirror | off
-    threads: int = 0
-    profile: bool = False  # a torch.profiler trace and the phase table in the run folder's profile/
-    # the base model's labels this run keeps though they were not ticked (their targets: the starter's rule
-    # labeller where a case does not hold them); set by the question before Start
-    kept: list[str] = dataclasses.field(default_factory=list)
-
-    def cli_arguments(self, manifest: Path, out: Path, resume: bool) -> list[str]:
-        from medseg.model.package import starter_model_path
-
-        arguments = [str(manifest), "--out", str(out), "--epochs", str(self.epochs), "--iterations",
-                     str(self.iterations), "--batch-size", str(self.batch_size), "--lr", str(self.learning_rate),
-                     "--device", self.device]
-        if self.base is not None:
-            arguments += ["--from", str(starter_model_path() if self.base == "starter" else self.base)]
-        else:
-            options = SCRATCH_PLAN_OPTIONS
-            arguments += ["--configuration", options["configuration"], "--memory-gb", "0.35", "--base-features",
-                          str(options["base_features"]), "--max-features", str(options["max_features"])]
-        if not self.amp:
-            arguments.append("--no-amp")
-        if self.augmentation == "off":
-            arguments.append("--no-augment")
-        elif self.augmentation == "no-mirror":
-            arguments.append("--no-mirror")
-        if self.threads:
-            arguments += ["--threads", str(self.threads)]
-        if self.profile:
-            arguments += ["--profile", str(out.parent / "profile")]
-        if resume:
-            arguments.append("--resume")
-        return arguments
-
-
-def precision_text(started: dict[str, Any]) -> str:
-    """What the started event says about the arithmetic: the Train tab shows whether AMP is on."""
-    return "mixed precision, AMP" if started.get("amp") else "full precision, float32"
 
 
 class TrainingPanel(QWidget):
@@ -115,8 +49,6 @@ class TrainingPanel(QWidget):
         super().__init__(parent)
         self.dataset_panel = dataset_panel
         self.runner: InProcessRunner | TorchrunRunner | None = None
-        self._plots_job: Job | None = None  # writing a finished run's plot PNGs
-        self._plot_steps = None  # rendering them, a step per event-loop turn
         self.recorder: RunRecorder | None = None
         self.run_folder: Path | None = None
         self.package_path: Path | None = None
@@ -128,55 +60,12 @@ class TrainingPanel(QWidget):
         self._kept: list[str] = []  # the base model's labels the current run keeps
         self.paused = False
         self._build()
-        self.dataset_panel.changed.connect(self.refresh_labels)
+        self.dataset_panel.changed.connect(self.form.refresh_labels)
         self._update_buttons()
 
     # --- construction ---------------------------------------------------------------------------------
     def _build(self) -> None:
-        self.base_combo = QComboBox(self)
-        self.base_combo.addItems([STARTER, SCRATCH, OTHER])
-        self.base_combo.activated.connect(self._on_base_activated)
-        self.base_path: str | None = None
-        self.labels_list = QListWidget(self)
-        self.labels_list.setMaximumHeight(90)
-        self.epochs = _spin(1, 10_000, 4)
-        self.iterations = _spin(1, 100_000, 20)
-        self.learning_rate = QDoubleSpinBox(self)
-        self.learning_rate.setDecimals(5)
-        self.learning_rate.setRange(1e-5, 1.0)
-        self.learning_rate.setSingleStep(0.001)
-        self.learning_rate.setValue(0.01)
-        self.batch_size = _spin(1, 256, 4)
-        self.device = QComboBox(self)
-        # The devices are listed when the tab is first shown: asking for them imports PyTorch
-        # (3-6 s), and the first window must not wait for it. Until then "auto" is the choice.
-        self.device.addItem("Automatic", "auto")
-        self._devices_listed = False
-        self.processes = _spin(1, 16, 1)
-        self.processes.setToolTip("More than 1: DistributedDataParallel through torchrun (one process per GPU; "
-                                  "gloo processes on the CPU)")
-        self.amp = QCheckBox("Mixed precision (AMP, CUDA only)", self)
-        self.amp.setChecked(True)
-        self.amp.setToolTip("float16 autocast with a gradient scaler on a CUDA GPU (about 1.5x the speed); "
-                            "the CPU always trains in float32. The log says which a run uses.")
-        self.profile = QCheckBox("Profile (trace + phase table)", self)
-        self.profile.setToolTip("Write a torch.profiler trace of a few iterations (open it in Perfetto or "
-                                "TensorBoard) and where the time went (load, preprocess, batches, network, "
-                                "validation, write) to the run folder's profile/; the table also goes to the log.")
-        self.augmentation = QComboBox(self)
-        self.augmentation.addItems(["nnU-Net default", "Default without mirroring", "Off"])
-        form = QFormLayout()
-        form.addRow("Base model", self.base_combo)
-        form.addRow("Labels to train", self.labels_list)
-        form.addRow("Epochs", self.epochs)
-        form.addRow("Iterations per epoch", self.iterations)
-        form.addRow("Learning rate", self.learning_rate)
-        form.addRow("Batch size", self.batch_size)
-        form.addRow("Device", self.device)
-        form.addRow("Processes (DDP)", self.processes)
-        form.addRow("", self.amp)
-        form.addRow("", self.profile)
-        form.addRow("Augmentation", self.augmentation)
+        self.form = RunSettingsForm(lambda: self.dataset_panel.training_set.label_names, self)
         self.start_button = QPushButton("Start", self)
         self.pause_button = QPushButton("Pause", self)
         self.resume_button = QPushButton("Resume", self)
@@ -204,7 +93,7 @@ class TrainingPanel(QWidget):
         self.log_pane.setMaximumBlockCount(2000)
         left = QWidget(self)
         left_layout = QVBoxLayout(left)
-        left_layout.addLayout(form)
+        left_layout.addWidget(self.form)
         left_layout.addLayout(buttons)
         left_layout.addWidget(self.progress)
         left_layout.addWidget(self.eta_label)
@@ -215,71 +104,14 @@ class TrainingPanel(QWidget):
         left_layout.addLayout(extra)
         left_layout.addWidget(self.log_pane, 1)
         self.curves = LiveCurves(self)
+        self.plots = RunPlots(self.curves, self)
+        self.plots.saved.connect(self.plots_saved)
+        self.plots.not_saved.connect(self._log)
         splitter = QSplitter(Qt.Orientation.Horizontal, self)
         splitter.addWidget(left)
         splitter.addWidget(self.curves)
         splitter.setStretchFactor(1, 1)
         QVBoxLayout(self).addWidget(splitter)
-
-    def refresh_labels(self) -> None:
-        checked = {self.labels_list.item(i).text() for i in range(self.labels_list.count())
-                   if self.labels_list.item(i).checkState() == Qt.CheckState.Checked}
-        known = {self.labels_list.item(i).text() for i in range(self.labels_list.count())}
-        self.labels_list.clear()
-        for name in self.dataset_panel.training_set.label_names:
-            item = QListWidgetItem(name, self.labels_list)
-            item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)
-            item.setCheckState(Qt.CheckState.Checked if name in checked or name not in known else Qt.CheckState.Unchecked)
-        self._update_buttons()
-
-    def _on_base_activated(self, index: int) -> None:
-        if self.base_combo.itemText(index) == OTHER:
-            folder = QFileDialog.getExistingDirectory(self, "Model package or nnU-Net result folder")
-            if folder:
-                self.set_base_model(folder)
-            else:
-                self.base_combo.setCurrentIndex(0)
-
-    def set_base_model(self, path: str | None) -> None:
-        """A package folder (a previous fine-tune, an imported nnU-Net model); None: the starter."""
-        if path is None:
-            self.base_combo.setCurrentIndex(0)
-            return
-        self.base_path = str(path)
-        label = f"Package: {Path(path).name}"
-        if self.base_combo.findText(label) < 0:
-            self.base_combo.insertItem(2, label)
-        self.base_combo.setCurrentText(label)
-
-    def showEvent(self, event) -> None:  # noqa: N802
-        self.list_devices()
-        super().showEvent(event)
-
-    def list_devices(self) -> None:
-        """The training devices this machine has (once; keeps the choice made meanwhile if it is there)."""
-        if self._devices_listed:
-            return
-        from medseg.model.backends import TRAINING, device_choices
-
-        chosen = self.device.currentData()
-        self.device.clear()
-        for choice in device_choices(TRAINING):
-            self.device.addItem(choice.label, choice.device)
-        self.device.setCurrentIndex(max(0, self.device.findData(chosen)))
-        self._devices_listed = True
-
-    def settings(self) -> RunSettings:
-        text = self.base_combo.currentText()
-        base = "starter" if text == STARTER else None if text == SCRATCH else self.base_path
-        labels = [self.labels_list.item(i).text() for i in range(self.labels_list.count())
-                  if self.labels_list.item(i).checkState() == Qt.CheckState.Checked]
-        return RunSettings(
-            base=base, labels=labels, epochs=self.epochs.value(), iterations=self.iterations.value(),
-            learning_rate=float(self.learning_rate.value()), batch_size=self.batch_size.value(),
-            device=self.device.currentData(),
-            processes=self.processes.value(), amp=self.amp.isChecked(),
-            augmentation={0: "default", 1: "no-mirror", 2: "off"}[self.augmentation.currentIndex()],
-            profile=self.profile.isChecked())
 
     # --- running ---------------------------------------------------------------------------------------
     @property
@@ -289,7 +121,7 @@ class TrainingPanel(QWidget):
     def start(self, resume: bool = False) -> bool:
         if self.running:
             return False
-        settings = self.settings()
+        settings = self.form.settings()
         training_set = self.dataset_panel.training_set
         try:
             if not training_set.entries:
@@ -298,7 +130,7 @@ class TrainingPanel(QWidget):
                 raise DatasetError("choose at least one label to train")
             if not any(not e.validation for e in training_set.entries):
                 raise DatasetError("every case is held out for validation: train on at least one")
-            if not resume and not self.confirm_label_set(settings):
+            if not resume and not confirm_label_set(settings, self):
                 return False
             if resume:
                 settings.kept = list(self._kept)  # the run goes on with the labels it started with
@@ -329,7 +161,7 @@ class TrainingPanel(QWidget):
             self.recorder.write_command(shlex.join(command))
         else:
             self.recorder.write_command("medseg train " + shlex.join(arguments) + "   # run in the app's worker thread")
-            self.runner = InProcessRunner(self._engine_call(settings, manifest, out, resume), self)
+            self.runner = InProcessRunner(settings.engine_call(manifest, out, resume), self)
         self.runner.record.connect(self.on_record)
         self.runner.ended.connect(self._on_ended)
         self._first_iteration = None
@@ -345,89 +177,6 @@ class TrainingPanel(QWidget):
         self.runner.start()
         self._update_buttons()
         return True
-
-    def label_set_change(self, settings: RunSettings) -> tuple[str, list[str], list[str]]:
-        """(base model's name, labels new to it, labels of it not trained) for these settings."""
-        if settings.base is None:
-            return "", [], []
-        from medseg.model.training.heads import label_set_change
-        from medseg.workflows.models import open_model
-
-        base = open_model(settings.base).package
-        added, dropped = label_set_change(base.names, {i + 1: n for i, n in enumerate(settings.labels)})
-        return base.name, added, dropped
-
-    def confirm_label_set(self, settings: RunSettings) -> bool:
-        """Before Start, not in the log after it: the base model's labels this run would not keep, and the
-        offer to keep them (``settings.kept``): the new model is then fine-tuned with them as targets too, so
-        it segments them and the new label in one pass (and exports them), rather than running two models."""
-        name, added, dropped = self.label_set_change(settings)
-        settings.kept = []
-        if not dropped:
-            return True
-        them = "it" if len(dropped) == 1 else "them"
-        keepable = settings.base == "starter"  # its training targets are a rule any CT can be labelled with
-        box = QMessageBox(QMessageBox.Icon.Warning, "Labels the new model will not have",
-                          f"The base model {name} also segments {', '.join(dropped)}. This run trains only "
-                          f"{', '.join(settings.labels)}, so the new model will not segment {them} any more"
-                          + (f" (new: {', '.join(added)})" if added else "") + "."
-                          + (" Keep them, or start without them?" if keepable else " Start anyway?"),
-                          QMessageBox.StandardButton.Cancel, self)
-        if keepable:
-            box.setInformativeText(
-                f"Keep the model's other labels: the run trains {', '.join(dropped)} too. Cases that hold "
-                f"{them} train on their own; in the others the starter's own training targets (its rule-based "
-                f"labeller: HU thresholds and connected components) label {them} under your labels.")
-            keep = box.addButton("Keep the model's other labels", QMessageBox.ButtonRole.AcceptRole)
-            box.setDefaultButton(keep)
-        else:
-            box.setInformativeText(f"To keep {them}, train on cases that hold {them}: segment each case with "
-                                   f"{name} first, correct it, then Add current case.")
-            keep = None
-            box.setDefaultButton(QMessageBox.StandardButton.Cancel)
-        start = box.addButton("Start without them" if keepable else "Start anyway", QMessageBox.ButtonRole.DestructiveRole)
-        box.exec()
-        if keep is not None and box.clickedButton() is keep:
-            base_order = [n for n in self.base_label_names(settings) if n in dropped or n in settings.labels]
-            settings.kept = [n for n in base_order if n in dropped]
-            return True
-        return box.clickedButton() is start
-
-    def base_label_names(self, settings: RunSettings) -> list[str]:
-        from medseg.workflows.models import open_model
-
-        if settings.base is None:
-            return []
-        return [n for v, n in sorted(open_model(settings.base).package.names.items()) if v]
-
-    def _engine_call(self, settings: RunSettings, manifest: Path, out: Path, resume: bool):
-        """The in-process run: the same manifest and settings as the command line."""
-        def make(cancel=None):
-            from medseg.model.augment import NO_AUGMENTATION, AugmentConfig
-            from medseg.model.datasets import open_dataset
-            from medseg.model.training import TrainConfig, train
-            from medseg.workflows.models import open_model
-
-            dataset = open_dataset(manifest)
-            augmentation = {"off": NO_AUGMENTATION, "no-mirror": dataclasses.replace(AugmentConfig(), p_mirror=0.0),
-                            "default": AugmentConfig()}[settings.augmentation]
-            config = TrainConfig(epochs=settings.epochs, iterations_per_epoch=settings.iterations,
-                                 batch_size=settings.batch_size, learning_rate=settings.learning_rate,
-                                 device=settings.device, amp=settings.amp, augmentation=augmentation)
-            base = None
-            if settings.base is not None:
-                base = open_model(settings.base).package
-            return train(dataset, out, config, base_package=base, resume=resume, cancel=cancel,
-                         plan_options=None if base is not None else SCRATCH_PLAN_OPTIONS,
-                         profile=out.parent / "profile" if settings.profile else None,
-                         provenance={"training_command": "medseg train (Train & Export tab) "
-                                     + shlex.join(settings.cli_arguments(manifest, out, resume)),
-                                     **({"kept_base_labels": {
-                                         "labels": list(settings.kept),
-                                         "how": "fine-tuned with them as targets: a case's own labels where it "
-                                                "has them, else the starter's rule labeller under the case's "
-                                                "labels"}} if settings.kept else {})})
-        return make
 
     def pause(self) -> None:
         if self.running:
@@ -454,7 +203,7 @@ class TrainingPanel(QWidget):
     def shutdown(self) -> None:
         if self.runner is not None and self.runner.running:
             self.runner.wait_stopped()
-        self._finish_plots_now()
+        self.plots.finish_now()
         if self.recorder is not None:
             self.recorder.close()
 
@@ -517,7 +266,7 @@ class TrainingPanel(QWidget):
         if self.recorder is not None:
             self.recorder.close()
         if self.run_folder is not None:
-            self._save_plots(self.run_folder)
+            self.plots.save(self.run_folder)
         if record["event"] == "done":
             self.package_path = Path(record["package"]) if record.get("package") else None
             self.last_checkpoint = None  # finished: nothing to resume
@@ -570,35 +319,6 @@ class TrainingPanel(QWidget):
         self._package_job.finished_ok.connect(packaged)
         self._package_job.finished_error.connect(failed)
         self._package_job.start()
-
-    def _save_plots(self, folder: Path) -> None:
-        """The plots' PNGs into the run folder: rendered a plot per event-loop turn, encoded in a worker."""
-        self._plot_folder, self._plot_steps, self._plot_images = folder, self.curves.render_steps(), []
-        self._next_plot_step()
-
-    def _next_plot_step(self) -> None:
-        if self._plot_steps is None:  # finished, or done at once by shutdown()
-            return
-        item = next(self._plot_steps, False)
-        if item is not False:
-            if item is not None:
-                self._plot_images.append(item)
-            QTimer.singleShot(0, self, self._next_plot_step)
-            return
-        folder, images, self._plot_steps = self._plot_folder, self._plot_images, None
-        self._plots_job = Job("save plots", lambda progress=None, cancel=None: write_pngs(folder, images), self,
-                              cancellable=False)
-        self._plots_job.finished_ok.connect(lambda _written: self.plots_saved.emit(str(folder)))
-        self._plots_job.finished_error.connect(lambda error: self._log(f"the plots were not saved: {error}"))
-        self._plots_job.start()
-
-    def _finish_plots_now(self) -> None:
-        """On closing: the remaining steps at once, in this thread (the PNGs are small)."""
-        if self._plot_steps is not None:
-            steps, self._plot_steps = self._plot_steps, None
-            write_pngs(self._plot_folder, [*self._plot_images, *(item for item in steps if item is not None)])
-        if self._plots_job is not None and self._plots_job.running:
-            self._plots_job.wait_stopped()
 
     def summary_text(self, done: dict[str, Any]) -> str:
         epochs = [r for r in self.records if r.get("event") == "epoch"]
@@ -668,13 +388,6 @@ class TrainingPanel(QWidget):
         self.use_button.setToolTip(f"Segment with {self.package_path}" if made_here else
                                    "This run has not written a model yet (it is written at the end, or from the "
                                    "last checkpoint when the run is stopped)")
-
-
-def _spin(low: int, high: int, value: int) -> QSpinBox:
-    spin = QSpinBox()
-    spin.setRange(low, high)
-    spin.setValue(value)
-    return spin
 
 
 def _hms(seconds: float) -> str:

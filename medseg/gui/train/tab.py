@@ -71,7 +71,7 @@ class TrainExportTab(QWidget):
 
     def _validation_dataset(self):
         """The training set with the labels chosen for training (what the models are judged on)."""
-        return self.dataset_panel.training_set.dataset(self.training_panel.settings().labels or None)
+        return self.dataset_panel.training_set.dataset(self.training_panel.form.settings().labels or None)
 
     def _on_run_ended(self, record: dict) -> None:
         if record.get("package"):  # a finished run, or a stopped one packaged from its checkpoint
