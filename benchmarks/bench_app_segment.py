@@ -64,7 +64,7 @@ def app_child(series: Path) -> None:
             raise TimeoutError(f"nothing within {timeout_s} s")
         return got[0]
 
-    window.open_path(str(series))
+    window.opener.open_path(str(series))
     wait_for(window.loader.study_loaded)
     for _ in range(20):  # the first paint and the panels' refresh after the load
         app.processEvents()

@@ -140,7 +140,7 @@ def big_open(window, work: Path, slices: int, stall: "StallMeter") -> None:
         clear.write("5")  # VmHWM := current RSS
     started = time.perf_counter()
     stall.start()
-    window.open_path(str(folder), auto_load=True)
+    window.opener.open_path(str(folder), auto_load=True)
     wait_for(window.loader.study_loaded, timeout_s=1800)
     pump(2000)  # and what follows an open (repaints, background copies) while the user looks
     longest = stall.stop()
@@ -190,7 +190,7 @@ def main() -> int:
     stall.start()
     for index in range(args.studies):
         path = studies[index % len(studies)]
-        window.open_path(str(path), auto_load=True)
+        window.opener.open_path(str(path), auto_load=True)
         wait_for(window.loader.study_loaded)
         window.document.mark_saved()
         window.document.close_image()
@@ -204,7 +204,7 @@ def main() -> int:
 
     crop = sitk.RegionOfInterest(sitk.ReadImage(str(studies[1])), (112, 96, 8), (5, 3, 10))
     sitk.WriteImage(crop, str(work / "abdomen_crop.nii.gz"))
-    window.open_path(str(work / "abdomen_crop.nii.gz"))
+    window.opener.open_path(str(work / "abdomen_crop.nii.gz"))
     wait_for(window.loader.study_loaded)
     rss, fds0, started = [], open_fds(), time.perf_counter()
     stall.start()
@@ -218,7 +218,7 @@ def main() -> int:
     window.document.mark_saved()
 
     # 3. strokes with undo
-    window.open_path(str(studies[2]))
+    window.opener.open_path(str(studies[2]))
     wait_for(window.loader.study_loaded)
     doc, tools = window.document, window.view.tools
     tools.tool.set("brush")

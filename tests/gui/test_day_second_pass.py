@@ -276,7 +276,7 @@ def test_a_chosen_model_that_is_gone_is_forgotten_with_a_warning(qtbot, tmp_path
     second = MainWindow()
     qtbot.addWidget(second)
     second.show()
-    assert second.model_path() is None and not app_shell.settings().value(SETTING)
+    assert second.segmenting.model_path() is None and not app_shell.settings().value(SETTING)
     qtbot.waitUntil(lambda: second.messages.current is not None, timeout=5_000)
     assert second.messages.current.level == "warning" and "no longer there" in second.messages.current.text
     assert not second.builtin_model_action.isEnabled()
@@ -365,8 +365,8 @@ def test_the_side_panel_does_not_widen_after_a_model_is_chosen(window, qtbot, tm
     later = MainWindow()  # the next start
     qtbot.addWidget(later)
     later.show()
-    qtbot.waitUntil(lambda: later.placed, timeout=5_000)  # where the last start left it, then sized as the first
-    assert later.model_path() == str(run)
+    qtbot.waitUntil(lambda: later.placement.placed, timeout=5_000)  # where the last start left it, then sized as the first
+    assert later.segmenting.model_path() == str(run)
     assert widths(later) == built_in
     assert later.segment_panel.model_label.text() == "Model: a-rather-long-training-set-name/model-stopped"
     assert str(run) in later.segment_panel.model_label.toolTip()

@@ -19,7 +19,7 @@ print("torch before the Train tab:", "torch" in sys.modules)
 window.tabs.setCurrentIndex(1)
 window.train_tab.pages.setCurrentIndex(1)
 app.processEvents()
-panel = window.train_tab.training_panel
+panel = window.train_tab.training_panel.form
 print("devices:", [panel.device.itemData(i) for i in range(panel.device.count())])
 """
 

@@ -555,7 +555,7 @@ def test_the_first_window_fills_most_of_the_screen_and_the_next_restores_it(qtbo
     first.show()
     qtbot.waitExposed(first)
     area = first.screen().availableGeometry()
-    qtbot.waitUntil(lambda: first.placed)  # placed after its first layout pass
+    qtbot.waitUntil(lambda: first.placement.placed)  # placed after its first layout pass
     frame = first.geometry()
     assert area.contains(frame)
     assert frame.width() >= 0.85 * area.width() and frame.height() >= 0.85 * area.height()
