@@ -114,7 +114,7 @@ def test_a_series_and_its_localizer_report_the_localizer_once(driver, window, ct
 
 
 # --- 5. statistics size ---------------------------------------------------------------------------------------------
-def test_statistics_size_counts_whole_voxels(driver, window, ct_dir, artifacts_dir):
+def test_statistics_size_counts_whole_voxels(driver, window, ct_dir, artifacts_dir, qtbot):
     """#42.5: a label over 7 slices of 5 mm reads 35 mm tall in the table (30 before); the header says why."""
     volume = driver.open_series(ct_dir / "dcm_qa_ct" / "Philips_Ingenuity_phantom_mixed_series", "5MM")
     assert volume.spacing_mm[2] == pytest.approx(5.0)
@@ -125,7 +125,8 @@ def test_statistics_size_counts_whole_voxels(driver, window, ct_dir, artifacts_d
 
     doc.set_label_map(volume.with_array(array), build_label_table([1], {1: "tumour"}), description="test")
     panel = window.stats_panel
-    panel.refresh()
+    with qtbot.waitSignal(panel.counted, timeout=60_000):
+        panel.refresh()
     column = panel.table.columnCount() - 1
     expected = [20 * volume.spacing_mm[0], 40 * volume.spacing_mm[1], 35.0]
     assert panel.table.item(0, column).text() == "×".join(f"{v:.1f}" for v in expected)

@@ -108,7 +108,8 @@ def test_at_1280x800_the_views_keep_their_share_and_nothing_is_cut_off(window, h
 
     # every label's row and every column of the statistics in sight, without scrolling
     table = window.stats_panel.table
-    assert table.rowCount() == len(head)
+    qtbot.waitUntil(lambda: table.rowCount() == len(head), timeout=60_000)  # counted in a worker
+    QApplication.processEvents()  # the filled table's layout
     last = table.visualRect(table.model().index(table.rowCount() - 1, 0))
     assert last.bottom() <= table.viewport().height(), (last, table.viewport().height())
     assert table.horizontalScrollBar().maximum() == 0

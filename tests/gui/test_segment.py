@@ -78,8 +78,9 @@ def test_segment_shows_the_starter_masks_with_volumes(window, held_out, ct_dir, 
     assert f"{found} labels found" in window.overlay_panel.source_label.text()
     assert window.segment_panel.result_label.text() == window.overlay_panel.source_label.text()  # under the button too
     # the statistics dock counts the new segmentation without being asked
-    stats = window.stats_panel
-    assert stats.table.rowCount() == found and stats.summary.text().startswith(f"{found} labels")
+    stats = window.stats_panel  # in a worker: the table fills once the count is done
+    qtbot.waitUntil(lambda: stats.table.rowCount() == found and stats.summary.text().startswith(f"{found} labels"),
+                    timeout=60_000)
     # the model's post-processing ran (each step its model.json declares, read here with json), and the user
     # can see what it changed and that it is planned
     declared = json.loads((starter_model_path() / "model.json").read_text())["postprocessing"]

@@ -145,7 +145,8 @@ def test_a_failed_save_is_shown_and_the_edits_stay(window, edited, qtbot, monkey
 
 def test_statistics_table_and_csv(window, edited, qtbot, monkeypatch, tmp_path, artifacts_dir):
     panel = window.stats_panel
-    panel.refresh_button.click()
+    with qtbot.waitSignal(panel.counted, timeout=60_000):
+        panel.refresh_button.click()
     assert panel.table.rowCount() == 2
     labels = window.document.label_map
     intensity = sitk.LabelStatisticsImageFilter()
@@ -163,7 +164,8 @@ def test_statistics_table_and_csv(window, edited, qtbot, monkeypatch, tmp_path, 
     nz, ny, nx = doc.volume.shape_zyx
     doc.apply(stroke(doc.label_map, [(nz // 2, 2 * ny // 3, 2 * nx // 3)], 6.0, 2, image=doc.volume), "brush")
     assert "changed since these figures" in panel.summary.text() and not panel.export_button.isEnabled()
-    panel.refresh_button.click()
+    with qtbot.waitSignal(panel.counted, timeout=60_000):
+        panel.refresh_button.click()
     assert panel.export_button.isEnabled() and panel.summary.text().startswith("2 labels")
     lesion = next(r for r in range(2) if panel.table.item(r, 0).text() == "2  lesion")
     assert panel.table.item(lesion, 1).text() == f"{int((doc.label_map.array == 2).sum()):,}"
@@ -171,6 +173,24 @@ def test_statistics_table_and_csv(window, edited, qtbot, monkeypatch, tmp_path, 
     qtbot.wait(50)
     window.grab().save(str(artifacts_dir / "segmentation_statistics.png"))
 
+
+
+def test_statistics_count_off_the_gui_thread_and_an_edit_meanwhile_makes_them_stale(window, edited, qtbot):
+    """The count runs as a job (listed in the status bar while it runs); a brush stroke made before its figures
+    arrive leaves them marked stale and kept out of an export, and the next count is current again."""
+    from medseg.job_registry import RUNNING_JOBS
+
+    panel, doc = window.stats_panel, window.document
+    with qtbot.waitSignal(panel.counted, timeout=60_000):
+        panel.refresh_button.click()
+        assert "Counting the label statistics" in [job.name for job in RUNNING_JOBS.jobs()]
+        nz, ny, nx = doc.volume.shape_zyx
+        doc.apply(stroke(doc.label_map, [(nz // 2, 2 * ny // 3, 2 * nx // 3)], 6.0, 2, image=doc.volume), "brush")
+    assert "changed since these figures" in panel.summary.text() and not panel.export_button.isEnabled()
+    with qtbot.waitSignal(panel.counted, timeout=60_000):
+        panel.refresh_button.click()
+    lesion = next(s for s in panel.stats if s.name == "lesion")
+    assert lesion.voxels == int(np.count_nonzero(doc.label_map.array == 2)) and panel.export_button.isEnabled()
 
 def _acquired_slices(folder: Path, normal: np.ndarray) -> list:
     """The series' files read by pydicom, in the order of their positions along the slice normal."""

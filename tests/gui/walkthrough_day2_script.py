@@ -213,7 +213,10 @@ def walk(series: Path, out: Path) -> int:
     window.segmentation_files.open(out / "walk_seg.dcm")
     w.until(lambda: bool(opened), 600, "the SEG to open")
     w.step("reopened", labels={v: e.name for v, e in doc.labels.items()})
+    counted: list = []
+    window.stats_panel.counted.connect(lambda: counted.append(True))
     window.stats_panel.refresh()
+    w.until(lambda: bool(counted), 120, "the statistics to be counted")
     window.stats_dock.raise_()
     w.step("statistics", rows=[window.stats_panel.table.item(r, window.stats_panel.table.columnCount() - 1).text()
                                for r in range(window.stats_panel.table.rowCount())])

@@ -2,7 +2,9 @@
 
 Recomputed on demand (Refresh, or when a new label map or image arrives), not on every
 brush stroke: a full pass over a large CT takes a moment and the user asks for numbers
-when they want them.
+when they want them. The count runs as a job (the one job runner), not on the GUI thread:
+117 structures over a 512 x 512 x 300 CT took 1.4 s, twice when a result opened, and the
+window stood still meanwhile. An edit made while it counts marks the figures stale.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from medseg.edit.stats import (LabelStats, label_statistics, stats_json, study_c
                                write_stats_json)
 from medseg.errors import MedsegError
 from medseg.gui.common import save_dialog
+from medseg.gui.common.jobs import Job
 
 COLUMNS = ("Label", "Voxels", "Volume (ml)", "HU mean", "HU SD", "HU min", "HU max", "HU median",
            "Size x×y×z (mm)")
@@ -28,6 +31,7 @@ COLUMNS = ("Label", "Voxels", "Volume (ml)", "HU mean", "HU SD", "HU min", "HU m
 class StatsPanel(QWidget):
     failed = Signal(object)
     exported = Signal(str)
+    counted = Signal()  # the table shows the figures of the latest count (or that there is nothing to count)
 
     def __init__(self, document: SegmentationDocument, view: ViewState, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -35,6 +39,8 @@ class StatsPanel(QWidget):
         self.view = view
         self.stats: list[LabelStats] = []
         self._stale = False  # the label map was edited since the figures were counted
+        self._edits = 0  # edits seen: a count started before the last edit gives stale figures
+        self._job: Job | None = None  # the count running now; an older one's figures are dropped
         self.table = QTableWidget(0, len(COLUMNS), self)
         self.table.setHorizontalHeaderLabels(COLUMNS)
         self.table.horizontalHeaderItem(COLUMNS.index("Size x×y×z (mm)")).setToolTip(
@@ -85,14 +91,46 @@ class StatsPanel(QWidget):
 
     @Slot()
     def refresh(self) -> None:
+        """Count again, in a worker; :attr:`counted` says when the table shows the new figures."""
         doc = self.document
         if doc.volume is None or doc.label_map is None:
-            self.stats = []
-        else:
-            names = {value: entry.name for value, entry in doc.labels.items()}
-            self.stats = label_statistics(doc.volume, doc.label_map, names)
-        self._stale = False
+            self._job = None
+            self.stats, self._stale = [], False
+            self._fill()
+            self.counted.emit()
+            return
+        image, labels, edits = doc.volume, doc.label_map, self._edits
+        names = {value: entry.name for value, entry in doc.labels.items()}
+        job = Job("label statistics", lambda progress=None, cancel=None: label_statistics(image, labels, names),
+                  self, cancellable=False, computes=True, title="Counting the label statistics")
+        job.finished_ok.connect(lambda stats: self._counted(job, stats, edits))
+        job.finished_error.connect(lambda error: self._count_failed(job, error))
+        self._job = job
+        self.summary.setText("Counting…")
+        job.start()
+
+    def _counted(self, job: Job, stats: list[LabelStats], edits: int) -> None:
+        job.deleteLater()
+        if job is not self._job:  # a newer count is running: its figures are the ones to show
+            return
+        self._job = None
+        self.stats = stats
+        self._stale = edits != self._edits
         self._fill()
+        self.counted.emit()
+
+    def _count_failed(self, job: Job, error: BaseException) -> None:
+        job.deleteLater()
+        if job is self._job:
+            self._job = None
+            self._fill()
+            self.failed.emit(error)
+
+    def shutdown(self) -> None:
+        """Wait for a running count (the window is closing)."""
+        if self._job is not None:
+            self._job.wait_stopped()
+            self._job = None
 
     def show_label(self, value: int) -> None:
         """Make ``value`` the active label and put the crosshair on its largest axial cross-section."""
@@ -101,6 +139,7 @@ class StatsPanel(QWidget):
     def _mark_stale(self, _edit=None) -> None:
         # Counting every label's HU over a whole series takes a second or more, too slow for every
         # brush stroke: say that the figures are old (and keep them out of a CSV) until Refresh.
+        self._edits += 1
         if not self._stale:
             self._stale = True
             self._fill()
@@ -122,7 +161,7 @@ class StatsPanel(QWidget):
                      f"{s.hu_sd:.1f}", f"{s.hu_min:.0f}", f"{s.hu_max:.0f}", f"{s.hu_median:.1f}", size)
             for column, text in enumerate(cells):
                 self.table.setItem(row, column, QTableWidgetItem(text))
-        self.export_button.setEnabled(bool(self.stats) and not self._stale)
+        self.export_button.setEnabled(bool(self.stats) and not self._stale and self._job is None)
         total = sum(s.volume_ml for s in self.stats)
         if self._stale:
             self.summary.setText("The segmentation changed since these figures: press Refresh to recount.")

@@ -297,6 +297,7 @@ class MainWindow(QMainWindow):
         self.editing.closing()
         self.placement.save()
         self.loader.shutdown()
+        self.stats_panel.shutdown()
         self.viewer.view3d.shutdown()
         self.opener.shutdown()
         self.train_tab.shutdown()
