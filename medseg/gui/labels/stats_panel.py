@@ -41,6 +41,7 @@ class StatsPanel(QWidget):
         self._stale = False  # the label map was edited since the figures were counted
         self._edits = 0  # edits seen: a count started before the last edit gives stale figures
         self._job: Job | None = None  # the count running now; an older one's figures are dropped
+        self._counting: tuple = ()  # what it counts: the image's and label map's ids, edits seen
         self.table = QTableWidget(0, len(COLUMNS), self)
         self.table.setHorizontalHeaderLabels(COLUMNS)
         self.table.horizontalHeaderItem(COLUMNS.index("Size x×y×z (mm)")).setToolTip(
@@ -100,12 +101,14 @@ class StatsPanel(QWidget):
             self.counted.emit()
             return
         image, labels, edits = doc.volume, doc.label_map, self._edits
+        if self._job is not None and self._counting == (id(image), id(labels), edits):
+            return  # the count running now is of this very state (a new result asks twice: opened, segmented)
         names = {value: entry.name for value, entry in doc.labels.items()}
         job = Job("label statistics", lambda progress=None, cancel=None: label_statistics(image, labels, names),
                   self, cancellable=False, computes=True, title="Counting the label statistics")
         job.finished_ok.connect(lambda stats: self._counted(job, stats, edits))
         job.finished_error.connect(lambda error: self._count_failed(job, error))
-        self._job = job
+        self._job, self._counting = job, (id(image), id(labels), edits)
         self.summary.setText("Counting…")
         job.start()
 
