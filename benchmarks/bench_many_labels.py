@@ -77,11 +77,11 @@ def child_window(work: Path) -> dict:
 
     app = QApplication([])
     QStandardPaths.setTestModeEnabled(True)
-    from medseg.gui.shell import app_shell
+    from medseg.gui.common import app_settings
     from medseg.gui.shell.main_window import MainWindow
     from medseg.io import load
 
-    app_shell.settings().clear()
+    app_settings.settings().clear()
     labels = np.load(work / "labels.npy")
     image = load(work / "series")
     window = MainWindow()
@@ -179,7 +179,7 @@ def child_3d(work: Path) -> dict:
 
     app = QApplication([])
     QStandardPaths.setTestModeEnabled(True)
-    from medseg.gui.shell import app_shell
+    from medseg.gui.common import app_settings
     from medseg.gui.shell.main_window import MainWindow
     from medseg.io import load
 
@@ -200,7 +200,7 @@ def child_3d(work: Path) -> dict:
         gl_view.doneCurrent()
         return wall, used
 
-    app_shell.settings().clear()
+    app_settings.settings().clear()
     labels = np.load(work / "labels.npy")
     image = load(work / "series")
     window = MainWindow()

@@ -167,10 +167,10 @@ def main() -> int:
     QStandardPaths.setTestModeEnabled(True)
     work = Path(tempfile.mkdtemp(prefix="medseg-soak-"))
     os.environ["MEDSEG_DATA_DIR"] = str(work / "data")  # the journal's sessions
-    from medseg.gui.shell import app_shell
+    from medseg.gui.common import app_settings
     from medseg.gui.shell.main_window import MainWindow
 
-    app_shell.settings().clear()
+    app_settings.settings().clear()
     window = MainWindow()
     window.resize(1400, 820)
     window.show()

@@ -22,7 +22,7 @@ def display_available() -> bool:
 def _application():
     from PySide6.QtWidgets import QApplication
 
-    from medseg.gui.shell.app_shell import APPLICATION, ORGANIZATION
+    from medseg.gui.common.app_settings import APPLICATION, ORGANIZATION
     from medseg.gui.shell.platform_check import ensure_platform
 
     app = QApplication.instance()
@@ -51,7 +51,7 @@ def run_gui(path: str | None = None, demo: bool = False, screenshot: str | None 
     ensure_platform()
     from PySide6.QtCore import QTimer
 
-    from medseg.gui.shell.app_shell import setup_logging
+    from medseg.gui.common.app_settings import setup_logging
     from medseg.gui.shell.main_window import MainWindow
 
     app = _application()

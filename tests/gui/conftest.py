@@ -17,10 +17,10 @@ def window(qtbot, tmp_path, monkeypatch):
     # ... and that location is one file per user: test runs side by side (several checkouts on one machine)
     # cleared each other's settings mid-test (the model chosen for Segment vanished). One file per test.
     QSettings.setPath(QSettings.Format.NativeFormat, QSettings.Scope.UserScope, str(tmp_path / "settings"))
-    from medseg.gui.shell import app_shell
+    from medseg.gui.common import app_settings
 
-    app_shell.settings().clear()
-    app_shell.setup_logging()
+    app_settings.settings().clear()
+    app_settings.setup_logging()
     main = MainWindow()
     qtbot.addWidget(main)
     main.resize(1400, 820)

@@ -45,10 +45,10 @@ def main() -> int:
     out.mkdir(parents=True, exist_ok=True)
     app = QApplication(sys.argv[:1])
     QStandardPaths.setTestModeEnabled(True)
-    from medseg.gui.shell import app_shell
+    from medseg.gui.common import app_settings
     from medseg.gui.shell.main_window import MainWindow
 
-    app_shell.settings().clear()
+    app_settings.settings().clear()
     window = MainWindow()
     window.resize(1600, 1000)
     window.show()

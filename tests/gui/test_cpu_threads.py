@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from medseg import threads
-from medseg.gui.shell import app_shell
+from medseg.gui.common import app_settings
 from medseg.gui.segment.segment_panel import THREADS_SETTING
 
 
@@ -40,9 +40,9 @@ def test_the_threads_setting_sets_the_apps_budget_and_the_plan_shows_it(window, 
     box.setValue(1)
     assert (threads.budget(), torch.get_num_threads()) == (1, 1)
     assert "runs on: the CPU, 1 thread (the app's CPU threads setting)" in panel.plan_label.toPlainText()
-    assert int(app_shell.settings().value(THREADS_SETTING)) == 1
+    assert int(app_settings.settings().value(THREADS_SETTING)) == 1
     panel.grab().save(str(artifacts_dir / "gui_segment_panel_threads.png"))
 
     box.setValue(0)
-    assert threads.budget() == _usable() and int(app_shell.settings().value(THREADS_SETTING)) == 0
+    assert threads.budget() == _usable() and int(app_settings.settings().value(THREADS_SETTING)) == 0
     assert f"runs on: the CPU, {_usable()} thread" in panel.plan_label.toPlainText()

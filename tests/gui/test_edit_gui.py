@@ -196,14 +196,14 @@ def test_unsaved_edits_are_not_lost_without_asking(window, chest, qtbot, monkeyp
 def test_recovery_offer_after_a_crash(qtbot, tmp_path, monkeypatch, ct_dir):
     from PySide6.QtCore import QStandardPaths
 
-    from medseg.gui.shell import app_shell
+    from medseg.gui.common import app_settings
     from medseg.gui.editing.edit_session import journal_root
     from medseg.gui.shell.main_window import MainWindow
     from medseg.io import read_image
 
     QStandardPaths.setTestModeEnabled(True)
-    monkeypatch.setattr(app_shell, "log_directory", lambda: tmp_path / "logs")
-    app_shell.settings().clear()
+    monkeypatch.setattr(app_settings, "log_directory", lambda: tmp_path / "logs")
+    app_settings.settings().clear()
     source = ct_dir / "pyradiomics_lung1" / "lung1_image.nrrd"
     image = read_image(source)
     crashed = SegmentationDocument()  # a session that never closed (as after a kill -9)
@@ -263,14 +263,14 @@ def test_segment_panel_says_which_configuration_and_why_and_lets_the_user_choose
     import sys
     from pathlib import Path
 
-    from medseg.gui.shell import app_shell
+    from medseg.gui.common import app_settings
     from medseg.model.package import save_package
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "model"))
     from small_packages import starter_like_package  # 2d, 3d_thin, 3d_thick (random weights)
 
     model = starter_like_package()
-    app_shell.settings().setValue("model/path", str(save_package(model, tmp_path / "three_configurations")))
+    app_settings.settings().setValue("model/path", str(save_package(model, tmp_path / "three_configurations")))
     panel = window.segment_panel
     panel.refresh()
     box = panel.configuration_box

@@ -182,7 +182,7 @@ def test_presets_change_the_pixels(driver, window, ct_dir, qtbot):
 
 
 def test_user_edited_preset_is_saved(window):
-    from medseg.gui.shell import app_shell
+    from medseg.gui.common import app_settings
 
     window.presets_editor.edit()
     dialog = window.presets_editor.dialog
@@ -194,7 +194,7 @@ def test_user_edited_preset_is_saved(window):
         dialog.table.item(row, column).setText(text)
     dialog.accept()
     assert window.view.presets["Stroke"] == (35.0, 30.0)
-    assert app_shell.load_presets()["Stroke"] == (35.0, 30.0)
+    assert app_settings.load_presets()["Stroke"] == (35.0, 30.0)
     assert any(window.window_panel.preset_box.itemData(i) == "Stroke" for i in range(window.window_panel.preset_box.count()))
 
 

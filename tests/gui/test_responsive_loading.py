@@ -8,7 +8,7 @@ import numpy as np
 from PySide6.QtCore import QTimer
 
 from medseg.errors import Cancelled
-from medseg.gui.shell import app_shell
+from medseg.gui.common import app_settings
 
 
 def _largest_series(browser):
@@ -85,10 +85,12 @@ def test_middle_slice_is_shown_before_the_load_finishes(driver, window, qtbot, c
     busy, filled = seen[0]
     assert busy  # shown while the load was still running
     # Decoding goes middle-out, a batch of slices at a time (as many as the job's threads take): the first
-    # shown are one block around the middle, before the rest.
+    # shown lie around the middle, before the rest. Not necessarily one run (with two decoder threads the
+    # first preview came with slices 7 and 9 done and 8 still in the other thread), nor one block (on a
+    # loaded machine the first preview is painted after several blocks): centred on the middle, ends not yet.
     n = doc.volume.array.shape[0]
-    assert filled == list(range(filled[0], filled[-1] + 1)) and len(filled) < n
-    assert abs((filled[0] + filled[-1]) / 2 - (n - 1) / 2) <= 1.5
+    assert len(filled) < n and (n - 1) // 2 in filled, (filled, n)
+    assert abs(sum(filled) / len(filled) - (n - 1) / 2) <= 1.5, (filled, n)  # in file order: far below the middle
     assert doc.volume is volume and doc.volume.array is not None
 
 
@@ -110,7 +112,7 @@ def test_log_file_has_no_patient_names_or_ids(driver, window, ct_dir):
     volume = driver.open_series(ct_dir / "dcm_qa_ct" / "GE_HiSpeedDual_head_tilt_varspacing")
     for handler in __import__("logging").getLogger("medseg").handlers:
         handler.flush()
-    log_text = (app_shell.log_directory() / "medseg.log").read_text()  # in $MEDSEG_DATA_DIR (tests/conftest.py)
+    log_text = (app_settings.log_directory() / "medseg.log").read_text()  # in $MEDSEG_DATA_DIR (tests/conftest.py)
     assert "image loaded" in log_text
     secrets = (volume.meta.patient_name, volume.meta.patient_id)
     assert all(secret.strip() for secret in secrets), secrets  # this series names its patient: something to leak

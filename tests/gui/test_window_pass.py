@@ -208,13 +208,13 @@ def test_medseg_keeps_its_own_files_in_one_data_folder_that_medseg_data_dir_move
     """#25.14: sessions, logs and the training workspace in $MEDSEG_DATA_DIR (never medseg/medseg)."""
     from medseg import app_dirs
     from medseg.edit.journal import default_root
-    from medseg.gui.shell import app_shell
+    from medseg.gui.common import app_settings
     from medseg.gui.editing.edit_session import journal_root
     from medseg.gui.train.tab import default_workspace
 
     monkeypatch.setenv("MEDSEG_DATA_DIR", str(tmp_path / "elsewhere"))
     assert journal_root() == default_root() == tmp_path / "elsewhere" / "sessions"
-    assert app_shell.log_directory() == tmp_path / "elsewhere" / "logs"
+    assert app_settings.log_directory() == tmp_path / "elsewhere" / "logs"
     assert default_workspace() == tmp_path / "elsewhere" / "training"
     monkeypatch.delenv("MEDSEG_DATA_DIR")
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
@@ -545,11 +545,11 @@ def test_double_clicking_a_statistics_row_shows_that_labels_largest_cross_sectio
 def test_the_first_window_fills_most_of_the_screen_and_the_next_restores_it(qtbot, tmp_path):
     from PySide6.QtCore import QStandardPaths
 
-    from medseg.gui.shell import app_shell
+    from medseg.gui.common import app_settings
     from medseg.gui.shell.main_window import MainWindow
 
     QStandardPaths.setTestModeEnabled(True)
-    app_shell.settings().clear()
+    app_settings.settings().clear()
     first = MainWindow()
     qtbot.addWidget(first)
     first.show()

@@ -15,12 +15,12 @@ from medseg.io.pacs import PacsSettings, save_settings
 @pytest.fixture
 def window(qtbot, tmp_path, monkeypatch, orthanc):
     QStandardPaths.setTestModeEnabled(True)
-    from medseg.gui.shell import app_shell
+    from medseg.gui.common import app_settings
     from medseg.gui.shell.main_window import MainWindow
 
-    monkeypatch.setattr(app_shell, "log_directory", lambda: tmp_path / "logs")
+    monkeypatch.setattr(app_settings, "log_directory", lambda: tmp_path / "logs")
     monkeypatch.setenv("MEDSEG_CACHE_DIR", str(tmp_path / "cache"))
-    app_shell.settings().clear()
+    app_settings.settings().clear()
     save_settings(PacsSettings(servers=[web_server(orthanc), dimse_server(orthanc, retrieve="move")]))
     main = MainWindow()
     qtbot.addWidget(main)

@@ -23,6 +23,7 @@ from medseg.edit.stats import (LabelStats, label_statistics, stats_json, study_c
 from medseg.errors import MedsegError
 from medseg.gui.common import save_dialog
 from medseg.gui.common.jobs import Job
+from medseg.job_registry import JobRegistry
 
 COLUMNS = ("Label", "Voxels", "Volume (ml)", "HU mean", "HU SD", "HU min", "HU max", "HU median",
            "Size x×y×z (mm)")
@@ -41,6 +42,7 @@ class StatsPanel(QWidget):
         self._stale = False  # the label map was edited since the figures were counted
         self._edits = 0  # edits seen: a count started before the last edit gives stale figures
         self._job: Job | None = None  # the count running now; an older one's figures are dropped
+        self._jobs = JobRegistry()
         self._counting: tuple = ()  # what it counts: the image's and label map's ids, edits seen
         self.table = QTableWidget(0, len(COLUMNS), self)
         self.table.setHorizontalHeaderLabels(COLUMNS)
@@ -104,8 +106,10 @@ class StatsPanel(QWidget):
         if self._job is not None and self._counting == (id(image), id(labels), edits):
             return  # the count running now is of this very state (a new result asks twice: opened, segmented)
         names = {value: entry.name for value, entry in doc.labels.items()}
+        # Not listed in the status bar (its own registry): the summary line says "Counting…", and a second
+        # job there would take the Cancel button from the one the user may want to stop (Segment).
         job = Job("label statistics", lambda progress=None, cancel=None: label_statistics(image, labels, names),
-                  self, cancellable=False, computes=True, title="Counting the label statistics")
+                  self, cancellable=False, computes=True, registry=self._jobs)
         job.finished_ok.connect(lambda stats: self._counted(job, stats, edits))
         job.finished_error.connect(lambda error: self._count_failed(job, error))
         self._job, self._counting = job, (id(image), id(labels), edits)

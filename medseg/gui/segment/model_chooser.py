@@ -24,19 +24,19 @@ def install_item(model_id: str) -> str:
 
 def chosen_reference() -> str | None:
     """The stored choice: a catalogue id, a folder, or None (the built-in starter)."""
-    from medseg.gui.shell import app_shell
+    from medseg.gui.common import app_settings
 
-    value = str(app_shell.settings().value(SETTING, "") or "")
+    value = str(app_settings.settings().value(SETTING, "") or "")
     return value or None
 
 
 def store_reference(reference: str | None) -> None:
-    from medseg.gui.shell import app_shell
+    from medseg.gui.common import app_settings
 
     if reference:
-        app_shell.settings().setValue(SETTING, reference)
+        app_settings.settings().setValue(SETTING, reference)
     else:
-        app_shell.settings().remove(SETTING)
+        app_settings.settings().remove(SETTING)
 
 
 class ModelChooser(QComboBox):

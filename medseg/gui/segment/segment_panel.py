@@ -276,7 +276,7 @@ def _threads_box(parent: "SegmentPanel") -> QSpinBox:
     "automatic" is every core this process may use; a number replaces it, remembered between sessions.
     ``medseg gui --threads N`` sets it for one session."""
     from medseg import threads
-    from medseg.gui.shell import app_shell
+    from medseg.gui.common import app_settings
 
     box = QSpinBox(parent)
     usable = threads.usable_cores()
@@ -284,7 +284,7 @@ def _threads_box(parent: "SegmentPanel") -> QSpinBox:
     box.setSpecialValueText(f"automatic ({usable.threads}: every core medseg may use)")
     box.setToolTip("How many CPU threads medseg computes with. Jobs running at the same time (a segmentation, "
                    "the 3D surfaces, grow from seeds) share them. Automatic: " + usable.explain())
-    store = app_shell.settings()
+    store = app_settings.settings()
     if threads.budget_count().source == threads.FROM_OPTION:  # `medseg gui --threads N`: this session only
         box.setValue(threads.budget())
     else:

@@ -1,21 +1,15 @@
-"""Application shell pieces: settings, the log file, About and the shortcut list."""
+"""Application shell pieces: the versions About shows, the README, and the shortcut list (F1)."""
 
 from __future__ import annotations
 
-import logging
 import platform
 import sys
-from logging.handlers import RotatingFileHandler
 from pathlib import Path
 
-from PySide6.QtCore import QSettings, qVersion
-from PySide6.QtWidgets import QMessageBox, QWidget
+from PySide6.QtCore import qVersion
+from PySide6.QtWidgets import QWidget
 
-from medseg import __version__, app_dirs
-from medseg.gui.viewer.view_state import DEFAULT_PRESETS
-
-ORGANIZATION, APPLICATION = "medseg", "medseg"
-MAX_RECENT = 10
+from medseg import __version__
 
 # The mouse and the keys no menu item carries; every menu item's and tool's shortcut is read from the
 # window itself (shortcut_rows), so the F1 list cannot drift from what the keys do.
@@ -35,50 +29,6 @@ MOUSE_AND_KEYS = (
 )
 
 
-def settings() -> QSettings:
-    return QSettings(ORGANIZATION, APPLICATION)
-
-
-def recent_studies() -> list[str]:
-    value = settings().value("recent", [])
-    if isinstance(value, str):
-        value = [value]
-    return [str(v) for v in (value or [])]
-
-
-def add_recent_study(path: str) -> list[str]:
-    recent = [path] + [p for p in recent_studies() if p != path]
-    recent = recent[:MAX_RECENT]
-    settings().setValue("recent", recent)
-    return recent
-
-
-def load_presets() -> dict[str, tuple[float, float]]:
-    store = settings()
-    presets = dict(DEFAULT_PRESETS)
-    size = store.beginReadArray("presets")
-    for index in range(size):
-        store.setArrayIndex(index)
-        try:
-            presets[str(store.value("name"))] = (float(store.value("center")), float(store.value("width")))
-        except (TypeError, ValueError):
-            continue  # a hand-edited settings file must not stop the app
-    store.endArray()
-    return presets
-
-
-def save_presets(presets: dict[str, tuple[float, float]]) -> None:
-    store = settings()
-    store.remove("presets")
-    store.beginWriteArray("presets", len(presets))
-    for index, (name, (center, width)) in enumerate(presets.items()):
-        store.setArrayIndex(index)
-        store.setValue("name", name)
-        store.setValue("center", center)
-        store.setValue("width", width)
-    store.endArray()
-
-
 def readme_path() -> Path | None:
     """The README next to the package (source checkout or bundle), if there is one."""
     for folder in Path(__file__).resolve().parents:
@@ -86,30 +36,6 @@ def readme_path() -> Path | None:
         if candidate.is_file():
             return candidate
     return None
-
-
-def log_directory() -> Path:
-    """``logs`` in medseg's data folder ($MEDSEG_DATA_DIR or the platform's: medseg.app_dirs)."""
-    return app_dirs.data_dir() / "logs"
-
-
-def setup_logging() -> Path:
-    """Log to a rotating file. Log calls never pass patient names or IDs (by convention,
-    checked in the tests), so the file can be attached to a bug report."""
-    folder = log_directory()
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / "medseg.log"
-    root = logging.getLogger("medseg")
-    for old in [h for h in root.handlers if isinstance(h, RotatingFileHandler)]:
-        if Path(old.baseFilename) != path:  # the log folder moved (settings, tests)
-            root.removeHandler(old)
-            old.close()
-    if not any(isinstance(h, RotatingFileHandler) for h in root.handlers):
-        handler = RotatingFileHandler(path, maxBytes=2_000_000, backupCount=3, encoding="utf-8")
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-        root.addHandler(handler)
-        root.setLevel(logging.INFO)
-    return path
 
 
 def versions_text() -> str:
@@ -123,13 +49,6 @@ def versions_text() -> str:
         except PackageNotFoundError:
             parts.append(f"{package} not installed")
     return "\n".join(parts)
-
-
-def about_box(parent: QWidget) -> QMessageBox:
-    box = QMessageBox(QMessageBox.Icon.Information, "About medseg",
-                      "medseg — desktop CT segmentation.\n\nNot a medical device: for research use.\n\n" + versions_text(),
-                      QMessageBox.StandardButton.Ok, parent)
-    return box
 
 
 def shortcut_rows(window: QWidget) -> list[tuple[str, str]]:

@@ -8,6 +8,7 @@ from PySide6.QtCore import QObject, QUrl
 from PySide6.QtGui import QAction, QDesktopServices
 from PySide6.QtWidgets import QMenu, QWidget
 
+from medseg.gui.common import app_settings
 from medseg.gui.shell import app_shell
 
 
@@ -40,4 +41,4 @@ class HelpMenu(QObject):
             self.show_shortcuts()
 
     def open_log_folder(self) -> None:
-        QDesktopServices.openUrl(QUrl.fromLocalFile(str(app_shell.log_directory())))
+        QDesktopServices.openUrl(QUrl.fromLocalFile(str(app_settings.log_directory())))

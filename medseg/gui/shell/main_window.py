@@ -27,7 +27,8 @@ from medseg.gui.labels.overlay_panel import OverlayPanel
 from medseg.gui.labels.source_line import SourceLine
 from medseg.gui.labels.stats_panel import StatsPanel
 from medseg.gui.segment.segment_flow import SegmentFlow
-from medseg.gui.shell import app_shell, menus
+from medseg.gui.shell import menus
+from medseg.gui.common import app_settings
 from medseg.gui.shell.dock_share import DockShare, DocksOfFirstTab
 from medseg.gui.shell.help_menu import HelpMenu
 from medseg.gui.shell.messages import MessageArea
@@ -72,7 +73,7 @@ class MainWindow(QMainWindow):
         self.document = SegmentationDocument()  # what is segmented, undone, saved (the CLI's too)
         register_operations()  # the model-backed editing operations, before the tools are made from the catalogue
         self.view = ViewState(self.document)  # how it is looked at and worked on: this window's alone
-        self.view.set_presets(app_shell.load_presets())
+        self.view.set_presets(app_settings.load_presets())
         self.loader = StudyLoader(self.document, self.view, self)
         self.viewer = ViewerPanel(self.document, self.view, self)
         self.window_panel = WindowPanel(self.view, self)
@@ -91,20 +92,20 @@ class MainWindow(QMainWindow):
         # where the shown segmentation came from: in the overlay section and under Segment (sinks: _build_tabs)
         self.source_line = SourceLine(self.document, self.view, [], self)
         self.opener = StudyOpener(self.document, self.loader, self.segmentation_files, self.editing, self,
-                                  app_shell.settings, self.source_line.show, self.notice_banner, self)
+                                  app_settings.settings, self.source_line.show, self.notice_banner, self)
         self.segmenting = SegmentFlow(self.document, self.loader, self.editing, self, self.notice_banner.show_message,
                                       self.source_line.show, self.opener, self)
         self.help = HelpMenu(self)
         self._build_tabs()
         self._build_status_bar()
-        self.presets_editor = PresetsEditor(self.view, app_shell.save_presets, self.window_panel, self)
+        self.presets_editor = PresetsEditor(self.view, app_settings.save_presets, self.window_panel, self)
         menus.build(self)
         self.editing.install_menu()
         menus.show_tooltips(self)
         self._connect()
         self.placement = WindowPlacement(self, self.viewer, self.view)
         self.placement.restore()
-        self.opener.set_recent(app_shell.recent_studies())
+        self.opener.set_recent(app_settings.recent_studies())
 
     # --- construction ----------------------------------------------------------------------
     def _build_tabs(self) -> None:
@@ -226,7 +227,7 @@ class MainWindow(QMainWindow):
             self.findings_banner.hide()
         self.notice_banner.hide()
         if self.loader.source and not self.document.is_synthetic:
-            self.opener.set_recent(app_shell.add_recent_study(self.loader.source))
+            self.opener.set_recent(app_settings.add_recent_study(self.loader.source))
         title = volume.meta.series_description or (Path(self.loader.source).name if self.loader.source else "")
         self.setWindowTitle(f"medseg — {title}" if title else "medseg")
 

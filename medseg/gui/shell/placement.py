@@ -5,7 +5,7 @@ from __future__ import annotations
 from PySide6.QtCore import QObject, Qt, QTimer
 from PySide6.QtWidgets import QApplication, QMainWindow
 
-from medseg.gui.shell import app_shell
+from medseg.gui.common import app_settings
 from medseg.gui.viewer.layout import LAYOUTS, ViewerPanel
 from medseg.gui.viewer.view_state import ViewState
 
@@ -19,7 +19,7 @@ class WindowPlacement(QObject):
         self._saved_geometry = None
 
     def restore(self) -> None:
-        store = app_shell.settings()
+        store = app_settings.settings()
         # Placed once shown: the first layout pass widens a window sized before it (to the toolbar's width).
         self._saved_geometry = store.value("window/geometry")
         layout = str(store.value("view/layout", "2x2"))  # the biggest views on a wide screen
@@ -34,7 +34,7 @@ class WindowPlacement(QObject):
                 QTimer.singleShot(0, self._place)
 
     def save(self) -> None:
-        store = app_shell.settings()
+        store = app_settings.settings()
         store.setValue("window/geometry", self.window.saveGeometry())
         store.setValue("view/layout", self.viewer.layout_name if self.viewer.layout_name != "single" else "1x3")
         store.setValue("view/overlay_opacity", self.view.overlay_opacity)
