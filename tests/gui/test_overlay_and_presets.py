@@ -183,6 +183,7 @@ def test_presets_change_the_pixels(driver, window, ct_dir, qtbot):
 
 def test_user_edited_preset_is_saved(window):
     from medseg.gui.common import app_settings
+    from medseg.gui.viewer.view_state import DEFAULT_PRESETS
 
     window.presets_editor.edit()
     dialog = window.presets_editor.dialog
@@ -194,7 +195,7 @@ def test_user_edited_preset_is_saved(window):
         dialog.table.item(row, column).setText(text)
     dialog.accept()
     assert window.view.presets["Stroke"] == (35.0, 30.0)
-    assert app_settings.load_presets()["Stroke"] == (35.0, 30.0)
+    assert app_settings.load_presets(DEFAULT_PRESETS)["Stroke"] == (35.0, 30.0)
     assert any(window.window_panel.preset_box.itemData(i) == "Stroke" for i in range(window.window_panel.preset_box.count()))
 
 

@@ -12,7 +12,6 @@ from pathlib import Path
 from PySide6.QtCore import QSettings
 
 from medseg import app_dirs
-from medseg.gui.viewer.view_state import DEFAULT_PRESETS
 
 ORGANIZATION, APPLICATION = "medseg", "medseg"
 MAX_RECENT = 10
@@ -36,9 +35,10 @@ def add_recent_study(path: str) -> list[str]:
     return recent
 
 
-def load_presets() -> dict[str, tuple[float, float]]:
+def load_presets(defaults: dict[str, tuple[float, float]]) -> dict[str, tuple[float, float]]:
+    """``defaults`` (the view state's built-in presets) with the user's saved ones over them."""
     store = settings()
-    presets = dict(DEFAULT_PRESETS)
+    presets = dict(defaults)
     size = store.beginReadArray("presets")
     for index in range(size):
         store.setArrayIndex(index)

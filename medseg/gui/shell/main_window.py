@@ -44,7 +44,7 @@ from medseg.gui.viewer.label_table import described_labels
 from medseg.gui.viewer.layout import ViewerPanel
 from medseg.gui.viewer.presets_dialog import PresetsEditor
 from medseg.gui.viewer.readout import PositionReadout
-from medseg.gui.viewer.view_state import ViewState
+from medseg.gui.viewer.view_state import DEFAULT_PRESETS, ViewState
 from medseg.gui.viewer.window_panel import WindowPanel
 from medseg.workflows.edit_operations import register_operations
 
@@ -73,7 +73,7 @@ class MainWindow(QMainWindow):
         self.document = SegmentationDocument()  # what is segmented, undone, saved (the CLI's too)
         register_operations()  # the model-backed editing operations, before the tools are made from the catalogue
         self.view = ViewState(self.document)  # how it is looked at and worked on: this window's alone
-        self.view.set_presets(app_settings.load_presets())
+        self.view.set_presets(app_settings.load_presets(DEFAULT_PRESETS))
         self.loader = StudyLoader(self.document, self.view, self)
         self.viewer = ViewerPanel(self.document, self.view, self)
         self.window_panel = WindowPanel(self.view, self)
