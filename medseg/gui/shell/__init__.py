@@ -1,1 +1,1 @@
-"""The window frame: the main window, its menus, status messages, settings, About and the shortcut list."""
+"""The window frame: the main window, its menus, status messages, About and the shortcut list."""
