@@ -10,7 +10,7 @@ $(STAMP): pyproject.toml .ci/system-deps .ci/totalsegmentator-peer.txt
 	bash .ci/system-deps
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q -e '.[dev,openvino]'
 	$(PY) -m pip install -q --no-deps -r .ci/totalsegmentator-peer.txt
 	touch $(STAMP)
 

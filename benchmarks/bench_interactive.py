@@ -22,6 +22,12 @@ benchmarks/rss_phases.py), the model's load time, medseg's breakdown of a prompt
 normalise, network, border test), the median and spread over ``--repeats`` interleaved runs,
 and the ratios medseg / nnInteractive. The two objects must agree (Dice printed).
 
+medseg runs the network on the CPU runtime its calibration chose for this checkpoint (what installing
+the model does: :func:`medseg.model.interactive.calibration.calibrate`, run once here in its own
+process before the timed runs, its choice and measurements printed): PyTorch, or OpenVINO f32 where
+the optional ``openvino`` package is installed and its object agrees with PyTorch's within the
+issue's bounds (>= 99.9 % of the voxels, Dice >= 0.99). ``--no-calibrate`` keeps PyTorch.
+
 ``--runtimes`` adds one 192^3 forward pass of the same weights with each CPU runtime: PyTorch's
 module forward (what nnInteractive runs), PyTorch with oneDNN convolutions and medseg's lean
 forward (what medseg runs), and ONNX Runtime's CPU provider (an export of the same network).
@@ -107,7 +113,7 @@ def child(peer: str, folder: str, threads: int, autozoom: bool) -> dict:
     rows = {row["phase"]: row for row in peaks.finish()}
     out = Path(folder).parent / f"{peer}-mask.npy"
     np.save(out, mask)
-    return {"peer": peer, "times": times, "cpu": cpu, "breakdown": breakdown, "mask": str(out),
+    return {"peer": peer, "runtime": getattr(session, "runtime", "torch"), "times": times, "cpu": cpu, "breakdown": breakdown, "mask": str(out),
             "peak_mb": {k: rows[k]["peak_mb"] for k in ("model", "first", "refining")},
             "object_voxels": int(mask.sum())}
 
@@ -155,6 +161,19 @@ def runtimes(folder: str, threads: int) -> dict:
     return results
 
 
+def calibrate_child(folder: str, threads: int) -> dict:
+    import torch
+
+    from medseg.model.interactive.calibration import calibrate
+    from medseg.model.interactive.model_files import load_interactive_model
+
+    torch.set_num_threads(threads)
+    started = time.perf_counter()
+    choice = calibrate(load_interactive_model(folder), Path(folder), threads=threads)
+    return {"runtime": choice.runtime, "reason": choice.reason, "measured": choice.measured,
+            "seconds": time.perf_counter() - started}
+
+
 def _run_child(args: list[str]) -> dict:
     process = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True)
     if process.returncode != 0:
@@ -186,12 +205,17 @@ def main() -> None:
     parser.add_argument("--patch", type=int, default=192)
     parser.add_argument("--autozoom", action="store_true")
     parser.add_argument("--runtimes", action="store_true")
+    parser.add_argument("--no-calibrate", action="store_true", help="medseg on PyTorch, nothing measured first")
+    parser.add_argument("--calibrate-child", metavar="FOLDER", help=argparse.SUPPRESS)
     parser.add_argument("--runtimes-only", action="store_true", help="only the per-runtime forward passes")
     parser.add_argument("--child", nargs=2, metavar=("PEER", "FOLDER"), help=argparse.SUPPRESS)
     parser.add_argument("--runtime-child", metavar="FOLDER", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         print(json.dumps(child(args.child[0], args.child[1], args.threads, args.autozoom)))
+        return
+    if args.calibrate_child:
+        print(json.dumps(calibrate_child(args.calibrate_child, args.threads)))
         return
     if args.runtime_child:
         print(json.dumps(runtimes(args.runtime_child, args.threads)))
@@ -211,13 +235,17 @@ def main() -> None:
         if args.runtimes_only:
             _print_runtimes(folder, args)
             return
+        if not args.no_calibrate:
+            chosen = _run_child(["--calibrate-child", str(folder), "--threads", str(args.threads)])
+            print(f"calibration (once, as on install; {chosen['seconds']:.0f} s): medseg runs {chosen['runtime']}: "
+                  f"{chosen['reason']}\n  measured: {json.dumps(chosen['measured'])}", flush=True)
         runs: dict[str, list[dict]] = {peer: [] for peer in PEERS}
         common = ["--threads", str(args.threads)] + (["--autozoom"] if args.autozoom else [])
         for repeat in range(args.repeats):
             for peer in (PEERS if repeat % 2 == 0 else PEERS[::-1]):  # interleaved, alternating order
                 result = _run_child(["--child", peer, str(folder), *common])
                 runs[peer].append(result)
-                print(f"  run {repeat + 1} {peer:13s} first {result['times']['first']:6.1f} s "
+                print(f"  run {repeat + 1} {peer:13s} [{result['runtime']}] first {result['times']['first']:6.1f} s "
                       f"({result['cpu']['first']:.1f} CPU s), refining {result['times']['refining']:6.1f} s "
                       f"({result['cpu']['refining']:.1f} CPU s), peak {result['peak_mb']['first']:7.0f} / "
                       f"{result['peak_mb']['refining']:7.0f} MB", flush=True)

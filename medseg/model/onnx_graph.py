@@ -41,11 +41,18 @@ class FoldEnsemble(nn.Module):
 
 
 def export_onnx(
-    network: nn.Module | Sequence[nn.Module], plan: Any, path: str | Path | BinaryIO
+    network: nn.Module | Sequence[nn.Module], plan: Any, path: str | Path | BinaryIO, exact_norm: bool = False
 ) -> str | Path | BinaryIO:
-    """Write ``network`` (or the mean of several folds) as ONNX for tiles of the plan's patch size."""
+    """Write ``network`` (or the mean of several folds) as ONNX for tiles of the plan's patch size.
+
+    ``exact_norm``: instance norms as short reductions that the runtime computes to float precision
+    (:mod:`medseg.model.exact_norm`), not as InstanceNormalization."""
     model = network if isinstance(network, nn.Module) else FoldEnsemble(list(network))
     model = copy.deepcopy(model).to("cpu").float().eval()  # the caller's network stays where it is
+    if exact_norm:
+        from medseg.model.exact_norm import with_exact_norms
+
+        model, _ = with_exact_norms(model)
     channels = int(getattr(plan, "num_input_channels", 1) or 1)
     example = torch.zeros(1, channels, *[int(p) for p in plan.patch_size])
     target = os.fspath(path) if isinstance(path, (str, Path)) else path
