@@ -14,7 +14,9 @@ The sequence exercises the zoom-out loop (the first answer reaches the patch's f
 refinement patches and the box's own zoom; the test asserts that it did, so a fixture change that stopped
 exercising them would fail here rather than pass vacuously.
 
-About 60 s on a free 2-core CPU: twelve forward passes for each implementation.
+About 60 s on a free 2-core CPU: twelve forward passes for each implementation; with OpenVINO installed
+the same twelve again on medseg's OpenVINO runtime (its export included, about 30 s more): the faster
+runtime is held to the same bounds.
 """
 
 from __future__ import annotations
@@ -77,15 +79,20 @@ def _medseg(session, kind, argument, positive):
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory, shared_data):
-    from nnInteractive.inference.inference_session import nnInteractiveInferenceSession
-
+def case(tmp_path_factory, shared_data):
     folder = make_nninteractive_folder(tmp_path_factory.mktemp("nninteractive"), patch_size=(PATCH,) * 3,
                                        base_features=FEATURES, max_features=8 * FEATURES)
     lung = shared_data / "ct" / "pyradiomics_lung1"
     image = sitk.GetArrayFromImage(sitk.ReadImage(str(lung / "lung1_image.nrrd")))[CROP].copy()
     tumour = sitk.GetArrayFromImage(sitk.ReadImage(str(lung / "lung1_label.nrrd")))[CROP]
-    centre = [int(round(c.mean())) for c in np.nonzero(tumour)]
+    return folder, image, [int(round(c.mean())) for c in np.nonzero(tumour)]
+
+
+@pytest.fixture(scope="module")
+def runs(case):
+    from nnInteractive.inference.inference_session import nnInteractiveInferenceSession
+
+    folder, image, centre = case
 
     peer = nnInteractiveInferenceSession(device=torch.device("cpu"), torch_n_threads=torch.get_num_threads())
     peer.initialize_from_trained_model_folder(str(folder))
@@ -112,6 +119,23 @@ def test_same_object_as_nninteractive_after_every_prompt(runs, step):
     dice = 2 * np.logical_and(theirs, mine).sum() / (theirs.sum() + mine.sum())
     assert agreement >= 0.999, f"{kind} ({'+' if positive else '-'}): voxel agreement {agreement:.5f}"
     assert dice >= 0.99, f"{kind} ({'+' if positive else '-'}): Dice {dice:.4f}"
+
+
+def test_openvino_runtime_gives_nninteractives_object_after_every_prompt(case, runs):
+    """The faster CPU runtime (OpenVINO f32 on the exact-norm export) within the same bounds, prompt by prompt.
+    OpenVINO is an optional extra (medseg[openvino], which make setup installs); without it there is nothing
+    to run here."""
+    pytest.importorskip("openvino")
+    folder, image, centre = case
+    ours = InteractiveSession(import_nninteractive(folder), "cpu", seed=SEED, runtime="openvino")
+    assert ours.runtime == "openvino"
+    ours.set_image(image)
+    for (kind, argument, positive), (_, _, theirs, _, _) in zip(_prompts(centre), runs):
+        _medseg(ours, kind, argument, positive)
+        theirs, mine = theirs.astype(bool), ours.mask.astype(bool)
+        agreement = float((theirs == mine).mean())
+        dice = 2 * np.logical_and(theirs, mine).sum() / (theirs.sum() + mine.sum())
+        assert agreement >= 0.999 and dice >= 0.99, f"{kind}: voxel agreement {agreement:.5f}, Dice {dice:.4f}"
 
 
 def test_the_sequence_exercises_every_path(runs):
