@@ -9,9 +9,10 @@ Candidates (what ``benchmarks/bench_interactive.py --runtimes`` measures on the 
   export whose instance norms are short reductions (:mod:`medseg.model.exact_norm`): exported as
   InstanceNormalization, OpenVINO's one-pass statistics changed 0.44 % of a 192^3 patch's voxels on
   nnInteractive's ResEnc-L with random weights (over the 0.1 % bound, so calibration rejected it);
-  the exact export changes 0.0001 %, at about half PyTorch's CPU time (measured 2026-12-06, 2 threads,
-  37-42 against 69 CPU s a 192^3 pass), but OpenVINO holds about twice PyTorch's memory (7.2 GB
-  against 3.6 GB peak for one 192^3 pass: no slabs);
+  the exact export changes 0.0001 %, at about 0.6x PyTorch's CPU time (measured 2026-12-06, 2 threads:
+  38-40 against 69 CPU s a 192^3 pass; 0.66-0.69x nnInteractive's in benchmarks/bench_interactive.py),
+  but OpenVINO holds about twice PyTorch's memory (7.3-7.5 GB against 3.6 GB peak for a 192^3 pass:
+  it keeps whole activations, the lean forward slabs): about nnInteractive's;
 * ``openvino-bf16``: OpenVINO in bfloat16 where the CPU computes it natively (AVX512-BF16 / AMX):
   several times faster (0.9 against 7.5 s at 64^3), and 99.1 % of the voxels: not exact enough.
 
