@@ -230,7 +230,7 @@ def _ratio(mine: list[float], theirs: list[float]) -> str:
             f"{max(mine) / min(theirs):.2f}]")
 
 
-def phase_times(runs_by_threads: dict[int, list[dict]]) -> str:
+def phase_times(runs_by_threads: dict[int, list[dict]], meshing: bool = True) -> str:
     """Per phase: exclusive seconds (median of runs) at each thread count, and the speed-up between them."""
     counts = sorted(runs_by_threads)
     names: list[str] = []
@@ -240,7 +240,7 @@ def phase_times(runs_by_threads: dict[int, list[dict]]) -> str:
                 names.append(row["phase"])
     header = "".join(f"{f'{n} thr s':>12}" for n in counts)
     lines = [f"    {'phase':<44}{header}" + (f"{'speed-up':>10}" if len(counts) > 1 else "")]
-    for name in names + ["meshing the result (after the job)"]:
+    for name in names + (["meshing the result (after the job)"] if meshing else []):
         cells, medians = [], []
         for n in counts:
             if name.startswith("meshing"):
@@ -255,6 +255,25 @@ def phase_times(runs_by_threads: dict[int, list[dict]]) -> str:
         if len(counts) > 1 and medians[0] and medians[-1]:
             speedup = f"{medians[0] / medians[-1]:10.2f}x"
         lines.append(f"    {name:<44}{''.join(cells)}{speedup}")
+    return "\n".join(lines)
+
+
+def summary(results: dict[str, dict[str, list[dict]]], conditions: list[str]) -> str:
+    """Per condition and peer: job and process time, peak RSS, and the ratios to nnU-Net (median [spread])."""
+    lines = [f"{'condition':<10}{'peer':<8}{'job s':>22}{'process s':>22}{'peak RSS MB':>22}{'time ratio':>20}"
+             f"{'RSS ratio':>20}"]
+    for condition in conditions:
+        theirs = results[condition]["nnunet"]
+        for peer in PEERS:
+            runs = results[condition][peer]
+            seconds = [r["seconds"] for r in runs]
+            rss = [r["tree_peak_mb"] for r in runs]
+            lines.append(f"{condition:<10}{peer:<8}{_spread(seconds, 1):>22}"
+                         f"{_spread([r['process_seconds'] for r in runs], 1):>22}{_spread(rss):>22}"
+                         f"{_ratio(seconds, [r['seconds'] for r in theirs]):>20}"
+                         f"{_ratio(rss, [r['tree_peak_mb'] for r in theirs]):>20}")
+    lines.append(f"ratios: medseg / nnU-Net, median of runs [worst-best pairing]; goals: time <= {GOAL_TIME}, "
+                 f"RSS <= {GOAL_RSS} in both conditions")
     return "\n".join(lines)
 
 
@@ -294,7 +313,7 @@ def main() -> int:
     print(f"== bench_cpu: {args.network} network ({spec['n_stages']} stages, {spec['base_features']} -> "
           f"{min(spec['base_features'] * 2 ** (spec['n_stages'] - 1), 320)} features, patch {spec['patch_size']} at "
           f"{spec['spacing_zyx']} mm, 14 labels, random weights); CT {ct.name}: {size[0]}x{size[1]}x{size[2]}; "
-          f"{threads} threads ({usable.explain()}); {args.repeats} run(s) per peer and condition, interleaved; "
+          f"{threads} threads ({usable.explain()}); {args.repeats} run(s) per peer and condition, peers and conditions interleaved; "
           f"load average now {os.getloadavg()[0]:.2f}", flush=True)
     for count in sorted({threads, *args.phase_threads}):
         choice = calibrate(model, ct, count)
@@ -303,17 +322,25 @@ def main() -> int:
 
     results: dict[str, dict[str, list[dict]]] = {c: {p: [] for p in PEERS} for c in args.conditions}
     labels: dict[str, object] = {}
-    for condition in args.conditions:
-        for repeat in range(args.repeats):
+    for repeat in range(args.repeats):  # the conditions interleaved: a run cut short still has both
+        for condition in args.conditions:
             for peer in PEERS:
                 out = work / f"{condition}_{peer}_{repeat}"
                 record = run_one(peer, model, ct, out, threads, condition == "busy")
                 results[condition][peer].append(record)
                 if peer not in labels:
                     labels[peer] = sitk.GetArrayFromImage(sitk.ReadImage(str(out / "case.nii.gz")))
+                    if len(labels) == len(PEERS):
+                        print(f"  labels equal to nnU-Net's: {float((labels['medseg'] == labels['nnunet']).mean()):.5%}",
+                              flush=True)
                 print(f"  {condition} {peer} run {repeat + 1}: job {record['seconds']:.1f} s, process "
                       f"{record['process_seconds']:.1f} s, peak RSS {record['tree_peak_mb']:.0f} MB (tree); load "
                       f"average {record['load_before']:.2f} -> {record['load_after']:.2f}", flush=True)
+        print(summary(results, args.conditions), flush=True)
+    for condition in args.conditions:
+        for peer in PEERS:
+            print(f"per phase, {peer} ({condition}, {threads} threads, exclusive seconds, median of runs):\n"
+                  f"{phase_times({threads: results[condition][peer]}, meshing=False)}", flush=True)
     phase_runs: dict[str, dict[int, list[dict]]] = {p: {threads: results[args.conditions[0]][p]} for p in PEERS}
     for count in args.phase_threads:
         if count == threads:
@@ -328,19 +355,7 @@ def main() -> int:
 
     agreement = float((labels["medseg"] == labels["nnunet"]).mean())
     print(f"\nlabels equal to nnU-Net's: {agreement:.5%} of {labels['nnunet'].size} voxels (goal >= {GOAL_AGREEMENT:.2%})")
-    print(f"{'condition':<10}{'peer':<8}{'job s':>22}{'process s':>22}{'peak RSS MB':>22}{'time ratio':>20}"
-          f"{'RSS ratio':>20}")
-    for condition in args.conditions:
-        theirs = results[condition]["nnunet"]
-        for peer in PEERS:
-            runs = results[condition][peer]
-            seconds = [r["seconds"] for r in runs]
-            rss = [r["tree_peak_mb"] for r in runs]
-            print(f"{condition:<10}{peer:<8}{_spread(seconds, 1):>22}{_spread([r['process_seconds'] for r in runs], 1):>22}"
-                  f"{_spread(rss):>22}{_ratio(seconds, [r['seconds'] for r in theirs]):>20}"
-                  f"{_ratio(rss, [r['tree_peak_mb'] for r in theirs]):>20}")
-    print(f"ratios: medseg / nnU-Net, median of runs [worst-best pairing]; goals: time <= {GOAL_TIME}, "
-          f"RSS <= {GOAL_RSS} in both conditions")
+    print(summary(results, args.conditions))
     for peer in PEERS:
         print(f"\nper phase, {peer} (idle, exclusive seconds, median of runs):")
         print(phase_times(phase_runs[peer]))
