@@ -160,6 +160,8 @@ class Lease:
         self.most = most  # a job that cannot use more (one single-threaded kernel) leaves the rest to others
         self._applied: dict[int, int] = {}  # thread id -> the count last applied there
         self._previous: list[Lease | None] = []
+        self._paused = self._released = False
+        self._threads: set[int] = set()  # the threads this lease computes in (as their job)
 
     @property
     def threads(self) -> int:
@@ -181,16 +183,40 @@ class Lease:
         return threads
 
     def release(self) -> None:
+        self._released = True
         self.budget._release(self)
+
+    @property
+    def paused(self) -> bool:
+        return self._paused
+
+    def pause(self) -> None:
+        """Give the share back while the job waits (a paused GUI job): the others split the cores without it."""
+        if not self._paused:
+            self._paused = True
+            self.budget._release(self)
+
+    def resume(self) -> None:
+        """Take a share again after :meth:`pause` (the others' shares shrink at their next step)."""
+        if self._paused:
+            self._paused = False
+            if self._released:  # ended while paused: nothing to take back
+                return
+            self.budget._hold(self)
+            self._applied.pop(threading.get_ident(), None)
+            if threading.get_ident() in self._threads:
+                self.apply()
 
     def __enter__(self) -> "Lease":
         self._previous.append(getattr(_current, "lease", None))
         _current.lease = self
+        self._threads.add(threading.get_ident())
         self.apply()
         return self
 
     def __exit__(self, *_exc) -> None:
         _current.lease = self._previous.pop() if self._previous else None
+        self._threads.discard(threading.get_ident())
         self.release()
         outer = _current.lease
         if outer is not None:
@@ -229,9 +255,13 @@ class ThreadBudget:
     def lease(self, name: str, most: int | None = None) -> Lease:
         """A share of the budget for one job, held until released (``with budget.lease("segment") as l:``)."""
         lease = Lease(self, name, most)
-        with self._lock:
-            self._leases.append(lease)
+        self._hold(lease)
         return lease
+
+    def _hold(self, lease: Lease) -> None:
+        with self._lock:
+            if lease not in self._leases:
+                self._leases.append(lease)
 
     def _release(self, lease: Lease) -> None:
         with self._lock:
@@ -310,6 +340,21 @@ def refresh() -> int:
     """Re-apply the calling thread's share (it changes when another job starts or ends); returns it."""
     held = getattr(_current, "lease", None)
     return held.apply() if held is not None else BUDGET.total
+
+
+@contextlib.contextmanager
+def paused() -> Iterator[None]:
+    """While the calling thread's job waits (paused by the user), its share goes to medseg's other jobs;
+    it takes a share again when the block ends. Outside a job: nothing to give back."""
+    held = getattr(_current, "lease", None)
+    if held is None or held.paused:
+        yield
+        return
+    held.pause()
+    try:
+        yield
+    finally:
+        held.resume()
 
 
 def process_share(rank: int, processes: int, cores: CoreCount | None = None) -> CoreCount:

@@ -6,6 +6,8 @@ import gc
 import os
 import threading
 
+import torch
+
 from medseg.errors import Cancelled
 from medseg.gui.common.jobs import Job
 from medseg.job_registry import JobRegistry
@@ -218,5 +220,49 @@ def test_computing_jobs_split_the_thread_budget_and_io_jobs_leave_it(qtbot):
     finally:
         may_end.set()
         both_running.set()
+        threads.BUDGET.set_count(before)
+        torch.set_num_threads(torch_before)
+
+
+def test_a_paused_job_gives_its_share_of_the_threads_back_and_takes_it_again_on_resume(qtbot, monkeypatch):
+    """Two computing jobs split the budget; while one is held by a pause the other computes with all of it."""
+    from medseg import threads
+
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "ITK_GLOBAL_DEFAULT_NUMBER_OF_THREADS"):
+        monkeypatch.setenv(name, os.environ.get(name, ""))  # put back after configure() writes them
+    before, torch_before = threads.budget_count(), torch.get_num_threads()
+    threads.configure(4, threads.FROM_SETTING)
+    registry = JobRegistry()
+    shares: list[int] = []
+    gates = [threading.Event() for _ in range(3)]  # each item starts when its gate opens
+    gates[0].set()
+
+    def work(progress=None, cancel=None):
+        def events():
+            for number in range(3):
+                gates[number].wait(10)
+                shares.append(threads.current())
+                yield number
+        return events()
+
+    other = threads.BUDGET.lease("segment")  # a segmentation running beside it
+    job = Job("pausable", work, registry=registry, computes=True)
+    try:
+        with qtbot.waitSignal(job.finished_ok, timeout=10_000):
+            job.start()
+            qtbot.waitUntil(lambda: len(shares) == 1, timeout=5_000)
+            assert (shares[0], other.threads) == (2, 2)  # split while both compute
+            job.pause()
+            gates[1].set()  # item 1 under way finishes, then the job is held
+            qtbot.waitUntil(lambda: job.held, timeout=5_000)
+            assert other.threads == 4 and threads.BUDGET.leases() == [other]  # the held job's share went back
+            job.resume()
+            qtbot.waitUntil(lambda: len(threads.BUDGET.leases()) == 2, timeout=5_000)  # taken again on resume
+            assert other.threads == 2
+            gates[2].set()
+        assert shares == [2, 2, 2]
+        assert threads.BUDGET.leases() == [other]  # the job's lease ended with it
+    finally:
+        other.release()
         threads.BUDGET.set_count(before)
         torch.set_num_threads(torch_before)

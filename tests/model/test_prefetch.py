@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -73,7 +74,23 @@ def small_dataset(ct_dir: Path, tmp_path: Path):
     return open_dataset(manifest)
 
 
-def test_training_with_prefetching_equals_training_in_the_loop(small_dataset, tmp_path):
+@pytest.fixture
+def one_thread_budget(monkeypatch):
+    """medseg's thread budget at one thread for one test, then put back. A prefetch thread making a batch
+    takes a thread of the budget from the training step (medseg.threads), so with a larger budget the step's
+    thread count, and with it the rounding of its reductions, would depend on when a batch is being made."""
+    from medseg import threads
+
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "ITK_GLOBAL_DEFAULT_NUMBER_OF_THREADS"):
+        monkeypatch.setenv(name, os.environ.get(name, ""))  # put back after configure() writes them
+    before, torch_before = threads.budget_count(), torch.get_num_threads()
+    threads.configure(1, threads.FROM_SETTING)
+    yield
+    threads.BUDGET.set_count(before)
+    torch.set_num_threads(torch_before)
+
+
+def test_training_with_prefetching_equals_training_in_the_loop(small_dataset, tmp_path, one_thread_budget):
     base = TrainConfig(epochs=2, iterations_per_epoch=3, batch_size=3, seed=9, augmentation=EVERY_AUGMENTATION)
     runs = {}
     for workers in (0, 2):

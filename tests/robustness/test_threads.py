@@ -203,3 +203,39 @@ def test_every_computing_command_takes_threads() -> None:
     for command in ("segment", "train", "evaluate", "export", "edit", "stats", "mesh", "convert", "gui"):
         run = run_medseg(command, "--help", memory_bytes=None)
         assert "--threads" in run.stdout, command
+
+
+def test_a_paused_lease_leaves_its_share_to_the_others_until_it_resumes(budget_of_four) -> None:
+    with threads.job("training") as training:
+        preview = threads.BUDGET.lease("3D surfaces")
+        assert (training.threads, preview.threads) == (2, 2)
+        with threads.paused():  # the training tab's Pause: the job waits at its next step
+            assert preview.threads == 4 and threads.BUDGET.leases() == [preview]
+        assert (training.threads, preview.threads) == (2, 2) and torch.get_num_threads() == 2
+        preview.pause()
+        preview.release()  # ended while paused: resuming takes nothing back
+        preview.resume()
+        assert threads.BUDGET.leases() == [training] and training.threads == 4
+
+
+def test_training_batches_prepared_ahead_count_in_the_budget(budget_of_four) -> None:
+    """A prefetch thread making a batch holds one thread of the budget; the training step has the rest."""
+    from medseg.model.training.prefetch import BatchPrefetcher
+
+    making, may_finish = threading.Event(), threading.Event()
+    seen: list[tuple[int, int]] = []
+
+    def make(epoch: int, iteration: int):
+        seen.append((threads.current(), torch.get_num_threads()))
+        making.set()
+        may_finish.wait(30)
+        return torch.zeros(1), torch.zeros(1)
+
+    with threads.job("training") as training:
+        with BatchPrefetcher(make, [(0, 0)], torch.device("cpu"), workers=1) as prefetcher:
+            assert making.wait(30)
+            assert training.threads == 3 and len(threads.BUDGET.leases()) == 2
+            assert seen == [(1, 1)]  # the worker computes with its one thread
+            may_finish.set()
+            prefetcher.get(0, 0)
+        assert threads.BUDGET.leases() == [training] and training.threads == 4

@@ -137,12 +137,15 @@ class _Worker(QObject):
         self._cancel.raise_if_cancelled()
         if self._running.is_set():
             return
-        self.held.set()
-        try:
-            while not self._running.wait(0.1):
-                self._cancel.raise_if_cancelled()
-        finally:
-            self.held.clear()
+        from medseg import threads
+
+        with threads.paused():  # a held job computes nothing: its share of the cores goes to the other jobs
+            self.held.set()
+            try:
+                while not self._running.wait(0.1):
+                    self._cancel.raise_if_cancelled()
+            finally:
+                self.held.clear()
 
     def _drain(self, generator) -> Any:
         try:

@@ -9,10 +9,15 @@ asynchronous. Threads, not processes: the prepared cases are shared without copi
 the sampler's work is torch operations that release the GIL.
 
 Every sample is seeded by (seed, epoch, iteration, index) (:mod:`.sampling`), so which
-thread draws it does not matter; the workers compute with the caller's number of intra-op
-threads, as a parallel reduction's rounding can depend on it. So the batches are the ones
-the in-loop sampler draws, bit for bit (tests/model/test_prefetch.py), and the
+thread draws it does not matter, and the sampler computes with one intra-op thread wherever
+it runs (a parallel reduction's rounding can depend on the count). So the batches are the
+ones the in-loop sampler draws, bit for bit (tests/model/test_prefetch.py), and the
 2-process = 1-process equality of distributed training holds.
+
+A worker making a batch is one more computing thread beside the training step's intra-op
+threads: it holds a one-thread lease on medseg's thread budget (medseg.threads) while it
+computes, so the step (which takes up its share between steps) and medseg's other jobs
+leave it a core instead of oversubscribing the CPU.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from typing import Callable, Iterable, Iterator
 
 import torch
 
+from medseg import threads
 from medseg.model.backends import cuda_available
 from medseg.model.profiling import phase
 
@@ -53,8 +59,7 @@ class BatchPrefetcher:
         self._pending: deque[tuple[tuple[int, int], Future]] = deque()
         self._pool: ThreadPoolExecutor | None = None
         if self.workers:
-            self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="medseg-batches",
-                                            initializer=torch.set_num_threads, initargs=(torch.get_num_threads(),))
+            self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="medseg-batches")
             self._fill()
 
     def _host_batch(self, epoch: int, iteration: int) -> Batch:
@@ -63,13 +68,17 @@ class BatchPrefetcher:
             images, labels = images.pin_memory(), labels.pin_memory()
         return images, labels
 
+    def _worker_batch(self, epoch: int, iteration: int) -> Batch:
+        with threads.job("training batches", most=1):  # one thread of the budget while it computes
+            return self._host_batch(epoch, iteration)
+
     def _fill(self) -> None:
         assert self._pool is not None
         while len(self._pending) < self.depth:
             key = next(self._keys, None)
             if key is None:
                 return
-            self._pending.append((key, self._pool.submit(self._host_batch, *key)))
+            self._pending.append((key, self._pool.submit(self._worker_batch, *key)))
 
     def get(self, epoch: int, iteration: int) -> Batch:
         """The batch of this step on the device (the time waited for it is the "batches" phase)."""

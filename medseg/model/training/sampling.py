@@ -134,11 +134,22 @@ def host_batch(
     cases: Sequence[PreparedCase], plan: Plan, config: TrainConfig, global_batch: int,
     epoch: int, iteration: int, ctx: DistributedContext,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """This process's contiguous share of the global batch, in host memory."""
+    """This process's contiguous share of the global batch, in host memory.
+
+    Drawn with one intra-op thread wherever it runs (the training loop, a prefetch thread, on any
+    machine): a parallel reduction's rounding depends on the thread count, so the batches are the
+    same bit for bit everywhere, and prefetch threads (medseg.model.training.prefetch) add one
+    computing thread each beside the training step, as medseg's thread budget counts them.
+    """
     share = global_batch // ctx.world_size
     indices = range(ctx.rank * share, (ctx.rank + 1) * share)
-    samples = [draw_sample(cases, plan, config, global_batch, epoch, iteration, i) for i in indices]
-    return torch.stack([s[0] for s in samples]), torch.stack([s[1] for s in samples])
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        samples = [draw_sample(cases, plan, config, global_batch, epoch, iteration, i) for i in indices]
+        return torch.stack([s[0] for s in samples]), torch.stack([s[1] for s in samples])
+    finally:
+        torch.set_num_threads(before)
 
 
 def local_batch(
