@@ -78,6 +78,12 @@ DISTINCT_DELTA_E = 25.0
 _CANDIDATE_HUES = 36
 
 
+def prepare_distinct_colors() -> None:
+    """Import what :func:`distinct_color` needs (scikit-image's colour science) now. A worker thread calls
+    it before its result is merged on the GUI thread, where the first import froze the window 0.2-1 s."""
+    import skimage.color  # noqa: F401
+
+
 def distinct_color(value: int, name: str | None = None,
                    taken: Iterable[tuple[int, int, int]] = ()) -> tuple[int, int, int]:
     """The colour a new label gets in a table whose labels have the colours ``taken``: its own

@@ -259,9 +259,13 @@ class StudyLoader(QObject):
             from medseg.workflows.edit_operations import SETTINGS, segment_image
             from medseg.workflows.segment import SegmentSettings
 
+            from medseg.core.label_colors import prepare_distinct_colors
+
             settings = SegmentSettings(device=device, configuration=configuration, postprocess=postprocess,
                                        allow_modality=allow_modality, structures=structures)
-            return segment_image(image, {"model": model, SETTINGS: settings}, progress, cancel)
+            result = segment_image(image, {"model": model, SETTINGS: settings}, progress, cancel)
+            prepare_distinct_colors()  # the merge on the GUI thread picks the new labels' colours
+            return result
 
         self._snapshot = None
         self._merge_mode = mode
