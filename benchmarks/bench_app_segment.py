@@ -9,8 +9,9 @@ started before each measurement and killed after it:
   the ``seconds`` of its done event (the segmentation itself);
 * app: the desktop window (offscreen Qt) with the series open, Segment pressed: the time from the
   press to the masks on screen (``segmented``), the segmentation's own seconds, and the longest gap
-  between ticks of a 10 ms timer on the GUI thread meanwhile (how long the window could not
-  repaint or react).
+  between ticks of a 10 ms timer on the GUI thread from the press to the first tick after the masks
+  are in (how long the window could not repaint or react), with where the GUI thread was meanwhile
+  (the innermost medseg frame, sampled every 20 ms during a stall).
 
 Printed: each run, then medians with spread and the ratio app / CLI (median [worst-best pairing]).
 Goals: app <= 1.2x the CLI's wall time, longest event-loop gap < 100 ms.
@@ -33,6 +34,38 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("MEDSEG_SHARED_DATA", REPO.parent / "shared" / "data"))
 SERIES = SHARED / "ct" / "pyradiomics_lung1" / "lung1_image.nrrd"  # 512 x 512 x 48, 5 mm: the starter's 2D model
+
+
+class _StallSampler:
+    """Where the GUI thread is while the event loop stalls: every 20 ms, when the last tick is over 100 ms
+    old, the innermost medseg frame of the main thread's Python stack ("event loop" when it is in none: the
+    thread waits in Qt's loop for the CPU, not in the app's code)."""
+
+    def __init__(self, ticks: list[float]) -> None:
+        import collections
+        import threading
+
+        self.ticks, self.places = ticks, collections.Counter()
+        self._main = threading.main_thread().ident
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
+
+    def _watch(self) -> None:
+        while not self._stop.wait(0.02):
+            if self.ticks and time.perf_counter() - self.ticks[-1] > 0.1:
+                frame = sys._current_frames().get(self._main)
+                place = "event loop"
+                while frame is not None:
+                    if "/medseg/" in frame.f_code.co_filename.replace("\\", "/"):
+                        place = f"{Path(frame.f_code.co_filename).name}:{frame.f_lineno} {frame.f_code.co_name}"
+                        break
+                    frame = frame.f_back
+                self.places[place] += 1
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
 
 
 def app_child(series: Path) -> None:
@@ -72,15 +105,20 @@ def app_child(series: Path) -> None:
     timer = QTimer()
     timer.setInterval(10)
     timer.timeout.connect(lambda: ticks.append(time.perf_counter()))
+    stalls = _StallSampler(ticks)
     timer.start()
     pressed = time.perf_counter()
+    ticks.append(pressed)
     window.segment_action.trigger()
     (result,) = wait_for(window.loader.segmented)
     shown = time.perf_counter() - pressed
+    wait_for(timer.timeout, 60)  # the next tick: a stall merging the result on the GUI thread counts too
     timer.stop()
-    gaps = [b - a for a, b in zip([pressed, *ticks], ticks)]
+    stalls.stop()
+    gaps = [b - a for a, b in zip(ticks, ticks[1:])]
     print(json.dumps({"app_seconds": shown, "segment_seconds": result.seconds, "longest_gap_ms": max(gaps) * 1000,
-                      "gaps_over_100ms": sum(g > 0.1 for g in gaps), "device": result.device}))
+                      "gaps_over_100ms": sum(g > 0.1 for g in gaps), "device": result.device,
+                      "stalled_in": stalls.places.most_common(3)}))
     window.document.mark_saved()
     window.close()
 
@@ -143,7 +181,9 @@ def main() -> int:
                     row = app[-1]
                     print(f"  app run {repeat + 1}: press -> masks {row['app_seconds']:.1f} s, segmentation "
                           f"{row['segment_seconds']:.1f} s, longest event-loop gap {row['longest_gap_ms']:.0f} ms "
-                          f"({row['gaps_over_100ms']} over 100 ms); load average {os.getloadavg()[0]:.2f}", flush=True)
+                          f"({row['gaps_over_100ms']} over 100 ms; GUI thread then in: "
+                          f"{', '.join(f'{place} x{n}' for place, n in row['stalled_in']) or '-'}); "
+                          f"load average {os.getloadavg()[0]:.2f}", flush=True)
             finally:
                 if spinner is not None:
                     spinner.kill()
