@@ -74,20 +74,29 @@ def small_dataset(ct_dir: Path, tmp_path: Path):
     return open_dataset(manifest)
 
 
-@pytest.fixture
-def one_thread_budget(monkeypatch):
-    """medseg's thread budget at one thread for one test, then put back. A prefetch thread making a batch
-    takes a thread of the budget from the training step (medseg.threads), so with a larger budget the step's
-    thread count, and with it the rounding of its reductions, would depend on when a batch is being made."""
+def _budget_of(count: int, monkeypatch):
     from medseg import threads
 
     for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "ITK_GLOBAL_DEFAULT_NUMBER_OF_THREADS"):
         monkeypatch.setenv(name, os.environ.get(name, ""))  # put back after configure() writes them
     before, torch_before = threads.budget_count(), torch.get_num_threads()
-    threads.configure(1, threads.FROM_SETTING)
+    threads.configure(count, threads.FROM_SETTING)
     yield
     threads.BUDGET.set_count(before)
     torch.set_num_threads(torch_before)
+
+
+@pytest.fixture
+def one_thread_budget(monkeypatch):
+    """medseg's thread budget at one thread for one test, then put back: the step computes with one thread
+    with or without prefetch workers beside it (which hold a thread each of a larger budget), so the two
+    runs compared below round their reductions the same way."""
+    yield from _budget_of(1, monkeypatch)
+
+
+@pytest.fixture
+def two_thread_budget(monkeypatch):
+    yield from _budget_of(2, monkeypatch)
 
 
 def test_training_with_prefetching_equals_training_in_the_loop(small_dataset, tmp_path, one_thread_budget):
@@ -115,3 +124,20 @@ def test_medseg_train_uses_amp_and_prefetching_unless_told_not_to():
     config, _ = run_settings(build_parser().parse_args(["train", "set.json", "--out", "model", "--device", "cuda",
                                                         "--no-amp", "--prefetch", "0"]))
     assert not config.amp and config.prefetch == 0
+
+
+def test_training_with_prefetching_repeats_bit_for_bit(small_dataset, tmp_path, two_thread_budget):
+    """Two threads, one prefetch worker: the worker's thread is taken from the step for the whole run, not
+    per batch, so the step computes with the same count at every step and the run repeats exactly (with the
+    thread taken per batch, the count followed the timing of the batches and the losses drifted)."""
+    config = TrainConfig(epochs=2, iterations_per_epoch=3, batch_size=3, seed=9, augmentation=EVERY_AUGMENTATION,
+                         prefetch=1)
+    runs = []
+    for attempt in range(2):
+        events = list(train(small_dataset, tmp_path / f"run{attempt}", config, plan=tiny_plan()))
+        runs.append(([e.loss for e in events if isinstance(e, IterationEvent)],
+                     load_checkpoint(tmp_path / f"run{attempt}.training" / CHECKPOINT_LAST)[0]))
+    (losses, weights), (again, weights_again) = runs
+    assert len(losses) == 6 and again == losses
+    for key in weights:
+        assert torch.equal(weights_again[key], weights[key]), key

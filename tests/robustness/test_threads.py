@@ -219,14 +219,15 @@ def test_a_paused_lease_leaves_its_share_to_the_others_until_it_resumes(budget_o
 
 
 def test_training_batches_prepared_ahead_count_in_the_budget(budget_of_four) -> None:
-    """A prefetch thread making a batch holds one thread of the budget; the training step has the rest."""
+    """The prefetch workers hold a thread each of the budget while the prefetcher is open, batch or no batch:
+    the training step has the rest, the same count at every step (its reductions round the same way)."""
     from medseg.model.training.prefetch import BatchPrefetcher
 
     making, may_finish = threading.Event(), threading.Event()
-    seen: list[tuple[int, int]] = []
+    seen: list[int] = []
 
     def make(epoch: int, iteration: int):
-        seen.append((threads.current(), torch.get_num_threads()))
+        seen.append(torch.get_num_threads())
         making.set()
         may_finish.wait(30)
         return torch.zeros(1), torch.zeros(1)
@@ -235,7 +236,8 @@ def test_training_batches_prepared_ahead_count_in_the_budget(budget_of_four) -> 
         with BatchPrefetcher(make, [(0, 0)], torch.device("cpu"), workers=1) as prefetcher:
             assert making.wait(30)
             assert training.threads == 3 and len(threads.BUDGET.leases()) == 2
-            assert seen == [(1, 1)]  # the worker computes with its one thread
             may_finish.set()
             prefetcher.get(0, 0)
+            assert training.threads == 3  # no batch being made now: the share stays as it was
+        assert seen == [1]  # the worker computes with its one thread (the sampler's rule)
         assert threads.BUDGET.leases() == [training] and training.threads == 4

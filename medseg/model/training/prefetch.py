@@ -14,10 +14,12 @@ it runs (a parallel reduction's rounding can depend on the count). So the batche
 ones the in-loop sampler draws, bit for bit (tests/model/test_prefetch.py), and the
 2-process = 1-process equality of distributed training holds.
 
-A worker making a batch is one more computing thread beside the training step's intra-op
-threads: it holds a one-thread lease on medseg's thread budget (medseg.threads) while it
-computes, so the step (which takes up its share between steps) and medseg's other jobs
-leave it a core instead of oversubscribing the CPU.
+The workers are computing threads beside the training step's intra-op threads: the
+prefetcher holds a lease of one thread per worker on medseg's thread budget (medseg.threads)
+for as long as it is open, so the step and medseg's other jobs leave them their cores instead
+of oversubscribing the CPU. Held for the whole run, not per batch: the step's thread count
+then stays the same from step to step, and with it the rounding of its parallel reductions
+(a CPU run repeats bit for bit).
 """
 
 from __future__ import annotations
@@ -58,8 +60,12 @@ class BatchPrefetcher:
         self._keys: Iterator[tuple[int, int]] = iter(keys)
         self._pending: deque[tuple[tuple[int, int], Future]] = deque()
         self._pool: ThreadPoolExecutor | None = None
+        self._lease: threads.Lease | None = None
         if self.workers:
-            self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="medseg-batches")
+            self._lease = threads.lease("training batches", most=self.workers)
+            # one computing thread each, as the lease counts them (the sampler itself also draws with one)
+            self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="medseg-batches",
+                                            initializer=torch.set_num_threads, initargs=(1,))
             self._fill()
 
     def _host_batch(self, epoch: int, iteration: int) -> Batch:
@@ -68,17 +74,13 @@ class BatchPrefetcher:
             images, labels = images.pin_memory(), labels.pin_memory()
         return images, labels
 
-    def _worker_batch(self, epoch: int, iteration: int) -> Batch:
-        with threads.job("training batches", most=1):  # one thread of the budget while it computes
-            return self._host_batch(epoch, iteration)
-
     def _fill(self) -> None:
         assert self._pool is not None
         while len(self._pending) < self.depth:
             key = next(self._keys, None)
             if key is None:
                 return
-            self._pending.append((key, self._pool.submit(self._worker_batch, *key)))
+            self._pending.append((key, self._pool.submit(self._host_batch, *key)))
 
     def get(self, epoch: int, iteration: int) -> Batch:
         """The batch of this step on the device (the time waited for it is the "batches" phase)."""
@@ -100,6 +102,9 @@ class BatchPrefetcher:
             self._pending.clear()
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
+        if self._lease is not None:
+            self._lease.release()
+            self._lease = None
 
     def __enter__(self) -> "BatchPrefetcher":
         return self
