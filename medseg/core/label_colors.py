@@ -80,8 +80,9 @@ _CANDIDATE_HUES = 36
 
 def prepare_distinct_colors() -> None:
     """Import what :func:`distinct_color` needs (scikit-image's colour science) now. A worker thread calls
-    it before its result is merged on the GUI thread, where the first import froze the window 0.2-1 s."""
-    import skimage.color  # noqa: F401
+    it before its result is merged on the GUI thread, where the first import froze the window 0.2-1 s.
+    By name: skimage.color is a lazy module, and importing it alone loads neither function."""
+    from skimage.color import deltaE_ciede2000, rgb2lab  # noqa: F401
 
 
 def distinct_color(value: int, name: str | None = None,

@@ -71,3 +71,16 @@ def test_value_counts_of_a_whole_series_equal_numpys_unique_counts(ct_dir):
     assert len(values) == 5
     assert np.array_equal(value_counts(classes), expected)
     assert np.array_equal(value_counts(classes[:100_001], chunk=1 << 12), np.bincount(classes[:100_001]))  # a part chunk
+
+
+def test_a_worker_can_load_the_colour_science_before_the_merge_needs_it():
+    """prepare_distinct_colors (called in Segment's worker) loads the two functions distinct_color uses, so the
+    merge on the GUI thread imports nothing: skimage.color is a lazy module, importing it alone loads neither."""
+    import subprocess
+    import sys
+
+    probe = ("import sys\nfrom medseg.core.label_colors import prepare_distinct_colors\n"
+             "before = 'skimage.color.delta_e' in sys.modules\nprepare_distinct_colors()\n"
+             "print(before, 'skimage.color.delta_e' in sys.modules, 'skimage.color.colorconv' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300)
+    assert done.stdout.split() == ["False", "True", "True"], done.stderr
