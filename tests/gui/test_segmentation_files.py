@@ -190,6 +190,40 @@ def test_statistics_count_off_the_gui_thread_and_an_edit_meanwhile_makes_them_st
     lesion = next(s for s in panel.stats if s.name == "lesion")
     assert lesion.voxels == int(np.count_nonzero(doc.label_map.array == 2)) and panel.export_button.isEnabled()
 
+
+def test_closing_while_counts_run_waits_for_every_one(window, edited, qtbot, monkeypatch):
+    """A count superseded by a newer one still runs in its thread; closing the window waits for it too (Qt
+    aborts the process when a thread object is destroyed while it runs: the whole suite stopped so). The
+    first count is held until a moment after the window is asked to close."""
+    import threading
+
+    from medseg.edit.stats import label_statistics
+    from medseg.gui.labels import stats_panel
+
+    release, returned, calls = threading.Event(), [], []
+
+    def held_first(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:
+            release.wait(30)
+            returned.append(True)
+        return label_statistics(*args, **kwargs)
+
+    monkeypatch.setattr(stats_panel, "label_statistics", held_first)
+    panel, doc = window.stats_panel, window.document
+    panel.refresh_button.click()
+    nz, ny, nx = doc.volume.shape_zyx
+    doc.apply(stroke(doc.label_map, [(nz // 2, ny // 4, nx // 4)], 6.0, 2, image=doc.volume), "brush")
+    with qtbot.waitSignal(panel.counted, timeout=60_000):
+        panel.refresh_button.click()  # the label map changed: a second count; the first one's figures are dropped
+    threading.Timer(0.3, release.set).start()
+    doc.mark_saved()
+    window.close()
+    try:
+        assert returned == [True]  # close() came back only after the held count had finished
+    finally:
+        release.set()
+
 def _acquired_slices(folder: Path, normal: np.ndarray) -> list:
     """The series' files read by pydicom, in the order of their positions along the slice normal."""
     datasets = [pydicom.dcmread(path) for path in sorted(folder.iterdir()) if path.is_file()]

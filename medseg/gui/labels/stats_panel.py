@@ -41,7 +41,8 @@ class StatsPanel(QWidget):
         self.stats: list[LabelStats] = []
         self._stale = False  # the label map was edited since the figures were counted
         self._edits = 0  # edits seen: a count started before the last edit gives stale figures
-        self._job: Job | None = None  # the count running now; an older one's figures are dropped
+        self._job: Job | None = None  # the latest count; an older one's figures are dropped when they come
+        self._running: set[Job] = set()  # every count whose thread still runs (a dropped one too): waited at close
         self._jobs = JobRegistry()
         self._counting: tuple = ()  # what it counts: the image's and label map's ids, edits seen
         self.table = QTableWidget(0, len(COLUMNS), self)
@@ -113,10 +114,12 @@ class StatsPanel(QWidget):
         job.finished_ok.connect(lambda stats: self._counted(job, stats, edits))
         job.finished_error.connect(lambda error: self._count_failed(job, error))
         self._job, self._counting = job, (id(image), id(labels), edits)
+        self._running.add(job)
         self.summary.setText("Counting…")
         job.start()
 
     def _counted(self, job: Job, stats: list[LabelStats], edits: int) -> None:
+        self._running.discard(job)
         job.deleteLater()
         if job is not self._job:  # a newer count is running: its figures are the ones to show
             return
@@ -127,6 +130,7 @@ class StatsPanel(QWidget):
         self.counted.emit()
 
     def _count_failed(self, job: Job, error: BaseException) -> None:
+        self._running.discard(job)
         job.deleteLater()
         if job is self._job:
             self._job = None
@@ -134,10 +138,12 @@ class StatsPanel(QWidget):
             self.failed.emit(error)
 
     def shutdown(self) -> None:
-        """Wait for a running count (the window is closing)."""
-        if self._job is not None:
-            self._job.wait_stopped()
-            self._job = None
+        """Wait for every count still running, the dropped ones too (the window is closing: a thread
+        destroyed while it runs aborts the process)."""
+        for job in list(self._running):
+            job.wait_stopped()
+        self._running.clear()
+        self._job = None
 
     def show_label(self, value: int) -> None:
         """Make ``value`` the active label and put the crosshair on its largest axial cross-section."""
