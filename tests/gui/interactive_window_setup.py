@@ -1,6 +1,7 @@
-"""The lung1 tumour crop and a small nnInteractive checkpoint in its exact layout, for the Interactive AI
-tests in the real window (test_interactive_gui.py, test_interactive_scribble_lasso_gui.py): pytest fixtures,
-imported by name into each module."""
+"""For the Interactive AI tests in the real window (test_interactive_gui.py,
+test_interactive_scribble_lasso_gui.py): the lung1 tumour crop and a small nnInteractive checkpoint in its
+exact layout (pytest fixtures, imported by name into each module), and nnInteractive's own session as the
+oracle."""
 
 from __future__ import annotations
 
@@ -35,3 +36,35 @@ def chest_crop(tmp_path_factory, shared_data) -> tuple[Path, np.ndarray]:
     sitk.WriteImage(sitk.ReadImage(str(lung / "lung1_image.nrrd"))[x0:x1, y0:y1, z0:z1], str(path))
     label = sitk.ReadImage(str(lung / "lung1_label.nrrd"))[x0:x1, y0:y1, z0:z1]
     return path, sitk.GetArrayFromImage(label) == 1
+
+
+class Oracle:
+    """nnInteractive's session on the window's image, given the prompts the tool's session holds: points and
+    boxes as they are, scribbles and lassos as the whole-image mask it takes."""
+
+    def __init__(self, folder: Path, image: np.ndarray) -> None:
+        import torch
+        from nnInteractive.inference.inference_session import nnInteractiveInferenceSession
+
+        self.session = nnInteractiveInferenceSession(device=torch.device("cpu"), torch_n_threads=torch.get_num_threads())
+        self.session.initialize_from_trained_model_folder(str(folder))
+        self.session.set_image(image[None].astype(np.float32))
+        self.target = np.zeros(image.shape, np.uint8)
+        self.session.set_target_buffer(self.target)
+        self.given = 0
+
+    def follow(self, prompts) -> np.ndarray:
+        for prompt in prompts[self.given:]:
+            np.random.seed(0)  # nnInteractive leaves its refinement fallback unseeded; medseg seeds it with 0
+            if prompt.kind == "point":
+                self.session.add_point_interaction(prompt.point, prompt.positive)
+            elif prompt.kind == "box":
+                self.session.add_bbox_interaction([list(b) for b in prompt.box], prompt.positive)
+            else:
+                full = np.zeros(self.target.shape, np.uint8)
+                full[tuple(slice(o, o + n) for o, n in zip(prompt.origin, prompt.mask.shape))] = prompt.mask != 0
+                add = (self.session.add_scribble_interaction if prompt.kind == "scribble"
+                       else self.session.add_lasso_interaction)
+                add(full, prompt.positive)
+        self.given = len(prompts)
+        return self.target.astype(bool)

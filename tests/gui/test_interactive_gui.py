@@ -11,15 +11,13 @@ nnInteractive's exact folder layout with random weights (tests/model/interactive
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 from PySide6.QtCore import QPoint, Qt
 from PySide6.QtWidgets import QScrollArea
 
-from interactive_window_setup import chest_crop, model_folder  # noqa: F401 (pytest fixtures)
+from interactive_window_setup import Oracle, chest_crop, model_folder  # noqa: F401 (pytest fixtures)
 
 
 MODEL_ID = "nninteractive/v1.0"
@@ -35,30 +33,6 @@ def models_home(tmp_path, monkeypatch):
     monkeypatch.setitem(interactive.settings, "model", MODEL_ID)
     monkeypatch.setitem(interactive.settings, "runtime", "torch")  # nnInteractive's runtime: the oracle's arithmetic
     return tmp_path / "models"
-
-
-class Oracle:
-    """nnInteractive's session on the window's image, given the prompts the tool's session holds."""
-
-    def __init__(self, folder: Path, image: np.ndarray) -> None:
-        from nnInteractive.inference.inference_session import nnInteractiveInferenceSession
-
-        self.session = nnInteractiveInferenceSession(device=torch.device("cpu"), torch_n_threads=torch.get_num_threads())
-        self.session.initialize_from_trained_model_folder(str(folder))
-        self.session.set_image(image[None].astype(np.float32))
-        self.target = np.zeros(image.shape, np.uint8)
-        self.session.set_target_buffer(self.target)
-        self.given = 0
-
-    def follow(self, prompts) -> np.ndarray:
-        for prompt in prompts[self.given:]:
-            np.random.seed(0)  # nnInteractive leaves its refinement fallback unseeded; medseg seeds it with 0
-            if prompt.kind == "point":
-                self.session.add_point_interaction(prompt.point, prompt.positive)
-            else:
-                self.session.add_bbox_interaction([list(b) for b in prompt.box], prompt.positive)
-        self.given = len(prompts)
-        return self.target.astype(bool)
 
 
 def widget_point(view, xyz) -> QPoint:

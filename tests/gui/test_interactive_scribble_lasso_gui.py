@@ -10,14 +10,12 @@ weights (tests/model/interactive_fixture.py), a small network on a small crop fo
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 from PySide6.QtCore import QPoint, Qt
 
-from interactive_window_setup import chest_crop, model_folder  # noqa: F401 (pytest fixtures)
+from interactive_window_setup import Oracle, chest_crop, model_folder  # noqa: F401 (pytest fixtures)
 
 
 
@@ -28,31 +26,6 @@ def model_chosen(model_folder, monkeypatch):
 
     monkeypatch.setitem(interactive.settings, "model", str(model_folder))  # a model folder chosen as it is
     monkeypatch.setitem(interactive.settings, "runtime", "torch")  # nnInteractive's runtime: the oracle's arithmetic
-
-
-class Oracle:
-    """nnInteractive's session on the window's image, given the prompts the tool's session holds, each as the
-    whole-image mask it takes."""
-
-    def __init__(self, folder: Path, image: np.ndarray) -> None:
-        from nnInteractive.inference.inference_session import nnInteractiveInferenceSession
-
-        self.session = nnInteractiveInferenceSession(device=torch.device("cpu"), torch_n_threads=torch.get_num_threads())
-        self.session.initialize_from_trained_model_folder(str(folder))
-        self.session.set_image(image[None].astype(np.float32))
-        self.target = np.zeros(image.shape, np.uint8)
-        self.session.set_target_buffer(self.target)
-        self.given = 0
-
-    def follow(self, prompts) -> np.ndarray:
-        for prompt in prompts[self.given:]:
-            full = np.zeros(self.target.shape, np.uint8)
-            full[tuple(slice(o, o + n) for o, n in zip(prompt.origin, prompt.mask.shape))] = prompt.mask != 0
-            np.random.seed(0)  # nnInteractive leaves its refinement fallback unseeded; medseg seeds it with 0
-            add = self.session.add_scribble_interaction if prompt.kind == "scribble" else self.session.add_lasso_interaction
-            add(full, prompt.positive)
-        self.given = len(prompts)
-        return self.target.astype(bool)
 
 
 def widget_point(view, xyz) -> QPoint:
