@@ -18,6 +18,10 @@ MedsegError, as the fuzzer requires.
   ("Unsupported number of dimensions") escaped read_image (found by CI's fuzzing run).
 - nifti-scalar-type-two-components: a NIfTI header declaring complex voxels of 2 components:
   SimpleITK's RuntimeError escaped the voxel-size estimate of read_image (found by hand, seed 101).
+- dicom-j2k-python-gdcm-abort (26 KB, a JPEG 2000 Lossless CT slice mutated): python-gdcm, one of
+  pydicom's decoder plugins when installed (dicom2nifti, a test peer, pulls it in), threw a C++
+  exception on it and the process aborted (found by CI's fuzzing run); medseg no longer lets pydicom
+  use that plugin (medseg.io.dicom_decode).
 Crashes whose input is a real file mutated are rebuilt in a test below instead.
 """
 
