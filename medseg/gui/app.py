@@ -96,12 +96,21 @@ def run_gui(path: str | None = None, demo: bool = False, screenshot: str | None 
             if not window.segmentation_files.open(labels):
                 on_failed(f"cannot open {labels} over this study")
             return
-        QTimer.singleShot(300, save_screenshot)
+        when_planned(save_screenshot)
+
+    def when_planned(then) -> None:
+        """``then`` once the Segment panel shows its plan (it waits for the AI runtime's import), and the
+        window has painted: a screenshot taken before showed a panel the screen no longer did."""
+        panel = window.segment_panel
+        if panel.runtime_ready:
+            QTimer.singleShot(300, then)
+        else:
+            panel.runtime_prepared.connect(lambda: QTimer.singleShot(300, then))
 
     def after_labels(_opened) -> None:
         # The screenshot shows the 3D surfaces too: wait until the meshing worker has them.
         window.viewer.view3d.wait_idle(120_000)
-        QTimer.singleShot(300, save_screenshot)
+        when_planned(save_screenshot)
 
     window.loader.study_loaded.connect(after_study)
     window.segmentation_files.opened.connect(after_labels)

@@ -26,6 +26,8 @@ def window(qtbot, tmp_path, monkeypatch):
     main.resize(1400, 820)
     main.show()
     qtbot.waitExposed(main)
+    # the Segment panel imports PyTorch in a job as the window opens; the tests read its plan
+    qtbot.waitUntil(lambda: main.segment_panel.runtime_ready, timeout=60_000)
     yield main
     main.document.mark_saved()  # a test's edits must not make closing ask
     main.close()

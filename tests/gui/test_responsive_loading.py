@@ -16,59 +16,48 @@ def _largest_series(browser):
                key=lambda i: int(np.prod(browser.result.series[i].size_xyz)))
 
 
-def _tick_gaps(qtbot, action, settle_ms: int = 50) -> np.ndarray:
-    """Gaps between the ticks of a 10 ms QTimer while ``action()`` runs in the event loop."""
-    ticks: list[float] = []
+def _tick_gaps(qtbot, action, settle_ms: int = 50) -> tuple[np.ndarray, np.ndarray, int, float]:
+    """A 10 ms QTimer ticking while ``action()`` runs in the event loop: the gaps between ticks in
+    wall-clock seconds and in the GUI thread's own CPU seconds (time.thread_time), and how many ticks
+    came while ``action()`` ran and how long it ran."""
+    ticks: list[tuple[float, float]] = []
     timer = QTimer()
     timer.setInterval(10)
-    timer.timeout.connect(lambda: ticks.append(time.perf_counter()))
+    timer.timeout.connect(lambda: ticks.append((time.perf_counter(), time.thread_time())))
     timer.start()
     qtbot.wait(settle_ms)
+    started = time.perf_counter()
     action()
+    ended = time.perf_counter()
     qtbot.wait(settle_ms)
     timer.stop()
-    return np.diff(ticks)
+    gaps = np.diff(np.array(ticks), axis=0)
+    during = sum(started < tick < ended for tick, _cpu in ticks)
+    return gaps[:, 0], gaps[:, 1], during, ended - started
 
 
 def test_gui_thread_never_blocks_while_a_series_loads(driver, window, qtbot):
-    """The demo study (96 slices) loads while a 10 ms timer keeps ticking: no gap over 100 ms.
+    """The demo study (96 slices) loads while a 10 ms timer keeps ticking: the GUI thread never works
+    for 100 ms between two ticks, and the ticks go on while the series loads.
 
-    On a machine shared with other processes (2-core CI runners, this dev box at load 9)
-    the decoder threads and other processes alone can delay any Python thread. So the
-    same load is also run without the window (io.load_series in a plain thread while the
-    event loop idles) and only what the GUI adds on top of that floor counts against
-    the 100 ms. On a quiet machine the floor is about one timer period.
+    The work is the GUI thread's own CPU time between ticks (time.thread_time), not the wall-clock
+    gap: on a shared 2-core machine the decoder threads and other processes delay any thread (CI
+    once saw a 119 ms gap where the same load without the window gave 18 ms), while the GUI thread's
+    CPU time is what the application puts on it. A GUI that waited for the load instead (a join)
+    would get no tick while it loads: at least two, and an eighth of the timer's ticks, must come. Wall-clock
+    gaps are printed; bench_app_segment.py measures them on a quiet machine.
     """
-    import threading
-
-    from medseg import io as medseg_io
     from medseg.io.phantom import demo_study_path
 
     browser = driver.open_folder(demo_study_path())
     row = _largest_series(browser)
-    series = browser.result.series[row]
-
-    def load_without_gui() -> None:
-        worker = threading.Thread(target=medseg_io.load_series, args=(series,))
-        worker.start()
-        while worker.is_alive():
-            qtbot.wait(5)
-
-    # Best of two attempts: a GUI that really blocks (work on the GUI thread) fails both
-    # by far; one unlucky scheduling hiccup of a shared machine does not fail the test.
-    for attempt in range(2):
-        floor = _tick_gaps(qtbot, load_without_gui)
-        loaded: list = []
-        browser = driver.open_folder(demo_study_path())
-        gaps = _tick_gaps(qtbot, lambda: loaded.append(driver.load_row(browser, row)))
-        allowance = max(0.0, float(floor.max()) - 0.010)
-        print(f"attempt {attempt + 1}: demo load {loaded[0].size_xyz}: {len(gaps)} ticks, longest gap "
-              f"{gaps.max() * 1000:.1f} ms; same load without the GUI: {floor.max() * 1000:.1f} ms")
-        if gaps.max() < 0.100 + allowance:
-            break
+    loaded: list = []
+    wall, work, during, took = _tick_gaps(qtbot, lambda: loaded.append(driver.load_row(browser, row)))
+    print(f"demo load {loaded[0].size_xyz} in {took * 1000:.0f} ms: {during} ticks meanwhile, longest gap "
+          f"{wall.max() * 1000:.1f} ms, most GUI-thread work in one gap {work.max() * 1000:.1f} ms")
     assert loaded[0].size_xyz[2] >= 50
-    assert len(gaps) >= 5
-    assert gaps.max() < 0.100 + allowance
+    assert during >= max(2.0, took / 0.010 / 8), (during, took)
+    assert work.max() < 0.100, work
 
 
 def test_middle_slice_is_shown_before_the_load_finishes(driver, window, qtbot, ct_dir):
@@ -164,3 +153,70 @@ def test_a_closed_study_frees_its_voxels(driver, window, qtbot, ct_dir):
     window.document.close_image()
     # the finished job and the views let go on the event loop's next turns: wait for that, not a fixed time
     qtbot.waitUntil(lambda: gc.collect() is not None and voxels() is None, timeout=10_000)
+
+
+_FIRST_OPEN = r"""
+import json, sys, threading
+importers = {}
+armed = []
+
+
+class Spy:  # who imports the AI runtime first, and when
+    def find_spec(self, name, path=None, target=None):
+        if name in ("torch", "scipy.ndimage", "medseg.model.backends") and name not in importers:
+            gui = threading.current_thread() is threading.main_thread()
+            importers[name] = ("gui thread, window shown" if armed else "gui thread, start-up") if gui else "a job"
+        return None
+
+
+sys.meta_path.insert(0, Spy())
+from PySide6.QtCore import QEventLoop, QTimer
+from PySide6.QtWidgets import QApplication
+
+app = QApplication([])
+from medseg.gui.shell.main_window import MainWindow
+from medseg.io.phantom import demo_study_path
+
+window = MainWindow()
+window.show()
+armed.append(True)  # what the app imports before its window shows is start-up time, not a frozen window
+loaded = []
+window.loader.study_loaded.connect(loaded.append)
+window.opener.open_path(demo_study_path(), auto_load=True)  # at once, as `medseg gui FOLDER` does
+loop = QEventLoop()
+poll = QTimer()
+poll.timeout.connect(lambda: loaded and window.segment_panel.runtime_ready and loop.quit())
+poll.start(20)
+QTimer.singleShot(120_000, loop.quit)
+loop.exec()
+print(json.dumps({"importers": importers, "loaded": bool(loaded),
+                  "plan": window.segment_panel.plan_label.toPlainText().splitlines()[:1]}))
+window.document.mark_saved()
+window.close()
+"""
+
+
+def test_the_first_study_opened_imports_no_ai_runtime_on_the_gui_thread(tmp_path):
+    """PyTorch and scipy.ndimage (1.5-2 s of imports) are imported by a job as the window opens, not
+    by the Segment panel on the GUI thread when the first study opens (that froze the window for the
+    whole import; the timer test above did not see it because an earlier test had imported them).
+    A fresh process, the study opened at once: none of them is first imported by the GUI thread once
+    the window is shown."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "MEDSEG_DATA_DIR": str(tmp_path / "data"),
+           "MEDSEG_CONFIG_DIR": str(tmp_path / "config"), "XDG_CONFIG_HOME": str(tmp_path / "xdg")}
+    run = subprocess.run([sys.executable, "-c", _FIRST_OPEN], env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    result = json.loads(run.stdout.strip().splitlines()[-1])
+    assert result["loaded"], result
+    importers = result["importers"]
+    assert importers["torch"] == "a job" and importers["medseg.model.backends"] == "a job", importers
+    assert "gui thread, window shown" not in importers.values(), importers  # scipy.ndimage: at start-up
+    from medseg.model.package import load_package, starter_model_path
+
+    expected = load_package(starter_model_path()).select((2.5, 1.5, 1.5))  # the demo's spacing (z, y, x)
+    assert result["plan"] and result["plan"][0].startswith(expected.name + " "), (result, expected.name)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QCheckBox, QComboBox, QGroupBox, QHBoxLayout, QLabel, QPushButton, QSizePolicy, QSpinBox, QTextBrowser, QVBoxLayout,
     QWidget,
@@ -23,6 +23,8 @@ if TYPE_CHECKING:
 
 
 class SegmentPanel(QGroupBox):
+    runtime_prepared = Signal()  # the AI runtime was imported (or failed to be): the plan is shown
+
     def __init__(self, document: SegmentationDocument, flow: SegmentFlow, loader: StudyLoader,
                  parent: QWidget | None = None) -> None:
         """``flow``: which model runs and the run itself (medseg.gui.segment.segment_flow); ``loader``: runs it."""
@@ -102,8 +104,51 @@ class SegmentPanel(QGroupBox):
         self.card = None  # the chosen model's card (medseg.workflows.models.ModelCard)
         self._package_source: object = ()
         self._devices_filled = False
+        self._planned = False  # a study has been open: the model label names the model's card from then on
+        self._runtime_error: BaseException | None = None
+        # PyTorch and the model readers are imported, and the chosen model read, in a job as the window
+        # opens: done here, when the first study opened (the device list), they froze the window for
+        # 1.5-2 s of imports.
+        from medseg.gui.common.jobs import Job
+        from medseg.job_registry import JobRegistry
+
+        self._warmup = Job("prepare-ai-runtime", _prepare_runtime(flow.model_path()), self, registry=JobRegistry(),
+                           cancellable=False, computes=False)
+        self._warmup.finished_ok.connect(self._on_runtime_ready)
+        self._warmup.finished_error.connect(self._on_runtime_failed)
+        self._warmup.start()
         document.volume_changed.connect(self.refresh)
         self.refresh()
+
+    @property
+    def runtime_ready(self) -> bool:
+        """The AI runtime was imported (or failed to be): the plan can be shown."""
+        return self._devices_filled or self._runtime_error is not None
+
+    def _on_runtime_ready(self, result: tuple) -> None:
+        choices, source, opened = result
+        for choice in choices:
+            self.device_box.addItem(choice.label, choice.device)
+        self._devices_filled = True
+        if opened is not None and source == self.flow.model_path():
+            self._use_model(source, opened)
+        self.refresh()
+        self.runtime_prepared.emit()
+
+    def _use_model(self, source: Any, opened: Any) -> None:
+        self._opened, self.card = opened, opened.card
+        self._package = opened.pipeline if opened.pipeline is not None else opened.package
+        self._package_source = source
+        self._fill_configurations()
+
+    def _on_runtime_failed(self, error: BaseException) -> None:
+        self._runtime_error = error
+        self.refresh()
+        self.runtime_prepared.emit()
+
+    def shutdown(self) -> None:
+        """The window closes: wait for the import still running (a thread destroyed while it runs aborts)."""
+        self._warmup.wait_stopped()
 
     def _fit_plan(self) -> None:
         document = self.plan_label.document()
@@ -234,7 +279,7 @@ class SegmentPanel(QGroupBox):
     def refresh(self) -> None:
         """Model name, devices and plan for the open series (the model is read once per choice)."""
         source = self.flow.model_path()
-        if self.document.volume is None and not self._devices_filled:
+        if self.document.volume is None and not self._planned:
             from medseg.gui.segment.model_chooser import chosen_reference
 
             reference = chosen_reference() if source is not None else None  # the catalogue id, not its folder
@@ -243,29 +288,46 @@ class SegmentPanel(QGroupBox):
             self.model_label.setText(f"Model: {'built-in starter' if reference is None else reference}")
             self.model_label.setToolTip("The model Segment runs" + (f": {source}" if source else ""))
             return
+        if self._runtime_error is not None:
+            self.plan_label.setPlainText(f"Cannot plan: the AI runtime (PyTorch) could not be loaded: "
+                                         f"{type(self._runtime_error).__name__}: {self._runtime_error}")
+            return
+        if not self._devices_filled:
+            self.plan_label.setPlainText("Preparing the AI runtime (PyTorch) for the plan…")
+            return  # _on_runtime_ready refreshes
+        self._planned = True
         from medseg.errors import MedsegError
 
         try:
-            if not self._devices_filled:
-                from medseg.model.backends import device_choices
-
-                for choice in device_choices():
-                    self.device_box.addItem(choice.label, choice.device)
-                self._devices_filled = True
             if source != self._package_source or self._package is None:
                 from medseg.workflows.models import open_model
 
-                opened = open_model(source)
-                self._opened, self.card = opened, opened.card
-                self._package = opened.pipeline if opened.pipeline is not None else opened.package
-                self._package_source = source
-                self._fill_configurations()
+                self._use_model(source, open_model(source))
             self.model_label.setText(f"Model: <b>{self.card.name}</b>")
             self.model_label.setToolTip(self.card.describe())
         except MedsegError as error:
             self.plan_label.setPlainText(f"Cannot plan: {error}")
             return
         self._show_plan()
+
+
+def _prepare_runtime(source: Any):
+    """A job: import PyTorch and the model readers, list this machine's devices (CUDA's first call
+    too) and read the chosen model; gives (device choices, source, opened model or None)."""
+
+    def prepare(progress=None, cancel=None) -> tuple:
+        from medseg.errors import MedsegError
+        from medseg.model.backends import device_choices
+        from medseg.workflows.models import open_model
+
+        choices = device_choices()
+        try:
+            opened = open_model(source)
+        except MedsegError:
+            opened = None  # the panel reads it again and says why
+        return choices, source, opened
+
+    return prepare
 
 
 THREADS_SETTING = "compute/threads"  # 0: every usable core (the default)

@@ -299,6 +299,7 @@ class MainWindow(QMainWindow):
         self.placement.save()
         self.loader.shutdown()
         self.stats_panel.shutdown()
+        self.segment_panel.shutdown()
         self.viewer.view3d.shutdown()
         self.opener.shutdown()
         self.train_tab.shutdown()
