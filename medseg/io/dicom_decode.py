@@ -17,7 +17,6 @@ licence-clean (installers/README.md).
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import sys
@@ -29,12 +28,12 @@ import pydicom
 import SimpleITK as sitk
 from pydicom.dataset import Dataset, FileMetaDataset
 from pydicom.encaps import encapsulate, generate_frames
-from pydicom.pixels import get_decoder
 from pydicom.uid import CTImageStorage, generate_uid
 
 from medseg.errors import DicomError, UnsupportedTransferSyntax
 from medseg.io.dicom_headers import SliceHeader
 from medseg.io.dicom_sources import open_ref, ref_size
+from medseg.io.pydicom_decoders import use_permissive_decoders
 
 # pydicom logs every decode failure with a traceback; medseg raises a DicomError naming the file
 # instead. Without a handler Python would print those records to stderr (logging.lastResort);
@@ -69,16 +68,7 @@ GDCM_SYNTAXES = frozenset({
     "1.2.840.10008.1.2.4.51", "1.2.840.10008.1.2.4.53", "1.2.840.10008.1.2.4.55",
     "1.2.840.10008.1.2.4.57", "1.2.840.10008.1.2.4.70",
 })
-# python-gdcm, when it is installed beside medseg (dicom2nifti, a test peer, pulls it in; so may a
-# user's own environment), is one of pydicom's decoder plugins, tried before OpenJPEG for JPEG 2000.
-# On corrupt JPEG 2000 it throws a C++ exception no Python code can catch and the process aborts
-# (found by fuzzing: one malformed file closed the whole app). medseg decodes with the plugins
-# named above only, so the same files decode the same way with or without it.
-for _syntax in TRANSFER_SYNTAX_NAMES:
-    with contextlib.suppress(NotImplementedError, ValueError):
-        _decoder = get_decoder(_syntax)
-        if "gdcm" in _decoder.available_plugins:
-            _decoder.remove_plugin("gdcm")
+use_permissive_decoders()
 
 # What to install when a syntax cannot be decoded.
 DECODER_HINTS = {

@@ -470,6 +470,9 @@ def read_dicom_seg(path: str | os.PathLike, image: Volume) -> SegReadResult:
     A malformed SEG (a code item without its value, a frame group missing, a wrong type found
     by fuzzing) is a GeometryError naming the file, never another exception.
     """
+    from medseg.io.pydicom_decoders import use_permissive_decoders
+
+    use_permissive_decoders()  # highdicom decodes the frames through pydicom: never with a plugin that aborts
     try:
         return _read_dicom_seg(path, image)
     except MedsegError:

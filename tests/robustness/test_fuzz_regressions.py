@@ -59,3 +59,44 @@ def test_a_seg_whose_code_item_lacks_its_value_is_an_error_naming_it(ct_dir: Pat
     with pytest.raises(MedsegError, match="malformed") as caught:
         read_dicom_seg(tmp_path / "seg.dcm", load(ct_dir / "dcmqi_ct3slice_masks" / "image"))
     assert "seg.dcm" in str(caught.value)
+
+
+
+_PLUGINS = r"""
+import json, sys
+from pydicom.pixels import get_decoder
+from pydicom.uid import JPEG2000Lossless, RLELossless
+seen = {"before": list(get_decoder(JPEG2000Lossless).available_plugins)}
+from medseg.io import load
+from medseg.io.dicom_seg import read_dicom_seg
+if sys.argv[1] == "seg":  # a SEG read before any series: highdicom decodes its frames through pydicom
+    from medseg.io import read_image
+    image = read_image(sys.argv[2] + "/image.nii.gz")
+    read_dicom_seg(sys.argv[3], image)
+else:
+    load(sys.argv[4])
+seen["after"] = sorted({p for s in (JPEG2000Lossless, RLELossless) for p in get_decoder(s).available_plugins})
+print(json.dumps(seen))
+"""
+
+
+@pytest.mark.parametrize("first_read", ["seg", "series"])
+def test_pydicom_never_decodes_with_python_gdcm_once_medseg_reads_dicom(first_read: str, ct_dir: Path,
+                                                                         tmp_path: Path) -> None:
+    """python-gdcm is installed here (dicom2nifti, a test peer, requires it) and pydicom offers it for
+    JPEG 2000; once medseg has read DICOM, a series or a SEG first, pydicom no longer does."""
+    import json
+
+    import SimpleITK as sitk
+
+    images = ct_dir / "dcmqi_ct3slice_masks" / "image"
+    reader = sitk.ImageSeriesReader()
+    reader.SetFileNames(reader.GetGDCMSeriesFileNames(str(images)))
+    sitk.WriteImage(reader.Execute(), str(tmp_path / "image.nii.gz"))
+    run = subprocess.run([sys.executable, "-c", _PLUGINS, first_read, str(tmp_path),
+                          str(ct_dir / "dcmqi_ct3slice_masks" / "masks" / "liver_SEG.dcm"), str(images)],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    seen = json.loads(run.stdout.strip().splitlines()[-1])
+    assert "gdcm" in seen["before"], seen
+    assert seen["after"] == ["pillow", "pydicom", "pylibjpeg"], seen
