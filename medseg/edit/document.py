@@ -17,13 +17,19 @@ current, keep each label's provenance, and are announced with the changed box an
 values (``label_map_edited(LabelEdit)``) so views redraw only what changed. What a delta should be is
 the operations' business (:mod:`medseg.edit.operations`, merging a Segment result included): the
 document only applies it.
+
+Only the thread that owns the document (the GUI thread) writes it. Another thread may compute a change
+from it (a Segment result's merge, in the worker that ran the model) if it reads :attr:`revision` first:
+every write bumps the revision once it is done, so :meth:`apply_change` writes a change only while the
+document is still at the revision it was computed against; a read that overlapped a write is never applied
+(the caller computes the change again, on the owning thread).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 
@@ -31,7 +37,7 @@ from medseg.core.label_values import MAX_LABEL_VALUE
 from medseg.core.labels import Label
 from medseg.core.volume import Volume
 from medseg.edit.autosave import AutosaveJournal
-from medseg.edit.delta import Box, Delta
+from medseg.edit.delta import Box, Delta, box_slices
 from medseg.edit.describe import describe_change
 from medseg.edit.events import Event
 from medseg.edit.history import DEFAULT_BUDGET_BYTES, History
@@ -39,7 +45,14 @@ from medseg.edit.journal import Journal
 from medseg.edit.label_map import LabelMap
 from medseg.edit.label_table_edits import LabelTableEdits
 from medseg.edit.readout import VoxelReadout
-from medseg.errors import GeometryError
+from medseg.errors import GeometryError, MedsegError
+
+if TYPE_CHECKING:
+    from medseg.edit.operation import Change
+
+
+class StaleChange(MedsegError):
+    """A change computed against an earlier revision of the document (it changed meanwhile): compute it again."""
 
 
 @dataclass(frozen=True)
@@ -77,6 +90,7 @@ class SegmentationDocument(LabelTableEdits, AutosaveJournal, VoxelReadout):
         self._autosave_root: Path | None = None  # None: no autosave (tests, the CLI, notebooks)
         self._saved_position = self.history.position  # the history position the label map was saved at
         self._stroke: Delta | None = None
+        self._revision = 0  # bumped after every change of the image, the label map or its table
 
         self.volume_changed = Event()  # a new image (geometry may differ), or none
         self.pixels_changed = Event()  # same image, new voxels (progressive loading)
@@ -85,6 +99,16 @@ class SegmentationDocument(LabelTableEdits, AutosaveJournal, VoxelReadout):
         self.labels_changed = Event()  # names, colours, visibility, locks, entries added/removed
         self.history_changed = Event()  # undo depth / memory / saved state
         self.notice = Event()  # (text, level "info"/"warning"): what an operation did, for the user to read
+
+    @property
+    def revision(self) -> int:
+        """Changes whenever the image, the label map's voxels or its table change (a write, an undo, a new
+        label map, a lock): equal revisions mean the same state. Read it before computing a change from the
+        document in another thread (see the module's text and :meth:`apply_change`)."""
+        return self._revision
+
+    def _changed(self) -> None:
+        self._revision += 1
 
     @property
     def labels(self) -> dict[int, Label]:
@@ -117,6 +141,7 @@ class SegmentationDocument(LabelTableEdits, AutosaveJournal, VoxelReadout):
             self.image_source = source
         if self.label_map is not None and not self.label_map.same_grid(volume):
             self._drop_label_map()
+        self._changed()
         self.volume_changed.emit()
 
     def close_image(self) -> None:
@@ -128,6 +153,7 @@ class SegmentationDocument(LabelTableEdits, AutosaveJournal, VoxelReadout):
         self.image_generation += 1
         if had_labels:
             self._drop_label_map()
+        self._changed()
         self.volume_changed.emit()
 
     def notify_pixels_changed(self) -> None:
@@ -163,6 +189,7 @@ class SegmentationDocument(LabelTableEdits, AutosaveJournal, VoxelReadout):
 
     def _replace_label_map(self, label_map: LabelMap | None, description: str) -> None:
         self.label_map = label_map
+        self._changed()
         self.history.clear()
         self._saved_position = self.history.position
         self._rebase_journal(description)
@@ -204,6 +231,10 @@ class SegmentationDocument(LabelTableEdits, AutosaveJournal, VoxelReadout):
         ``announce``: the operation in the user's words ("Grow 2 mm"); the document then says what it
         changed (:attr:`notice`: "Grow 2 mm: bones +23.0 ml (from body)"), or that nothing changed.
         """
+        return self._apply(delta, description, labels, announce)
+
+    def _apply(self, delta: Delta | None, description: str, labels: Mapping[int, Label | None] | None = None,
+               announce: str = "", block: np.ndarray | None = None) -> bool:
         if delta is None or delta.count == 0:
             if announce:
                 self.announce(f"{announce}: nothing changed.")
@@ -213,7 +244,7 @@ class SegmentationDocument(LabelTableEdits, AutosaveJournal, VoxelReadout):
         if announce:  # before the write: the names of labels it empties are still in the table
             names = {value: entry.name for value, entry in self.labels.items()}
             text = describe_change(delta, names, self.voxel_ml(), announce)
-        self._write(delta, delta.new)
+        self._write(delta, delta.new, block)
         changes = self._change_table(delta.values(), labels or {}, before)
         self.history.push(description, delta, changes)
         self._journal(delta)
@@ -222,6 +253,17 @@ class SegmentationDocument(LabelTableEdits, AutosaveJournal, VoxelReadout):
         if announce:
             self.announce(text)
         return True
+
+    def apply_change(self, change: "Change", description: str) -> bool:
+        """Apply ``change`` as :meth:`apply` does. One computed in another thread carries the :attr:`revision` it
+        was computed against: when the document has changed since, nothing is written and :class:`StaleChange`
+        is raised (compute it again here)."""
+        if change.revision is None:
+            return self.apply(change.delta, description, change.labels)
+        if change.revision != self._revision:
+            raise StaleChange(f"the document changed while {description!r} was computed")
+        # the box still holds what the change was computed from: its block after the change is one copy
+        return self._apply(change.delta, description, change.labels, block=change.block)
 
     def _change_table(self, touched: Any, explicit: Mapping[int, Label | None],
                       before: Mapping[int, Label | None] | None = None) -> dict[int, tuple[Any, Any]]:
@@ -240,17 +282,22 @@ class SegmentationDocument(LabelTableEdits, AutosaveJournal, VoxelReadout):
             self._put_entries({value: after for value, (_, after) in changes.items()})
         return changes
 
-    def _write(self, delta: Delta, values: np.ndarray) -> None:
+    def _write(self, delta: Delta, values: np.ndarray, block: np.ndarray | None = None) -> None:
+        """``block``: the delta's box after it, known to be written onto the state it was computed from."""
         label_map = self.label_map if self.label_map is not None else self.new_label_map()
         forward = values is delta.new
         old_counts, new_counts = delta.histograms()
         removed, added = (old_counts, new_counts) if forward else (new_counts, old_counts)
         widened = label_map.widen_for(added.size - 1)
-        delta.write(label_map.array, values)
+        if block is not None and forward:
+            label_map.array[box_slices(delta.box)] = block  # a copy: 5x faster than the scatter at 512^2 x 300
+        else:
+            delta.write(label_map.array, values)
         label_map.update_counts(removed, added)
         new_values = [int(v) for v in np.flatnonzero(added) if v and int(v) not in label_map.labels]
         for value in new_values:
             label_map.ensure_entry(value)
+        self._changed()  # after the write: a change computed from a read that overlapped it is stale
         added = new_values
         if widened:
             self.label_map_changed.emit()

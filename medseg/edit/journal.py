@@ -7,7 +7,8 @@ A session folder (in the user's data folder, ``sessions/<id>/``) holds:
 - ``base-<generation>.npz`` — the label map when the session (re)started: a loaded file or a
   Segment result (written atomically; an empty map is not written, only its shape);
 - ``journal-<generation>.bin`` — appended records ``MAGIC | length | crc32 | delta bytes``,
-  each one fsync'd before the edit returns. Undo appends the inverse delta, so replaying the
+  each one fsync'd before the edit returns (a large one just after: see below). Undo appends the inverse
+  delta, so replaying the
   journal from the base gives the state the user saw. A brush stroke writes a record for
   every piece painted while the mouse moves, so records are not edits: after each step the
   user can undo (a stroke, an Apply, an undo, a redo) a step record ``STEP_MAGIC | 8 | crc32 |
@@ -29,6 +30,16 @@ pending table write finish first), so recovered voxels never carry a label the r
 The table is the document's: visibility and locks are part of it, as in a saved file's sidecar, and
 come back after a crash as the user left them.
 
+A large record (:data:`LARGE_RECORD_BYTES` or more: a Segment result, a big fill, their undo) is written by the
+same writer thread, so the GUI thread does not serialise and fsync tens of megabytes (lung1's Segment: 47 ms of
+the 357 ms the window froze). Records keep their order: the step record after it waits in the same queue, and
+any later record written at once first waits for every queued one (as for the table), as do :meth:`flush`,
+:meth:`Journal.rebase` and :meth:`Journal.close`. So the journal on disk is always a prefix of the edits made;
+a crash between the step shown and its record on disk (the writer's time for one record, tens of
+milliseconds) recovers the state just before that one step, which the app computed and the user gets back by
+doing it again; every edit the user makes after it is journalled only once that record is on disk, so none of
+the user's own work can be lost with it.
+
 After a crash (even SIGKILL) the next start finds the session still marked open and can
 :func:`recover` it: the base plus every complete record; a record cut short by the kill
 fails its length or CRC check and is ignored (at most the last operation is lost).
@@ -45,7 +56,7 @@ import uuid
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -64,6 +75,7 @@ STEP_MAGIC = b"MSJS"  # a step ended: the payload is the undo history's depth (8
 HEADER = 4 + 8 + 4  # magic, payload length, crc32
 
 LEGACY_FILES = ("base.npz", "journal.bin")  # sessions written before generations
+LARGE_RECORD_BYTES = 1 << 20  # a delta this large is journalled by the writer thread (see the module's text)
 
 
 def base_file(folder: Path, generation: int | None) -> Path:
@@ -114,6 +126,9 @@ class SessionWriter:
     The thread also encodes the JSON (117 labels with their codes: tens of milliseconds in Python's
     encoder), so a table change costs the GUI thread only the copy of the table.
 
+    The same thread appends the journal's large records (:meth:`queue`), in the order given and never
+    skipped, each after the table requested before it.
+
     A write never overtakes a later one: the thread takes the pending text only while it holds the
     write lock, and :meth:`write_now` drops whatever is pending under that lock. A failed background
     write is raised (a MedsegError naming the file) by the next call on the GUI's side.
@@ -129,6 +144,9 @@ class SessionWriter:
         self._error: BaseException | None = None
         self._stopping = False
         self._thread: threading.Thread | None = None
+        self._records: list[Callable[[], None]] = []  # journal appends queued, oldest first
+        self._queued = 0  # appends given so far
+        self._appended = 0  # of those, done (or dropped by a discarding stop)
 
     def request(self, record: dict[str, Any]) -> None:
         """Write ``record`` soon (the caller no longer changes it)."""
@@ -136,10 +154,27 @@ class SessionWriter:
         with self._state:
             self._pending = record
             self._requested += 1
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="medseg-session-writer", daemon=True)
-                self._thread.start()
-            self._state.notify_all()
+            self._wake()
+
+    def queue(self, append: Callable[[], None]) -> None:
+        """Run ``append`` (a journal record's write) on the thread, after everything given before it."""
+        self._raise_failure()
+        with self._state:
+            self._records.append(append)
+            self._queued += 1
+            self._wake()
+
+    @property
+    def records_pending(self) -> bool:
+        """Journal records queued and not yet on disk."""
+        with self._state:
+            return self._appended < self._queued
+
+    def _wake(self) -> None:  # with self._state held
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="medseg-session-writer", daemon=True)
+            self._thread.start()
+        self._state.notify_all()
 
     def write_now(self, record: dict[str, Any]) -> None:
         with self._writing:
@@ -155,22 +190,27 @@ class SessionWriter:
     @property
     def pending(self) -> bool:
         with self._state:
-            return self._written < self._requested or self._error is not None
+            return (self._written < self._requested or self._appended < self._queued
+                    or self._error is not None)
 
     def flush(self, timeout: float | None = None) -> bool:
-        """Wait until every text given so far is on disk; False on timeout. Raises a failed write."""
+        """Wait until every text and record given so far is on disk; False on timeout. Raises a failed write."""
         with self._state:
-            target = self._requested
-            done = self._state.wait_for(lambda: self._written >= target or self._error is not None, timeout)
+            target, records = self._requested, self._queued
+            done = self._state.wait_for(lambda: (self._written >= target and self._appended >= records)
+                                        or self._error is not None, timeout)
         self._raise_failure()
         return done
 
     def stop(self, flush: bool = True) -> None:
+        """End the thread; ``flush`` False drops what is not written yet (a discarded session)."""
         if flush:
             self.flush()
         with self._state:
             self._stopping = True
             self._pending = None
+            self._appended += len(self._records)
+            self._records.clear()
             self._state.notify_all()
         if self._thread is not None:
             self._thread.join()
@@ -186,23 +226,28 @@ class SessionWriter:
     def _run(self) -> None:
         while True:
             with self._state:
-                self._state.wait_for(lambda: self._pending is not None or self._stopping)
+                self._state.wait_for(lambda: self._pending is not None or self._records or self._stopping)
                 if self._stopping:
                     return
             with self._writing:
                 with self._state:
                     record, number, self._pending = self._pending, self._requested, None
-                if record is None:  # write_now took it over
-                    continue
+                    appends, self._records = self._records, []
                 try:
-                    atomic_write_text(self.path, json.dumps(record))
+                    if record is not None:  # None: write_now took it over, or only records were queued
+                        atomic_write_text(self.path, json.dumps(record))  # the table before the records after it
+                    for append in appends:
+                        append()
                 except BaseException as error:  # noqa: BLE001 - handed to the GUI's side, never lost
                     with self._state:
                         self._error = error
+                        self._appended += len(appends)  # not written: the error says so at the next call
                         self._state.notify_all()
                     continue
                 with self._state:
-                    self._written = max(self._written, number)
+                    if record is not None:
+                        self._written = max(self._written, number)
+                    self._appended += len(appends)
                     self._state.notify_all()
 
 
@@ -230,6 +275,8 @@ class Journal:
 
     def rebase(self, label_map: LabelMap, image_source: str, description: str = "") -> None:
         """A new starting point (a label map opened, a Segment result as the base): a new generation."""
+        if self.session_writer.records_pending:  # the old generation's records first: a crash now recovers them
+            self.session_writer.flush()
         self._close_handle()
         previous, generation = self.generation, self.generation + 1
         if label_map.counts[1:].any():  # an empty map is not written, only its shape
@@ -266,14 +313,22 @@ class Journal:
         return self.session_writer.flush(timeout)
 
     def append(self, delta: Delta) -> None:
-        if self.session_writer.pending:  # the table this delta was made with goes to disk first
+        """Journal ``delta``: on disk when this returns, or, for a large one, soon after (see the module's text)."""
+        self.records += 1
+        if delta.nbytes >= LARGE_RECORD_BYTES:
+            self.session_writer.queue(lambda: self._write_record(MAGIC, delta.to_bytes()))
+            return
+        if self.session_writer.pending:  # the table this delta was made with, and the records before it, first
             self.session_writer.flush()
         self._write_record(MAGIC, delta.to_bytes())
-        self.records += 1
 
     def mark_step(self, steps: int) -> None:
         """A step the user can undo ended; ``steps``: how many the undo history holds now."""
-        self._write_record(STEP_MAGIC, int(steps).to_bytes(8, "little"))
+        payload = int(steps).to_bytes(8, "little")
+        if self.session_writer.records_pending:  # after the record it closes, which is still queued
+            self.session_writer.queue(lambda: self._write_record(STEP_MAGIC, payload))
+            return
+        self._write_record(STEP_MAGIC, payload)
 
     def _write_record(self, magic: bytes, payload: bytes) -> None:
         record = magic + len(payload).to_bytes(8, "little") + zlib.crc32(payload).to_bytes(4, "little") + payload
@@ -292,9 +347,10 @@ class Journal:
             self._handle = None
 
     def close(self, discard: bool = True) -> None:
-        """A clean end: the session needs no recovery (``discard=False``: its files stay, the table written)."""
+        """A clean end: the session needs no recovery (``discard=False``: its files stay, the table and every
+        record written)."""
+        self.session_writer.stop(flush=not discard)  # before the handle closes: queued records write to it
         self._close_handle()
-        self.session_writer.stop(flush=not discard)
         if discard:
             shutil.rmtree(self.folder, ignore_errors=True)
 

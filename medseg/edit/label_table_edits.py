@@ -153,6 +153,7 @@ class LabelTableEdits:
             else:
                 label_map.labels[value] = entry
         label_map.labels = dict(sorted(label_map.labels.items()))
+        self._changed()
         self._table_changed()
 
     def labels_not_made_by(self, model_name: str, model_version: str = "") -> list[Label]:

@@ -19,7 +19,7 @@ from medseg.core.label_arrays import remap_values
 from medseg.core.label_values import label_dtype
 from medseg.core.labels import Label
 from medseg.core.volume import Volume
-from medseg.edit.delta import Delta
+from medseg.edit.delta import Delta, box_slices
 from medseg.edit.label_map import LabelMap
 from medseg.edit.operation import Change
 from medseg.errors import GeometryError, MedsegError
@@ -89,8 +89,9 @@ def merge_change(document: "SegmentationDocument", incoming: Segmentation, mode:
             table[value] = entry
         elif not mine.locked:  # the user's name, colour and visibility stay; the voxels are the model's
             table[value] = replace(mine, provenance=entry.provenance)
-    delta = Delta.from_blocks((0, 0, 0), current, after.astype(np.promote_types(current.dtype, after.dtype)))
-    return Change(delta, table)
+    after = after.astype(np.promote_types(current.dtype, after.dtype), copy=False)
+    delta = Delta.from_blocks((0, 0, 0), current, after)
+    return Change(delta, table, block=after[box_slices(delta.box)] if delta is not None else None)
 
 
 __all__ = ["ADD", "MERGE_MODES", "REPLACE", "SEGMENT_STEP", "Segmentation", "merge_change"]

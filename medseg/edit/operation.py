@@ -100,11 +100,17 @@ class Context:
 @dataclass(frozen=True)
 class Change:
     """What an operation would do, not yet done (a preview): the voxels it changes, the label-table entries
-    it sets (None removes one) and warnings the user should read once it is done."""
+    it sets (None removes one) and warnings the user should read once it is done. ``revision``: for a change
+    computed in another thread than the document's, the document's revision it was computed against
+    (:meth:`SegmentationDocument.apply_change` applies it only while the document is still there). ``block``:
+    the delta's whole box as it is after the change, when the operation has it (a merge): with a revision that
+    still stands, the document copies it in at once instead of scattering the changed voxels."""
 
     delta: "Delta | None"
     labels: "Mapping[int, Label | None]" = field(default_factory=dict)
     cautions: tuple[str, ...] = ()
+    revision: int | None = None
+    block: Any = field(default=None, repr=False, compare=False)
 
     @property
     def count(self) -> int:

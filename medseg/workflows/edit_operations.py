@@ -54,6 +54,8 @@ def segment_image(image: "Volume", values: dict, progress: "ProgressCallback | N
 
 
 def _segment(document: "SegmentationDocument", values: dict, context: Context) -> Change:
+    from dataclasses import replace
+
     from medseg.edit.merge import REPLACE, Segmentation, merge_change
 
     image = document.volume
@@ -69,7 +71,7 @@ def _segment(document: "SegmentationDocument", values: dict, context: Context) -
     change = merge_change(document, Segmentation(result.label_map, result.labels), values.get("mode") or REPLACE)
     # Whoever ran the model shows its notes (the GUI: the banner); run here, they come with the change.
     cautions = tuple([*result.notes, *(f"fell back: {text}" for text in result.fallbacks)]) if computed_here else ()
-    return Change(change.delta, change.labels, cautions)
+    return replace(change, cautions=cautions)
 
 
 def _check(values: dict) -> None:
@@ -111,13 +113,35 @@ def segment_operation() -> EditOperation:
     return CATALOGUE[SEGMENT]
 
 
+def prepare_segment(document: "SegmentationDocument", result: "SegmentedStudy", mode: str) -> Change | None:
+    """In the worker that ran the model: the ``segment`` operation's change for ``result`` against ``document``
+    as it is now (the merge, honouring locks and ``mode``, with its voxel counts), tagged with the document's
+    revision it was computed against, so the thread that owns the document only writes it
+    (:func:`perform_segment`). None when it cannot be computed here (the image changed, or the document
+    changed under the read): the owning thread then merges as it always could."""
+    from dataclasses import replace
+
+    revision = document.revision  # first: any write after this makes the change stale
+    try:
+        change = segment_operation().preview(document, {"model": result.model.id, "mode": mode, RESULT: result})
+        if change.delta is not None:
+            change.delta.histograms()  # the per-label counts the write updates: counted here, not on the GUI thread
+    except Exception:  # noqa: BLE001 - a read raced a write (or the image changed): perform_segment merges again
+        return None
+    return replace(change, revision=revision)
+
+
 def perform_segment(document: "SegmentationDocument", result: "SegmentedStudy", mode: str,
-                    description: str) -> bool:
+                    description: str, prepared: Change | None = None) -> bool:
     """Merge a result computed elsewhere (a worker) into ``document`` through the ``segment`` operation:
-    one undoable, journalled step named ``description``; False when nothing changed."""
+    one undoable, journalled step named ``description``; False when nothing changed. ``prepared``: the
+    change :func:`prepare_segment` computed in the worker; written as it is while the document is still at its
+    revision, else (an edit, an undo, a lock since) the merge is computed again here, against what is on screen."""
+    if prepared is not None and prepared.revision == document.revision:
+        return document.apply_change(prepared, description)
     values: dict[str, Any] = {"model": result.model.id, "mode": mode, RESULT: result}
     return segment_operation().perform(document, values, description=description)
 
 
 __all__ = ["ALLOW_MODALITY", "MODEL", "OPERATIONS", "RESULT", "SEGMENT", "SEGMENT_OPERATION", "SETTINGS",
-           "perform_segment", "register_operations", "segment_image", "segment_operation"]
+           "perform_segment", "prepare_segment", "register_operations", "segment_image", "segment_operation"]

@@ -242,7 +242,9 @@ class StudyLoader(QObject):
         default: the built-in starter): the edit catalogue's ``segment`` operation
         (:mod:`medseg.workflows.edit_operations`), its model half in a worker
         (:func:`~medseg.workflows.edit_operations.segment_image`: the use case's checks, the one device
-        choice), its merge on the GUI thread as one undoable, journalled step. ``configuration`` overrides
+        choice), and its merge too (:func:`~medseg.workflows.edit_operations.prepare_segment`: computed against
+        the document as it is when the model is done); the GUI thread writes it as one undoable, journalled
+        step, or merges again when the user changed the labels meanwhile. ``configuration`` overrides
         the one the series' spacing would choose; ``postprocess`` False skips the model's declared
         post-processing; ``mode`` says how the result meets the labels on screen (``REPLACE`` or ``ADD``).
         A series of another modality than the model's fails with ModalityMismatch (the window asks) unless
@@ -255,8 +257,10 @@ class StudyLoader(QObject):
             self.failed.emit(GeometryError("open an image first, then press Segment"))
             return False
 
+        document = self.document
+
         def work(progress=None, cancel=None):
-            from medseg.workflows.edit_operations import SETTINGS, segment_image
+            from medseg.workflows.edit_operations import SETTINGS, prepare_segment, segment_image
             from medseg.workflows.segment import SegmentSettings
 
             from medseg.core.label_colors import prepare_distinct_colors
@@ -264,8 +268,10 @@ class StudyLoader(QObject):
             settings = SegmentSettings(device=device, configuration=configuration, postprocess=postprocess,
                                        allow_modality=allow_modality, structures=structures)
             result = segment_image(image, {"model": model, SETTINGS: settings}, progress, cancel)
-            prepare_distinct_colors()  # the merge on the GUI thread picks the new labels' colours
-            return result
+            prepare_distinct_colors()  # the write on the GUI thread picks the new labels' colours
+            if cancel is not None:
+                cancel.raise_if_cancelled()
+            return result, prepare_segment(document, result, mode)  # read only; applied if still current
 
         self._snapshot = None
         self._merge_mode = mode
@@ -273,9 +279,10 @@ class StudyLoader(QObject):
         return self._start("segment", work, self._on_segmented, pause_gc=False, background=True)
 
     @Slot(object)
-    def _on_segmented(self, result: Any) -> None:
+    def _on_segmented(self, done: tuple[Any, Any]) -> None:
         from medseg.workflows.edit_operations import perform_segment
 
+        result, prepared = done
         self._finish_job()
         doc = self.document
         if (doc.volume is None or doc.image_generation != self._segment_generation
@@ -285,7 +292,7 @@ class StudyLoader(QObject):
                 hint="press Segment again for the image now open"))
             return
         try:
-            perform_segment(doc, result, self._merge_mode, f"{SEGMENT_STEP} ({result.model.name})")
+            perform_segment(doc, result, self._merge_mode, f"{SEGMENT_STEP} ({result.model.name})", prepared)
         except MedsegError as error:  # e.g. the labels changed so that the result no longer fits
             self.failed.emit(error)
             return
