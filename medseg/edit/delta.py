@@ -9,7 +9,6 @@ the box when that is smaller (large fills, a Segment result).
 
 from __future__ import annotations
 
-import io
 import json
 from dataclasses import dataclass, field
 
@@ -184,18 +183,20 @@ class Delta:
 
     # --- bytes (the journal) ----------------------------------------------------------------
     def to_bytes(self) -> bytes:
+        return b"".join(self.to_parts())
+
+    def to_parts(self) -> list[memoryview]:
+        """:meth:`to_bytes` as consecutive pieces, the arrays as views and not copies: the journal writes a
+        Segment-sized delta without holding the GIL for copies of it (the window's thread waits on those)."""
         header = {"box": self.box, "dtype": str(self.old.dtype), "count": self.count,
                   "kind": "index" if self.index is not None else "bits"}
         where = self.index if self.index is not None else self.bits
         head = json.dumps(header).encode()
-        buffer = io.BytesIO()
-        buffer.write(len(head).to_bytes(4, "little"))
-        buffer.write(head)
+        parts = [memoryview(len(head).to_bytes(4, "little") + head)]
         for part in (where, self.old, self.new):
-            data = np.ascontiguousarray(part).tobytes()
-            buffer.write(len(data).to_bytes(8, "little"))
-            buffer.write(data)
-        return buffer.getvalue()
+            data = memoryview(np.ascontiguousarray(part)).cast("B")
+            parts += [memoryview(len(data).to_bytes(8, "little")), data]
+        return parts
 
     @classmethod
     def from_bytes(cls, data: bytes) -> "Delta":

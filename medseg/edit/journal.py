@@ -330,12 +330,20 @@ class Journal:
             return
         self._write_record(STEP_MAGIC, payload)
 
-    def _write_record(self, magic: bytes, payload: bytes) -> None:
-        record = magic + len(payload).to_bytes(8, "little") + zlib.crc32(payload).to_bytes(4, "little") + payload
+    def _write_record(self, magic: bytes, *payload: bytes | memoryview) -> None:
+        """One record of the ``payload`` pieces (written one after the other: a large delta is never copied
+        whole, which would hold the GIL; a record cut short by a crash fails its length or CRC check)."""
+        length, crc = 0, 0
+        for piece in payload:
+            length += len(piece)
+            crc = zlib.crc32(piece, crc)
+        head = magic + length.to_bytes(8, "little") + crc.to_bytes(4, "little")
+        pieces = [head + b"".join(payload)] if length <= LARGE_RECORD_BYTES else [head, *payload]
         if self._handle is None:
             raise MedsegError("the autosave journal is closed", path=self.folder)
         try:
-            self._handle.write(record)
+            for piece in pieces:
+                self._handle.write(piece)
             os.fsync(self._handle.fileno())
         except OSError as error:
             raise MedsegError(f"cannot write the autosave journal ({error.strerror})", path=self.folder,
