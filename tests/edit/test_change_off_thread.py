@@ -5,7 +5,6 @@ its body, lungs and bones by HU as the incoming segmentation."""
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -40,10 +39,8 @@ def incoming(chest_image):
                                chest_image.direction.copy()), LABELS)
 
 
-def _document(image, root: Path | None = None) -> SegmentationDocument:
+def _document(image) -> SegmentationDocument:
     doc = SegmentationDocument()
-    if root is not None:
-        doc.enable_autosave(root)
     doc.set_volume(image, source="lung1_image.nrrd")
     doc.new_label_map()
     return doc
