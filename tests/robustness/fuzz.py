@@ -15,6 +15,7 @@ hand becomes a regression test (tests/robustness/test_fuzz_regressions.py) with 
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import io
 import json
@@ -32,7 +33,11 @@ REPO = Path(__file__).resolve().parents[2]
 DATA = Path(os.environ.get("MEDSEG_SHARED_DATA", REPO.parent / "shared" / "data")) / "ct"
 MEMORY_LIMIT = 3 << 30  # the readers' own budget checks see this (medseg.io.memory_budget)
 
-with atheris.instrument_imports(include=["medseg", "pydicom", "highdicom"]):
+# MEDSEG_FUZZ_REPLAY=1: run saved inputs only (test_fuzz_regressions.py), without the coverage
+# instrumentation that makes these imports take seconds.
+_instrumented = (contextlib.nullcontext() if os.environ.get("MEDSEG_FUZZ_REPLAY")
+                 else atheris.instrument_imports(include=["medseg", "pydicom", "highdicom"]))
+with _instrumented:
     import medseg.io.dicom_scan  # noqa: F401 - instrumented for coverage
     from medseg.errors import MedsegError
     from medseg.io import load, read_image
