@@ -54,8 +54,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--no-amp", action="store_true",
                         help="full precision on CUDA (default there: mixed precision, float16 autocast with GradScaler)")
     parser.add_argument("--prefetch", type=whole_number(0), metavar="N",
-                        help="threads preparing batches ahead of the step (default: 2 feeding a GPU, 1 on the CPU; "
-                             "0: in the loop); the batches are the same either way")
+                        help="threads preparing batches ahead of the step (default: 2 feeding a GPU, 0 on the CPU, "
+                             "where the step uses every core; 0: in the loop); the batches are the same either way")
     parser.add_argument("--profile", metavar="DIR",
                         help="write a torch.profiler trace of a few iterations (Perfetto or TensorBoard) and the "
                              "run's phase table (load, preprocess, batches, network, validation, write) to DIR")

@@ -38,7 +38,7 @@ class TrainConfig:
     deep_supervision: bool = True
     validation_step: float = 0.5  # sliding-window step (fraction of the patch)
     validate_every: int = 1  # epochs between validations (the last epoch is always validated)
-    # threads preparing batches ahead of the step (None: 2 feeding a GPU, 1 on the CPU; 0: in the loop)
+    # threads preparing batches ahead of the step (None: 2 feeding a GPU, 0 on the CPU; 0: in the loop)
     prefetch: int | None = None
     augmentation: AugmentConfig = field(default_factory=AugmentConfig)
 
