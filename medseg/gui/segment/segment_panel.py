@@ -106,9 +106,10 @@ class SegmentPanel(QGroupBox):
         self._devices_filled = False
         self._planned = False  # a study has been open: the model label names the model's card from then on
         self._runtime_error: BaseException | None = None
-        # PyTorch and the model readers are imported, and the chosen model read, in a job as the window
-        # opens: done here, when the first study opened (the device list), they froze the window for
-        # 1.5-2 s of imports.
+        # PyTorch and the model readers are imported, and the chosen model read, in a job started once the
+        # window has painted (prepare_runtime): done here, when the first study opened (the device list),
+        # they froze the window for 1.5-2 s of imports; started before the first paint, the import's
+        # long GIL holds (loading torch's libraries) would delay it.
         from medseg.gui.common.jobs import Job
         from medseg.job_registry import JobRegistry
 
@@ -116,9 +117,14 @@ class SegmentPanel(QGroupBox):
                            cancellable=False, computes=False)
         self._warmup.finished_ok.connect(self._on_runtime_ready)
         self._warmup.finished_error.connect(self._on_runtime_failed)
-        self._warmup.start()
+        self._closing = False
         document.volume_changed.connect(self.refresh)
         self.refresh()
+
+    def prepare_runtime(self) -> None:
+        """Start importing the AI runtime (the window calls this once it has painted; again: nothing)."""
+        if not self._closing and not self._warmup.running and not self.runtime_ready:
+            self._warmup.start()
 
     @property
     def runtime_ready(self) -> bool:
@@ -148,6 +154,7 @@ class SegmentPanel(QGroupBox):
 
     def shutdown(self) -> None:
         """The window closes: wait for the import still running (a thread destroyed while it runs aborts)."""
+        self._closing = True
         self._warmup.wait_stopped()
 
     def _fit_plan(self) -> None:

@@ -14,7 +14,7 @@ import logging
 import sys
 from pathlib import Path
 
-from PySide6.QtCore import QEvent, Qt, Signal, Slot
+from PySide6.QtCore import QEvent, Qt, QTimer, Signal, Slot
 from PySide6.QtWidgets import QDockWidget, QFrame, QMainWindow, QMessageBox, QScrollArea, QSplitter, QTabWidget, \
     QVBoxLayout, QWidget
 
@@ -289,6 +289,8 @@ class MainWindow(QMainWindow):
     def showEvent(self, event) -> None:  # noqa: N802
         super().showEvent(event)
         self.placement.shown()
+        # the AI runtime's import starts once the window has painted (a timer owned by the panel: none after it is gone)
+        QTimer.singleShot(50, self.segment_panel, self.segment_panel.prepare_runtime)
 
     def closeEvent(self, event) -> None:  # noqa: N802
         if self.document.unsaved:
