@@ -4,15 +4,20 @@
 available runtime once, after a warm-up pass each, on :func:`calibration_input`, and keeps the fastest
 whose object agrees with PyTorch's closely enough (:data:`~.runtimes.MIN_AGREEMENT`,
 :data:`~.runtimes.MIN_DICE`) and that takes at most :data:`~.runtimes.MIN_GAIN` of PyTorch's time.
+It also records each runtime's peak memory for a pass (``peak_mb``): OpenVINO holds whole activations,
+about twice PyTorch's slabbed forward, so a session on a machine with less free memory than that runs
+PyTorch instead (:func:`~.runtimes.chosen_runtime`).
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 from typing import Callable, Sequence
 
 import numpy as np
+import psutil
 import torch
 
 from medseg.errors import ModelError
@@ -46,6 +51,31 @@ def calibration_input(model: InteractiveModel) -> torch.Tensor:
     return seen[0]
 
 
+class PeakMemory:
+    """The process's resident memory sampled every 5 ms in a thread while the block runs: the most it rose
+    above where it started, in MB (a short peak between two samples can be missed: "about")."""
+
+    def __init__(self) -> None:
+        self._process = psutil.Process()
+        self._done = threading.Event()
+        self.peak_mb = 0.0
+
+    def _sample(self) -> None:
+        while not self._done.wait(0.005):
+            self.peak_mb = max(self.peak_mb, (self._process.memory_info().rss - self._start) / 2**20)
+
+    def __enter__(self) -> "PeakMemory":
+        self._start = self._process.memory_info().rss
+        self._thread = threading.Thread(target=self._sample, name="medseg-peak-memory", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._done.set()
+        self._thread.join()
+        self.peak_mb = max(self.peak_mb, (self._process.memory_info().rss - self._start) / 2**20)
+
+
 def _answer(runner: Callable, x: torch.Tensor) -> tuple[np.ndarray, float]:
     started = time.perf_counter()
     with torch.inference_mode():
@@ -62,20 +92,22 @@ def calibrate(model: InteractiveModel, folder: Path | None, candidates: Sequence
     candidates = [c for c in (candidates or available_runtimes()) if c != "torch"]
     x = calibration_input(model)
     say("running the network with PyTorch (the reference)")
-    with slab_budget(SLAB_BYTES):
+    with slab_budget(SLAB_BYTES), PeakMemory() as memory:
         reference_runner = make_runner(model, "torch")
         _answer(reference_runner, x)  # the first pass includes oneDNN's one-time set-up, as OpenVINO's does
         reference, torch_seconds = _answer(reference_runner, x)
         del reference_runner
-    measured: dict[str, dict] = {"torch": {"seconds": round(torch_seconds, 3), "agreement": 1.0, "dice": 1.0}}
+    measured: dict[str, dict] = {"torch": {"seconds": round(torch_seconds, 3), "agreement": 1.0, "dice": 1.0,
+                                           "peak_mb": round(memory.peak_mb)}}
     best, best_seconds = "torch", torch_seconds
     for runtime in candidates:
         say(f"trying {runtime}")
         try:
-            runner = make_runner(model, runtime, folder, threads)
-            _answer(runner, x)  # the first pass of a compiled model includes one-time set-up
-            answer, seconds = _answer(runner, x)
-            del runner
+            with PeakMemory() as memory:
+                runner = make_runner(model, runtime, folder, threads)
+                _answer(runner, x)  # the first pass of a compiled model includes one-time set-up
+                answer, seconds = _answer(runner, x)
+                del runner
         except (ModelError, RuntimeError) as error:
             measured[runtime] = {"error": str(error)[:300]}
             continue
@@ -84,7 +116,7 @@ def calibrate(model: InteractiveModel, folder: Path | None, candidates: Sequence
         dice = float(2 * (a & b).sum() / max(1, a.sum() + b.sum()))
         exact = agreement >= MIN_AGREEMENT and dice >= MIN_DICE
         measured[runtime] = {"seconds": round(seconds, 3), "agreement": round(agreement, 6), "dice": round(dice, 6),
-                             "exact_enough": exact}
+                             "exact_enough": exact, "peak_mb": round(memory.peak_mb)}
         if exact and seconds <= MIN_GAIN * torch_seconds and seconds < best_seconds:
             best, best_seconds = runtime, seconds
     choice = RuntimeChoice(best, _reason(best, measured), measured, int(threads or torch.get_num_threads()))
@@ -115,4 +147,4 @@ def _reason(best: str, measured: dict[str, dict]) -> str:
     return head + (": " + "; ".join(parts) if parts else "")
 
 
-__all__ = ["calibrate", "calibration_input"]
+__all__ = ["PeakMemory", "calibrate", "calibration_input"]

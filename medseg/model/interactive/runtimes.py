@@ -23,7 +23,9 @@ with Dice at least :data:`MIN_DICE` (the bounds issue #39 sets against nnInterac
 least :data:`MIN_GAIN` faster; otherwise torch. The result (every candidate's seconds and agreement,
 the choice and the reason) is written into the model's folder as ``runtime.json`` beside the ONNX
 export the OpenVINO candidates read (:data:`ONNX_FILE`), both atomically, once per model: on install,
-or on first use of a model folder. The plan shows the choice and its reason.
+or on first use of a model folder. The plan shows the choice and its reason. Calibration also records
+each runtime's peak memory for a pass; a session on a machine with less free memory than the chosen
+runtime's peak (with :data:`MEMORY_HEADROOM`) runs PyTorch, whose slabbed forward needs about half.
 """
 
 from __future__ import annotations
@@ -160,9 +162,36 @@ def chosen_runtime(model: InteractiveModel, requested: str = "auto") -> tuple[st
         return "torch", "no measured choice for this model yet: PyTorch, the exact runtime"
     if choice.runtime != "torch" and not openvino_available():
         return "torch", f"{choice.runtime} was measured fastest, but OpenVINO is not installed here"
+    short = _short_of_memory(choice)
+    if short:
+        return "torch", short
     return choice.runtime, choice.reason
+
+
+MEMORY_HEADROOM = 1.25  # free memory a runtime's measured peak must fit in, with room for the app's own growth
+
+
+def free_memory_mb() -> float:
+    """The memory this machine can give now without swapping (psutil's "available"), in MB."""
+    import psutil
+
+    return psutil.virtual_memory().available / 2**20
+
+
+def _short_of_memory(choice: RuntimeChoice) -> str:
+    """Why the chosen runtime would not fit in the free memory while PyTorch's slabbed forward does ("" if it
+    fits, or nothing was measured): OpenVINO holds whole activations, about twice PyTorch's peak."""
+    need = choice.measured.get(choice.runtime, {}).get("peak_mb")
+    torch_need = choice.measured.get("torch", {}).get("peak_mb")
+    if choice.runtime == "torch" or not need or not torch_need or torch_need >= need:
+        return ""
+    free = free_memory_mb()
+    if need * MEMORY_HEADROOM <= free:
+        return ""
+    return (f"{choice.runtime} was measured fastest but needs about {need / 1024:.1f} GB for a pass and "
+            f"{free / 1024:.1f} GB are free: PyTorch, which needs about {torch_need / 1024:.1f} GB")
 
 
 __all__ = ["CHOICE_FILE", "MIN_AGREEMENT", "MIN_DICE", "MIN_GAIN", "ONNX_FILE", "OpenVinoRunner", "RUNTIMES",
            "RuntimeChoice", "available_runtimes", "chosen_runtime", "ensure_onnx", "load_choice", "make_runner",
-           "openvino_available"]
+           "free_memory_mb", "openvino_available"]
