@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import Any, Mapping
 
 import numpy as np
 
@@ -46,9 +46,6 @@ from medseg.edit.label_map import LabelMap
 from medseg.edit.label_table_edits import LabelTableEdits
 from medseg.edit.readout import VoxelReadout
 from medseg.errors import GeometryError, MedsegError
-
-if TYPE_CHECKING:
-    from medseg.edit.operation import Change
 
 
 class StaleChange(MedsegError):
@@ -254,8 +251,9 @@ class SegmentationDocument(LabelTableEdits, AutosaveJournal, VoxelReadout):
             self.announce(text)
         return True
 
-    def apply_change(self, change: "Change", description: str) -> bool:
-        """Apply ``change`` as :meth:`apply` does. One computed in another thread carries the :attr:`revision` it
+    def apply_change(self, change: Any, description: str) -> bool:
+        """Apply ``change`` (a :class:`medseg.edit.operation.Change`; not imported here: operations import the
+        document) as :meth:`apply` does. One computed in another thread carries the :attr:`revision` it
         was computed against: when the document has changed since, nothing is written and :class:`StaleChange`
         is raised (compute it again here)."""
         if change.revision is None:
