@@ -13,21 +13,14 @@ from __future__ import annotations
 import contextlib
 
 from pydicom.pixels import get_decoder
-from pydicom.uid import (
-    JPEG2000, RLELossless, DeflatedExplicitVRLittleEndian, ExplicitVRBigEndian, ExplicitVRLittleEndian,
-    HTJ2K, HTJ2KLossless, HTJ2KLosslessRPCL, ImplicitVRLittleEndian, JPEG2000Lossless, JPEGBaseline8Bit,
-    JPEGExtended12Bit, JPEGLosslessSV1, JPEGLSLossless, JPEGLSNearLossless, JPEGLossless,
-)
+from pydicom.uid import AllTransferSyntaxes
 
-_SYNTAXES = (ImplicitVRLittleEndian, ExplicitVRLittleEndian, DeflatedExplicitVRLittleEndian, ExplicitVRBigEndian,
-             JPEGBaseline8Bit, JPEGExtended12Bit, JPEGLossless, JPEGLosslessSV1, JPEGLSLossless, JPEGLSNearLossless,
-             JPEG2000Lossless, JPEG2000, HTJ2KLossless, HTJ2KLosslessRPCL, HTJ2K, RLELossless)
 _UNSAFE = ("gdcm",)
 
 
 def use_permissive_decoders() -> None:
     """Remove the plugins that can abort the process from pydicom's decoders (idempotent)."""
-    for syntax in _SYNTAXES:
+    for syntax in AllTransferSyntaxes:  # those pydicom has no decoder for raise NotImplementedError
         with contextlib.suppress(NotImplementedError, ValueError):
             decoder = get_decoder(syntax)
             for label in _UNSAFE:

@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 SCRIPT = """
-import sys, threading, time
+import sys, threading
 first = []
 
 
@@ -23,6 +23,7 @@ class Spy:  # which thread imports torch, and whether the window had been shown 
 
 shown = False
 sys.meta_path.insert(0, Spy())
+from PySide6.QtCore import QEventLoop
 from PySide6.QtWidgets import QApplication
 app = QApplication([])
 from medseg.gui.shell.main_window import MainWindow
@@ -30,9 +31,10 @@ window = MainWindow()
 window.show()
 shown = True
 app.processEvents()
-while not window.segment_panel.runtime_ready:  # the Segment panel's job imports it meanwhile
-    app.processEvents()
-    time.sleep(0.01)
+if not window.segment_panel.runtime_ready:  # the Segment panel's job imports it meanwhile
+    loop = QEventLoop()
+    window.segment_panel.runtime_prepared.connect(loop.quit)
+    loop.exec()
 window.tabs.setCurrentIndex(1)
 window.train_tab.pages.setCurrentIndex(1)
 app.processEvents()

@@ -172,10 +172,10 @@ MEMORY_HEADROOM = 1.25  # free memory a runtime's measured peak must fit in, wit
 
 
 def free_memory_mb() -> float:
-    """The memory this machine can give now without swapping (psutil's "available"), in MB."""
-    import psutil
+    """The memory this process can get now without swapping (medseg.io.memory_budget's reading), in MB."""
+    from medseg.io.memory_budget import available_bytes
 
-    return psutil.virtual_memory().available / 2**20
+    return available_bytes() / 2**20
 
 
 def _short_of_memory(choice: RuntimeChoice) -> str:
