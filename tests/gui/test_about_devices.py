@@ -81,7 +81,7 @@ def mac(fake_machine):
     fake_machine(cuda=0, mps=True)  # before the window: the panels list their devices once
 
 
-def test_segment_and_training_menus_offer_what_the_machine_has(mac, window, driver, ct_dir):
+def test_segment_and_training_menus_offer_what_the_machine_has(mac, window, driver, ct_dir, qtbot):
     """The Segment panel offers Apple MPS on a Mac; training (CUDA or CPU only) does not."""
     driver.open_image_file(ct_dir / "totalsegmentator" / "example_ct_sm.nii.gz")
     segment_box = window.segment_panel.device_box
@@ -89,7 +89,8 @@ def test_segment_and_training_menus_offer_what_the_machine_has(mac, window, driv
     # on the CPU "auto" lets a measurement choose the engine per model (medseg.model.cpu_runtime)
     assert segment_box.itemText(0) == "Automatic (CPU, fastest engine per model)"
     assert [segment_box.itemText(i) for i in (2, 3)] == ["CPU (PyTorch)", "CPU (ONNX Runtime)"]
-    window.train_tab.training_panel.form.list_devices()  # what showing its page does (the list waits for it)
+    window.train_tab.training_panel.form.list_devices()  # what showing its page does: a job lists them
+    qtbot.waitUntil(lambda: window.train_tab.training_panel.form.devices_ready, timeout=30_000)
     training_box = window.train_tab.training_panel.form.device
     assert [training_box.itemData(i) for i in range(training_box.count())] == ["auto", "cpu"]
     training_box.setCurrentIndex(training_box.findData("cpu"))

@@ -39,6 +39,10 @@ window.tabs.setCurrentIndex(1)
 window.train_tab.pages.setCurrentIndex(1)
 app.processEvents()
 panel = window.train_tab.training_panel.form
+if not panel.devices_ready:  # showing the page started a job that lists them
+    loop = QEventLoop()
+    panel.devices_listed.connect(loop.quit)
+    loop.exec()
 print("devices:", [panel.device.itemData(i) for i in range(panel.device.count())])
 print("torch first imported by the GUI thread, after the window showed:", first)
 window.close()  # as the app does at its end: waits for the jobs still running

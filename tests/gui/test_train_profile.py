@@ -29,7 +29,8 @@ def test_profile_box_writes_a_trace_and_the_phase_table(window, qtbot, ct_dir, t
     training.form.epochs.setValue(1)
     training.form.iterations.setValue(3)
     training.form.batch_size.setValue(2)
-    training.form.list_devices()  # what showing its page does
+    training.form.list_devices()  # what showing its page does: a job lists them
+    qtbot.waitUntil(lambda: training.form.devices_ready, timeout=30_000)
     training.form.device.setCurrentIndex(training.form.device.findData("cpu"))  # setCurrentText("CPU") matched no item
     assert training.form.device.currentData() == "cpu"
     assert training.form.amp.isChecked()  # asked for, but the CPU trains in float32: the tab must say so

@@ -150,7 +150,8 @@ def test_dataset_finetune_pause_stop_resume_use_and_export(driver, window, qtbot
     training.form.epochs.setValue(2)
     training.form.iterations.setValue(4)
     training.form.batch_size.setValue(2)
-    training.form.list_devices()  # what showing its page does
+    training.form.list_devices()  # what showing its page does: a job lists them
+    qtbot.waitUntil(lambda: training.form.devices_ready, timeout=30_000)
     training.form.device.setCurrentIndex(training.form.device.findData("cpu"))
     meter = GapMeter()
     arrivals = []  # (time, event kind) as the GUI thread receives them
@@ -309,7 +310,8 @@ def test_two_process_gloo_ddp_from_the_tab_reports_into_the_plots(window, qtbot,
     training.form.epochs.setValue(2)
     training.form.iterations.setValue(2)
     training.form.batch_size.setValue(2)
-    training.form.list_devices()  # what showing its page does
+    training.form.list_devices()  # what showing its page does: a job lists them
+    qtbot.waitUntil(lambda: training.form.devices_ready, timeout=30_000)
     training.form.device.setCurrentIndex(training.form.device.findData("cpu"))
     training.form.processes.setValue(2)
     record = _train(qtbot, training)

@@ -201,6 +201,7 @@ class TrainingPanel(QWidget):
             self._log("stopping… (the last completed epoch's checkpoint is kept)")
 
     def shutdown(self) -> None:
+        self.form.shutdown()
         if self.runner is not None and self.runner.running:
             self.runner.wait_stopped()
         self.plots.finish_now()

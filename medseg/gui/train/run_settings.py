@@ -11,7 +11,7 @@ import shlex
 from pathlib import Path
 from typing import Any, Callable
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
     QCheckBox, QComboBox, QDoubleSpinBox, QFileDialog, QFormLayout, QListWidget, QListWidgetItem, QSpinBox, QWidget,
 )
@@ -105,6 +105,8 @@ def precision_text(started: dict[str, Any]) -> str:
 
 
 class RunSettingsForm(QWidget):
+    devices_listed = Signal()  # the device box now lists this machine's training devices
+
     def __init__(self, label_names: Callable[[], list[str]], parent: QWidget | None = None) -> None:
         """``label_names``: the training set's labels (the ones to tick)."""
         super().__init__(parent)
@@ -124,10 +126,18 @@ class RunSettingsForm(QWidget):
         self.learning_rate.setValue(0.01)
         self.batch_size = _spin(1, 256, 4)
         self.device = QComboBox(self)
-        # The devices are listed when the tab is first shown: asking for them imports PyTorch
-        # (3-6 s), and the first window must not wait for it. Until then "auto" is the choice.
+        # The devices are listed in a job when the tab is first shown: asking for them imports PyTorch
+        # (3-6 s, if the Segment panel's own job has not yet) and asks CUDA, which froze the window
+        # when done here. Until then "auto" is the choice.
         self.device.addItem("Automatic", "auto")
-        self._devices_listed = False
+        self._devices_ready = False
+        from medseg.gui.common.jobs import Job
+        from medseg.job_registry import JobRegistry
+
+        self._lister = Job("list-training-devices", _list_training_devices, self, registry=JobRegistry(),
+                           cancellable=False, computes=False)
+        self._lister.finished_ok.connect(self._fill_devices)
+        self._lister.finished_error.connect(self._devices_failed)
         self.processes = _spin(1, 16, 1)
         self.processes.setToolTip("More than 1: DistributedDataParallel through torchrun (one process per GPU; "
                                   "gloo processes on the CPU)")
@@ -189,17 +199,33 @@ class RunSettingsForm(QWidget):
         super().showEvent(event)
 
     def list_devices(self) -> None:
-        """The training devices this machine has (once; keeps the choice made meanwhile if it is there)."""
-        if self._devices_listed:
-            return
-        from medseg.model.backends import TRAINING, device_choices
+        """Start listing the training devices this machine has (once; showing the page calls it)."""
+        if not self._devices_ready and not self._lister.running:
+            self._lister.start()
 
-        chosen = self.device.currentData()
+    @property
+    def devices_ready(self) -> bool:
+        """The device box lists this machine's devices (or listing them failed: "auto" stays)."""
+        return self._devices_ready
+
+    def _fill_devices(self, choices: list) -> None:
+        chosen = self.device.currentData()  # keeps the choice made meanwhile if it is there
         self.device.clear()
-        for choice in device_choices(TRAINING):
+        for choice in choices:
             self.device.addItem(choice.label, choice.device)
         self.device.setCurrentIndex(max(0, self.device.findData(chosen)))
-        self._devices_listed = True
+        self._devices_ready = True
+        self.devices_listed.emit()
+
+    def _devices_failed(self, error: BaseException) -> None:
+        self.device.setToolTip(f"Could not list the devices ({type(error).__name__}: {error}); "
+                               "training chooses automatically")
+        self._devices_ready = True
+        self.devices_listed.emit()
+
+    def shutdown(self) -> None:
+        """The window closes: wait for the listing still running (a thread destroyed while it runs aborts)."""
+        self._lister.wait_stopped()
 
     def settings(self) -> RunSettings:
         text = self.base_combo.currentText()
@@ -213,6 +239,13 @@ class RunSettingsForm(QWidget):
             processes=self.processes.value(), amp=self.amp.isChecked(),
             augmentation={0: "default", 1: "no-mirror", 2: "off"}[self.augmentation.currentIndex()],
             profile=self.profile.isChecked())
+
+
+def _list_training_devices(progress=None, cancel=None) -> list:
+    """A job: import PyTorch (if not yet) and list the devices training can use."""
+    from medseg.model.backends import TRAINING, device_choices
+
+    return device_choices(TRAINING)
 
 
 def _spin(low: int, high: int, value: int) -> QSpinBox:
