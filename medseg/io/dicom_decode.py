@@ -25,7 +25,6 @@ import warnings
 
 import numpy as np
 import pydicom
-import SimpleITK as sitk
 from pydicom.dataset import Dataset, FileMetaDataset
 from pydicom.encaps import encapsulate, generate_frames
 from pydicom.uid import CTImageStorage, generate_uid
@@ -177,6 +176,8 @@ def _pydicom_read(ref: str, n_frames: int) -> np.ndarray:
 
 def _gdcm_read(ref: str) -> np.ndarray:
     """Stored values of every frame, decoded by GDCM (SimpleITK) one frame at a time."""
+    import SimpleITK as sitk  # here: the fallback of few files; its import is 60 ms of a first series load
+
     with open_ref(ref) as fp:
         ds = pydicom.dcmread(fp, force=True)
     if "PixelData" not in ds:

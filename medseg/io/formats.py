@@ -117,3 +117,9 @@ def open_filters() -> list[str]:
 def segmentation_open_filter() -> str:
     patterns = " ".join(f.pattern() for f in segmentation_formats() if f.label_map)
     return f"Segmentations ({patterns} *.dcm);;All files (*)"
+
+
+def image_suffix(path: str | os.PathLike) -> str | None:
+    """The recognised image-file suffix of ``path`` (".nii.gz", ".nrrd", ...), or None."""
+    found = format_of(path, image_formats())
+    return found[1] if found else None

@@ -20,7 +20,7 @@ import SimpleITK as sitk
 from medseg.errors import GeometryError, ImageFormatError, SaveError
 from medseg.io.atomic import atomic_path
 from medseg.io.file_checks import IncompleteFile
-from medseg.io.formats import format_of, image_formats, image_read_suffixes, image_write_suffixes
+from medseg.io.formats import format_of, image_formats, image_read_suffixes, image_suffix, image_write_suffixes
 from medseg.io.header_rewrite import header_axis_findings, write_unit_spacing_header
 from medseg.io.header_facts import ImageHeader
 from medseg.io.image_headers import image_header
@@ -33,12 +33,6 @@ from medseg.core.volume import GeometryFinding, Volume, VolumeMeta
 IMAGE_SUFFIXES = image_read_suffixes()  # from the one table of formats (medseg.io.formats)
 IMAGE_PATTERNS = " ".join(f"*{suffix}" for suffix in IMAGE_SUFFIXES)  # for file dialogs' filters
 WRITE_SUFFIXES = image_write_suffixes()
-
-
-def image_suffix(path: str | os.PathLike) -> str | None:
-    """The recognised image-file suffix of ``path`` (".nii.gz", ".nrrd", ...), or None."""
-    found = format_of(path, image_formats())
-    return found[1] if found else None
 
 
 def read_image(path: str | os.PathLike, spacing_mm: Sequence[float] | None = None) -> Volume:

@@ -12,7 +12,6 @@ field of view grows to hold every acquired plane; uncovered voxels get ``fill``.
 from __future__ import annotations
 
 import numpy as np
-from scipy import ndimage
 
 from medseg.io.dicom_geometry import StackGeometry
 
@@ -39,6 +38,8 @@ def regularize_stack(stack: np.ndarray, geometry: StackGeometry) -> tuple[np.nda
         source = stack[index].astype(np.float32)
         if abs(shift[0]) < 1e-3 and abs(shift[1]) < 1e-3 and (out_rows, out_cols) == (n_rows, n_cols):
             return source
+        from scipy import ndimage  # here: only tilted or shifted stacks need it; its import is 0.2 s of a first load
+
         return ndimage.affine_transform(source, np.eye(2), offset=shift, output_shape=(out_rows, out_cols),
                                         order=1, mode="constant", cval=fill)
 
