@@ -45,6 +45,7 @@ class ImageHeader:
     nifti: dict | None = None  # the NIfTI header's fields (format "nifti-*")
     sizes: list[int] = field(default_factory=list)  # voxels per axis, as declared
     orientation_given: bool = True  # False: no transform at all (ITK then takes the axes as LPS, at 0)
+    label_names: dict[int, str] = field(default_factory=dict)  # a label table the header states (NIfTI extension)
 
 
 def check_regular(path: Path, named: Path) -> None:

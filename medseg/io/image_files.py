@@ -28,6 +28,7 @@ from medseg.io.memory_budget import check_allocation
 from medseg.io.nifti_reader import read_nifti
 from medseg.io.voxel_checks import SPACING_HINT, check_spacing, replace_non_finite
 from medseg.io.voxel_stream import check_voxel_data
+from medseg.core.labels import Label
 from medseg.core.volume import GeometryFinding, Volume, VolumeMeta
 
 IMAGE_SUFFIXES = image_read_suffixes()  # from the one table of formats (medseg.io.formats)
@@ -64,6 +65,8 @@ def read_image(path: str | os.PathLike, spacing_mm: Sequence[float] | None = Non
     checked = check_voxel_data(path, header)
     non_finite = checked.non_finite
     meta = VolumeMeta(source_files=[str(path)], extra={"format": suffix})
+    if header.label_names:  # a label map that names its labels (TotalSegmentator's NIfTI extension)
+        meta.labels = {value: Label(value, name) for value, name in sorted(header.label_names.items())}
     if header.format == "nifti-2" or (unusable and header.nifti is not None):
         volume = read_nifti(path, header, meta, spacing_mm if unusable else None)
         volume.meta.findings.extend(header_axis_findings(header))

@@ -117,23 +117,27 @@ def nifti_header(path: Path) -> ImageHeader:
         raise ImageFormatError(f"the header says the voxels start at byte {int(offset)}, inside the header itself",
                                path=path, hint="the header is corrupt")
     _check_scaling(fields, path)
-    if fields["extension"]:
-        _check_extensions(path, fields, int(offset))
+    label_names = _check_extensions(path, fields, int(offset)) if fields["extension"] else {}
     voxels = 1
     for extent in dims[1:dims[0] + 1]:
         voxels *= int(extent)
     return ImageHeader(f"nifti-{fields['version']}", nifti_spacing(fields), datatype in _NIFTI_FLOAT_TYPES,
                        data_offset=int(offset), compression="gzip" if path.name.lower().endswith(".gz") else "raw",
                        voxel_bytes=voxels * bitpix // 8, nifti=fields, sizes=[int(d) for d in dims[1:dims[0] + 1]],
-                       orientation_given=fields["qform_code"] > 0 or fields["sform_code"] > 0)
+                       orientation_given=fields["qform_code"] > 0 or fields["sform_code"] > 0,
+                       label_names=label_names)
 
 
-def _check_extensions(path: Path, fields: dict, offset: int) -> None:
+def _check_extensions(path: Path, fields: dict, offset: int) -> dict[int, str]:
     """Header extensions (esize, ecode, data) must end where the voxels start, or before: an extension
-    running into the voxels means the header and the data disagree on where the data is."""
+    running into the voxels means the header and the data disagree on where the data is. Gives the
+    label names an extension states (:mod:`medseg.io.nifti_label_table`), {} if none does."""
     import gzip
     import zlib
 
+    from medseg.io.nifti_label_table import MAX_BYTES, label_table
+
+    names: dict[int, str] = {}
     position = fields["header_size"] + 4
     opener = gzip.open if path.name.lower().endswith(".gz") else open
     try:
@@ -145,14 +149,17 @@ def _check_extensions(path: Path, fields: dict, offset: int) -> None:
                 head = handle.read(8)
                 if len(head) < 8:
                     break
-                size, _code = struct.unpack(fields["order"] + "ii", head)
+                size, code = struct.unpack(fields["order"] + "ii", head)
                 if size < 8 or position + size > offset:
                     raise ImageFormatError(f"the header extension at byte {position} declares {size} bytes, which "
                                            f"do not end before the voxels start (byte {offset})", path=path,
                                            hint="the header is corrupt")
+                if not names and size - 8 <= MAX_BYTES:
+                    names = label_table(code, handle.read(size - 8))
                 position += size
     except (OSError, EOFError, zlib.error) as error:
         raise ImageFormatError(f"the NIfTI header extensions cannot be read ({error})", path=path) from error
+    return names
 
 
 def _check_scaling(fields: dict, path: Path) -> None:

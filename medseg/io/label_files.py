@@ -60,6 +60,11 @@ class LabelFileResult:
     naming: list[str] = field(default_factory=list)
 
     @property
+    def named_by_header(self) -> bool:
+        """The names came from the label map's own header (TotalSegmentator's label table), not from medseg."""
+        return self.named and self.sidecar is None and self.format == LABEL_MAP
+
+    @property
     def labels(self) -> dict[int, Label]:
         return {label.value: label for label in self.segments}
 
@@ -253,14 +258,20 @@ def read_label_map(path: str | os.PathLike, image: Volume) -> LabelFileResult:
                          "the right scan")
         if data.get("regularized") and image.meta.extra.get("raw_stack", True):
             notes.append("the label map was drawn on medseg's regularised grid; this image is the raw stack")
-    else:
+    elif raw.meta.labels:
         labels = [raw.meta.labels.get(v) or Label(v) for v in present]
+        unnamed = [v for v in present if v not in raw.meta.labels]
+        naming.append(f"no {SIDECAR_SUFFIX} sidecar: the labels are named from the label table in the file's header "
+                      f"(as TotalSegmentator writes it)" + (f"; {len(unnamed)} value(s) it does not name are named by "
+                                                            f"value" if unnamed else ""))
+    else:
+        labels = [Label(v) for v in present]
         naming.append(f"no {SIDECAR_SUFFIX} sidecar: labels are named by value")
     label_map = image.with_array(array)
     label_map.meta = VolumeMeta(modality="SEG", labels={s.value: s for s in labels},
                                 source_files=[str(path)], extra={"format": image_suffix(path)})
     return LabelFileResult(label_map, labels, notes, sidecar_path(path) if sidecar else None, placement,
-                           LABEL_MAP, sidecar is not None, naming)
+                           LABEL_MAP, sidecar is not None or bool(raw.meta.labels), naming)
 
 
 def _check_overlap(raw: Volume, image: Volume, path: str | os.PathLike | None) -> None:
