@@ -50,7 +50,8 @@ def _private_app_folders(tmp_path_factory, monkeypatch):
 
 @pytest.fixture
 def fake_machine(monkeypatch):
-    """``fake_machine(cuda=N, mps=bool, providers=[...])``: torch and ONNX Runtime report that machine.
+    """``fake_machine(cuda=N, mps=bool, providers=[...], openvino=bool)``: torch, ONNX Runtime and the optional
+    OpenVINO report that machine.
 
     For tests of the device choice on every kind of machine, whatever runs them.
     """
@@ -59,7 +60,10 @@ def fake_machine(monkeypatch):
     import onnxruntime
     import torch
 
-    def make(cuda: int = 0, mps: bool = False, providers: tuple[str, ...] = ("CPUExecutionProvider",)) -> None:
+    from medseg.model import backends
+
+    def make(cuda: int = 0, mps: bool = False, providers: tuple[str, ...] = ("CPUExecutionProvider",),
+             openvino: bool = False) -> None:
         gpus = [SimpleNamespace(name=f"Fake GPU {i}", total_memory=(24 + 8 * i) * 2**30, major=8, minor=9)
                 for i in range(cuda)]
         monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda > 0)
@@ -67,5 +71,6 @@ def fake_machine(monkeypatch):
         monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index: gpus[index])
         monkeypatch.setattr(torch.backends.mps, "is_available", lambda: mps)
         monkeypatch.setattr(onnxruntime, "get_available_providers", lambda: list(providers))
+        monkeypatch.setattr(backends, "openvino_available", lambda: openvino)
 
     return make

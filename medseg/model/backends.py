@@ -5,7 +5,9 @@ sliding window does not care which engine is behind it:
 
 * ``TorchRunner``: PyTorch on CUDA (fp16 autocast, as nnU-Net), Apple MPS or the CPU;
 * ``OnnxRunner``: ONNX Runtime with the DirectML provider (AMD/Intel/NVIDIA GPUs on
-  Windows) or the CPU provider, from an exported model (``medseg.model.export``).
+  Windows) or the CPU provider, from an exported model (``medseg.model.export``);
+* ``OpenVinoRunner``: OpenVINO's CPU plugin (the optional extra ``medseg[openvino]``) on an
+  export whose instance norms are short reductions (``medseg.model.exact_norm``).
 
 Several folds of one configuration are averaged per tile (nnU-Net averages the stitched
 fold logits; the Gaussian stitching is linear, so this is the same up to rounding and
@@ -26,16 +28,17 @@ import torch
 from torch import nn
 
 from medseg import threads as medseg_threads
-from medseg.errors import DeviceError
+from medseg.errors import Cancelled, DeviceError, ModelError
 from medseg.model.lean_forward import lean_forward
+from medseg.progress import CancelToken
 
 INFERENCE, TRAINING = "inference", "training"  # what a device is chosen for
 DIRECTML_PROVIDER = "DmlExecutionProvider"
-TORCH, ONNXRUNTIME = "PyTorch", "ONNX Runtime"  # the engines behind the devices
+TORCH, ONNXRUNTIME, OPENVINO = "PyTorch", "ONNX Runtime", "OpenVINO"  # the engines behind the devices
 
 
 class TileRunner(Protocol):
-    name: str  # the device as the user names it: "cuda", "directml", "onnx-cpu", "cpu", "mps"
+    name: str  # the device as the user names it: "cuda", "directml", "onnx-cpu", "openvino-cpu", "cpu", "mps"
     device: torch.device  # where input tiles must be and where logits come back
 
     def __call__(self, tiles: torch.Tensor) -> torch.Tensor: ...
@@ -65,6 +68,15 @@ def onnx_cpu_available() -> bool:
     return "CPUExecutionProvider" in onnx_providers()
 
 
+def openvino_available() -> bool:
+    """The optional extra ``medseg[openvino]`` is installed."""
+    try:
+        import openvino  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 @dataclass(frozen=True)
 class Backend:
     """One compute backend: a device as ``--device`` names it, the engine that runs it, where its
@@ -75,7 +87,7 @@ class Backend:
     """
 
     name: str  # what --device takes
-    engine: str  # TORCH or ONNXRUNTIME
+    engine: str  # TORCH, ONNXRUNTIME or OPENVINO
     tensor_device: str  # the torch device its pre- and post-processing run on ("cpu" for ONNX engines)
     gpu: bool  # computes on a graphics card
     purposes: tuple[str, ...]  # INFERENCE, TRAINING
@@ -95,16 +107,16 @@ class Backend:
 
 
 # "auto" tries the automatic rows in this order. MPS is not chosen automatically:
-# ConvTranspose3d support differs between PyTorch versions. On the CPU, PyTorch (with oneDNN
-# convolutions): on nnU-Net's real-size network (6 stages, 32->320, 128^3) ONNX Runtime was no
-# faster (1.03x nnU-Net's time against PyTorch's 0.58x, ONNX export included) and agreed with
-# nnU-Net on only 99.63 % of the voxels against PyTorch's 99.9997 % (benchmarks/bench_infer.py,
-# issue #16). Why: ORT's CPU InstanceNormalization is ~300x less accurate than PyTorch's against a
-# float64 reference (max error 2.3e-4 vs 7e-7 on 32x128^3), and the 22 norms compound. ONNX Runtime
-# stays available as "onnx-cpu", and for DirectML. On a CPU, "auto" then lets a measurement on the
-# model's own tile choose between the CPU rows (medseg.model.cpu_runtime). OpenVINO 2026.4 (PyPI) was
-# measured as a third CPU row and left out: 1.8x PyTorch's speed on nnU-Net's real-size network, but
-# its labels equalled PyTorch's on only 95.9 % of a real CT tile (ONNX Runtime: 99.987 %), issue #40.
+# ConvTranspose3d support differs between PyTorch versions. On a CPU, "auto" lets a measurement on
+# the model's own tile choose between the CPU rows (PyTorch first: the reference; then "onnx-cpu"
+# and "openvino-cpu", which "auto" never picks without that measurement: medseg.model.cpu_runtime).
+# The CPU ONNX rows run an export whose instance norms are short reductions
+# (medseg.model.exact_norm): exported as InstanceNormalization, ONNX Runtime's and OpenVINO's
+# one-pass float32 statistics (var = E[x^2] - E[x]^2) left nnU-Net's real-size network (6 stages,
+# 32->320, 128^3, lung1 at 1.5 mm) equal to PyTorch's labels on only 99.60 % (ORT) and 98.15 %
+# (OpenVINO 2026.4) of a tile (issues #16, #40); the exact export gives 99.9996 % and 99.9995 %,
+# with OpenVINO at ~1.9x PyTorch's speed and ~1.75x its memory (2026-12-07, 2 threads; notebook).
+# DirectML keeps the package's InstanceNormalization export (medseg.model.onnx_graph).
 BACKENDS: tuple[Backend, ...] = (
     Backend("cuda", TORCH, "cuda", True, (INFERENCE, TRAINING), True, "CUDA", lambda: cuda_available(),
             "CUDA was requested but no CUDA GPU is usable by PyTorch", "use --device cpu or auto"),
@@ -117,6 +129,9 @@ BACKENDS: tuple[Backend, ...] = (
     Backend("cpu", TORCH, "cpu", False, (INFERENCE, TRAINING), True, "CPU", lambda: True, "", ""),
     Backend("onnx-cpu", ONNXRUNTIME, "cpu", False, (INFERENCE,), False, "CPU", lambda: onnx_cpu_available(),
             "ONNX Runtime is not installed", "pip install onnxruntime, or use --device cpu"),
+    Backend("openvino-cpu", OPENVINO, "cpu", False, (INFERENCE,), False, "CPU", lambda: openvino_available(),
+            "OpenVINO is not installed (it is the optional extra medseg[openvino])",
+            "pip install 'medseg[openvino]', or use --device cpu"),
 )
 DEVICES = ("auto", *(backend.name for backend in BACKENDS))
 # Where a run on each device does its tensor work (preprocessing, stitching, resampling): ONNX
@@ -231,7 +246,7 @@ def describe(device: str) -> str:
 
 
 def is_out_of_memory(error: BaseException) -> bool:
-    """True for a device out-of-memory error from PyTorch or ONNX Runtime (which has no own type)."""
+    """True for a device out-of-memory error from PyTorch, ONNX Runtime or OpenVINO (which have no own type)."""
     if isinstance(error, torch.OutOfMemoryError):
         return True
     text = str(error).lower()
@@ -346,3 +361,32 @@ class OnnxRunner:
             raise DeviceError(f"ONNX Runtime failed on {self.name}: {error}") from error
         return torch.from_numpy(logits)
 
+
+
+class OpenVinoRunner:
+    """An ONNX export compiled by OpenVINO for the CPU; logits back as a torch tensor. ``precision``: "f32",
+    or "bf16" where the CPU computes it natively. ``cancel`` stops a running pass (OpenVINO's asynchronous
+    request is cancelled)."""
+
+    def __init__(self, onnx: str | Path, precision: str = "f32", threads: int | None = None, name: str | None = None):
+        try:
+            import openvino
+        except ImportError as error:
+            raise ModelError("OpenVINO is not installed (pip install 'medseg[openvino]')") from error
+        config = {"INFERENCE_PRECISION_HINT": precision, "PERFORMANCE_HINT": "LATENCY",
+                  "INFERENCE_NUM_THREADS": int(threads or torch.get_num_threads())}
+        try:
+            self.compiled = openvino.Core().compile_model(os.fspath(onnx), "CPU", config)
+        except RuntimeError as error:
+            raise ModelError(f"OpenVINO could not compile the network: {error}", path=onnx) from error
+        self.request = self.compiled.create_infer_request()
+        self.name = name or ("openvino" if precision == "f32" else f"openvino-{precision}")
+        self.device = torch.device("cpu")  # OpenVINO takes and returns host memory
+
+    def __call__(self, tiles: torch.Tensor, cancel: CancelToken | None = None) -> torch.Tensor:
+        self.request.start_async({0: np.ascontiguousarray(tiles.detach().cpu().numpy(), dtype=np.float32)})
+        while not self.request.wait_for(100):  # milliseconds
+            if cancel is not None and cancel.cancelled:
+                self.request.cancel()
+                raise Cancelled()
+        return torch.from_numpy(self.request.get_output_tensor(0).data.copy())

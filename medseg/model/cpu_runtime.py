@@ -1,14 +1,19 @@
 """Which engine runs a model on the CPU: measured on this computer, once per model (issue #40).
 
-PyTorch and ONNX Runtime (and any CPU row added to medseg.model.backends.BACKENDS) compute the
-same network at different speeds on different CPUs, and not to the same digits: ONNX Runtime's InstanceNormalization is far less exact than PyTorch's, and on
-nnU-Net's real-size network that changed 0.37 % of the labels (issue #16). So the first CPU run
-of a model with ``--device auto`` sends the middle tile of its image through each engine and
-keeps the fastest one whose labels equal PyTorch's on at least :data:`PARITY` of that tile and
-that is at least :data:`MARGIN` times faster; otherwise PyTorch. The choice, its reason and the
-figures are stored per model, thread count and machine (in the cache folder), shown in the plan
-(Segment panel, ``medseg plan --model``) and in ``medseg segment --json``, and reused: later
-runs measure nothing.
+PyTorch, ONNX Runtime and OpenVINO (the CPU rows of medseg.model.backends.BACKENDS; OpenVINO when the
+extra ``medseg[openvino]`` is installed) compute the same network at different speeds on different
+CPUs, and not always to the same digits. So the first CPU run of a model with ``--device auto`` sends
+the middle tile of its image through each engine and keeps the fastest one whose labels equal
+PyTorch's on at least :data:`PARITY` of that tile, that is at least :data:`MARGIN` times faster, and
+whose pass fits in the free memory (its measured peak, with :data:`MEMORY_HEADROOM`); otherwise
+PyTorch. The ONNX engines run an export whose instance norms are short reductions
+(:mod:`medseg.model.exact_norm`, :func:`exact_onnx`, kept in the cache folder so it is made once): as
+InstanceNormalization, their one-pass statistics changed 0.4 % (ONNX Runtime) and 1.9 % (OpenVINO) of a
+tile's labels on nnU-Net's real-size network. Memory weighs as it does for interactive AI: OpenVINO holds
+whole activations (about 1.75x PyTorch's slabbed forward on that network), which costs nothing while
+memory is free and swaps when it is not. The choice, its reason and the figures are stored per
+model, thread count and machine (in the cache folder), shown in the plan (Segment panel,
+``medseg plan --model``) and in ``medseg segment --json``, and reused: later runs measure nothing.
 """
 
 from __future__ import annotations
@@ -20,23 +25,26 @@ import platform
 import time
 import weakref
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any, Callable
 
 import torch
 
 from medseg.model import backends
 
-PIN_VARIABLE = "MEDSEG_CPU_ENGINE"  # "cpu" or "onnx-cpu": use it, measure nothing
+PIN_VARIABLE = "MEDSEG_CPU_ENGINE"  # "cpu", "onnx-cpu" or "openvino-cpu": use it, measure nothing
 PARITY = 0.9999  # the share of a tile's labels another engine must compute as PyTorch does
 MARGIN = 1.10  # how much faster it must be to replace PyTorch (less is within the noise of one tile)
+MEMORY_HEADROOM = 1.25  # free memory an engine's measured peak must fit in, with room for the run's own arrays
 STORE_NAME = "cpu_runtimes.json"
+EXPORT_FOLDER = "cpu-onnx"  # in the cache folder: the exact-norm exports the CPU ONNX engines run
 
 
 @dataclass
 class RuntimeChoice:
     """The CPU engine a model runs on, and why."""
 
-    device: str  # a CPU row of medseg.model.backends.BACKENDS: "cpu" (PyTorch), "onnx-cpu" (ONNX Runtime)
+    device: str  # a CPU row of medseg.model.backends.BACKENDS: "cpu" (PyTorch), "onnx-cpu", "openvino-cpu"
     reason: str
     threads: int
     measured: bool = False  # False: nothing measured yet (PyTorch until a CPU run measures)
@@ -44,6 +52,8 @@ class RuntimeChoice:
     setup_seconds: dict[str, float] = field(default_factory=dict)  # its ONNX export and load, paid once
     agreement: dict[str, float] = field(default_factory=dict)  # the tile's labels equal to PyTorch's
     tile: list[int] = field(default_factory=list)
+    peak_mb: dict[str, float] = field(default_factory=dict)  # how far the process's memory rose: set-up and pass
+    free_mb: float = 0.0  # the free memory when it was measured
 
     @property
     def engine(self) -> str:
@@ -92,7 +102,7 @@ def model_digest(package: Any, configuration: str) -> str:
 
 def _versions() -> dict[str, str | None]:
     versions: dict[str, str | None] = {"torch": torch.__version__}
-    for module in ("onnxruntime",):
+    for module in ("onnxruntime", "openvino"):
         try:
             versions[module] = __import__(module).__version__
         except ImportError:
@@ -136,7 +146,7 @@ def pinned_choice(threads: int) -> RuntimeChoice | None:
         return None
     if pinned not in [row.name for row in backends.BACKENDS if not row.gpu]:
         raise DeviceError(f"{PIN_VARIABLE}={pinned!r} is not a CPU engine",
-                          hint="use cpu or onnx-cpu, or unset it to let a measurement choose")
+                          hint="use cpu, onnx-cpu or openvino-cpu, or unset it to let a measurement choose")
     backends.resolve_device(pinned)  # installed?
     return RuntimeChoice(pinned, f"set by {PIN_VARIABLE}", threads)
 
@@ -153,7 +163,13 @@ def stored_choice(package: Any, configuration: str, threads: int) -> RuntimeChoi
         choice = RuntimeChoice(**{k: v for k, v in record.items() if k != "engine"})
     except TypeError:  # an older or damaged record: measured again
         return None
-    return choice if choice.device in backends.cpu_devices() else None
+    if choice.device not in backends.cpu_devices():
+        return None
+    short = _short_of_memory(choice.device, choice.peak_mb, free_memory_mb())
+    if short:  # measured on a day with more free memory: PyTorch for this run, the record stays
+        return RuntimeChoice("cpu", short, threads, True, choice.seconds, choice.setup_seconds, choice.agreement,
+                             choice.tile, choice.peak_mb, choice.free_mb)
+    return choice
 
 
 def planned_choice(package: Any, configuration: str, threads: int) -> RuntimeChoice:
@@ -173,6 +189,46 @@ def _remember(package: Any, configuration: str, choice: RuntimeChoice) -> None:
         pass
 
 
+# --- the export the CPU ONNX engines run --------------------------------------------------------------------
+
+
+def exact_onnx(package: Any, configuration: str) -> Path:
+    """The configuration's folds (averaged) exported with exact instance norms, in the cache folder: made
+    on first use (a real-size network takes about half a minute), then read by every run of the model."""
+    from medseg.app_dirs import cache_dir
+    from medseg.io.atomic import atomic_path
+    from medseg.model.onnx_graph import export_onnx
+    from medseg.model.package import build_networks
+
+    path = cache_dir() / EXPORT_FOLDER / f"{model_digest(package, configuration)}.onnx"
+    if not path.is_file():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_path(path, suffix=".onnx", _by_format=False) as temp:
+            export_onnx(build_networks(package, configuration, "cpu"), package.configurations[configuration], temp,
+                        exact_norm=True)
+    return path
+
+
+# --- memory ------------------------------------------------------------------------------------------------
+
+
+def free_memory_mb() -> float:
+    """The memory this process can get now without swapping (medseg.io.memory_budget's reading), in MB."""
+    from medseg.io.memory_budget import available_bytes
+
+    return available_bytes() / 2**20
+
+
+def _short_of_memory(device: str, peak_mb: dict[str, float], free_mb: float) -> str:
+    """Why ``device``'s measured peak would not fit in ``free_mb`` while PyTorch's does ("" if it fits, or
+    nothing was measured)."""
+    need, torch_need = peak_mb.get(device), peak_mb.get("cpu")
+    if device == "cpu" or not need or not torch_need or torch_need >= need or need * MEMORY_HEADROOM <= free_mb:
+        return ""
+    return (f"{backends.backend(device).engine} was measured fastest but needs about {need / 1024:.1f} GB for a "
+            f"tile and {free_mb / 1024:.1f} GB are free: PyTorch, which needs about {torch_need / 1024:.1f} GB")
+
+
 # --- measuring ---------------------------------------------------------------------------------------------
 
 
@@ -180,46 +236,56 @@ def measure(package: Any, configuration: str, tile: torch.Tensor, threads: int,
             make_runner: Callable[[str], Any]) -> tuple[RuntimeChoice, Any]:
     """Run ``tile`` (a batch of one, e.g. the image's middle tile: :func:`medseg.model.infer.middle_tile`)
     through every CPU engine here; returns the choice (stored) and its runner, ready."""
+    from medseg.model.peak_memory import PeakMemory
+
     timed: dict[str, float] = {}
     setup: dict[str, float] = {}
+    peaks: dict[str, float] = {}
     labels: dict[str, torch.Tensor] = {}
-    runners: dict[str, Any] = {}
     failures: dict[str, str] = {}
-    for device in backends.cpu_devices():
-        started = time.perf_counter()
+    free_mb = free_memory_mb()
+    for device in backends.cpu_devices():  # one engine at a time: each one's peak is its own
         try:
-            runner = make_runner(device)
-            setup[device] = round(time.perf_counter() - started, 3)
-            started = time.perf_counter()
-            with torch.inference_mode():
-                logits = runner(tile)
-            timed[device] = round(time.perf_counter() - started, 3)
+            with PeakMemory() as memory:
+                started = time.perf_counter()
+                runner = make_runner(device)
+                setup[device] = round(time.perf_counter() - started, 3)
+                started = time.perf_counter()
+                with torch.inference_mode():
+                    labels[device] = runner(tile).argmax(1)
+                timed[device] = round(time.perf_counter() - started, 3)
+                del runner
+            peaks[device] = round(memory.peak_mb)
         except Exception as error:  # noqa: BLE001 - an engine that cannot run this model is not chosen
             if device == "cpu":
                 raise
+            labels.pop(device, None)
             failures[device] = str(error).splitlines()[0][:120] if str(error) else type(error).__name__
-            continue
-        labels[device] = logits.argmax(1)
-        runners[device] = runner
-        del logits
     agreement = {d: round(float((labels[d] == labels["cpu"]).float().mean()), 6) for d in labels}
     reference = timed["cpu"]
     fast_enough = {d: t for d, t in timed.items() if d != "cpu" and agreement[d] >= PARITY and reference / t >= MARGIN}
-    chosen = min(fast_enough, key=fast_enough.get) if fast_enough else "cpu"
-    reason = _reason(chosen, timed, agreement, failures)
-    choice = RuntimeChoice(chosen, reason, threads, True, timed, setup, agreement, [int(n) for n in tile.shape[2:]])
+    fitting = {d: t for d, t in fast_enough.items() if not _short_of_memory(d, peaks, free_mb)}
+    chosen = min(fitting, key=fitting.get) if fitting else "cpu"
+    fastest = min(fast_enough, key=fast_enough.get) if fast_enough else "cpu"
+    reason = _short_of_memory(fastest, peaks, free_mb) if chosen == "cpu" and fastest != "cpu" else \
+        _reason(chosen, timed, agreement, failures, peaks)
+    choice = RuntimeChoice(chosen, reason, threads, True, timed, setup, agreement, [int(n) for n in tile.shape[2:]],
+                           peaks, round(free_mb))
     _remember(package, configuration, choice)
-    return choice, runners[chosen]
+    return choice, make_runner(chosen)  # built again: keeping every engine's runner would add their memory
 
 
-def _reason(chosen: str, timed: dict[str, float], agreement: dict[str, float], failures: dict[str, str]) -> str:
+def _reason(chosen: str, timed: dict[str, float], agreement: dict[str, float], failures: dict[str, str],
+            peaks: dict[str, float]) -> str:
     def engine(device: str) -> str:
         return backends.backend(device).engine
 
     reference = timed["cpu"]
     if chosen != "cpu":
+        memory = (f", {peaks[chosen] / 1024:.1f} GB for a tile against PyTorch's {peaks['cpu'] / 1024:.1f} GB"
+                  if peaks.get(chosen) and peaks.get("cpu") else "")
         return (f"{reference / timed[chosen]:.2f}× PyTorch's speed on this model's tile here, labels "
-                f"{agreement[chosen]:.4%} equal")
+                f"{agreement[chosen]:.4%} equal{memory}")
     parts = []
     for device, seconds in timed.items():
         if device == "cpu":

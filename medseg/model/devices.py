@@ -58,9 +58,18 @@ class DeviceReport:
     training: bool
     training_note: str | None = None
     notes: list[str] = field(default_factory=list)
+    openvino: str | None = None  # the optional extra medseg[openvino]: a third CPU engine
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def _openvino_version() -> str | None:
+    if not backends.openvino_available():
+        return None
+    import openvino
+
+    return str(openvino.__version__)
 
 
 def _onnxruntime_version() -> str | None:
@@ -161,6 +170,7 @@ def probe() -> DeviceReport:
         training=training_unavailable_reason() is None,
         training_note=training_unavailable_reason(),
         notes=notes,
+        openvino=_openvino_version(),
     )
 
 
@@ -191,6 +201,10 @@ def report_lines(report: DeviceReport) -> list[str]:
     usable = "" if report.cpu_usable_cores == report.cpu_logical_cores else f", {report.cpu_usable_cores} usable"
     lines.append(f"CPU: {report.cpu}, {report.cpu_logical_cores} logical cores{physical}{usable}{memory}")
     lines.append(f"CPU threads: {report.threads}, from {report.threads_source} (--threads N to change)")
+    engines = ["PyTorch"] + ([f"ONNX Runtime {report.onnxruntime}"] if "onnx-cpu" in report.available else []) + \
+        ([f"OpenVINO {report.openvino}"] if "openvino-cpu" in report.available else [])
+    missing = "" if report.openvino else " (OpenVINO not installed: pip install 'medseg[openvino]')"
+    lines.append(f"CPU engines: {', '.join(engines)}, measured per model by 'auto'{missing}")
     lines.append("Training: available" if report.training else f"Training: not available ({report.training_note})")
     lines.extend(f"Note: {note}" for note in report.notes)
     return lines

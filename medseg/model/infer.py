@@ -296,10 +296,16 @@ def _mirror_axes(plan: Any) -> tuple[int, ...] | None:
 
 
 def _make_runner(device: str, package: Any, configuration: str, plan: Any) -> backends.TileRunner:
-    if backends.uses_onnx(device):
+    if device == "directml":  # the package's export (InstanceNormalization), which DirectML has run since #16
         from medseg.model.onnx_graph import package_onnx
 
         return backends.OnnxRunner(package_onnx(package, configuration), device)
+    if backends.uses_onnx(device):  # the CPU ONNX engines: the exact-norm export (medseg.model.cpu_runtime)
+        from medseg.model.cpu_runtime import exact_onnx
+
+        if backends.backend(device).engine == backends.OPENVINO:
+            return backends.OpenVinoRunner(exact_onnx(package, configuration), "f32", name=device)
+        return backends.OnnxRunner(exact_onnx(package, configuration), device)
     from medseg.model.package import build_networks
 
     networks = build_networks(package, configuration, device, share_weights=True)
@@ -372,8 +378,8 @@ def segment(
 ) -> SegmentationResult:
     """Segment a CT Volume with a model package; the label map has the input's grid and geometry.
 
-    Device "auto" picks CUDA, then DirectML, then the CPU, where the engine (PyTorch or ONNX Runtime)
-    is the one measured fastest for this model with equal labels (medseg.model.cpu_runtime;
+    Device "auto" picks CUDA, then DirectML, then the CPU, where the engine (PyTorch, ONNX Runtime or
+    OpenVINO) is the one measured fastest for this model with equal labels (medseg.model.cpu_runtime;
     ``cpu_engine`` in the result says which and why). Running out of GPU memory falls
     back to fewer tiles per pass, then host-memory stitching, then the CPU, and each step
     is listed in ``fallbacks``. A cancel stops between tiles with Cancelled; nothing is returned.

@@ -17,8 +17,8 @@ from infer_fixtures import CHEST, crop_volume, small_model_folder
 
 from medseg.errors import DeviceError
 from medseg.model import backends, cpu_runtime
+from medseg.model.devices import probe, report_lines
 from medseg.model.infer import middle_tile, prepare, segment
-from medseg.model.onnx_graph import package_onnx
 from medseg.model.package import build_networks
 from medseg.model.nnunet_import import import_nnunet
 
@@ -48,14 +48,16 @@ def test_the_first_auto_run_measures_the_engines_and_later_runs_reuse_the_choice
     prepared = prepare(volume, package)
     tile = middle_tile(prepared.image.data, prepared.plan.patch_size, 0.5)
     torch_runner = backends.TorchRunner(build_networks(package, prepared.configuration), "cpu")
-    onnx_runner = backends.OnnxRunner(package_onnx(package, prepared.configuration), "onnx-cpu")
+    onnx_runner = backends.OnnxRunner(cpu_runtime.exact_onnx(package, prepared.configuration), "onnx-cpu")
     labels = {"cpu": torch_runner(tile).argmax(1), "onnx-cpu": onnx_runner(tile).argmax(1)}
     assert engine["tile"] == list(tile.shape[2:])
     assert engine["agreement"]["onnx-cpu"] == pytest.approx(float((labels["onnx-cpu"] == labels["cpu"]).float().mean()),
                                                             abs=1e-6)
-    # the rule, applied to what it measured
+    # the rule, applied to what it measured (each engine's memory too)
     speedup = engine["seconds"]["cpu"] / engine["seconds"]["onnx-cpu"]
-    wins = engine["agreement"]["onnx-cpu"] >= cpu_runtime.PARITY and speedup >= cpu_runtime.MARGIN
+    fits = engine["peak_mb"]["onnx-cpu"] * cpu_runtime.MEMORY_HEADROOM <= engine["free_mb"] or \
+        engine["peak_mb"]["onnx-cpu"] <= engine["peak_mb"]["cpu"]
+    wins = engine["agreement"]["onnx-cpu"] >= cpu_runtime.PARITY and speedup >= cpu_runtime.MARGIN and fits
     assert engine["device"] == ("onnx-cpu" if wins else "cpu")
     # stored, and reused without measuring again: the same figures come back
     assert measuring.is_file()
@@ -94,3 +96,75 @@ def test_the_plan_says_which_engine_before_anything_is_measured(package, measuri
     assert (choice.device, choice.measured) == ("cpu", False)
     assert "ONNX Runtime" in choice.reason  # what the first CPU run will measure it against
     assert backends.resolve_device("auto") == "cpu"
+
+
+def _tile(package, volume):
+    prepared = prepare(volume, package)
+    return prepared.configuration, middle_tile(prepared.image.data, prepared.plan.patch_size, 0.5)
+
+
+def test_openvino_computes_pytorchs_labels_on_a_real_ct_tile_from_the_exact_norm_export(package, ct_dir, measuring):
+    """The oracle is PyTorch on the same tile of a real chest CT. The export is made once per model."""
+    configuration, tile = _tile(package, crop_volume(ct_dir, CHEST))
+    path = cpu_runtime.exact_onnx(package, configuration)
+    assert path.is_file() and path.parent.parent == measuring.parent
+    written = path.stat().st_mtime_ns
+    openvino = backends.OpenVinoRunner(path, "f32", threads=2, name="openvino-cpu")
+    with torch.inference_mode():
+        reference = backends.TorchRunner(build_networks(package, configuration), "cpu")(tile)
+        logits = openvino(tile)
+    assert logits.shape == reference.shape
+    assert float((logits - reference).abs().max()) < 1e-3 * float(reference.abs().max())
+    assert float((logits.argmax(1) == reference.argmax(1)).float().mean()) >= cpu_runtime.PARITY
+    assert cpu_runtime.exact_onnx(package, configuration).stat().st_mtime_ns == written  # not exported again
+
+
+def test_the_measurement_can_choose_openvino_and_records_why(package, ct_dir, measuring, monkeypatch, fake_machine):
+    # PyTorch and OpenVINO only, and any speed-up counts: which engine is faster is this machine's business
+    fake_machine(cuda=0, providers=(), openvino=True)
+    monkeypatch.setattr(cpu_runtime, "MARGIN", 0.0)
+    volume = crop_volume(ct_dir, CHEST)
+    result = segment(volume, package, device="auto")
+    engine = result.cpu_engine
+    assert set(engine["seconds"]) == set(engine["peak_mb"]) == {"cpu", "openvino-cpu"}
+    assert engine["agreement"]["openvino-cpu"] >= cpu_runtime.PARITY
+    faster = engine["seconds"]["openvino-cpu"] < engine["seconds"]["cpu"]
+    assert engine["device"] == ("openvino-cpu" if faster else "cpu") == result.device_used
+    if faster:
+        assert engine["engine"] == "OpenVINO" and "PyTorch's speed" in engine["reason"] and "GB for a tile" in \
+            engine["reason"]
+    # the run's labels are the named engine's
+    explicit = segment(volume, package, device=engine["device"])
+    assert (result.label_map.array == explicit.label_map.array).all()
+    # a later run on a machine without the memory OpenVINO measured runs PyTorch, and says why
+    if engine["peak_mb"]["openvino-cpu"] > engine["peak_mb"]["cpu"]:
+        monkeypatch.setattr(cpu_runtime, "free_memory_mb", lambda: 1.0)
+        later = segment(volume, package, device="auto")
+        assert later.device_used == "cpu"
+        assert later.cpu_engine["reason"].startswith("OpenVINO was measured fastest but needs about") == faster
+
+
+def test_openvino_can_be_pinned_and_is_refused_when_absent(package, ct_dir, measuring, monkeypatch, fake_machine):
+    fake_machine(cuda=0, openvino=True)
+    monkeypatch.setenv(cpu_runtime.PIN_VARIABLE, "openvino-cpu")
+    volume = crop_volume(ct_dir, CHEST)
+    result = segment(volume, package, device="auto")
+    assert (result.device_used, result.cpu_engine["engine"]) == ("openvino-cpu", "OpenVINO")
+    assert not measuring.exists()
+    fake_machine(cuda=0, openvino=False)
+    with pytest.raises(DeviceError, match=r"OpenVINO is not installed") as caught:
+        segment(volume, package, device="auto")
+    assert "medseg[openvino]" in caught.value.hint
+
+
+def test_without_openvino_it_is_not_offered_and_the_reason_is_said(package, measuring, fake_machine):
+    fake_machine(cuda=0, openvino=False)
+    assert backends.cpu_devices() == ["cpu", "onnx-cpu"]
+    with pytest.raises(DeviceError, match="OpenVINO is not installed"):
+        backends.resolve_device("openvino-cpu")
+    choice = cpu_runtime.planned_choice(package, "3d_fullres", 2)
+    assert "OpenVINO" not in choice.reason and "ONNX Runtime" in choice.reason
+    assert any("OpenVINO not installed: pip install 'medseg[openvino]'" in line for line in report_lines(probe()))
+    fake_machine(cuda=0, openvino=True)
+    assert backends.cpu_devices() == ["cpu", "onnx-cpu", "openvino-cpu"]
+    assert "ONNX Runtime and OpenVINO" in cpu_runtime.planned_choice(package, "3d_fullres", 2).reason

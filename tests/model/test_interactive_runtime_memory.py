@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from medseg.model.interactive import runtimes
-from medseg.model.interactive.calibration import PeakMemory
+from medseg.model.peak_memory import PeakMemory
 from medseg.model.interactive.runtimes import CHOICE_FILE, RuntimeChoice, chosen_runtime
 
 
@@ -16,10 +16,10 @@ from medseg.model.interactive.runtimes import CHOICE_FILE, RuntimeChoice, chosen
 def test_peak_memory_sees_an_allocation_it_did_not_make(kernel_counter, monkeypatch):
     """The oracle is the allocation itself: 400 MB touched inside the block, freed before it ends; read from
     Linux's peak counter, and by sampling (what other systems get)."""
-    from medseg.model.interactive import calibration
+    from medseg.model import peak_memory
 
     if not kernel_counter:
-        monkeypatch.setattr(calibration, "_reset_peak", lambda: False)
+        monkeypatch.setattr(peak_memory, "_reset_peak", lambda: False)
     with PeakMemory() as memory:
         block = np.ones(400 * 2**20, dtype=np.uint8)
         block[::4096] = 2  # every page resident

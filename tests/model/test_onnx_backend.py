@@ -100,7 +100,8 @@ def test_device_resolution():
     with pytest.raises(DeviceError, match="unknown device 'tpu'"):
         backends.resolve_device("tpu")
     present = {"cuda": has_cuda, "directml": has_directml, "mps": torch.backends.mps.is_available()}
-    assert backends.available_devices() == [d for d, there in present.items() if there] + ["cpu", "onnx-cpu"]
+    cpu_rows = ["cpu", "onnx-cpu"] + (["openvino-cpu"] if backends.openvino_available() else [])
+    assert backends.available_devices() == [d for d, there in present.items() if there] + cpu_rows
 
 
 def test_auto_takes_pytorch_when_there_is_no_gpu(monkeypatch):

@@ -34,13 +34,10 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import numpy as np
-import torch
-
-from medseg.errors import Cancelled, ModelError
+from medseg.errors import ModelError
 from medseg.io.atomic import atomic_path
+from medseg.model.backends import OpenVinoRunner, openvino_available  # the segmentation's "openvino-cpu" row's too
 from medseg.model.interactive.model_files import InteractiveModel
-from medseg.progress import CancelToken
 
 RUNTIMES = ("torch", "openvino", "openvino-bf16")
 CHOICE_FILE = "runtime.json"
@@ -66,44 +63,8 @@ class RuntimeChoice:
         return json.dumps(asdict(self), indent=1)
 
 
-def openvino_available() -> bool:
-    try:
-        import openvino  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
 def available_runtimes() -> list[str]:
     return ["torch", "openvino", "openvino-bf16"] if openvino_available() else ["torch"]
-
-
-# --- runners ----------------------------------------------------------------------------------------
-class OpenVinoRunner:
-    """The network's ONNX export compiled by OpenVINO for the CPU; logits back as a torch tensor.
-    ``cancel`` stops a running pass (OpenVINO's asynchronous request is cancelled)."""
-
-    def __init__(self, onnx: Path, precision: str = "f32", threads: int | None = None):
-        try:
-            import openvino
-        except ImportError as error:
-            raise ModelError("OpenVINO is not installed (pip install 'medseg[openvino]')") from error
-        config = {"INFERENCE_PRECISION_HINT": precision, "PERFORMANCE_HINT": "LATENCY",
-                  "INFERENCE_NUM_THREADS": int(threads or torch.get_num_threads())}
-        try:
-            self.compiled = openvino.Core().compile_model(str(onnx), "CPU", config)
-        except RuntimeError as error:
-            raise ModelError(f"OpenVINO could not compile the network: {error}", path=onnx) from error
-        self.request = self.compiled.create_infer_request()
-        self.name = "openvino" if precision == "f32" else f"openvino-{precision}"
-
-    def __call__(self, tiles: torch.Tensor, cancel: CancelToken | None = None) -> torch.Tensor:
-        self.request.start_async({0: np.ascontiguousarray(tiles.detach().cpu().numpy(), dtype=np.float32)})
-        while not self.request.wait_for(100):  # milliseconds
-            if cancel is not None and cancel.cancelled:
-                self.request.cancel()
-                raise Cancelled()
-        return torch.from_numpy(self.request.get_output_tensor(0).data.copy())
 
 
 def onnx_path(folder: Path) -> Path:
