@@ -86,10 +86,12 @@ def devices_section() -> str:
     from medseg.model.backends import DEVICES, TENSOR_DEVICE
 
     meaning = {
-        "auto": "CUDA when a GPU is there, else DirectML, else the CPU (PyTorch); never MPS",
+        "auto": "CUDA when a GPU is there, else DirectML, else the CPU (the engine measured fastest per model with "
+                "PyTorch's labels: PyTorch, ONNX Runtime or OpenVINO); never MPS",
         "cuda": "an NVIDIA GPU through PyTorch (training too; `cuda:N` for one GPU of several when training)",
         "directml": "any DirectX 12 GPU on Windows through ONNX Runtime (segmenting only)",
         "onnx-cpu": "the CPU through ONNX Runtime",
+        "openvino-cpu": "the CPU through OpenVINO (the optional extra `medseg[openvino]`)",
         "cpu": "the CPU through PyTorch",
         "mps": "Apple silicon through PyTorch (only when asked)",
     }
