@@ -52,7 +52,12 @@ def test_onnx_runtime_labels_match_torch(package, ct_dir):
     assert np.bincount(torch_result.label_map.array.ravel(), minlength=3).min() > 0.05 * volume.array.size
     agreement = (onnx_result.label_map.array == torch_result.label_map.array).mean()
     assert agreement >= 0.9999, f"voxel agreement {agreement:.6f}"
-    assert "3d_fullres" in package.onnx  # exported once, kept for the next run
+    # the CPU engine ran the exact-norm export, made once and kept in the cache folder for the next run
+    from medseg.app_dirs import cache_dir
+    from medseg.model import cpu_runtime
+
+    kept = cache_dir() / cpu_runtime.EXPORT_FOLDER / f"{cpu_runtime.model_digest(package, '3d_fullres')}.onnx"
+    assert kept.is_file()
 
 
 def test_onnx_runtime_differs_from_torch_only_at_near_ties(package, ct_dir):
