@@ -438,6 +438,7 @@ def _segment(volume: Volume, package: Any, device: str, configuration: str | Non
             runner = ready = None
             backends.free_device_memory(backends.torch_device(attempt))
     del image
+    runner = ready = None  # OpenVINO keeps its activation buffers while its model lives: not through the export
     if cancel is not None:
         cancel.raise_if_cancelled()
     report(progress, 0.9, "resampling to the original grid", "resample")
