@@ -225,8 +225,12 @@ def _short_of_memory(device: str, peak_mb: dict[str, float], free_mb: float) -> 
     need, torch_need = peak_mb.get(device), peak_mb.get("cpu")
     if device == "cpu" or not need or not torch_need or torch_need >= need or need * MEMORY_HEADROOM <= free_mb:
         return ""
-    return (f"{backends.backend(device).engine} was measured fastest but needs about {need / 1024:.1f} GB for a "
-            f"tile and {free_mb / 1024:.1f} GB are free: PyTorch, which needs about {torch_need / 1024:.1f} GB")
+    return (f"{backends.backend(device).engine} was measured fastest but needs about {_size(need)} for a "
+            f"tile and {_size(free_mb)} are free: PyTorch, which needs about {_size(torch_need)}")
+
+
+def _size(mb: float) -> str:
+    return f"{mb / 1024:.1f} GB" if mb >= 1024 else f"{mb:.0f} MB"
 
 
 # --- measuring ---------------------------------------------------------------------------------------------
@@ -282,7 +286,7 @@ def _reason(chosen: str, timed: dict[str, float], agreement: dict[str, float], f
 
     reference = timed["cpu"]
     if chosen != "cpu":
-        memory = (f", {peaks[chosen] / 1024:.1f} GB for a tile against PyTorch's {peaks['cpu'] / 1024:.1f} GB"
+        memory = (f", {_size(peaks[chosen])} for a tile against PyTorch's {_size(peaks['cpu'])}"
                   if peaks.get(chosen) and peaks.get("cpu") else "")
         return (f"{reference / timed[chosen]:.2f}× PyTorch's speed on this model's tile here, labels "
                 f"{agreement[chosen]:.4%} equal{memory}")

@@ -131,7 +131,7 @@ def test_the_measurement_can_choose_openvino_and_records_why(package, ct_dir, me
     faster = engine["seconds"]["openvino-cpu"] < engine["seconds"]["cpu"]
     assert engine["device"] == ("openvino-cpu" if faster else "cpu") == result.device_used
     if faster:
-        assert engine["engine"] == "OpenVINO" and "PyTorch's speed" in engine["reason"] and "GB for a tile" in \
+        assert engine["engine"] == "OpenVINO" and "PyTorch's speed" in engine["reason"] and "for a tile against PyTorch" in \
             engine["reason"]
     # the run's labels are the named engine's
     explicit = segment(volume, package, device=engine["device"])
