@@ -31,11 +31,12 @@ from medseg.progress import CancelToken
 DEFAULT_MODEL = "nninteractive/v1.0"
 OPERATION = "prompt"
 RUNTIME_CHOICES = ("auto", "torch", "openvino", "openvino-bf16")
+MODE_CHOICES = ("exact", "small-first")  # small-first: InteractiveSession(small_first=True), off by default
 _lock = threading.Lock()
 _models: dict[str, Any] = {}  # resolved path -> InteractiveModel (103 M parameters: read once)
 _engines: "weakref.WeakKeyDictionary[Any, ModelEngine]" = weakref.WeakKeyDictionary()  # document -> its engine
 _objects: "weakref.WeakKeyDictionary[Any, tuple[tuple, PromptSession]]" = weakref.WeakKeyDictionary()  # edit: one object
-settings = {"model": DEFAULT_MODEL, "runtime": "auto"}  # the app's choice (the command line gives its own)
+settings = {"model": DEFAULT_MODEL, "runtime": "auto", "mode": "exact"}  # the app's choice (the command line gives its own)
 
 
 def model_folder(reference: str | Path | None = None) -> Path:
@@ -76,6 +77,8 @@ class ModelEngine:
         self.session.set_image(image)
         self.image = image
         self.key = (id(model), runtime, device)
+        self.mode: str | None = None  # exact or small-first; None: the app's setting at each prompt
+        self.last_result = None  # the last prompt's PromptResult (which patches it ran)
 
     @property
     def runtime(self) -> str:
@@ -91,6 +94,7 @@ class ModelEngine:
 
     def add(self, prompt: Prompt, cancel: CancelToken | None = None):
         session = self.session
+        session.small_first = (self.mode or settings["mode"]) == "small-first"
         session.cancel_with(cancel)
         try:
             if prompt.kind == "point":
@@ -103,6 +107,7 @@ class ModelEngine:
                 result = session.add_lasso(prompt.mask, prompt.origin, prompt.positive)
         finally:
             session.cancel_with(None)
+        self.last_result = result
         if result.changed is None:
             return None
         return tuple(lo for lo, _ in result.changed), tuple(hi for _, hi in result.changed)
@@ -111,8 +116,10 @@ class ModelEngine:
         self.session.new_object()
 
 
-def engine_for(document, reference: str | Path | None = None, runtime: str | None = None) -> ModelEngine:
-    """The document's engine for its image (made on first use, then kept while the image stays)."""
+def engine_for(document, reference: str | Path | None = None, runtime: str | None = None,
+               mode: str | None = None) -> ModelEngine:
+    """The document's engine for its image (made on first use, then kept while the image stays). ``mode``
+    (exact or small-first): the command line's; None follows the app's setting."""
     if document.volume is None:
         raise MedsegError("open an image before prompting")
     runtime = runtime or settings["runtime"]
@@ -121,6 +128,7 @@ def engine_for(document, reference: str | Path | None = None, runtime: str | Non
     if engine is None or engine.image is not document.volume.array or engine.key[:2] != (id(model), runtime):
         engine = ModelEngine(model, document.volume.array, runtime)
         _engines[document] = engine
+    engine.mode = mode
     return engine
 
 
@@ -151,6 +159,9 @@ def _check(values: dict) -> None:
     runtime = values.get("interactive_runtime") or "auto"
     if runtime not in RUNTIME_CHOICES:
         raise MedsegError(f"--interactive-runtime must be one of {', '.join(RUNTIME_CHOICES)}, not {runtime!r}")
+    mode = values.get("interactive_mode") or "exact"
+    if mode not in MODE_CHOICES:
+        raise MedsegError(f"--interactive-mode must be one of {', '.join(MODE_CHOICES)}, not {mode!r}")
 
 
 def _run(document, values: dict, context: Context) -> Change:
@@ -158,19 +169,25 @@ def _run(document, values: dict, context: Context) -> Change:
     label = int(values["prompt_label"])
     reference = values.get("interactive_model") or DEFAULT_MODEL
     runtime = values.get("interactive_runtime") or "auto"
-    key = (str(reference), runtime, label, context.rules)
+    mode = values.get("interactive_mode") or "exact"
+    key = (str(reference), runtime, mode, label, context.rules)
     held = _objects.get(document)
     if held is None or held[0] != key:
-        engine = engine_for(document, reference, runtime)
+        engine = engine_for(document, reference, runtime, mode)
         held = (key, PromptSession(document, engine, label, context.rules or _default_rules()))
         _objects[document] = held
     session = held[1]
     session.add(values["prompt"])
     preview = session.compute()
     engine = session.engine()
-    cautions = ()
+    cautions: tuple[str, ...] = ()
     if len(session.prompts) == 1 and isinstance(engine, ModelEngine):
-        cautions = (f"interactive runtime: {engine.runtime} ({engine.runtime_reason})",)
+        cautions = (f"interactive runtime: {engine.runtime} ({engine.runtime_reason}); {engine.session.mode_text}",)
+    result = getattr(engine, "last_result", None)
+    if mode == "small-first" and result is not None:
+        patch = "x".join(map(str, result.first_patch))
+        cautions += (f"prompt {len(session.prompts)}: {result.mode} (first pass {patch}, {result.passes} "
+                     f"pass{'es' if result.passes != 1 else ''})",)
     return Change(preview.delta if preview is not None else None, cautions=cautions)
 
 
@@ -187,6 +204,10 @@ MODEL = Parameter("interactive_model", "MODEL", "text", "Interactive model (cata
                   default=DEFAULT_MODEL, option="--interactive-model")
 RUNTIME = Parameter("interactive_runtime", "RUNTIME", "text", "Interactive runtime: " + ", ".join(RUNTIME_CHOICES),
                     default="auto", option="--interactive-runtime")
+MODE = Parameter("interactive_mode", "MODE", "text",
+                 "Interactive mode: exact (nnInteractive's patch) or small-first (a small object's prompt on half the "
+                 "patch first, the exact patch when its answer reaches that patch's faces; faster, not exact)",
+                 default="exact", option="--interactive-mode")
 
 INTERACTIVE = EditOperation(
     OPERATION, "Interactive AI",
@@ -194,10 +215,10 @@ INTERACTIVE = EditOperation(
     "box:X0,Y0,Z0,X1,Y1,Z1[:neg] (two corners on one slice), scribble:FILE[:neg] or lasso:FILE[:neg] (a mask on the "
     "image's grid); X,Y,Z in patient mm (LPS). The prompts of one command refine one object, written into "
     "--prompt-label (default 1) where no locked label is; --interactive-model (default nninteractive/v1.0) and "
-    "--interactive-runtime (default: the model's measured choice)",
-    (PROMPT, PROMPT_LABEL, MODEL, RUNTIME), _run, modifies=("prompt_label",), gesture="prompts", shortcut="I",
+    "--interactive-runtime (default: the model's measured choice), --interactive-mode exact|small-first (default exact)",
+    (PROMPT, PROMPT_LABEL, MODEL, RUNTIME, MODE), _run, modifies=("prompt_label",), gesture="prompts", shortcut="I",
     check=_check, engine=lambda document: engine_for(document))
 
 
-__all__ = ["DEFAULT_MODEL", "INTERACTIVE", "ModelEngine", "engine_for", "model_folder", "open_interactive_model",
+__all__ = ["DEFAULT_MODEL", "INTERACTIVE", "MODE_CHOICES", "ModelEngine", "engine_for", "model_folder", "open_interactive_model",
            "parse_prompt_text", "settings"]

@@ -38,7 +38,8 @@ def test_every_operation_is_a_command_line_flag_with_its_parameters_in_order():
     # the built-in operations' options, and those of the model-backed operations the parser registers:
     # --allow-modality (segment), and --prompt's
     assert set(options()) == {"--radius", "--sphere", "--fill-3d", "--fill-by-hu", "--roi-margin", "--seed-locality",
-                              "--allow-modality", "--prompt-label", "--interactive-model", "--interactive-runtime"}
+                              "--allow-modality", "--prompt-label", "--interactive-model", "--interactive-runtime",
+                              "--interactive-mode"}
     for option, parameter in options().items():  # a flag takes no value on the command line
         assert (flags[option].nargs == 0) == (parameter.kind == "flag")
 

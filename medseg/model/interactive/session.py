@@ -30,11 +30,22 @@ forward to float rounding. nnInteractive leaves one thing to chance: voxels the 
 refinement patches misses are covered from random voxels drawn from NumPy's unseeded global
 generator; here from a generator seeded with ``seed`` at every prompt, so a prompt sequence
 always gives the same object.
+
+**Small first patch** (``small_first=True``; off by default, and not nnInteractive's result): a prompt
+that would run at zoom 1 and whose extent, and the object so far, fit inside a cube of half the patch
+(:func:`small_patch_for`: 96^3 for the 192^3 patch, an eighth of the convolutions) runs there first. If
+its answer differs from the previous one anywhere on that cube's faces (stricter than the zoom-out's
+thresholds: a kept small answer must not cut an object the full patch would have seen whole), the
+prompt falls back to the exact path above, unchanged (a large object costs the small pass and the
+full one); otherwise the small answer replaces the object over the small cube and the prompt ends.
+The network's instance norms see the smaller cube's statistics, so the kept answer can differ from
+the full patch's inside it: ``benchmarks/bench_interactive_small_first.py`` measures by how much.
 """
 
 from __future__ import annotations
 
 import time
+import math
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
@@ -60,6 +71,8 @@ ZOOM_GROWTH = 1.5
 # cost about 5 % over the module forward's time, 16 MiB ones about 20 % (measured at 128^3, 2 threads);
 # the activations held stay far below the module forward's either way.
 SLAB_BYTES = 128 * 2**20
+SMALL_SHARE = 0.5  # the small first patch's edge, as a share of the patch's (before rounding to the stride)
+EXACT, SMALL, SMALL_THEN_EXACT = "exact", "small patch", "small patch, then exact"  # PromptResult.mode
 
 
 class PromptError(MedsegError):
@@ -72,8 +85,10 @@ class PromptResult:
 
     changed: Box | None
     zoom: float
-    passes: int  # forward passes: 1 + zoom steps + refinement patches
+    passes: int  # forward passes: (the small first patch +) 1 + zoom steps + refinement patches
     seconds: dict[str, float] = field(default_factory=dict)
+    mode: str = EXACT  # EXACT; SMALL (the small first patch's answer kept); SMALL_THEN_EXACT (it fell back)
+    first_patch: tuple[int, ...] = ()  # the edges of the prompt's first forward pass
 
 
 @dataclass
@@ -92,12 +107,15 @@ class InteractiveSession:
     """Prompts on one image; :attr:`mask` is the current object (uint8, the image's (z, y, x) shape)."""
 
     def __init__(self, model: InteractiveModel, device: str = "auto", *, runner: Runner | None = None,
-                 seed: int = 0, autozoom: bool = True, runtime: str = "auto"):
+                 seed: int = 0, autozoom: bool = True, runtime: str = "auto", small_first: bool = False):
         """``runtime`` (on the CPU): auto (the model folder's measured choice, see :mod:`.runtimes`), torch,
-        openvino or openvino-bf16."""
+        openvino or openvino-bf16. ``small_first``: try a smaller first patch for small prompts (see the
+        module's text; an attribute, so it can be switched between prompts)."""
         self.model = model
         self.settings = model.settings
         self.patch = tuple(model.plan.patch_size)
+        self.small_patch = small_patch_for(self.patch, model.plan.shape_divisor)
+        self.small_first = small_first
         self.seed = seed
         self.autozoom = autozoom
         self.runtime, self.runtime_reason = "given", "a runner was given"
@@ -114,6 +132,7 @@ class InteractiveSession:
                 self.runtime, self.runtime_reason = resolved, "a GPU device"
                 runner = TorchRunner([model.build_network()], resolved, onednn=True, lean=True)
         self._runner = runner
+        self._small_runner: Runner | None = None if self.runtime.startswith("openvino") else runner
         self._cancel: CancelToken | None = None
         self._image: NormalisedImage | None = None
         self.mask: np.ndarray = np.zeros((0, 0, 0), np.uint8)
@@ -121,6 +140,19 @@ class InteractiveSession:
         self._undo: _Undo | None = None
         self._seconds: dict[str, float] = {}
         self._passes = 0
+        self._mode, self._first_patch = EXACT, self.patch
+
+    @property
+    def mode_text(self) -> str:
+        """Which patches a prompt runs on, in words (for the plan and the command line's report)."""
+        if not self.small_first:
+            return f"exact: nnInteractive's {_edges(self.patch)} patch"
+        if self.small_patch is None:
+            return f"exact: the {_edges(self.patch)} patch has no smaller patch on the network's stride"
+        runner = " on PyTorch (OpenVINO's export is fixed to the full patch)" if self.runtime.startswith("openvino") \
+            else ""
+        return (f"small first patch: {_edges(self.small_patch)}{runner} for a small prompt, the exact "
+                f"{_edges(self.patch)} path when its answer reaches the small patch's faces")
 
     # -- image and object ------------------------------------------------------------------------
     def set_image(self, array: np.ndarray) -> None:
@@ -152,7 +184,7 @@ class InteractiveSession:
         if not all(0 <= c < s for c, s in zip(centre, image.shape)) or len(centre) != 3:
             raise PromptError(f"point {tuple(zyx)} is outside the image (voxels {image.shape})")
         channel = self.settings.pair("points")[0 if positive else 1]
-        return self._run(centre, 1.0, lambda store: store.add_point(channel, centre, self.settings.point_radius))
+        return self._run(centre, [1, 1, 1], lambda store: store.add_point(channel, centre, self.settings.point_radius))
 
     def add_box(self, box: Sequence[Sequence[float]], positive: bool = True) -> PromptResult:
         """A box [[z0, z1], [y0, y1], [x0, x1]] (half-open voxels); flat (one voxel) along one axis unless the
@@ -178,9 +210,8 @@ class InteractiveSession:
                     start = max(start - 1, 0)
             clipped.append([start, end])
         centre = [round((a + b) / 2) for a, b in clipped]
-        zoom = self._zoom_for([b - a for a, b in clipped])
         channel = self.settings.pair(kind)[0 if positive else 1]
-        return self._run(centre, zoom, lambda store: store.add_box(channel, clipped))
+        return self._run(centre, [b - a for a, b in clipped], lambda store: store.add_box(channel, clipped))
 
     def add_scribble(self, mask: np.ndarray, origin: Sequence[int] = (0, 0, 0), positive: bool = True) -> PromptResult:
         """A painted stroke: ``mask`` (nonzero = painted) placed with its first voxel at ``origin``."""
@@ -205,9 +236,8 @@ class InteractiveSession:
             raise PromptError(f"the {kind} is empty")
         bounds = [[o + int(h[0]), o + int(h[-1]) + 1] for o, h in zip(origin, hits)]
         centre = [round((a + b) / 2) for a, b in bounds]
-        zoom = self._zoom_for([b - a for a, b in bounds])
         channel = self.settings.pair(kind)[0 if positive else 1]
-        return self._run(centre, zoom, lambda store: store.add_mask(channel, binary, origin))
+        return self._run(centre, [b - a for a, b in bounds], lambda store: store.add_mask(channel, binary, origin))
 
     def undo(self) -> bool:
         """Take back the last prompt (one level, as nnInteractive). False when there is nothing to undo."""
@@ -228,28 +258,35 @@ class InteractiveSession:
         self._cancel = token
 
     # -- the order of operations -------------------------------------------------------------------
-    def _run(self, centre: list[int], zoom: float, draw: Callable[[PromptStore], None]) -> PromptResult:
+    def _run(self, centre: list[int], extent: list[int], draw: Callable[[PromptStore], None]) -> PromptResult:
+        """``extent``: the prompt's size in voxels along each axis (a point's is 1)."""
         store = self._prompts
         assert store is not None
         undo = _Undo(len(store.stamps), store.intensity, None)
         self._seconds, self._passes = {}, 0
+        self._mode, self._first_patch = EXACT, self.patch
         started = time.perf_counter()
         undo.rescaled = store.next_intensity()
         draw(store)
         try:
             # one job on the process's thread budget: a prompt beside a running segmentation shares the cores
             with medseg_threads.job("interactive prompt"):
-                changed, zoom = self._predict(centre, zoom, undo)
+                changed, zoom = self._predict(centre, extent, undo)
         except BaseException:
             self._undo = undo
             self.undo()  # a failed or cancelled prompt leaves the session as it was
             raise
         self._undo = undo
         self._seconds["total"] = time.perf_counter() - started
-        return PromptResult(changed, zoom, self._passes, dict(self._seconds))
+        return PromptResult(changed, zoom, self._passes, dict(self._seconds), self._mode, self._first_patch)
 
-    def _predict(self, centre: list[int], zoom: float, undo: _Undo) -> tuple[Box | None, float]:
-        zoom = min(MAX_ZOOM, zoom)
+    def _predict(self, centre: list[int], extent: list[int], undo: _Undo) -> tuple[Box | None, float]:
+        zoom = min(MAX_ZOOM, float(self._zoom_for(extent, self.patch)))
+        if self.small_first and self.small_patch is not None and zoom == 1 \
+                and self._zoom_for(extent, self.small_patch) == 1:
+            kept = self._small_first(centre, self.small_patch, undo)
+            if kept is not False:
+                return kept, zoom
         inputs, scaled, box, previous = self._network_input(centre, zoom)
         answer = self._forward(inputs)
         changed = self._timed("border", lambda: changed_at_border(answer, previous))
@@ -265,6 +302,30 @@ class InteractiveSession:
                 self.mask[_slices(inside)] = answer[local(inside, box)].numpy()
             return inside, zoom
         return self._refine(centre, answer, scaled, box, undo), zoom
+
+    def _small_first(self, centre: list[int], small: tuple[int, ...], undo: _Undo) -> Box | None | bool:
+        """The prompt on the small cube around it: the box it rewrote (or None, outside the image), or False
+        when the object reaches past the cube (before the pass or in its answer): then the exact path runs."""
+        box = centred_box(centre, small)
+        previous_np = self._mask_crop(box)
+        if _on_faces(previous_np).any():
+            return False  # the object so far is larger than the small cube: it could not see it whole
+        self._mode, self._first_patch = SMALL_THEN_EXACT, small
+        previous = torch.from_numpy(previous_np).to(torch.float16)
+        inputs = self._timed("crop", lambda: self._patch_input(box, previous))
+        if self._small_runner is None:  # OpenVINO's export is fixed to the full patch: PyTorch runs any size
+            from medseg.model.interactive.runtimes import make_runner
+
+            self._small_runner = make_runner(self.model, "torch")
+        answer = self._forward(inputs, self._small_runner)
+        if self._timed("border", lambda: bool((_on_faces(answer.numpy()) != _on_faces(previous_np)).any())):
+            return False
+        self._mode = SMALL
+        inside = clip_box(box, self.mask.shape)
+        if inside is not None:
+            self._record(undo, inside)
+            self.mask[_slices(inside)] = answer[local(inside, box)].numpy()
+        return inside
 
     def _refine(self, centre: list[int], answer: torch.Tensor, scaled: list[int], box: Box, undo: _Undo) -> Box | None:
         started = time.perf_counter()
@@ -372,16 +433,17 @@ class InteractiveSession:
         return out
 
     # -- helpers -----------------------------------------------------------------------------------
-    def _forward(self, inputs: torch.Tensor) -> torch.Tensor:
+    def _forward(self, inputs: torch.Tensor, runner: Runner | None = None) -> torch.Tensor:
         started = time.perf_counter()
+        runner = runner or self._runner
         token = self._cancel
         if token is not None:
             token.raise_if_cancelled()
-        device = getattr(self._runner, "device", None)  # a TorchRunner takes its input on its device
+        device = getattr(runner, "device", None)  # a TorchRunner takes its input on its device
         batch = inputs[None] if device is None else inputs[None].to(device)
         with slab_budget(SLAB_BYTES), cancellable(token.raise_if_cancelled if token is not None else None):
-            logits = self._runner(batch, cancel=token) if token is not None and _takes_cancel(self._runner) \
-                else self._runner(batch)
+            logits = runner(batch, cancel=token) if token is not None and _takes_cancel(runner) \
+                else runner(batch)
         answer = logits[0].argmax(0).cpu()
         self._seconds["network"] = self._seconds.get("network", 0.0) + time.perf_counter() - started
         self._passes += 1
@@ -397,9 +459,11 @@ class InteractiveSession:
         undo.region = region
         undo.before = self.mask[_slices(region)].copy()
 
-    def _zoom_for(self, extent: Sequence[int]) -> float:
-        wanted = [e + p // 3 for e, p in zip(extent, self.patch)]
-        return max(1, max(w / p for w, p in zip(wanted, self.patch)))
+    @staticmethod
+    def _zoom_for(extent: Sequence[int], patch: Sequence[int]) -> float:
+        """nnInteractive's first zoom: the prompt's extent with a third of the patch around it, at least 1."""
+        wanted = [e + p // 3 for e, p in zip(extent, patch)]
+        return max(1, max(w / p for w, p in zip(wanted, patch)))
 
     def _check_supported(self, kind: str) -> None:
         if not self.settings.supported.get(kind, False):
@@ -409,6 +473,24 @@ class InteractiveSession:
         if self._image is None:
             raise PromptError("no image: call set_image first")
         return self._image
+
+
+def small_patch_for(patch: Sequence[int], divisor: Sequence[int]) -> tuple[int, ...] | None:
+    """The small first patch: :data:`SMALL_SHARE` of each edge rounded up to the network's total stride on that
+    axis (the network is fully convolutional, but every pooling must divide evenly); None when that is no
+    smaller than the patch."""
+    small = tuple(max(d, math.ceil(p * SMALL_SHARE / d) * d) for p, d in zip(patch, divisor))
+    return small if all(s <= p for s, p in zip(small, patch)) and small != tuple(patch) else None
+
+
+def _on_faces(cube: np.ndarray) -> np.ndarray:
+    """The values on a cube's 6 faces, one flat array (axis 0's faces first, the first face before the last)."""
+    return np.concatenate([np.take(cube, index, axis=axis).ravel()
+                           for axis in range(3) for index in (0, cube.shape[axis] - 1)])
+
+
+def _edges(patch: Sequence[int]) -> str:
+    return f"{patch[0]}^3" if len(set(patch)) == 1 else " x ".join(map(str, patch))
 
 
 def _takes_cancel(runner) -> bool:
