@@ -104,3 +104,28 @@ def test_a_bad_prompt_is_refused_before_anything_runs(case, text, message, capsy
     assert message in error and f"--prompt {text.format(root=root)}" in error  # names the prompt it refuses
     assert "interactive runtime" not in error  # refused before the model ran the first, good prompt
     assert not out.exists()
+
+
+def test_a_bad_interactive_mode_is_refused_before_anything_runs(case, capsys):
+    root, folder, _image, _prompts, texts = case
+    out = root / "bad-mode.nii.gz"
+    args = ["edit", str(root / "crop.nrrd"), "-o", str(out), "--interactive-model", str(folder),
+            "--prompt", texts[0], "--interactive-mode", "fast"]
+    assert cli_main(args) != 0
+    error = capsys.readouterr().err
+    assert "--interactive-mode must be one of exact, small-first, not 'fast'" in error
+    assert "interactive runtime" not in error  # the model never ran
+    assert not out.exists()
+
+
+def test_small_first_on_the_command_line_says_which_patches_ran(case, capsys):
+    """The random-weights network's object reaches the half patch's faces, so the command falls back to the exact
+    path (that the fallback then writes the exact object bit for bit: tests/model/test_interactive_small_first.py)."""
+    root, folder, _image, _prompts, texts = case
+    out = root / "small-first.nii.gz"
+    assert cli_main(["edit", str(root / "crop.nrrd"), "-o", str(out), "--interactive-model", str(folder),
+                     "--prompt", texts[0], "--interactive-mode", "small-first"]) == 0
+    printed = capsys.readouterr().err
+    assert "small first patch: 40^3" in printed  # half the 80^3 patch, on the network's stride of 8
+    assert "prompt 1: small patch, then exact (first pass 40x40x40" in printed
+    assert (sitk.GetArrayFromImage(sitk.ReadImage(str(out))) == 1).any()
