@@ -44,8 +44,8 @@ the full patch's inside it: ``benchmarks/bench_interactive_small_first.py`` meas
 
 from __future__ import annotations
 
-import time
 import math
+import time
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
