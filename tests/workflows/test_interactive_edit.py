@@ -79,6 +79,7 @@ def test_prompts_on_the_command_line_give_nninteractives_object(case, capsys):
     assert cli_main(args) == 0
     printed = capsys.readouterr()
     assert "interactive runtime: torch" in printed.err  # an nnInteractive folder has no measured choice: torch
+    assert "exact: nnInteractive's 80^3 patch" in printed.err  # the small first patch is off by default
     labels = sitk.GetArrayFromImage(sitk.ReadImage(str(out)))
     assert set(np.unique(labels)) <= {0, 2}
     mine = labels == 2
