@@ -120,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
         opened = open_segmentation(args.labels, image)
         for note in [*opened.notes, *opened.naming]:
             print(f"note: {note}", file=sys.stderr)
-        by_totalsegmentator = args.totalsegmentator_names and not opened.named
+        by_totalsegmentator = args.totalsegmentator_names and opened.name_set_applies
         described = None
         if by_totalsegmentator:
             from medseg.catalogue import load_catalogue

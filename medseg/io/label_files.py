@@ -65,6 +65,12 @@ class LabelFileResult:
         return self.named and self.sidecar is None and self.format == LABEL_MAP
 
     @property
+    def name_set_applies(self) -> bool:
+        """A name set the user chose (TotalSegmentator's: names, codes, groups) describes this file: medseg did
+        not (no sidecar, no SEG description), whether or not its header named the values."""
+        return not self.named or self.named_by_header
+
+    @property
     def labels(self) -> dict[int, Label]:
         return {label.value: label for label in self.segments}
 

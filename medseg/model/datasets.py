@@ -192,7 +192,9 @@ def open_label_file(path: Path, image: Volume) -> tuple[Volume, dict[int, str], 
     notes = list(opened.notes)
     if opened.format == DICOM_SEG:
         notes.insert(0, "DICOM SEG placed on the image grid by its geometry")
-    names = {label.value: label.name for label in opened.segments} if opened.named else {}
+    # A header's own label table (TotalSegmentator's 117 names) does not map values for training: the dataset's
+    # label table does, as before such names were read (else every structure it names would have to be in it).
+    names = {label.value: label.name for label in opened.segments} if opened.named and not opened.named_by_header else {}
     return opened.label_map, names, notes
 
 

@@ -236,8 +236,7 @@ class SegmentationFiles(QObject):
         self.job = None
         self.busy_changed.emit()
         table = opened.labels
-        # a name set the user chose names a file medseg did not describe (its header's names included)
-        if (not opened.named or opened.named_by_header) and self.name_set != NAME_SETS[0]:
+        if opened.name_set_applies and self.name_set != NAME_SETS[0]:
             table = build_label_table(table, opened.label_map.meta.labels, self.name_set,
                                       described_labels(self.name_set))
         table = with_model_groups(table)
