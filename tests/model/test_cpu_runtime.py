@@ -122,7 +122,7 @@ def test_openvino_computes_pytorchs_labels_on_a_real_ct_tile_from_the_exact_norm
 def test_the_measurement_can_choose_openvino_and_records_why(package, ct_dir, measuring, monkeypatch, fake_machine):
     # PyTorch and OpenVINO only, and any speed-up counts: which engine is faster is this machine's business
     fake_machine(cuda=0, providers=(), openvino=True)
-    monkeypatch.setattr(cpu_runtime, "MARGIN", 0.0)
+    monkeypatch.setattr(cpu_runtime, "MARGIN", 1.0)  # faster at all: chosen (0 accepted a slower one)
     volume = crop_volume(ct_dir, CHEST)
     result = segment(volume, package, device="auto")
     engine = result.cpu_engine
