@@ -15,9 +15,10 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ElementTree
 
+from medseg.core.label_values import MAX_LABEL_VALUE
+
 MAX_BYTES = 4 * 2**20  # TotalSegmentator's 117 names take 13 kB
 MAX_NAME = 128
-MAX_LABEL_VALUE = 2**31 - 1
 CARET_CODES = (0, 30)  # what TotalSegmentator writes (0: "unknown"), NIFTI_ECODE_CARET
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 

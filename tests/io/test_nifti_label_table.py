@@ -70,7 +70,7 @@ def test_hostile_tables_name_nothing_and_names_are_cleaned(tmp_path, ct, ct_dir)
     assert [l.name for l in opened.segments] == ["label 1", "label 2", "label 3"] and not opened.named
     assert "named by value" in opened.naming[0]
     table = (b'<CaretExtension><LabelTable><Label Key="1">a\tb\nc</Label><Label Key="-2">neg</Label>'
-             b'<Label Key="3">' + b"x" * 1000 + b'</Label><Label Key="99999999999">big</Label></LabelTable>'
+             b'<Label Key="3">' + b"x" * 1000 + b'</Label><Label Key="65536">big</Label></LabelTable>'
              b'</CaretExtension>')
     assert label_table(0, table) == {1: "a b c", 3: "x" * MAX_NAME}
     assert label_table(0, b"<CaretExtension><LabelTable><Label Key=") == {}  # broken XML
