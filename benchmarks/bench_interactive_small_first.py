@@ -75,6 +75,7 @@ def child(mode: str, folder: str, threads: int, autozoom: bool) -> dict:
     import numpy as np
     import torch
 
+    from interactive_fixture import nninteractive_prompt
     from rss_phases import PhasePeaks
 
     torch.set_num_threads(threads)
@@ -103,16 +104,7 @@ def child(mode: str, folder: str, threads: int, autozoom: bool) -> dict:
         started, cpu_started = time.perf_counter(), time.process_time()
         report = None
         if mode == "nninteractive":
-            if kind == "point":
-                session.add_point_interaction(argument, positive)
-            elif kind == "box":
-                session.add_bbox_interaction(argument, positive)
-            else:
-                mask, origin = argument
-                full = np.zeros(image.shape, np.uint8)
-                full[tuple(slice(o, o + n) for o, n in zip(origin, mask.shape))] = mask
-                add = session.add_scribble_interaction if kind == "scribble" else session.add_lasso_interaction
-                add(full, positive)
+            nninteractive_prompt(session, kind, argument, positive, image.shape)
         elif kind == "point":
             report = session.add_point(argument, positive)
         elif kind == "box":

@@ -163,3 +163,32 @@ def make_nninteractive_folder(root: Path, *, patch_size: Sequence[int] = SMALL["
     }
     torch.save(checkpoint, folder / "fold_0" / "checkpoint_final.pth")
     return folder
+
+
+# lung1 (z, y, x) around its tumour (slices 32-34): the crop the parity test's prompts are written on
+LUNG1_TUMOUR_CROP = (slice(16, 48), slice(312, 408), slice(170, 266))
+
+
+def lung1_tumour_crop(shared_data: Path) -> tuple[np.ndarray, list[int]]:
+    """The lung1 CT cropped around its tumour, and the tumour's centre in that crop (z, y, x voxels)."""
+    import SimpleITK as sitk
+
+    lung = shared_data / "ct" / "pyradiomics_lung1"
+    image = sitk.GetArrayFromImage(sitk.ReadImage(str(lung / "lung1_image.nrrd")))[LUNG1_TUMOUR_CROP].copy()
+    tumour = sitk.GetArrayFromImage(sitk.ReadImage(str(lung / "lung1_label.nrrd")))[LUNG1_TUMOUR_CROP]
+    return image, [int(round(c.mean())) for c in np.nonzero(tumour)]
+
+
+def nninteractive_prompt(session, kind: str, argument, positive: bool, shape: Sequence[int]) -> None:
+    """One prompt of medseg's written form ("point", "box", or a (mask, origin) "scribble"/"lasso") given to
+    nnInteractive's own session, which takes scribbles and lassos as image-sized masks."""
+    if kind == "point":
+        session.add_point_interaction(argument, positive)
+    elif kind == "box":
+        session.add_bbox_interaction(argument, positive)
+    else:
+        mask, origin = argument
+        full = np.zeros(shape, np.uint8)
+        full[tuple(slice(o, o + n) for o, n in zip(origin, mask.shape))] = mask
+        method = session.add_scribble_interaction if kind == "scribble" else session.add_lasso_interaction
+        method(full, positive)

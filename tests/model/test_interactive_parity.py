@@ -23,16 +23,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import SimpleITK as sitk
 import torch
 from skimage.draw import line, polygon
 
-from interactive_fixture import make_nninteractive_folder
+from interactive_fixture import LUNG1_TUMOUR_CROP, lung1_tumour_crop, make_nninteractive_folder, nninteractive_prompt
 from medseg.model.interactive.model_files import import_nninteractive
 from medseg.model.interactive.session import InteractiveSession
 
 PATCH, FEATURES = 80, 4
-CROP = (slice(16, 48), slice(312, 408), slice(170, 266))  # lung1 (z, y, x) around the tumour (slices 32-34)
+CROP = LUNG1_TUMOUR_CROP
 SEED = 0
 
 
@@ -55,19 +54,6 @@ def _prompts(centre):
     ]
 
 
-def _nninteractive(session, kind, argument, positive, shape):
-    if kind == "point":
-        session.add_point_interaction(argument, positive)
-    elif kind == "box":
-        session.add_bbox_interaction(argument, positive)
-    else:
-        mask, origin = argument
-        full = np.zeros(shape, np.uint8)
-        full[tuple(slice(o, o + n) for o, n in zip(origin, mask.shape))] = mask
-        method = session.add_scribble_interaction if kind == "scribble" else session.add_lasso_interaction
-        method(full, positive)
-
-
 def _medseg(session, kind, argument, positive):
     if kind == "point":
         return session.add_point(argument, positive)
@@ -82,10 +68,7 @@ def _medseg(session, kind, argument, positive):
 def case(tmp_path_factory, shared_data):
     folder = make_nninteractive_folder(tmp_path_factory.mktemp("nninteractive"), patch_size=(PATCH,) * 3,
                                        base_features=FEATURES, max_features=8 * FEATURES)
-    lung = shared_data / "ct" / "pyradiomics_lung1"
-    image = sitk.GetArrayFromImage(sitk.ReadImage(str(lung / "lung1_image.nrrd")))[CROP].copy()
-    tumour = sitk.GetArrayFromImage(sitk.ReadImage(str(lung / "lung1_label.nrrd")))[CROP]
-    return folder, image, [int(round(c.mean())) for c in np.nonzero(tumour)]
+    return (folder, *lung1_tumour_crop(shared_data))
 
 
 @pytest.fixture(scope="module")
@@ -105,7 +88,7 @@ def runs(case):
     results = []
     for kind, argument, positive in _prompts(centre):
         np.random.seed(SEED)  # nnInteractive's unseeded fallback draws from here
-        _nninteractive(peer, kind, argument, positive, image.shape)
+        nninteractive_prompt(peer, kind, argument, positive, image.shape)
         report = _medseg(ours, kind, argument, positive)
         results.append((kind, positive, target.copy(), ours.mask.copy(), report))
     return results

@@ -14,25 +14,20 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-import SimpleITK as sitk
 import torch
 
-from interactive_fixture import make_nninteractive_folder
+from interactive_fixture import lung1_tumour_crop, make_nninteractive_folder
 from medseg.model.interactive.model_files import import_nninteractive
 from medseg.model.interactive.session import EXACT, SMALL, SMALL_THEN_EXACT, InteractiveSession, small_patch_for
 
 PATCH, FEATURES = 80, 4
-CROP = (slice(16, 48), slice(312, 408), slice(170, 266))  # lung1 (z, y, x) around the tumour, as the parity test
 
 
 @pytest.fixture(scope="module")
 def case(tmp_path_factory, shared_data):
     folder = make_nninteractive_folder(tmp_path_factory.mktemp("small_first"), patch_size=(PATCH,) * 3,
                                        base_features=FEATURES, max_features=8 * FEATURES)
-    lung = shared_data / "ct" / "pyradiomics_lung1"
-    image = sitk.GetArrayFromImage(sitk.ReadImage(str(lung / "lung1_image.nrrd")))[CROP].copy()
-    tumour = sitk.GetArrayFromImage(sitk.ReadImage(str(lung / "lung1_label.nrrd")))[CROP]
-    return import_nninteractive(folder), image, [int(round(c.mean())) for c in np.nonzero(tumour)]
+    return (import_nninteractive(folder), *lung1_tumour_crop(shared_data))
 
 
 def local_model(model, grow: int):
