@@ -12,6 +12,22 @@ smaller trial). Each mode runs the whole sequence in its own process with the sa
   when its answer changes anything on that cube's faces;
 * ``nninteractive``: nnInteractive 2.6.0's own session on the CPU (``--no-peer`` leaves it out).
 
+``--noise-floor`` adds two runs that say how to read the exact mode's agreement with nnInteractive after several
+prompts (``--no-small-first`` leaves the small-first mode out when only that is wanted):
+
+* ``nninteractive-other-threads``: nnInteractive again with another thread count (1, or 2 when ``--threads 1``):
+  the same code, only the order of some float sums changes. What it departs from nnInteractive by is the noise
+  floor: a random network has many voxels whose two logits nearly tie, a rounding difference flips some of them,
+  the flipped voxels are the next prompt's previous-answer channel, and the network carries that into the
+  voxels around them, prompt after prompt. Whether a rounding difference flips any voxel at all is chance: at
+  192^3 one voxel of the first click's object (logits 1e-7 apart) flipped, and nnInteractive on 1 thread ended
+  at Dice 0.82 against itself on 2 threads, as medseg's exact mode did; at 64^3 none flipped (0 voxels);
+* ``exact-module``: medseg's exact mode with the network run by its plain PyTorch module forward (no oneDNN
+  reroute, no lean forward): nnInteractive's own arithmetic, so any voxel that differs from nnInteractive here is
+  medseg's session (crop, prompt channels, previous answer, paste), not rounding.
+
+Per prompt it prints, for each of these and the exact mode, the voxels that differ from nnInteractive and Dice.
+
 AutoZoom is off in all (as in bench_interactive.py: random weights reach the patch's faces and the exact path would
 zoom out 4x and refine the whole slab, the same passes in every mode, only many more of them); ``--autozoom``
 turns it on. After every prompt the small-first object is compared with the exact one: the voxels that differ,
@@ -45,6 +61,7 @@ SHARED = Path(os.environ.get("MEDSEG_SHARED_DATA", REPO.parent / "shared" / "dat
 LUNG = SHARED / "ct" / "pyradiomics_lung1"
 CROP_START = (16, 312, 170)  # the parity test's crop of lung1 (z, y, x): its prompts are written on it
 MODES = ("exact", "small-first", "nninteractive")
+FLOOR_MODES = ("exact-module", "nninteractive-other-threads")
 NAMES = ("point +", "box +", "point -", "scribble +", "lasso +")
 
 
@@ -78,10 +95,12 @@ def child(mode: str, folder: str, threads: int, autozoom: bool) -> dict:
     from interactive_fixture import nninteractive_prompt
     from rss_phases import PhasePeaks
 
+    if mode == "nninteractive-other-threads":
+        threads = 2 if threads == 1 else 1
     torch.set_num_threads(threads)
     peaks = PhasePeaks()
     image, prompts = _image_and_prompts()
-    if mode == "nninteractive":
+    if mode.startswith("nninteractive"):
         from nnInteractive.inference.inference_session import nnInteractiveInferenceSession
 
         session = nnInteractiveInferenceSession(device=torch.device("cpu"), torch_n_threads=threads,
@@ -94,7 +113,13 @@ def child(mode: str, folder: str, threads: int, autozoom: bool) -> dict:
         from medseg.model.interactive.model_files import load_interactive_model
         from medseg.model.interactive.session import InteractiveSession
 
-        session = InteractiveSession(load_interactive_model(folder), "cpu", runtime="torch", autozoom=autozoom,
+        model = load_interactive_model(folder)
+        runner = None
+        if mode == "exact-module":  # nnInteractive's own arithmetic: the module forward, PyTorch's default kernels
+            from medseg.model.backends import TorchRunner
+
+            runner = TorchRunner([model.build_network()], "cpu", onednn=False, lean=False)
+        session = InteractiveSession(model, "cpu", runtime="torch", autozoom=autozoom, runner=runner,
                                      small_first=mode == "small-first")
         session.set_image(image)
     rows = []
@@ -103,7 +128,7 @@ def child(mode: str, folder: str, threads: int, autozoom: bool) -> dict:
         np.random.seed(0)  # nnInteractive's unseeded refinement fallback (medseg seeds its own with 0)
         started, cpu_started = time.perf_counter(), time.process_time()
         report = None
-        if mode == "nninteractive":
+        if mode.startswith("nninteractive"):
             nninteractive_prompt(session, kind, argument, positive, image.shape)
         elif kind == "point":
             report = session.add_point(argument, positive)
@@ -114,7 +139,7 @@ def child(mode: str, folder: str, threads: int, autozoom: bool) -> dict:
             report = (session.add_scribble if kind == "scribble" else session.add_lasso)(mask, origin, positive)
         seconds, cpu = time.perf_counter() - started, time.process_time() - cpu_started
         peaks.pop()
-        mask = target if mode == "nninteractive" else session.mask
+        mask = target if mode.startswith("nninteractive") else session.mask
         out = Path(folder).parent / f"{mode}-{index}.npy"
         np.save(out, mask)
         rows.append({"seconds": seconds, "cpu": cpu, "mask": str(out),
@@ -153,6 +178,64 @@ def _spread(values: list[float]) -> str:
         else f"{values[0]:.1f}"
 
 
+def _small_first_table(runs: dict, modes: tuple) -> None:
+    import numpy as np
+
+    print(f"\n{'prompt':12s}{'small-first ran':>28s}{'passes':>8s}"
+          + "".join(f"{m + ' CPU s':>22s}" for m in modes) + f"{'small/exact':>13s}"
+          + (f"{'small/nnI':>11s}{'exact/nnI':>11s}" if "nninteractive" in modes else "")
+          + "".join(f"{m[:5] + ' MB':>10s}" for m in modes)
+          + f"{'differ':>9s}{'agreement':>11s}{'Dice':>8s}")
+    totals = {mode: 0.0 for mode in modes}
+    for index, name in enumerate(NAMES):
+        cpu = {mode: [run["rows"][index]["cpu"] for run in runs[mode]] for mode in modes}
+        median = {mode: statistics.median(values) for mode, values in cpu.items()}
+        for mode in modes:
+            totals[mode] += median[mode]
+        last = runs["small-first"][-1]["rows"][index]
+        small = np.load(last["mask"])
+        exact = np.load(runs["exact"][-1]["rows"][index]["mask"])
+        differ, agreement, dice = _compare(small, exact)
+        ran = f"{last['mode']} {'x'.join(map(str, last['first_patch']))}"
+        line = f"{name:12s}{ran:>28s}{last['passes']:>8d}" + "".join(f"{_spread(cpu[m]):>22s}" for m in modes)
+        line += f"{median['small-first'] / median['exact']:>13.2f}"
+        if "nninteractive" in modes:
+            line += f"{median['small-first'] / median['nninteractive']:>11.2f}"
+            line += f"{median['exact'] / median['nninteractive']:>11.2f}"
+        line += "".join(f"{max(run['rows'][index]['peak_mb'] for run in runs[m]):>10.0f}" for m in modes)
+        print(line + f"{differ:>9d}{agreement:>11.6f}{dice:>8.4f}")
+    print("total CPU s  " + ", ".join(f"{mode} {totals[mode]:.1f}" for mode in modes)
+          + f"; small-first / exact {totals['small-first'] / totals['exact']:.2f}"
+          + (f"; small-first / nnInteractive {totals['small-first'] / totals['nninteractive']:.2f}"
+             if "nninteractive" in modes else ""))
+
+
+def _cpu_table(runs: dict, modes: tuple) -> None:
+    print(f"\n{'prompt':12s}" + "".join(f"{m + ' CPU s':>34s}" for m in modes)
+          + "".join(f"{m[:12] + ' MB':>16s}" for m in modes))
+    for index, name in enumerate(NAMES):
+        line = f"{name:12s}" + "".join(f"{_spread([run['rows'][index]['cpu'] for run in runs[m]]):>34s}" for m in modes)
+        line += "".join(f"{max(run['rows'][index]['peak_mb'] for run in runs[m]):>16.0f}" for m in modes)
+        print(line)
+
+
+def _agreement_table(runs: dict, modes: tuple) -> None:
+    """Per prompt, each mode's object against nnInteractive's (the last run of each): the voxels that differ, Dice.
+    nnInteractive at other threads beside it is the noise floor (see the module's text)."""
+    import numpy as np
+
+    others = [mode for mode in modes if mode not in ("nninteractive", "small-first")]
+    print(f"\nagainst nnInteractive ({', '.join(others)}): voxels that differ / Dice, after each prompt")
+    print(f"{'prompt':12s}" + "".join(f"{m:>34s}" for m in others))
+    for index, name in enumerate(NAMES):
+        peer = np.load(runs["nninteractive"][-1]["rows"][index]["mask"])
+        line = f"{name:12s}"
+        for mode in others:
+            differ, _, dice = _compare(np.load(runs[mode][-1]["rows"][index]["mask"]), peer)
+            line += f"{f'{differ} / {dice:.4f}':>34s}"
+        print(line)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=os.cpu_count())
@@ -161,6 +244,9 @@ def main() -> None:
     parser.add_argument("--output-bias", type=float, default=0.0, help="the random network's object/background balance")
     parser.add_argument("--autozoom", action="store_true")
     parser.add_argument("--no-peer", action="store_true", help="leave nnInteractive out")
+    parser.add_argument("--noise-floor", action="store_true",
+                        help="add nnInteractive at another thread count and medseg's exact mode on the module forward")
+    parser.add_argument("--no-small-first", action="store_true", help="leave the small-first mode out")
     parser.add_argument("--child", nargs=2, metavar=("MODE", "FOLDER"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -172,6 +258,12 @@ def main() -> None:
     from interactive_fixture import REAL, make_nninteractive_folder
 
     modes = MODES[:2] if args.no_peer else MODES
+    if args.noise_floor:
+        if args.no_peer:
+            parser.error("--noise-floor compares with nnInteractive: it needs the peer")
+        modes += FLOOR_MODES
+    if args.no_small_first:
+        modes = tuple(mode for mode in modes if mode != "small-first")
     with tempfile.TemporaryDirectory(prefix="bench_small_first_") as temp:
         folder = make_nninteractive_folder(Path(temp), **dict(REAL, patch_size=(args.patch,) * 3), max_features=320,
                                            seed=0, output_bias=args.output_bias)
@@ -188,39 +280,12 @@ def main() -> None:
                 runs[mode].append(result)
                 print(f"  run {repeat + 1} {mode:13s} CPU s per prompt "
                       + ", ".join(f"{r['cpu']:.1f}" for r in result["rows"]), flush=True)
-        print(f"\n{'prompt':12s}{'small-first ran':>28s}{'passes':>8s}"
-              + "".join(f"{m + ' CPU s':>22s}" for m in modes) + f"{'small/exact':>13s}"
-              + (f"{'small/nnI':>11s}{'exact/nnI':>11s}" if "nninteractive" in modes else "")
-              + "".join(f"{m[:5] + ' MB':>10s}" for m in modes)
-              + f"{'differ':>9s}{'agreement':>11s}{'Dice':>8s}")
-        totals = {mode: 0.0 for mode in modes}
-        for index, name in enumerate(NAMES):
-            cpu = {mode: [run["rows"][index]["cpu"] for run in runs[mode]] for mode in modes}
-            median = {mode: statistics.median(values) for mode, values in cpu.items()}
-            for mode in modes:
-                totals[mode] += median[mode]
-            last = runs["small-first"][-1]["rows"][index]
-            small = np.load(last["mask"])
-            exact = np.load(runs["exact"][-1]["rows"][index]["mask"])
-            differ, agreement, dice = _compare(small, exact)
-            ran = f"{last['mode']} {'x'.join(map(str, last['first_patch']))}"
-            line = f"{name:12s}{ran:>28s}{last['passes']:>8d}" + "".join(f"{_spread(cpu[m]):>22s}" for m in modes)
-            line += f"{median['small-first'] / median['exact']:>13.2f}"
-            if "nninteractive" in modes:
-                line += f"{median['small-first'] / median['nninteractive']:>11.2f}"
-                line += f"{median['exact'] / median['nninteractive']:>11.2f}"
-            line += "".join(f"{max(run['rows'][index]['peak_mb'] for run in runs[m]):>10.0f}" for m in modes)
-            print(line + f"{differ:>9d}{agreement:>11.6f}{dice:>8.4f}")
-        print("total CPU s  " + ", ".join(f"{mode} {totals[mode]:.1f}" for mode in modes)
-              + f"; small-first / exact {totals['small-first'] / totals['exact']:.2f}"
-              + (f"; small-first / nnInteractive {totals['small-first'] / totals['nninteractive']:.2f}"
-                 if "nninteractive" in modes else ""))
+        if "small-first" in modes:
+            _small_first_table(runs, modes)
+        else:
+            _cpu_table(runs, modes)
         if "nninteractive" in modes:
-            peer = np.load(runs["nninteractive"][-1]["rows"][-1]["mask"])
-            exact = np.load(runs["exact"][-1]["rows"][-1]["mask"])
-            differ, agreement, dice = _compare(exact, peer)
-            print(f"exact mode vs nnInteractive after the 5 prompts: {differ} voxels differ, agreement {agreement:.6f}, "
-                  f"Dice {dice:.4f}")
+            _agreement_table(runs, modes)
         load = os.getloadavg()
         print(f"load average at the end {load[0]:.1f}, {load[1]:.1f}, {load[2]:.1f} (other processes share the cores)")
 
