@@ -62,6 +62,7 @@ LUNG = SHARED / "ct" / "pyradiomics_lung1"
 CROP_START = (16, 312, 170)  # the parity test's crop of lung1 (z, y, x): its prompts are written on it
 MODES = ("exact", "small-first", "nninteractive")
 FLOOR_MODES = ("exact-module", "nninteractive-other-threads")
+SHORT = {"nninteractive": "nnI", "nninteractive-other-threads": "nnI other thr"}  # the memory columns' heads
 NAMES = ("point +", "box +", "point -", "scribble +", "lasso +")
 
 
@@ -212,7 +213,7 @@ def _small_first_table(runs: dict, modes: tuple) -> None:
 
 def _cpu_table(runs: dict, modes: tuple) -> None:
     print(f"\n{'prompt':12s}" + "".join(f"{m + ' CPU s':>34s}" for m in modes)
-          + "".join(f"{m[:12] + ' MB':>16s}" for m in modes))
+          + "".join(f"{SHORT.get(m, m) + ' MB':>16s}" for m in modes))
     for index, name in enumerate(NAMES):
         line = f"{name:12s}" + "".join(f"{_spread([run['rows'][index]['cpu'] for run in runs[m]]):>34s}" for m in modes)
         line += "".join(f"{max(run['rows'][index]['peak_mb'] for run in runs[m]):>16.0f}" for m in modes)
