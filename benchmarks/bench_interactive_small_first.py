@@ -213,10 +213,10 @@ def _small_first_table(runs: dict, modes: tuple) -> None:
 
 def _cpu_table(runs: dict, modes: tuple) -> None:
     print(f"\n{'prompt':12s}" + "".join(f"{m + ' CPU s':>34s}" for m in modes)
-          + "".join(f"{SHORT.get(m, m) + ' MB':>16s}" for m in modes))
+          + "".join(f"{SHORT.get(m, m) + ' MB':>18s}" for m in modes))
     for index, name in enumerate(NAMES):
         line = f"{name:12s}" + "".join(f"{_spread([run['rows'][index]['cpu'] for run in runs[m]]):>34s}" for m in modes)
-        line += "".join(f"{max(run['rows'][index]['peak_mb'] for run in runs[m]):>16.0f}" for m in modes)
+        line += "".join(f"{max(run['rows'][index]['peak_mb'] for run in runs[m]):>18.0f}" for m in modes)
         print(line)
 
 
