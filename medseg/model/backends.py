@@ -366,24 +366,54 @@ class OnnxRunner:
 class OpenVinoRunner:
     """An ONNX export compiled by OpenVINO for the CPU; logits back as a torch tensor. ``precision``: "f32",
     or "bf16" where the CPU computes it natively. ``cancel`` stops a running pass (OpenVINO's asynchronous
-    request is cancelled)."""
+    request is cancelled).
 
-    def __init__(self, onnx: str | Path, precision: str = "f32", threads: int | None = None, name: str | None = None):
+    The network is compiled for the exact input shape it is given (``shape``, or the first call's; a new
+    shape compiles again, replacing the old): on a dynamic batch axis OpenVINO cannot plan its activation
+    memory ahead and allocated 5.4 GB for one 192^3 pass of nnInteractive's network where the static shape
+    needs 3.6 GB, in the same time and with the same answer (measured 2026-12-07, 2 threads).
+    """
+
+    def __init__(self, onnx: str | Path, precision: str = "f32", threads: int | None = None, name: str | None = None,
+                 shape: Sequence[int] | None = None):
         try:
             import openvino
         except ImportError as error:
             raise ModelError("OpenVINO is not installed (pip install 'medseg[openvino]')") from error
-        config = {"INFERENCE_PRECISION_HINT": precision, "PERFORMANCE_HINT": "LATENCY",
-                  "INFERENCE_NUM_THREADS": int(threads or torch.get_num_threads())}
-        try:
-            self.compiled = openvino.Core().compile_model(os.fspath(onnx), "CPU", config)
-        except RuntimeError as error:
-            raise ModelError(f"OpenVINO could not compile the network: {error}", path=onnx) from error
-        self.request = self.compiled.create_infer_request()
+        self.onnx = Path(onnx)
+        self.config = {"INFERENCE_PRECISION_HINT": precision, "PERFORMANCE_HINT": "LATENCY",
+                       "INFERENCE_NUM_THREADS": int(threads or torch.get_num_threads())}
+        self.core = openvino.Core()
+        self.compiled = self.request = None
+        self.shape: tuple[int, ...] | None = None
         self.name = name or ("openvino" if precision == "f32" else f"openvino-{precision}")
         self.device = torch.device("cpu")  # OpenVINO takes and returns host memory
+        if shape is not None:
+            self._compile(tuple(int(n) for n in shape))
+        else:
+            self._read()  # a broken file fails here, not at the first pass
+
+    def _read(self):
+        try:
+            return self.core.read_model(os.fspath(self.onnx))
+        except RuntimeError as error:
+            raise ModelError(f"OpenVINO could not read the network: {error}", path=self.onnx) from error
+
+    def _compile(self, shape: tuple[int, ...]) -> None:
+        self.compiled = self.request = None  # the old shape's buffers go before the new ones are planned
+        model = self._read()
+        try:
+            model.reshape({model.inputs[0]: list(shape)})
+            self.compiled = self.core.compile_model(model, "CPU", self.config)
+        except RuntimeError as error:
+            raise ModelError(f"OpenVINO could not compile the network for input {list(shape)}: {error}",
+                             path=self.onnx) from error
+        self.request = self.compiled.create_infer_request()
+        self.shape = shape
 
     def __call__(self, tiles: torch.Tensor, cancel: CancelToken | None = None) -> torch.Tensor:
+        if tuple(tiles.shape) != self.shape:
+            self._compile(tuple(tiles.shape))
         self.request.start_async({0: np.ascontiguousarray(tiles.detach().cpu().numpy(), dtype=np.float32)})
         while not self.request.wait_for(100):  # milliseconds
             if cancel is not None and cancel.cancelled:

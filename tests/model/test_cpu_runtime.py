@@ -15,7 +15,7 @@ import pytest
 import torch
 from infer_fixtures import CHEST, crop_volume, small_model_folder
 
-from medseg.errors import DeviceError
+from medseg.errors import DeviceError, ModelError
 from medseg.model import backends, cpu_runtime
 from medseg.model.devices import probe, report_lines
 from medseg.model.infer import middle_tile, prepare, segment
@@ -117,6 +117,26 @@ def test_openvino_computes_pytorchs_labels_on_a_real_ct_tile_from_the_exact_norm
     assert float((logits - reference).abs().max()) < 1e-3 * float(reference.abs().max())
     assert float((logits.argmax(1) == reference.argmax(1)).float().mean()) >= cpu_runtime.PARITY
     assert cpu_runtime.exact_onnx(package, configuration).stat().st_mtime_ns == written  # not exported again
+
+
+def test_openvino_compiles_for_each_input_shape_it_is_given(package, ct_dir, measuring, tmp_path):
+    """Compiled for the exact shape (OpenVINO plans its memory only for a static one): a batch of two tiles
+    recompiles and gives each tile's own logits (PyTorch the oracle); a damaged file is refused up front."""
+    configuration, tile = _tile(package, crop_volume(ct_dir, CHEST))
+    openvino = backends.OpenVinoRunner(cpu_runtime.exact_onnx(package, configuration), "f32", threads=2,
+                                       shape=tile.shape)
+    assert openvino.shape == tuple(tile.shape)
+    pair = torch.cat([tile, tile.flip(-1)])
+    with torch.inference_mode():
+        reference = backends.TorchRunner(build_networks(package, configuration), "cpu")(pair)
+        logits = openvino(pair)
+    assert openvino.shape == tuple(pair.shape) and logits.shape == reference.shape
+    assert float((logits - reference).abs().max()) < 1e-3 * float(reference.abs().max())
+    broken = tmp_path / "broken.onnx"
+    broken.write_bytes(b"not a network")
+    with pytest.raises(ModelError, match="OpenVINO could not read") as raised:
+        backends.OpenVinoRunner(broken, "f32", threads=2)
+    assert raised.value.path == broken
 
 
 def test_the_measurement_can_choose_openvino_and_records_why(package, ct_dir, measuring, monkeypatch, fake_machine):

@@ -11,8 +11,9 @@ Candidates (what ``benchmarks/bench_interactive.py --runtimes`` measures on the 
   nnInteractive's ResEnc-L with random weights (over the 0.1 % bound, so calibration rejected it);
   the exact export changes 0.0001 %, at about 0.6x PyTorch's CPU time (measured 2026-12-06, 2 threads:
   38-40 against 69 CPU s a 192^3 pass; 0.66-0.69x nnInteractive's in benchmarks/bench_interactive.py),
-  but OpenVINO holds about twice PyTorch's memory (7.3-7.5 GB against 3.6 GB peak for a 192^3 pass:
-  it keeps whole activations, the lean forward slabs): about nnInteractive's;
+  but OpenVINO holds more memory than PyTorch (it keeps whole activations, the lean forward slabs): a 192^3
+  pass added 3.6 GB to the process, compiled for the patch's static shape (5.4 GB on the export's dynamic
+  batch axis, which made it as much as nnInteractive's whole process), against PyTorch's 2.5 GB;
 * ``openvino-bf16``: OpenVINO in bfloat16 where the CPU computes it natively (AVX512-BF16 / AMX):
   several times faster (0.9 against 7.5 s at 64^3), and 99.1 % of the voxels: not exact enough.
 
@@ -93,7 +94,8 @@ def make_runner(model: InteractiveModel, runtime: str, folder: Path | None = Non
     if folder is None:
         raise ModelError(f"the {runtime} runtime needs the model's folder (for its ONNX export)")
     precision = "bf16" if runtime.endswith("bf16") else "f32"
-    return OpenVinoRunner(ensure_onnx(model, folder), precision, threads)
+    shape = (1, model.plan.num_input_channels, *model.plan.patch_size)  # every pass is one patch
+    return OpenVinoRunner(ensure_onnx(model, folder), precision, threads, shape=shape)
 
 
 def load_choice(folder: Path | None) -> RuntimeChoice | None:
