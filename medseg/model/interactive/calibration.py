@@ -5,7 +5,7 @@ available runtime once, after a warm-up pass each, on :func:`calibration_input`,
 whose object agrees with PyTorch's closely enough (:data:`~.runtimes.MIN_AGREEMENT`,
 :data:`~.runtimes.MIN_DICE`) and that takes at most :data:`~.runtimes.MIN_GAIN` of PyTorch's time.
 It also records each runtime's peak memory for a pass (``peak_mb``): OpenVINO holds whole activations,
-about twice PyTorch's slabbed forward, so a session on a machine with less free memory than that runs
+about one and a half times PyTorch's slabbed forward, so a session on a machine with less free memory than that runs
 PyTorch instead (:func:`~.runtimes.chosen_runtime`).
 """
 
