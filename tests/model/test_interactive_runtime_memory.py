@@ -1,6 +1,7 @@
 """Interactive AI weighs free memory: calibration records each CPU runtime's peak memory for a pass, and a
 session on a machine with less free memory than the chosen runtime's peak runs PyTorch (its slabbed
-forward needs about half of OpenVINO's whole activations: 3.6 against 7.3 GB at 192^3)."""
+forward needs less than OpenVINO's whole activations: a process running one 192^3 pass peaks at 3.6 against
+5.6 GB)."""
 
 from __future__ import annotations
 
@@ -44,28 +45,52 @@ print(json.dumps({"measured": choice.measured, "written": load_choice(root / "mo
 """
 
 
+_ONE_PASS = r"""
+import json, sys
+from pathlib import Path
+from medseg.model.interactive.calibration import _answer, calibration_input
+from medseg.model.interactive.model_files import import_nninteractive
+from medseg.model.interactive.runtimes import make_runner
+from medseg.model.peak_memory import PeakMemory
+root = Path(sys.argv[1])
+model = import_nninteractive(root / "nnInteractive_fixture")
+x = calibration_input(model)
+with PeakMemory() as memory:
+    runner = make_runner(model, "openvino", root / "model")
+    _answer(runner, x)
+    _answer(runner, x)
+print(json.dumps({"peak_mb": memory.peak_mb}))
+"""
+
+
+def _child(script: str, *args) -> dict:
+    import json
+    import subprocess
+    import sys
+
+    run = subprocess.run([sys.executable, "-c", script, *map(str, args)], capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
 def test_calibration_records_each_runtimes_peak_memory(tmp_path):
     """A 96^3 patch of the test network, calibrated in a fresh process (as installing does; in a long test
     run earlier tests' memory pools hide part of a pass's growth): a pass holds at least the input (8
     channels) and one activation of the first stage (8 features) at full resolution in float32 — a floor
-    computed from the plan — and OpenVINO, which keeps whole activations, more than PyTorch's slabbed
-    forward (547 against 246 MB here)."""
-    import json
-    import subprocess
-    import sys
+    computed from the plan. OpenVINO's figure is its pass's alone: the ONNX export that calibration makes
+    first (PyTorch tracing the module forward) is not in it, so it matches an OpenVINO pass measured in
+    another fresh process once the export exists (with the export counted it read 547 MB against 282)."""
     from pathlib import Path
 
     pytest.importorskip("openvino")  # medseg[openvino]: `make setup` (hence CI) installs it
-    run = subprocess.run([sys.executable, "-c", _CALIBRATE, str(Path(__file__).parent), str(tmp_path)],
-                         capture_output=True, text=True, timeout=600)
-    assert run.returncode == 0, run.stderr[-3000:]
-    result = json.loads(run.stdout.strip().splitlines()[-1])
+    result = _child(_CALIBRATE, Path(__file__).parent, tmp_path)
     measured = result["measured"]
     floor_mb = int(np.prod(result["patch"])) * (8 + 8) * 4 / 2**20
     for runtime in ("torch", "openvino"):
         assert measured[runtime]["peak_mb"] >= floor_mb, (runtime, measured, floor_mb)
-    assert measured["openvino"]["peak_mb"] > 1.5 * measured["torch"]["peak_mb"], measured
     assert result["written"] == measured  # what a later session reads (runtime.json)
+    alone = _child(_ONE_PASS, tmp_path)["peak_mb"]
+    assert measured["openvino"]["peak_mb"] <= 1.3 * alone + 50, (measured, alone)
 
 
 def _write_choice(folder, runtime="openvino", openvino_mb=7300, torch_mb=3600):

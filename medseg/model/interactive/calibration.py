@@ -22,7 +22,7 @@ from medseg.errors import ModelError
 from medseg.io.atomic import atomic_write_text
 from medseg.model.interactive.model_files import InteractiveModel
 from medseg.model.interactive.runtimes import (
-    CHOICE_FILE, MIN_AGREEMENT, MIN_DICE, MIN_GAIN, RuntimeChoice, available_runtimes, make_runner,
+    CHOICE_FILE, MIN_AGREEMENT, MIN_DICE, MIN_GAIN, RuntimeChoice, available_runtimes, ensure_onnx, make_runner,
 )
 from medseg.model.interactive.session import SLAB_BYTES, InteractiveSession
 from medseg.model.lean_forward import slab_budget
@@ -77,6 +77,8 @@ def calibrate(model: InteractiveModel, folder: Path | None, candidates: Sequence
     for runtime in candidates:
         say(f"trying {runtime}")
         try:
+            if folder is not None:  # the export is install work, not the runtime's pass: it stays out of its peak
+                ensure_onnx(model, Path(folder))  # (the first one traces the module forward at full size)
             with PeakMemory() as memory:
                 runner = make_runner(model, runtime, folder, threads)
                 _answer(runner, x)  # the first pass of a compiled model includes one-time set-up
