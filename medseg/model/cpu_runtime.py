@@ -223,14 +223,14 @@ def _short_of_memory(device: str, peak_mb: dict[str, float], free_mb: float) -> 
     """Why ``device``'s measured peak would not fit in ``free_mb`` while PyTorch's does ("" if it fits, or
     nothing was measured)."""
     need, torch_need = peak_mb.get(device), peak_mb.get("cpu")
-    if device == "cpu" or not need or not torch_need or torch_need >= need or need * MEMORY_HEADROOM <= free_mb:
+    if device == "cpu" or need is None or torch_need is None or torch_need >= need or need * MEMORY_HEADROOM <= free_mb:
         return ""
     return (f"{backends.backend(device).engine} was measured fastest but needs about {_size(need)} for a "
             f"tile and {_size(free_mb)} are free: PyTorch, which needs about {_size(torch_need)}")
 
 
 def _size(mb: float) -> str:
-    return f"{mb / 1024:.1f} GB" if mb >= 1024 else f"{mb:.0f} MB"
+    return f"{mb / 1024:.1f} GB" if mb >= 1024 else f"{mb:.0f} MB" if mb >= 1 else "under 1 MB"
 
 
 # --- measuring ---------------------------------------------------------------------------------------------
@@ -289,7 +289,7 @@ def _reason(chosen: str, timed: dict[str, float], agreement: dict[str, float], f
     reference = timed["cpu"]
     if chosen != "cpu":
         memory = (f", {_size(peaks[chosen])} for a tile against PyTorch's {_size(peaks['cpu'])}"
-                  if peaks.get(chosen) and peaks.get("cpu") else "")
+                  if chosen in peaks and "cpu" in peaks else "")  # 0: it reused memory the process had
         return (f"{reference / timed[chosen]:.2f}× PyTorch's speed on this model's tile here, labels "
                 f"{agreement[chosen]:.4%} equal{memory}")
     parts = []

@@ -146,7 +146,7 @@ def _short_of_memory(choice: RuntimeChoice) -> str:
     fits, or nothing was measured): OpenVINO holds whole activations, about one and a half times PyTorch's peak."""
     need = choice.measured.get(choice.runtime, {}).get("peak_mb")
     torch_need = choice.measured.get("torch", {}).get("peak_mb")
-    if choice.runtime == "torch" or not need or not torch_need or torch_need >= need:
+    if choice.runtime == "torch" or need is None or torch_need is None or torch_need >= need:
         return ""
     free = free_memory_mb()
     if need * MEMORY_HEADROOM <= free:
