@@ -386,12 +386,14 @@ class OpenVinoRunner:
         self.core = openvino.Core()
         self.compiled = self.request = None
         self.shape: tuple[int, ...] | None = None
+        self._unshaped = None  # read up front when no shape is given, reshaped by the first call
+
         self.name = name or ("openvino" if precision == "f32" else f"openvino-{precision}")
         self.device = torch.device("cpu")  # OpenVINO takes and returns host memory
         if shape is not None:
             self._compile(tuple(int(n) for n in shape))
         else:
-            self._read()  # a broken file fails here, not at the first pass
+            self._unshaped = self._read()  # a broken file fails here, not at the first pass
 
     def _read(self):
         try:
@@ -401,7 +403,8 @@ class OpenVinoRunner:
 
     def _compile(self, shape: tuple[int, ...]) -> None:
         self.compiled = self.request = None  # the old shape's buffers go before the new ones are planned
-        model = self._read()
+        model = self._unshaped if self._unshaped is not None else self._read()
+        self._unshaped = None
         try:
             model.reshape({model.inputs[0]: list(shape)})
             self.compiled = self.core.compile_model(model, "CPU", self.config)

@@ -304,7 +304,8 @@ def _make_runner(device: str, package: Any, configuration: str, plan: Any) -> ba
         from medseg.model.cpu_runtime import exact_onnx
 
         if backends.backend(device).engine == backends.OPENVINO:
-            return backends.OpenVinoRunner(exact_onnx(package, configuration), "f32", name=device)
+            shape = (1, plan.num_input_channels, *plan.patch_size)  # one tile a pass on the CPU (more: recompiled)
+            return backends.OpenVinoRunner(exact_onnx(package, configuration), "f32", name=device, shape=shape)
         return backends.OnnxRunner(exact_onnx(package, configuration), device)
     from medseg.model.package import build_networks
 

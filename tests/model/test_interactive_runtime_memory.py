@@ -48,7 +48,8 @@ print(json.dumps({"measured": choice.measured, "written": load_choice(root / "mo
 _ONE_PASS = r"""
 import json, sys
 from pathlib import Path
-from medseg.model.interactive.calibration import _answer, calibration_input
+import torch
+from medseg.model.interactive.calibration import calibration_input
 from medseg.model.interactive.model_files import import_nninteractive
 from medseg.model.interactive.runtimes import make_runner
 from medseg.model.peak_memory import PeakMemory
@@ -57,8 +58,9 @@ model = import_nninteractive(root / "nnInteractive_fixture")
 x = calibration_input(model)
 with PeakMemory() as memory:
     runner = make_runner(model, "openvino", root / "model")
-    _answer(runner, x)
-    _answer(runner, x)
+    with torch.inference_mode():
+        runner(x)
+        runner(x)
 print(json.dumps({"peak_mb": memory.peak_mb}))
 """
 
