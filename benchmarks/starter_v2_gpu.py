@@ -161,11 +161,11 @@ def train_configuration(name: str, out: Path, device: str, seconds: float, dry_r
 def score(package, device: str) -> dict:
     """medseg evaluate --held-out: as the app chooses, each configuration forced; and against TotalSegmentator."""
     from medseg.workflows.evaluate import EvaluateRequest, evaluate
-    from medseg.workflows.models import OpenedModel, model_card
+    from medseg.workflows.models import package_model
     from medseg.workflows.segment import SegmentSettings
 
     def cases_of(dataset, configuration=None):
-        model = OpenedModel(model_card(package, package.source_path), package)
+        model = package_model(package, package.source_path)
         return evaluate(EvaluateRequest(model, dataset, specs=dataset.validation_specs,
                                         settings=SegmentSettings(device=device, configuration=configuration))).cases
 

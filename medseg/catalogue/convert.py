@@ -12,8 +12,8 @@ Layout of a version folder:
                           (TotalSegmentator's five 1.5 mm parts), for the pipeline that merges them
     source/DatasetNNN/    the publisher's dataset.json and plans.json, as they came
 
-A publisher whose models need more than nnU-Net's own steps registers its converter in
-:data:`CONVERTERS` (by the id's publisher part); the default is :func:`convert_nnunet`.
+Each model kind (:mod:`medseg.model.kinds`, the catalogue entry's ``kind``) has its converter in
+:data:`CONVERTERS`: nnU-Net networks, a TotalSegmentator task, an interactive model.
 """
 
 from __future__ import annotations
@@ -46,16 +46,16 @@ class Converted:
 
 Converter = Callable[[ModelEntry, list[Configuration], dict[int, Path], Path, ProgressCallback | None,
                       CancelToken | None], Converted]
-# publisher -> converter. The TotalSegmentator pipeline (issue 37, branch totalseg) registers its own here.
+# model kind -> its converter (filled below, one line per kind)
 CONVERTERS: dict[str, Converter] = {}
 
 
 def convert(entry: ModelEntry, configurations: list[Configuration], results: dict[int, Path], out: Path,
             progress: ProgressCallback | None = None, cancel: CancelToken | None = None) -> Converted:
     """Write the packages of ``configurations`` (their networks' result folders in ``results``) into ``out``."""
-    if entry.interactive:
-        return convert_interactive(entry, configurations, results, out, progress, cancel)
-    converter = CONVERTERS.get(entry.id.split("/")[0], convert_nnunet)
+    converter = CONVERTERS.get(entry.kind)
+    if converter is None:
+        raise ModelError(f"{entry.id}: medseg cannot install a model of kind {entry.kind!r} from downloaded weights")
     return converter(entry, configurations, results, out, progress, cancel)
 
 
@@ -159,7 +159,6 @@ def convert_totalsegmentator(entry: ModelEntry, configurations: list[Configurati
     return Converted(RUN_FOLDER, {}, [c.name for c in configurations])
 
 
-CONVERTERS["totalsegmentator"] = convert_totalsegmentator
 
 
 def convert_interactive(entry: ModelEntry, configurations: list[Configuration], results: dict[int, Path], out: Path,
@@ -172,8 +171,6 @@ def convert_interactive(entry: ModelEntry, configurations: list[Configuration], 
     from medseg.model.interactive.model_files import import_nninteractive, save_interactive_model
     from medseg.model.interactive.runtimes import openvino_available
 
-    if not entry.interactive:
-        raise ModelError(f"{entry.id} is not an interactive model")
     (folder,) = results.values()
     report(progress, 0.0, f"converting {entry.id} without unpickling", "convert")
     model = import_nninteractive(folder)
@@ -202,3 +199,7 @@ def _keep_source(folder: Path, destination: Path) -> None:
     for name in ("dataset.json", "plans.json"):
         if (folder / name).is_file():
             shutil.copyfile(folder / name, destination / name)
+
+
+CONVERTERS.update({"nnunet": convert_nnunet, "totalsegmentator": convert_totalsegmentator,
+                   "nninteractive": convert_interactive})

@@ -98,11 +98,18 @@ class ModelEntry:
     builtin: str | None = None
     task: str | None = None
     raw: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
-    kind: str = "segmentation"  # or "interactive": a model that segments from prompts (the Interactive AI tool)
+    kind: str = "nnunet"  # the model kind (medseg.model.kinds) its weights become once installed
 
     @property
     def interactive(self) -> bool:
-        return self.kind == "interactive"
+        """It answers prompts (the Interactive AI tool) rather than segmenting a series on its own."""
+        return self.capabilities.interactive
+
+    @property
+    def capabilities(self):
+        from medseg.model.kinds import kind_named
+
+        return kind_named(self.kind).capabilities
 
     @property
     def downloadable(self) -> bool:
@@ -276,15 +283,25 @@ def parse_entry(raw: dict[str, Any]) -> ModelEntry:
         modality=str(raw.get("modality", "CT")), description=str(raw.get("description", "")), structures=structures,
         configurations=configurations, files=tuple(files), licence=licence, citation=str(raw.get("citation", "")),
         support=status, support_note=str(support.get("note", "")), builtin=raw.get("builtin"),
-        task=raw.get("task"), raw=dict(raw), kind=_kind(model_id, raw.get("kind", "segmentation")))
+        task=raw.get("task"), raw=dict(raw), kind=_kind(model_id, raw))
 
 
-MODEL_KINDS = ("segmentation", "interactive")
+# Before model kinds were plug-ins an entry said only whether it was interactive; a segmentation entry's kind
+# followed from its task (TotalSegmentator's) and a pack or install record may still say so.
+_FORMER_KINDS = {"interactive": "nninteractive"}
 
 
-def _kind(model_id: str, kind: Any) -> str:
-    if kind not in MODEL_KINDS:
-        raise ModelError(f"{model_id}: kind {kind!r} is not one of {', '.join(MODEL_KINDS)}")
+def _kind(model_id: str, raw: dict[str, Any]) -> str:
+    """The entry's model kind, one of medseg.model.kinds' (the one list of kinds). An entry that names none
+    is, by its data: a publisher's task (``task``: TotalSegmentator's) or medseg's built-in model, else nnU-Net
+    networks."""
+    from medseg.model.kinds import kind_ids
+
+    kind = raw.get("kind") if raw.get("kind") != "segmentation" else None
+    kind = kind or ("totalsegmentator" if raw.get("task") else "medseg" if raw.get("builtin") else "nnunet")
+    kind = _FORMER_KINDS.get(kind, kind)  # install records and packs written before kinds were plug-ins
+    if kind not in kind_ids():
+        raise ModelError(f"{model_id}: kind {kind!r} is not one of {', '.join(kind_ids())}")
     return str(kind)
 
 

@@ -289,7 +289,7 @@ def _interactive_entry(result: FoundResult, catalogue: Catalogue) -> ModelEntry:
     licence = raw.get("licence") or {"spdx": "NOASSERTION", "url": "", "commercial_use": False,
                                      "acceptance_required": False, "terms": "Unknown: imported from a local folder."}
     return parse_entry({
-        "id": f"local/{name}", "kind": "interactive", "title": f"{result.folder.name} (imported interactive model)",
+        "id": f"local/{name}", "kind": "nninteractive", "title": f"{result.folder.name} (imported interactive model)",
         "version": "imported", "modality": "CT", "description": f"Imported from {result.folder}.", "structures": [],
         "configurations": [{"name": "interactive", "spacing_mm": None, "datasets": []}], "files": [],
         "licence": licence, "citation": raw.get("citation", ""),

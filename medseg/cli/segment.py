@@ -12,9 +12,13 @@ import contextlib
 import sys
 from typing import Any
 
-from medseg.cli import _segment_totalseg as segment_totalseg
+from medseg.cli import _model_options as model_options
 from medseg.cli._console import (add_spacing_option, add_threads_option, findings_json, number, print_findings,
                                  progress_printer, whole_number)
+from medseg.errors import ModelError
+
+
+MANY_STRUCTURES = 20  # above this, the printed volumes list only the structures found
 
 
 def add_inference_options(parser: argparse.ArgumentParser) -> None:
@@ -40,10 +44,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     ".mha for a label map with a .labels.json sidecar of names) on the input's grid, and print the "
                     "volume of each label in ml. The output folder is checked before the model runs.")
     parser.add_argument("path", help="DICOM folder or image file")
-    parser.add_argument("--model", "-m",
+    parser.add_argument("--model", "-m", action="append",
                         help="an installed catalogue model (e.g. totalsegmentator/total; `medseg models list`), a "
                              "medseg package (.medseg/.zip file or folder) or nnU-Net v2 result folder "
-                             "(default: the built-in starter model: body, lungs, bones)")
+                             "(default: the built-in starter model: body, lungs, bones); give it several times to "
+                             "run several models (e.g. TotalSegmentator tasks) into one segmentation")
     parser.add_argument("-o", "--output", required=True, help="segmentation to write: .dcm (DICOM SEG) or a label map "
                                                              "(.nii.gz, .nii, .nrrd, .mha)")
     add_inference_options(parser)
@@ -62,7 +67,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--json", action="store_true",
                         help="print the event stream, one JSON object per line: progress ..., then done (with the "
                              "result: output, device, fallbacks, volumes_ml) or failed")
-    segment_totalseg.add_options(parser)
+    model_options.add_options(parser)
     parser.set_defaults(func=run)
 
 
@@ -74,24 +79,33 @@ def run(args: argparse.Namespace) -> int:
         return _segment(args, events)
 
 
-def settings_of(args: argparse.Namespace, allow_modality: bool = False) -> "Any":
-    """The SegmentSettings that ``segment`` and ``batch``'s inference options say."""
+def settings_of(args: argparse.Namespace, allow_modality: bool = False, model: Any = None) -> "Any":
+    """The SegmentSettings that ``segment`` and ``batch``'s inference options say (``model``: the opened model,
+    whose pipeline names the configurations a publisher's speed flags mean)."""
     from medseg.workflows.segment import SegmentSettings
 
-    return SegmentSettings(device=args.device, configuration=segment_totalseg.configuration(args), step=args.step,
+    return SegmentSettings(device=args.device, configuration=model_options.configuration(args, model), step=args.step,
                            mirror=args.mirror, tile_batch=getattr(args, "tile_batch", None),
                            postprocess=not args.no_postprocess, allow_modality=allow_modality,
-                           structures=segment_totalseg.structures(args))
+                           structures=model_options.structures(args))
 
 
 def _segment(args: argparse.Namespace, events) -> int:
+    from medseg.workflows.models import open_model
     from medseg.workflows.save import plan_save
 
-    pipeline = segment_totalseg.is_totalseg_reference(args.model)
-    if not pipeline:
-        segment_totalseg.refuse_options_for_other_models(args)
+    references = list(args.model or [None])
+    if len(references) > 1:
+        return _segment_several(args, events, references)
+    args.model = references[0]
+
+    # Options only some models take: the model is read first (in a moment) and refuses what it does not take,
+    # and its unknown structures fail, before the series is read; otherwise the series comes first.
+    early = open_model(args.model) if model_options.used_model_options(args) else None
+    if early is not None:
+        model_options.check_options(args, early)
     # A bad -o must fail now (before torch is even imported), not after the whole segmentation.
-    split = segment_totalseg.plan_split(args.output) if getattr(args, "split", False) else None
+    split = model_options.plan_split(args.output) if getattr(args, "split", False) else None
     target = None if split is not None else plan_save(args.output, [args.path], force=args.force, option="-o")
 
     from medseg.model.backends import resolve_device, torch_device
@@ -106,8 +120,7 @@ def _segment(args: argparse.Namespace, events) -> int:
         if profiling is not None:
             profiling.set_device(torch_device(device))
         with phase("load"):
-            # a TotalSegmentator model is read in a moment: its unknown structures fail before the series is read
-            segmenter = Segmenter(args.model, settings_of(args, args.allow_modality)) if pipeline else None
+            segmenter = Segmenter(early, settings_of(args, args.allow_modality, early)) if early is not None else None
             volume = open_study(OpenStudyRequest(args.path, spacing_mm=args.spacing,
                                                  regularize=not args.raw_stack)).volume
             if target is not None:
@@ -115,12 +128,13 @@ def _segment(args: argparse.Namespace, events) -> int:
             segmenter = segmenter or Segmenter(args.model, settings_of(args, args.allow_modality))
         progress = events.progress() if args.json else progress_printer()
         prepared = segmenter.prepare(volume)
-        if prepared.prepared is not None and segmenter.model.pipeline is not None and not args.json:
-            print(f"configuration {prepared.prepared.summary()}", file=sys.stderr)  # before a long run
+        summary = segmenter.prepared_summary(prepared)
+        if summary is not None and not args.json:
+            print(summary, file=sys.stderr)  # before a long run
         result = segmenter.run(prepared, progress=progress)
         with phase("write"):
             if split is not None:
-                saved_notes = segment_totalseg.write_split(split, result.label_map, volume, result.model,
+                saved_notes = model_options.write_split(split, result.label_map, volume, result.model,
                                                            segmenter.settings.structures)
             else:
                 saved_notes = save_segmentation(target, result.label_map, volume, result.labels).notes
@@ -158,8 +172,7 @@ def _segment(args: argparse.Namespace, events) -> int:
             "spacing_mm": list(result.label_map.spacing_mm),
             "labels": _label_names(segmenter),
             "volumes_ml": {name: round(ml, 3) for name, ml in result.volumes_ml.items()},
-            **({"reason": result.reason, "estimates_s": {k: round(v, 1) for k, v in result.estimates_s.items()},
-                "parts": result.parts} if segmenter.model.pipeline is not None else {}),
+            **result.details,  # the model kind's own facts (a TotalSegmentator task: reason, estimates_s, parts)
         })
         return 0
     print_findings(volume)
@@ -171,14 +184,67 @@ def _segment(args: argparse.Namespace, events) -> int:
         print(f"  CPU engine {result.cpu_engine['engine']}: {result.cpu_engine['reason']}")
     for step in result.postprocessing:
         print(f"  after the network: {step}")
-    shown = {name: ml for name, ml in result.volumes_ml.items() if ml or segmenter.model.pipeline is None}
+    # a model of many structures (over 20: TotalSegmentator's 117) lists the ones found; a small one all of its own
+    many = len(segmenter.card.labels) > MANY_STRUCTURES
+    shown = {name: ml for name, ml in result.volumes_ml.items() if ml or not many}
     width = max((len(name) for name in shown), default=5)
-    for name, ml in shown.items():  # a TotalSegmentator model: the structures found (of 117)
+    for name, ml in shown.items():
         print(f"  {name:<{width}}  {ml:10.1f} ml")
     return 0
 
 
+def _segment_several(args: argparse.Namespace, events, references: list) -> int:
+    """Several models into one segmentation (medseg.workflows.segment_many): every model is read and every
+    option checked before the series is read; an option applies to the models that take it."""
+    from medseg.model.backends import resolve_device
+    from medseg.workflows.models import open_model
+    from medseg.workflows.save import plan_save, save_segmentation
+    from medseg.workflows.segment_many import segment_with_models
+    from medseg.workflows.studies import OpenStudyRequest, open_study
+
+    if getattr(args, "split", False) or getattr(args, "profile", None):
+        raise ModelError("--split and --profile take one model", hint="run the models one at a time for them")
+    models = [open_model(reference) for reference in references]
+    model_options.check_options_several(args, models)
+    target = plan_save(args.output, [args.path], force=args.force, option="-o")
+    resolve_device(args.device)  # an absent device fails before the series is read
+    volume = open_study(OpenStudyRequest(args.path, spacing_mm=args.spacing, regularize=not args.raw_stack)).volume
+    target.check_image(volume)
+    progress = events.progress() if args.json else progress_printer()
+    flagged = next((m for m in models if any(getattr(args, f, False) for f in m.pipeline.speed_flags())), models[0])
+    combined = segment_with_models(volume, models, settings_of(args, args.allow_modality, flagged),
+                                   progress=progress)
+    saved_notes = save_segmentation(target, combined.label_map, volume, combined.labels).notes
+    notes = [*combined.notes, *(n for study in combined.studies for n in study.notes), *saved_notes]
+    fallbacks = [f for study in combined.studies for f in study.fallbacks]
+    volumes = combined.volumes_ml
+    if args.json:
+        for note in fallbacks:
+            events.emit("fallback", text=note)
+        for note in notes:
+            events.emit("message", text=note)
+        events.emit("done", input=str(args.path), output=str(args.output),
+                    models=[{"model": study.model.name, "configuration": study.configuration, "device": study.device,
+                             "seconds": round(study.seconds, 3), **study.details} for study in combined.studies],
+                    moves={name: {str(v): t for v, t in moved.items()} for name, moved in combined.moves.items()},
+                    labels={str(v): {"name": label.name, "model": label.provenance.algorithm_name}
+                            for v, label in combined.labels.items()},
+                    volumes_ml={name: round(ml, 3) for name, ml in volumes.items()}, notes=notes,
+                    findings=findings_json(volume), seconds=round(combined.seconds, 3))
+        return 0
+    print_findings(volume)
+    for note in [*fallbacks, *notes]:
+        print(f"note: {note}", file=sys.stderr)
+    for study in combined.studies:
+        print(f"{study.model.name} [{study.configuration}] on {study.device}, {study.seconds:.1f} s")
+    print(f"{len(combined.studies)} models, {len(combined.labels)} structures found, {combined.seconds:.1f} s "
+          f"-> {args.output}")
+    width = max((len(label.name) for label in combined.labels.values()), default=5)
+    for value, label in combined.labels.items():
+        print(f"  {value:>4} {label.name:<{width}}  {volumes.get(label.name, 0.0):10.1f} ml  "
+              f"({label.provenance.algorithm_name})")
+    return 0
+
+
 def _label_names(segmenter) -> dict[str, str]:
-    if segmenter.model.pipeline is not None:
-        return {str(v): label.name for v, label in sorted(segmenter.card.labels.items())}
-    return {str(k): name for k, name in sorted(segmenter.model.package.names.items())}
+    return {str(v): name for v, name in segmenter.model.pipeline.label_names().items()}

@@ -78,12 +78,10 @@ def check_input(volume: Volume, model: object, allow_modality: bool = False) -> 
     card = model.card  # type: ignore[attr-defined]
     check_spacing(volume)
     check_image_kind(volume, card.modality)
-    if getattr(model, "pipeline", None) is not None:  # no one package: the card states the modality
-        from medseg.model.modality import check_modality_named
+    from medseg.model.modality import check_modality_named
 
-        note = check_modality_named(volume, card.modality, card.name, allow_modality)
-    else:
-        note = check_modality(volume, model.package, allow_modality)  # type: ignore[attr-defined]
+    # the card states the modality for every kind (a package's is model_modality(package))
+    note = check_modality_named(volume, card.modality, card.name, allow_modality)
     return [note] if note else []
 
 

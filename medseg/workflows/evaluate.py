@@ -88,10 +88,8 @@ def record_evaluation(model: OpenedModel, evaluation: Evaluation, *, held_out: b
 
     from medseg.errors import MedsegError
     from medseg.model.package import save_package
-    from medseg.workflows.models import MEDSEG_PACKAGE
-
     package = model.package
-    if model.card.kind != MEDSEG_PACKAGE or package.source_path is None or not package.source_path.is_dir():
+    if not model.capabilities.rewritable:
         raise MedsegError("recording the scores needs a medseg model package folder (a .zip package or an nnU-Net "
                           "folder is not rewritten)", path=package.source_path,
                           hint="unzip it or export it as a package folder, or run without --record")

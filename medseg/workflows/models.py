@@ -1,35 +1,34 @@
 """Open and list models: the one model opener, and the model card every interface shows.
 
-:func:`open_model` takes a *reference* — ``None`` or ``"starter"`` (the built-in model), a path
-to a medseg package (folder, ``.zip`` or ``.medseg``), or a path to an nnU-Net v2 result folder
-— and returns an :class:`OpenedModel`: the :class:`ModelCard` (id, name, version, modality,
-licence, configurations, labels with their coded concepts as the package states them) and
-the package the engine runs (or, for a converted TotalSegmentator task, the pipeline that runs its
-networks: :attr:`OpenedModel.pipeline`). Everything that opens a model comes here: ``medseg segment``,
-``batch``, ``evaluate``, ``train --from``, ``export``, ``plan``, and the GUI's Segment and
-Train & Export tabs, so each of them opens the same things.
+:func:`open_model` takes a *reference* — ``None`` or ``"starter"`` (the built-in model), a catalogue
+id, or a path — turns it into a folder (:func:`model_path`) and opens it with the model kind that
+recognises it (:mod:`medseg.model.kinds`: a medseg package, an nnU-Net v2 result folder, a converted
+TotalSegmentator task, an interactive model). The :class:`OpenedModel` it returns carries the
+:class:`ModelCard` and the pipeline that runs it; every interface (``medseg segment``, ``batch``,
+``evaluate``, ``train --from``, ``export``, ``plan``, the GUI's tabs) opens models here and asks the
+pipeline's capabilities, never the kind.
 
 Where the model catalogue plugs in: :func:`model_path` is the ONE function that turns a reference
 into a path on disk. A catalogue id (``totalsegmentator/total``, spelled publisher/name and not an
-existing path) is the folder :mod:`medseg.catalogue` installed it in
-(:func:`medseg.catalogue.resolve_reference`: a ModelError says when it is known but not installed);
-another source of models adds its references with :func:`register_resolver`. Every interface
-opens what this function opens, with no other change. The card's ``id`` is the reference as the
-user gave it (the catalogue id, ``starter``, or the path).
+existing path) is the folder :mod:`medseg.catalogue` installed it in; another source of models adds
+its references with :func:`register_resolver` (the built-in starter is one). The card's ``id`` is
+the reference as the user gave it; a model the catalogue lists gets the catalogue's facts (licence,
+groups, coded labels) on its card, whatever its kind.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
-from medseg.core.labels import Label
 from medseg.errors import MedsegError, ModelError
+from medseg.model.kinds import ModelCard, OpenedModel, open_path
+from medseg.model.kinds.interactive_kind import INTERACTIVE_MODEL
+from medseg.model.kinds.package_kind import MEDSEG_PACKAGE, NNUNET_RESULT, opened_package, package_card
+from medseg.model.kinds.totalseg_kind import TOTALSEG_MODEL
 
 STARTER = "starter"  # what a user types for the built-in model
-NNUNET_RESULT, MEDSEG_PACKAGE = "nnU-Net v2 result folder", "medseg model package"
-TOTALSEG_MODEL = "TotalSegmentator model"  # several networks run by TotalSegmentator's own pipeline
 Resolver = Callable[[str], "Path | None"]
 _resolvers: list[Resolver] = []
 
@@ -48,14 +47,20 @@ def starter_model_path() -> Path:
     return built_in()
 
 
+def _starter(reference: str) -> Path | None:
+    """The built-in model answers to "starter" unless a file of that name is here."""
+    return starter_model_path() if reference == STARTER and not Path(reference).exists() else None
+
+
+register_resolver(_starter)
+
+
 def model_path(reference: str | Path | None) -> Path:
-    """The one place a model reference becomes a path: None or "starter" (when no such file is here) is
-    the built-in model; a registered resolver's reference is its folder; a catalogue id is the folder
-    it is installed in; anything else is taken as a path."""
+    """The one place a model reference becomes a path: None is the built-in model; a registered resolver's
+    reference is its folder; a catalogue id is the folder it is installed in; anything else is a path."""
     from medseg.catalogue import resolve_reference
 
-    if reference is None or (str(reference) == STARTER and not Path(reference).exists()):
-        return starter_model_path()
+    reference = STARTER if reference is None else reference
     for resolver in _resolvers:
         found = resolver(str(reference))
         if found is not None:
@@ -70,118 +75,30 @@ def model_path(reference: str | Path | None) -> Path:
     return path
 
 
-def is_totalseg_folder(path: Path) -> bool:
-    from medseg.model.totalseg import is_totalseg_model
-
-    return path.is_dir() and is_totalseg_model(path)
-
-
-def is_nnunet_result(path: Path) -> bool:
-    return path.is_dir() and (path / "plans.json").is_file() and (path / "dataset.json").is_file()
+def open_model(reference: str | Path | None = None) -> OpenedModel:
+    """The one model opener: the kind that recognises the folder opens it (nothing is unpickled)."""
+    opened = open_path(model_path(reference), STARTER if reference is None else reference)
+    return _with_facts(opened)
 
 
-@dataclass(frozen=True)
-class ModelCard:
-    """What every interface shows of a model (and the catalogue lists)."""
-
-    id: str  # the reference as the user gave it: "starter", a catalogue id, or the path
-    name: str
-    version: str  # "" when the model says nothing
-    modality: str | None  # "CT" for a model that normalises its input as CT; None: not stated
-    licence: str  # as the model states it ("" when it does not)
-    kind: str  # MEDSEG_PACKAGE or NNUNET_RESULT
-    source: Path
-    configurations: dict[str, str]  # name -> one line: dimension, patch, spacing, folds
-    labels: dict[int, Label]  # the labels it segments (background excluded), as its output
-    postprocessing: list[str] = field(default_factory=list)  # its declared steps after the network
-    groups: dict[int, str] = field(default_factory=dict)  # label value -> its group (the catalogue's), when known
-
-    @property
-    def coded(self) -> bool:
-        return all(label.coded for label in self.labels.values())
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"id": self.id, "name": self.name, "version": self.version, "modality": self.modality,
-                "licence": self.licence, "kind": self.kind, "source": str(self.source),
-                "configurations": dict(self.configurations),
-                "labels": {str(v): label.as_dict() for v, label in self.labels.items()},
-                "postprocessing": list(self.postprocessing), "groups": {str(v): g for v, g in self.groups.items()}}
-
-    def describe(self) -> str:
-        """A few lines for a terminal or a tooltip."""
-        version = f" {self.version}" if self.version else ""
-        lines = [f"{self.name}{version} ({self.kind}; {self.modality or 'modality not stated'}; "
-                 f"licence: {self.licence or 'not stated'})",
-                 "labels: " + ", ".join(f"{v} {label.name}" for v, label in self.labels.items())]
-        lines += [f"  {name}: {summary}" for name, summary in self.configurations.items()]
-        return "\n".join(lines)
+def _with_facts(opened: OpenedModel) -> OpenedModel:
+    opened.pipeline.card = with_catalogue_facts(opened.card)  # the pipeline describes its results with it
+    return OpenedModel(opened.pipeline.card, opened.pipeline)
 
 
-@dataclass
-class OpenedModel:
-    """An opened model: its card, and the package the engine runs — or, for a TotalSegmentator model,
-    ``pipeline`` (medseg.model.totalseg.TotalSegModel: several networks and TotalSegmentator's own steps)."""
-
-    card: ModelCard
-    _package: Any = None  # medseg.model.package_model.ModelPackage
-    pipeline: Any = None  # medseg.model.totalseg.TotalSegModel
-
-    @property
-    def name(self) -> str:
-        return self.card.name
-
-    @property
-    def package(self) -> Any:
-        """The one package the engine runs; a TotalSegmentator model has none (a ModelError says so)."""
-        if self._package is None:
-            raise ModelError(f"{self.card.name} is a TotalSegmentator model: several networks run by TotalSegmentator's "
-                             "own pipeline, which segments but is not one package to export, train from or plan",
-                             path=self.card.source, hint="segment with it (medseg segment, batch or the GUI)")
-        return self._package
-
-
-def model_card(package: Any, reference: str | Path | None = None, kind: str = MEDSEG_PACKAGE) -> ModelCard:
-    """The card of a package already in memory (``reference``: how the user named it)."""
-    from medseg.model.modality import model_modality
-
-    configurations = {}
-    for name, plan in package.configurations.items():
-        spacing = " x ".join(f"{s:.3g}" for s in plan.target_spacing_image_zyx)
-        configurations[name] = (f"{plan.dim}D, patch {' x '.join(str(p) for p in plan.patch_size)}, spacing "
-                                f"{spacing} mm, {package.num_folds(name)} fold(s)" + (", ONNX" if name in package.onnx else ""))
-    provenance = package.provenance or {}
-    licence = str(provenance.get("licence") or provenance.get("license") or "") or _catalogue_licence(provenance)
-    source = package.source_path if package.source_path is not None else Path(str(reference or package.name))
-    return ModelCard(
-        id=str(reference) if reference is not None else STARTER, name=package.name, version=package.version,
-        modality=model_modality(package), licence=licence, kind=kind, source=Path(source),
-        configurations=configurations, labels=package.label_table(),
-        postprocessing=[step.describe(package.names) for step in package.postprocess_steps()])
-
-
-def totalseg_card(model: Any, reference: str | Path | None) -> ModelCard:
-    """The card of a converted TotalSegmentator task: its configurations (spacing, networks), its
-    structures with the catalogue's groups and TotalSegmentator's numbers and names."""
-    from medseg.core.labels import Provenance
-
-    made_by = Provenance.model(model.name, model.version)
-    configurations = {name: (f"{config.spacing_mm:g} mm, {len(config.parts)} network"
-                             f"{'s' if len(config.parts) > 1 else ''} merged by TotalSegmentator's pipeline"
-                             + (f" (its {config.flag})" if config.flag else "") + f", tile step {config.step:g}")
-                      for name, config in model.configurations.items()}
-    entry = _catalogue_entry(model.name)
-    groups = {s.value: s.group for s in entry.structures} if entry is not None else {}
-    # the catalogue's labels carry each structure's group, codes and colour (TotalSegmentator's own table),
-    # so the label tree groups a result and its DICOM SEG is coded; TotalSegmentator's name decides a match
-    described = entry.labels() if entry is not None else {}
-    labels = {value: replace(described[value], provenance=made_by)
-              if value in described and described[value].name == name else Label(value, name, provenance=made_by)
-              for value, name in sorted(model.labels.items())}
-    return ModelCard(
-        id=str(reference) if reference is not None else model.name, name=model.name, version=model.version,
-        modality="CT", licence=entry.licence.summary if entry is not None else "", kind=TOTALSEG_MODEL,
-        source=Path(model.path), configurations=configurations, labels=labels,
-        groups={value: groups[value] for value in model.labels if value in groups})
+def with_catalogue_facts(card: ModelCard) -> ModelCard:
+    """A model the catalogue lists (by its name, which an install sets to the catalogue id) carries the
+    catalogue's licence line, groups and coded labels (its publisher's codes) where the model says none."""
+    entry = _catalogue_entry(card.name)
+    if entry is None:
+        return card
+    described = entry.labels()
+    labels = {value: replace(described[value], provenance=label.provenance)
+              if value in described and described[value].name == label.name and not label.coded else label
+              for value, label in card.labels.items()}
+    groups = card.groups or {s.value: s.group for s in entry.structures
+                             if s.value in card.labels and card.labels[s.value].name == s.name and s.group}
+    return replace(card, licence=card.licence or entry.licence.summary, labels=labels, groups=groups)
 
 
 def _catalogue_entry(model_id: str) -> Any:
@@ -193,41 +110,14 @@ def _catalogue_entry(model_id: str) -> Any:
         return None
 
 
-def _catalogue_licence(provenance: dict[str, Any]) -> str:
-    """A model the catalogue installed: the licence its entry states ("" for any other model)."""
-    model_id = provenance.get("catalogue_id")
-    if not model_id:
-        return ""
-    from medseg.catalogue import load_catalogue
-
-    entry = load_catalogue().entries.get(str(model_id))
-    return entry.licence.summary if entry is not None else ""
+def model_card(package: Any, reference: str | Path | None = None, kind: str = MEDSEG_PACKAGE) -> ModelCard:
+    """The card of a package already in memory (``reference``: how the user named it)."""
+    return with_catalogue_facts(package_card(package, reference, kind))
 
 
-def open_model(reference: str | Path | None = None) -> OpenedModel:
-    """The one model opener: a built-in name ("starter"), a medseg package (folder/.zip/.medseg), an nnU-Net
-    v2 result folder (converted on the fly; nothing is unpickled), or an id a registered catalogue knows."""
-    from medseg.model.nnunet_import import import_nnunet
-    from medseg.model.package import load_package
-
-    path = model_path(reference)
-    if is_totalseg_folder(path):
-        from medseg.model.totalseg import load_totalseg_model
-
-        model = load_totalseg_model(path)
-        return OpenedModel(totalseg_card(model, reference), pipeline=model)
-    if is_nnunet_result(path):
-        package, kind = import_nnunet(path), NNUNET_RESULT
-    elif path.is_dir() and not (path / "model.json").is_file():
-        # Said here, where every kind of folder medseg runs is known, rather than as the package reader's
-        # "model.json is missing", which sends a user with TotalSegmentator's weights on a wrong track.
-        raise ModelError("this folder is not a model medseg can run: no model.json (a medseg package), no plans.json "
-                         "with dataset.json (an nnU-Net v2 result folder)", path=path,
-                         hint="TotalSegmentator's or nnInteractive's weights folder: `medseg models import FOLDER` "
-                              "(Segmentation ▸ Models… ▸ Import), then choose the model by its id")
-    else:
-        package, kind = load_package(path), MEDSEG_PACKAGE
-    return OpenedModel(model_card(package, reference, kind), package)
+def package_model(package: Any, reference: str | Path | None = None) -> OpenedModel:
+    """A package already in memory (a training run's, a benchmark's) as an opened model."""
+    return _with_facts(opened_package(package, reference))
 
 
 def list_models() -> list[ModelCard]:
@@ -236,5 +126,6 @@ def list_models() -> list[ModelCard]:
     return [open_model(STARTER).card]
 
 
-__all__ = ["ModelCard", "OpenedModel", "open_model", "model_card", "model_path", "list_models", "register_resolver",
-           "totalseg_card", "STARTER", "NNUNET_RESULT", "MEDSEG_PACKAGE", "TOTALSEG_MODEL"]
+__all__ = ["ModelCard", "OpenedModel", "open_model", "model_card", "model_path", "list_models", "package_model",
+           "register_resolver", "with_catalogue_facts", "STARTER", "NNUNET_RESULT", "MEDSEG_PACKAGE",
+           "TOTALSEG_MODEL", "INTERACTIVE_MODEL"]

@@ -29,23 +29,10 @@ from typing import Any, Sequence
 
 from medseg.core.labels import Label
 from medseg.core.volume import Volume
+from medseg.model.kinds import SegmentSettings
 from medseg.progress import CancelToken, ProgressCallback, report
 from medseg.workflows.models import ModelCard, OpenedModel, open_model
 from medseg.workflows.studies import OpenStudyRequest, open_study
-
-
-@dataclass(frozen=True)
-class SegmentSettings:
-    """How a model runs: what ``medseg segment`` and ``medseg batch`` take as options, the GUI as widgets."""
-
-    device: str = "auto"  # "auto" or one of medseg.model.backends.DEVICES
-    configuration: str | None = None  # default: chosen by the series' spacing
-    step: float = 0.5  # tile step as a fraction of the patch
-    mirror: bool = False  # mirroring test-time augmentation
-    tile_batch: int | None = None  # tiles per forward pass (default: by device)
-    postprocess: bool = True  # the model's own post-processing steps
-    allow_modality: bool = False  # segment a series of another modality than the model's (noted)
-    structures: tuple[str, ...] | None = None  # a TotalSegmentator model: only these (its roi_subset), by name
 
 
 @dataclass(frozen=True)
@@ -63,7 +50,7 @@ class PreparedStudy:
 
     image: Volume
     notes: list[str]  # the checks' notes (e.g. a modality the user allowed)
-    prepared: Any  # medseg.model.infer.PreparedInput
+    prepared: Any  # what the model's pipeline prepared (the preprocessed image, or its configuration choice)
     seconds: float
 
 
@@ -82,11 +69,12 @@ class SegmentedStudy:
     fallbacks: list[str] = field(default_factory=list)  # every degradation, in words
     postprocessing: list[str] = field(default_factory=list)  # the model's steps after the network, as run
     notes: list[str] = field(default_factory=list)  # what the checks said (e.g. an allowed modality)
-    reason: str = ""  # why this configuration ran (a TotalSegmentator model: by spacing, device estimate or asked for)
+    reason: str = ""  # why this configuration ran, when the model chooses per series (spacing, estimate, asked for)
     estimates_s: dict[str, float] = field(default_factory=dict)  # each configuration's estimate on this device
-    parts: list[str] = field(default_factory=list)  # the networks that ran (a TotalSegmentator model's parts)
+    parts: list[str] = field(default_factory=list)  # the networks that ran, when several do
     threads: int = 0  # the CPU threads the run computed with (its share of medseg.threads' budget)
     cpu_engine: dict | None = None  # "auto" on a CPU: the engine measured for this model, and why
+    details: dict[str, Any] = field(default_factory=dict)  # the model kind's own facts for --json (reason, parts ...)
 
 
 def _scaled(progress: ProgressCallback | None, low: float, high: float) -> ProgressCallback | None:
@@ -96,7 +84,9 @@ def _scaled(progress: ProgressCallback | None, low: float, high: float) -> Progr
 
 
 class Segmenter:
-    """One model with one set of settings, for any number of images (a batch keeps one for its run)."""
+    """One model with one set of settings, for any number of images (a batch keeps one for its run).
+
+    Every step is the model's pipeline's (medseg.model.kinds): this class never asks which kind it holds."""
 
     def __init__(self, model: OpenedModel | str | os.PathLike | None = None,
                  settings: SegmentSettings | None = None) -> None:
@@ -106,28 +96,16 @@ class Segmenter:
         self.device = resolve_device(self.settings.device)  # the one device decision: absent devices fail now
         self.model = model if isinstance(model, OpenedModel) else open_model(model)
         self.fallbacks: list[str] = []  # what this Segmenter's settings could not have, in words
-        if self.model.pipeline is not None:
-            from medseg.workflows.totalseg_run import check_settings
-
-            self.device = check_settings(self.model, self.settings, self.device, self.fallbacks)
-        elif self.settings.structures is not None:
-            from medseg.errors import ModelError
-
-            raise ModelError(f"a structure subset applies to TotalSegmentator models only, not {self.card.name}",
-                             hint="choose totalsegmentator/total (or another converted TotalSegmentator task)")
+        self.device = self.model.pipeline.check_settings(self.settings, self.device, self.fallbacks)
         # "auto" that lands on the CPU stays "auto" for the run: the CPU engine is chosen by measurement
         # per model there (medseg.model.cpu_runtime), not here
         automatic = (self.settings.device or "auto").strip().lower() == "auto"
         self._run_device = "auto" if automatic and self.device == "cpu" else self.device
 
     def configuration_choice(self, image: Volume) -> Any:
-        """A TotalSegmentator model: the configuration that would run on ``image`` here, why, and each one's
-        estimate (medseg.model.totalseg.ConfigurationChoice); None for other models (their plan says)."""
-        if self.model.pipeline is None:
-            return None
-        from medseg.workflows.totalseg_run import choose
-
-        return choose(self.model, image, self.settings, self.device)
+        """The configuration that would run on ``image`` here, why, and each one's estimate, for a model that
+        chooses per series by more than the spacing (None for the others: their plan says)."""
+        return self.model.pipeline.choose(image, self.settings, self.device)
 
     @property
     def card(self) -> ModelCard:
@@ -150,39 +128,31 @@ class Segmenter:
     def prepare(self, image: Volume, progress: ProgressCallback | None = None,
                 cancel: CancelToken | None = None) -> PreparedStudy:
         """The checks, the configuration and the preprocessing on the run's device (refusals come here)."""
-        from medseg.model.infer import prepare
-
         started = time.perf_counter()
         notes = self.check(image)
         if cancel is not None:
             cancel.raise_if_cancelled()
-        if self.model.pipeline is not None:  # TotalSegmentator's steps are its pipeline's: only the choice here
-            return PreparedStudy(image, notes, self.configuration_choice(image), time.perf_counter() - started)
-        report(progress, 0.0, "preparing the image", "preprocess")
-        prepared = prepare(image, self.model.package, self.settings.configuration, self.settings.step, self.device,
-                           cancel=cancel)  # a Cancel stops the resampling itself, within a slab (#42.17)
+        prepared = self.model.pipeline.prepare(image, self.settings, self.device, progress, cancel)
         return PreparedStudy(image, notes, prepared, time.perf_counter() - started)
+
+    def prepared_summary(self, prepared: PreparedStudy) -> str | None:
+        """One line to show before a long run (the configuration chosen and why), when the model has one."""
+        return self.model.pipeline.prepared_summary(prepared.prepared)
 
     def run(self, prepared: PreparedStudy, progress: ProgressCallback | None = None,
             cancel: CancelToken | None = None) -> SegmentedStudy:
-        """The network and the model's post-processing on a prepared image."""
-        from medseg.model.infer import segment
-
-        settings, started = self.settings, time.perf_counter()
-        if self.model.pipeline is not None:
-            from medseg.workflows.totalseg_run import run
-
-            return SegmentedStudy(**run(self, prepared, progress, cancel))
-        result = segment(prepared.image, self.model.package, device=self._run_device, step_size=settings.step,
-                         mirror=settings.mirror, tile_batch=settings.tile_batch, postprocess=settings.postprocess,
-                         progress=progress, cancel=cancel, prepared=prepared.prepared)
+        """The network(s) and the model's post-processing on a prepared image."""
+        started = time.perf_counter()
+        out = self.model.pipeline.run(prepared.image, prepared.prepared, self.settings, self._run_device,
+                                      progress, cancel)
         return SegmentedStudy(
-            image=prepared.image, label_map=result.label_map, labels=dict(result.labels), model=self.card,
-            device=result.device_used, configuration=result.configuration,
-            seconds=prepared.seconds + time.perf_counter() - started, volumes_ml=dict(result.volumes_ml),
-            fallbacks=list(result.fallbacks), postprocessing=list(result.postprocessing),
-            notes=[*prepared.notes, *result.notes],  # the model's own (e.g. nothing found) after the checks
-            threads=result.threads, cpu_engine=result.cpu_engine)
+            image=prepared.image, label_map=out.label_map, labels=dict(out.labels), model=self.card,
+            device=out.device, configuration=out.configuration,
+            seconds=prepared.seconds + time.perf_counter() - started, volumes_ml=dict(out.volumes_ml),
+            fallbacks=[*self.fallbacks, *out.fallbacks], postprocessing=list(out.postprocessing),
+            notes=[*prepared.notes, *out.notes],  # the model's own (e.g. nothing found) after the checks
+            reason=out.reason, estimates_s=dict(out.estimates_s), parts=list(out.parts), threads=out.threads,
+            cpu_engine=out.cpu_engine, details=dict(out.details))
 
     def segment(self, image: Volume, progress: ProgressCallback | None = None,
                 cancel: CancelToken | None = None) -> SegmentedStudy:

@@ -10,6 +10,7 @@ TotalSegmentator 2.18.0 itself (tests/model/ts_peer.py, its --fast on the same N
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -72,7 +73,7 @@ def test_five_parts_with_progress_per_part_and_the_pipelines_labels(model_dir, a
     segmenter = Segmenter(model_dir, SegmentSettings(device="cpu", configuration="1.5mm"))
     seen = []
     result = segmenter.segment(abdomen, progress=seen.append)
-    direct, run = segment_totalseg(abdomen, segmenter.model.pipeline, "1.5mm", device="cpu")
+    direct, run = segment_totalseg(abdomen, segmenter.model.pipeline.model, "1.5mm", device="cpu")
     assert np.array_equal(result.label_map.array, direct.label_map.array) and result.label_map.same_grid(abdomen)
     assert result.configuration == "1.5mm" and result.reason == "asked for" and result.parts == run.parts
     assert "configuration 1.5mm: asked for" in result.notes
@@ -117,7 +118,7 @@ def test_a_structure_subset_keeps_only_those(model_dir, abdomen):
     wanted = ("esophagus", "duodenum", "rib_right_1", "femur_right")
     segmenter = Segmenter(model_dir, SegmentSettings(device="cpu", configuration="6mm", structures=wanted))
     result = segmenter.segment(abdomen)
-    direct, run = segment_totalseg(abdomen, segmenter.model.pipeline, "6mm", list(wanted), device="cpu")
+    direct, run = segment_totalseg(abdomen, segmenter.model.pipeline.model, "6mm", list(wanted), device="cpu")
     assert np.array_equal(result.label_map.array, direct.label_map.array) and run.crop_xyz is not None
     values = {v for v, label in result.model.labels.items() if label.name in wanted}
     found = set(np.unique(result.label_map.array).tolist()) - {0}
@@ -150,3 +151,48 @@ def test_refusals_before_any_image_is_read(model_dir):
         Segmenter(model_dir, SegmentSettings(device="onnx-cpu"))
     with pytest.raises(ModelError, match="TotalSegmentator models only"):
         Segmenter("starter", SegmentSettings(device="cpu", structures=("liver",)))
+
+
+def test_several_models_in_one_run_make_one_segmentation(model_dir, ct_dir, tmp_path, capsys):
+    """`medseg segment CT --model starter --model <TotalSegmentator> --fastest`: one label map, each model's
+    values kept where free and moved where taken (said in the notes), later structures over earlier ones; and
+    one DICOM SEG whose segments name the model that made each (its own algorithm identification)."""
+    import highdicom as hd
+    import pydicom
+
+    from medseg.cli import main
+    from medseg.io.label_files import read_label_map
+    from medseg.workflows.studies import OpenStudyRequest, open_study
+
+    series = ct_dir / "totalsegmentator" / "example_ct_dicom"
+    volume = open_study(OpenStudyRequest(series)).volume
+    starter = Segmenter("starter").segment(volume)
+    total = Segmenter(model_dir, SegmentSettings(configuration="6mm")).segment(volume)
+    assert {1, 2, 3} & set(total.labels) and set(starter.labels) <= {1, 2, 3}  # the values collide
+
+    out = tmp_path / "both.nii.gz"
+    assert main(["segment", str(series), "--model", "starter", "--model", str(model_dir), "--fastest",
+                 "-o", str(out), "--json"]) == 0
+    done = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"done"' in line][-1]
+    moved = {int(v): t for v, t in done["moves"]["totalsegmentator/total"].items()}
+    assert moved == {1: 118, 2: 119, 3: 120}  # taken by the starter: next free values after total's 117
+    expected = starter.label_map.array.astype(np.int32).copy()
+    theirs = total.label_map.array.astype(np.int32)
+    mapped = np.vectorize(lambda v: moved.get(v, v))(theirs)
+    np.copyto(expected, mapped, where=theirs != 0)
+    written = read_label_map(out, volume)
+    assert np.array_equal(written.label_map.array, expected)
+    assert {s.value: s.name for s in written.segments if s.value in moved.values()} == {
+        t: total.model.labels[v].name for v, t in moved.items() if (expected == t).any()}  # the sidecar's names
+    names = {v: done["labels"][str(v)]["name"] for v in map(int, done["labels"])}
+    assert all(names[t] == total.model.labels[v].name for v, t in moved.items() if t in names)
+    assert {label["model"] for label in done["labels"].values()} == {starter.model.name, "totalsegmentator/total"}
+
+    seg_path = tmp_path / "both.dcm"
+    assert main(["segment", str(series), "--model", "starter", "--model", str(model_dir), "--fastest",
+                 "-o", str(seg_path)]) == 0
+    seg = hd.seg.segread(seg_path)
+    algorithms = {str(item.SegmentationAlgorithmIdentificationSequence[0].AlgorithmName)
+                  for item in pydicom.dcmread(seg_path).SegmentSequence}
+    assert algorithms == {starter.model.name, "totalsegmentator/total"}
+    assert seg.number_of_segments == len(np.unique(expected)) - 1

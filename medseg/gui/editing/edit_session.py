@@ -151,12 +151,12 @@ class EditSession(QObject):
         if not self.document.unsaved:
             self.window.close()
 
-    def ask_before_segment(self, package: Any, then: Callable[[str], None]) -> None:
+    def ask_before_segment(self, model: Any, then: Callable[[str], None]) -> None:
         """Segment never destroys what is on screen unasked. When the segmentation holds a label that is
         not this model's untouched output (opened from a file, drawn, or edited), ask in a window-modal box:
         replace, add only the model's new labels, or cancel, with an offer to lock the user's labels
         first. ``then(mode)`` runs the Segment (at once when there is nothing to ask)."""
-        name, version = (package.name, package.version) if package is not None else ("", "")
+        name, version = (model.name, model.version) if model is not None else ("", "")  # its card
         theirs = self.document.labels_not_made_by(name, version)
         if not theirs:
             then(REPLACE)

@@ -131,7 +131,7 @@ class SegmentFlow(QObject):
         :meth:`EditSession.ask_before_segment`)."""
         if self.opener.refuse_when_busy():
             return
-        self.editing.ask_before_segment(self.panel.package, self._segment_with)
+        self.editing.ask_before_segment(self.panel.model_card, self._segment_with)
 
     def _segment_with(self, mode: str, allow_modality: bool = False) -> None:
         if self.opener.refuse_when_busy():

@@ -14,7 +14,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from medseg.gui.segment.plan_text import pipeline_summary, plan_summary
+from medseg.gui.segment.plan_text import plan_html
 from medseg.edit.document import SegmentationDocument
 
 if TYPE_CHECKING:
@@ -143,7 +143,7 @@ class SegmentPanel(QGroupBox):
 
     def _use_model(self, source: Any, opened: Any) -> None:
         self._opened, self.card = opened, opened.card
-        self._package = opened.pipeline if opened.pipeline is not None else opened.package
+        self._package = opened.pipeline  # what Segment runs and plans (the model's own kind decides how)
         self._package_source = source
         self._fill_configurations()
 
@@ -169,8 +169,13 @@ class SegmentPanel(QGroupBox):
 
     @property
     def package(self) -> Any:
-        """The model Segment will run (None until it has been read, or when it could not be)."""
+        """The model Segment will run, its pipeline (None until it has been read, or when it could not be)."""
         return self._package if self._package_source == self.flow.model_path() else None
+
+    @property
+    def model_card(self) -> Any:
+        """The card of the model Segment will run (None until it has been read)."""
+        return self.card if self.package is not None else None
 
     def show_result(self, text: str, details: str = "") -> None:
         self.result_label.setText(text)
@@ -193,16 +198,15 @@ class SegmentPanel(QGroupBox):
     @property
     def structures(self) -> tuple[str, ...] | None:
         """The structures Segment keeps (a TotalSegmentator model's subset), None for all."""
-        return self._structures if self._is_pipeline() else None
+        return self._structures if self._takes_subset() else None
 
-    def _is_pipeline(self) -> bool:
-        from medseg.workflows.models import TOTALSEG_MODEL
-
-        return self.card is not None and self.card.kind == TOTALSEG_MODEL and self._package is not None
+    def _takes_subset(self) -> bool:
+        """The model crops its run to a subset of its structures (TotalSegmentator's roi_subset)."""
+        return self._package is not None and self._package.capabilities.structure_subset
 
     def pick_structures(self) -> None:
         """The subset picker (search, groups); its answer applies to the next Segment."""
-        if not self._is_pipeline():
+        if not self._takes_subset():
             return
         from medseg.gui.segment.structure_picker import StructurePicker
 
@@ -248,23 +252,19 @@ class SegmentPanel(QGroupBox):
         self.configuration_box.blockSignals(True)
         while self.configuration_box.count() > 1:
             self.configuration_box.removeItem(1)
-        pipeline = self._is_pipeline()
+        capabilities = self._package.capabilities
         self.configuration_box.setItemText(0, "Configuration: automatic (by the series' spacing"
-                                           + (" and this computer's speed)" if pipeline else ")"))
-        for name, plan in self._package.configurations.items():
-            if pipeline:
-                count = len(plan.parts)
-                self.configuration_box.addItem(f"Configuration: {name} ({count} network{'s' if count > 1 else ''}"
-                                               + (f", TotalSegmentator {plan.flag}" if plan.flag else "") + ")", name)
-                continue
-            self.configuration_box.addItem(f"Configuration: {name} ({plan.dim}D)", name)
+                                           + (" and this computer's speed)" if capabilities.weighs_speed else ")"))
+        configurations = self._package.configuration_names()
+        for name, what in configurations.items():
+            self.configuration_box.addItem(f"Configuration: {name} ({what})", name)
         index = self.configuration_box.findData(keep) if keep is not None else 0
         self.configuration_box.setCurrentIndex(max(index, 0))
-        self.configuration_box.setVisible(len(self._package.configurations) > 1)
+        self.configuration_box.setVisible(len(configurations) > 1)
         self.configuration_box.blockSignals(False)
-        self.postprocess_box.setVisible(not pipeline and bool(self._package.postprocessing))
-        self.structures_button.setVisible(pipeline)
-        if pipeline:
+        self.postprocess_box.setVisible(bool(self._package.postprocessing))
+        self.structures_button.setVisible(capabilities.structure_subset)
+        if capabilities.structure_subset:
             self._set_structures(None)  # a new model: all of its structures
 
     def _show_plan(self) -> None:
@@ -274,12 +274,9 @@ class SegmentPanel(QGroupBox):
         from medseg.errors import MedsegError
 
         try:
-            if self._is_pipeline():
-                self.plan_label.setHtml(pipeline_summary(self._opened, volume, self.device, self.configuration,
-                                                         self.structures))
-                return
-            self.plan_label.setHtml(plan_summary(self._package, volume,
-                                                 configuration=self.configuration, device=self.device))
+            self.plan_label.setHtml(plan_html(self._package.plan(volume, device=self.device,
+                                                                 configuration=self.configuration,
+                                                                 structures=self.structures)))
         except MedsegError as error:
             self.plan_label.setPlainText(f"Cannot plan: {error}")
 

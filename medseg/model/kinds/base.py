@@ -1,0 +1,232 @@
+"""The one pipeline protocol every model kind implements, and the records it speaks in.
+
+A *kind* (:class:`ModelKind`) recognises its folders and opens them; an opened model
+(:class:`OpenedModel`) carries its card (what every interface shows) and its *pipeline*
+(:class:`ModelPipeline`): what it can do (:class:`Capabilities`), its configurations, the
+checks of a run's settings, the choice and preparation for a series, ``run`` and the plan a
+panel shows (:class:`PlanReport`, plain data the GUI renders). Interfaces and ``workflows`` call
+these and never ask which kind they hold; a new kind is one module and one registration
+(:mod:`medseg.model.kinds`; docs/developer-guide.md says how).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from medseg.core.labels import Label
+from medseg.core.volume import Volume
+from medseg.errors import ModelError
+from medseg.progress import CancelToken, ProgressCallback
+
+
+@dataclass(frozen=True)
+class ModelCard:
+    """What every interface shows of a model (and the catalogue lists)."""
+
+    id: str  # the reference as the user gave it: "starter", a catalogue id, or the path
+    name: str
+    version: str  # "" when the model says nothing
+    modality: str | None  # "CT" for a model that normalises its input as CT; None: not stated
+    licence: str  # as the model states it ("" when it does not)
+    kind: str  # the kind's title (ModelKind.title), e.g. "medseg model package"
+    source: Path
+    configurations: dict[str, str]  # name -> one line: dimension, patch, spacing, folds
+    labels: dict[int, Label]  # the labels it segments (background excluded), as its output
+    postprocessing: list[str] = field(default_factory=list)  # its declared steps after the network
+    groups: dict[int, str] = field(default_factory=dict)  # label value -> its group (the catalogue's), when known
+
+    @property
+    def coded(self) -> bool:
+        return all(label.coded for label in self.labels.values())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "name": self.name, "version": self.version, "modality": self.modality,
+                "licence": self.licence, "kind": self.kind, "source": str(self.source),
+                "configurations": dict(self.configurations),
+                "labels": {str(v): label.as_dict() for v, label in self.labels.items()},
+                "postprocessing": list(self.postprocessing), "groups": {str(v): g for v, g in self.groups.items()}}
+
+    def describe(self) -> str:
+        """A few lines for a terminal or a tooltip."""
+        version = f" {self.version}" if self.version else ""
+        lines = [f"{self.name}{version} ({self.kind}; {self.modality or 'modality not stated'}; "
+                 f"licence: {self.licence or 'not stated'})",
+                 "labels: " + ", ".join(f"{v} {label.name}" for v, label in self.labels.items())]
+        lines += [f"  {name}: {summary}" for name, summary in self.configurations.items()]
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class SegmentSettings:
+    """How a model runs: what ``medseg segment`` and ``medseg batch`` take as options, the GUI as widgets."""
+
+    device: str = "auto"  # "auto" or one of medseg.model.backends.DEVICES
+    configuration: str | None = None  # default: chosen by the series' spacing
+    step: float = 0.5  # tile step as a fraction of the patch
+    mirror: bool = False  # mirroring test-time augmentation
+    tile_batch: int | None = None  # tiles per forward pass (default: by device)
+    postprocess: bool = True  # the model's own post-processing steps
+    allow_modality: bool = False  # segment a series of another modality than the model's (noted)
+    structures: tuple[str, ...] | None = None  # only these structures (a kind whose runs crop to a subset), by name
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a kind's models can do; interfaces offer what these say and never ask for the kind."""
+
+    segments: bool = True  # Segment, batch, evaluate: a series in, a label map out
+    interactive: bool = False  # Interactive AI: prompts in, an object out
+    one_package: bool = True  # one network package: export, train from, plan read it
+    rewritable: bool = False  # a package folder medseg may rewrite (evaluate --record keeps scores in it)
+    structure_subset: bool = False  # a subset of its structures crops the run (TotalSegmentator's roi_subset)
+    weighs_speed: bool = False  # its automatic configuration weighs this computer's speed, not the spacing alone
+
+
+@dataclass
+class PlanReport:
+    """What a panel shows before a run, as plain data (the GUI renders it; a terminal could too)."""
+
+    title: str  # the configuration that would run
+    why: str  # why that one
+    title_note: str = ""  # after the title on its line (e.g. "(3D U-Net)"); without one, the reason follows there
+    lines: list[str] = field(default_factory=list)  # grid, tiles, memory, subset ...
+    table_header: tuple[str, ...] = ()
+    table_rows: list[tuple[str, ...]] = field(default_factory=list)
+    bold_row: int | None = None  # the row of the configuration that would run
+    footer: list[str] = field(default_factory=list)  # the steps after the network, where it runs
+
+
+@dataclass
+class PipelineOutput:
+    """What a run gives the segment use case (it adds the image, the card, the checks' notes and the time)."""
+
+    label_map: Volume  # on the image's grid
+    labels: dict[int, Label]  # the labels present, as the model's output (its codes)
+    device: str  # where it ran in the end (after any fallback)
+    configuration: str
+    volumes_ml: dict[str, float]
+    fallbacks: list[str] = field(default_factory=list)
+    postprocessing: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    reason: str = ""  # why this configuration ran, when the kind chooses per series
+    estimates_s: dict[str, float] = field(default_factory=dict)  # each configuration's estimate on this device
+    parts: list[str] = field(default_factory=list)  # the networks that ran, when several do
+    threads: int = 0
+    cpu_engine: dict | None = None
+    details: dict[str, Any] = field(default_factory=dict)  # kind-specific facts for --json (reason, parts ...)
+
+
+class ModelPipeline(ABC):
+    """An opened model's behaviour. The defaults refuse what a kind does not offer, in words."""
+
+    capabilities = Capabilities()
+
+    def __init__(self, card: ModelCard) -> None:
+        self.card = card
+
+    # --- what it is -------------------------------------------------------------------------------
+
+    def package(self) -> Any:
+        """The one network package (export, train from, plan); kinds without one refuse in words."""
+        raise ModelError(f"{self.card.name} is a {self.card.kind}, not one package (one network) to export, train "
+                         "from or plan", path=self.card.source, hint="segment with it (medseg segment, batch or the GUI)")
+
+    @abstractmethod
+    def configuration_names(self) -> dict[str, str]:
+        """Configuration name -> the short text a picker shows after it (e.g. "3D", "2 networks")."""
+
+    def label_names(self) -> dict[int, str]:
+        """Value -> name of every structure it segments (background excluded)."""
+        return {value: label.name for value, label in sorted(self.card.labels.items())}
+
+    def speed_flags(self) -> dict[str, str]:
+        """A publisher's speed flags -> the configuration each names (TotalSegmentator's fast -> 3mm)."""
+        return {}
+
+    @property
+    def postprocessing(self) -> list[str]:
+        return list(self.card.postprocessing)
+
+    # --- a run ------------------------------------------------------------------------------------
+
+    def check_settings(self, settings: SegmentSettings, device: str, fallbacks: list[str]) -> str:
+        """Refuse what this model cannot do with ``settings`` before any image is read; the device it runs on."""
+        if not self.capabilities.segments:
+            raise ModelError(f"{self.card.name} is a {self.card.kind}: it answers prompts, it does not segment a "
+                             "series on its own", path=self.card.source,
+                             hint="use it with the Interactive AI tool (or medseg edit --prompt)")
+        if settings.structures is not None and not self.capabilities.structure_subset:
+            raise ModelError(f"a structure subset applies to TotalSegmentator models only (they crop their run to "
+                             f"it), not {self.card.name}",
+                             hint="choose totalsegmentator/total (or another converted TotalSegmentator task)")
+        if settings.configuration is not None and settings.configuration not in self.configuration_names():
+            raise ModelError(f"{self.card.name} has no configuration {settings.configuration!r}",
+                             path=self.card.source, hint=f"it has: {', '.join(self.configuration_names())}")
+        return device
+
+    def choose(self, image: Volume, settings: SegmentSettings, device: str) -> Any:
+        """The configuration choice for ``image`` (with its reason) when the kind makes one per series, else None."""
+        return None
+
+    @abstractmethod
+    def prepare(self, image: Volume, settings: SegmentSettings, device: str,
+                progress: ProgressCallback | None, cancel: CancelToken | None) -> Any:
+        """What ``run`` needs next (the preprocessed image, or the configuration choice)."""
+
+    def prepared_summary(self, prepared: Any) -> str | None:
+        """One line to print before a long run (e.g. the configuration chosen and why), or None."""
+        return None
+
+    @abstractmethod
+    def run(self, image: Volume, prepared: Any, settings: SegmentSettings, device: str,
+            progress: ProgressCallback | None, cancel: CancelToken | None) -> PipelineOutput:
+        """Segment ``image``; ``device`` is where it runs ("auto" on a CPU: the engine is measured per model)."""
+
+    @abstractmethod
+    def plan(self, volume: Volume, device: str = "auto", configuration: str | None = None,
+             structures: tuple[str, ...] | None = None) -> PlanReport:
+        """What would run on ``volume`` here, and why."""
+
+
+@dataclass
+class OpenedModel:
+    """An opened model: its card and its pipeline (the one object that knows its kind)."""
+
+    card: ModelCard
+    pipeline: ModelPipeline
+
+    @property
+    def name(self) -> str:
+        return self.card.name
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return self.pipeline.capabilities
+
+    @property
+    def package(self) -> Any:
+        """The one package the engine runs; a kind without one refuses in words (a ModelError)."""
+        return self.pipeline.package()
+
+
+class ModelKind(ABC):
+    """One kind of model folder medseg runs: recognised by its files, opened into an OpenedModel."""
+
+    id: str = ""  # what a catalogue entry names (its "kind")
+    title: str = ""  # what a card says (ModelCard.kind)
+    capabilities = Capabilities()  # what its models can do (before one is opened: a catalogue entry's)
+
+    @abstractmethod
+    def recognises(self, path: Path) -> bool:
+        """Whether ``path`` is a model of this kind (cheap: file names and small JSON only)."""
+
+    @abstractmethod
+    def open(self, path: Path, reference: str | Path | None) -> OpenedModel:
+        """Read it (safely: nothing unpickled); ``reference`` is how the user named it."""
+
+
+__all__ = ["Capabilities", "ModelCard", "ModelKind", "ModelPipeline", "OpenedModel", "PipelineOutput", "PlanReport",
+           "SegmentSettings"]
