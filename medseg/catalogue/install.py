@@ -28,7 +28,8 @@ from medseg.catalogue.entries import Catalogue, ModelEntry, load_catalogue, pars
 from medseg.catalogue.folders import find_installed, installed_models, model_folder
 from medseg.catalogue.licence_key import (check_key, check_no_key_needed, fetch_licensed, needs_key, store_key,
                                           stored_key)
-from medseg.catalogue.record import InstallRecord, hash_tree, read_record, write_record
+from medseg.catalogue.integrity import DamagedWeights, check_tree
+from medseg.catalogue.record import InstallRecord, hash_tree, read_record, size_tree, write_record
 from medseg.io.digest import sha256_file
 from medseg.catalogue.unpack import safe_extract
 from medseg.errors import LicenceNotAccepted, ModelError, SaveError
@@ -119,7 +120,8 @@ class _Transaction:
         fsync_folder(self.folder)
         record = InstallRecord(id=entry.id, version=version, active=final.name, entry=dict(entry.raw), files=files,
                                run=converted_run, parts=parts, configurations=configurations, sources=sources,
-                               licence=licence, installed_at=_now(), folder=self.folder)
+                               licence=licence, installed_at=_now(), sizes=size_tree(final, files),
+                               folder=self.folder)
         if licence_key is not None:  # beside the record, never in it (medseg.catalogue.licence_key)
             store_key(self.folder, licence_key)
         write_record(record)  # the switch: from here on the new version is the installed one
@@ -181,7 +183,21 @@ def install(model_id: str, *, configurations: list[str] | None = None, accept_li
             got = download(weight.urls[0], part, expected_sha256=weight.sha256, expected_size=weight.size,
                            progress=scaled, cancel=cancel, what=weight.name)
         fetched.append((weight, got))
-    with _Transaction(model_id, root) as transaction:
+    try:
+        record = _install_fetched(entry, wanted, fetched, root, licence, key, progress, cancel)
+    except DamagedWeights:
+        for _weight, got in fetched:  # the published bytes are damaged: a resume would only repeat them
+            got.path.unlink(missing_ok=True)
+        raise
+    for _weight, got in fetched:
+        got.path.unlink(missing_ok=True)
+    report(progress, 1.0, f"{model_id} installed", "done")
+    return record
+
+
+def _install_fetched(entry: ModelEntry, wanted, fetched, root: Path, licence: dict, key: str | None, progress,
+                     cancel) -> InstallRecord:
+    with _Transaction(entry.id, root) as transaction:
         results: dict[int, Path] = {}
         for weight, got in fetched:  # side by side in one weights folder, as TotalSegmentator keeps them
             if weight.path:  # a plain file: put where the publisher's layout has it
@@ -196,18 +212,26 @@ def install(model_id: str, *, configurations: list[str] | None = None, accept_li
             found = {r.dataset: r.folder for r in find_results(transaction.scratch)
                      if r.dataset is not None and r.folder not in before}
             if weight.dataset is not None and weight.dataset not in found:
+                _check_unpacked(transaction.scratch, f"the download {weight.name}")  # names what is missing
                 raise ModelError(f"{weight.name} holds no nnU-Net result folder of dataset {weight.dataset}",
                                  path=got.path, hint="the published file changed; nothing was installed")
             results.update(found)
+        _check_unpacked(transaction.scratch, " and ".join(f"the download {w.name}" for w, _got in fetched))
         converted = convert(entry, wanted, results, transaction.staging, _scaled(progress, 0.85, 0.14), cancel)
         sources = [{"name": weight.name, "url": _source_url(entry, weight, key), "size": got.size,
                     "sha256": got.sha256, "published_sha256": weight.sha256} for weight, got in fetched]
         record = transaction.commit(entry, entry.version, converted.run, converted.parts, converted.configurations,
                                     sources, licence, licence_key=key)
-    for _weight, got in fetched:
-        got.path.unlink(missing_ok=True)
-    report(progress, 1.0, f"{model_id} installed", "done")
     return record
+
+
+def _check_unpacked(folder: Path, container: str, origin: Path | None = None) -> None:
+    """The weights unpacked into ``folder`` are whole; an error names the file inside ``container``
+    (``folder`` is medseg's scratch, gone once the install stops)."""
+    try:
+        check_tree(folder, find_results(folder))
+    except DamagedWeights as error:
+        raise error.inside(folder, container, origin) from None
 
 
 def _source_url(entry: ModelEntry, weight, key: str | None) -> str:
@@ -238,7 +262,10 @@ def import_path(path: str | Path, *, model_id: str | None = None, accept_licence
         root.mkdir(parents=True)
         try:
             safe_extract(path, root, cancel=cancel)
-            return _import_tree(root, path, model_id, accept_licence, progress, cancel, catalogue)
+            try:
+                return _import_tree(root, path, model_id, accept_licence, progress, cancel, catalogue)
+            except DamagedWeights as error:  # the unpacked copy goes: name the file in the user's zip
+                raise error.inside(root, path.name, path) from None
         finally:
             shutil.rmtree(root, ignore_errors=True)
     if not path.is_dir():
@@ -249,6 +276,7 @@ def import_path(path: str | Path, *, model_id: str | None = None, accept_licence
 def _import_tree(tree: Path, origin: Path, model_id: str | None, accept: Acceptance, progress, cancel,
                  catalogue: Catalogue) -> ImportReport:
     found = find_results(tree)
+    check_tree(tree, found)  # every refusal before any install: a damaged task is not skipped
     if not found:
         raise ModelError("no nnU-Net result folder here (dataset.json, plans.json and fold_*/checkpoint_final.pth)",
                          path=origin)
