@@ -119,7 +119,7 @@ def check_installed(record) -> None:
         path = folder / name
         if not path.is_file():
             raise ModelError(f"{record.id} is damaged: {name} is missing", path=path, hint=hint)
-        problem = _json_problem(path) if name.endswith(".json") else None
+        problem = _json_problem(path, want_object=False) if name.endswith(".json") else None
         if problem:
             raise ModelError(f"{record.id} is damaged: {name} {problem}", path=path, hint=hint)
         if name.endswith(".safetensors"):
@@ -139,12 +139,12 @@ def _check_json(path: Path) -> None:
         raise DamagedWeights(f"{path.name} {problem}", path=path, hint=_AGAIN)
 
 
-def _json_problem(path: Path) -> str | None:
+def _json_problem(path: Path, want_object: bool = True) -> str | None:
     try:
         value = json.loads(path.read_text(encoding="utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         return f"is not valid JSON ({error})"
-    return None if isinstance(value, dict) else "is not a JSON object"
+    return "is not a JSON object" if want_object and not isinstance(value, dict) else None
 
 
 def _check_safetensors(path: Path, what: str, hint: str) -> None:

@@ -138,6 +138,7 @@ def run_info(args: argparse.Namespace) -> int:
     from medseg.catalogue import load_catalogue
     from medseg.catalogue.entries import SUPPORT_STATES, parse_entry
     from medseg.catalogue.folders import find_installed
+    from medseg.catalogue.licence_key import key_summary, needs_key, where_to_get_one
 
     catalogue = load_catalogue()
     record = find_installed(args.id)
@@ -166,18 +167,19 @@ def run_info(args: argparse.Namespace) -> int:
     if entry.files:
         print(f"  files ({_size(entry)}, {_checksum(entry)}):")
         for weight in entry.files:
-            print(f"    {weight.name}  {weight.urls[0] if weight.urls else '(from the publisher, on request)'}"
+            where = weight.urls[0] if weight.urls else (
+                "(from TotalSegmentator's licence server, with your licence key)" if needs_key(entry)
+                else "(from the publisher, on request)")
+            print(f"    {weight.name}  {where}"
                   + (f"  sha256 {weight.sha256}" if weight.sha256 else ""))
     licence = entry.licence
     print(f"  licence: {licence.spdx} {licence.url}; commercial use: {'yes' if licence.commercial_use else 'no'}"
           + ("; must be accepted before installing" if licence.acceptance_required else ""))
     print(f"    {licence.terms}")
-    from medseg.catalogue.licence_key import key_summary, needs_key, where_to_get_one
-
     if record and key_summary(record):
         print(f"  {key_summary(record)}")
     elif needs_key(entry):
-        print(f"  installed with your TotalSegmentator licence key (`medseg models install {entry.id} "
+        print(f"  installs with your TotalSegmentator licence key (`medseg models install {entry.id} "
               f"--licence-key KEY`); {where_to_get_one()}")
     if entry.citation:
         print(f"  cite: {entry.citation}")
