@@ -229,3 +229,17 @@ def test_the_key_can_come_from_standard_input(licence_server, monkeypatch):
     monkeypatch.setattr(sys, "stdin", io.StringIO(KEY + "\n"))
     assert cli_main(["models", "install", MODEL_ID, "--licence-key", "-", "--accept-licence"]) == 0
     assert posts(licence_server)[0]["json"]["license_number"] == KEY
+
+
+def test_a_pack_carries_no_key_and_remove_deletes_it(licence_server, tmp_path):
+    from medseg.catalogue.install import remove
+    from medseg.catalogue.packs import install_pack, pack
+
+    record = install(MODEL_ID, accept_licence=True, licence_key=KEY)
+    packed = pack(MODEL_ID, tmp_path / "tissue.medsegpack")
+    with zipfile.ZipFile(packed) as archive:
+        assert all(KEY.encode() not in archive.read(name) for name in archive.namelist())
+    remove(MODEL_ID)
+    assert not (record.folder / licence_key.KEY_FILE).exists() and find_installed(MODEL_ID) is None
+    installed = install_pack(packed, accept_licence=True)  # another machine: weights without a key
+    assert installed.licence["key_given"] is False and not (installed.folder / licence_key.KEY_FILE).exists()
