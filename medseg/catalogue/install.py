@@ -26,9 +26,9 @@ from medseg.catalogue.discover import FoundResult, find_results, match_catalogue
 from medseg.catalogue.download import download
 from medseg.catalogue.entries import Catalogue, ModelEntry, load_catalogue, parse_entry
 from medseg.catalogue.folders import find_installed, installed_models, model_folder
+from medseg.catalogue.integrity import DamagedWeights, check_tree
 from medseg.catalogue.licence_key import (check_key, check_no_key_needed, fetch_licensed, needs_key, store_key,
                                           stored_key)
-from medseg.catalogue.integrity import DamagedWeights, check_tree
 from medseg.catalogue.record import InstallRecord, hash_tree, read_record, size_tree, write_record
 from medseg.io.digest import sha256_file
 from medseg.catalogue.unpack import safe_extract
