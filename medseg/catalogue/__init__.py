@@ -10,6 +10,8 @@ nnU-Net import turns every downloaded checkpoint into a medseg package (nothing 
 - :mod:`.unpack`    zip extraction that refuses paths outside the target, links and bombs
 - :mod:`.convert`   nnU-Net result folders -> medseg packages, per catalogue configuration
 - :mod:`.install`   one atomic install from downloads, a pack or a folder; verify; remove
+- :mod:`.licence_key` TotalSegmentator's licensed tasks: the user's key, its download, where it is kept
+- :mod:`.integrity` missing or damaged weights, refused at install/import and at open
 - :mod:`.packs`     one-file packs for air-gapped machines
 - :mod:`.discover`  nnU-Net result folders, TotalSegmentator homes and zips a user already has
 """

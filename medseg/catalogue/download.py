@@ -9,12 +9,15 @@
 - **Errors a user can act on**: offline (no route, name not resolved, refused), an HTTP
   status, a file shorter than announced, the disk full (checked before and while writing).
 - **Cancel** between blocks (medseg.progress.CancelToken): the part file stays for a resume.
+- **POST** with a JSON body where a publisher serves its files so (TotalSegmentator's licensed tasks:
+  medseg.catalogue.licence_key); the body may hold a secret, so it is never part of a message.
 """
 
 from __future__ import annotations
 
 import errno
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -44,7 +47,7 @@ class Downloaded:
 
 def download(url: str, part: Path, *, expected_sha256: str | None = None, expected_size: int | None = None,
              progress: ProgressCallback | None = None, cancel: CancelToken | None = None,
-             timeout: float = TIMEOUT_S, what: str | None = None) -> Downloaded:
+             timeout: float = TIMEOUT_S, what: str | None = None, json_body: dict | None = None) -> Downloaded:
     """Fetch ``url`` into ``part`` (resuming what is there); return its size and SHA-256.
 
     ``part`` is left for a later resume when the transfer stops (network, cancel); it is deleted
@@ -56,7 +59,12 @@ def download(url: str, part: Path, *, expected_sha256: str | None = None, expect
     if expected_size is not None and have > expected_size:
         part.unlink()
         have = 0
-    request = urllib.request.Request(url, headers={"User-Agent": f"medseg/{__version__}", "Accept-Encoding": "identity"})
+    headers = {"User-Agent": f"medseg/{__version__}", "Accept-Encoding": "identity"}
+    data = None
+    if json_body is not None:
+        data = json.dumps(json_body).encode("utf-8")
+        headers["Content-Type"] = "application/json"
+    request = urllib.request.Request(url, data=data, headers=headers, method="POST" if data is not None else "GET")
     if have:
         request.add_header("Range", f"bytes={have}-")
     try:
@@ -64,8 +72,11 @@ def download(url: str, part: Path, *, expected_sha256: str | None = None, expect
     except urllib.error.HTTPError as error:
         if error.code == 416 and have and _complete_after_416(error, have, expected_size):
             return _finish(part, have, expected_sha256, what, resumed_from=have)
-        raise DownloadError(f"the server answered HTTP {error.code} {error.reason} for {url}",
-                            hint=_status_hint(error.code)) from error
+        said = _server_status(error)
+        refusal = DownloadError(f"the server answered HTTP {error.code} {error.reason}"
+                                f"{f' ({said})' if said else ''} for {url}", hint=_status_hint(error.code))
+        refusal.http_status, refusal.server_status = error.code, said  # type: ignore[attr-defined]
+        raise refusal from error
     except (urllib.error.URLError, OSError) as error:
         raise _network_error(url, error) from error
     with response:
@@ -174,6 +185,16 @@ def _network_error(url: str, error: BaseException, received: int | None = None) 
         return DownloadError(f"{host} stopped answering", hint="run the install again: it resumes where it stopped")
     return DownloadError(f"the download from {host} failed: {reason}",
                          hint="run the install again: it resumes where it stopped")
+
+
+def _server_status(error: urllib.error.HTTPError) -> str | None:
+    """The 'status' word of a short JSON error body (TotalSegmentator's backend says "invalid_license")."""
+    try:
+        body = json.loads(error.read(4096).decode("utf-8"))
+    except (OSError, ValueError, AttributeError):
+        return None
+    status = body.get("status") if isinstance(body, dict) else None
+    return status if isinstance(status, str) and re.fullmatch(r"[A-Za-z0-9_ .-]{1,60}", status) else None
 
 
 def _status_hint(code: int) -> str:

@@ -76,6 +76,9 @@ def installed_model_path(model_id: str) -> Path:
     if not path.exists():
         raise ModelError(f"{model_id} is damaged: its model files are missing", path=path,
                          hint=f"`medseg models verify {model_id}`; install it again")
+    from medseg.catalogue.integrity import check_installed
+
+    check_installed(record)  # a missing, truncated or unreadable file is named here, not deep in a run
     return path
 
 

@@ -26,7 +26,10 @@ from medseg.catalogue.discover import FoundResult, find_results, match_catalogue
 from medseg.catalogue.download import download
 from medseg.catalogue.entries import Catalogue, ModelEntry, load_catalogue, parse_entry
 from medseg.catalogue.folders import find_installed, installed_models, model_folder
-from medseg.catalogue.record import InstallRecord, hash_tree, read_record, write_record
+from medseg.catalogue.integrity import DamagedWeights, check_tree
+from medseg.catalogue.licence_key import (check_key, check_no_key_needed, fetch_licensed, needs_key, store_key,
+                                          stored_key)
+from medseg.catalogue.record import InstallRecord, hash_tree, read_record, size_tree, write_record
 from medseg.io.digest import sha256_file
 from medseg.catalogue.unpack import safe_extract
 from medseg.errors import LicenceNotAccepted, ModelError, SaveError
@@ -51,6 +54,9 @@ def licence_record(entry: ModelEntry, accept: Acceptance) -> dict:
     licence = entry.licence
     record = {"spdx": licence.spdx, "url": licence.url, "commercial_use": licence.commercial_use,
               "acceptance_required": licence.acceptance_required}
+    if needs_key(entry):  # install() with a key says otherwise; every other way in brings weights the user had
+        record.update(key_given=False, key_note="installed from weights you already had (a folder, a zip or a "
+                                                "pack): no licence key was given")
     if not licence.acceptance_required:
         return record
     accepted = accept(entry) if callable(accept) else bool(accept)
@@ -104,7 +110,8 @@ class _Transaction:
                 shutil.rmtree(child, ignore_errors=True)
 
     def commit(self, entry: ModelEntry, version: str, converted_run: str | None, parts: dict[str, str],
-               configurations: list[str], sources: list[dict], licence: dict) -> InstallRecord:
+               configurations: list[str], sources: list[dict], licence: dict,
+               licence_key: str | None = None) -> InstallRecord:
         shutil.rmtree(self.scratch, ignore_errors=True)  # the unpacked checkpoints never stay
         files = hash_tree(self.staging)
         previous = read_record(self.folder)
@@ -113,7 +120,10 @@ class _Transaction:
         fsync_folder(self.folder)
         record = InstallRecord(id=entry.id, version=version, active=final.name, entry=dict(entry.raw), files=files,
                                run=converted_run, parts=parts, configurations=configurations, sources=sources,
-                               licence=licence, installed_at=_now(), folder=self.folder)
+                               licence=licence, installed_at=_now(), sizes=size_tree(final, files),
+                               folder=self.folder)
+        if licence_key is not None:  # beside the record, never in it (medseg.catalogue.licence_key)
+            store_key(self.folder, licence_key)
         write_record(record)  # the switch: from here on the new version is the installed one
         if previous is not None and previous.active != final.name:
             shutil.rmtree(self.folder / previous.active, ignore_errors=True)
@@ -135,15 +145,27 @@ class _Transaction:
 
 # --- from the catalogue ---------------------------------------------------------------------------
 def install(model_id: str, *, configurations: list[str] | None = None, accept_licence: Acceptance = False,
-            progress: ProgressCallback | None = None, cancel: CancelToken | None = None,
-            catalogue: Catalogue | None = None) -> InstallRecord:
-    """Download, verify, unpack, convert and install a catalogue model (all its configurations, or some)."""
+            licence_key: str | None = None, progress: ProgressCallback | None = None,
+            cancel: CancelToken | None = None, catalogue: Catalogue | None = None) -> InstallRecord:
+    """Download, verify, unpack, convert and install a catalogue model (all its configurations, or some).
+
+    A TotalSegmentator licensed task needs ``licence_key`` (or the one stored when this model was
+    installed with one); it is checked before anything is fetched, and kept with the model."""
     catalogue = catalogue or load_catalogue()
     entry = catalogue.get(model_id)
     if entry.builtin:
         raise ModelError(f"{model_id} ships with medseg: there is nothing to install")
+    check_no_key_needed(entry, licence_key)
+    key = None
+    if needs_key(entry):
+        installed = find_installed(model_id)
+        key = check_key(entry, licence_key if licence_key is not None else
+                        stored_key(installed.folder if installed and not installed.read_only else None))
     licence = licence_record(entry, accept_licence)
-    if not entry.downloadable:
+    if key is not None:
+        licence.update(key_given=True)
+        licence.pop("key_note", None)
+    elif not entry.downloadable:
         raise ModelError(f"{model_id} cannot be downloaded by medseg. {entry.licence.terms}",
                          hint=f"install the file its publisher gives you: `medseg models install FILE --id {model_id}`")
     wanted = [entry.configuration(n) for n in configurations] if configurations else list(entry.configurations)
@@ -152,12 +174,30 @@ def install(model_id: str, *, configurations: list[str] | None = None, accept_li
     downloads = root / DOWNLOADS
     fetched = []
     for index, weight in enumerate(files):
-        part = downloads / f"{hashlib.sha256(weight.urls[0].encode()).hexdigest()[:12]}-{weight.name}.part"
-        got = download(weight.urls[0], part, expected_sha256=weight.sha256, expected_size=weight.size,
-                       progress=_scaled(progress, index / len(files) * 0.8, 0.8 / len(files)), cancel=cancel,
-                       what=weight.name)
+        scaled = _scaled(progress, index / len(files) * 0.8, 0.8 / len(files))
+        if key is not None:
+            part = downloads / f"licensed-{weight.name}.part"
+            got = fetch_licensed(entry, weight, key, part, progress=scaled, cancel=cancel)
+        else:
+            part = downloads / f"{hashlib.sha256(weight.urls[0].encode()).hexdigest()[:12]}-{weight.name}.part"
+            got = download(weight.urls[0], part, expected_sha256=weight.sha256, expected_size=weight.size,
+                           progress=scaled, cancel=cancel, what=weight.name)
         fetched.append((weight, got))
-    with _Transaction(model_id, root) as transaction:
+    try:
+        record = _install_fetched(entry, wanted, fetched, root, licence, key, progress, cancel)
+    except DamagedWeights:
+        for _weight, got in fetched:  # the published bytes are damaged: a resume would only repeat them
+            got.path.unlink(missing_ok=True)
+        raise
+    for _weight, got in fetched:
+        got.path.unlink(missing_ok=True)
+    report(progress, 1.0, f"{model_id} installed", "done")
+    return record
+
+
+def _install_fetched(entry: ModelEntry, wanted, fetched, root: Path, licence: dict, key: str | None, progress,
+                     cancel) -> InstallRecord:
+    with _Transaction(entry.id, root) as transaction:
         results: dict[int, Path] = {}
         for weight, got in fetched:  # side by side in one weights folder, as TotalSegmentator keeps them
             if weight.path:  # a plain file: put where the publisher's layout has it
@@ -172,18 +212,34 @@ def install(model_id: str, *, configurations: list[str] | None = None, accept_li
             found = {r.dataset: r.folder for r in find_results(transaction.scratch)
                      if r.dataset is not None and r.folder not in before}
             if weight.dataset is not None and weight.dataset not in found:
+                _check_unpacked(transaction.scratch, f"the download {weight.name}")  # names what is missing
                 raise ModelError(f"{weight.name} holds no nnU-Net result folder of dataset {weight.dataset}",
                                  path=got.path, hint="the published file changed; nothing was installed")
             results.update(found)
+        _check_unpacked(transaction.scratch, " and ".join(f"the download {w.name}" for w, _got in fetched))
         converted = convert(entry, wanted, results, transaction.staging, _scaled(progress, 0.85, 0.14), cancel)
-        sources = [{"name": weight.name, "url": weight.urls[0], "size": got.size, "sha256": got.sha256,
-                    "published_sha256": weight.sha256} for weight, got in fetched]
+        sources = [{"name": weight.name, "url": _source_url(entry, weight, key), "size": got.size,
+                    "sha256": got.sha256, "published_sha256": weight.sha256} for weight, got in fetched]
         record = transaction.commit(entry, entry.version, converted.run, converted.parts, converted.configurations,
-                                    sources, licence)
-    for _weight, got in fetched:
-        got.path.unlink(missing_ok=True)
-    report(progress, 1.0, f"{model_id} installed", "done")
+                                    sources, licence, licence_key=key)
     return record
+
+
+def _check_unpacked(folder: Path, container: str, origin: Path | None = None) -> None:
+    """The weights unpacked into ``folder`` are whole; an error names the file inside ``container``
+    (``folder`` is medseg's scratch, gone once the install stops)."""
+    try:
+        check_tree(folder, find_results(folder))
+    except DamagedWeights as error:
+        raise error.inside(folder, container, origin) from None
+
+
+def _source_url(entry: ModelEntry, weight, key: str | None) -> str:
+    if key is None:
+        return weight.urls[0]
+    from medseg.catalogue.licence_key import LICENCE_SERVER, requested_task
+
+    return f"{LICENCE_SERVER} (task {requested_task(entry, weight)}, with your licence key)"
 
 
 # --- from folders and zips a user already has ----------------------------------------------------
@@ -206,7 +262,10 @@ def import_path(path: str | Path, *, model_id: str | None = None, accept_licence
         root.mkdir(parents=True)
         try:
             safe_extract(path, root, cancel=cancel)
-            return _import_tree(root, path, model_id, accept_licence, progress, cancel, catalogue)
+            try:
+                return _import_tree(root, path, model_id, accept_licence, progress, cancel, catalogue)
+            except DamagedWeights as error:  # the unpacked copy goes: name the file in the user's zip
+                raise error.inside(root, path.name, path) from None
         finally:
             shutil.rmtree(root, ignore_errors=True)
     if not path.is_dir():
@@ -217,6 +276,7 @@ def import_path(path: str | Path, *, model_id: str | None = None, accept_licence
 def _import_tree(tree: Path, origin: Path, model_id: str | None, accept: Acceptance, progress, cancel,
                  catalogue: Catalogue) -> ImportReport:
     found = find_results(tree)
+    check_tree(tree, found)  # every refusal before any install: a damaged task is not skipped
     if not found:
         raise ModelError("no nnU-Net result folder here (dataset.json, plans.json and fold_*/checkpoint_final.pth)",
                          path=origin)

@@ -36,6 +36,8 @@ class InstallRecord:
     sources: list[dict[str, Any]] = field(default_factory=list)  # what it came from: URLs, a pack, a folder
     licence: dict[str, Any] = field(default_factory=dict)  # the licence and, where needed, its acceptance
     installed_at: str = ""
+    # path inside the version folder -> its size when installed: checked at every open, cheaply (hashes: verify)
+    sizes: dict[str, int] = field(default_factory=dict)
     folder: Path | None = None  # the model folder (set when read)
     read_only: bool = False  # found in a system-wide folder
 
@@ -51,7 +53,7 @@ class InstallRecord:
         return {"format": FORMAT_NAME, "format_version": FORMAT_VERSION, "id": self.id, "version": self.version,
                 "active": self.active, "run": self.run, "parts": self.parts, "configurations": self.configurations,
                 "files": self.files, "sources": self.sources, "licence": self.licence,
-                "installed_at": self.installed_at, "entry": self.entry}
+                "installed_at": self.installed_at, "sizes": self.sizes, "entry": self.entry}
 
 
 def read_record(folder: Path, read_only: bool = False) -> InstallRecord | None:
@@ -81,7 +83,8 @@ def read_record(folder: Path, read_only: bool = False) -> InstallRecord | None:
             files=files, run=data.get("run"), parts={str(k): str(v) for k, v in (data.get("parts") or {}).items()},
             configurations=[str(c) for c in data.get("configurations") or []],
             sources=list(data.get("sources") or []), licence=dict(data.get("licence") or {}),
-            installed_at=str(data.get("installed_at", "")), folder=folder, read_only=read_only)
+            installed_at=str(data.get("installed_at", "")),
+            sizes={str(k): int(v) for k, v in (data.get("sizes") or {}).items()}, folder=folder, read_only=read_only)
     except (KeyError, TypeError, ValueError) as error:
         raise ModelError(f"the install record is incomplete: {error!r}", path=path) from error
 
@@ -92,6 +95,8 @@ def write_record(record: InstallRecord) -> Path:
     return atomic_write_text(record.folder / RECORD_FILE, json.dumps(record.to_json(), indent=1) + "\n")
 
 
+def size_tree(root: Path, names) -> dict[str, int]:
+    return {name: (root / name).stat().st_size for name in names}
 
 
 def hash_tree(root: Path) -> dict[str, str]:

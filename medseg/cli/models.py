@@ -46,6 +46,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                          help="install only this configuration (repeatable; default: all), e.g. 3mm")
     install.add_argument("--accept-licence", action="store_true",
                          help="accept the licence shown by `medseg models info` without being asked")
+    install.add_argument("--licence-key", metavar="KEY",
+                         help="your TotalSegmentator licence key, for its licensed tasks (e.g. "
+                              "totalsegmentator/tissue_types); '-' reads it from the standard input. It is sent "
+                              "only to TotalSegmentator's licence server and kept with the model, readable by you only")
     install.set_defaults(func=run_install)
 
     imports = commands.add_parser(
@@ -134,6 +138,7 @@ def run_info(args: argparse.Namespace) -> int:
     from medseg.catalogue import load_catalogue
     from medseg.catalogue.entries import SUPPORT_STATES, parse_entry
     from medseg.catalogue.folders import find_installed
+    from medseg.catalogue.licence_key import key_summary, needs_key, where_to_get_one
 
     catalogue = load_catalogue()
     record = find_installed(args.id)
@@ -162,12 +167,20 @@ def run_info(args: argparse.Namespace) -> int:
     if entry.files:
         print(f"  files ({_size(entry)}, {_checksum(entry)}):")
         for weight in entry.files:
-            print(f"    {weight.name}  {weight.urls[0] if weight.urls else '(from the publisher, on request)'}"
+            where = weight.urls[0] if weight.urls else (
+                "(from TotalSegmentator's licence server, with your licence key)" if needs_key(entry)
+                else "(from the publisher, on request)")
+            print(f"    {weight.name}  {where}"
                   + (f"  sha256 {weight.sha256}" if weight.sha256 else ""))
     licence = entry.licence
     print(f"  licence: {licence.spdx} {licence.url}; commercial use: {'yes' if licence.commercial_use else 'no'}"
           + ("; must be accepted before installing" if licence.acceptance_required else ""))
     print(f"    {licence.terms}")
+    if record and key_summary(record):
+        print(f"  {key_summary(record)}")
+    elif needs_key(entry):
+        print(f"  installs with your TotalSegmentator licence key (`medseg models install {entry.id} "
+              f"--licence-key KEY`); {where_to_get_one()}")
     if entry.citation:
         print(f"  cite: {entry.citation}")
     print(f"  structures ({len(entry.structures)}):")
@@ -195,12 +208,19 @@ def run_install(args: argparse.Namespace) -> int:
     if is_model_id(source):
         from medseg.catalogue.install import install
 
-        record = install(source, configurations=args.configurations, accept_licence=accept, progress=progress)
+        key = args.licence_key
+        if key == "-":  # kept out of the shell's history and of `ps`
+            key = sys.stdin.readline().strip()
+        record = install(source, configurations=args.configurations, accept_licence=accept, licence_key=key,
+                         progress=progress)
         _print_installed([record])
         return 0
     path = Path(source)
     from medseg.errors import ModelError
 
+    if args.licence_key is not None:
+        raise ModelError("--licence-key goes with a catalogue id (the download it unlocks); a file you have "
+                         "installs without one", hint=f"`medseg models install {path}`")
     if not path.is_file():
         raise ModelError("no such catalogue id or file", path=path, hint="`medseg models list` shows the ids")
     from medseg.catalogue.packs import install_pack, is_pack

@@ -5,11 +5,14 @@ Written for the tests with Python's http.server: it serves ``files`` (path -> by
 whether it came as a proxy request), and can cut a response short (``cut_after``: close the
 connection after N bytes, once) or hold it (``hold_after``: stop after N bytes until ``release``
 is set). It also answers as a forward proxy (absolute-URI request lines), so a test can check
-that downloads use the proxy the environment names.
+that downloads use the proxy the environment names. A POST to a path in ``post_answers`` is answered
+by that function, shown the request's JSON body: it returns (status, body bytes, content type), as
+TotalSegmentator's licence server answers ``/download_weights``.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -25,6 +28,7 @@ class LoopbackServer:
         self.cut_after: dict[str, int] = {}
         self.hold_after: dict[str, int] = {}
         self.ranges_supported = True  # False: answer every request whole (200), as some servers do
+        self.post_answers: dict = {}  # path -> function(json body) -> (status, bytes, content type)
         self.release = threading.Event()
         self.requests: list[dict] = []
         self.bytes_sent = threading.Event()  # set once a held response has sent its bytes
@@ -33,6 +37,31 @@ class LoopbackServer:
         class Handler(BaseHTTPRequestHandler):
             def log_message(self, *args) -> None:  # quiet
                 pass
+
+            def do_POST(self) -> None:  # noqa: N802
+                path = urlparse(self.path).path
+                raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                try:
+                    body = json.loads(raw)
+                except ValueError:
+                    body = None
+                server.requests.append({"path": path, "range": self.headers.get("Range"), "method": "POST",
+                                        "json": body, "content_type": self.headers.get("Content-Type"),
+                                        "proxied": self.path.startswith("http://")})
+                answer = server.post_answers.get(path)
+                if answer is None:
+                    self.send_error(404)
+                    return
+                status, payload, content_type = answer(body)
+                self.send_response(status)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                cut = server.cut_after.pop(path, None)
+                self.wfile.write(payload if cut is None else payload[:cut])
+                self.wfile.flush()
+                if cut is not None:
+                    self.close_connection = True
 
             def do_GET(self) -> None:  # noqa: N802
                 path = urlparse(self.path).path

@@ -90,4 +90,4 @@ def test_cli_lists_and_describes_the_catalogue(capsys, monkeypatch, tmp_path):
     text = capsys.readouterr().out
     assert "must be accepted before installing" in text and "license-academic" in text
     assert main(["models", "install", "totalsegmentator/heartchambers_highres", "--accept-licence"]) == 1
-    assert "cannot be downloaded by medseg" in capsys.readouterr().err
+    assert "installed only with your TotalSegmentator licence key" in capsys.readouterr().err

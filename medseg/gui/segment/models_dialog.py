@@ -67,6 +67,13 @@ class ModelsDialog(QDialog):
         self.details.setOpenExternalLinks(True)
         self.install_button = QPushButton("Install", self)
         self.install_button.clicked.connect(self.install_selected)
+        # TotalSegmentator's licensed tasks download with the user's licence key (medseg.catalogue.licence_key)
+        self.key_label = QLabel("TotalSegmentator licence key:", self)
+        self.key_field = QLineEdit(self)
+        self.key_field.setEchoMode(QLineEdit.EchoMode.Password)  # a key is not shown to whoever looks on
+        self.key_field.setObjectName("licence-key")
+        self.key_field.setPlaceholderText("the 18-character key from your licence e-mail")
+        self.key_field.returnPressed.connect(self.install_selected)
         self.use_button = QPushButton("Use for Segment", self)
         self.use_button.clicked.connect(self._use_selected)
         self.remove_button = QPushButton("Remove", self)
@@ -103,6 +110,9 @@ class ModelsDialog(QDialog):
         actions.addStretch(1)
         for button in (self.from_file_button, self.import_button):
             actions.addWidget(button)
+        key_row = QHBoxLayout()
+        key_row.addWidget(self.key_label)
+        key_row.addWidget(self.key_field, 1)
         running = QHBoxLayout()
         running.addWidget(self.progress, 1)
         running.addWidget(self.cancel_button)
@@ -112,6 +122,7 @@ class ModelsDialog(QDialog):
         layout.addLayout(top)
         layout.addWidget(splitter, 1)
         layout.addLayout(actions)
+        layout.addLayout(key_row)
         layout.addLayout(running)
         layout.addWidget(self.status)
         layout.addWidget(close)
@@ -184,9 +195,12 @@ class ModelsDialog(QDialog):
     def _update_buttons(self) -> None:
         entry, record = self._selected()
         busy = self.job is not None
-        self.install_button.setEnabled(bool(entry) and not entry.builtin and entry.downloadable and not busy)
+        keyed = self._needs_key(entry)
+        self.install_button.setEnabled(bool(entry) and not entry.builtin and (entry.downloadable or keyed) and not busy)
         self.install_button.setToolTip("" if not entry or entry.downloadable else
-                                       "Its publisher sends the weights to licence holders: Install from file…")
+                                       "Downloads with your TotalSegmentator licence key (the field below)" if keyed
+                                       else "Its publisher sends the weights to licence holders: Install from file…")
+        self._show_key_field(entry, record, keyed)
         self.install_button.setText("Install again" if record else "Install")
         self.use_button.setEnabled(bool(entry) and (entry.builtin is not None or record is not None))
         self.use_button.setText("Use for Interactive AI" if entry is not None and entry.interactive else "Use for Segment")
@@ -194,6 +208,24 @@ class ModelsDialog(QDialog):
         self.verify_button.setEnabled(record is not None and not busy)
         for button in (self.from_file_button, self.import_button):
             button.setEnabled(not busy)
+
+    @staticmethod
+    def _needs_key(entry) -> bool:
+        from medseg.catalogue.licence_key import needs_key
+
+        return entry is not None and needs_key(entry)
+
+    def _show_key_field(self, entry, record, keyed: bool) -> None:
+        from medseg.catalogue.licence_key import key_summary, where_to_get_one
+
+        for widget in (self.key_label, self.key_field):
+            widget.setVisible(keyed)
+        self.key_field.setEnabled(keyed and self.job is None)
+        if keyed:
+            stored = key_summary(record) if record is not None else ""
+            self.key_field.setToolTip(f"{entry.id} needs TotalSegmentator's licence: {where_to_get_one()}."
+                                      + (f" Installed with {stored}; leave empty to use it again."
+                                         if stored.startswith("licence key") else ""))
 
     def _show_details(self) -> None:
         self._update_buttons()
@@ -208,22 +240,33 @@ class ModelsDialog(QDialog):
         entry, _record = self._selected()
         if entry is None or entry.builtin or self.job is not None:
             return
+        key = None
+        if self._needs_key(entry):
+            from medseg.catalogue.licence_key import check_key, stored_key
+
+            typed = self.key_field.text().strip()
+            try:  # before the licence is shown or anything is fetched
+                key = check_key(entry, typed or stored_key(_record.folder if _record is not None else None))
+            except MedsegError as error:
+                self.status.setText(f"Not installed: {error}")
+                self.key_field.setFocus()
+                return
         if entry.licence.acceptance_required:
             self.licence_box = LicenceDialog(entry, self)
-            self.licence_box.accepted.connect(lambda: self._start_install(entry.id, accepted=True))
+            self.licence_box.accepted.connect(lambda: self._start_install(entry.id, accepted=True, key=key))
             self.licence_box.rejected.connect(
                 lambda: self.status.setText(f"{entry.id} was not installed: its licence was not accepted."))
             self.licence_box.open()
             return
         self._start_install(entry.id, accepted=False)
 
-    def _start_install(self, model_id: str, accepted: bool) -> None:
+    def _start_install(self, model_id: str, accepted: bool, key: str | None = None) -> None:
         from medseg.catalogue.install import install
 
         self._retry = None
 
         def work(progress=None, cancel=None):
-            return install(model_id, accept_licence=accepted, progress=progress, cancel=cancel)
+            return install(model_id, accept_licence=accepted, licence_key=key, progress=progress, cancel=cancel)
 
         self._run(f"install-{model_id}", work, f"Installing {model_id}…")
 
@@ -363,6 +406,7 @@ class ModelsDialog(QDialog):
 
     def _on_done(self, result) -> None:
         self._finish()
+        self.key_field.clear()  # installed: the key lives with the model now, not in the window
         records = getattr(result, "installed", None)
         records = records if records is not None else [result]
         ids = [record.id for record in records]
