@@ -6,7 +6,8 @@ INPUTS are folders (scanned recursively for DICOM series and NIfTI/NRRD/MHA file
 results.parquet when pyarrow is installed). A rerun skips the cases already done with the same
 model and settings. Under ``torchrun --nproc_per_node N -m medseg batch ...`` process r takes
 cases r, r+N, ... (one GPU each on CUDA, a share of the cores each on the CPU); process 0 merges
-the table. Ctrl+C or SIGTERM stops after the current case's write (twice: at once).
+the table. Ctrl+C or SIGTERM stops after the current case's write (twice: at once). One run per
+OUTDIR: a second is refused naming the first (medseg.batch.run_lock); a killed run's lock is taken over.
 """
 
 from __future__ import annotations

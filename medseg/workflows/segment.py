@@ -133,11 +133,25 @@ class Segmenter:
     def card(self) -> ModelCard:
         return self.model.card
 
+    def check_fits(self, source: OpenStudyRequest) -> None:
+        """Refuse, before a voxel is read, an image file this machine cannot segment: the figure it would need
+        (the image and the model's working memory) against the memory available (medseg.io.memory_budget:
+        less under an address-space limit), and an absurd plan (medseg.model.run_estimate.check_run). DICOM
+        and TotalSegmentator's pipelines are checked once the series is read (:meth:`prepare`)."""
+        from medseg.workflows.studies import header_geometry
+
+        if self.model.pipeline is not None:
+            return
+        geometry = header_geometry(source)
+        if geometry is not None:
+            check_memory(geometry, self.model.package, self.settings, int(geometry.meta.extra["voxel_bytes"]))
+
     def open(self, source: OpenStudyRequest | str | os.PathLike | Sequence[str | os.PathLike],
              progress: ProgressCallback | None = None, cancel: CancelToken | None = None) -> Volume:
         from medseg.model.profiling import phase
 
         request = source if isinstance(source, OpenStudyRequest) else OpenStudyRequest(source)
+        self.check_fits(request)  # too big to segment here: said before it is read
         with phase("load"):
             return open_study(request, progress, cancel).volume
 
@@ -188,6 +202,32 @@ class Segmenter:
                 cancel: CancelToken | None = None) -> SegmentedStudy:
         prepared = self.prepare(image, _scaled(progress, 0.0, 0.05), cancel)
         return self.run(prepared, _scaled(progress, 0.05, 1.0), cancel)
+
+
+def check_memory(image: Volume, package: Any, settings: SegmentSettings, image_bytes: int) -> None:
+    """Refuse a run whose image (``image_bytes`` of voxels) and working memory (medseg.model.run_estimate)
+    together exceed the memory available, with each figure; then check_run's rules (tiles, resampling)."""
+    from medseg.errors import ResourceLimitError
+    from medseg.io.memory_budget import HEADROOM_BYTES, available_bytes, format_size
+    from medseg.model.infer import choose_configuration
+    from medseg.model.run_estimate import check_run, estimate_run
+
+    _name, plan = choose_configuration(package, settings.configuration, image)
+    estimate = estimate_run(plan, len(package.labels), image, settings.step)
+    where = (image.meta.source_files or [None])[0]
+    needed = image_bytes + estimate.total_bytes + HEADROOM_BYTES
+    free = available_bytes()
+    if needed > free:
+        size = " x ".join(str(n) for n in image.size_xyz)
+        resampled = " x ".join(str(n) for n in estimate.resampled_shape)
+        raise ResourceLimitError(
+            f"segmenting this {size}-voxel image needs about {format_size(needed)} of memory (the image "
+            f"{format_size(image_bytes)}, the model's working memory {format_size(estimate.total_bytes)} for a "
+            f"{resampled} resampled image, {format_size(HEADROOM_BYTES)} for the rest) and "
+            f"{format_size(free)} is available; nothing was read", path=where,
+            hint="run it on a machine with more memory (or close other programs); a crop of the region "
+                 "needed is segmented in less")
+    check_run(estimate, where)
 
 
 def segment_study(request: SegmentRequest, progress: ProgressCallback | None = None,
