@@ -90,3 +90,19 @@ def test_a_study_open_in_another_process_opens_as_a_copy_or_is_taken_over_after_
         holder.wait(timeout=60)
         for stream in (holder.stdin, holder.stdout, holder.stderr):
             stream.close()
+
+
+def test_a_study_that_fails_to_open_leaves_the_one_shown_held(window, qtbot, ct_dir, tmp_path):
+    shown = ct_dir / "totalsegmentator" / "example_ct_sm.nii.gz"
+    broken = tmp_path / "broken.nii.gz"
+    broken.write_bytes(b"not an image at all" * 100)
+    root = default_root()
+    with qtbot.waitSignal(window.loader.study_loaded, timeout=120_000):
+        window.opener.open_path(shown)
+    assert study_state(root, shown)[1].pid == os.getpid()
+    with qtbot.waitSignal(window.loader.failed, timeout=120_000):
+        window.opener.open_path(broken)
+    assert window.document.image_source == str(shown)  # the image shown before is back ...
+    found, owner = study_state(root, shown)
+    assert found == "held" and owner.pid == os.getpid()  # ... and held again, not the file that failed
+    assert study_state(root, broken)[0] == "free"

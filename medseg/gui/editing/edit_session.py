@@ -49,6 +49,7 @@ class EditSession(QObject):
         self.tool_keys = tool_keys.install(window)
         document.history_changed.connect(self._sync_actions)
         window.loader.study_loaded.connect(self._on_study_loaded)
+        window.loader.failed.connect(self._on_load_failed)
         self._recovering: tuple[Path, LabelMap] | None = None
         self.recovery_box: QMessageBox | None = None
         self.close_box: QMessageBox | None = None
@@ -161,6 +162,21 @@ class EditSession(QObject):
             self.window.notify(f"Editing a copy: {Path(source).name} is open in {self.document.study_copy_of}.",
                                "warning")
         return True
+
+    @Slot(object)
+    def _on_load_failed(self, _error: BaseException) -> None:
+        """A failed open put the image shown before back: its study is held again (or, when another window
+        took it meanwhile, edited as a copy), not the one that failed to open."""
+        source = self.document.image_source
+        if self.document.volume is None or not source:
+            self.document.release_study()
+            return
+        try:
+            self.document.claim_study(source)
+        except StudyOpenElsewhere:
+            self.document.claim_study(source, copy=True)
+        except MedsegError as error:
+            log.warning("cannot lock the study for editing: %s", error)
 
     def _save_and_wait(self) -> bool:
         """Save (Ctrl+S's way: asks for a name the first time) and wait for the worker: True once saved."""
