@@ -166,7 +166,11 @@ class EditSession(QObject):
     @Slot(object)
     def _on_load_failed(self, _error: BaseException) -> None:
         """A failed open put the image shown before back: its study is held again (or, when another window
-        took it meanwhile, edited as a copy), not the one that failed to open."""
+        took it meanwhile, edited as a copy), not the one that failed to open. A recovery whose image did not
+        open is not applied later to another: its session stays for the next start."""
+        if self._recovering is not None:
+            self._recovering = None
+            self._let_go_of_offer()
         source = self.document.image_source
         if self.document.volume is None or not source:
             self.document.release_study()
