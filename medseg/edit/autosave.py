@@ -35,7 +35,7 @@ class AutosaveJournal:
         if self._autosave_root is None:
             return
         if copy:
-            found, owner = study_lock.study_state(self._autosave_root, source)
+            _state, owner = study_lock.study_state(self._autosave_root, source)
             self.study_copy_of = owner.describe() if owner is not None else "another medseg window"
             return
         self._study_lock = study_lock.claim_study(self._autosave_root, source, take_stale=take_stale)
