@@ -6,7 +6,8 @@ INPUTS are folders (scanned recursively for DICOM series and NIfTI/NRRD/MHA file
 results.parquet when pyarrow is installed). A rerun skips the cases already done with the same
 model and settings. Under ``torchrun --nproc_per_node N -m medseg batch ...`` process r takes
 cases r, r+N, ... (one GPU each on CUDA, a share of the cores each on the CPU); process 0 merges
-the table. Ctrl+C or SIGTERM stops after the current case's write (twice: at once).
+the table. Ctrl+C or SIGTERM stops after the current case's write (twice: at once). One run per
+OUTDIR: a second is refused naming the first (medseg.batch.run_lock); a killed run's lock is taken over.
 """
 
 from __future__ import annotations
@@ -133,6 +134,27 @@ def _deidentifier(args: argparse.Namespace, output: Path, notes: list[str]) -> A
 
 def _batch(args: argparse.Namespace, rank: int, events: Any) -> int:
     output, mapping, notes = _check_options(args)
+    run_lock = _claim_output(output, notes) if rank == 0 else None  # the run's other processes share rank 0's
+    try:
+        return _locked_batch(args, rank, events, output, mapping, notes)
+    finally:
+        if run_lock is not None:
+            run_lock.release()
+
+
+def _claim_output(output: Path, notes: list[str]) -> Any:
+    """One batch run per output folder (medseg.batch.run_lock): a second is refused naming the first."""
+    from medseg.batch.run_lock import claim_output
+
+    lock = claim_output(output)
+    if lock.stale is not None:
+        notes.append(f"an earlier run on this output folder ({lock.stale.describe()}) ended without finishing; "
+                     "its finished cases are kept, the others are done now")
+    return lock
+
+
+def _locked_batch(args: argparse.Namespace, rank: int, events: Any, output: Path, mapping: Path | None,
+                  notes: list[str]) -> int:
     deid = _deidentifier(args, output, notes) if rank == 0 else None
 
     import torch

@@ -112,7 +112,7 @@ def _segment(args: argparse.Namespace, events) -> int:
     from medseg.model.profiling import Profiling, phase
     from medseg.workflows.save import save_segmentation
     from medseg.workflows.segment import Segmenter
-    from medseg.workflows.studies import OpenStudyRequest, open_study
+    from medseg.workflows.studies import OpenStudyRequest, header_geometry, open_study
 
     device = resolve_device(args.device)  # an absent device fails before the series is read
     profiling = Profiling(args.profile, title="medseg segment: where the time went") if args.profile else None
@@ -121,8 +121,11 @@ def _segment(args: argparse.Namespace, events) -> int:
             profiling.set_device(torch_device(device))
         with phase("load"):
             segmenter = Segmenter(early, settings_of(args, args.allow_modality, early)) if early is not None else None
-            volume = open_study(OpenStudyRequest(args.path, spacing_mm=args.spacing,
-                                                 regularize=not args.raw_stack)).volume
+            request = OpenStudyRequest(args.path, spacing_mm=args.spacing, regularize=not args.raw_stack)
+            if header_geometry(request) is not None:  # an image file too big to segment here: said before it is read
+                segmenter = segmenter or Segmenter(args.model, settings_of(args, args.allow_modality))
+                segmenter.check_fits(request)
+            volume = open_study(request).volume
             if target is not None:
                 target.check_image(volume)  # e.g. a DICOM SEG of an image file: refused before the model is read
             segmenter = segmenter or Segmenter(args.model, settings_of(args, args.allow_modality))

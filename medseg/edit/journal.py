@@ -63,6 +63,7 @@ import numpy as np
 from medseg import app_dirs
 from medseg.edit.delta import Delta
 from medseg.edit.label_map import LabelMap
+from medseg.edit.study_lock import hold_session
 from medseg.errors import MedsegError
 from medseg.io.atomic import atomic_open, atomic_write_text
 from medseg.core.label_values import label_dtype
@@ -260,6 +261,7 @@ class Journal:
         self.records = 0
         self.generation = 0
         self.session_writer = SessionWriter(folder / "session.json")
+        self.owner_lock = None  # this process writes the journal (medseg.edit.study_lock)
 
     @classmethod
     def start(cls, label_map: LabelMap, image_source: str, root: Path | None = None,
@@ -270,6 +272,7 @@ class Journal:
         except OSError as error:
             raise MedsegError(f"cannot create the autosave folder ({error.strerror})", path=folder) from error
         journal = cls(folder)
+        journal.owner_lock = hold_session(folder)  # alive, not crashed: no other window recovers or discards it
         journal.rebase(label_map, image_source, description)
         return journal
 
@@ -361,6 +364,9 @@ class Journal:
         self._close_handle()
         if discard:
             shutil.rmtree(self.folder, ignore_errors=True)
+        if self.owner_lock is not None:  # last: never seen unlocked while its files are still going
+            self.owner_lock.release()
+            self.owner_lock = None
 
 
 def read_records(path: Path) -> list[Delta]:

@@ -30,11 +30,14 @@ def available_bytes() -> int:
 def check_allocation(nbytes: int, what: str, path: str | os.PathLike | None = None) -> None:
     """Raise ResourceLimitError when ``nbytes`` (plus headroom) is more than the memory available."""
     free = available_bytes()
-    if nbytes + HEADROOM_BYTES > free:
-        raise ResourceLimitError(f"{what} needs {_size(nbytes)} of memory and {_size(free)} is available",
+    if nbytes + HEADROOM_BYTES > free:  # the figure said is the one compared: with the headroom
+        raise ResourceLimitError(f"{what} needs {format_size(nbytes + HEADROOM_BYTES)} of memory ({format_size(nbytes)} "
+                                 f"and {format_size(HEADROOM_BYTES)} for the rest of the work) and {format_size(free)} "
+                                 "is available",
                                  path=path, hint="close other programs, or use a machine with more memory; "
                                                  "if the image is not that large, its header is wrong")
 
 
-def _size(nbytes: float) -> str:
+def format_size(nbytes: float) -> str:
+    """1.5 GiB, 48 MiB: never "0.0 GiB" for a figure that is not zero."""
     return f"{nbytes / 2**30:.1f} GiB" if nbytes >= 2**30 else f"{nbytes / 2**20:.0f} MiB"

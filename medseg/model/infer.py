@@ -287,6 +287,11 @@ def _choose_configuration(package: Any, configuration: str | None, volume: Volum
     return getattr(plan, "name", next(iter(configurations))), plan
 
 
+def choose_configuration(package: Any, configuration: str | None, volume: Volume) -> tuple[str, Any]:
+    """(name, plan) of the configuration that runs on ``volume`` (``configuration``: the one asked for)."""
+    return _choose_configuration(package, configuration, volume)
+
+
 def _mirror_axes(plan: Any) -> tuple[int, ...] | None:
     """The mirroring axes the model was trained with (nnU-Net checkpoints store them); None = all."""
     axes = getattr(plan, "mirror_axes", None)

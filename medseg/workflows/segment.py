@@ -111,11 +111,23 @@ class Segmenter:
     def card(self) -> ModelCard:
         return self.model.card
 
+    def check_fits(self, source: OpenStudyRequest) -> None:
+        """Refuse, before a voxel is read, an image file this machine cannot segment: the figure it would need
+        (the image and the model's working memory) against the memory available (medseg.io.memory_budget:
+        less under an address-space limit), and an absurd plan (medseg.model.run_estimate.check_run). DICOM
+        and the pipelines that estimate no memory ahead are checked once the series is read (:meth:`prepare`)."""
+        from medseg.workflows.studies import header_geometry
+
+        geometry = header_geometry(source)
+        if geometry is not None:
+            self.model.pipeline.check_fits(geometry, self.settings, int(geometry.meta.extra["voxel_bytes"]))
+
     def open(self, source: OpenStudyRequest | str | os.PathLike | Sequence[str | os.PathLike],
              progress: ProgressCallback | None = None, cancel: CancelToken | None = None) -> Volume:
         from medseg.model.profiling import phase
 
         request = source if isinstance(source, OpenStudyRequest) else OpenStudyRequest(source)
+        self.check_fits(request)  # too big to segment here: said before it is read
         with phase("load"):
             return open_study(request, progress, cancel).volume
 

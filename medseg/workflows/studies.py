@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Sequence
 
-from medseg.core.volume import GeometryFinding, Volume
+from medseg.core.volume import GeometryFinding, Volume, VolumeMeta
 from medseg.progress import CancelToken, ProgressCallback
 
 
@@ -43,4 +44,32 @@ def open_study(request: OpenStudyRequest, progress: ProgressCallback | None = No
     return OpenedStudy(volume, list(volume.meta.findings))
 
 
-__all__ = ["OpenStudyRequest", "OpenedStudy", "open_study"]
+def header_geometry(request: OpenStudyRequest) -> Volume | None:
+    """The grid an image file's header declares, as a Volume whose voxels take no memory (one zero seen
+    through the whole shape), for what a study would cost before a voxel is read (a 512 x 512 x 3000 CT
+    that cannot be segmented here is refused with the figure before its 1.5 GiB are read). None for
+    DICOM, and for a header whose spacing the read will refuse anyway."""
+    import numpy as np
+
+    from medseg.io.formats import image_suffix
+    from medseg.io.image_headers import image_header
+
+    source = request.source
+    if not isinstance(source, (str, os.PathLike)) or image_suffix(source) is None:
+        return None
+    path = Path(source)
+    if not path.is_file():
+        return None  # the read says what is wrong with it
+    header = image_header(path, image_suffix(path))
+    spacing = request.spacing_mm or header.spacing.values or (1.0, 1.0, 1.0)
+    sizes = [int(n) for n in header.sizes[:3]]
+    if len(sizes) != 3 or min(sizes) < 1 or header.spacing.unusable() and request.spacing_mm is None:
+        return None
+    if not all(np.isfinite(s) and s > 0 for s in spacing):
+        return None
+    stand_in = np.broadcast_to(np.zeros((), np.int16), tuple(reversed(sizes)))
+    return Volume(stand_in, tuple(float(s) for s in spacing[:3]),
+                  meta=VolumeMeta(source_files=[str(path)], extra={"voxel_bytes": int(header.voxel_bytes)}))
+
+
+__all__ = ["OpenStudyRequest", "OpenedStudy", "open_study", "header_geometry"]

@@ -116,7 +116,8 @@ def test_sigkill_after_the_second_case_then_rerun(small_archive: Path, tmp_path:
     rerun = run_cli("batch", str(small_archive), "-o", str(out), "--format", "dcm", "--json", "--threads", "1")
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     events = events_of(rerun.stdout)
-    started = events[0]
+    started = next(e for e in events if e["event"] == "started")  # after the note on the killed run's lock
+    assert any(e["event"] == "message" and f"process {process.pid} on " in e["text"] for e in events)
     assert started["cases"] == 4 and started["done_before"] >= 2 and started["to_do"] == 4 - started["done_before"]
     rerun_cases = [e["case_id"] for e in events if e["event"] == "case"]
     assert not set(rerun_cases) & set(finished)  # what was done is not done again

@@ -43,6 +43,7 @@ def main() -> int:
     crashed.set_volume(read_image(ct), source=str(ct))
     crashed.new_label_map()
     crashed.apply(tools.dab(crashed.label_map, (24, 250, 250), 12.0, 3), "dab")
+    crashed.journal.owner_lock.abandon()  # the kernel's part of a kill: its journal's lock goes
     window = MainWindow()
     window.set_layout("2x2")
     window.show()

@@ -155,6 +155,7 @@ def test_recovery_counts_edits_as_the_undo_counter_and_is_modal_on_top(driver, w
     assert records > 10  # pieces of strokes, and the undo's inverse
     # the crash: this window never closes its journal; a new window starts in the same data folder
     monkeypatch.setattr(window.editing, "closing", lambda: None)
+    window.document.journal.owner_lock.abandon()  # the kernel's part of a kill: its journal's lock goes
     second = MainWindow()
     qtbot.addWidget(second)
     second.resize(1200, 800)

@@ -18,6 +18,7 @@ from PySide6.QtWidgets import QCheckBox, QMessageBox
 
 from medseg.edit.merge import ADD, REPLACE
 from medseg.edit.journal import default_root, discard, find_sessions, recover
+from medseg.edit.study_lock import StudyOpenElsewhere, claim_session
 from medseg.edit.label_map import LabelMap
 from medseg.errors import MedsegError
 from medseg.gui.editing import tool_keys
@@ -48,11 +49,14 @@ class EditSession(QObject):
         self.tool_keys = tool_keys.install(window)
         document.history_changed.connect(self._sync_actions)
         window.loader.study_loaded.connect(self._on_study_loaded)
+        window.loader.failed.connect(self._on_load_failed)
         self._recovering: tuple[Path, LabelMap] | None = None
         self.recovery_box: QMessageBox | None = None
         self.close_box: QMessageBox | None = None
         self.segment_box: QMessageBox | None = None  # the question before a Segment over the user's labels
         self.question_box: QMessageBox | None = None  # the unsaved-segmentation question
+        self.study_box: QMessageBox | None = None  # the study is open in another window (or was, and it died)
+        self._offered = None  # the lock of the crashed session being offered (no other window offers it too)
         self._sync_actions()
         QTimer.singleShot(0, self.offer_recovery)
 
@@ -116,6 +120,67 @@ class EditSession(QObject):
         if answer == QMessageBox.StandardButton.Save:
             return self._save_and_wait()
         return answer == QMessageBox.StandardButton.Discard
+
+    # --- the study open in another window -------------------------------------------------
+    def may_open_study(self, source: str) -> bool:
+        """Claim ``source`` for editing in this window (medseg.edit.study_lock). When another window has it,
+        the user is told which process and chooses: open a copy (autosaved apart) or cancel; when the one that
+        had it died, whether to take it over. True: go on opening."""
+        try:
+            # a recovery the user asked for is their consent to take over from the process that crashed
+            self.document.claim_study(source, take_stale=self._recovering is not None)
+            return True
+        except StudyOpenElsewhere as error:
+            refusal = error
+        except MedsegError as error:  # the lock cannot be written (a read-only data folder): edit unguarded
+            log.warning("cannot lock the study for editing: %s", error)
+            return True
+        name = html.escape(Path(source).name or source)
+        owner = html.escape(refusal.owner.describe()) if refusal.owner else "another medseg window"
+        buttons = QMessageBox.StandardButton
+        if refusal.stale:
+            text = (f"{name} was open for editing in {owner}, which ended without closing it. Take it over? "
+                    "Edits it autosaved are offered for recovery when medseg starts.")
+        else:
+            text = (f"{name} is already open for editing in {owner}. Editing it here too would compete with "
+                    "that window: open a copy (autosaved apart; save it under its own name) or cancel and "
+                    "go on in that window.")
+        box = QMessageBox(QMessageBox.Icon.Warning, "Study open elsewhere", text, buttons.Cancel, self.window)
+        go_on = box.addButton("Take over" if refusal.stale else "Open a copy", QMessageBox.ButtonRole.AcceptRole)
+        box.setDefaultButton(buttons.Cancel)
+        self.study_box = box
+        box.exec()
+        self.study_box = None
+        if box.clickedButton() is not go_on:
+            return False
+        try:
+            self.document.claim_study(source, copy=not refusal.stale, take_stale=refusal.stale)
+        except MedsegError as error:  # another window took it over first
+            self.window.show_error(error)
+            return False
+        if not refusal.stale:
+            self.window.notify(f"Editing a copy: {Path(source).name} is open in {self.document.study_copy_of}.",
+                               "warning")
+        return True
+
+    @Slot(object)
+    def _on_load_failed(self, _error: BaseException) -> None:
+        """A failed open put the image shown before back: its study is held again (or, when another window
+        took it meanwhile, edited as a copy), not the one that failed to open. A recovery whose image did not
+        open is not applied later to another: its session stays for the next start."""
+        if self._recovering is not None:
+            self._recovering = None
+            self._let_go_of_offer()
+        source = self.document.image_source
+        if self.document.volume is None or not source:
+            self.document.release_study()
+            return
+        try:
+            self.document.claim_study(source)
+        except StudyOpenElsewhere:
+            self.document.claim_study(source, copy=True)
+        except MedsegError as error:
+            log.warning("cannot lock the study for editing: %s", error)
 
     def _save_and_wait(self) -> bool:
         """Save (Ctrl+S's way: asks for a name the first time) and wait for the worker: True once saved."""
@@ -196,8 +261,10 @@ class EditSession(QObject):
         then(mode)
 
     def closing(self) -> None:
-        """A clean quit: the journal is not needed for recovery."""
+        """A clean quit: the journal is not needed for recovery, the study free for another window."""
         self.document.close_journal(discard=True)
+        self.document.release_study()
+        self._let_go_of_offer()
 
     # --- recovery -------------------------------------------------------------------------
     @Slot()
@@ -210,9 +277,14 @@ class EditSession(QObject):
             return
         sessions = [s for s in find_sessions(root) if self.document.journal is None
                     or s.folder != self.document.journal.folder]
-        if not sessions:
+        newest = None
+        for session in sessions:  # the newest no other window is offering at the same moment
+            self._offered = claim_session(session.folder)
+            if self._offered is not None:
+                newest = session
+                break
+        if newest is None:
             return
-        newest = sessions[0]
         edits = "1 edit" if newest.edits == 1 else f"{newest.edits} edits"  # as the undo counter counted them
         self.recovery_box = QMessageBox(
             QMessageBox.Icon.Question, "Recover edits",
@@ -235,13 +307,20 @@ class EditSession(QObject):
     def _on_recovery_answer(self, result: int, session) -> None:
         if result != QMessageBox.StandardButton.Yes:
             discard(session.folder)
+            self._let_go_of_offer()
             return
         self.recover(session.folder)
+
+    def _let_go_of_offer(self) -> None:
+        offered, self._offered = self._offered, None
+        if offered is not None:
+            offered.release()
 
     def recover(self, folder: Path) -> None:
         try:
             source, label_map = recover(folder)
         except MedsegError as error:
+            self._let_go_of_offer()
             self.window.show_error(error)
             return
         self._recovering = (folder, label_map)
@@ -260,6 +339,7 @@ class EditSession(QObject):
         self.document.set_label_map(label_map, description="recovered")
         self.document.mark_recovered()  # recovered work has not been saved by the user
         discard(folder)
+        self._let_go_of_offer()
         self.window.notify("Recovered the segmentation from the autosave journal (not saved yet: Ctrl+S).", "success")
         log.info("recovered an autosaved session")
 

@@ -91,6 +91,8 @@ class StudyOpener(QObject):
         if is_image_file(path):
             if self.refuse_when_busy() or not self.editing.may_discard_edits("Open another image"):
                 return
+            if not self.editing.may_open_study(path):  # open in another window: a copy, or not at all
+                return
             self.loader.load_image_file(path, synthetic=synthetic)
         else:
             self.browse([path], auto_load=auto_load, synthetic=synthetic)
@@ -121,6 +123,8 @@ class StudyOpener(QObject):
 
     def _load_series(self, series: Any, source: str, synthetic: bool) -> None:
         if self.refuse_when_busy() or not self.editing.may_discard_edits("Open another series"):
+            return
+        if not self.editing.may_open_study(source):  # open in another window: a copy, or not at all
             return
         self.loader.load_series(series, source=source, synthetic=synthetic,
                                 scan_result=self.browser.result if self.browser is not None else None)

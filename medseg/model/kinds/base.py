@@ -167,6 +167,10 @@ class ModelPipeline(ABC):
                              path=self.card.source, hint=f"it has: {', '.join(self.configuration_names())}")
         return device
 
+    def check_fits(self, geometry: Volume, settings: SegmentSettings, image_bytes: int) -> None:
+        """Refuse, from the header's geometry alone (``geometry``: an image without its voxels), a run this
+        machine cannot hold, with each figure; kinds that estimate no memory ahead check nothing here."""
+
     def choose(self, image: Volume, settings: SegmentSettings, device: str) -> Any:
         """The configuration choice for ``image`` (with its reason) when the kind makes one per series, else None."""
         return None

@@ -67,6 +67,9 @@ class PackagePipeline(ModelPipeline):
     def postprocessing(self) -> list[str]:
         return list(self._package.postprocessing)
 
+    def check_fits(self, geometry: Volume, settings: SegmentSettings, image_bytes: int) -> None:
+        check_memory(geometry, self._package, settings, image_bytes)
+
     def prepare(self, image: Volume, settings: SegmentSettings, device: str,
                 progress: ProgressCallback | None, cancel: CancelToken | None) -> Any:
         from medseg.model.infer import prepare
@@ -143,6 +146,33 @@ def where_it_runs(package: Any, configuration: str, device: str) -> list[str]:
     return [where, f"engine: {choice.engine} ({choice.reason})"]
 
 
+def check_memory(image: Volume, package: Any, settings: SegmentSettings, image_bytes: int) -> None:
+    """Refuse a run whose image (``image_bytes`` of voxels) and working memory (medseg.model.run_estimate)
+    together exceed the memory available, with each figure; then check_run's rules (tiles, resampling)."""
+    from medseg.errors import ResourceLimitError
+    from medseg.io.memory_budget import HEADROOM_BYTES, available_bytes, format_size
+    from medseg.model.infer import choose_configuration
+    from medseg.model.run_estimate import check_run, estimate_run
+
+    _name, plan = choose_configuration(package, settings.configuration, image)
+    estimate = estimate_run(plan, len(package.labels), image, settings.step)
+    where = (image.meta.source_files or [None])[0]
+    needed = image_bytes + estimate.total_bytes + HEADROOM_BYTES
+    free = available_bytes()
+    if needed > free:
+        size = " x ".join(str(n) for n in image.size_xyz)
+        resampled = " x ".join(str(n) for n in estimate.resampled_shape)
+        raise ResourceLimitError(
+            f"segmenting this {size}-voxel image needs about {format_size(needed)} of memory (the image "
+            f"{format_size(image_bytes)}, the model's working memory {format_size(estimate.total_bytes)} for a "
+            f"{resampled} resampled image, {format_size(HEADROOM_BYTES)} for the rest) and "
+            f"{format_size(free)} is available; nothing was read", path=where,
+            hint="run it on a machine with more memory (or close other programs); a crop of the region "
+                 "needed is segmented in less")
+    check_run(estimate, where)
+
+
+
 class MedsegPackageKind(ModelKind):
     id, title = "medseg", MEDSEG_PACKAGE
 
@@ -181,4 +211,4 @@ def opened_package(package: Any, reference: str | Path | None = None) -> OpenedM
 
 
 __all__ = ["MEDSEG_PACKAGE", "NNUNET_RESULT", "MedsegPackageKind", "NnUNetResultKind", "PackagePipeline",
-           "opened_package", "package_card", "where_it_runs"]
+           "check_memory", "opened_package", "package_card", "where_it_runs"]
