@@ -368,6 +368,27 @@ def process_share(rank: int, processes: int, cores: CoreCount | None = None) -> 
     return CoreCount(share, cores.source, f"{cores.detail}; {cores.threads} shared by {processes} processes")
 
 
+# More compute threads than CPUs only slow a run down; a few times more is still a choice someone may
+# make (sharing a machine by time slices), thousands are a typo: 100 000 OpenMP threads crashed the process
+# and took the thread limit of every other program of the user's.
+OVERSUBSCRIPTION = 4
+
+
+def most_threads() -> int:
+    """The largest thread count medseg accepts: :data:`OVERSUBSCRIPTION` times the machine's logical CPUs."""
+    return OVERSUBSCRIPTION * (os.cpu_count() or affinity_cores())
+
+
+def too_many(threads: int, option: str = "--threads") -> str:
+    """Why ``threads`` is refused, in words ("" when it is not too many)."""
+    if threads <= most_threads():
+        return ""
+    usable = usable_cores()
+    return (f"{threads} is far more threads than this machine can run: it has {os.cpu_count() or '?'} logical CPUs "
+            f"({usable.threads} usable by medseg); give at most {most_threads()}, or leave {option} out to use "
+            f"{usable.threads}")
+
+
 def configure(threads: int | None = None, source: str = FROM_OPTION, count: CoreCount | None = None) -> int:
     """Set the process's budget: ``threads`` (from ``source``) or ``count``, else OMP_NUM_THREADS, else the
     usable cores.
@@ -379,6 +400,10 @@ def configure(threads: int | None = None, source: str = FROM_OPTION, count: Core
         from medseg.errors import MedsegError
 
         raise MedsegError(f"--threads must be at least 1, got {threads}")
+    if threads is not None and too_many(threads):
+        from medseg.errors import MedsegError
+
+        raise MedsegError(f"{source}: {too_many(threads, source)}")
     chosen = threads is not None or count is not None
     if threads is not None:
         count = CoreCount(int(threads), source)

@@ -46,12 +46,13 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     # What was typed, for provenance (``medseg train`` records its own command line).
     args.argv = list(argv) if argv is not None else sys.argv[1:]
-    from medseg.cli._console import EscapingStream, os_error_message
+    from medseg.cli._console import EscapingStream, os_error_message, refuse_empty_paths
 
     # Text from files (series descriptions, paths, reasons) reaches the terminal escaped.
     streams = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = EscapingStream(sys.stdout), EscapingStream(sys.stderr)
     try:
+        refuse_empty_paths(parser, args)
         if getattr(args, "threads", None) is not None or getattr(args, "computes", False):
             from medseg import threads
 

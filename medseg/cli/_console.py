@@ -106,6 +106,59 @@ def number(low: float | None = None, high: float | None = None, *, above: float 
     return parse
 
 
+def device_name(text: str) -> str:
+    """An argparse type: a device name; an empty one (``--device ""``, a script's unset variable) is refused,
+    not taken as auto."""
+    import argparse
+
+    if not text.strip():
+        raise argparse.ArgumentTypeError("the device name is empty: give auto (the default), cpu, cuda, or one "
+                                         "`medseg devices` lists")
+    return text
+
+
+def thread_count(text: str) -> int:
+    """An argparse type: a thread count from 1 to :func:`medseg.threads.most_threads` (``--threads 100000``
+    crashed the process and starved every other one of the machine's threads)."""
+    import argparse
+
+    from medseg import threads
+
+    value = whole_number(1)(text)
+    problem = threads.too_many(value)
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
+    return value
+
+
+# The arguments that name a file or folder. An empty one (``""``, a script's unset variable) became
+# Path(""), the working folder: reported as ".", read as a dataset, or written into as a mesh folder.
+INPUT_PATHS = {"inputs", "path", "image", "labels", "segmentation", "dataset", "folder", "model", "base", "data_root",
+               "check_image", "key_file", "reid_mapping", "inflate_from", "interactive_model"}
+OUTPUT_PATHS = {"output", "out", "csv", "save_json", "work_dir", "profile", "pacs_cache", "screenshot"}
+
+
+def refuse_empty_paths(parser, args) -> None:
+    """Refuse an empty file or folder argument by its name, before any work (a MedsegError)."""
+    from medseg.errors import MedsegError
+
+    command = parser._subparsers._group_actions[0].choices.get(getattr(args, "command", None)) \
+        if parser._subparsers is not None else None
+    for action in command._actions if command is not None else ():
+        if action.dest not in INPUT_PATHS | OUTPUT_PATHS:
+            continue
+        given = getattr(args, action.dest, None)
+        values = given if isinstance(given, list) else [given]
+        if not any(isinstance(value, str) and not value.strip() for value in values):
+            continue
+        name = "/".join(action.option_strings) or (action.metavar if isinstance(action.metavar, str) else
+                                                   action.dest.upper())
+        if action.dest in OUTPUT_PATHS:
+            raise MedsegError(f"no output given ({name} is an empty path)", hint="name the file or folder to write")
+        raise MedsegError(f"{name} is an empty path: no file or folder was named",
+                          hint="give the file or folder to read")
+
+
 def add_spacing_option(parser) -> None:
     """``--spacing X Y Z``: the true voxel spacing when the file's is missing or implausible."""
     parser.add_argument("--spacing", nargs=3, type=number(above=0), metavar=("X", "Y", "Z"),
@@ -126,7 +179,7 @@ def print_findings(volume, file=None) -> None:
 
 def add_threads_option(parser) -> None:
     """``--threads N`` for a command that computes; without it every core this process may use (medseg.threads)."""
-    parser.add_argument("--threads", type=whole_number(1), metavar="N",
+    parser.add_argument("--threads", type=thread_count, metavar="N",
                         help="CPU threads to compute with (default: every core this process may use; "
                              "`medseg devices` shows how many)")
     parser.set_defaults(computes=True)

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from medseg.cli._console import whole_number
+from medseg.cli._console import thread_count
 from medseg.io.formats import segmentation_formats
 from medseg.cli.segment import add_inference_options
 from medseg.errors import MedsegError
@@ -64,7 +64,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--allow-modality", action="store_true",
                         help="segment series whose modality (e.g. MR, PET) is not the one the model was trained on "
                              "(each such case says so); without it they are failed rows")
-    parser.add_argument("--threads", type=whole_number(1),
+    parser.add_argument("--threads", type=thread_count,
                         help="CPU threads per process (default: this machine's usable cores split between its processes)")
     parser.add_argument("--json", action="store_true",
                         help="print the event stream, one JSON object per line: started, case (one per case), "
@@ -86,6 +86,12 @@ def _check_options(args: argparse.Namespace) -> tuple[Path, Path | None, list[st
     from medseg.io.atomic import check_writable
 
     notes: list[str] = []
+    if not str(args.output).strip():
+        raise MedsegError("the output folder is empty (-o '')", hint="name the folder to write the results to")
+    for number, given in enumerate(args.inputs, 1):
+        if not given.strip():  # Path("") is ".", the working folder
+            raise MedsegError(f"input {number} of {len(args.inputs)} is an empty path: no file or folder was named",
+                              hint="give the folders, files or manifests to segment")
     output = Path(args.output).expanduser()
     if output.exists() and not output.is_dir():
         raise MedsegError("the output must be a folder", path=output)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import math
 
-from medseg.cli._console import add_threads_option
+from medseg.cli._console import add_threads_option, device_name
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -18,7 +18,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("dataset", help="nnU-Net raw folder, images/labels folder, editor cases, or a dataset .json")
     parser.add_argument("--data-root", help="root for relative paths in a dataset .json")
     parser.add_argument("--held-out", action="store_true", help="only the dataset's validation (held-out) cases")
-    parser.add_argument("--device", default="auto",
+    parser.add_argument("--device", default="auto", type=device_name,
                         help="compute device: auto (the best here, the default) or one `medseg devices` lists")
     parser.add_argument("--json", action="store_true",
                         help="print the event stream, one JSON object per line: progress ..., case (per case), "

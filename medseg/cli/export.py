@@ -48,6 +48,9 @@ def _export(args: argparse.Namespace, events) -> int:
     from medseg.model.export import export_model
     from medseg.workflows.models import open_model
 
+    if not args.output.strip():  # Path("") is the working folder: the write failed as "Device or resource busy"
+        raise MedsegError("no output given (-o is empty)",
+                          hint="name the file (.onnx/.pt) or the package folder/.zip to write")
     if len(args.model) > 1 and args.format != "package":
         raise MedsegError(f"--format {args.format} exports one model; several are combined only with --format package")
     packages = [open_model(reference).package for reference in args.model]

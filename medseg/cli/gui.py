@@ -6,13 +6,15 @@ import argparse
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    from medseg.cli._console import thread_count
+
     parser = subparsers.add_parser("gui", help="start the desktop app (optionally opening a study)")
     parser.add_argument("path", nargs="?", help="DICOM folder, zip, DICOMDIR, or NIfTI/NRRD/MHA file to open")
     parser.add_argument("--labels", metavar="FILE", help="a segmentation to open over the study: a label map "
                         "(NIfTI/NRRD/MHA, with its .labels.json) or a DICOM SEG")
     parser.add_argument("--screenshot", metavar="PNG", help="save a screenshot once the study is shown, then quit")
     parser.add_argument("--quit-after", metavar="SECONDS", type=float, help="close the window after this many seconds")
-    parser.add_argument("--threads", type=int, metavar="N",
+    parser.add_argument("--threads", type=thread_count, metavar="N",
                         help="CPU threads for this session (default: the app's setting, else every core medseg may use)")
     parser.set_defaults(func=run)
 

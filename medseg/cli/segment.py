@@ -13,7 +13,8 @@ import sys
 from typing import Any
 
 from medseg.cli import _model_options as model_options
-from medseg.cli._console import (add_spacing_option, add_threads_option, findings_json, number, print_findings,
+from medseg.cli._console import (add_spacing_option, add_threads_option, device_name, findings_json, number,
+                                 print_findings,
                                  progress_printer, whole_number)
 from medseg.errors import ModelError
 
@@ -23,7 +24,7 @@ MANY_STRUCTURES = 20  # above this, the printed volumes list only the structures
 
 def add_inference_options(parser: argparse.ArgumentParser) -> None:
     """How the model runs: the options ``segment`` and ``batch`` share."""
-    parser.add_argument("--device", default="auto",
+    parser.add_argument("--device", default="auto", type=device_name,
                         help="compute device: auto (the best here, the default) or one `medseg devices` lists")
     parser.add_argument("--configuration", help="model configuration to use (default: chosen by the series' spacing)")
     parser.add_argument("--step", type=number(0.1, 1.0), default=0.5,

@@ -20,7 +20,7 @@ from typing import Any
 from medseg.build_info import require_training
 from medseg.errors import MedsegError
 
-from medseg.cli._console import add_threads_option, number, whole_number
+from medseg.cli._console import add_threads_option, device_name, number, whole_number
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -36,7 +36,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--epochs", type=whole_number(1), default=50)
     parser.add_argument("--iterations", type=whole_number(1), default=250, help="optimiser steps per epoch (default 250)")
     parser.add_argument("--batch-size", type=whole_number(1), help="global batch size (default: the plan's)")
-    parser.add_argument("--device", default="auto",
+    parser.add_argument("--device", default="auto", type=device_name,
                         help="auto (CUDA when present, the default), cuda, cuda:N or cpu; `medseg devices` lists them")
     parser.add_argument("--resume", action="store_true", help="continue from the last checkpoint")
     parser.add_argument("--data-root", help="root for relative paths in a dataset .json")

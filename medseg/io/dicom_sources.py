@@ -129,6 +129,9 @@ def expand_sources(paths: str | os.PathLike | Sequence[str | os.PathLike],
         items = paths
     refs: list[str] = []
     for item in items:
+        if not os.fspath(item).strip():  # Path("") is ".", the working folder: never what an empty argument meant
+            raise DicomError("the input path is empty: no file or folder was named",
+                             hint="give the DICOM folder, zip, DICOMDIR or NIfTI/NRRD/MHA file to open")
         path = Path(item)
         if path.is_dir():
             refs.extend(_walk(path, refused_links))

@@ -30,6 +30,13 @@ class HeaderSpacing:
     def describe(self) -> str:
         return ", ".join(f"{value:g} mm along {axis}" for axis, value in self.unusable())
 
+    def outside(self, low: float, high: float) -> list[tuple[str, float]]:
+        """The axes whose spacing is a positive number outside [low, high]: [(axis, value)]."""
+        if self.values is None:
+            return []
+        return [(axis, value) for axis, value in zip("xyz", self.values)
+                if math.isfinite(value) and value > 0 and not low <= value <= high]
+
 
 @dataclass
 class ImageHeader:
@@ -45,6 +52,7 @@ class ImageHeader:
     nifti: dict | None = None  # the NIfTI header's fields (format "nifti-*")
     sizes: list[int] = field(default_factory=list)  # voxels per axis, as declared
     orientation_given: bool = True  # False: no transform at all (ITK then takes the axes as LPS, at 0)
+    orientation_unusable: str = ""  # why the one transform stated cannot be used (ITK then takes the axes as LPS)
     label_names: dict[int, str] = field(default_factory=dict)  # a label table the header states (NIfTI extension)
 
 

@@ -26,7 +26,7 @@ from medseg.io.header_facts import ImageHeader
 from medseg.io.image_headers import image_header
 from medseg.io.memory_budget import check_allocation
 from medseg.io.nifti_reader import read_nifti
-from medseg.io.voxel_checks import SPACING_HINT, check_spacing, replace_non_finite
+from medseg.io.voxel_checks import SANE_SPACING_MM, SPACING_HINT, check_spacing, replace_non_finite
 from medseg.io.voxel_stream import check_voxel_data
 from medseg.core.labels import Label
 from medseg.core.volume import GeometryFinding, Volume, VolumeMeta
@@ -54,8 +54,18 @@ def read_image(path: str | os.PathLike, spacing_mm: Sequence[float] | None = Non
     if not path.exists():
         raise ImageFormatError("no such file", path=path)
     header = image_header(path, suffix)
-    unusable = header.spacing.unusable()
+    # A spacing of 1e30 or 1e-30 mm in a NIfTI sform made ITK fail on its direction cosines ("only supports
+    # orthonormal direction cosines"): such a header is judged here, before ITK reads it, and read like
+    # an unusable one (without ITK's geometry) when the user gives the true spacing.
+    absurd = header.spacing.outside(*SANE_SPACING_MM)
+    unusable = header.spacing.unusable() or absurd
     if unusable and spacing_mm is None:
+        if absurd and not header.spacing.unusable():
+            low, high = SANE_SPACING_MM
+            stated = ", ".join(f"{value:g} mm along {axis}" for axis, value in absurd)
+            raise GeometryError(f"the voxel spacing in the header ({header.spacing.field}) is {stated}: outside the "
+                                f"range of any CT ({low}–{high:g} mm per axis), an absurd value; distances, volumes "
+                                "and the segmentation would be wrong", path=path, hint=SPACING_HINT)
         raise GeometryError(f"the voxel spacing in the header is {header.spacing.describe()} "
                             f"({header.spacing.field}): distances and volumes cannot be measured", path=path,
                             hint=SPACING_HINT)
@@ -87,12 +97,23 @@ def read_image(path: str | os.PathLike, spacing_mm: Sequence[float] | None = Non
             "no_pixel_spacing", f"The header gives no voxel spacing ({header.spacing.field} is missing); 1 mm is "
                                 "assumed, so distances and volumes may be wrong (give the true spacing with "
                                 "--spacing X Y Z).", {"field": header.spacing.field}))
-    if not header.orientation_given:
+    if header.orientation_unusable:
+        volume.meta.findings.append(unusable_orientation_finding(header))
+    elif not header.orientation_given:
         volume.meta.findings.append(GeometryFinding(
             "no_orientation", "The header gives no orientation; the image axes are taken as the patient's (x right "
                               "to left, y front to back, z feet to head). Check the orientation.", {}))
     replace_non_finite(volume)
     return check_spacing(volume, spacing_mm)
+
+
+def unusable_orientation_finding(header: ImageHeader) -> GeometryFinding:
+    return GeometryFinding(
+        "orientation_unusable", f"The header's orientation (its qform; it has no sform) is not a number "
+                                f"({header.orientation_unusable}); the image axes are taken as NIfTI's default (x towards "
+                                "the patient's right, y to the front, z to the head), so left and right, front and "
+                                "back may be swapped. Check the orientation against the scanner's images.",
+        {"qform": header.orientation_unusable})
 
 
 def _read_itk(path: Path, meta: VolumeMeta) -> Volume:
@@ -201,7 +222,13 @@ def describe_image(path: str | os.PathLike) -> dict:
         raise ImageFormatError("no such file" if suffix else "not a NIfTI, NRRD or MHA/MHD file (by its name)",
                                path=path)
     header = image_header(path, suffix)
-    findings = []
+    findings = [unusable_orientation_finding(header)] if header.orientation_unusable else []
+    absurd = header.spacing.outside(*SANE_SPACING_MM)
+    if absurd and not header.spacing.unusable():
+        findings.append(GeometryFinding(
+            "absurd_spacing", "The voxel spacing in the header is " + ", ".join(f"{v:g} mm along {a}" for a, v in absurd)
+            + f" ({header.spacing.field}), outside the range of any CT: medseg measures nothing on this image unless "
+              "the true spacing is given (--spacing X Y Z).", {"spacing": list(header.spacing.values or ())}))
     if header.spacing.unusable():
         findings.append(GeometryFinding(
             "unusable_spacing", f"The voxel spacing in the header is {header.spacing.describe()} "
@@ -210,12 +237,13 @@ def describe_image(path: str | os.PathLike) -> dict:
     elif header.spacing.values is None:
         findings.append(GeometryFinding("no_pixel_spacing", f"The header gives no voxel spacing ({header.spacing.field} "
                                                             "is missing); 1 mm is assumed.", {}))
-    if header.nifti is not None and (header.format == "nifti-2" or header.spacing.unusable()):
+    odd = bool(header.spacing.unusable() or absurd)  # read without ITK's geometry, as read_image does
+    if header.nifti is not None and (header.format == "nifti-2" or odd):
         from medseg.io.nifti_reader import nifti_geometry
 
         fields = header.nifti
         try:
-            spacing, matrix, origin, more = nifti_geometry(fields, [1.0, 1.0, 1.0] if header.spacing.unusable() else None)
+            spacing, matrix, origin, more = nifti_geometry(fields, [1.0, 1.0, 1.0] if odd else None)
         except ImageFormatError as error:
             raise ImageFormatError(error.message, path=path, hint=error.hint) from error
         dims = fields["dims"]
@@ -224,11 +252,11 @@ def describe_image(path: str | os.PathLike) -> dict:
         return {"size_xyz": size, "spacing_mm": list(header.spacing.values or spacing), "origin_mm": list(origin),
                 "direction": matrix, "dtype": dtype, "components": 1, "findings": findings + more}
     with tempfile.TemporaryDirectory(prefix="medseg-header-") as folder:
-        source = write_unit_spacing_header(path, header, Path(folder)) if header.spacing.unusable() else path
+        source = write_unit_spacing_header(path, header, Path(folder)) if odd else path
         reader = read_image_information(source)
         dimension = reader.GetDimension()
         size = list(reader.GetSize())[:3] + [1] * max(0, 3 - dimension)
-        spacing = list(header.spacing.values) if header.spacing.unusable() and header.spacing.values else \
+        spacing = list(header.spacing.values) if odd and header.spacing.values else \
             list(reader.GetSpacing())[:3] + [1.0] * max(0, 3 - dimension)
         origin = list(reader.GetOrigin())[:3] + [0.0] * max(0, 3 - dimension)
         matrix = np.eye(3)

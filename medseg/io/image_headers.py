@@ -125,7 +125,21 @@ def nifti_header(path: Path) -> ImageHeader:
                        data_offset=int(offset), compression="gzip" if path.name.lower().endswith(".gz") else "raw",
                        voxel_bytes=voxels * bitpix // 8, nifti=fields, sizes=[int(d) for d in dims[1:dims[0] + 1]],
                        orientation_given=fields["qform_code"] > 0 or fields["sform_code"] > 0,
-                       label_names=label_names)
+                       orientation_unusable=_unusable_qform(fields), label_names=label_names)
+
+
+def _unusable_qform(fields: dict) -> str:
+    """Why the qform, the header's only transform, cannot be used ("" when it can, or is not the one used).
+
+    A qform whose quaternion is NaN or infinite was read (by ITK and by nibabel) as no rotation at
+    all, without a word: the image then lies in the patient's axes whatever the scanner's were."""
+    if fields["qform_code"] <= 0 or fields["sform_code"] > 0:
+        return ""
+    values = dict(zip(("quatern_b", "quatern_c", "quatern_d"), (float(v) for v in fields["quatern"][:3])))
+    bad = {name: value for name, value in values.items() if not math.isfinite(value)}
+    if bad:
+        return ", ".join(f"{name} = {value:g}" for name, value in bad.items())
+    return ""
 
 
 def _check_extensions(path: Path, fields: dict, offset: int) -> dict[int, str]:

@@ -79,6 +79,9 @@ def nifti_geometry(fields: dict, spacing_mm: Sequence[float] | None = None
     elif quaternion is not None:
         columns = [quaternion[:, axis] for axis in range(3)]
         origin = np.asarray(fields["quatern"][3:6], dtype=np.float64)
+    elif fields["qform_code"] > 0:  # a qform that is not a number: ITK's reading, NIfTI's axes at the qform's offset
+        columns = [np.eye(3)[:, axis] for axis in range(3)]  # (the reader adds the orientation_unusable finding)
+        origin = np.asarray(fields["quatern"][3:6], dtype=np.float64)
     else:  # no transform: ITK's reading (the axes as stored, at the origin)
         return tuple(spacing), np.eye(3), (0.0, 0.0, 0.0), findings  # type: ignore[return-value]
     missing = [axis for axis in range(3) if columns[axis] is None]

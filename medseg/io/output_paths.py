@@ -56,8 +56,9 @@ def check_output(output: str | os.PathLike, inputs: Iterable[str | os.PathLike |
         raise SaveError(f"no output file given ({option} is empty)", hint="name the file to write")
     output = Path(output)
     inputs = list(inputs)
-    for path in (output, *(Path(p) for p in extra_outputs)):
-        check_name_length(path, "the output" if path == output else "a file written with it")
+    check_name_length(output, "the output")
+    for path in (Path(p) for p in extra_outputs):
+        check_companion_length(output, path)
     if output.is_dir():
         raise SaveError(f"{option} is a folder, not a file name", path=output, hint="name a file inside it")
     for path in (output, *(Path(p) for p in extra_outputs)):
@@ -92,4 +93,31 @@ def check_name_length(path: Path, what: str = "the output") -> None:
                         path=path if len(str(path)) < 300 else None, hint="choose a shorter name")
 
 
-__all__ = ["check_name_length", "check_not_an_input", "check_output", "source_paths"]
+def check_companion_length(output: Path, companion: Path) -> None:
+    """A file written beside the output (a label map's sidecar) whose name the file system would refuse:
+    said with both names and the longest output name that works (a 255-byte label map's 260-byte sidecar)."""
+    try:
+        check_name_length(companion, "a file written with it")
+    except SaveError as error:
+        limit = _name_limit(companion)
+        length, own = len(companion.name.encode()), len(output.name.encode())
+        if length <= limit or companion.parent != output.parent:
+            raise
+        what = "its sidecar (the label names and colours, written beside it)" \
+            if companion.name.endswith(".labels.json") else "a file written beside it"
+        raise SaveError(f"the output's name is {own} bytes long, and {what}, {companion.name}, would be {length} "
+                        f"bytes long; this file system allows {limit}", path=output if len(str(output)) < 300 else None,
+                        hint=f"choose an output name of at most {own - (length - limit)} bytes") from error
+
+
+def _name_limit(path: Path) -> int:
+    from medseg.io.atomic import name_max
+
+    folder = path.parent if str(path.parent) else Path(".")
+    try:
+        return name_max(folder) if folder.is_dir() else 255
+    except OSError:
+        return 255
+
+
+__all__ = ["check_companion_length", "check_name_length", "check_not_an_input", "check_output", "source_paths"]

@@ -121,13 +121,28 @@ def _read_manifest(files: "_PackageFiles", path: Path) -> dict[str, Any]:
         if not isinstance(fold_names, list) or not all(isinstance(f, str) for f in fold_names) or len(fold_names) > 64:
             raise ModelError(f"{MODEL_JSON}: the folds of {config_name!r} must be a list of up to 64 names",
                              path=path)
+        for fold in fold_names:
+            if not _plain_name(fold):  # a fold is a name, never a path ("../fold_0" was taken silently)
+                raise ModelError(f"{MODEL_JSON}: folds[{config_name!r}] lists {fold!r}, which is not a plain fold name "
+                                 "(no folder, no '..')"[:300], path=path,
+                                 hint="the package is damaged or was altered; re-export or reinstall the model")
     for config_name, member in (manifest.get("onnx") or {}).items():
         if not isinstance(member, str):
             raise ModelError(f"{MODEL_JSON}: the ONNX file of {config_name!r} must be a file name", path=path)
+        if not _plain_name(member):
+            raise ModelError(f"{MODEL_JSON}: onnx[{config_name!r}] names {member!r}, which is not a plain file name of "
+                             "the package (no folder, no '..')"[:300], path=path,
+                             hint="the package is damaged or was altered; re-export or reinstall the model")
     return manifest
 
 
 _JSON_NAMES = {str: "string", dict: "object"}
+
+
+def _plain_name(name: str) -> bool:
+    """A name of one member of the package's own folder: no separator, not "." or "..", not empty."""
+    return bool(name.strip()) and name not in (".", "..") and "/" not in name and "\\" not in name \
+        and "\0" not in name and Path(name).name == name
 
 
 def _labels(manifest: dict[str, Any], path: Path) -> dict[int, str]:

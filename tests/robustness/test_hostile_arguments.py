@@ -57,9 +57,9 @@ def test_the_model_layer_refuses_the_same_for_callers_without_a_command_line() -
 
 def test_an_empty_output_is_said_to_be_missing(three_slices, capsys) -> None:
     assert main(["segment", str(three_slices), "-o", ""]) == 1
-    assert "no output file given" in capsys.readouterr().err
+    assert "no output given (-o/--output is an empty path)" in capsys.readouterr().err
     assert main(["convert", str(three_slices), ""]) == 1
-    assert "no output file given (OUT is empty)" in capsys.readouterr().err
+    assert "no output given (OUT is an empty path)" in capsys.readouterr().err
 
 
 def test_names_and_paths_too_long_are_refused_in_words(three_slices, tmp_path, capsys, monkeypatch) -> None:
@@ -75,7 +75,7 @@ def test_names_and_paths_too_long_are_refused_in_words(three_slices, tmp_path, c
     assert "longer than this file system allows" in capsys.readouterr().err
     # a label map of 255 characters would need a sidecar of 260: said before any work
     assert main(["segment", str(three_slices), "-o", "s" * 248 + ".nii.gz"]) == 1
-    assert "the name of a file written with it is 260 bytes long" in capsys.readouterr().err
+    assert "its sidecar (the label names and colours, written beside it)" in capsys.readouterr().err
 
 
 def test_a_legal_255_character_name_is_written(three_slices, tmp_path, capsys) -> None:
