@@ -14,8 +14,7 @@ from typing import Any
 
 from medseg.cli import _model_options as model_options
 from medseg.cli._console import (add_spacing_option, add_threads_option, device_name, findings_json, number,
-                                 print_findings,
-                                 progress_printer, whole_number)
+                                 print_findings, progress_printer, whole_number)
 from medseg.errors import ModelError
 
 

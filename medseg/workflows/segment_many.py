@@ -1,8 +1,9 @@
 """Segment one study with several models (TotalSegmentator's ``total`` and its sub-tasks, or any models) into
 one segmentation: one run per model on the same open image, the results merged into one label map.
 
-The first model keeps its own values (what its users' scripts expect); a later model's value that is
-taken already moves to the next free value, and the result says which moved (``moves``, also in the
+The first model keeps its own values (what its users' scripts expect); a later model's value that an
+earlier model may write (found in this image or not, so the numbering does not depend on the image) moves
+to the next free value, and the result says which moved (``moves``, also in the
 notes, and so in the sidecar the save writes). Each label keeps its provenance — the model (task) that
 made it, its name and version — so the label table shows each structure's source and a DICOM SEG writes
 each model as its own algorithm identification. Where models overlap, the later one's structure wins
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field, replace
-from typing import Any, Sequence
+from typing import Sequence
 
 import numpy as np
 
@@ -92,9 +93,10 @@ def merge_results(image: Volume, studies: Sequence[SegmentedStudy]) -> CombinedS
     labels: dict[int, Label] = {}
     moves: dict[str, dict[int, int]] = {}
     notes: list[str] = []
+    reserved: set[int] = set()  # every value an earlier model may write, found or not: numbering stays stable
     for study in studies:
         table = {}
-        taken = set(labels)
+        taken = set(reserved)
         own = sorted(study.model.labels)  # every value the model may write, present or not (stable numbering)
         for value in own:  # a taken value moves where neither the others nor this model's own values are
             table[value] = value if value not in taken else _next_free(taken | set(own) | set(table.values()))
@@ -118,6 +120,7 @@ def merge_results(image: Volume, studies: Sequence[SegmentedStudy]) -> CombinedS
         np.copyto(merged, mapped, where=mapped != 0)
         for value, label in study.labels.items():
             labels[table.get(value, value)] = replace(label, value=table.get(value, value))
+        reserved |= set(table.values())
     present = {int(v) for v in np.unique(merged) if v}
     labels = {v: label for v, label in sorted(labels.items()) if v in present}
     dtype = np.uint8 if max(present, default=0) <= 255 else np.uint16

@@ -145,5 +145,5 @@ def test_a_users_own_checkpoint_folder_is_imported_under_the_same_licence(publis
     assert find_installed("local/my_finetuned_nnInteractive") is None
     assert cli_main(["models", "import", str(folder), "--accept-licence"]) == 0
     record = find_installed("local/my_finetuned_nnInteractive")
-    assert record.entry["kind"] == "interactive" and record.licence["spdx"] == "CC-BY-NC-SA-4.0"
+    assert record.entry["kind"] == "nninteractive" and record.licence["spdx"] == "CC-BY-NC-SA-4.0"
     assert tuple(open_interactive_model("local/my_finetuned_nnInteractive").plan.patch_size) == (PATCH,) * 3
