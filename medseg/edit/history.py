@@ -86,6 +86,10 @@ class History:
         steps = "step" if self.depth == 1 else "steps"
         return f"Undo: {self.depth} {steps}, {size}"
 
+    def last_step(self) -> Step | None:
+        """The step the next undo reverts (None: none)."""
+        return self._undo[-1] if self._undo else None
+
     def next_undo(self) -> str | None:
         return self._undo[-1].description if self._undo else None
 

@@ -58,11 +58,19 @@ def _left(target: LabelMap, delta: Delta | None, value: int) -> int:
     return count - (int(removed[value]) if value < removed.size else 0) + (int(added[value]) if value < added.size else 0)
 
 
-def _moved_text(moved: Mapping[int, int], labels: Mapping[int, Label]) -> str:
-    shown = [f"{labels[old].name} {old} \u2192 {new}" for old, new in sorted(moved.items())[:8]]
+def moved_text(moved: list[tuple[str, int, int]]) -> str:
+    """What a merge says about values that moved: ``moved`` holds (name, the model's value, the value here)."""
+    shown = [f"{name} {old} \u2192 {new}" for name, old, new in sorted(moved, key=lambda m: m[1])[:8]]
     more = f" and {len(moved) - 8} more" if len(moved) > 8 else ""
     return (f"{len(moved)} of the incoming label values moved to keep your labels: {', '.join(shown)}{more} "
-            "(each moved label records its model value in the saved sidecar)")
+            "(each moved label records its model value in the saved .labels.json)")
+
+
+def moved_in_step(step_labels: Mapping[int, tuple[Label | None, Label | None]]) -> list[tuple[str, int, int]]:
+    """The labels a merge step moved off their model value: (name, model value, value here)."""
+    return [(after.name, after.model_value, value) for value, (before, after) in step_labels.items()
+            if after is not None and after.model_value is not None
+            and (before is None or before.model_value != after.model_value)]
 
 
 def merge_change(document: "SegmentationDocument", incoming: Segmentation, mode: str = REPLACE) -> Change:
@@ -113,14 +121,17 @@ def merge_change(document: "SegmentationDocument", incoming: Segmentation, mode:
     if mode == REPLACE:  # the labels replaced leave the table (undo puts them back)
         table.update({value: None for value, mine in target.labels.items()
                       if not mine.locked and value not in arriving and not _left(target, delta, value)})
+    if mode == ADD:  # a label that gets no voxel (there is a label wherever it was found) adds no empty row
+        arriving = {value: entry for value, entry in arriving.items() if _left(target, delta, value)}
+        remap = {old: new for old, new in remap.items() if new in arriving}
     for value, entry in arriving.items():
         mine = target.labels.get(value)
         if mine is None or (not mine.locked and not _same_name(mine, entry)):
             table[value] = entry
         elif not mine.locked:  # the same structure: the user's name, colour and visibility stay; the voxels are the model's
             table[value] = replace(mine, provenance=entry.provenance)
-    cautions = (_moved_text(remap, labels),) if remap else ()
+    cautions = (moved_text([(labels[old].name, old, new) for old, new in remap.items()]),) if remap else ()
     return Change(delta, table, cautions=cautions, block=after[box_slices(delta.box)] if delta is not None else None)
 
 
-__all__ = ["ADD", "MERGE_MODES", "REPLACE", "SEGMENT_STEP", "Segmentation", "merge_change"]
+__all__ = ["ADD", "MERGE_MODES", "REPLACE", "SEGMENT_STEP", "Segmentation", "merge_change", "moved_in_step", "moved_text"]
