@@ -213,7 +213,8 @@ class EditSession(QObject):
         if not sessions:
             return
         newest = sessions[0]
-        edits = "1 unsaved edit" if newest.edits == 1 else f"{newest.edits} unsaved edits"  # since the last save
+        edits = ("1 unsaved edit" if newest.edits == 1 else f"{newest.edits} unsaved edits" if newest.edits
+                 else "no unsaved edits: it was saved")  # since the last save, as the quit question counts
         self.recovery_box = QMessageBox(
             QMessageBox.Icon.Question, "Recover edits",
             f"medseg did not close cleanly. Recover the segmentation you were editing "
