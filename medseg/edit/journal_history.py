@@ -75,7 +75,10 @@ def recover_history(folder: Path) -> RecoveredHistory | None:
         if kind in (PUSH, UNDO, REDO):  # a SAVED record ends no step
             pending = []
         unsaved = entry.info.get("unsaved")
-        saved = history.position_back(unsaved) if isinstance(unsaved, int) else None
+        # trusted only while the rebuilt history is the one the user had (its depth as the record counts it):
+        # a history that reaches back before this journal's base cannot say where it was saved
+        same = entry.steps == history.depth
+        saved = history.position_back(unsaved) if isinstance(unsaved, int) and same else None
     if pending:  # written, not yet a step: one more step, so that undo takes it back too
         history.push(UNFINISHED, _step(pending, shape))
     return RecoveredHistory(history, saved)

@@ -140,6 +140,38 @@ def test_recovered_edits_can_be_undone_step_by_step_and_only_unsaved_ones_are_co
     assert {str(v): e.name for v, e in doc.labels.items()} == table("segment")
 
 
+def test_a_second_crash_keeps_the_voxels_and_never_calls_unsaved_work_saved(abdomen_files, tmp_path):
+    """Recovered, undone into the recovered history, crashed again: the voxels come back exactly; the history
+    reaches back only to the first recovery, and the state is not taken for the saved one."""
+    root = _crash(abdomen_files, tmp_path)
+    (session,) = find_sessions(root)
+    source, label_map = recover(session.folder)
+    recovered = recover_history(session.folder)
+    second = tmp_path / "second"
+    doc = SegmentationDocument()
+    doc.enable_autosave(second)
+    doc.set_volume(read_image(source), source=source)
+    doc.set_label_map(label_map, description="recovered")
+    doc.mark_recovered(recovered.history, recovered.saved_position)
+    for _ in range(3):  # the cut stroke, dab 3, the Segment: back at the saved state
+        doc.undo()
+    assert not doc.unsaved
+    doc.apply(tools.dab(doc.label_map, (12, 45, 45), 3.0, 35), "dab 4")
+    shown = doc.label_map.array.copy()
+    (again,) = find_sessions(second)  # the document is never closed: what a crash leaves
+    assert again.edits == doc.unsaved_edits == 1
+    _, label_map = recover(again.folder)
+    np.testing.assert_array_equal(label_map.array, shown)
+    rebuilt = recover_history(again.folder)
+    assert rebuilt.saved_position is None  # its history starts at the first recovery: where it was saved is not known
+    third = SegmentationDocument()
+    third.set_volume(doc.volume, source=source)
+    third.set_label_map(label_map)
+    third.mark_recovered(rebuilt.history, rebuilt.saved_position)
+    assert third.unsaved and third.history.next_undo() == "dab 4"
+    doc.close_journal()
+
+
 def test_a_journal_that_holds_no_step_kinds_says_the_history_starts_anew(abdomen, tmp_path):
     """A journal written before step records said what each step was: its voxels come back, the history not."""
     from medseg.edit.journal import STEP_MAGIC, journal_file
