@@ -11,9 +11,10 @@ A session folder (in the user's data folder, ``sessions/<id>/``) holds:
   delta, so replaying the
   journal from the base gives the state the user saw. A brush stroke writes a record for
   every piece painted while the mouse moves, so records are not edits: after each step the
-  user can undo (a stroke, an Apply, an undo, a redo) a step record ``STEP_MAGIC | 8 | crc32 |
-  steps`` says how many steps the undo history holds, and the recovery offer counts edits
-  with it — the same number the Edit panel's undo counter showed.
+  user can undo (a stroke, an Apply, an undo, a redo), and after a save, a step record ``STEP_MAGIC |
+  length | crc32 | steps | JSON`` says how many steps the undo history holds, what the step was and how
+  many steps the saved state is away: the recovery offer counts the unsaved edits with it (as the quit
+  question does), and :mod:`medseg.edit.journal_history` rebuilds the undo history from it.
 
 A new base (a label map opened, a Segment result) starts a new generation: its base and an
 empty journal are written under new names first, then session.json names the generation
@@ -421,7 +422,10 @@ def read_entries(path: Path) -> list[Delta | StepRecord]:
         if magic == MAGIC:
             entries.append(Delta.from_bytes(payload))
         else:
-            info = json.loads(payload[8:].decode()) if length > 8 else {}
+            try:  # what the step was only rebuilds the undo history: never a reason to lose the voxels
+                info = json.loads(payload[8:].decode()) if length > 8 else {}
+            except (ValueError, UnicodeDecodeError):
+                info = {}
             entries.append(StepRecord(int.from_bytes(payload[:8], "little"), info if isinstance(info, dict) else {}))
         pos += HEADER + length
     return entries
