@@ -99,7 +99,8 @@ def run(args: argparse.Namespace) -> int:
     operations = [Operation(name, raw) for name, raw in (args.operations or [])]
     if not operations and not args.labels:
         raise MedsegError("no operations given and no --labels to write: name at least one operation (see medseg "
-                          "edit --help), or give a segmentation with --labels to write it as a label map")
+                          "edit --help), or give a segmentation with --labels to write it as -o says (a label map, "
+                          "or a DICOM SEG: .dcm)")
     inputs = [args.image, args.labels, sidecar_path(args.labels) if args.labels else None]
     for operation in operations:  # files an operation reads are inputs too: never the output
         spec = CATALOGUE.get(operation.name)
