@@ -3,7 +3,8 @@
 Operations run in the order given, after all of them were checked (a bad number, an
 unknown label or a locked target is named before anything runs). The label map is
 written on the image's grid; its labels travel in a ``<OUT>.labels.json`` sidecar (the one
-sidecar format, :mod:`medseg.io.label_files`). ``--labels`` opens a label map (with its
+sidecar format, :mod:`medseg.io.label_files`), or OUT is a DICOM SEG (``.dcm``) referencing the
+DICOM series, its segments coded by the labels' codes (TotalSegmentator's with ``--totalsegmentator-names``). ``--labels`` opens a label map (with its
 sidecar: names, colours, locks, provenance) or a DICOM SEG the way the app does.
 """
 
@@ -40,7 +41,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("image", help="the CT: DICOM folder or image file")
     parser.add_argument("--labels", help="segmentation to start from (default: empty): a label map with its "
                         ".labels.json sidecar, or a DICOM SEG; placed on the image grid in patient coordinates")
-    parser.add_argument("-o", "--output", required=True, help="label map to write (.nii.gz, .nii, .nrrd, .mha)")
+    parser.add_argument("-o", "--output", required=True,
+                        help="segmentation to write: a label map (.nii.gz, .nii, .nrrd, .mha) with its .labels.json "
+                             "sidecar, or a DICOM SEG (.dcm; the image must be a DICOM series) coded by the labels' "
+                             "name set (e.g. --totalsegmentator-names)")
     parser.add_argument("--only-background", action="store_true",
                         help="painting operations change only background voxels (default: any unlocked label)")
     parser.add_argument("--totalsegmentator-names", action="store_true",
@@ -89,15 +93,14 @@ def run(args: argparse.Namespace) -> int:
     from medseg.edit.tools import PaintRules
     from medseg.errors import MedsegError
     from medseg.io import load
-    from medseg.io.label_files import open_segmentation, segmentation_format, sidecar_path
-    from medseg.workflows.save import LABEL_MAP, plan_save, save_segmentation
+    from medseg.io.label_files import open_segmentation, sidecar_path
+    from medseg.workflows.save import plan_save, save_segmentation
 
     operations = [Operation(name, raw) for name, raw in (args.operations or [])]
     if not operations and not args.labels:
         raise MedsegError("no operations given and no --labels to write: name at least one operation (see medseg "
-                          "edit --help), or give a segmentation with --labels to write it as a label map")
-    if segmentation_format(args.output) != LABEL_MAP:
-        raise MedsegError("-o must be a label map (.nii.gz, .nii, .nrrd or .mha)", path=Path(args.output))
+                          "edit --help), or give a segmentation with --labels to write it as -o says (a label map, "
+                          "or a DICOM SEG: .dcm)")
     inputs = [args.image, args.labels, sidecar_path(args.labels) if args.labels else None]
     for operation in operations:  # files an operation reads are inputs too: never the output
         spec = CATALOGUE.get(operation.name)

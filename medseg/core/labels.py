@@ -122,6 +122,9 @@ class Label:
     modifier: Code | None = None  # DICOM Segmented Property Type Modifier (laterality)
     region: Code | None = None  # DICOM Anatomic Region (where a lesion or cyst lies)
     region_modifier: Code | None = None  # DICOM Anatomic Region Modifier (the region's side)
+    # the value the model gave it, when a merge had to move it off a value a user's label holds (the
+    # sidecar records it: scripts that rely on the model's numbers can map them back)
+    model_value: int | None = None
 
     def __post_init__(self) -> None:
         value = int(self.value)
@@ -135,6 +138,8 @@ class Label:
         if self.opacity is not None:
             object.__setattr__(self, "opacity", min(1.0, max(0.0, float(self.opacity))))
         object.__setattr__(self, "group", str(self.group or "").strip())
+        if self.model_value is not None:
+            object.__setattr__(self, "model_value", int(self.model_value))
 
     # --- derived -----------------------------------------------------------------------
     @property
@@ -152,7 +157,7 @@ class Label:
     # --- the sidecar's / journal's row --------------------------------------------------
     def as_dict(self) -> dict[str, Any]:
         """The row as JSON data (codes as given: None stays None)."""
-        return {
+        row = {
             "value": self.value, "name": self.name, "color": list(self.color),  # type: ignore[arg-type]
             "category": self.category.as_dict() if self.category else None,
             "type": self.type.as_dict() if self.type else None,
@@ -164,6 +169,9 @@ class Label:
             "region": self.region.as_dict() if self.region else None,
             "region_modifier": self.region_modifier.as_dict() if self.region_modifier else None,
         }
+        if self.model_value is not None:  # only a moved label says so
+            row["model_value"] = self.model_value
+        return row
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], value: int | None = None) -> "Label":
@@ -179,7 +187,8 @@ class Label:
             bool(data.get("locked", False)), bool(data.get("visible", True)),
             float(data["opacity"]) if data.get("opacity") is not None else None,
             str(data.get("group") or ""),
-            *(Code.from_dict(data[key]) if data.get(key) else None for key in ("modifier", "region", "region_modifier")))
+            *(Code.from_dict(data[key]) if data.get(key) else None for key in ("modifier", "region", "region_modifier")),
+            int(data["model_value"]) if data.get("model_value") is not None else None)
 
 
 def label_table(values: Iterable[int], names: Mapping[int, str] | None = None,

@@ -3,7 +3,7 @@
 A part of :class:`~medseg.edit.document.SegmentationDocument` (which inherits it). Off unless enabled (tests,
 the CLI, notebooks run without it); the GUI enables it (medseg.gui.editing.edit_session). The journal's base is
 the label map at the last new start (opened, segmented, new); the document calls :meth:`_journal` with each
-delta it writes and :meth:`_journal_step` where an undo step ends.
+delta it writes and :meth:`_journal_step` where an undo step ends or the label map was saved.
 
 A window opening a study for editing first claims it (:meth:`claim_study`, medseg.edit.study_lock): a second
 window on the same study is told which process has it and goes on only as a copy, journalled on its own.
@@ -14,8 +14,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from medseg.edit.delta import Delta
-from medseg.edit.journal import Journal
 from medseg.edit import study_lock
+from medseg.edit.journal import PUSH, Journal
 from medseg.io.owner_lock import OwnerLock
 
 
@@ -88,7 +88,10 @@ class AutosaveJournal:
         if self.journal is not None:
             self.journal.append(delta)
 
-    def _journal_step(self) -> None:
-        """A step the user can undo ended: the journal counts edits as the undo counter does."""
+    def _journal_step(self, kind: str) -> None:
+        """A step the user can undo ended (``kind``: PUSH, UNDO or REDO), or the label map was saved (SAVED): the
+        journal counts edits as the undo counter does, how far the saved state is, and what a new step was (its
+        description and table changes), so a recovery brings the undo history back."""
         if self.journal is not None:
-            self.journal.mark_step(self.history.depth)
+            offset = self.history.offset_from(self._saved_position)
+            self.journal.mark_step(self.history.depth, kind, offset, self.history.last_step() if kind == PUSH else None)

@@ -37,6 +37,7 @@ from medseg.core.label_values import MAX_LABEL_VALUE
 from medseg.core.labels import Label
 from medseg.core.volume import Volume
 from medseg.edit.autosave import AutosaveJournal
+from medseg.edit.journal import PUSH, REDO, SAVED, UNDO
 from medseg.edit.delta import Box, Delta, box_slices
 from medseg.edit.describe import describe_change
 from medseg.edit.events import Event
@@ -124,6 +125,16 @@ class SegmentationDocument(LabelTableEdits, AutosaveJournal, VoxelReadout):
         """Edits since the label map was opened, segmented or saved: undoing back to that state is saved."""
         return self._stroke is not None or self.history.position != self._saved_position
 
+    @property
+    def unsaved_edits(self) -> int:
+        """How many edits the label map is away from its saved state (undone ones count too: undoing a saved
+        edit is a change); the whole undo history when the saved state is no longer held (e.g. recovered)."""
+        if not self.unsaved:
+            return 0
+        offset = self.history.offset_from(self._saved_position)
+        steps = abs(offset) if offset is not None else self.history.depth
+        return steps + (self._stroke is not None)
+
     def announce(self, text: str, level: str = "info") -> None:
         """Tell the user what an operation did or why it did nothing (``level``: "info" or "warning")."""
         self.notice.emit(text, level)
@@ -210,11 +221,17 @@ class SegmentationDocument(LabelTableEdits, AutosaveJournal, VoxelReadout):
         """The label map as it was at ``position`` (default: now) was written out. Undoing or redoing
         back to that position is saved again; any other position is unsaved."""
         self._saved_position = self.history.position if position is None else int(position)
+        self._journal_step(SAVED)  # a crash after this counts only the edits since
         self.history_changed.emit()
 
-    def mark_recovered(self) -> None:
-        """The label map came back from the autosave journal: the user has not saved it yet."""
-        self._saved_position = -1
+    def mark_recovered(self, history: History | None = None, saved_position: int | None = None) -> None:
+        """The label map came back from the autosave journal, with the undo ``history`` rebuilt from it (see
+        :mod:`medseg.edit.journal_history`; None: the recovered state starts a new history), saved at
+        ``saved_position`` of it (None: the user has not saved it)."""
+        if history is not None:
+            history.set_budget(self.history.budget_bytes)
+            self.history = history
+        self._saved_position = -1 if saved_position is None else saved_position
         self.history_changed.emit()
 
     # --- edits: the only way voxels change ------------------------------------------------
@@ -245,7 +262,7 @@ class SegmentationDocument(LabelTableEdits, AutosaveJournal, VoxelReadout):
         changes = self._change_table(delta.values(), labels or {}, before)
         self.history.push(description, delta, changes)
         self._journal(delta)
-        self._journal_step()
+        self._journal_step(PUSH)
         self.history_changed.emit()
         if announce:
             self.announce(text)
@@ -324,7 +341,7 @@ class SegmentationDocument(LabelTableEdits, AutosaveJournal, VoxelReadout):
         if stroke is None or stroke.count == 0:
             return False
         self.history.push(description, stroke, self._change_table(stroke.values(), {}))
-        self._journal_step()
+        self._journal_step(PUSH)
         self.history_changed.emit()
         return True
 
@@ -336,7 +353,7 @@ class SegmentationDocument(LabelTableEdits, AutosaveJournal, VoxelReadout):
             return False
         self._write(step.delta, step.delta.old)
         self._journal(step.delta.inverse())
-        self._journal_step()
+        self._journal_step(UNDO)
         if step.labels:
             self._put_entries({value: before for value, (before, _) in step.labels.items()})
         self.history_changed.emit()
@@ -348,7 +365,7 @@ class SegmentationDocument(LabelTableEdits, AutosaveJournal, VoxelReadout):
             return False
         self._write(step.delta, step.delta.new)
         self._journal(step.delta)
-        self._journal_step()
+        self._journal_step(REDO)
         if step.labels:
             self._put_entries({value: after for value, (_, after) in step.labels.items()})
         self.history_changed.emit()

@@ -86,6 +86,22 @@ class History:
         steps = "step" if self.depth == 1 else "steps"
         return f"Undo: {self.depth} {steps}, {size}"
 
+    def offset_from(self, position: int) -> int | None:
+        """How many steps lie between ``position`` and now: positive when they are in effect (done since),
+        negative when undone since; None when ``position`` is no longer held (forgotten, or never one)."""
+        timeline = [self._base, *(step.serial for step in self._undo), *(step.serial for step in reversed(self._redo))]
+        return len(self._undo) - timeline.index(position) if position in timeline else None
+
+    def position_back(self, offset: int) -> int | None:
+        """The position ``offset`` steps before now (negative: after, in the redo list); None when not held."""
+        timeline = [self._base, *(step.serial for step in self._undo), *(step.serial for step in reversed(self._redo))]
+        index = len(self._undo) - int(offset)
+        return timeline[index] if 0 <= index < len(timeline) else None
+
+    def last_step(self) -> Step | None:
+        """The step the next undo reverts (None: none)."""
+        return self._undo[-1] if self._undo else None
+
     def next_undo(self) -> str | None:
         return self._undo[-1].description if self._undo else None
 

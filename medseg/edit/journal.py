@@ -11,9 +11,10 @@ A session folder (in the user's data folder, ``sessions/<id>/``) holds:
   delta, so replaying the
   journal from the base gives the state the user saw. A brush stroke writes a record for
   every piece painted while the mouse moves, so records are not edits: after each step the
-  user can undo (a stroke, an Apply, an undo, a redo) a step record ``STEP_MAGIC | 8 | crc32 |
-  steps`` says how many steps the undo history holds, and the recovery offer counts edits
-  with it — the same number the Edit panel's undo counter showed.
+  user can undo (a stroke, an Apply, an undo, a redo), and after a save, a step record ``STEP_MAGIC |
+  length | crc32 | steps | JSON`` says how many steps the undo history holds, what the step was and how
+  many steps the saved state is away: the recovery offer counts the unsaved edits with it (as the quit
+  question does), and :mod:`medseg.edit.journal_history` rebuilds the undo history from it.
 
 A new base (a label map opened, a Segment result) starts a new generation: its base and an
 empty journal are written under new names first, then session.json names the generation
@@ -72,7 +73,11 @@ from medseg.io.json_files import read_json_object
 from medseg.core.volume import Volume, VolumeMeta
 
 MAGIC = b"MSJ1"
-STEP_MAGIC = b"MSJS"  # a step ended: the payload is the undo history's depth (8 bytes, little-endian)
+# a step ended: the payload is the undo history's depth (8 bytes, little-endian), then (since issue 52) a JSON
+# object: {"kind": PUSH|UNDO|REDO|SAVED, "unsaved": steps from the saved state (negative: undone; null: not
+# held), and for a PUSH "description" and "labels" {value: [entry before, entry after]}} (medseg.edit.journal_history)
+STEP_MAGIC = b"MSJS"
+PUSH, UNDO, REDO, SAVED = "push", "undo", "redo", "saved"
 HEADER = 4 + 8 + 4  # magic, payload length, crc32
 
 LEGACY_FILES = ("base.npz", "journal.bin")  # sessions written before generations
@@ -118,7 +123,9 @@ class RecoverableSession:
     description: str
     records: int
     modified: float
-    edits: int = 0  # the undo history's steps when it was last written (records, in a journal before step records)
+    edits: int = 0  # the edits not saved when it was last written (see :func:`_unsaved_edits`)
+    steps: int = 0  # the undo history's steps then
+    undoable: bool = False  # its step records say what each step was: the undo history can come back
 
 
 class SessionWriter:
@@ -325,13 +332,22 @@ class Journal:
             self.session_writer.flush()
         self._write_record(MAGIC, delta.to_bytes())
 
-    def mark_step(self, steps: int) -> None:
-        """A step the user can undo ended; ``steps``: how many the undo history holds now."""
-        payload = int(steps).to_bytes(8, "little")
+    def mark_step(self, steps: int, kind: str = PUSH, unsaved: int | None = None, step: Any = None) -> None:
+        """A step the user can undo ended (``kind``), or the label map was saved (SAVED); ``steps``: how many
+        the undo history holds now; ``unsaved``: how many steps from the saved state (None: not held);
+        ``step``: a new step (a :class:`medseg.edit.history.Step`), whose description and table changes are kept."""
+        def payload() -> bytes:  # the table changes of a Segment are 117 labels: encoded off the GUI thread then
+            info: dict[str, Any] = {"kind": kind, "unsaved": unsaved}
+            if step is not None:
+                info["description"] = step.description
+                info["labels"] = {str(value): [entry.as_dict() if entry is not None else None for entry in pair]
+                                  for value, pair in step.labels.items()}
+            return int(steps).to_bytes(8, "little") + json.dumps(info).encode()
+
         if self.session_writer.records_pending:  # after the record it closes, which is still queued
-            self.session_writer.queue(lambda: self._write_record(STEP_MAGIC, payload))
+            self.session_writer.queue(lambda: self._write_record(STEP_MAGIC, payload()))
             return
-        self._write_record(STEP_MAGIC, payload)
+        self._write_record(STEP_MAGIC, payload())
 
     def _write_record(self, magic: bytes, *payload: bytes | memoryview) -> None:
         """One record of the ``payload`` pieces (written one after the other: a large delta is never copied
@@ -378,6 +394,26 @@ def read_journal(path: Path) -> tuple[list[Delta], int | None]:
     """(every intact delta, the undo history's depth at the last step record, None when there is none)."""
     deltas = []
     steps = None
+    for entry in read_entries(path):
+        if isinstance(entry, Delta):
+            deltas.append(entry)
+        else:
+            steps = entry.steps
+    return deltas, steps
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """A step record: the undo history's depth, and what the step was (``info``: {} in a journal written before
+    issue 52, which kept only the depth)."""
+
+    steps: int
+    info: dict[str, Any]
+
+
+def read_entries(path: Path) -> list[Delta | StepRecord]:
+    """Every intact record, in order: deltas and step records; stops at the first torn or corrupt record."""
+    entries: list[Delta | StepRecord] = []
     data = path.read_bytes() if path.is_file() else b""
     pos = 0
     while pos + HEADER <= len(data):
@@ -390,11 +426,15 @@ def read_journal(path: Path) -> tuple[list[Delta], int | None]:
         if len(payload) != length or zlib.crc32(payload) != crc:
             break
         if magic == MAGIC:
-            deltas.append(Delta.from_bytes(payload))
+            entries.append(Delta.from_bytes(payload))
         else:
-            steps = int.from_bytes(payload, "little")
+            try:  # what the step was only rebuilds the undo history: never a reason to lose the voxels
+                info = json.loads(payload[8:].decode()) if length > 8 else {}
+            except (ValueError, UnicodeDecodeError):
+                info = {}
+            entries.append(StepRecord(int.from_bytes(payload[:8], "little"), info if isinstance(info, dict) else {}))
         pos += HEADER + length
-    return deltas, steps
+    return entries
 
 
 def find_sessions(root: Path | None = None) -> list[RecoverableSession]:
@@ -409,11 +449,25 @@ def find_sessions(root: Path | None = None) -> list[RecoverableSession]:
         if not isinstance(info, dict) or not info.get("open"):
             continue
         journal = journal_file(folder.parent, info.get("generation") if isinstance(info.get("generation"), int) else None)
-        deltas, steps = read_journal(journal)
+        try:
+            entries = read_entries(journal)
+        except (ValueError, UnicodeDecodeError):  # a damaged record: recover() names it
+            entries = []
+        deltas = [entry for entry in entries if isinstance(entry, Delta)]
+        marks = [entry for entry in entries if isinstance(entry, StepRecord)]
+        steps = marks[-1].steps if marks else len(deltas)
         found.append(RecoverableSession(folder.parent, info.get("image_source", ""), info.get("description", ""),
                                         len(deltas), journal.stat().st_mtime if journal.exists() else 0,
-                                        steps if steps is not None else len(deltas)))
+                                        _unsaved_edits(marks, steps), steps,
+                                        bool(marks) and all(mark.info.get("kind") for mark in marks)))
     return sorted(found, key=lambda s: -s.modified)
+
+
+def _unsaved_edits(marks: list[StepRecord], steps: int) -> int:
+    """The edits since the saved state as the last step record counted them (undone ones too); a journal
+    that does not say (written before issue 52, or saved state no longer held) counts every step."""
+    unsaved = marks[-1].info.get("unsaved") if marks else None
+    return abs(unsaved) if isinstance(unsaved, int) else steps
 
 
 def recover(folder: Path) -> tuple[str, LabelMap]:

@@ -206,6 +206,10 @@ def _checked_row(row: object, value: object = None) -> dict:
         raise ValueError(f"the colour of label {value} must be [r, g, b] of 0..255, not {color!r}"[:200])
     if "group" in row and row["group"] is not None and not isinstance(row["group"], str):
         raise ValueError(f"the group of label {value} must be text, not {row['group']!r}"[:200])
+    moved = row.get("model_value")
+    if moved is not None and (isinstance(moved, bool) or not isinstance(moved, int) or not 0 < moved <= MAX_LABEL_VALUE):
+        raise ValueError(f"the model value of label {value} must be a whole number in 1..{MAX_LABEL_VALUE}, "
+                         f"not {moved!r}"[:200])
     for key in ("category", "type", "modifier", "region", "region_modifier"):
         coded = row.get(key)
         if coded is not None and not (isinstance(coded, dict) and all(

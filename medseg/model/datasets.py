@@ -70,6 +70,8 @@ class CaseSpec:
     # How often training draws this case relative to the others (nnU-Net draws cases
     # uniformly; a 2D model learns more from a 112-slice scan than from a single slice).
     weight: float = 1.0
+    # file value -> name of a label the file names but the run does not train (unticked): background, and said so
+    left_out: dict[int, str] | None = None
 
 
 @dataclass
@@ -229,7 +231,12 @@ def _paint_file_labels(
     values = spec.label_values if spec.label_values is not None else (file_names or {v: n for v, n in labels.items() if v})
     raw = np.asarray(label_map.array)
     present = set(np.unique(raw).tolist()) - {0}
-    unnamed = sorted(present - set(values))
+    left_out = spec.left_out or {}
+    chosen_out = sorted(v for v in present - set(values) if v in left_out)
+    unnamed = sorted(present - set(values) - set(chosen_out))
+    if chosen_out:  # named, but not ticked for this run: not a problem of the file
+        shown = ", ".join(f"{left_out[v]} ({v})" for v in chosen_out[:12]) + ("..." if len(chosen_out) > 12 else "")
+        notes.append(f"label{'s' if len(chosen_out) != 1 else ''} {shown} not chosen for training: treated as background")
     if unnamed:
         notes.append(f"label values {unnamed[:12]}{'...' if len(unnamed) > 12 else ''} have no name: treated as background")
     for value, name in values.items():

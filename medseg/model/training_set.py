@@ -197,7 +197,9 @@ class TrainingSet:
         for entry in self.entries:
             spec = entry.spec
             values = {v: n for v, n in spec.label_values.items() if n in keep} if spec.label_values is not None else None
-            specs.append(CaseSpec(spec.name, spec.image, spec.label, values, spec.label_rule, spec.phantom, spec.weight))
+            left_out = {v: n for v, n in spec.label_values.items() if n not in keep} if spec.label_values else None
+            specs.append(CaseSpec(spec.name, spec.image, spec.label, values, spec.label_rule, spec.phantom, spec.weight,
+                                  left_out or None))
         colors = default_colors(labels, self.colors)
         validation = [e.spec.name for e in self.entries if e.validation]
         return Dataset(self.name, labels, colors, specs, validation, source=str(self.manifest_path),

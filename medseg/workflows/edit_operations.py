@@ -71,7 +71,7 @@ def _segment(document: "SegmentationDocument", values: dict, context: Context) -
     change = merge_change(document, Segmentation(result.label_map, result.labels), values.get("mode") or REPLACE)
     # Whoever ran the model shows its notes (the GUI: the banner); run here, they come with the change.
     cautions = tuple([*result.notes, *(f"fell back: {text}" for text in result.fallbacks)]) if computed_here else ()
-    return replace(change, cautions=cautions)
+    return replace(change, cautions=change.cautions + cautions)  # the merge's own (values that moved) first
 
 
 def _check(values: dict) -> None:
@@ -138,7 +138,10 @@ def perform_segment(document: "SegmentationDocument", result: "SegmentedStudy", 
     change :func:`prepare_segment` computed in the worker; written as it is while the document is still at its
     revision, else (an edit, an undo, a lock since) the merge is computed again here, against what is on screen."""
     if prepared is not None and prepared.revision == document.revision:
-        return document.apply_change(prepared, description)
+        changed = document.apply_change(prepared, description)
+        for text in prepared.cautions if changed else ():  # as perform() says them (values that had to move)
+            document.announce(text, "warning")
+        return changed
     values: dict[str, Any] = {"model": result.model.id, "mode": mode, RESULT: result}
     return segment_operation().perform(document, values, description=description)
 

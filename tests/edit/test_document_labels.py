@@ -157,3 +157,51 @@ def test_the_journal_keeps_provenance_and_locks_for_recovery(doc, lung1, tmp_pat
     assert recovered.labels[1].locked and recovered.labels[2].provenance.algorithm_type == SEMIAUTOMATIC
     assert recovered.labels[3].provenance.algorithm_type == AUTOMATIC
     doc.close_journal()
+
+
+def test_replace_keeps_the_models_values_and_the_replaced_labels_leave_the_table(doc, lung1):
+    """Issue 52 (1): Replace over an unlocked user label: the model's values stay the model's (body is 1 as the
+    model wrote it) and the label it replaced leaves the table (no empty row); undo puts it back."""
+    _, nodule, rules = lung1
+    doc.add_label("empty row the user made")  # an entry with no voxels is replaced too
+    assert merge_segmentation(doc, Segmentation(rules, RESULT_LABELS), REPLACE, "Segment (rules)")
+    assert {v: e.name for v, e in doc.labels.items()} == {1: "body", 2: "lungs", 3: "bones"}
+    assert all(entry.model_value is None for entry in doc.labels.values())  # nothing moved
+    np.testing.assert_array_equal(doc.label_map.array, rules.array)  # every voxel is the model's, value for value
+    doc.undo()
+    assert {e.name for e in doc.labels.values()} == {"nodule", "empty row the user made"}
+    np.testing.assert_array_equal(doc.label_map.array, nodule.array)
+
+
+def test_values_that_must_move_are_said_and_recorded_for_the_sidecar(doc, lung1, tmp_path):
+    """Add over the user's nodule (value 1): the model's body cannot be 1; it moves, the change says so, and
+    the saved sidecar records body's model value (1) beside its value here."""
+    import json
+
+    from medseg.io.label_files import sidecar_path, write_label_map
+
+    _, nodule, rules = lung1
+    said: list[tuple[str, str]] = []
+    doc.notice.connect(lambda text, level: said.append((text, level)))
+    assert merge_segmentation(doc, Segmentation(rules, RESULT_LABELS), ADD, "Segment (rules)")
+    body = next(v for v, e in doc.labels.items() if e.name == "body")
+    assert body == 4 and doc.labels[2].name == "lungs" and doc.labels[3].name == "bones"  # 2, 3 free: kept
+    assert doc.labels[body].model_value == 1 and doc.labels[2].model_value is None
+    assert [level for _, level in said] == ["warning"] and "body 1 \u2192 4" in said[0][0]
+    written, _ = write_label_map(doc.label_map, tmp_path / "seg.nii.gz", list(doc.labels.values()), doc.volume)
+    rows = {row["name"]: row for row in json.loads(sidecar_path(written).read_text())["labels"]}
+    assert rows["body"]["value"] == 4 and rows["body"]["model_value"] == 1
+    assert "model_value" not in rows["lungs"] and "model_value" not in rows["nodule"]
+    from medseg.io.label_files import read_sidecar
+
+    back = {label.name: label for label in read_sidecar(written)[0]}
+    assert back["body"].model_value == 1
+
+
+def test_replace_moves_only_a_value_a_locked_label_holds(doc, lung1):
+    _, nodule, rules = lung1
+    doc.set_label_locked(1, True)
+    assert merge_segmentation(doc, Segmentation(rules, RESULT_LABELS), REPLACE, "Segment (rules)")
+    names = {v: e.name for v, e in doc.labels.items()}
+    assert names == {1: "nodule", 2: "lungs", 3: "bones", 4: "body"} and doc.labels[4].model_value == 1
+    np.testing.assert_array_equal(doc.label_map.array == 2, (rules.array == 2) & (nodule.array != 1))

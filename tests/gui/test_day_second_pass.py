@@ -138,7 +138,7 @@ def test_statistics_size_counts_whole_voxels(driver, window, ct_dir, artifacts_d
 # --- 6. the recovery offer ------------------------------------------------------------------------------------------
 def test_recovery_counts_edits_as_the_undo_counter_and_is_modal_on_top(driver, window, ct_dir, qtbot, tmp_path,
                                                                        monkeypatch, artifacts_dir):
-    """#42.6: three brush strokes (dozens of journal records) and an undo are '2 edits', the number the
+    """#42.6: three brush strokes (dozens of journal records) and an undo are '2 unsaved edits', the number the
     Edit panel's undo counter showed; the offer is application-modal and the active window."""
     from medseg.gui.shell.main_window import MainWindow
 
@@ -163,7 +163,7 @@ def test_recovery_counts_edits_as_the_undo_counter_and_is_modal_on_top(driver, w
     qtbot.waitUntil(lambda: second.editing.recovery_box is not None and second.editing.recovery_box.isVisible(),
                     timeout=10_000)
     box = second.editing.recovery_box
-    assert "(2 edits)" in box.text(), box.text()
+    assert "(2 unsaved edits)" in box.text(), box.text()  # never saved: the undo counter's 2 steps
     assert box.windowModality() == Qt.WindowModality.ApplicationModal
     assert QApplication.activeModalWidget() is box
     _shot(box, artifacts_dir, "recovery_offer")

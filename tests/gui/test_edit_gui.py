@@ -219,7 +219,7 @@ def test_recovery_offer_after_a_crash(qtbot, tmp_path, monkeypatch, ct_dir):
     qtbot.addWidget(window)
     window.show()
     qtbot.waitUntil(lambda: window.editing.recovery_box is not None and window.editing.recovery_box.isVisible(), timeout=10_000)
-    assert "2 edits" in window.editing.recovery_box.text()
+    assert "(2 unsaved edits)" in window.editing.recovery_box.text()  # never saved: both
     with qtbot.waitSignal(window.loader.study_loaded, timeout=120_000):
         window.editing.recovery_box.done(QMessageBox.StandardButton.Yes)
     qtbot.waitUntil(lambda: window.document.label_map is not None, timeout=10_000)

@@ -50,7 +50,7 @@ class EditSession(QObject):
         document.history_changed.connect(self._sync_actions)
         window.loader.study_loaded.connect(self._on_study_loaded)
         window.loader.failed.connect(self._on_load_failed)
-        self._recovering: tuple[Path, LabelMap] | None = None
+        self._recovering: tuple[Path, LabelMap, Any] | None = None
         self.recovery_box: QMessageBox | None = None
         self.close_box: QMessageBox | None = None
         self.segment_box: QMessageBox | None = None  # the question before a Segment over the user's labels
@@ -96,10 +96,10 @@ class EditSession(QObject):
     # --- unsaved edits --------------------------------------------------------------------
     def unsaved_text(self) -> str:
         """What is at stake, in a clinician's words (never "undo: 0 steps, 0 kb")."""
-        history = self.document.history
-        if history.depth:
-            edits = "1 unsaved edit" if history.depth == 1 else f"{history.depth} unsaved edits"
-            return f"The segmentation has {edits} (the last: {history.next_undo()})."
+        count = self.document.unsaved_edits  # since the last save, not every step the undo history holds
+        if count and self.document.history.depth:
+            edits = "1 unsaved edit" if count == 1 else f"{count} unsaved edits"
+            return f"The segmentation has {edits} (the last: {self.document.history.next_undo()})."
         return "The segmentation has not been saved yet."
 
     def _unsaved_box(self, question: str) -> QMessageBox:
@@ -285,13 +285,18 @@ class EditSession(QObject):
                 break
         if newest is None:
             return
-        edits = "1 edit" if newest.edits == 1 else f"{newest.edits} edits"  # as the undo counter counted them
+        edits = ("1 unsaved edit" if newest.edits == 1 else f"{newest.edits} unsaved edits" if newest.edits
+                 else "no unsaved edits: it was saved")  # since the last save, as the quit question counts
         self.recovery_box = QMessageBox(
             QMessageBox.Icon.Question, "Recover edits",
             f"medseg did not close cleanly. Recover the segmentation you were editing "
             f"({edits}) on {Path(newest.image_source).name or 'the image'}?",
             QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.Discard, self.window)
-        self.recovery_box.setInformativeText(f"Image: {newest.image_source}")
+        steps = "1 step" if newest.steps == 1 else f"{newest.steps} steps"
+        history = (f"Undo works as before the crash ({steps})." if newest.undoable and newest.steps
+                   else "The recovered segmentation starts a new undo history: what was done before the crash "
+                        "cannot be undone step by step." if newest.steps else "")
+        self.recovery_box.setInformativeText(f"Image: {newest.image_source}" + (f"\n{history}" if history else ""))
         # nothing else can be done before it is answered, and it must be seen: on top, even with no
         # window manager to stack it (the X server stacks by the order windows are raised)
         self.recovery_box.setWindowModality(Qt.WindowModality.ApplicationModal)
@@ -317,30 +322,42 @@ class EditSession(QObject):
             offered.release()
 
     def recover(self, folder: Path) -> None:
+        from medseg.edit.journal_history import recover_history
+
         try:
             source, label_map = recover(folder)
+            try:
+                history = recover_history(folder)
+            except Exception:  # noqa: BLE001 - the voxels came back; only their undo steps did not
+                log.warning("the undo history of the recovered session could not be rebuilt", exc_info=True)
+                history = None
         except MedsegError as error:
             self._let_go_of_offer()
             self.window.show_error(error)
             return
-        self._recovering = (folder, label_map)
+        self._recovering = (folder, label_map, history)
         self.window.opener.open_path(source, auto_load=True)
 
     @Slot(object)
     def _on_study_loaded(self, volume) -> None:
         if self._recovering is None:
             return
-        folder, label_map = self._recovering
+        folder, label_map, history = self._recovering
         self._recovering = None
         if not label_map.same_grid(volume):
             self.window.show_error(MedsegError("the recovered segmentation does not fit the image opened from its "
                                                "source (it changed on disk?); the autosave is kept", path=folder))
             return
         self.document.set_label_map(label_map, description="recovered")
-        self.document.mark_recovered()  # recovered work has not been saved by the user
+        # the undo history comes back with it (as far as the journal holds it), and where it was saved
+        self.document.mark_recovered(*((history.history, history.saved_position) if history is not None else ()))
         discard(folder)
         self._let_go_of_offer()
-        self.window.notify("Recovered the segmentation from the autosave journal (not saved yet: Ctrl+S).", "success")
+        depth = self.document.history.depth
+        undo = (f"; {depth} step{'s' if depth != 1 else ''} to undo" if history is not None and depth
+                else "; a new undo history starts here")
+        saved = " (not saved yet: Ctrl+S)" if self.document.unsaved else ""
+        self.window.notify(f"Recovered the segmentation from the autosave journal{undo}{saved}.", "success")
         log.info("recovered an autosaved session")
 
 

@@ -42,6 +42,19 @@ class LabelTreeView(QTreeView):
                 return
         super().keyPressEvent(event)
 
+    def mouseDoubleClickEvent(self, event) -> None:  # noqa: N802
+        """A double-click on a structure's name renames it, and the slices stay where they are (a double-click
+        that opened the editor also jumped: issue 52); on its value or volume it jumps (``doubleClicked``)."""
+        index = self.indexAt(event.position().toPoint())
+        if (event.button() == Qt.MouseButton.LeftButton and index.isValid() and index.column() == NAME
+                and index.flags() & Qt.ItemFlag.ItemIsEditable):
+            if self.state() != QAbstractItemView.State.EditingState:
+                self.setCurrentIndex(index)
+                self.edit(index)
+            event.accept()
+            return
+        super().mouseDoubleClickEvent(event)
+
     def keyboardSearch(self, search: str) -> None:  # noqa: N802
         """Letters are the window's tool keys; the search box is where names are typed."""
 
@@ -85,8 +98,9 @@ class LabelList(QWidget):
         for column in (VALUE, VOLUME, LOCK):
             header.setSectionResizeMode(column, QHeaderView.ResizeMode.Interactive)
         header.setSortIndicatorShown(True)
-        self.tree.setToolTip("Tick: shown · Lock: no tool changes it · Enter/double-click: jump to it · "
-                             "Space: show/hide · Shift+Space: lock · F2: rename · right-click: more")
+        self.tree.setToolTip("Tick: shown · Lock: no tool changes it · Enter or double-click its value: jump to it · "
+                             "Space: show/hide · Shift+Space: lock · F2 or double-click its name: rename · "
+                             "right-click: more")
 
         self.all_button = QPushButton("All", self)
         self.all_button.setToolTip("Show every structure")
@@ -124,7 +138,7 @@ class LabelList(QWidget):
         self.none_button.clicked.connect(lambda: document.set_all_labels_visible(False))
         self.solo_button.clicked.connect(self.solo_selection)
         self.colour_button.clicked.connect(lambda: self.choose_colour(self.tree.currentIndex()))
-        self.tree.setExpandsOnDoubleClick(False)  # a double-click jumps (on a group: expands or collapses it)
+        self.tree.setExpandsOnDoubleClick(False)  # a double-click jumps (on a group: expands or collapses it; on a name: renames)
         self.tree.doubleClicked.connect(self.jump)
         self.tree.jump_requested.connect(self.jump)
         self.tree.toggle_requested.connect(self.toggle)

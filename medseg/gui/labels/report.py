@@ -44,7 +44,7 @@ class Report:
 
     title: str
     study: list[tuple[str, str]]  # (what, value): patient, study date, series…
-    made_by: str  # the model(s) and versions, or "drawn or opened"
+    made_by: str  # the model(s) and versions, the file it was opened from, or "drawn by hand"
     rows: list[ReportRow]
     pictures: list[tuple[str, QImage | None, str]] = field(default_factory=list)  # (caption, image, why none)
     notes: list[str] = field(default_factory=list)
@@ -194,7 +194,9 @@ def report_from_window(window, identify: bool = True) -> Report:
     makers = sorted({(entry.provenance.algorithm_name, entry.provenance.algorithm_version)
                      for entry in labels.values() if entry.provenance.algorithm_name})
     edited = sum(entry.provenance.algorithm_type == "SEMIAUTOMATIC" for entry in labels.values())
-    made_by = ", ".join(f"{name} {version}".strip() for name, version in makers) or "drawn or opened by hand"
+    # a label map opened from a file is not "by hand": say which file, and what named its labels
+    opened = window.segmentation_files.opened_from() if hasattr(window, "segmentation_files") else None
+    made_by = ", ".join(f"{name} {version}".strip() for name, version in makers) or opened or "drawn by hand"
     if edited:
         made_by += f" ({edited} structure{'s' if edited != 1 else ''} edited by hand)"
     figures = {s.value: s for s in label_statistics(volume, document.label_map,

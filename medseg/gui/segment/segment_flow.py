@@ -12,6 +12,7 @@ from PySide6.QtCore import QObject, QTimer, Signal, Slot
 from PySide6.QtWidgets import QFileDialog, QMessageBox, QWidget
 
 from medseg.edit.document import SegmentationDocument
+from medseg.edit.merge import SEGMENT_STEP, moved_in_step, moved_text
 from medseg.errors import MedsegError, ModalityMismatch
 from medseg.gui.common.services import WindowServices
 from medseg.gui.segment import model_choice
@@ -163,6 +164,10 @@ class SegmentFlow(QObject):
                          step=self.document.history_position)
         notices = [*getattr(result, "notes", []), *(["fell back: " + "; ".join(result.fallbacks)]
                                                      if result.fallbacks else [])]
+        step = self.document.history.last_step()
+        moved = moved_in_step(step.labels) if step is not None and step.description.startswith(SEGMENT_STEP) else []
+        if moved:  # the model's numbers are what its users rely on: a value that had to move is said
+            notices.append(moved_text(moved))
         if notices:
             self.notice("Segmentation: " + "; ".join(notices))
         how = f"{result.seconds:.1f} s on {result.device}{' with ' + result.configuration if result.configuration else ''}"

@@ -33,6 +33,7 @@ from medseg.errors import GeometryError, MedsegError, SaveError
 from medseg.gui.common import save_dialog
 from medseg.gui.common.jobs import Job
 from medseg.io.formats import segmentation_choices, segmentation_formats, segmentation_open_filter
+from medseg.io.label_files import LABEL_MAP
 
 log = logging.getLogger(__name__)
 
@@ -80,8 +81,28 @@ class SegmentationFiles(QObject):
         self.notes: list[str] = []
         self.dialog: QFileDialog | None = None
         self.name_set = NAME_SETS[0]  # how labels a file does not name are named (the overlay panel's choice)
+        self._opened: tuple[str, Any] = ("", None)  # (what it was opened from, the label map it became)
         self._identity: tuple = ()
         document.volume_changed.connect(self._forget)
+
+    def opened_from(self) -> str | None:
+        """What the segmentation on screen was opened from, for the report ("opened from seg.nii.gz (names from
+        the file's header)"); None when it was not opened from a file (drawn, segmented, recovered)."""
+        text, label_map = self._opened
+        return text if label_map is not None and label_map is self.document.label_map else None
+
+    def _describe_opened(self, source: Path, opened: Any, table: dict) -> str:
+        if opened.format != LABEL_MAP:  # a DICOM SEG describes its segments itself
+            how = "a DICOM SEG"
+        elif opened.sidecar is not None:
+            how = f"names from its {opened.sidecar.name}"
+        elif opened.named_by_header:
+            how = "names from the file's header"
+        else:
+            how = "named by value"
+        if opened.name_set_applies and self.name_set != NAME_SETS[0]:
+            how += f", described by the {self.name_set} name set"
+        return f"opened from {source.name} ({how})"
 
     def _image_identity(self) -> tuple:
         volume = self.document.volume
@@ -248,4 +269,5 @@ class SegmentationFiles(QObject):
         files = opened.label_map.meta.source_files
         self.path = Path(files[0]) if files else source  # Ctrl+S writes back where it came from
         self.notes = list(opened.notes)
+        self._opened = (self._describe_opened(source, opened, table), self.document.label_map)
         self.opened.emit(opened)

@@ -269,7 +269,7 @@ class TrainingRun:
             yield self._preparing(f"loading {spec.name}")
             case = self.dataset.load(spec)
             for note in case.notes:
-                if "resampled" in note or "no name" in note:
+                if "resampled" in note or "no name" in note or "not chosen for training" in note:
                     yield self._message(f"{case.name}: {note}")
             self.raw_cases.append(case)
 
