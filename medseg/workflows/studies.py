@@ -63,8 +63,11 @@ def header_geometry(request: OpenStudyRequest) -> Volume | None:
     header = image_header(path, image_suffix(path))
     spacing = request.spacing_mm or header.spacing.values or (1.0, 1.0, 1.0)
     sizes = [int(n) for n in header.sizes[:3]]
-    if len(sizes) != 3 or min(sizes) < 1 or header.spacing.unusable() and request.spacing_mm is None:
-        return None
+    from medseg.io.voxel_checks import SANE_SPACING_MM
+
+    unreadable = header.spacing.unusable() or header.spacing.outside(*SANE_SPACING_MM)
+    if len(sizes) != 3 or min(sizes) < 1 or unreadable and request.spacing_mm is None:
+        return None  # the read refuses it, naming the spacing
     if not all(np.isfinite(s) and s > 0 for s in spacing):
         return None
     stand_in = np.broadcast_to(np.zeros((), np.int16), tuple(reversed(sizes)))

@@ -154,7 +154,7 @@ def test_refusals_before_any_image_is_read(model_dir):
 
 
 def test_several_models_in_one_run_make_one_segmentation(model_dir, ct_dir, tmp_path, capsys):
-    """`medseg segment CT --model starter --model <TotalSegmentator> --fastest`: one label map, each model's
+    """`medseg segment CT --model <TotalSegmentator> --model starter --fastest`: one label map, each model's
     values kept where free and moved where taken (said in the notes), later structures over earlier ones; and
     one DICOM SEG whose segments name the model that made each (its own algorithm identification)."""
     import highdicom as hd
@@ -171,28 +171,32 @@ def test_several_models_in_one_run_make_one_segmentation(model_dir, ct_dir, tmp_
     assert {1, 2, 3} & set(total.labels) and set(starter.labels) <= {1, 2, 3}  # the values collide
 
     out = tmp_path / "both.nii.gz"
-    assert main(["segment", str(series), "--model", "starter", "--model", str(model_dir), "--fastest",
+    # TotalSegmentator first (its values stay 1..117), then the starter, whose 1..3 are taken
+    assert main(["segment", str(series), "--model", str(model_dir), "--model", "starter", "--fastest",
                  "-o", str(out), "--json"]) == 0
     done = [json.loads(line) for line in capsys.readouterr().out.splitlines() if '"done"' in line][-1]
-    moved = {int(v): t for v, t in done["moves"]["totalsegmentator/total"].items()}
-    assert moved == {1: 118, 2: 119, 3: 120}  # taken by the starter: next free values after total's 117
-    expected = starter.label_map.array.astype(np.int32).copy()
-    theirs = total.label_map.array.astype(np.int32)
-    mapped = np.vectorize(lambda v: moved.get(v, v))(theirs)
-    np.copyto(expected, mapped, where=theirs != 0)
+    moved = {int(v): t for v, t in done["moves"][starter.model.name].items()}
+    assert moved == {1: 118, 2: 119, 3: 120}  # the next free values after total's 117
+    assert "totalsegmentator/total" not in done["moves"]
+    expected = total.label_map.array.astype(np.int32).copy()
+    ours = starter.label_map.array.astype(np.int32)
+    mapped = np.vectorize(lambda v: moved.get(v, v))(ours)
+    np.copyto(expected, mapped, where=ours != 0)  # the later model's structures over the earlier's
+    present = set(np.unique(expected)) - {0}
+    assert present & set(moved.values()) and present - set(moved.values())  # both models show: the check means something
     written = read_label_map(out, volume)
     assert np.array_equal(written.label_map.array, expected)
     assert {s.value: s.name for s in written.segments if s.value in moved.values()} == {
-        t: total.model.labels[v].name for v, t in moved.items() if (expected == t).any()}  # the sidecar's names
-    names = {v: done["labels"][str(v)]["name"] for v in map(int, done["labels"])}
-    assert all(names[t] == total.model.labels[v].name for v, t in moved.items() if t in names)
-    assert {label["model"] for label in done["labels"].values()} == {starter.model.name, "totalsegmentator/total"}
+        t: starter.model.labels[v].name for v, t in moved.items() if t in present}  # the sidecar's names
+    models = {int(v): label["model"] for v, label in done["labels"].items()}
+    assert {models[v] for v in present} == {starter.model.name, "totalsegmentator/total"}
+    assert all(models[t] == starter.model.name for t in moved.values() if t in present)
 
     seg_path = tmp_path / "both.dcm"
-    assert main(["segment", str(series), "--model", "starter", "--model", str(model_dir), "--fastest",
+    assert main(["segment", str(series), "--model", str(model_dir), "--model", "starter", "--fastest",
                  "-o", str(seg_path)]) == 0
     seg = hd.seg.segread(seg_path)
     algorithms = {str(item.SegmentationAlgorithmIdentificationSequence[0].AlgorithmName)
                   for item in pydicom.dcmread(seg_path).SegmentSequence}
     assert algorithms == {starter.model.name, "totalsegmentator/total"}
-    assert seg.number_of_segments == len(np.unique(expected)) - 1
+    assert seg.number_of_segments == len(present)
