@@ -9,6 +9,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
+import pytest
 from PySide6.QtCore import QPoint, Qt
 from PySide6.QtWidgets import QComboBox, QLineEdit
 
@@ -136,3 +137,37 @@ def test_training_time_left_reads_as_a_duration(window, monkeypatch):
     clock["now"] += 3 * 3600  # 110 iterations in 10906.4 s, 890 to go: 88242 s
     training.on_record({**record, "step": 110})
     assert training.eta_label.text().endswith("about 24 h 30 min left")  # hours: no seconds
+
+
+# --- item 6: the plan after the first CPU run ------------------------------------------------------------------
+@pytest.fixture
+def cpu_only(fake_machine, monkeypatch, tmp_path):
+    """A machine with no GPU (the device box's "auto" is the CPU), whose engines are measured (the suite pins
+    PyTorch: tests/conftest.py) into a store of this test's own (the cache folder is shared)."""
+    from medseg.model import cpu_runtime
+
+    fake_machine(cuda=0, providers=("CPUExecutionProvider",), openvino=False)
+    monkeypatch.delenv("MEDSEG_CPU_ENGINE")
+    monkeypatch.setattr(cpu_runtime, "_store_path", lambda: tmp_path / "cpu_engines.json")
+
+
+def test_the_plan_names_the_measured_engine_once_the_first_cpu_run_measured_it(cpu_only, window, driver, ct_dir,
+                                                                                 qtbot, artifacts_dir):
+    """The plan said "engine: PyTorch (until the first CPU run measures it…)" after that run had measured
+    and chosen another engine; it now shows the stored measurement as soon as the result arrives."""
+    from medseg.model import cpu_runtime
+
+    panel = window.segment_panel
+    driver.open_series(ct_dir / "dcmqi_ct3slice_masks" / "image")
+    qtbot.waitUntil(lambda: "engine:" in panel.plan_label.toPlainText(), timeout=60_000)
+    assert panel.device == "auto"
+    assert "until the first CPU run measures it against ONNX Runtime" in panel.plan_label.toPlainText()
+    assert cpu_runtime._read_store() == {}
+    with qtbot.waitSignal(window.loader.segmented, timeout=600_000):
+        panel.run_button.click()
+    (record,) = cpu_runtime._read_store().values()  # what the run measured, as stored on disk
+    assert record["measured"] and set(record["seconds"]) == {"cpu", "onnx-cpu"}
+    plan = panel.plan_label.toPlainText()
+    assert "until the first CPU run" not in plan
+    assert f"engine: {record['engine']} ({record['reason']})" in plan
+    window.grab().save(str(artifacts_dir / "issue52_plan_after_first_cpu_run.png"))

@@ -78,6 +78,10 @@ class SegmentPanel(QGroupBox):
         self._parts_done: list[str] = []
         loader.progressed.connect(self._on_progress)
         loader.busy_changed.connect(self._on_busy)
+        # a CPU run measures the engines (medseg.model.cpu_runtime) and stores the choice: the plan said
+        # "PyTorch (until the first CPU run measures it…)" after the run had chosen OpenVINO (issue 52)
+        loader.segmented.connect(lambda _result: self._show_plan())
+        loader.failed.connect(lambda _error: self._show_plan())
         self.run_button = QPushButton("Segment", self)
         self.run_button.clicked.connect(flow.segment)
         self.result_label = QLabel(self)  # the segmentation on screen: which model made it, how, how long
