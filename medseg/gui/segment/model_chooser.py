@@ -95,6 +95,12 @@ class ModelChooser(QComboBox):
         self._select(current)
         self.blockSignals(False)
 
+    def showPopup(self) -> None:  # noqa: N802
+        # what is installed is read again as the list opens: a model installed from the command line
+        # (`medseg models install`) while the window was open was still offered as "Install …"
+        self.fill()
+        super().showPopup()
+
     def _select(self, reference: str | None) -> None:
         index = self.findData(BUILTIN if reference is None else use_item(reference))
         self.setCurrentIndex(max(index, 0))
