@@ -171,3 +171,110 @@ def test_the_plan_names_the_measured_engine_once_the_first_cpu_run_measured_it(c
     assert "until the first CPU run" not in plan
     assert f"engine: {record['engine']} ({record['reason']})" in plan
     window.grab().save(str(artifacts_dir / "issue52_plan_after_first_cpu_run.png"))
+
+
+# --- item 3: the Segment side panel with a TotalSegmentator model at 1280 x 800 -----------------------------------
+@pytest.fixture(scope="module")
+def ts_model(tmp_path_factory) -> Path:
+    """A converted TotalSegmentator task (random weights in its exact layout: tests/model/ts_fixture.py)."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "model"))
+    from ts_fixture import make_totalseg_weights
+
+    from medseg.model.totalseg import import_totalsegmentator_task
+
+    root = tmp_path_factory.mktemp("ts-window")
+    weights = make_totalseg_weights(root / "weights", [291, 292, 293, 294, 295, 297, 298])
+    return import_totalsegmentator_task(weights, root / "model")
+
+
+def _ts_study(driver, window, ct_dir, tmp_path):
+    """TotalSegmentator's example series with all 117 structures, opened with TotalSegmentator's names."""
+    import SimpleITK as sitk
+
+    from many_labels_data import all_117
+
+    folder = ct_dir / "totalsegmentator"
+    image = driver.open_series(folder / "example_ct_dicom")
+    grid = sitk.Image([int(n) for n in image.size_xyz], sitk.sitkUInt8)
+    grid.SetSpacing([float(s) for s in image.spacing_mm])
+    grid.SetOrigin([float(o) for o in image.origin_mm])
+    grid.SetDirection([float(d) for d in np.asarray(image.direction).ravel()])
+    placed = sitk.Resample(sitk.ReadImage(str(folder / "example_seg_dicom.nii.gz")), grid, sitk.Transform(),
+                           sitk.sitkNearestNeighbor, 0)
+    written = sitk.GetImageFromArray(all_117(sitk.GetArrayFromImage(placed)))
+    written.CopyInformation(grid)
+    sitk.WriteImage(written, str(tmp_path / "total.nii.gz"))
+    window.overlay_panel.names_box.setCurrentText("TotalSegmentator v2 (total)")
+    driver.open_segmentation(tmp_path / "total.nii.gz")
+    return image
+
+
+def _inside(widget, area) -> bool:
+    """``widget`` lies across ``area``'s width, not past its right edge (the side panel scrolls down, not across)."""
+    left = widget.mapTo(widget.window(), QPoint(0, 0)).x()
+    area_left = area.mapTo(area.window(), QPoint(0, 0)).x()
+    return area_left <= left and left + widget.width() <= area_left + area.width()
+
+
+def test_segment_panel_with_a_totalsegmentator_model_fits_its_dock_at_1280_by_800(
+        ts_model, window, driver, ct_dir, qtbot, tmp_path, monkeypatch, artifacts_dir):
+    """The panel was 515 px wide in a 426 px dock (no horizontal scroll bar): the longest configuration's text
+    and a structure subset's names set its width, and the model and configuration boxes, the plan and the label
+    table's ml column were cut at the dock's edge. With the longest texts, at 1280 x 800 and 1600 x 1000: the
+    panel fits, long texts are elided with the whole text in the tooltip, the plan wraps, the label buttons
+    and the ml figures are whole."""
+    from PySide6.QtWidgets import QFileDialog
+
+    from medseg.gui.labels.label_tree import VOLUME
+
+    _ts_study(driver, window, ct_dir, tmp_path)
+    panel = window.segment_panel
+    monkeypatch.setattr(QFileDialog, "getExistingDirectory", lambda *a, **k: str(ts_model))
+    window.choose_model_action.trigger()
+    assert panel.model_label.text() == "Model: <b>totalsegmentator/total</b>"
+    # the longest texts: the longest configuration, 27 structures named in the button
+    box = panel.configuration_box
+    longest = max(range(box.count()), key=lambda i: len(box.itemText(i)))
+    box.setCurrentIndex(longest)
+    picked = tuple(sorted(e.name for e in window.document.labels.values() if e.group == "ribs"))
+    panel._set_structures(picked)
+    from PySide6.QtWidgets import QPushButton
+
+    for width, height in ((1280, 800), (1600, 1000)):
+        window.resize(width, height)
+        qtbot.waitUntil(lambda: window.width() == width)
+        scroll, side = window.side_scroll, window.side_scroll.widget()
+        qtbot.waitUntil(lambda: side.width() <= scroll.viewport().width())  # the panel never passes its dock
+        window.grab().save(str(artifacts_dir / f"issue52_segment_panel_ts_{width}.png"))
+        for name in ("model_chooser", "device_box", "configuration_box", "structures_button", "plan_label",
+                     "run_button"):
+            assert _inside(getattr(panel, name), scroll.viewport()), name
+        # long texts are elided, each whole in its tooltip
+        assert box.currentText() in box.toolTip() and box.itemData(longest, Qt.ItemDataRole.ToolTipRole) == \
+            box.itemText(longest)
+        button = panel.structures_button
+        assert button.text().startswith("Structures: 26 of 117 (costal_cartilages, ") and button.text() in button.toolTip()
+        assert button.fontMetrics().horizontalAdvance(button.elided_text()) <= button.width()
+        # the plan wraps inside its box (no horizontal scroll bar)
+        assert panel.plan_label.horizontalScrollBar().maximum() == 0
+        # the Edit panel's label buttons are never slivers: as wide as their text asks
+        edit = window.editing.panel
+        for text in ("Add", "Delete", "Merge into"):
+            (label_button,) = [b for b in edit.findChildren(QPushButton) if b.text() == text]
+            assert label_button.width() >= label_button.sizeHint().width(), (text, label_button.width())
+            assert _inside(label_button, scroll.viewport()), text
+        # the label table's ml column holds its largest figure whole, inside the dock
+        labels = window.overlay_panel.labels
+        tree = labels.tree
+        scroll.ensureWidgetVisible(tree)
+        qtbot.wait(50)
+        figures = [labels.proxy.index(r, VOLUME, labels.proxy.index(g, 0)).data()
+                   for g in range(labels.proxy.rowCount()) for r in range(labels.proxy.rowCount(labels.proxy.index(g, 0)))]
+        widest = max(tree.fontMetrics().horizontalAdvance(text) for text in figures if text)
+        assert tree.columnWidth(VOLUME) >= widest + 2 * 1, (tree.columnWidth(VOLUME), widest)
+        assert tree.header().sectionViewportPosition(VOLUME) + tree.columnWidth(VOLUME) <= tree.viewport().width()
+        assert _inside(tree, scroll.viewport())
+        scroll.grab().save(str(artifacts_dir / f"issue52_side_panel_label_table_{width}.png"))
+        scroll.verticalScrollBar().setValue(0)
