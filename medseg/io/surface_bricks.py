@@ -141,15 +141,16 @@ class SurfaceBricks:
                                    int(np.count_nonzero(labels[box] == value)))
 
             list(pool.map(mesh, sorted(present, key=lambda v: -areas[v])))  # the largest first: they take longest
-            self._fit_budget(labels, boxes, budgets, pool)
+            self._fit_budget(labels, {v: boxes[v - 1] for v in present}, pool)
         return {value: self.surface(value) for value in present}
 
-    def _shares(self, areas: dict[int, float]) -> dict[int, float]:
+    def _shares(self, areas: dict[int, float], budget: float | None = None) -> dict[int, float]:
         """Each label's triangles: its share of the budget by area, never below the floor. The floors are taken
         out of the budget first, so the shares add up to the budget (floors added on top, and each label let
         over its share by up to OVERSHOOT_LIMIT, took 81 TotalSegmentator surfaces to 613k against 400k)."""
-        floor = self._floor(len(areas))
-        remaining, shares, left = dict(areas), {}, float(self.triangle_budget)
+        floor = self._floor(len(set(self._labels) | set(areas)))
+        remaining, shares = dict(areas), {}
+        left = max(float(self.triangle_budget if budget is None else budget), floor * len(areas))
         while remaining:
             total = sum(remaining.values()) or 1.0
             small = [v for v, a in remaining.items() if left * a / total < floor]
@@ -162,15 +163,17 @@ class SurfaceBricks:
                 del remaining[value]
         return shares
 
-    def _fit_budget(self, labels: np.ndarray, boxes, shares: dict[int, float], pool) -> None:
+    def _fit_budget(self, labels: np.ndarray, boxes: dict[int, tuple], pool) -> None:
         """While the scene is over the budget (marching cubes' count is only estimated beforehand: most labels
         came out a fifth over their share), mesh labels one sampling step coarser — those that give up the most
-        triangles first — until the counts they had say the scene fits: the fewest labels are meshed again."""
+        triangles first — until the counts they had say the scene fits: the fewest labels are meshed again.
+        Only the labels of ``boxes`` (each one's box in ``labels``) are meshed again."""
         for _attempt in range(FIT_ATTEMPTS):
             total = self.triangles()
             if total <= self.triangle_budget:
                 return
-            counts = {v: entry.n_triangles for v, entry in self._labels.items() if entry.n_triangles > MIN_FIT_TRIANGLES}
+            counts = {v: self._labels[v].n_triangles for v in boxes
+                      if v in self._labels and self._labels[v].n_triangles > MIN_FIT_TRIANGLES}
             coarser = {v: self._coarser(self._labels[v]) for v in counts}
             saved = {v: counts[v] * (1.0 - _kept_fraction(self._labels[v].sampling, coarser[v].sampling))
                      for v in counts}
@@ -186,7 +189,7 @@ class SurfaceBricks:
 
             def mesh(value: int) -> None:
                 self._labels[value] = coarser[value]
-                self._mesh_whole(labels, value, boxes[value - 1])
+                self._mesh_whole(labels, value, boxes[value])
 
             list(pool.map(mesh, planned))
 
@@ -216,6 +219,7 @@ class SurfaceBricks:
         labels = np.asarray(labels)
         lo, hi = box
         changed: dict[int, Surface | None] = {}
+        replan: dict[int, int] = {}  # value -> its voxel count: planned and meshed whole
         for value in sorted({int(v) for v in values if int(v) != 0}):
             count = (counts or {}).get(value)
             if count is None:
@@ -226,14 +230,35 @@ class SurfaceBricks:
                 changed[value] = None
                 continue
             if entry is None or not (1 / REPLAN_FACTOR <= count / max(entry.planned_voxels, 1) <= REPLAN_FACTOR):
-                found = ndimage.find_objects((labels == value).astype(np.uint8))
-                whole = found[0] if found else tuple(slice(l, h) for l, h in zip(lo, hi))
-                area = self._face_area_mm2(labels, value, whole)
-                self._mesh_planned(labels, value, whole, area, self._budget_left(value), count)
+                replan[value] = count
             else:
                 self._mesh_box(labels, value, lo, hi)
-            changed[value] = self.surface(value)
+                changed[value] = self.surface(value)
+        if replan:
+            self._replan(labels, replan, (lo, hi))
+            changed.update({value: self.surface(value) if value in self._labels else None for value in replan})
         return changed
+
+    def _replan(self, labels: np.ndarray, counts: dict[int, int], box) -> None:
+        """Plan and mesh ``counts``' labels whole, sharing what the other labels leave of the budget as a
+        rebuild shares it (a result's 117 new labels arrive as one edit: planned one by one, the first took
+        the whole budget and the scene came to 665k triangles)."""
+        if len(counts) == 1:
+            (value,) = counts
+            found = ndimage.find_objects((labels == value).astype(np.uint8))
+            boxes = {value: found[0] if found else tuple(slice(l, h) for l, h in zip(*box))}
+        else:  # one pass over the map for all of them
+            found = ndimage.find_objects(labels if labels.dtype.kind in "ui" else labels.astype(np.int32))
+            boxes = {v: found[v - 1] for v in counts if v <= len(found) and found[v - 1] is not None}
+        for value in counts:
+            self._labels.pop(value, None)
+        others = self.triangles()
+        with _label_pool(len(boxes)) as pool:
+            areas = dict(zip(boxes, pool.map(lambda v: self._face_area_mm2(labels, v, boxes[v]), boxes)))
+            shares = self._shares(areas, self.triangle_budget - others)
+            list(pool.map(lambda v: self._mesh_planned(labels, v, boxes[v], areas[v], shares[v], counts[v]),
+                          sorted(boxes, key=lambda v: -areas[v])))
+            self._fit_budget(labels, boxes, pool)
 
     # --- results ----------------------------------------------------------------------------
     def surface(self, value: int) -> Surface:
@@ -267,11 +292,6 @@ class SurfaceBricks:
         if overshoot > OVERSHOOT_LIMIT:
             self._labels[value] = self._plan(area_mm2 * overshoot, budget, voxels)
             self._mesh_whole(labels, value, box)
-
-    def _budget_left(self, value: int) -> float:
-        """The triangles the other labels leave to ``value`` (at least the per-label floor)."""
-        others = sum(entry.n_triangles for v, entry in self._labels.items() if v != value)
-        return max(self._floor(len(set(self._labels) | {value})), self.triangle_budget - others)
 
     def _floor(self, labels: int) -> float:
         """The fewest triangles a label may be given: MIN_LABEL_BUDGET, less when so many labels share the
