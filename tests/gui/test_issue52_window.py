@@ -167,6 +167,7 @@ def test_the_plan_names_the_measured_engine_once_the_first_cpu_run_measured_it(c
         panel.run_button.click()
     (record,) = cpu_runtime._read_store().values()  # what the run measured, as stored on disk
     assert record["measured"] and set(record["seconds"]) == {"cpu", "onnx-cpu"}
+    qtbot.waitUntil(lambda: "until the first CPU run" not in panel.plan_label.toPlainText(), timeout=10_000)
     plan = panel.plan_label.toPlainText()
     assert "until the first CPU run" not in plan
     assert f"engine: {record['engine']} ({record['reason']})" in plan
@@ -278,3 +279,81 @@ def test_segment_panel_with_a_totalsegmentator_model_fits_its_dock_at_1280_by_80
         assert _inside(tree, scroll.viewport())
         scroll.grab().save(str(artifacts_dir / f"issue52_side_panel_label_table_{width}.png"))
         scroll.verticalScrollBar().setValue(0)
+
+
+
+# --- item 9: a ~100-structure result arriving ----------------------------------------------------------------------
+def test_a_117_structure_result_is_merged_coloured_counted_and_meshed_off_the_gui_thread(
+        ts_model, window, driver, ct_dir, qtbot, monkeypatch, artifacts_dir):
+    """The window froze 5-13 s when a TotalSegmentator result arrived. The heavy steps — the merge, the new
+    labels' colours, the statistics, the 3D meshing — run in workers (the thread each ran on is recorded), and
+    the GUI thread's handler of the result only writes it and fills the table: no colour is chosen, nothing
+    counted or meshed there (before: a distinct colour for each of 117 placeholders, 2 s, on the GUI thread)."""
+    import threading
+
+    from medseg.core.volume import Volume
+    from medseg.edit import label_map as label_map_module
+    from medseg.gui.labels import stats_panel
+    from medseg.io.surface_bricks import SurfaceBricks
+    from medseg.workflows import edit_operations
+    from medseg.workflows.models import open_model
+    from medseg.workflows.segment import SegmentedStudy
+
+    from many_labels_data import all_117
+
+    card = open_model(ts_model).card
+    assert len(card.labels) == 117
+    image = driver.open_series(ct_dir / "totalsegmentator" / "example_ct_dicom")
+    hu = np.asarray(image.array)
+    body = np.zeros(hu.shape, np.uint8)
+    body[hu > -300], body[(hu > -950) & (hu < -400)], body[hu > 250] = 1, 2, 3
+    values = sorted(card.labels)
+    split = all_117(body, 117)
+    lut = np.zeros(256, np.uint16)
+    lut[1:118] = values
+    labels = lut[split].astype(np.uint8 if max(values) < 256 else np.uint16)
+    ran: dict[str, list[bool]] = {}  # step -> on the GUI thread, each time it ran
+
+    def record(step, function):
+        def wrapped(*args, **kwargs):
+            ran.setdefault(step, []).append(threading.current_thread() is threading.main_thread())
+            return function(*args, **kwargs)
+        return wrapped
+
+    def segment_image(img, _values, progress=None, cancel=None):
+        result = Volume(labels, img.spacing_mm, img.origin_mm, img.direction.copy())
+        return SegmentedStudy(img, result, dict(card.labels), card, "cpu", "", 0.1,
+                              {card.labels[v].name: 1.0 for v in card.labels})
+
+    monkeypatch.setattr(edit_operations, "segment_image", segment_image)
+    monkeypatch.setattr(edit_operations, "prepare_segment", record("merge", edit_operations.prepare_segment))
+    monkeypatch.setattr(label_map_module, "distinct_color", record("colour", label_map_module.distinct_color))
+    monkeypatch.setattr(stats_panel, "label_statistics", record("statistics", stats_panel.label_statistics))
+    for method in ("rebuild", "update"):
+        monkeypatch.setattr(SurfaceBricks, method, record("3D meshing", getattr(SurfaceBricks, method)))
+    window.viewer.view3d.mesher.enabled = True  # offscreen has no GL view: mesh as the 3D pane would
+    in_handler: dict[str, list[bool]] = {}
+    arrive = window.loader._on_segmented
+
+    def handler(done):
+        before = {step: len(calls) for step, calls in ran.items()}
+        arrive(done)
+        in_handler.update({step: calls[before.get(step, 0):] for step, calls in ran.items()})
+
+    monkeypatch.setattr(window.loader, "_on_segmented", handler)
+    stats = window.stats_panel
+    with qtbot.waitSignal(window.loader.segmented, timeout=300_000):
+        window.segment_action.trigger()
+    qtbot.waitUntil(lambda: stats.table.rowCount() == 117 and stats._job is None, timeout=120_000)
+    assert window.viewer.view3d.wait_idle(300_000)
+    doc = window.document
+    assert {v: e.name for v, e in doc.labels.items()} == {v: e.name for v, e in card.labels.items()}
+    np.testing.assert_array_equal(doc.label_map.array, labels)
+    assert ran["merge"] == [False] and ran["statistics"] and not any(ran["statistics"])
+    assert ran["3D meshing"] and not any(ran["3D meshing"])
+    # the handler only wrote the result and filled the table: nothing merged, counted or meshed there, and no
+    # colour chosen but the active label's preview in the new, empty table (the model's colours came with it)
+    assert not any(True in in_handler.get(step, []) for step in ("merge", "statistics", "3D meshing")), in_handler
+    assert in_handler.get("colour", []).count(True) <= 1, len(in_handler["colour"])
+    assert window.overlay_panel.labels.proxy.rowCount() > 0
+    window.grab().save(str(artifacts_dir / "issue52_117_structures_arrived.png"))

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QTextOption
 from PySide6.QtWidgets import (
     QCheckBox, QGroupBox, QHBoxLayout, QLabel, QPushButton, QSizePolicy, QSpinBox, QTextBrowser, QVBoxLayout, QWidget,
@@ -83,8 +83,9 @@ class SegmentPanel(QGroupBox):
         loader.busy_changed.connect(self._on_busy)
         # a CPU run measures the engines (medseg.model.cpu_runtime) and stores the choice: the plan said
         # "PyTorch (until the first CPU run measures it…)" after the run had chosen OpenVINO (issue 52)
-        loader.segmented.connect(lambda _result: self._show_plan())
-        loader.failed.connect(lambda _error: self._show_plan())
+        # (after the result's own handler, in a later turn of the event loop: the arrival stays short, issue 52.9)
+        loader.segmented.connect(lambda _result: QTimer.singleShot(0, self._show_plan))
+        loader.failed.connect(lambda _error: QTimer.singleShot(0, self._show_plan))
         self.run_button = QPushButton("Segment", self)
         self.run_button.clicked.connect(flow.segment)
         self.result_label = QLabel(self)  # the segmentation on screen: which model made it, how, how long
