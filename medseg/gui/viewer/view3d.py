@@ -300,12 +300,13 @@ class View3D(QWidget):
         if self.document.label_map is None:
             text = "3D · no segmentation yet: Segment, draw or open one"
         else:
-            text = f"3D · {len(shown)} surface{'s' if len(shown) != 1 else ''}, {triangles / 1000:.0f}k triangles"
+            text = f"3D · {len(shown)} surface{'s' if len(shown) != 1 else ''}"
             simplified = self.simplified()
             if simplified:  # the user sees the decimation in words, not only as blunter shapes
                 from medseg.io.surface_bricks import TRIANGLE_BUDGET
 
-                text += f", {len(simplified)} simplified"
+                text += f", {len(simplified)} simplified"  # before the count: a narrow pane cuts the end
+            text += f", {triangles / 1000:.0f}k triangles"
                 tip = (f"{len(simplified)} of {len(self.surfaces)} surfaces are sampled coarser than the voxels, to "
                        f"keep the scene within {TRIANGLE_BUDGET // 1000}k triangles (what a software renderer "
                        "turns smoothly): small details are smoothed away here. File ▸ Save segmentation as… "
