@@ -306,11 +306,11 @@ class View3D(QWidget):
                 from medseg.io.surface_bricks import TRIANGLE_BUDGET
 
                 text += f", {len(simplified)} simplified"  # before the count: a narrow pane cuts the end
-            text += f", {triangles / 1000:.0f}k triangles"
                 tip = (f"{len(simplified)} of {len(self.surfaces)} surfaces are sampled coarser than the voxels, to "
                        f"keep the scene within {TRIANGLE_BUDGET // 1000}k triangles (what a software renderer "
                        "turns smoothly): small details are smoothed away here. File ▸ Save segmentation as… "
                        "STL/OBJ writes every surface at full detail.")
+            text += f", {triangles / 1000:.0f}k triangles"
         self.status.setText(text)
         self.status.setToolTip(tip)
 
