@@ -48,7 +48,7 @@ class StatsPanel(QWidget):
         self.table = QTableWidget(0, len(COLUMNS), self)
         self.table.setHorizontalHeaderLabels(COLUMNS)
         self.table.horizontalHeaderItem(COLUMNS.index("Size x×y×z (mm)")).setToolTip(
-            "The extent of the label's voxels along the image's own axes: its columns, rows and slices, voxels "
+            "The extent of the label's voxels along the image's own axes: its columns, rows and slices, whole voxels "
             "counted times the spacing (as 3D Slicer's Segment Statistics and ITK-SNAP measure it), so one "
             "slice of 5 mm is 5 mm tall. Each is listed under the patient axis it lies nearest: x (right→left), "
             "y (front→back), z (feet→head). On a tilted series z is along the slice normal, not the patient's "
