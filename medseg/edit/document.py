@@ -258,7 +258,7 @@ class SegmentationDocument(LabelTableEdits, AutosaveJournal, VoxelReadout):
         if announce:  # before the write: the names of labels it empties are still in the table
             names = {value: entry.name for value, entry in self.labels.items()}
             text = describe_change(delta, names, self.voxel_ml(), announce)
-        self._write(delta, delta.new, block)
+        self._write(delta, delta.new, block, labels)
         changes = self._change_table(delta.values(), labels or {}, before)
         self.history.push(description, delta, changes)
         self._journal(delta)
@@ -297,8 +297,10 @@ class SegmentationDocument(LabelTableEdits, AutosaveJournal, VoxelReadout):
             self._put_entries({value: after for value, (_, after) in changes.items()})
         return changes
 
-    def _write(self, delta: Delta, values: np.ndarray, block: np.ndarray | None = None) -> None:
-        """``block``: the delta's box after it, known to be written onto the state it was computed from."""
+    def _write(self, delta: Delta, values: np.ndarray, block: np.ndarray | None = None,
+               entries: Mapping[int, Label | None] | None = None) -> None:
+        """``block``: the delta's box after it, known to be written onto the state it was computed from;
+        ``entries``: the step's own label entries (a new value among them is not given a placeholder)."""
         label_map = self.label_map if self.label_map is not None else self.new_label_map()
         forward = values is delta.new
         old_counts, new_counts = delta.histograms()
@@ -310,6 +312,11 @@ class SegmentationDocument(LabelTableEdits, AutosaveJournal, VoxelReadout):
             delta.write(label_map.array, values)
         label_map.update_counts(removed, added)
         new_values = [int(v) for v in np.flatnonzero(added) if v and int(v) not in label_map.labels]
+        # A model's result brings its entries (colours picked in the worker): a placeholder's distinct colour
+        # for each of 117 new values, thrown away a moment later, took 2 s of the GUI thread (issue 52).
+        given = {v: entries[v] for v in new_values if entries is not None and entries.get(v) is not None}
+        if given:
+            label_map.labels = dict(sorted({**label_map.labels, **given}.items()))  # type: ignore[dict-item]
         for value in new_values:
             label_map.ensure_entry(value)
         self._changed()  # after the write: a change computed from a read that overlapped it is stale

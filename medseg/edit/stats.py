@@ -8,8 +8,12 @@ the sample SD (n - 1), as SimpleITK's LabelStatistics and most viewers report it
 
 The size is the extent of the voxels themselves, not of their centres: a label over 7
 slices of 5 mm is 35 mm tall (the centres span 30 mm), one slice is 5 mm, not 0 — as 3D
-Slicer's Segment Statistics and ITK-SNAP report it. On an oblique grid it is the box of
-the voxels' corners (the centres' box widened by one voxel's own LPS box).
+Slicer's Segment Statistics and ITK-SNAP report it. It is measured along the image's own
+axes (columns, rows, slices: voxels counted times the spacing), each reported under the
+patient axis it lies nearest (x, y, z). On an axial series that is the patient's box; on a
+tilted one, z is along the slice normal, so a label on one slice is one slice's spacing tall
+(the patient-axis box of a tilted slice grew with the label's height: 9 mm for one 2.4 mm
+slice). The bounding box (bbox_*) stays in LPS millimetres.
 
 These are medseg's standard definitions. TotalSegmentator's ``--statistics`` are computed
 differently (the CT cast to int16, masks near the image's edge reported as 0, volume in mm³):
@@ -54,10 +58,15 @@ class LabelStats:
     bbox_max_lps_mm: tuple[float, float, float]
     voxel_extent_lps_mm: tuple[float, float, float] = (0.0, 0.0, 0.0)  # one voxel's LPS box
     hu_percentiles: tuple[float, ...] = ()  # at PERCENTILES
+    # the voxels' extent along the image's axes, each under the patient axis it lies nearest (x, y, z);
+    # None (figures made without it): the LPS box of the voxels' corners
+    image_axes_size_mm: tuple[float, float, float] | None = None
 
     @property
     def size_mm(self) -> tuple[float, float, float]:
-        """The extent of the label's voxels along L, P, S (their centres' span plus one voxel)."""
+        """The extent of the label's voxels along the image's axes (see the module's doc), as x, y, z."""
+        if self.image_axes_size_mm is not None:
+            return self.image_axes_size_mm
         return tuple(float(b - a + v) for a, b, v in zip(self.bbox_min_lps_mm, self.bbox_max_lps_mm,  # type: ignore[return-value]
                                                          self.voxel_extent_lps_mm))
 
@@ -101,6 +110,15 @@ def _physical_bbox(label_map: Volume, mask: np.ndarray, offset_zyx: np.ndarray) 
     return lo, hi
 
 
+def nearest_patient_axes(direction: np.ndarray) -> tuple[int, int, int]:
+    """For the patient's x, y, z: the image axis (0 columns, 1 rows, 2 slices) lying nearest to it —
+    the permutation that keeps the most of the direction matrix (a sagittal series' columns are y)."""
+    from itertools import permutations
+
+    weight = np.abs(np.asarray(direction, dtype=float))  # [patient axis, image axis]
+    return max(permutations(range(3)), key=lambda order: float(np.prod([weight[p, order[p]] for p in range(3)])))
+
+
 def label_statistics(image: Volume, label_map: Volume, names: dict[int, str] | None = None) -> list[LabelStats]:
     """Statistics of every non-zero label of ``label_map`` over ``image`` (same grid)."""
     if not label_map.same_grid(image):
@@ -114,6 +132,8 @@ def label_statistics(image: Volume, label_map: Volume, names: dict[int, str] | N
     max_value = int(labels.max(initial=0))
     if max_value == 0:
         return []
+    spacing_xyz = np.asarray(label_map.spacing_mm, dtype=float)
+    nearest = nearest_patient_axes(label_map.direction)
     boxes = ndimage.find_objects(labels if labels.dtype.kind in "ui" else labels.astype(np.int32), max_label=max_value)
     for value, box in enumerate(boxes, start=1):
         if box is None:
@@ -123,6 +143,8 @@ def label_statistics(image: Volume, label_map: Volume, names: dict[int, str] | N
         if values.size == 0:
             continue
         offset = np.array([s.start for s in box])
+        counted_xyz = np.array([s.stop - s.start for s in box][::-1], dtype=float)  # the box is tight: voxels
+        along_image = counted_xyz * spacing_xyz
         lo, hi = _physical_bbox(label_map, mask, offset)
         median, *percentiles = np.percentile(values, [50, *PERCENTILES])  # one partial sort for all of them
         stats.append(LabelStats(
@@ -130,7 +152,7 @@ def label_statistics(image: Volume, label_map: Volume, names: dict[int, str] | N
             float(values.mean()), float(values.std(ddof=1)) if values.size > 1 else 0.0,
             float(values.min()), float(values.max()), float(median),
             tuple(float(v) for v in lo), tuple(float(v) for v in hi), extent,  # type: ignore[arg-type]
-            tuple(float(v) for v in percentiles)))
+            tuple(float(v) for v in percentiles), tuple(float(along_image[axis]) for axis in nearest)))  # type: ignore[arg-type]
     return stats
 
 
@@ -186,7 +208,8 @@ def stats_json(stats: list[LabelStats], study: dict[str, str] | None = None) -> 
     """The figures as a JSON document that says which definitions they follow."""
     return {"format": "medseg-statistics", "definitions": STANDARD,
             "about": "medseg's standard definitions: volume in ml, HU over the label's voxels as stored, SD with "
-                     "n - 1, percentiles linear between order statistics; bounding box in LPS mm",
+                     "n - 1, percentiles linear between order statistics; bounding box in LPS mm; size along the "
+                     "image's axes (voxels counted times the spacing), each under the patient axis it lies nearest",
             "study": dict(study or {}), "labels": [item.as_json() for item in stats]}
 
 

@@ -79,12 +79,31 @@ def test_size_is_the_extent_of_the_voxels(liver_case) -> None:
     assert np.allclose(s.size_mm, [30 * image.spacing_mm[0], 10 * image.spacing_mm[1], image.spacing_mm[2]])
 
 
-def test_size_on_a_tilted_grid_is_the_box_of_the_voxel_corners(ct_dir: Path) -> None:
+def test_size_on_a_tilted_grid_is_along_the_image_axes(ct_dir: Path) -> None:
+    """On the +18.5° tilted head the size is along the image's columns, rows and slices (voxels counted, as
+    SimpleITK's bounding box in voxels times the spacing), not the patient axes' box of the tilted voxels."""
     image = load(ct_dir / "dcm_qa_ct" / "GE_HiSpeedDual_head_tilt_varspacing")
+    assert abs(np.asarray(image.direction)[2, 2]) < 0.96  # tilted: the slice normal is not the patient's z
     labels = image.with_array((image.array > 300).astype(np.uint8))
+    shape = sitk.LabelShapeStatisticsImageFilter()
+    shape.Execute(sitk.Cast(labels.to_sitk(), sitk.sitkUInt16))
+    counted = np.asarray(shape.GetBoundingBox(1)[3:], dtype=float)  # voxels along x, y, slices
     (s,) = label_statistics(image, labels)
-    z, y, x = np.nonzero(labels.array)
-    centres = np.column_stack([x, y, z]).astype(float)
-    corners = np.concatenate([image.index_to_physical(centres + np.array([dx, dy, dz]))
-                              for dx in (-0.5, 0.5) for dy in (-0.5, 0.5) for dz in (-0.5, 0.5)])
-    assert np.allclose(s.size_mm, corners.max(axis=0) - corners.min(axis=0), atol=1e-3)
+    assert np.allclose(s.size_mm, counted * np.asarray(image.spacing_mm), atol=1e-4)
+    one_slice = np.zeros_like(labels.array)
+    one_slice[10, 200:400, 150:300] = 1
+    (s,) = label_statistics(image, labels.with_array(one_slice))
+    assert np.allclose(s.size_mm, [150 * image.spacing_mm[0], 200 * image.spacing_mm[1], image.spacing_mm[2]])
+
+
+def test_size_on_a_sagittal_grid_names_the_nearest_patient_axes(liver_case) -> None:
+    """A grid whose columns run along the patient's y (a sagittal acquisition): the columns' extent is y."""
+    image, labels = liver_case
+    swapped = np.asarray(image.direction)[:, [1, 0, 2]]  # columns along P, rows along L
+    turned = labels.with_array(np.zeros_like(labels.array))
+    turned = type(turned)(turned.array, turned.spacing_mm, turned.origin_mm, swapped)
+    block = np.zeros_like(labels.array)
+    block[3:5, 10:20, 30:70] = 1  # 2 slices, 10 rows, 40 columns
+    (s,) = label_statistics(turned.with_array(block), turned.with_array(block))
+    sx, sy, sz = turned.spacing_mm
+    assert np.allclose(s.size_mm, [10 * sy, 40 * sx, 2 * sz])

@@ -71,6 +71,9 @@ def main() -> int:
     result["labels"] = len(doc.labels)
     result["surfaces"] = len(view3d.surfaces)
     result["triangles"] = sum(s.n_triangles for s in view3d.surfaces.values())
+    result["status_after_open"], result["status_tip"] = view3d.status.text(), view3d.status.toolTip()
+    finest = min(doc.volume.spacing_mm)
+    result["sampled_coarser"] = sum(s.sample_mm > finest * 1.01 for s in view3d.surfaces.values())
     panel = window.overlay_panel.labels
     window.side_scroll.ensureWidgetVisible(panel.tree)
     liver = next(v for v, e in doc.labels.items() if e.name == "liver")

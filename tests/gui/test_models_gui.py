@@ -159,3 +159,43 @@ def test_importing_a_folder_with_a_licensed_model_asks_then_installs(qtbot, serv
     assert find_installed(LICENSED_ID).licence["accepted_at"] and find_installed(OPEN_ID) is not None
     assert dialog.status.text() == f"Installed {OPEN_ID}, {LICENSED_ID}."  # catalogue order
     assert server.requests == []  # a folder import downloads nothing
+
+
+def test_a_model_installed_from_the_command_line_is_listed_as_installed_with_its_size_on_disk(
+        server, window, qtbot, artifacts_dir):
+    """Issue 52: the Segment list offered "Install …" for a model installed with `medseg models install` while
+    the window was open, until Models… was opened; the Models dialog's Size said "told by the server" for an
+    installed model instead of what it takes on disk."""
+    import os
+    import subprocess
+
+    from medseg.catalogue.entries import load_catalogue
+
+    chooser = window.segment_panel.model_chooser
+    title = "Tiny liver and spleen"
+    assert any(chooser.itemText(i).startswith(f"Install {title}") for i in range(chooser.count()))
+    done = subprocess.run([sys.executable, "-m", "medseg", "models", "install", OPEN_ID], capture_output=True,
+                          text=True, timeout=600, cwd=Path(__file__).resolve().parents[2], env=dict(os.environ))
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert find_installed(OPEN_ID) is not None
+    chooser.showPopup()  # the user opens the list
+    qtbot.waitUntil(lambda: chooser.view().isVisible())
+    items = [chooser.itemText(i) for i in range(chooser.count())]
+    chooser.view().window().grab().save(str(artifacts_dir / "issue52_model_list_after_cli_install.png"))
+    chooser.hidePopup()
+    assert f"{title} — installed" in items and not any(text.startswith(f"Install {title}") for text in items)
+    assert chooser.choose_item(use_item(OPEN_ID))
+    assert window.segmenting.model_path() == str(installed_model_path(OPEN_ID))
+
+    window.segmenting.open_models_dialog()
+    dialog = window.segmenting.models_dialog
+    folder = find_installed(OPEN_ID).version_folder
+    on_disk = sum(os.path.getsize(os.path.join(root, name)) for root, _dirs, names in os.walk(folder)
+                  for name in names)
+    sizes = {dialog.table.item(row, 0).text(): dialog.table.item(row, 3).text() for row in range(dialog.table.rowCount())}
+    assert 2**10 < on_disk < 2**20  # the tiny test model: told in kB
+    assert sizes[OPEN_ID] == f"{round(on_disk / 2**10)} kB on disk"
+    entry = load_catalogue().get(LICENSED_ID)
+    assert entry.size < 2**20 and sizes[LICENSED_ID] == f"{round(entry.size / 2**10)} kB"  # the download's size
+    dialog.grab().save(str(artifacts_dir / "issue52_models_dialog_size_on_disk.png"))
+    dialog.close()

@@ -119,7 +119,7 @@ def test_an_edit_re_meshes_only_the_labels_and_bricks_it_touched(chest):
 def test_decimated_body_stays_within_budget_and_encloses_its_volume(chest):
     surfaces = SurfaceBricks(chest, triangle_budget=60_000)
     result = surfaces.rebuild(chest.array)
-    assert surfaces.triangles() <= 1.5 * 60_000
+    assert surfaces.triangles() <= 60_000
     body = result[BODY]
     assert body.sample_mm > max(chest.spacing_mm[:2])  # sampled coarser than its voxels
     a, b, c = (body.vertices[body.faces[:, i]].astype(np.float64) for i in range(3))
@@ -169,3 +169,55 @@ def test_a_label_on_one_slice_is_a_thin_surface(ct_dir: Path):
     index = image.physical_to_index(surface.vertices)
     assert np.ptp(index[:, 2]) < 1.0  # thinner than a slice
     assert np.ptp(index[:, 0]) == pytest.approx(80, abs=8) and np.ptp(index[:, 1]) == pytest.approx(60, abs=8)
+
+
+@pytest.fixture(scope="module")
+def map_117(ct_dir: Path):
+    """TotalSegmentator's example series and all 117 structures on it (tests/many_labels_data.py)."""
+    import SimpleITK as sitk
+
+    from many_labels_data import all_117
+    from medseg.io import load
+
+    folder = ct_dir / "totalsegmentator"
+    image = load(folder / "example_ct_dicom")
+    grid = sitk.Image([int(n) for n in image.size_xyz], sitk.sitkUInt8)
+    grid.SetSpacing([float(s) for s in image.spacing_mm])
+    grid.SetOrigin([float(o) for o in image.origin_mm])
+    grid.SetDirection([float(d) for d in np.asarray(image.direction).ravel()])
+    placed = sitk.Resample(sitk.ReadImage(str(folder / "example_seg_dicom.nii.gz")), grid, sitk.Transform(),
+                           sitk.sitkNearestNeighbor, 0)
+    return image, all_117(sitk.GetArrayFromImage(placed))
+
+
+def test_117_structures_stay_within_the_budget_every_one_drawn(map_117):
+    """Issue 52: 81 TotalSegmentator surfaces came to 613k triangles against the 400k budget (each label's floor
+    on top of the shares, and each let 1.4 times over its share). On the real 117-structure map with a budget
+    it overshot (262k against 200k), the scene keeps the budget, every structure still has a surface, and the
+    labels sampled coarser than their voxels are the ones :meth:`simplified` lists."""
+    image, labels = map_117
+    for budget in (60_000, 200_000):
+        surfaces = SurfaceBricks(image, triangle_budget=budget)
+        result = surfaces.rebuild(labels)
+        assert len(result) == 117 and all(s.n_triangles > 0 for s in result.values())
+        assert sum(s.n_triangles for s in result.values()) == surfaces.triangles() <= budget
+        finest = min(image.spacing_mm)
+        assert sorted(surfaces.simplified()) == sorted(v for v, s in result.items() if s.sample_mm > finest * 1.01)
+        assert len(surfaces.simplified()) > 100  # nearly all sampled coarser than the voxels
+
+
+def test_a_result_arriving_as_one_edit_shares_the_budget(map_117):
+    """A Segment result onto an empty label map reaches the 3D view as one edit of 117 new labels: planned one
+    by one, the first took the whole budget and the next ones their floors (665k triangles against 400k on
+    lung1). Planned together, they keep the budget as a rebuild does, each with a surface."""
+    image, labels = map_117
+    budget = 200_000
+    surfaces = SurfaceBricks(image, triangle_budget=budget)
+    surfaces.rebuild(np.zeros_like(labels))
+    changed = surfaces.update(labels, ((0, 0, 0), labels.shape), set(range(1, 118)))
+    assert sorted(changed) == list(range(1, 118)) and all(s.n_triangles > 0 for s in changed.values())
+    assert surfaces.triangles() <= budget
+    # the largest surface is no larger than a whole rebuild gives it (the first one no longer takes the budget)
+    whole = SurfaceBricks(image, triangle_budget=budget).rebuild(labels)
+    largest = max(whole, key=lambda v: whole[v].n_triangles)
+    assert changed[largest].n_triangles <= 1.5 * whole[largest].n_triangles

@@ -17,9 +17,11 @@ from PySide6.QtWidgets import QCheckBox, QFileDialog, QLabel, QLineEdit, QWidget
 from medseg.io.formats import FORMATS
 
 # Suffixes a file name may carry from a format the user could have chosen before, longest first,
-# so ".nii.gz" and ".seg.dcm" are each stripped as one.
+# so ".nii.gz" and ".seg.dcm" are each stripped as one. The documents (report, statistics) are here too:
+# without ".pdf" the report's "x_report.pdf" became "x_report.pdf.pdf", and "x_report.pdf.html" as HTML.
 KNOWN_SUFFIXES = tuple(sorted({".seg.nii.gz", ".seg.dcm", *(s for f in FORMATS for s in f.suffixes if s), ".stl", ".obj",
-                               ".csv", ".onnx", ".pt", ".zip", ".gz"}, key=lambda s: (-len(s), s)))
+                               ".csv", ".json", ".pdf", ".html", ".htm", ".onnx", ".pt", ".zip", ".gz"},
+                              key=lambda s: (-len(s), s)))
 
 
 def strip_format_suffix(name: str) -> str:

@@ -48,9 +48,11 @@ class StatsPanel(QWidget):
         self.table = QTableWidget(0, len(COLUMNS), self)
         self.table.setHorizontalHeaderLabels(COLUMNS)
         self.table.horizontalHeaderItem(COLUMNS.index("Size x×y×z (mm)")).setToolTip(
-            "The extent of the label's voxels along the patient's x (right→left), y (front→back) and "
-            "z (feet→head) axes: whole voxels counted, so one slice of 5 mm is 5 mm tall "
-            "(as 3D Slicer's Segment Statistics and ITK-SNAP measure it)")
+            "The extent of the label's voxels along the image's own axes: its columns, rows and slices, whole voxels "
+            "counted times the spacing (as 3D Slicer's Segment Statistics and ITK-SNAP measure it), so one "
+            "slice of 5 mm is 5 mm tall. Each is listed under the patient axis it lies nearest: x (right→left), "
+            "y (front→back), z (feet→head). On a tilted series z is along the slice normal, not the patient's "
+            "feet→head axis.")
         self.table.verticalHeader().setVisible(False)
         self.table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)

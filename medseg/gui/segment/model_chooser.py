@@ -7,6 +7,8 @@ from __future__ import annotations
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QComboBox, QWidget
 
+from medseg.gui.segment.elided import ElidedComboBox
+
 from medseg.errors import MedsegError
 
 SETTING = "model/path"
@@ -39,7 +41,7 @@ def store_reference(reference: str | None) -> None:
         app_settings.settings().remove(SETTING)
 
 
-class ModelChooser(QComboBox):
+class ModelChooser(ElidedComboBox):  # a long folder's name is elided, never widening the panel
     """Choosing an item emits what the user wants; the window carries it out."""
 
     use = Signal(object)  # a reference to segment with (None: the built-in starter)
@@ -94,6 +96,12 @@ class ModelChooser(QComboBox):
         self.addItem("Manage models…", MANAGE)
         self._select(current)
         self.blockSignals(False)
+
+    def showPopup(self) -> None:  # noqa: N802
+        # what is installed is read again as the list opens: a model installed from the command line
+        # (`medseg models install`) while the window was open was still offered as "Install …"
+        self.fill()
+        super().showPopup()
 
     def _select(self, reference: str | None) -> None:
         index = self.findData(BUILTIN if reference is None else use_item(reference))

@@ -8,12 +8,30 @@ import html
 from PySide6.QtWidgets import QDialog, QDialogButtonBox, QLabel, QPlainTextEdit, QVBoxLayout, QWidget
 
 
-def size_text(entry) -> str:
+def size_text(entry, record=None) -> str:
+    """The Size column: an installed model's size on disk (it said "told by the server" for one installed
+    from a server that does not state sizes), else what the download will be."""
     if entry.builtin:
         return "built in"
+    if record is not None:
+        return f"{_megabytes(disk_bytes(record))} on disk"
     if not entry.downloadable:
         return "from the publisher"
-    return f"{entry.size / 2**20:.0f} MB" if entry.size is not None else "told by the server"
+    return _megabytes(entry.size) if entry.size is not None else "told by the server"
+
+
+def _megabytes(size: int) -> str:
+    if size >= 2**30:
+        return f"{size / 2**30:.1f} GB"
+    return f"{size / 2**20:.0f} MB" if size >= 2**20 else f"{max(1, round(size / 2**10))} kB"
+
+
+def disk_bytes(record) -> int:
+    """The bytes of an installed model's files (its active version folder)."""
+    from pathlib import Path
+
+    folder = Path(record.version_folder)
+    return sum(path.stat().st_size for path in folder.rglob("*") if path.is_file() and not path.is_symlink())
 
 
 class LicenceDialog(QDialog):
@@ -56,7 +74,7 @@ def details_html(entry, record) -> str:
                  + (f"; {e(entry.support_note)}" if entry.support_note else "") + "</p>")
     if record is not None:
         parts.append(f"<p><b>Installed</b> {e(record.version)} in {e(str(record.version_folder))}"
-                     f"{' (system-wide, read-only)' if record.read_only else ''}</p>")
+                     f"{' (system-wide, read-only)' if record.read_only else ''}, {e(size_text(entry, record))}</p>")
     configurations = ", ".join(
         f"{c.name} ({' × '.join(f'{s:g}' for s in c.spacing_mm)} mm)" if c.spacing_mm else c.name
         for c in entry.configurations)

@@ -166,7 +166,7 @@ class ModelsDialog(QDialog):
             spdx = "licensed" if entry.licence.spdx.startswith("LicenseRef-") else entry.licence.spdx
             licence = spdx + (", accept first" if entry.licence.acceptance_required else "") + (
                 "" if entry.licence.commercial_use else ", non-commercial")
-            cells = (entry.id, state, str(len(entry.structures)), size_text(entry), licence, entry.support)
+            cells = (entry.id, state, str(len(entry.structures)), size_text(entry, record), licence, entry.support)
             row = self.table.rowCount()
             self.table.insertRow(row)
             for column, text in enumerate(cells):

@@ -8,12 +8,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtGui import QTextOption
 from PySide6.QtWidgets import (
-    QCheckBox, QComboBox, QGroupBox, QHBoxLayout, QLabel, QPushButton, QSizePolicy, QSpinBox, QTextBrowser, QVBoxLayout,
-    QWidget,
+    QCheckBox, QGroupBox, QHBoxLayout, QLabel, QPushButton, QSizePolicy, QSpinBox, QTextBrowser, QVBoxLayout, QWidget,
 )
 
+from medseg.gui.segment.elided import ElidedButton, ElidedComboBox
 from medseg.gui.segment.plan_text import plan_html
 from medseg.edit.document import SegmentationDocument
 
@@ -43,12 +44,12 @@ class SegmentPanel(QGroupBox):
         self.model_chooser.install.connect(lambda model_id: flow.open_models_dialog(install=model_id))
         self.model_chooser.pick_folder.connect(flow.choose_model)
         self.model_chooser.manage.connect(lambda: flow.open_models_dialog())
-        self.device_box = QComboBox(self)
+        self.device_box = ElidedComboBox(self)  # long texts are elided: the panel never passes its dock (issue 52)
         self.device_box.setToolTip("Where the model runs; only what this machine has is listed")
         # the plan follows the device: a TotalSegmentator model's choice and estimates, a model's CPU engine
         self.device_box.currentIndexChanged.connect(lambda _index: self._show_plan())
         self.threads_box = _threads_box(self)
-        self.configuration_box = QComboBox(self)
+        self.configuration_box = ElidedComboBox(self)
         self.configuration_box.setToolTip("Which of the model's configurations runs; automatic lets the series' "
                                           "spacing choose (thin- or thick-slice)")
         self.configuration_box.addItem("Configuration: automatic (by the series' spacing)", None)
@@ -63,11 +64,13 @@ class SegmentPanel(QGroupBox):
         # a rich-text QLabel would be squeezed inside the scroll area instead.
         self.plan_label = QTextBrowser(self)
         self.plan_label.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        # a long word (a folder's path) wraps too: the plan is never wider than the side panel
+        self.plan_label.setWordWrapMode(QTextOption.WrapMode.WrapAtWordBoundaryOrAnywhere)
         self.plan_label.document().documentLayout().documentSizeChanged.connect(lambda _size: self._fit_plan())
         self.plan_label.setPlainText("Open an image to see the plan.")
-        self.structures_button = QPushButton(self)  # a TotalSegmentator model's structure subset (its roi_subset)
-        self.structures_button.setToolTip("Which structures Segment keeps: fewer run faster (the image is cropped "
-                                          "around them and only the networks that segment them run)")
+        # a TotalSegmentator model's structure subset (its roi_subset); the names it lists are elided to the panel
+        self.structures_button = ElidedButton("Which structures Segment keeps: fewer run faster (the image is "
+                                              "cropped around them and only the networks that segment them run)", self)
         self.structures_button.clicked.connect(self.pick_structures)
         self.structures_button.setVisible(False)
         self._structures: tuple[str, ...] | None = None  # None: all of the model's structures
@@ -78,6 +81,11 @@ class SegmentPanel(QGroupBox):
         self._parts_done: list[str] = []
         loader.progressed.connect(self._on_progress)
         loader.busy_changed.connect(self._on_busy)
+        # a CPU run measures the engines (medseg.model.cpu_runtime) and stores the choice: the plan said
+        # "PyTorch (until the first CPU run measures it…)" after the run had chosen OpenVINO (issue 52)
+        # (after the result's own handler, in a later turn of the event loop: the arrival stays short, issue 52.9)
+        loader.segmented.connect(lambda _result: QTimer.singleShot(0, self._show_plan))
+        loader.failed.connect(lambda _error: QTimer.singleShot(0, self._show_plan))
         self.run_button = QPushButton("Segment", self)
         self.run_button.clicked.connect(flow.segment)
         self.result_label = QLabel(self)  # the segmentation on screen: which model made it, how, how long

@@ -260,7 +260,7 @@ class TrainingPanel(QWidget):
         done = step - first
         eta = (now - started) / done * (total - step) if done else math.nan
         self.eta_label.setText(f"iteration {step}/{total}, loss {record['loss']:.4f}, lr {record['learning_rate']:.2e}"
-                               + (f", ETA {_hms(eta)}" if not math.isnan(eta) else ""))
+                               + (f", {time_left(eta)}" if not math.isnan(eta) else ""))
 
     @Slot(object)
     def _on_ended(self, record: dict[str, Any]) -> None:
@@ -332,7 +332,7 @@ class TrainingPanel(QWidget):
         started = next((r for r in self.records if r.get("event") == "started"), {})
         precision = f" ({precision_text(started)})" if started else ""
         return (f"<b>Run finished</b>: best epoch {best + 1 if best is not None else 'n/a (no validation cases)'}"
-                f"{'<br>Dice ' + dice if dice else ''}<br>{_hms(seconds)} on {done.get('device') or '?'}{precision}, "
+                f"{'<br>Dice ' + dice if dice else ''}<br>{duration_text(seconds)} on {done.get('device') or '?'}{precision}, "
                 f"{rate:.2f} iterations/s")
 
     def use_model(self) -> None:
@@ -391,8 +391,16 @@ class TrainingPanel(QWidget):
                                    "last checkpoint when the run is stopped)")
 
 
-def _hms(seconds: float) -> str:
-    seconds = max(0, int(seconds))
+def duration_text(seconds: float) -> str:
+    """"17 min 44 s", "1 h 5 min", "12 s": a duration in words ("17:44" read like a clock time)."""
+    seconds = max(0, int(round(seconds)))
     hours, rest = divmod(seconds, 3600)
     minutes, secs = divmod(rest, 60)
-    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+    if hours:
+        return f"{hours} h {minutes} min"
+    return f"{minutes} min {secs} s" if minutes else f"{secs} s"
+
+
+def time_left(seconds: float) -> str:
+    """The training's estimate: "about 17 min 44 s left"."""
+    return f"about {duration_text(seconds)} left"

@@ -296,11 +296,31 @@ class View3D(QWidget):
     def _show_status(self) -> None:
         shown = [s for v, s in self.surfaces.items() if self.label_shown(v)]
         triangles = sum(s.n_triangles for s in shown)
+        tip = ""
         if self.document.label_map is None:
             text = "3D · no segmentation yet: Segment, draw or open one"
         else:
-            text = f"3D · {len(shown)} surface{'s' if len(shown) != 1 else ''}, {triangles / 1000:.0f}k triangles"
+            text = f"3D · {len(shown)} surface{'s' if len(shown) != 1 else ''}"
+            simplified = self.simplified()
+            if simplified:  # the user sees the decimation in words, not only as blunter shapes
+                from medseg.io.surface_bricks import TRIANGLE_BUDGET
+
+                text += f", {len(simplified)} simplified"  # before the count: a narrow pane cuts the end
+                tip = (f"{len(simplified)} of {len(self.surfaces)} surfaces are sampled coarser than the voxels, to "
+                       f"keep the scene within {TRIANGLE_BUDGET // 1000}k triangles (what a software renderer "
+                       "turns smoothly): small details are smoothed away here. File ▸ Save segmentation as… "
+                       "STL/OBJ writes every surface at full detail.")
+            text += f", {triangles / 1000:.0f}k triangles"
         self.status.setText(text)
+        self.status.setToolTip(tip)
+
+    def simplified(self) -> list[int]:
+        """The labels whose surface is sampled coarser than the voxels (the budget decimated it)."""
+        volume = self.document.volume
+        if volume is None:
+            return []
+        finest = min(volume.spacing_mm)
+        return sorted(v for v, s in self.surfaces.items() if s.sample_mm > finest * 1.01)
 
     def _fill_opacity_menu(self) -> None:
         self.opacity_menu.clear()
