@@ -133,7 +133,7 @@ def _segment_totalseg(volume: Volume, model: TotalSegModel, configuration: str, 
         zooms = canonical.zooms(header_zooms(volume))
         canonical_xyz = canonical.apply_xyz(image_xyz)
         shape_before = tuple(canonical_xyz.shape)
-        resampled_xyz = resample_to_spacing(canonical_xyz, zooms, config.spacing_mm)
+        resampled_xyz = resample_to_spacing(canonical_xyz, zooms, config.spacing_mm, cancel=cancel)
         run.resampled_shape_xyz = tuple(int(n) for n in resampled_xyz.shape)  # type: ignore[assignment]
     if cancel is not None:
         cancel.raise_if_cancelled()
