@@ -145,3 +145,35 @@ def test_effusion_without_resampling_and_with_two_folds_as_totalsegmentator(tmp_
     theirs, _names = read_multilabel(run_totalsegmentator(image, tmp_path / "ts.nii.gz", weights, tmp_path / "home",
                                                           crop_mask=mask_path, task="pleural_pericard_effusion"))
     assert_agrees(ours.label_map.array, theirs, min_classes=3)
+
+
+def test_a_crop_run_is_made_once_for_the_crop_and_remove_outside(tmp_path, ct_dir, monkeypatch):
+    # heartchambers_highres: the 3 mm total network (robust_crop) finds the heart for the crop and the
+    # heart, aorta and IVC for remove_outside; here it finds the heart everywhere
+    weights = make_task_weights(tmp_path / "weights", "heartchambers_highres", favour={297: 51},
+                                unset_spacing=(3.0, 2.0, 2.0))
+    model = load_totalseg_model(import_totalsegmentator_task(weights, tmp_path / "model",
+                                                             task="heartchambers_highres"))
+    _path, volume = _nifti(tmp_path, ct_dir, ABDOMEN_SMALL)
+    loaded = []
+    original = PartRef.load
+    monkeypatch.setattr(PartRef, "load", lambda self: loaded.append(self.dataset) or original(self))
+    result, run = segment_totalseg(volume, model, "default", device="cpu")
+    assert loaded == [297, 301] and run.runs == ["total (3mm)"]
+    assert set(np.unique(result.label_map.array)) - {0} <= set(model.labels)
+
+
+@pytest.mark.slow
+def test_teeth_is_cropped_by_a_whole_craniofacial_run_cropped_in_turn(tmp_path, ct_dir, monkeypatch):
+    # teeth's crop_model: craniofacial_structures run whole (itself cropped to the skull by the 6 mm total)
+    weights = make_task_weights(tmp_path / "weights", "teeth", favour={298: 91, 115: 2}, patch_size=(16, 16, 16),
+                                n_stages=2)
+    model = load_totalseg_model(import_totalsegmentator_task(weights, tmp_path / "model", task="teeth"))
+    assert sorted(model.parts) == [113, 115, 298]
+    small = ("totalsegmentator/example_ct_sm.nii.gz", (slice(10, 18), slice(40, 52), slice(40, 56)))
+    _path, volume = _nifti(tmp_path, ct_dir, small)
+    loaded = []
+    original = PartRef.load
+    monkeypatch.setattr(PartRef, "load", lambda self: loaded.append(self.dataset) or original(self))
+    _result, run = segment_totalseg(volume, model, "default", device="cpu")
+    assert loaded == [298, 115, 113] and run.runs == ["craniofacial_structures (default)", "total (6mm)"]

@@ -72,12 +72,14 @@ def make_totalseg_weights(root: Path, dataset_ids: Sequence[int], *, patch_size:
 def make_task_weights(root: Path, task: str, *, modes: Sequence[str] | None = None, helpers: bool = True,
                       patch_size: Sequence[int] = (32, 32, 32), n_stages: int = 3, base_features: int = 4,
                       seed: int = 0, logit_scale: float = 30.0, unset_spacing: Sequence[float] = (2.0, 1.0, 1.0),
-                      background_bias: dict[int, float] | None = None, folds: Sequence[int] = (0,)) -> Path:
+                      background_bias: dict[int, float] | None = None, folds: Sequence[int] = (0,),
+                      favour: dict[int, int] | None = None) -> Path:
     """Random weights for any TotalSegmentator CT task in its exact layout, from medseg's copy of its task
     table (folder, trainer, plans and nnU-Net configuration names, class values): the task's modes and,
     with ``helpers``, the runs that crop or refine it. ``unset_spacing`` (z, y, x) is the plans spacing of
     a network TotalSegmentator does not resample for (its real plans are not public).
-    ``background_bias``: dataset -> extra background score (a large one: the network finds nothing)."""
+    ``background_bias``: dataset -> extra background score (a large one: the network finds nothing);
+    ``favour``: dataset -> a class value that wins everywhere (a crop network that finds its structure)."""
     from medseg.model.totalseg.convert import expected_values
     from medseg.model.totalseg.tasks import required_runs, task_spec
 
@@ -117,6 +119,8 @@ def make_task_weights(root: Path, task: str, *, modes: Sequence[str] | None = No
                         layer.weight.mul_(logit_scale)
                         layer.bias.copy_(torch.randn(layer.bias.shape, generator=generator))
                         layer.bias[0] += (background_bias or {}).get(network.dataset, 0.0)
+                        if network.dataset in (favour or {}):
+                            layer.bias[favour[network.dataset]] += 500.0
                 checkpoint = training_checkpoint(network_module, legacy, dataset_json, config, fold, mode.trainer, 3)
                 if "NoMirroring" in mode.trainer:
                     checkpoint["inference_allowed_mirroring_axes"] = None
