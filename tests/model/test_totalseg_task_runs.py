@@ -177,3 +177,21 @@ def test_teeth_is_cropped_by_a_whole_craniofacial_run_cropped_in_turn(tmp_path, 
     monkeypatch.setattr(PartRef, "load", lambda self: loaded.append(self.dataset) or original(self))
     _result, run = segment_totalseg(volume, model, "default", device="cpu")
     assert loaded == [298, 115, 113] and run.runs == ["craniofacial_structures (default)", "total (6mm)"]
+
+
+@pytest.mark.slow
+def test_vertebrae_pp_refined_keeps_its_vertebrae_inside_the_vertebral_bodies(tmp_path, ct_dir, monkeypatch):
+    weights = make_task_weights(tmp_path / "weights", "vertebrae_pp_refined", background_bias={803: 2.0})
+    model = load_totalseg_model(import_totalsegmentator_task(weights, tmp_path / "model", task="vertebrae_pp_refined"))
+    bodies = load_totalseg_model(import_totalsegmentator_task(weights, tmp_path / "bodies", task="vertebrae_body"))
+    _path, volume = _nifti(tmp_path, ct_dir, ABDOMEN_SMALL)
+    loaded = []
+    original = PartRef.load
+    monkeypatch.setattr(PartRef, "load", lambda self: loaded.append(self.dataset) or original(self))
+    result, run = segment_totalseg(volume, model, "default", device="cpu")
+    assert loaded == [305, 803] and run.runs == ["vertebrae_body (default)"]  # the bodies first, as TotalSegmentator
+    mask, _ = segment_totalseg(volume, bodies, "default", device="cpu")
+    labels = result.label_map.array
+    assert labels.any() and (mask.label_map.array == 1).any() and (mask.label_map.array != 1).any()
+    assert not np.any(labels[mask.label_map.array != 1])
+    assert set(np.unique(labels)) - {0} <= set(model.labels)
