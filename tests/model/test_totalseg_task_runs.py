@@ -29,6 +29,8 @@ torch.set_num_threads(2)
 
 # 30 slices of TotalSegmentator's example abdomen (1.5 mm), in-plane cropped: 48 x 32 x 30 voxels
 ABDOMEN_SMALL = ("totalsegmentator/example_ct_sm.nii.gz", (slice(0, 30), slice(30, 62), slice(30, 78)))
+# 8 slices, 12 x 16 voxels of it: for the sub-millimetre tasks (its 40 mm crop margin covers it all)
+TINY = ("totalsegmentator/example_ct_sm.nii.gz", (slice(10, 18), slice(40, 52), slice(40, 56)))
 
 
 def _nifti(tmp_path, ct_dir, source):
@@ -118,10 +120,11 @@ def test_liver_segments_per_axis_resampling_as_totalsegmentator(liver_segments, 
 
 @pytest.mark.slow
 def test_headneck_muscles_two_networks_merged_as_totalsegmentator(tmp_path, ct_dir):
-    weights = make_task_weights(tmp_path / "weights", "headneck_muscles", background_bias={778: 3.0, 779: 3.0})
+    weights = make_task_weights(tmp_path / "weights", "headneck_muscles", background_bias={778: 3.0, 779: 3.0},
+                                patch_size=(16, 16, 16), n_stages=2)
     model = load_totalseg_model(import_totalsegmentator_task(weights, tmp_path / "model", task="headneck_muscles"))
     assert model.configurations["default"].parts[0].plan.name == "3d_fullres_high"
-    image, volume = _nifti(tmp_path, ct_dir, ABDOMEN_SMALL)
+    image, volume = _nifti(tmp_path, ct_dir, TINY)
     mask, mask_path = _box_mask(volume, tmp_path)
     ours, _run = segment_totalseg(volume, model, "default", device="cpu", crop_mask=mask)
     theirs, _names = read_multilabel(run_totalsegmentator(image, tmp_path / "ts.nii.gz", weights, tmp_path / "home",
@@ -170,8 +173,7 @@ def test_teeth_is_cropped_by_a_whole_craniofacial_run_cropped_in_turn(tmp_path, 
                                 n_stages=2)
     model = load_totalseg_model(import_totalsegmentator_task(weights, tmp_path / "model", task="teeth"))
     assert sorted(model.parts) == [113, 115, 298]
-    small = ("totalsegmentator/example_ct_sm.nii.gz", (slice(10, 18), slice(40, 52), slice(40, 56)))
-    _path, volume = _nifti(tmp_path, ct_dir, small)
+    _path, volume = _nifti(tmp_path, ct_dir, TINY)
     loaded = []
     original = PartRef.load
     monkeypatch.setattr(PartRef, "load", lambda self: loaded.append(self.dataset) or original(self))

@@ -328,10 +328,10 @@ class _Session:
                                                     fallbacks=self.fallbacks)
             if len(networks) > 1:  # nnU-Net sums the folds' logits in host memory
                 fold_logits = fold_logits.to("cpu")
-            logits = fold_logits if logits is None else logits.add_(fold_logits)
+            logits = fold_logits if logits is None else logits + fold_logits  # float16, as nnU-Net's sum
             del runner, fold_logits
         if len(networks) > 1:
-            logits /= len(networks)  # type: ignore[operator]
+            logits = logits / len(networks)  # type: ignore[operator]
         del networks, package
         with phase("export"):
             labels = logits_to_label_map(logits, prep, np.uint8)  # type: ignore[arg-type]
