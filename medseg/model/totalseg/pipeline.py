@@ -161,7 +161,7 @@ class _Session:
         image_xyz = volume.array.T  # nibabel's (x, y, z) array: the same voxels, no copy
         zooms_in = header_zooms(volume)
         helpers = main and (mode.crop is not None or spec.refine is not None or wanted is not None)
-        own_progress = _scaled(progress, 0.3, 1.0, task) if helpers else progress
+        own_progress = _scaled(progress, 0.3, 1.0, None) if helpers else progress  # its texts as they are
         refine_mask = None
         if spec.refine is not None:  # TotalSegmentator runs the refining network first
             refine = spec.refine
@@ -383,10 +383,10 @@ def _split_chunks(shape_xyz: tuple[int, ...], multimodel: bool, force: bool) -> 
     ]
 
 
-def _scaled(progress: ProgressCallback | None, low: float, high: float, text: str) -> ProgressCallback | None:
+def _scaled(progress: ProgressCallback | None, low: float, high: float, text: str | None) -> ProgressCallback | None:
     if progress is None:
         return None
-    return lambda p: report(progress, low + (high - low) * p.fraction, f"{text}: {p.text}", p.stage)
+    return lambda p: report(progress, low + (high - low) * p.fraction, f"{text}: {p.text}" if text else p.text, p.stage)
 
 
 def _result(volume: Volume, labels: np.ndarray, model: TotalSegModel, configuration: str, device: str,
