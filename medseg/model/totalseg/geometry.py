@@ -19,11 +19,13 @@ nibabel holds (same axes, same values), so every step here works on that (x, y, 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
 
 import numpy as np
 from scipy import ndimage
 
 from medseg.core.volume import Volume
+from medseg.progress import CancelToken
 
 _LPS_TO_RAS = np.diag([-1.0, -1.0, 1.0])
 
@@ -58,6 +60,11 @@ class Canonical:
     def zooms(self, zooms_xyz: np.ndarray) -> np.ndarray:
         return np.asarray(zooms_xyz)[list(self.source)]
 
+    def columns(self, matrix: np.ndarray) -> np.ndarray:
+        """The RAS affine's 3 x 3 part after the reorientation (columns permuted and negated)."""
+        signs = np.where(np.array(self.flip), -1.0, 1.0)
+        return np.asarray(matrix)[:, list(self.source)] * signs
+
 
 def canonical_orientation(volume: Volume) -> Canonical:
     """The axis permutation and flips that bring the volume's voxel axes to RAS, by nibabel's rule."""
@@ -82,22 +89,82 @@ def canonical_orientation(volume: Volume) -> Canonical:
     return Canonical(source, flip)  # type: ignore[arg-type]
 
 
-def resampled_shape(shape_xyz: tuple[int, ...], zooms_xyz: np.ndarray, spacing_mm: float) -> tuple[int, int, int]:
-    zoom = np.asarray(zooms_xyz, dtype=np.float32) / np.array([spacing_mm] * 3)
+def _per_axis(spacing_mm: float | Sequence[float]) -> np.ndarray:
+    values = np.atleast_1d(np.asarray(spacing_mm, dtype=np.float64))
+    return np.repeat(values, 3) if values.size == 1 else values
+
+
+def resample_zoom(zooms_xyz: np.ndarray, spacing_mm: float | Sequence[float]) -> np.ndarray:
+    """TotalSegmentator's zoom factors: the float32 header zooms over the target spacing (float64)."""
+    return np.asarray(zooms_xyz, dtype=np.float32) / _per_axis(spacing_mm)
+
+
+def resampled_shape(shape_xyz: tuple[int, ...], zooms_xyz: np.ndarray,
+                    spacing_mm: float | Sequence[float]) -> tuple[int, int, int]:
+    zoom = resample_zoom(zooms_xyz, spacing_mm)
     return tuple(int(round(n * z)) for n, z in zip(shape_xyz, zoom))  # type: ignore[return-value]
 
 
-def needs_resampling(zooms_xyz: np.ndarray, spacing_mm: float) -> bool:
-    return not np.array_equal(np.asarray(zooms_xyz, dtype=np.float32), np.array([spacing_mm] * 3))
+def needs_resampling(zooms_xyz: np.ndarray, spacing_mm: float | Sequence[float]) -> bool:
+    return not np.array_equal(np.asarray(zooms_xyz, dtype=np.float32), _per_axis(spacing_mm))
 
 
-def resample_to_spacing(array_xyz: np.ndarray, zooms_xyz: np.ndarray, spacing_mm: float) -> np.ndarray:
-    """TotalSegmentator's input resampling: linear, corner-aligned, truncated to int32 (x, y, z arrays)."""
+def resampled_zooms(columns_xyz: np.ndarray, zooms_xyz: np.ndarray,
+                    spacing_mm: float | Sequence[float] | None) -> np.ndarray:
+    """The voxel size nibabel reads back from TotalSegmentator's resampled image (x, y, z, float32): the
+    affine's columns (``columns_xyz``, 3 x 3) divided by the zoom, their lengths rounded to float32."""
+    if spacing_mm is None or not needs_resampling(zooms_xyz, spacing_mm):
+        return np.asarray(zooms_xyz, dtype=np.float32)
+    columns = np.asarray(columns_xyz, dtype=np.float64) / resample_zoom(zooms_xyz, spacing_mm)
+    return np.sqrt(np.sum(columns ** 2, axis=0)).astype(np.float32)
+
+
+try:  # the C routine behind ndimage.zoom (scipy >= 1.6); without it the resampling is done in one piece
+    from scipy.ndimage import _nd_image
+
+    _zoom_shift = _nd_image.zoom_shift
+    _NEAREST = 0  # scipy's code of mode "nearest"
+except (ImportError, AttributeError):  # pragma: no cover - other scipy layouts
+    _zoom_shift = None
+
+# Output slices per slab of the input resampling: a slab takes well under a second, so a cancel is
+# seen within about one.
+RESAMPLE_SLAB_VOXELS = 4_000_000
+
+
+def resample_to_spacing(array_xyz: np.ndarray, zooms_xyz: np.ndarray, spacing_mm: float | Sequence[float],
+                        cancel: CancelToken | None = None) -> np.ndarray:
+    """TotalSegmentator's input resampling: linear, corner-aligned, truncated to int32 (x, y, z arrays).
+
+    The same numbers as ``ndimage.zoom(array, zoom, order=1, mode="nearest")`` cast to int32, made slab by
+    slab along z so that ``cancel`` is looked at between slabs: scipy's zoom computes each output voxel
+    from its own coordinate, index x factor per axis (``zoom_shift``); a slab starting at output slice
+    ``a`` is the same routine with the shift ``a`` (``affine_transform`` with a diagonal matrix), whose
+    coordinates are bit for bit those of the whole zoom (tests/model/test_totalseg.py checks it).
+    """
     if not needs_resampling(zooms_xyz, spacing_mm):
         return array_xyz
-    zoom = np.asarray(zooms_xyz, dtype=np.float32) / np.array([spacing_mm] * 3)
-    resampled = ndimage.zoom(array_xyz, zoom, order=1, mode="nearest", output=np.float64)
-    return resampled.astype(np.int32)
+    zoom = resample_zoom(zooms_xyz, spacing_mm)
+    shape = tuple(int(round(n * z)) for n, z in zip(array_xyz.shape, zoom))
+    factors = np.array([(n_in - 1) / (n_out - 1) if n_out > 1 else 1.0
+                        for n_in, n_out in zip(array_xyz.shape, shape)], dtype=np.float64)
+    out = np.empty(shape, dtype=np.int32)
+    input_array = np.asarray(array_xyz)
+    per_slab = max(1, RESAMPLE_SLAB_VOXELS // max(1, shape[0] * shape[1]))
+    for start in range(0, shape[2], per_slab):
+        if cancel is not None:
+            cancel.raise_if_cancelled()
+        stop = min(shape[2], start + per_slab)
+        if (start == 0 and stop == shape[2]) or _zoom_shift is None:
+            out[:] = ndimage.zoom(array_xyz, zoom, order=1, mode="nearest", output=np.float64).astype(np.int32)
+            break
+        slab = np.empty((shape[0], shape[1], stop - start), dtype=np.float64)
+        # scipy.ndimage.zoom's own routine, with the slab's first output slice as the shift along z
+        _zoom_shift(input_array, factors, np.array([0.0, 0.0, float(start)]), slab, 1, _NEAREST, 0.0, 0, False)
+        out[:, :, start:stop] = slab.astype(np.int32)
+    if cancel is not None:
+        cancel.raise_if_cancelled()
+    return out
 
 
 def nearest_zoom_indices(n_in: int, n_out: int) -> np.ndarray:
@@ -115,11 +182,12 @@ def resample_labels_back(labels_xyz: np.ndarray, shape_xyz: tuple[int, ...]) -> 
     return labels_xyz[np.ix_(x, y, z)]
 
 
-def crop_box(mask_xyz: np.ndarray, zooms_xyz: np.ndarray, addon_mm: float) -> tuple[slice, slice, slice] | None:
-    """roi_subset's crop (x, y, z slices in the input's grid), or None when the mask is empty."""
+def crop_box(mask_xyz: np.ndarray, zooms_xyz: np.ndarray,
+             addon_mm: float | Sequence[float]) -> tuple[slice, slice, slice] | None:
+    """TotalSegmentator's crop (x, y, z slices in the input's grid), or None when the mask is empty."""
     present = [np.flatnonzero(np.any(mask_xyz, axis=tuple(a for a in range(3) if a != axis))) for axis in range(3)]
     if any(p.size == 0 for p in present):
         return None
-    addon = (np.array([addon_mm] * 3) / np.asarray(zooms_xyz, dtype=np.float32)).astype(int)
+    addon = (_per_axis(addon_mm) / np.asarray(zooms_xyz, dtype=np.float32)).astype(int)
     return tuple(slice(max(0, int(p[0]) - int(a)), min(n, int(p[-1]) + 1 + int(a)))
                  for p, a, n in zip(present, addon, mask_xyz.shape))  # type: ignore[return-value]
