@@ -160,8 +160,8 @@ class PromptSession:
                     token.cancel()
             done = False
             try:
-                if self._engine is None:  # the first prompt loads the model: say so, it can take a while
-                    report(self.progress, 0.0, f"prompt {len(self.prompts) + 1} ({prompt.describe()}): loading the "
+                if self._engine is None:  # the first prompt may load the model: say so, it can take a while
+                    report(self.progress, 0.0, f"prompt {len(self.prompts) + 1} ({prompt.describe()}): preparing the "
                                                "model…", "load")
                 engine = self.engine()
                 if self._fresh:  # in the worker: the engine is never touched from two threads
