@@ -50,6 +50,10 @@ def test_every_network_pass_is_reported_as_it_starts_and_ends(case):
     session.progress_with(lambda step: events.append((step.stage, step.text, step.fraction)))
     result = session.add_box([[z, z + 1], [y - 38, y + 38], [x - 38, x + 38]])
 
+    planning = [i for i, event in enumerate(events) if event[0] == "plan"]
+    assert len(planning) == 1 and events[planning[0]][1].startswith("pass ")  # once, between the zoomed passes
+    assert "refining at full resolution (patch 1 of " in events[planning[0] + 1][1]  # and the refinement
+    del events[planning[0]]
     ran = [i for i, event in enumerate(events) if event[0] == "ran"]
     assert len(ran) >= 3, "the box no longer zooms out and refines: the test would not see passes of every kind"
     assert len(events) == 3 * len(ran)  # nothing but a start, the pass and its end

@@ -20,9 +20,9 @@ from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QCheckBox, QComboBox, QGridLayout, QLabel, QPushButton, QWidget
 
 from medseg.edit.interaction import ToolController
+from medseg.edit.prompt_session import Prompt
 from medseg.gui.common.bind import bind
 from medseg.gui.editing.prompt_runner import PromptRunner
-from medseg.edit.prompt_session import Prompt
 from medseg.model.interactive.cost import duration_text, largest_single_pass_extent
 from medseg.workflows import interactive
 

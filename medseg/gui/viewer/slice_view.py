@@ -29,8 +29,8 @@ _PENS = {
 }
 
 
-# Interactive AI prompts: green for a positive prompt, red for a negative one (QColor for shapes, ARGB32 words
-# for the scribble and lasso pixels pasted into the slice image)
+# Interactive AI prompts: green for a positive prompt, red for a negative one (QColor for the shapes, ARGB32 words
+# for the scribble and lasso voxels drawn over the slice image)
 PROMPT_COLORS = {True: QColor(80, 230, 80), False: QColor(240, 70, 70)}
 PROMPT_WORDS = {positive: np.uint32(0xFF000000 | color.rgb() & 0xFFFFFF) for positive, color in PROMPT_COLORS.items()}
 _PROMPT_SHADOW = QPen(QColor(0, 0, 0, 200), 4)  # under a prompt's line: it shows over a label of its colour too

@@ -142,6 +142,8 @@ class InteractiveSession:
         self._cancel: CancelToken | None = None
         self._progress: ProgressCallback | None = None
         self._planned = 0  # the running prompt's passes known so far
+        self._pass: tuple[str, bool, float, bool] | None = None  # the pass begun: (its count as said, more, when,
+        # not zoomed)
         self._image: NormalisedImage | None = None
         self.mask: np.ndarray = np.zeros((0, 0, 0), np.uint8)
         self._prompts: PromptStore | None = None
@@ -281,7 +283,7 @@ class InteractiveSession:
         store = self._prompts
         assert store is not None
         undo = _Undo(len(store.stamps), store.intensity, None)
-        self._seconds, self._passes, self._planned = {}, 0, 0
+        self._seconds, self._passes, self._planned, self._pass = {}, 0, 0, None
         self._mode, self._first_patch = EXACT, self.patch
         started = time.perf_counter()
         undo.rescaled = store.next_intensity()
@@ -305,16 +307,17 @@ class InteractiveSession:
             kept = self._small_first(centre, self.small_patch, undo)
             if kept is not False:
                 return kept, zoom
-        inputs, scaled, box, previous = self._network_input(centre, zoom)
-        what = f"the {_edges(self.patch)} patch around the prompt" if zoom == 1 else \
+        first = f"the {_edges(self.patch)} patch around the prompt" if zoom == 1 else \
             f"the prompt's surroundings zoomed out {zoom:.3g}x"
-        answer = self._forward(inputs, what=what, more=zoom > 1 or (self.autozoom and zoom < MAX_ZOOM))
+        self._begin_pass(first, zoom > 1 or (self.autozoom and zoom < MAX_ZOOM), zoomed=zoom > 1)
+        inputs, scaled, box, previous = self._network_input(centre, zoom)
+        answer = self._forward(inputs)
         changed = self._timed("border", lambda: changed_at_border(answer, previous))
         while changed and self.autozoom and zoom < MAX_ZOOM:
             zoom = min(MAX_ZOOM, zoom * ZOOM_GROWTH)
+            self._begin_pass(f"zoomed out {zoom:.3g}x (the object reached the patch's faces)", True, zoomed=True)
             inputs, scaled, box, previous = self._network_input(centre, zoom)
-            answer = self._forward(inputs, what=f"zoomed out {zoom:.3g}x (the object reached the patch's faces)",
-                                   more=True)
+            answer = self._forward(inputs)
             changed = self._timed("border", lambda: changed_at_border(answer, previous))
         if zoom == 1:
             inside = clip_box(box, self.mask.shape)
@@ -332,13 +335,14 @@ class InteractiveSession:
         if _on_faces(previous_np).any():
             return False  # the object so far is larger than the small cube: it could not see it whole
         self._mode, self._first_patch = SMALL_THEN_EXACT, small
+        self._begin_pass(f"the small first patch ({_edges(small)})", True)
         previous = torch.from_numpy(previous_np).to(torch.float16)
         inputs = self._timed("crop", lambda: self._patch_input(box, previous))
         if self._small_runner is None:  # OpenVINO's export is fixed to the full patch: PyTorch runs any size
             from medseg.model.interactive.runtimes import make_runner
 
             self._small_runner = make_runner(self.model, "torch")
-        answer = self._forward(inputs, self._small_runner, f"the small first patch ({_edges(small)})", more=True)
+        answer = self._forward(inputs, self._small_runner)
         if self._timed("border", lambda: bool((_on_faces(answer.numpy()) != _on_faces(previous_np)).any())):
             return False
         self._mode = SMALL
@@ -350,6 +354,8 @@ class InteractiveSession:
 
     def _refine(self, centre: list[int], answer: torch.Tensor, scaled: list[int], box: Box, undo: _Undo) -> Box | None:
         started = time.perf_counter()
+        report(self._progress, self._passes / (self._planned + 1),
+               f"pass {self._passes} done; planning the refinement at full resolution", "plan")
         if tuple(answer.shape) != tuple(scaled):
             coarse = (trilinear_resize(answer.to(torch.float32), scaled) >= 0.5).to(torch.uint8)
         else:
@@ -375,10 +381,10 @@ class InteractiveSession:
         self._seconds["plan"] = self._seconds.get("plan", 0.0) + time.perf_counter() - started
         self._planned = self._passes + len(boxes)
         for number, patch_box in enumerate(boxes, 1):
+            self._begin_pass(f"refining at full resolution (patch {number} of {len(boxes)})", False)
             previous = torch.from_numpy(work[local(patch_box, cache)])
             inputs = self._timed("crop", lambda: self._patch_input(patch_box, previous))
-            what = f"refining at full resolution (patch {number} of {len(boxes)})"
-            work[local(patch_box, cache)] = self._forward(inputs, what=what).numpy()
+            work[local(patch_box, cache)] = self._forward(inputs).numpy()
         if inside is not None:
             self._record(undo, inside)
         for patch_box in boxes:
@@ -456,38 +462,44 @@ class InteractiveSession:
         return out
 
     # -- helpers -----------------------------------------------------------------------------------
-    def _forward(self, inputs: torch.Tensor, runner: Runner | None = None, what: str = "",
-                 more: bool = False) -> torch.Tensor:
-        """One network pass; ``what`` it is and whether ``more`` passes may follow the ones planned (for the
-        progress report)."""
+    def _begin_pass(self, what: str, more: bool, zoomed: bool = False) -> None:
+        """Say that the next pass starts, before its input is made (at a zoom, resizing it takes a good part of
+        the pass): ``what`` it is, and whether ``more`` passes may follow the ones known so far. A ``zoomed``
+        pass (its input resized) is not what most passes cost: it is not the measure of the next ones."""
+        number = self._passes + 1
+        self._planned = max(self._planned, number)
+        of = f"{self._planned} or more" if more else str(self._planned)
+        left = ""
+        if self.pass_seconds is not None:
+            remaining = (self._planned - number + 1) * self.pass_seconds
+            left = f", about {duration_text(remaining)}{' or more' if more else ''} left"
+        self._pass = (of, more, time.perf_counter(), not zoomed)
+        report(self._progress, (number - 1) / (self._planned + more), f"pass {number} of {of}: {what}{left}",
+               "pass-start")
+
+    def _forward(self, inputs: torch.Tensor, runner: Runner | None = None) -> torch.Tensor:
         started = time.perf_counter()
         full = runner is None or runner is self._runner
         runner = runner or self._runner
         token = self._cancel
         if token is not None:
             token.raise_if_cancelled()
-        number = self._passes + 1
-        self._planned = max(self._planned, number)
-        of = f"{self._planned} or more" if more else str(self._planned)
-        left = ""
-        if self.pass_seconds is not None and full:
-            remaining = (self._planned - number + 1) * self.pass_seconds
-            left = f", about {duration_text(remaining)}{' or more' if more else ''} left"
-        report(self._progress, (number - 1) / max(self._planned + more, 1), f"pass {number} of {of}: {what}{left}",
-               "pass-start")
         device = getattr(runner, "device", None)  # a TorchRunner takes its input on its device
         batch = inputs[None] if device is None else inputs[None].to(device)
         with slab_budget(SLAB_BYTES), cancellable(token.raise_if_cancelled if token is not None else None):
             logits = runner(batch, cancel=token) if token is not None and _takes_cancel(runner) \
                 else runner(batch)
         answer = logits[0].argmax(0).cpu()
-        seconds = time.perf_counter() - started
-        self._seconds["network"] = self._seconds.get("network", 0.0) + seconds
+        now = time.perf_counter()
+        self._seconds["network"] = self._seconds.get("network", 0.0) + now - started
         self._passes += 1
-        if full and tuple(inputs.shape[1:]) == self.patch:
+        of, more, began, plain = self._pass if self._pass is not None else (str(self._passes), False, started, True)
+        seconds = now - began  # the pass with the making of its input
+        if full and plain and tuple(inputs.shape[1:]) == self.patch:
             self.pass_seconds, self.pass_seconds_source = seconds, LAST_PASS
-        report(self._progress, number / max(self._planned + more, 1),
-               f"pass {number} of {of} done in {duration_text(seconds)}", "pass-end")
+        report(self._progress, self._passes / (self._planned + more),
+               f"pass {self._passes} of {of} done in {duration_text(seconds)}", "pass-end")
+        self._pass = None
         return answer
 
     def _timed(self, part: str, function: Callable):
