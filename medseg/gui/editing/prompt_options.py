@@ -23,7 +23,7 @@ from medseg.edit.interaction import ToolController
 from medseg.edit.prompt_session import Prompt
 from medseg.gui.common.bind import bind
 from medseg.gui.editing.prompt_runner import PromptRunner
-from medseg.model.interactive.cost import duration_text, largest_single_pass_extent
+from medseg.model.interactive.cost import duration_text, largest_single_pass_extent, short_text
 from medseg.workflows import interactive
 
 NEW_OBJECT_KEY = "A"
@@ -66,7 +66,6 @@ class PromptOptions(QWidget):
         self.cost = QLabel(self)  # what a prompt of the kind chosen costs here, before one is drawn
         self.cost.setObjectName("prompt_cost")
         self.cost.setWordWrap(True)
-        self.cost.setToolTip("Measured on this computer: when the model was installed, then by each prompt's passes")
         self._line = ""  # what the model is doing now: the cost of the prompt just drawn, then its passes
         self.apply_button.clicked.connect(self.apply)
         self.cancel_button.clicked.connect(self.cancel)
@@ -102,16 +101,19 @@ class PromptOptions(QWidget):
                               "Segmentation ▸ Models… installs it.")
             return
         if kind == "point":
-            self.cost.setText(f"A click costs {click.text()}.")
+            self.cost.setText(f"A click: {click.text()}.")
+            self.cost.setToolTip("Measured on this computer: when the model was installed, then by each prompt's "
+                                 "passes")
             return
         widest = largest_single_pass_extent(click.patch)
         across = f"{widest} voxels"
         if document.volume is not None:
-            across += f" ({widest * min(document.volume.spacing_mm[:2]) / 10:.0f} cm on this image)"
+            across += f", {widest * min(document.volume.spacing_mm[:2]) / 10:.0f} cm here"
         large = interactive.prompt_cost(document, _square(2 * widest))
-        larger = f"{large.text()} at {2 * widest} voxels" if large is not None else "several passes"
-        self.cost.setText(f"A {kind} up to {across} across costs as a click: {click.text()}. A larger one zooms out "
-                          f"and refines: {larger}.")
+        self.cost.setText(f"A {kind} up to {across}: {short_text(click)}, as a click. Larger: it zooms out and "
+                          f"refines, {short_text(large)} at {2 * widest} voxels." if large is not None else "")
+        self.cost.setToolTip(f"Up to {widest} voxels across: {click.text()}.\nAt {2 * widest} voxels: "
+                             f"{large.text() if large is not None else 'not known'}.")
 
     def _on_prompt_changed(self, _box=None) -> None:
         session = self.controller.prompt
@@ -120,7 +122,7 @@ class PromptOptions(QWidget):
             prompt = drawn[-1]
             cost = interactive.prompt_cost(self.controller.document, prompt)
             self._line = (f"prompt {len(drawn)} ({prompt.describe()}): "
-                          f"{cost.text() if cost is not None else 'computing'}…")
+                          f"{short_text(cost) if cost is not None else 'computing'}…")
         self._sync()
 
     @Slot(object)

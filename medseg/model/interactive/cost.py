@@ -59,6 +59,14 @@ class PromptCost:
         return f"{head} ({passes} of about {duration_text(self.seconds_per_pass)}, {self.source}{tail})"
 
 
+def short_text(cost: "PromptCost") -> str:
+    """"about 40 s on this computer (about 2 passes)": for a status line (:meth:`PromptCost.text` says more)."""
+    passes = f"{'' if cost.passes == 1 else 'about '}{cost.passes} pass{'es' if cost.passes != 1 else ''}"
+    if cost.seconds_per_pass is None:
+        return f"{passes}, time not measured yet"
+    return f"about {duration_text(cost.seconds)} on this computer ({passes})"
+
+
 def duration_text(seconds: float | None) -> str:
     """A time as a clinician reads it: "0.4 s", "20 s", "3 min 20 s"."""
     if seconds is None:
@@ -97,5 +105,5 @@ def prompt_cost(extent: Sequence[int], patch: Sequence[int], seconds_per_pass: f
                       tuple(int(p) for p in patch), small_first and first_zoom(extent, patch) == 1)
 
 
-__all__ = ["PromptCost", "duration_text", "first_zoom", "largest_single_pass_extent", "expected_passes",
+__all__ = ["PromptCost", "duration_text", "short_text", "first_zoom", "largest_single_pass_extent", "expected_passes",
            "prompt_cost"]
