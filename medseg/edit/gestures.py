@@ -230,8 +230,16 @@ class PromptGesture(Gesture):
         prompt = prompt_from_outline(kind, outline[1], outline[0], controller.document.volume.shape_zyx,
                                      positive=not self._negative)
         if prompt is None:
-            controller.document.announce(f"{op.title}: the {kind} has no extent on the image; draw it larger.",
-                                         "warning")
+            points = np.rint(np.asarray(outline[1], dtype=float))
+            wide = [np.ptp(points[:, axis]) >= 1 for axis in range(3) if axis != outline[0]]
+            if kind == "box" and not any(wide):  # a click, or a drag within a voxel: never a 1-voxel box
+                text = ("the box's two corners are in the same voxel (a click, not a drag), so no box was drawn; "
+                        "drag from one corner of the box to the opposite one (for a click, choose AI prompt: point)")
+            elif kind == "box":
+                text = "the box is one voxel high or wide (a line, not a box), so no box was drawn; drag it larger"
+            else:
+                text = f"the {kind} has no extent on the image; draw it larger"
+            controller.document.announce(f"{op.title}: {text}.", "warning")
             return
         controller.add_prompt(op, prompt)
 

@@ -75,7 +75,7 @@ class ToolController:
         self.polygon_open = False  # an outline tool: clicks are adding vertices to self.outline
         self.prompt_kind = Property("point", choices=PROMPT_KINDS, label="Prompt")
         self.prompt: PromptSession | None = None  # the object being made by an interactive (model) tool
-        self.prompt_changed = Event()  # (box or None): a new preview, or the object applied or dropped
+        self.prompt_changed = Event()  # (box or None): a prompt added, a new preview, or the object applied or dropped
         self._prompt_compute = self._compute_prompt_now  # the GUI's runner computes off the GUI thread instead
         self.shift_held = False  # shift was held at the last press (a prompt tool's negative prompt)
         for prop in (self.seed_locality, self.roi_margin_mm, self.existing_seeds):
@@ -254,6 +254,7 @@ class ToolController:
             self.document.announce(f"{op.title}: {error.message}.", "warning")
             return
         session.add(prompt)
+        self.prompt_changed.emit(None)  # the prompt is drawn, and its cost said, while the model runs
         self._prompt_compute(session)
 
     def set_prompt_runner(self, run) -> None:

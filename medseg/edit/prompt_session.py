@@ -26,7 +26,7 @@ import numpy as np
 from medseg.edit.delta import Box, Delta, box_slices, union_box
 from medseg.edit.tools.rules import PaintRules, hu_mask, require_label, writable
 from medseg.errors import Cancelled, MedsegError
-from medseg.progress import CancelToken
+from medseg.progress import CancelToken, Progress, ProgressCallback, report
 
 PROMPT_KINDS = ("point", "box", "scribble", "lasso")
 MASK_KINDS = PROMPT_KINDS[2:]  # drawn as a mask (a stroke, a filled outline), not as coordinates
@@ -56,15 +56,27 @@ class Prompt:
         sign = "" if self.positive else "negative "
         return f"{sign}{self.kind}"
 
+    def extent(self) -> tuple[int, int, int]:
+        """Its size in voxels along (z, y, x) (a point's is 1)."""
+        if self.kind == "point":
+            return (1, 1, 1)
+        if self.kind == "box":
+            return tuple(max(1, int(hi) - int(lo)) for lo, hi in self.box)  # type: ignore[return-value, union-attr]
+        painted = np.asarray(self.mask) != 0
+        hits = [np.flatnonzero(painted.any(axis=tuple(a for a in range(3) if a != axis))) for axis in range(3)]
+        return tuple(int(h[-1] - h[0] + 1) if h.size else 1 for h in hits)  # type: ignore[return-value]
+
 
 class PromptEngine(Protocol):
     """The model behind the prompts (given by a higher layer). ``mask``: the current object, uint8 over the
     image's (z, y, x) grid. ``add`` runs one prompt and returns the box it rewrote (None: nothing); it raises
-    :class:`~medseg.errors.Cancelled` when ``cancel`` is set mid-way, and then leaves ``mask`` as it was."""
+    :class:`~medseg.errors.Cancelled` when ``cancel`` is set mid-way, and then leaves ``mask`` as it was. It
+    reports its steps (a model's network passes) to ``progress`` as they start and end."""
 
     mask: np.ndarray
 
-    def add(self, prompt: Prompt, cancel: CancelToken | None = None) -> Box | None: ...
+    def add(self, prompt: Prompt, cancel: CancelToken | None = None,
+            progress: ProgressCallback | None = None) -> Box | None: ...
 
     def new_object(self) -> None: ...
 
@@ -104,6 +116,9 @@ class PromptSession:
         self._generation = 0
         self._fresh = True  # the engine forgets any earlier object before this session's first prompt
         self.preview: PromptPreview | None = None
+        self.running: Prompt | None = None  # the prompt the engine runs now
+        # told, on the thread that computes, what the engine is doing ("box: pass 2 of 3: …"); set by the interface
+        self.progress: ProgressCallback | None = None
 
     # --- the GUI thread ------------------------------------------------------------------------
     def add(self, prompt: Prompt) -> None:
@@ -116,6 +131,13 @@ class PromptSession:
     def pending(self) -> bool:
         with self._lock:
             return bool(self._queue)
+
+    def drawn_prompts(self) -> list[Prompt]:
+        """Every prompt of the current object as the user drew them: the ones the object was made from, the
+        one running and the queued ones (the views draw them until the object is applied or dropped)."""
+        with self._lock:
+            running = [self.running] if self.running is not None else []
+            return [*self.prompts, *running, *self._queue]
 
     def cancel_running(self) -> None:
         """Stop the prompt the engine runs now and drop the queued ones (Cancel, the window closing)."""
@@ -133,24 +155,41 @@ class PromptSession:
                     break
                 prompt = self._queue.pop(0)
                 token = self._running = CancelToken()
+                self.running = prompt
                 if self._queue:  # a newer prompt waits: this one is already superseded
                     token.cancel()
+            done = False
             try:
+                if self._engine is None:  # the first prompt may load the model: say so, it can take a while
+                    report(self.progress, 0.0, f"prompt {len(self.prompts) + 1} ({prompt.describe()}): preparing the "
+                                               "model…", "load")
                 engine = self.engine()
                 if self._fresh:  # in the worker: the engine is never touched from two threads
                     engine.new_object()
                     self._fresh = False
-                changed = engine.add(prompt, token)
+                changed = engine.add(prompt, token, self._progress_of(prompt))
+                done = True
             except Cancelled:
                 self.dropped += 1
                 continue
             finally:
                 with self._lock:
                     self._running = None
-            self.prompts.append(prompt)
+                    self.running = None
+                    if done:  # in the same step as running: the views never miss it, nor draw it twice
+                        self.prompts.append(prompt)
             if changed is not None:
                 self._grow_region(changed)
         return self._make_preview()
+
+    def _progress_of(self, prompt: Prompt) -> ProgressCallback | None:
+        """The engine's steps, told with the prompt they belong to ("prompt 2 (negative box), pass 2 of 3: …")."""
+        progress = self.progress
+        if progress is None:
+            return None
+        number = len(self.prompts) + 1
+        return lambda step: progress(Progress(step.fraction, f"prompt {number} ({prompt.describe()}), {step.text}",
+                                              step.stage))
 
     @property
     def started_engine(self) -> PromptEngine | None:

@@ -26,7 +26,7 @@ from medseg.core.label_values import MAX_LABEL_VALUE
 from medseg.edit.operation import Change, Context, EditOperation, Parameter
 from medseg.edit.prompt_session import MASK_KINDS, Prompt, PromptSession
 from medseg.errors import MedsegError, ModelError
-from medseg.progress import CancelToken
+from medseg.progress import CancelToken, ProgressCallback
 
 DEFAULT_MODEL = "nninteractive/v1.0"
 OPERATION = "prompt"
@@ -92,10 +92,15 @@ class ModelEngine:
     def mask(self) -> np.ndarray:
         return self.session.mask
 
-    def add(self, prompt: Prompt, cancel: CancelToken | None = None):
+    def follow_mode(self) -> None:
+        """The session takes the mode chosen (the command's, else the app's setting now)."""
+        self.session.small_first = (self.mode or settings["mode"]) == "small-first"
+
+    def add(self, prompt: Prompt, cancel: CancelToken | None = None, progress: ProgressCallback | None = None):
         session = self.session
-        session.small_first = (self.mode or settings["mode"]) == "small-first"
+        self.follow_mode()
         session.cancel_with(cancel)
+        session.progress_with(progress)
         try:
             if prompt.kind == "point":
                 result = session.add_point(prompt.point, prompt.positive)
@@ -107,6 +112,7 @@ class ModelEngine:
                 result = session.add_lasso(prompt.mask, prompt.origin, prompt.positive)
         finally:
             session.cancel_with(None)
+            session.progress_with(None)
         self.last_result = result
         if result.changed is None:
             return None
@@ -114,6 +120,11 @@ class ModelEngine:
 
     def new_object(self) -> None:
         self.session.new_object()
+
+    def cost(self, prompt: Prompt):
+        """What ``prompt`` will cost here (:class:`~medseg.model.interactive.cost.PromptCost`), before it runs."""
+        self.follow_mode()
+        return self.session.cost(prompt.extent())
 
 
 def engine_for(document, reference: str | Path | None = None, runtime: str | None = None,
@@ -130,6 +141,41 @@ def engine_for(document, reference: str | Path | None = None, runtime: str | Non
         _engines[document] = engine
     engine.mode = mode
     return engine
+
+
+# --- what a prompt will cost, said before it runs ------------------------------------------------------
+def prompt_cost(document, prompt: Prompt | None = None):
+    """What ``prompt`` (None: a click) will cost with the app's model on ``document``'s image, from this computer's
+    measurements: the document's engine once it ran a prompt (its own last pass), else the model folder's
+    calibration record (read without loading the model). None when the model is not installed or unreadable."""
+    from medseg.model.interactive.cost import prompt_cost as estimate
+    from medseg.model.interactive.runtimes import measured_pass_seconds, runtime_for_folder
+    from medseg.model.interactive.session import CALIBRATED
+
+    prompt = prompt or Prompt("point", point=(0.0, 0.0, 0.0))
+    engine = _engines.get(document) if document is not None else None
+    try:
+        folder = model_folder(settings["model"]).resolve()
+        if engine is not None and engine.key[:2] == (id(_models.get(str(folder))), settings["runtime"]):
+            return engine.cost(prompt)
+        patch = _patch_size(folder)
+        if patch is None:
+            return None
+        runtime, _why = runtime_for_folder(folder, settings["runtime"])
+    except MedsegError:
+        return None
+    seconds = measured_pass_seconds(folder, runtime)
+    return estimate(prompt.extent(), patch, seconds, CALIBRATED, small_first=settings["mode"] == "small-first")
+
+
+def _patch_size(folder: Path) -> tuple[int, ...] | None:
+    """The model's patch, from the model held in memory or its small metadata file (never its weights)."""
+    held = _models.get(str(folder))
+    if held is not None:
+        return tuple(int(p) for p in held.plan.patch_size)
+    from medseg.model.interactive.model_files import read_patch_size
+
+    return read_patch_size(folder)
 
 
 # --- the command line's values ---------------------------------------------------------------------
@@ -177,12 +223,20 @@ def _run(document, values: dict, context: Context) -> Change:
         held = (key, PromptSession(document, engine, label, context.rules or _default_rules()))
         _objects[document] = held
     session = held[1]
-    session.add(values["prompt"])
-    preview = session.compute()
+    prompt = values["prompt"]
     engine = session.engine()
     cautions: tuple[str, ...] = ()
-    if len(session.prompts) == 1 and isinstance(engine, ModelEngine):
-        cautions = (f"interactive runtime: {engine.runtime} ({engine.runtime_reason}); {engine.session.mode_text}",)
+    if isinstance(engine, ModelEngine):  # said before the prompt runs (it can take minutes on a CPU)
+        engine.follow_mode()
+        if not session.prompts:
+            document.announce(f"interactive runtime: {engine.runtime} ({engine.runtime_reason}); "
+                              f"{engine.session.mode_text}", "warning")
+        document.announce(f"prompt {len(session.prompts) + 1} ({prompt.describe()}): {engine.cost(prompt).text()}",
+                          "warning")
+    # each pass as it starts (a prompt can take minutes on a CPU); its end is the next one's start
+    session.progress = lambda step: document.announce(step.text, "warning") if step.stage != "pass-end" else None
+    session.add(prompt)
+    preview = session.compute()
     result = getattr(engine, "last_result", None)
     if mode == "small-first" and result is not None:
         patch = "x".join(map(str, result.first_patch))

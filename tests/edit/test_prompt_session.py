@@ -27,7 +27,7 @@ class BallEngine:
         self.mask = np.zeros(shape, np.uint8)
         self.calls = []
 
-    def add(self, prompt, cancel=None):
+    def add(self, prompt, cancel=None, progress=None):
         if cancel is not None and cancel.cancelled:
             raise Cancelled()
         self.calls.append(prompt)

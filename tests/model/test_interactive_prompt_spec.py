@@ -76,3 +76,16 @@ def test_scribble_mask_on_the_image_grid(lung, tmp_path):
     with pytest.raises(PromptError, match="not on the image's grid") as error:
         resolve_prompt(spec, volume, shifted)
     assert error.value.path.name == "stroke.nrrd"
+
+
+def test_a_box_with_its_corners_in_one_voxel_or_on_one_line_is_refused(lung):
+    """nnInteractive would take either as a box one voxel wide: never what a user meant."""
+    volume, reference = lung
+    corner = reference.TransformIndexToPhysicalPoint((210, 350, 33))  # a voxel's centre
+    near = reference.TransformContinuousIndexToPhysicalPoint((210.2, 350.3, 33.1))  # inside the same voxel
+    with pytest.raises(PromptError, match="two corners fall in the same voxel") as error:
+        resolve_prompt(parse_prompt("box:" + ",".join("%r" % v for v in (*corner, *near))), volume)
+    assert error.value.hint == "for a click, write point:X,Y,Z"
+    along_x = (corner[0] + 30, corner[1], corner[2])  # the lung1 series is axial and untilted: x is one index axis
+    with pytest.raises(PromptError, match="one voxel wide along two of the image's axes"):
+        resolve_prompt(parse_prompt("box:" + ",".join("%g" % v for v in (*corner, *along_x))), volume)

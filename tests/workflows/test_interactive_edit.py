@@ -9,6 +9,7 @@ cut around its tumour (32 x 96 x 96 voxels of the real series, its geometry kept
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -130,3 +131,35 @@ def test_small_first_on_the_command_line_says_which_patches_ran(case, capsys):
     assert "small first patch: 40^3" in printed  # half the 80^3 patch, on the network's stride of 8
     assert "prompt 1: small patch, then exact (first pass 40x40x40" in printed
     assert (sitk.GetArrayFromImage(sitk.ReadImage(str(out))) == 1).any()
+
+
+def test_each_prompts_cost_is_said_before_it_runs_and_each_pass_as_it_starts(case, capsys):
+    """The first prompt's cost is unknown on a folder with no calibration record (it says so); the second's comes
+    from the passes the first one ran. Each is said before its first pass starts, and every pass is announced."""
+    root, folder, _image, _prompts, texts = case
+    out = root / "cost.nii.gz"
+    assert cli_main(["edit", str(root / "crop.nrrd"), "-o", str(out), "--interactive-model", str(folder),
+                     "--prompt", texts[0], "--prompt", texts[1]]) == 0
+    err = capsys.readouterr().err
+    first = err.index("note: prompt 1 (point): 1 network pass; more if the object reaches past the patch; the time of "
+                      "a pass is not measured on this computer yet")
+    assert first < err.index("note: prompt 1 (point), pass 1 of ")
+    second = re.search(r"note: prompt 2 \(scribble\): about ([\d.]+) s on this computer \(1 network pass of about "
+                       r"([\d.]+) s, as the last pass took", err)
+    assert second is not None, err
+    assert err.index("note: prompt 1 (point), pass 1 of ") < second.start() < err.index("note: prompt 2 (scribble), pass 1 of ")
+    passes = re.findall(r"note: prompt 1 \(point\), pass (\d+) of ", err)
+    assert passes == [str(n) for n in range(1, len(passes) + 1)]  # every pass, in order
+
+
+def test_a_box_whose_corners_are_one_voxel_is_refused(case, capsys):
+    """nnInteractive would take it as a 1 x 1 x 1 box: said, before anything runs."""
+    root, folder, _image, _prompts, texts = case
+    corner = texts[0].split(":", 1)[1]
+    out = root / "one-voxel-box.nii.gz"
+    assert cli_main(["edit", str(root / "crop.nrrd"), "-o", str(out), "--interactive-model", str(folder),
+                     "--prompt", f"box:{corner},{corner}"]) != 0
+    error = capsys.readouterr().err
+    assert f"--prompt box:{corner},{corner}" in error
+    assert "the box's two corners fall in the same voxel" in error and "point:X,Y,Z" in error
+    assert "interactive runtime" not in error and not out.exists()

@@ -6,17 +6,24 @@ object shows as a preview. *Apply* writes it into the active label (one undo ste
 label); *Cancel* drops it; *New object* (key A) applies it and starts the next object. *Small first patch*
 (off by default) runs a small object's prompt on half the model's patch first, the exact patch when the answer
 reaches that half patch's faces: faster, but not nnInteractive's exact result (docs/interactive.md).
+
+What a prompt costs on this computer is said before it runs: under the prompt kind, for the kind chosen
+(from the model's measured runtime choice, then from the last pass the model ran), and in the status line
+as a prompt is drawn; while the model runs the status line follows it pass by pass ("prompt 2 (box), pass 3
+of 5: refining at full resolution, about 40 s left").
 """
 
 from __future__ import annotations
 
-from PySide6.QtCore import Signal
+from PySide6.QtCore import Signal, Slot
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QCheckBox, QComboBox, QGridLayout, QLabel, QPushButton, QWidget
 
 from medseg.edit.interaction import ToolController
+from medseg.edit.prompt_session import Prompt
 from medseg.gui.common.bind import bind
 from medseg.gui.editing.prompt_runner import PromptRunner
+from medseg.model.interactive.cost import duration_text, largest_single_pass_extent, short_text
 from medseg.workflows import interactive
 
 NEW_OBJECT_KEY = "A"
@@ -56,6 +63,10 @@ class PromptOptions(QWidget):
         self.status = QLabel(self)
         self.status.setObjectName("prompt_status")
         self.status.setWordWrap(True)
+        self.cost = QLabel(self)  # what a prompt of the kind chosen costs here, before one is drawn
+        self.cost.setObjectName("prompt_cost")
+        self.cost.setWordWrap(True)
+        self._line = ""  # what the model is doing now: the cost of the prompt just drawn, then its passes
         self.apply_button.clicked.connect(self.apply)
         self.cancel_button.clicked.connect(self.cancel)
         grid = QGridLayout(self)
@@ -65,12 +76,70 @@ class PromptOptions(QWidget):
         grid.addWidget(self.apply_button, 0, 2)
         grid.addWidget(self.cancel_button, 0, 3)
         grid.addWidget(self.new_object_button, 1, 0)
-        grid.addWidget(self.status, 1, 1, 1, 3)
-        grid.addWidget(self.small_first, 2, 0, 1, 4)
-        controller.prompt_changed.connect(lambda _box=None: self._sync())
+        grid.addWidget(self.small_first, 1, 1, 1, 3)
+        grid.addWidget(self.status, 2, 0, 1, 4)
+        grid.addWidget(self.cost, 3, 0, 1, 4)
+        # room for the longest texts at once: a wrapped label that grows later does not grow the side panel,
+        # and the rows under it were drawn over each other ("pass 12 of 29: refining … (patch 7 of 24), …")
+        lines = self.fontMetrics().lineSpacing()
+        self.status.setMinimumHeight(3 * lines)
+        self.cost.setMinimumHeight(4 * lines)
+        controller.prompt_changed.connect(self._on_prompt_changed)
+        controller.prompt_kind.changed.connect(lambda _kind=None: self.show_cost())
         runner.started.connect(self._sync)
-        runner.finished.connect(lambda *_: self._sync())
+        runner.progress.connect(self._on_progress)
+        runner.finished.connect(self._on_finished)
         self._sync()
+        self.show_cost()
+
+    def showEvent(self, event) -> None:  # noqa: N802 - Qt naming
+        self.show_cost()  # the tool was chosen: the model or its measurement may have changed meanwhile
+        super().showEvent(event)
+
+    def show_cost(self) -> None:
+        """What a prompt of the chosen kind will cost on this computer (said before one is drawn)."""
+        document = self.controller.document
+        kind = str(self.controller.prompt_kind.value)
+        click = interactive.prompt_cost(document)
+        if click is None:
+            self.cost.setText(f"The interactive model ({interactive.settings['model']}) is not installed: "
+                              "Segmentation ▸ Models… installs it.")
+            return
+        if kind == "point":
+            self.cost.setText(f"A click: {click.text()}.")
+            self.cost.setToolTip("Measured on this computer: when the model was installed, then by each prompt's "
+                                 "passes")
+            return
+        widest = largest_single_pass_extent(click.patch)
+        across = f"{widest} voxels"
+        if document.volume is not None:
+            across += f", {widest * min(document.volume.spacing_mm[:2]) / 10:.0f} cm here"
+        large = interactive.prompt_cost(document, _square(2 * widest))
+        self.cost.setText(f"A {kind} up to {across}: {short_text(click)}, as a click. Larger: it zooms out and "
+                          f"refines, {short_text(large)} at {2 * widest} voxels." if large is not None else "")
+        self.cost.setToolTip(f"Up to {widest} voxels across: {click.text()}.\nAt {2 * widest} voxels: "
+                             f"{large.text() if large is not None else 'not known'}.")
+
+    def _on_prompt_changed(self, _box=None) -> None:
+        session = self.controller.prompt
+        if session is not None and session.pending():  # a prompt was just drawn: say its cost before it runs
+            drawn = session.drawn_prompts()
+            prompt = drawn[-1]
+            cost = interactive.prompt_cost(self.controller.document, prompt)
+            self._line = (f"prompt {len(drawn)} ({prompt.describe()}): "
+                          f"{short_text(cost) if cost is not None else 'computing'}…")
+        self._sync()
+
+    @Slot(object)
+    def _on_progress(self, step) -> None:
+        self._line = step.text
+        self._sync()
+
+    @Slot(object, object)
+    def _on_finished(self, _session, _error) -> None:
+        self._line = ""
+        self._sync()
+        self.show_cost()  # the pass just run measured what the next one costs
 
     def _sync(self) -> None:
         session = self.controller.prompt
@@ -81,8 +150,9 @@ class PromptOptions(QWidget):
             self.status.setText("")
             return
         count = len(session.prompts)
-        if self.runner.busy():
-            self.status.setText(f"computing the object ({count} prompt{'s' if count != 1 else ''} so far)…")
+        if self._line or self.runner.busy() or session.pending():  # (a step may arrive after the worker ended)
+            self.status.setText(self._line or f"computing the object ({count} prompt{'s' if count != 1 else ''} "
+                                              "so far)…")
         else:
             text = f"{count} prompt{'s' if count != 1 else ''}"
             if session.dropped:
@@ -91,7 +161,11 @@ class PromptOptions(QWidget):
             runtime = getattr(engine, "runtime", None)
             result = getattr(engine, "last_result", None)
             mode = f"; last prompt: {result.mode}" if result is not None and result.mode != "exact" else ""
-            self.status.setText(text + (f"; runtime {runtime}" if runtime else "") + mode)
+            took = ""
+            if result is not None and "total" in result.seconds:
+                took = (f"; the last took {duration_text(result.seconds['total'])} "
+                        f"({result.passes} pass{'es' if result.passes != 1 else ''})")
+            self.status.setText(text + (f"; runtime {runtime}" if runtime else "") + mode + took)
 
     @staticmethod
     def _set_small_first(checked: bool) -> None:
@@ -112,3 +186,8 @@ class PromptOptions(QWidget):
     def new_object(self) -> None:
         if self.controller.prompt is not None:
             self.apply()
+
+
+def _square(side: int) -> Prompt:
+    """A box of ``side`` voxels on an axial slice (what a larger prompt's cost is said for)."""
+    return Prompt("box", box=((0, 1), (0, side), (0, side)))

@@ -4,7 +4,8 @@ As the grow-from-seeds runner: the worker loops while prompts are queued in the 
 preview reaches the views through a queued signal. A prompt added while the model runs cancels the running
 one (the session does it: only the newest counts), so the window never waits and work never piles up.
 One worker at a time, for every session of the window: the model session behind them is one object, never
-used from two threads; a session started while an older worker still winds down is run when it ends.
+used from two threads; a session started while an older worker still winds down is run when it ends. What the
+model is doing (loading, each network pass as it starts and ends) reaches the panel through ``progress``.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ log = logging.getLogger(__name__)
 
 class PromptRunner(SessionRunner):
     started = Signal()  # the model started on a prompt (the panel says so)
+    progress = Signal(object)  # medseg.progress.Progress: emitted from the worker, queued to the GUI thread
     thread_name = "medseg-prompt"
     wait_timeout = 600.0
 
@@ -31,6 +33,7 @@ class PromptRunner(SessionRunner):
 
     def request(self, session: PromptSession) -> bool:
         # a running worker takes the new prompt when it loops, or _on_finished starts one
+        session.progress = self.progress.emit
         started = super().request(session)
         if started:
             self.started.emit()

@@ -29,6 +29,13 @@ _PENS = {
 }
 
 
+# Interactive AI prompts: green for a positive prompt, red for a negative one (QColor for the shapes, ARGB32 words
+# for the scribble and lasso voxels drawn over the slice image)
+PROMPT_COLORS = {True: QColor(80, 230, 80), False: QColor(240, 70, 70)}
+PROMPT_WORDS = {positive: np.uint32(0xFF000000 | color.rgb() & 0xFFFFFF) for positive, color in PROMPT_COLORS.items()}
+_PROMPT_SHADOW = QPen(QColor(0, 0, 0, 200), 4)  # under a prompt's line: it shows over a label of its colour too
+
+
 # The keys a slice view handles itself (slices to scroll); Escape drops an outline being drawn. No window
 # shortcut may take them (tests/gui/test_tool_keys.py).
 SLICE_KEYS = {Qt.Key.Key_Up: 1, Qt.Key.Key_Down: -1, Qt.Key.Key_PageUp: 10, Qt.Key.Key_PageDown: -10,
@@ -55,6 +62,7 @@ class SliceView(QWidget):
         self.image: QImage | None = None  # this view's slice at one pixel per voxel
         self._words: np.ndarray | None = None  # keeps the QImage's buffer alive
         self._render_key: tuple | None = None
+        self._prompt_image: QImage | None = None  # the scribbles and lassos on this slice (render_slice makes it)
         self._data_version = 0
         self._labels_version = 0  # bumped when label colours/visibility change
         self._tool_version = 0  # bumped when the seeds, a grow preview or a traced region change
@@ -182,6 +190,7 @@ class SliceView(QWidget):
                 self._words = self.renderer.outline_over(self._words,
                                                          self.axes.slice_of(self.display_comparison, position))
             self.image = qimage_of(self._words)
+            self._prompt_image = self._prompt_pixels(position)
             self._render_key = key
         return self.image
 
@@ -221,18 +230,61 @@ class SliceView(QWidget):
             words = np.where(edge != 0, np.uint32(0xFFFFE000), words)
         return words
 
+    def _prompt_pixels(self, position: int) -> QImage | None:
+        """The Interactive AI scribbles (as drawn) and lassos (their outline) crossing this slice, as an image of
+        the slice's size, transparent elsewhere: drawn over the slice without smoothing, so that a stroke one
+        voxel wide stays crisp and in its own colour (None: none here)."""
+        session = self.view.tools.prompt
+        if session is None or self.axes is None or self.document.volume is None:
+            return None
+        from medseg.gui.viewer.slice_render import outline_of
+
+        axis = 2 - self.axes.normal_axis
+        words = None
+        for prompt in session.drawn_prompts():
+            plane = _mask_plane(prompt, axis, position, self.document.volume.shape_zyx) \
+                if prompt.mask is not None else None
+            if plane is None:
+                continue
+            drawn = self.axes.orient(plane)
+            if prompt.kind == "lasso":  # filled when given: its outline leaves the object under it in sight
+                drawn = outline_of(drawn.astype(np.uint8)) != 0
+            if words is None:
+                words = np.zeros(drawn.shape, np.uint32)
+            words[drawn] = PROMPT_WORDS[prompt.positive]
+        if words is None:
+            return None
+        rows, columns = words.shape
+        return QImage(np.ascontiguousarray(words).data, columns, rows, columns * 4, QImage.Format.Format_ARGB32).copy()
+
     def _draw_prompts(self, painter: QPainter) -> None:
-        """The points of the interactive object on this slice: green inside, red outside (negative)."""
+        """The points and boxes of the interactive object where they cross this slice, from the moment they are
+        drawn until the object is applied or dropped: green positive, red negative; and under them the
+        scribbles and lassos (:meth:`_prompt_pixels`)."""
         session = self.view.tools.prompt
         if session is None or self.axes is None:
             return
+        if self._prompt_image is not None:
+            painter.save()
+            painter.setRenderHint(QPainter.RenderHint.SmoothPixmapTransform, False)
+            painter.drawImage(self.image_rect(), self._prompt_image)
+            painter.restore()
         axis = 2 - self.axes.normal_axis
-        for prompt in session.prompts:
-            if prompt.kind != "point" or round(prompt.point[axis]) != self.slice_position:
-                continue
-            centre = self.index_to_widget(tuple(prompt.point[::-1]))
-            painter.setPen(QPen(QColor(80, 230, 80) if prompt.positive else QColor(240, 70, 70), 2))
-            painter.drawEllipse(centre, 5.0, 5.0)
+        position = self.slice_position
+        for prompt in session.drawn_prompts():
+            if prompt.kind == "point" and round(prompt.point[axis]) == position:
+                centre = self.index_to_widget(tuple(prompt.point[::-1]))
+                for pen in (_PROMPT_SHADOW, QPen(PROMPT_COLORS[prompt.positive], 2)):
+                    painter.setPen(pen)
+                    painter.drawEllipse(centre, 5.0, 5.0)
+            elif prompt.kind == "box" and prompt.box[axis][0] <= position < prompt.box[axis][1]:
+                # the voxels' outer edges: a box of one voxel's depth is drawn round the voxels it holds
+                lo = [float(position) if a == axis else b[0] - 0.5 for a, b in enumerate(prompt.box)]
+                hi = [float(position) if a == axis else b[1] - 0.5 for a, b in enumerate(prompt.box)]
+                rect = QRectF(self.index_to_widget(tuple(lo[::-1])), self.index_to_widget(tuple(hi[::-1]))).normalized()
+                for pen in (_PROMPT_SHADOW, QPen(PROMPT_COLORS[prompt.positive], 2)):
+                    painter.setPen(pen)
+                    painter.drawRect(rect)
 
     def _draw_outline(self, painter: QPainter) -> None:
         """The scissors / lasso outline being drawn, on the view it is drawn on."""
@@ -401,3 +453,19 @@ class SliceView(QWidget):
         else:
             super().keyPressEvent(event)
 
+
+
+def _mask_plane(prompt, axis: int, position: int, shape_zyx) -> np.ndarray | None:
+    """A scribble's or lasso's voxels on slice ``position`` along ``axis`` (zyx), as a whole plane in array order
+    (None when the prompt does not cross it)."""
+    origin, mask = prompt.origin, prompt.mask
+    if not origin[axis] <= position < origin[axis] + mask.shape[axis]:
+        return None
+    block = np.take(mask, position - origin[axis], axis=axis) != 0
+    if not block.any():
+        return None
+    others = [a for a in range(3) if a != axis]
+    plane = np.zeros([shape_zyx[a] for a in others], dtype=bool)
+    starts = [origin[a] for a in others]
+    plane[starts[0]:starts[0] + block.shape[0], starts[1]:starts[1] + block.shape[1]] = block
+    return plane

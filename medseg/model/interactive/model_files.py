@@ -345,6 +345,23 @@ def load_interactive_model(path: str | Path) -> InteractiveModel:
                             provenance=dict(manifest.get("provenance", {})), source_path=path)
 
 
+def read_patch_size(path: str | Path) -> tuple[int, ...] | None:
+    """The network's patch from a model folder's small metadata file, without reading its weights (None when
+    the folder does not say it plainly: an nnInteractive plans file with several configurations)."""
+    path = Path(path)
+    try:
+        if (path / MODEL_JSON).is_file():
+            sizes = [_read_json(path / MODEL_JSON)["plan"]["patch_size"]]
+        else:
+            configurations = _read_json(path / "plans.json")["configurations"]
+            sizes = [c["patch_size"] for c in configurations.values() if "patch_size" in c]
+        if len(sizes) != 1:
+            return None
+        return tuple(int(p) for p in sizes[0])
+    except (ModelError, KeyError, TypeError, ValueError, AttributeError):
+        return None
+
+
 def _read_json(path: Path) -> dict[str, Any]:
     if not path.is_file():
         raise ModelError(f"{path.name} is missing", path=path)

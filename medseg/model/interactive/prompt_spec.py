@@ -104,6 +104,13 @@ def resolve_prompt(spec: PromptSpec, image: Volume, mask: Volume | None = None) 
         if all(hi - lo > 1 for lo, hi in box):
             raise PromptError(f"prompt {spec.text!r}: a box is drawn on one slice, so two of its corners' "
                               "coordinates along one axis must be on the same slice")
+        flat = sum(1 for lo, hi in box if hi - lo == 1)
+        if flat == 3:  # nnInteractive would take it as a 1 x 1 x 1 box: never what was meant
+            raise PromptError(f"prompt {spec.text!r}: the box's two corners fall in the same voxel; a box needs two "
+                              "opposite corners on its slice", hint="for a click, write point:X,Y,Z")
+        if flat == 2:
+            raise PromptError(f"prompt {spec.text!r}: the box is one voxel wide along two of the image's axes (a "
+                              "line, not a box): a box on one slice spans at least 2 voxels along both axes of it")
         return VoxelPrompt("box", spec.positive, box=box)
     if mask is None:
         raise PromptError(f"prompt {spec.text!r}: the {spec.kind}'s mask file was not read")

@@ -116,11 +116,16 @@ def load_choice(folder: Path | None) -> RuntimeChoice | None:
 def chosen_runtime(model: InteractiveModel, requested: str = "auto") -> tuple[str, str]:
     """(runtime, why) for a session: ``requested`` if it is one, else the model folder's measured choice,
     else torch. A choice that needs OpenVINO on a machine without it falls back to torch."""
+    return runtime_for_folder(model.source_path, requested)
+
+
+def runtime_for_folder(folder: Path | None, requested: str = "auto") -> tuple[str, str]:
+    """:func:`chosen_runtime` for the model in ``folder``, without reading its weights."""
     if requested != "auto":
         if requested not in RUNTIMES:
             raise ModelError(f"unknown interactive runtime {requested!r} (known: auto, {', '.join(RUNTIMES)})")
         return requested, "asked for"
-    choice = load_choice(model.source_path)
+    choice = load_choice(folder)
     if choice is None:
         return "torch", "no measured choice for this model yet: PyTorch, the exact runtime"
     if choice.runtime != "torch" and not openvino_available():
@@ -129,6 +134,16 @@ def chosen_runtime(model: InteractiveModel, requested: str = "auto") -> tuple[st
     if short:
         return "torch", short
     return choice.runtime, choice.reason
+
+
+def measured_pass_seconds(folder: Path | None, runtime: str) -> float | None:
+    """A full-patch pass's seconds on ``runtime`` as calibration measured them on this computer (None: not
+    measured)."""
+    choice = load_choice(folder)
+    seconds = choice.measured.get(runtime, {}).get("seconds") if choice is not None else None
+    if not isinstance(seconds, (int, float)) or seconds <= 0:
+        return None
+    return float(seconds)
 
 
 MEMORY_HEADROOM = 1.25  # free memory a runtime's measured peak must fit in, with room for the app's own growth
@@ -157,4 +172,5 @@ def _short_of_memory(choice: RuntimeChoice) -> str:
 
 __all__ = ["CHOICE_FILE", "MIN_AGREEMENT", "MIN_DICE", "MIN_GAIN", "ONNX_FILE", "OpenVinoRunner", "RUNTIMES",
            "RuntimeChoice", "available_runtimes", "chosen_runtime", "ensure_onnx", "load_choice", "make_runner",
+           "measured_pass_seconds", "runtime_for_folder",
            "free_memory_mb", "openvino_available"]

@@ -56,10 +56,11 @@ from medseg import threads as medseg_threads
 from medseg.errors import MedsegError
 from medseg.model.backends import TorchRunner, resolve_device
 from medseg.model.lean_forward import cancellable, slab_budget
+from medseg.model.interactive.cost import PromptCost, duration_text, first_zoom, prompt_cost
 from medseg.model.interactive.model_files import InteractiveModel
 from medseg.model.interactive.prompts import Box, PromptStore, Stamp
 from medseg.model.interactive.refine_boxes import changed_at_border, changed_region, cover_boxes
-from medseg.progress import CancelToken
+from medseg.progress import CancelToken, ProgressCallback, report
 from medseg.model.interactive.resize import (
     NormalisedImage, area_resize, centred_box, clip_box, dilate, local, nearest_resize, round_to_odd,
     trilinear_resize, union_box,
@@ -72,6 +73,7 @@ ZOOM_GROWTH = 1.5
 # the activations held stay far below the module forward's either way.
 SLAB_BYTES = 128 * 2**20
 SMALL_SHARE = 0.5  # the small first patch's edge, as a share of the patch's (before rounding to the stride)
+CALIBRATED, LAST_PASS = "as measured when the model was installed", "as the last pass took"  # a pass's seconds
 EXACT, SMALL, SMALL_THEN_EXACT = "exact", "small patch", "small patch, then exact"  # PromptResult.mode
 
 
@@ -119,6 +121,9 @@ class InteractiveSession:
         self.seed = seed
         self.autozoom = autozoom
         self.runtime, self.runtime_reason = "given", "a runner was given"
+        # what a full-patch pass costs here: calibration's measurement, then this session's own last pass
+        self.pass_seconds: float | None = None
+        self.pass_seconds_source = ""
         if runner is None:
             resolved = resolve_device(device)
             if resolved not in ("cpu", "cuda", "mps"):
@@ -128,12 +133,17 @@ class InteractiveSession:
 
                 self.runtime, self.runtime_reason = chosen_runtime(model, runtime)
                 runner = make_runner(model, self.runtime, model.source_path)
+                self.pass_seconds, self.pass_seconds_source = _calibrated_pass(model, self.runtime)
             else:
                 self.runtime, self.runtime_reason = resolved, "a GPU device"
                 runner = TorchRunner([model.build_network()], resolved, onednn=True, lean=True)
         self._runner = runner
         self._small_runner: Runner | None = None if self.runtime.startswith("openvino") else runner
         self._cancel: CancelToken | None = None
+        self._progress: ProgressCallback | None = None
+        self._planned = 0  # the running prompt's passes known so far
+        self._pass: tuple[str, bool, float, bool] | None = None  # the pass begun: (its count as said, more, when,
+        # not zoomed)
         self._image: NormalisedImage | None = None
         self.mask: np.ndarray = np.zeros((0, 0, 0), np.uint8)
         self._prompts: PromptStore | None = None
@@ -252,6 +262,16 @@ class InteractiveSession:
         self._prompts.intensity = record.intensity
         return True
 
+    def progress_with(self, callback: ProgressCallback | None) -> None:
+        """Prompts from now on report each network pass as it starts and ends (stage ``pass-start`` /
+        ``pass-end``: "pass 2 of 3: zoomed out 1.5x …"), on the thread that runs the prompt."""
+        self._progress = callback
+
+    def cost(self, extent: Sequence[int]) -> PromptCost:
+        """What a prompt of ``extent`` voxels (z, y, x) will cost here, before it runs (:mod:`.cost`)."""
+        small = self.small_first and self.small_patch is not None and first_zoom(extent, self.small_patch) == 1
+        return prompt_cost(extent, self.patch, self.pass_seconds, self.pass_seconds_source, self.autozoom, small)
+
     def cancel_with(self, token: CancelToken | None) -> None:
         """Prompts from now on stop at the next network slab when ``token`` is cancelled (and leave the
         session as it was, as a failed prompt does)."""
@@ -263,7 +283,7 @@ class InteractiveSession:
         store = self._prompts
         assert store is not None
         undo = _Undo(len(store.stamps), store.intensity, None)
-        self._seconds, self._passes = {}, 0
+        self._seconds, self._passes, self._planned, self._pass = {}, 0, 0, None
         self._mode, self._first_patch = EXACT, self.patch
         started = time.perf_counter()
         undo.rescaled = store.next_intensity()
@@ -287,11 +307,15 @@ class InteractiveSession:
             kept = self._small_first(centre, self.small_patch, undo)
             if kept is not False:
                 return kept, zoom
+        first = f"the {_edges(self.patch)} patch around the prompt" if zoom == 1 else \
+            f"the prompt's surroundings zoomed out {zoom:.3g}x"
+        self._begin_pass(first, zoom > 1 or (self.autozoom and zoom < MAX_ZOOM), zoomed=zoom > 1)
         inputs, scaled, box, previous = self._network_input(centre, zoom)
         answer = self._forward(inputs)
         changed = self._timed("border", lambda: changed_at_border(answer, previous))
         while changed and self.autozoom and zoom < MAX_ZOOM:
             zoom = min(MAX_ZOOM, zoom * ZOOM_GROWTH)
+            self._begin_pass(f"zoomed out {zoom:.3g}x (the object reached the patch's faces)", True, zoomed=True)
             inputs, scaled, box, previous = self._network_input(centre, zoom)
             answer = self._forward(inputs)
             changed = self._timed("border", lambda: changed_at_border(answer, previous))
@@ -311,6 +335,7 @@ class InteractiveSession:
         if _on_faces(previous_np).any():
             return False  # the object so far is larger than the small cube: it could not see it whole
         self._mode, self._first_patch = SMALL_THEN_EXACT, small
+        self._begin_pass(f"the small first patch ({_edges(small)})", True)
         previous = torch.from_numpy(previous_np).to(torch.float16)
         inputs = self._timed("crop", lambda: self._patch_input(box, previous))
         if self._small_runner is None:  # OpenVINO's export is fixed to the full patch: PyTorch runs any size
@@ -329,6 +354,8 @@ class InteractiveSession:
 
     def _refine(self, centre: list[int], answer: torch.Tensor, scaled: list[int], box: Box, undo: _Undo) -> Box | None:
         started = time.perf_counter()
+        report(self._progress, self._passes / (self._planned + 1),
+               f"pass {self._passes} done; planning the refinement at full resolution", "plan")
         if tuple(answer.shape) != tuple(scaled):
             coarse = (trilinear_resize(answer.to(torch.float32), scaled) >= 0.5).to(torch.uint8)
         else:
@@ -352,7 +379,9 @@ class InteractiveSession:
         if injected is not None:  # the coarse answer, where the patches will look
             work[local(injected, cache)] = coarse_np[local(injected, box)]
         self._seconds["plan"] = self._seconds.get("plan", 0.0) + time.perf_counter() - started
-        for patch_box in boxes:
+        self._planned = self._passes + len(boxes)
+        for number, patch_box in enumerate(boxes, 1):
+            self._begin_pass(f"refining at full resolution (patch {number} of {len(boxes)})", False)
             previous = torch.from_numpy(work[local(patch_box, cache)])
             inputs = self._timed("crop", lambda: self._patch_input(patch_box, previous))
             work[local(patch_box, cache)] = self._forward(inputs).numpy()
@@ -433,8 +462,24 @@ class InteractiveSession:
         return out
 
     # -- helpers -----------------------------------------------------------------------------------
+    def _begin_pass(self, what: str, more: bool, zoomed: bool = False) -> None:
+        """Say that the next pass starts, before its input is made (at a zoom, resizing it takes a good part of
+        the pass): ``what`` it is, and whether ``more`` passes may follow the ones known so far. A ``zoomed``
+        pass (its input resized) is not what most passes cost: it is not the measure of the next ones."""
+        number = self._passes + 1
+        self._planned = max(self._planned, number)
+        of = f"{self._planned} or more" if more else str(self._planned)
+        left = ""
+        if self.pass_seconds is not None:
+            remaining = (self._planned - number + 1) * self.pass_seconds
+            left = f", about {duration_text(remaining)}{' or more' if more else ''} left"
+        self._pass = (of, more, time.perf_counter(), not zoomed)
+        report(self._progress, (number - 1) / (self._planned + more), f"pass {number} of {of}: {what}{left}",
+               "pass-start")
+
     def _forward(self, inputs: torch.Tensor, runner: Runner | None = None) -> torch.Tensor:
         started = time.perf_counter()
+        full = runner is None or runner is self._runner
         runner = runner or self._runner
         token = self._cancel
         if token is not None:
@@ -445,8 +490,16 @@ class InteractiveSession:
             logits = runner(batch, cancel=token) if token is not None and _takes_cancel(runner) \
                 else runner(batch)
         answer = logits[0].argmax(0).cpu()
-        self._seconds["network"] = self._seconds.get("network", 0.0) + time.perf_counter() - started
+        now = time.perf_counter()
+        self._seconds["network"] = self._seconds.get("network", 0.0) + now - started
         self._passes += 1
+        of, more, began, plain = self._pass if self._pass is not None else (str(self._passes), False, started, True)
+        seconds = now - began  # the pass with the making of its input
+        if full and plain and tuple(inputs.shape[1:]) == self.patch:
+            self.pass_seconds, self.pass_seconds_source = seconds, LAST_PASS
+        report(self._progress, self._passes / (self._planned + more),
+               f"pass {self._passes} of {of} done in {duration_text(seconds)}", "pass-end")
+        self._pass = None
         return answer
 
     def _timed(self, part: str, function: Callable):
@@ -462,8 +515,7 @@ class InteractiveSession:
     @staticmethod
     def _zoom_for(extent: Sequence[int], patch: Sequence[int]) -> float:
         """nnInteractive's first zoom: the prompt's extent with a third of the patch around it, at least 1."""
-        wanted = [e + p // 3 for e, p in zip(extent, patch)]
-        return max(1, max(w / p for w, p in zip(wanted, patch)))
+        return first_zoom(extent, patch)
 
     def _check_supported(self, kind: str) -> None:
         if not self.settings.supported.get(kind, False):
@@ -473,6 +525,13 @@ class InteractiveSession:
         if self._image is None:
             raise PromptError("no image: call set_image first")
         return self._image
+
+
+def _calibrated_pass(model: InteractiveModel, runtime: str) -> tuple[float | None, str]:
+    from medseg.model.interactive.runtimes import measured_pass_seconds
+
+    seconds = measured_pass_seconds(model.source_path, runtime)
+    return (seconds, CALIBRATED) if seconds is not None else (None, "")
 
 
 def small_patch_for(patch: Sequence[int], divisor: Sequence[int]) -> tuple[int, ...] | None:
