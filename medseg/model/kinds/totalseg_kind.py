@@ -65,10 +65,22 @@ class TotalSegPipeline(ModelPipeline):
         return names
 
     def speed_flags(self) -> dict[str, str]:
+        """--fast / --fastest as TotalSegmentator picks them for this task (--fastest falls back to the fast
+        mode where there is no fastest one, e.g. body's 6 mm network), where that configuration is installed."""
+        from medseg.model.totalseg.tasks import task_spec
+
+        try:
+            spec = task_spec(self.model.task)
+        except ModelError:  # a task the table does not list: its configurations' own flags
+            return {config.flag.lstrip("-"): name for name, config in self.model.configurations.items() if config.flag}
         flags = {}
-        for name, config in self.model.configurations.items():
-            if config.flag:
-                flags[config.flag.lstrip("-")] = name
+        for flag in ("fast", "fastest"):
+            try:
+                chosen = spec.configuration_for(fast=flag == "fast", fastest=flag == "fastest")
+            except ModelError:
+                continue
+            if chosen in self.model.configurations and chosen != spec.configuration_for():
+                flags[flag] = chosen
         return flags
 
     def label_names(self) -> dict[int, str]:
