@@ -4,11 +4,14 @@
 nnU-Net reads ``nnUNet_results`` once, when it is first imported, and TotalSegmentator points it at
 its weights folder; and because that is how a user runs it (the benchmark measures this process).
 
-The torchvision workaround (.ci/totalsegmentator-peer.txt): before TotalSegmentator runs, the two
-trainer classes of the 'total' task are put in TotalSegmentator's own table of known trainers
+The torchvision workaround (.ci/totalsegmentator-peer.txt): before TotalSegmentator runs, every
+trainer class its tasks name is put in TotalSegmentator's own table of known trainers
 (``totalsegmentator.nnunet.custom_trainers``), so nnU-Net's trainer lookup, which imports every
 trainer module and through Primus reaches timm and torchvision, is never needed. The classes are
-nnU-Net's own; nothing else changes.
+nnU-Net's own (TotalSegmentator's custom ones are already in that table); nothing else changes.
+
+``run_totalsegmentator_tasks`` runs several tasks (each on its own image) in one process: the tests
+of every task would otherwise spend most of their time starting Python, torch and nnU-Net.
 
 Telemetry: the peer's home folder gets a config.json with ``send_usage_stats: false``.
 """
@@ -34,6 +37,21 @@ def peer_environment(weights_root: Path, home: Path, threads: int | None = None)
     if threads:
         env.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads), MEDSEG_PEER_THREADS=str(threads))
     return env
+
+
+def run_totalsegmentator_tasks(jobs: Sequence[tuple[Path, Path, str]], weights_root: Path, home: Path, *,
+                               threads: int | None = None, timeout: float = 1800) -> list[Path]:
+    """TotalSegmentator's --ml output of each (image, output, task), as ``totalsegmentator(image, output, ml=True,
+    task=task, device="cpu")`` writes it, all run in one process, one after the other."""
+    request = Path(jobs[0][1]).with_suffix(".tasks.json")
+    request.write_text(json.dumps({"tasks": [{"image": str(i), "output": str(o), "task": t} for i, o, t in jobs]}))
+    completed = subprocess.run([sys.executable, __file__, str(request)], env=peer_environment(weights_root, home, threads),
+                               capture_output=True, text=True, timeout=timeout)
+    missing = [str(o) for _, o, _ in jobs if not Path(o).is_file()]
+    if completed.returncode != 0 or missing:
+        raise RuntimeError(f"TotalSegmentator failed ({completed.returncode}), no output {missing}:\n"
+                           f"{completed.stdout[-3000:]}\n{completed.stderr[-5000:]}")
+    return [Path(o) for _, o, _ in jobs]
 
 
 def run_totalsegmentator(image: Path, output: Path, weights_root: Path, home: Path, *, fast: bool = False,
@@ -84,23 +102,57 @@ def assert_agrees(ours: np.ndarray, theirs: np.ndarray, min_classes: int) -> Non
             assert dice >= 0.99, f"label {value}: Dice {dice:.4f}"
 
 
-def register_total_trainers() -> None:
-    import totalsegmentator.nnunet as ts_nnunet
-    from nnunetv2.training.nnUNetTrainer.variants.data_augmentation.nnUNetTrainerNoMirroring import (
-        nnUNetTrainerNoMirroring,
-    )
-    from nnunetv2.training.nnUNetTrainer.variants.training_length.nnUNetTrainer_Xepochs_NoMirroring import (
-        nnUNetTrainer_4000epochs_NoMirroring,
-    )
+# nnU-Net's modules of the trainers TotalSegmentator's tasks name (its own custom trainers are in its table)
+_NNUNET_TRAINER_MODULES = {
+    "nnUNetTrainer": "nnunetv2.training.nnUNetTrainer.nnUNetTrainer",
+    "nnUNetTrainerNoMirroring": "nnunetv2.training.nnUNetTrainer.variants.data_augmentation.nnUNetTrainerNoMirroring",
+    "nnUNetTrainer_onlyMirror01": "nnunetv2.training.nnUNetTrainer.variants.data_augmentation.nnUNetTrainerNoMirroring",
+    "nnUNetTrainer_DASegOrd0": "nnunetv2.training.nnUNetTrainer.variants.data_augmentation.nnUNetTrainerDAOrd0",
+    "nnUNetTrainer_DASegOrd0_NoMirroring":
+        "nnunetv2.training.nnUNetTrainer.variants.data_augmentation.nnUNetTrainerDAOrd0",
+    "nnUNetTrainer_2000epochs_NoMirroring":
+        "nnunetv2.training.nnUNetTrainer.variants.training_length.nnUNetTrainer_Xepochs_NoMirroring",
+    "nnUNetTrainer_4000epochs_NoMirroring":
+        "nnunetv2.training.nnUNetTrainer.variants.training_length.nnUNetTrainer_Xepochs_NoMirroring",
+}
 
-    ts_nnunet.custom_trainers.setdefault("nnUNetTrainerNoMirroring", nnUNetTrainerNoMirroring)
-    ts_nnunet.custom_trainers.setdefault("nnUNetTrainer_4000epochs_NoMirroring", nnUNetTrainer_4000epochs_NoMirroring)
+
+def task_trainers() -> set[str]:
+    """Every trainer TotalSegmentator's task table names (all tasks, all sub-modes)."""
+    from totalsegmentator.map_tasks_config import TASK_CONFIGS
+
+    names = set()
+    for config in TASK_CONFIGS.values():
+        for entry in config.get("sub_modes", {"": config}).values():
+            names.add(entry["trainer"])
+    return names
+
+
+def register_trainers() -> None:
+    import importlib
+
+    import totalsegmentator.nnunet as ts_nnunet
+
+    for name in sorted(task_trainers() - set(ts_nnunet.custom_trainers)):
+        if name in _NNUNET_TRAINER_MODULES:  # nnUNetTrainerV2 (task 'test') is nnU-Net v1's and exists nowhere
+            module = importlib.import_module(_NNUNET_TRAINER_MODULES[name])
+            ts_nnunet.custom_trainers[name] = getattr(module, name)
+
+
 
 
 def _main(request_file: str) -> None:
     arguments = json.loads(Path(request_file).read_text())
-    register_total_trainers()
+    register_trainers()
     import nibabel as nib
+
+    if "tasks" in arguments:
+        from totalsegmentator.python_api import totalsegmentator
+
+        for job in arguments["tasks"]:
+            totalsegmentator(job["image"], job["output"], ml=True, task=job["task"], device="cpu", quiet=True,
+                             nr_thr_saving=1)
+        return
 
     if arguments["crop_mask"] is None:
         from totalsegmentator.python_api import totalsegmentator
