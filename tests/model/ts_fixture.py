@@ -173,8 +173,10 @@ def write_network(root: Path, network: Network, *, weights: dict[str, np.ndarray
                                      seed=seed * 1000 + network.dataset_id + 7919 * fold)
         with torch.no_grad():
             if weights is not None:
-                model.load_state_dict({k: torch.from_numpy(np.asarray(v, np.float32)) for k, v in weights.items()},
-                                      strict=True)
+                missing, unexpected = model.load_state_dict(
+                    {k: torch.from_numpy(np.asarray(v, np.float32)) for k, v in weights.items()}, strict=False)
+                if unexpected or not all(is_alias(key) for key in missing):
+                    raise ValueError(f"weights do not fit {network.folder}: {missing[:3]} {unexpected[:3]}")
             else:
                 generator = torch.Generator().manual_seed(seed + network.dataset_id + 31 * fold)
                 for layer in model.decoder.seg_layers:
@@ -187,6 +189,11 @@ def write_network(root: Path, network: Network, *, weights: dict[str, np.ndarray
         (folder / f"fold_{fold}").mkdir(exist_ok=True)
         torch.save(checkpoint, folder / f"fold_{fold}" / "checkpoint_final.pth")
     return folder
+
+
+def is_alias(key: str) -> bool:
+    """A second name nnU-Net's modules give a tensor that has a first one (the stored weights omit it)."""
+    return key.startswith("decoder.encoder.") or ".all_modules." in key
 
 
 def crop_weights(dataset_id: int) -> dict[str, np.ndarray] | None:
