@@ -143,14 +143,19 @@ def _check_part_labels(entry: ModelEntry, package: ModelPackage, folder: Path) -
 def convert_totalsegmentator(entry: ModelEntry, configurations: list[Configuration], results: dict[int, Path],
                              out: Path, progress: ProgressCallback | None = None,
                              cancel: CancelToken | None = None) -> Converted:
-    """TotalSegmentator's tasks through medseg's TotalSegmentator pipeline (medseg.model.totalseg, issue 37)
-    where it handles the task, else as plain nnU-Net networks."""
-    try:
-        from medseg.model.totalseg import import_totalsegmentator_task  # type: ignore[attr-defined]
-    except ImportError:
-        return convert_nnunet(entry, configurations, results, out, progress, cancel)
+    """A TotalSegmentator task through medseg's TotalSegmentator pipeline (medseg.model.totalseg), which runs
+    it as TotalSegmentator does, when every network it needs is here: its own and those of the runs that
+    crop or refine it (e.g. the 'total' 6 mm network that finds the liver for liver_segments). Otherwise
+    its networks are converted as plain nnU-Net networks, as before."""
+    from medseg.model.totalseg import import_totalsegmentator_task, required_runs, task_spec
+
     weights = {folder.parent.parent for folder in results.values()}  # <weights>/DatasetNNN_x/<trainer folder>
-    if entry.task != "total" or len(weights) != 1:
+    try:
+        runs = required_runs(entry.task or "", [c.name for c in configurations])
+    except ModelError:  # a task the table does not know
+        return convert_nnunet(entry, configurations, results, out, progress, cancel)
+    needed = {n.dataset for task, mode in runs for n in task_spec(task).modes[mode].networks}
+    if len(weights) != 1 or not needed <= set(results):
         return convert_nnunet(entry, configurations, results, out, progress, cancel)
     report(progress, 0.0, f"converting {entry.id} without unpickling", "convert")
     import_totalsegmentator_task(next(iter(weights)), out=out / RUN_FOLDER, task=entry.task)

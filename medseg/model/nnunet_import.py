@@ -43,10 +43,12 @@ READER_ORIENTATION = {"SimpleITKIO": None, "NibabelIO": None, "Tiff3DIO": None,
 # Trainer variants that change only training (epochs, learning rate, loss, augmentation,
 # mirroring) and therefore build their network from the plans unchanged. A trainer that
 # overrides build_network_architecture (e.g. nnUNetTrainerBN, Primus) is not listed.
+# TotalSegmentator's own (its custom_trainers.py): SkeletonRecall changes the loss and the data loader,
+# MOSAIC_1k_QuarterLR the learning rate.
 _TRAINER_TOKEN = re.compile(
     r"^(\d+epochs?|NoMirroring|onlyMirror01|NoDA|NoDeepSupervision|DA\w*|noDummy2DDA|Cos\w*|Poly\w*|"
     r"[lL]r\w*|SGD\w*|Adam\w*|\w*Loss|probabilisticOversampling\w*|\w*Oversampling\w*|Bench\w*|"
-    r"\d+Epochs?|Fast\w*|NoValidation\w*|ExtremeOversamp\w*|\d+)$"
+    r"\d+Epochs?|Fast\w*|NoValidation\w*|ExtremeOversamp\w*|\d+|SkeletonRecall|MOSAIC|\d+k|QuarterLR)$"
 )
 
 

@@ -137,16 +137,16 @@ def test_conversion_refusals(fast_weights, tmp_path):
     make_totalseg_weights(only_part, [291], patch_size=(32, 32, 32), n_stages=3)
     with pytest.raises(ModelError, match="1.5mm lacks Dataset292"):
         import_totalsegmentator_task(only_part, tmp_path / "model")
-    # a dataset whose classes are not the task's is refused, naming the file
+    # a network whose label values are not what the task expects of it is refused, naming the file
+    # (TotalSegmentator uses the values only: its class maps name them): 291's folder given as 292
     dataset_json = next(only_part.glob("Dataset291_*/*/dataset.json"))
-    names = json.loads(dataset_json.read_text())
-    names["labels"] = {("spleen_accessory" if k == "spleen" else k): v for k, v in names["labels"].items()}
-    dataset_json.write_text(json.dumps(names))
-    from medseg.model.totalseg.convert import convert_dataset
-    from medseg.model.totalseg.classes import DATASETS
+    from medseg.model.totalseg.convert import convert_network
+    from medseg.model.totalseg.tasks import task_spec
 
-    with pytest.raises(ModelError, match="does not predict TotalSegmentator's 24") as error:
-        convert_dataset(dataset_json.parent, DATASETS[291])
+    total = task_spec("total")
+    vertebrae = total.modes["default"].networks[1]
+    with pytest.raises(ModelError, match="dataset 292 does not predict TotalSegmentator's 26 'total' classes") as error:
+        convert_network(dataset_json.parent, vertebrae, total.modes["default"], total)
     assert error.value.path == dataset_json
 
 

@@ -69,6 +69,18 @@ def test_the_facts_the_pipeline_depends_on():
     assert task_spec("aorta_annulus").modes["default"].folds == (0, 1, 2, 3, 4)
 
 
+def test_fast_and_fastest_pick_the_modes_totalsegmentator_picks():
+    from medseg.errors import ModelError
+
+    total, body = task_spec("total"), task_spec("body")
+    assert [total.configuration_for(), total.configuration_for(fast=True), total.configuration_for(fastest=True)] == [
+        "1.5mm", "3mm", "6mm"]
+    assert body.configuration_for(fastest=True) == "6mm" == body.configuration_for(fast=True)  # its fast mode
+    assert task_spec("liver_segments").configuration_for() == "default"
+    with pytest.raises(ModelError, match="liver_segments has no --fast mode"):
+        task_spec("liver_segments").configuration_for(fast=True)
+
+
 def test_an_unknown_task_is_refused_by_name():
     from medseg.errors import ModelError
 

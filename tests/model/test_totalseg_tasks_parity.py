@@ -21,7 +21,7 @@ import SimpleITK as sitk
 import torch
 from totalsegmentator.map_tasks_config import TASK_CONFIGS
 from totalsegmentator.map_to_binary import class_map
-from ts_fixture import CROP_IMAGES, TASK_IMAGE, crop_networks, make_task_weights, read_ct
+from ts_fixture import CROP_IMAGES, TASK_IMAGE, crop_networks, make_oracle_weights, read_ct
 from ts_peer import assert_agrees, read_multilabel, run_totalsegmentator_tasks
 
 from medseg.core.volume import Volume
@@ -50,7 +50,7 @@ def crops(task: str) -> bool:
 def peer(tmp_path_factory, ct_dir):
     """Every task's weights, its image, and TotalSegmentator's output of it (all tasks in one peer process)."""
     root = tmp_path_factory.mktemp("totalseg_tasks")
-    weights = make_task_weights(root / "weights", TASKS)
+    weights = make_oracle_weights(root / "weights", TASKS)
     images = {}
     for key in {TASK_IMAGE.get(task, "small") for task in TASKS}:
         images[key] = root / f"{key}.nii.gz"

@@ -2,7 +2,7 @@
 
 Everything about a task is read from TotalSegmentator's own tables (``map_tasks_config.TASK_CONFIGS``,
 ``TASK_ID_WEIGHTS_CONFIGS``, ``map_to_binary``), not from medseg: these weights are the oracle's side.
-``make_task_weights(root, tasks)`` writes, for every network the tasks run (their crop models included):
+``make_oracle_weights(root, tasks)`` writes, for every network the tasks run (their crop models included):
 
     root/Dataset570_ct_liver_segments/nnUNetTrainerNoMirroring__nnUNetPlans__3d_fullres/
         dataset.json    the network's class names (the task's class map, or its part's, auxiliary labels included)
@@ -10,6 +10,7 @@ Everything about a task is read from TotalSegmentator's own tables (``map_tasks_
         fold_0/checkpoint_final.pth   nnU-Net's PlainConvUNet as nnUNetTrainer saves it (fold_0..4 where the task
                                       runs five folds)
 
+(``make_task_weights(root, task)`` further down is the pipeline tests' variant, built from medseg's own task table.)
 The networks are small (CI time): random, seeded, the last layer scaled so that many classes win somewhere
 and ties are rare. The crop models (298, 297, 300 and the craniofacial model 115 that crops ``teeth``) get
 trained weights from tests/model/data/ts_crop_weights.npz (made by tests/model/make_ts_crop_weights.py)
@@ -206,7 +207,7 @@ def crop_weights(dataset_id: int) -> dict[str, np.ndarray] | None:
     return found or None
 
 
-def make_task_weights(root: Path, tasks: Iterable[str], *, trained_crop: bool = True, seed: int = 0) -> Path:
+def make_oracle_weights(root: Path, tasks: Iterable[str], *, trained_crop: bool = True, seed: int = 0) -> Path:
     """TotalSegmentator's weights folder for ``tasks``; the crop models trained (compact) when asked."""
     root = Path(root)
     for network in networks_for(tasks):
@@ -330,3 +331,63 @@ TASK_IMAGE = {
     "coronary_arteries": "chest", "coronary_arteries_LEGACY": "chest", "aortic_sinuses": "chest",
     "hip_implant": "pelvis",
 }
+
+
+def make_task_weights(root: Path, task: str, *, modes: Sequence[str] | None = None, helpers: bool = True,
+                      patch_size: Sequence[int] = (32, 32, 32), n_stages: int = 3, base_features: int = 4,
+                      seed: int = 0, logit_scale: float = 30.0, unset_spacing: Sequence[float] = (2.0, 1.0, 1.0),
+                      background_bias: dict[int, float] | None = None, folds: Sequence[int] = (0,),
+                      favour: dict[int, int] | None = None) -> Path:
+    """Random weights for any TotalSegmentator CT task in its exact layout, from medseg's copy of its task
+    table (folder, trainer, plans and nnU-Net configuration names, class values): the task's modes and,
+    with ``helpers``, the runs that crop or refine it. ``unset_spacing`` (z, y, x) is the plans spacing of
+    a network TotalSegmentator does not resample for (its real plans are not public).
+    ``background_bias``: dataset -> extra background score (a large one: the network finds nothing);
+    ``favour``: dataset -> a class value that wins everywhere (a crop network that finds its structure)."""
+    from medseg.model.totalseg.convert import expected_values
+    from medseg.model.totalseg.tasks import required_runs, task_spec
+
+    root = Path(root)
+    spec = task_spec(task)
+    chosen = [m.configuration for m in spec.modes.values() if modes is None or m.name in modes]
+    runs = required_runs(task, chosen) if helpers else [(task, m) for m in spec.modes if modes is None or m in modes]
+    for name, mode_name in runs:
+        owner = task_spec(name)
+        mode = owner.modes[mode_name]
+        for network in mode.networks:
+            values = expected_values(network, owner)
+            names = ["background"] + [values[v] for v in sorted(values)]
+            spacing = tuple(reversed(mode.resample)) if mode.resample else tuple(unset_spacing)
+            intensity = dict(_INTENSITY, mean=_INTENSITY["mean"] + 5 * (network.dataset % 10))
+            config = mode.nnunet_configuration
+            current = fixture_plans(spacing, patch_size, n_stages, base_features, config, intensity, "current")
+            legacy = fixture_plans(spacing, patch_size, n_stages, base_features, config, intensity, "legacy")
+            for plans in (current, legacy):
+                plans["dataset_name"] = network.folder
+                plans["plans_name"] = mode.plans
+                plans["image_reader_writer"] = "NibabelIOWithReorient"
+            dataset_json = {"channel_names": {"0": "CT"},
+                            "labels": {label: value for value, label in zip([0, *sorted(values)], names)},
+                            "numTraining": 100, "file_ending": ".nii.gz",
+                            "overwrite_image_reader_writer": "NibabelIOWithReorient"}
+            folder = root / network.folder / f"{mode.trainer}__{mode.plans}__{config}"
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / "plans.json").write_text(json.dumps(legacy, indent=2))
+            (folder / "dataset.json").write_text(json.dumps(dataset_json, indent=2))
+            for fold in (folds if mode.folds is None else mode.folds):
+                network_module = build_nnunet_network(current, config, len(names),
+                                                      seed=seed * 1000 + network.dataset * 10 + fold)
+                with torch.no_grad():
+                    generator = torch.Generator().manual_seed(seed + network.dataset + fold)
+                    for layer in network_module.decoder.seg_layers:
+                        layer.weight.mul_(logit_scale)
+                        layer.bias.copy_(torch.randn(layer.bias.shape, generator=generator))
+                        layer.bias[0] += (background_bias or {}).get(network.dataset, 0.0)
+                        if network.dataset in (favour or {}):
+                            layer.bias[favour[network.dataset]] += 500.0
+                checkpoint = training_checkpoint(network_module, legacy, dataset_json, config, fold, mode.trainer, 3)
+                if "NoMirroring" in mode.trainer:
+                    checkpoint["inference_allowed_mirroring_axes"] = None
+                (folder / f"fold_{fold}").mkdir(exist_ok=True)
+                torch.save(checkpoint, folder / f"fold_{fold}" / "checkpoint_final.pth")
+    return root

@@ -56,7 +56,8 @@ def run_totalsegmentator_tasks(jobs: Sequence[tuple[Path, Path, str]], weights_r
 
 def run_totalsegmentator(image: Path, output: Path, weights_root: Path, home: Path, *, fast: bool = False,
                          fastest: bool = False, roi_subset: Sequence[str] | None = None, crop_mask: Path | None = None,
-                         force_split: bool = False, threads: int | None = None, timeout: float = 1800) -> Path:
+                         force_split: bool = False, threads: int | None = None, timeout: float = 1800,
+                         task: str = "total") -> Path:
     """TotalSegmentator's multi-label output (its --ml) for ``image``, written to ``output``.
 
     ``crop_mask`` (a NIfTI on the image's grid) replaces the crop model's rough segmentation: the
@@ -65,7 +66,7 @@ def run_totalsegmentator(image: Path, output: Path, weights_root: Path, home: Pa
     """
     arguments = {"image": str(image), "output": str(output), "fast": fast, "fastest": fastest,
                  "roi_subset": list(roi_subset) if roi_subset else None,
-                 "crop_mask": str(crop_mask) if crop_mask else None, "force_split": force_split}
+                 "crop_mask": str(crop_mask) if crop_mask else None, "force_split": force_split, "task": task}
     request = output.with_suffix(".request.json")
     request.write_text(json.dumps(arguments))
     completed = subprocess.run([sys.executable, __file__, str(request)], env=peer_environment(weights_root, home, threads),
@@ -166,13 +167,18 @@ def _main(request_file: str) -> None:
     from totalsegmentator.nnunet import nnUNet_predict_image
     from totalsegmentator.python_api import get_task_config
 
-    config = get_task_config("total", fast=arguments["fast"], fastest=arguments["fastest"], quiet=True)
-    nnUNet_predict_image(arguments["image"], arguments["output"], config["task_id"], model="3d_fullres", folds=[0],
-                         trainer=config["trainer"], tta=False, multilabel_image=True, resample=config["resample"],
-                         crop=nib.load(arguments["crop_mask"]), crop_path=None, task_name="total", nora_tag="None",
-                         preview=False, nr_threads_resampling=1, nr_threads_saving=1, crop_addon=[20, 20, 20],
-                         roi_subset=arguments["roi_subset"], output_type="nifti", quiet=True, verbose=False,
-                         device="cpu", force_split=arguments["force_split"])
+    task = arguments.get("task", "total")
+    config = get_task_config(task, fast=arguments["fast"], fastest=arguments["fastest"], quiet=True,
+                             plans="nnUNetPlans", robust_crop=False)
+    # what totalsegmentator() passes after its crop run: the crop_addon it forces without a crop_model
+    addon = [20, 20, 20] if config.get("crop_model") is None else config["crop_addon"]
+    nnUNet_predict_image(arguments["image"], arguments["output"], config["task_id"], model=config["model"],
+                         folds=config["folds"], trainer=config["trainer"], tta=False, multilabel_image=True,
+                         resample=config["resample"], crop=nib.load(arguments["crop_mask"]), crop_path=None,
+                         task_name=task, nora_tag="None", preview=False, nr_threads_resampling=1,
+                         nr_threads_saving=1, crop_addon=addon, roi_subset=arguments["roi_subset"],
+                         output_type="nifti", quiet=True, verbose=False, device="cpu",
+                         force_split=arguments["force_split"], plans=config["plans"])
 
 
 if __name__ == "__main__":

@@ -22,7 +22,6 @@ from medseg.core.volume import Volume
 from medseg.errors import ModelError
 from medseg.model.plan import Plan
 from medseg.model.tiling import compute_steps
-from medseg.model.totalseg.classes import STEP_SIZE
 from medseg.model.totalseg.convert import TotalSegModel
 from medseg.model.totalseg.geometry import header_zooms, resampled_shape
 
@@ -72,10 +71,12 @@ def choose_configuration(model: TotalSegModel, volume: Volume, device: str = "cp
 
 def estimate_seconds(model: TotalSegModel, configuration: str, volume: Volume, device: str) -> float:
     config = model.configurations[configuration]
-    shape = resampled_shape(volume.size_xyz, header_zooms(volume), config.spacing_mm)
     work = 0.0
     for part in config.parts:
         plan = part.plan
+        # without a resampling of its own the task's network sees nnU-Net's, to the plans' spacing
+        spacing = config.resample or tuple(reversed(plan.target_spacing_image_zyx))
+        shape = resampled_shape(volume.size_xyz, header_zooms(volume), spacing)
         padded = [max(n, p) for n, p in zip(shape[::-1], plan.patch_size)]
         tiles = math.prod(len(axis) for axis in compute_steps(padded, plan.patch_size, config.step))
         work += tiles * convolution_flops(plan, part.num_classes)

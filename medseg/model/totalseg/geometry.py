@@ -60,6 +60,11 @@ class Canonical:
     def zooms(self, zooms_xyz: np.ndarray) -> np.ndarray:
         return np.asarray(zooms_xyz)[list(self.source)]
 
+    def columns(self, matrix: np.ndarray) -> np.ndarray:
+        """The RAS affine's 3 x 3 part after the reorientation (columns permuted and negated)."""
+        signs = np.where(np.array(self.flip), -1.0, 1.0)
+        return np.asarray(matrix)[:, list(self.source)] * signs
+
 
 def canonical_orientation(volume: Volume) -> Canonical:
     """The axis permutation and flips that bring the volume's voxel axes to RAS, by nibabel's rule."""
@@ -104,12 +109,14 @@ def needs_resampling(zooms_xyz: np.ndarray, spacing_mm: float | Sequence[float])
     return not np.array_equal(np.asarray(zooms_xyz, dtype=np.float32), _per_axis(spacing_mm))
 
 
-def resampled_zooms(zooms_xyz: np.ndarray, spacing_mm: float | Sequence[float]) -> np.ndarray:
-    """The voxel size nibabel reads back from TotalSegmentator's resampled image (x, y, z, float32): its
-    affine's columns divided by the zoom."""
-    if not needs_resampling(zooms_xyz, spacing_mm):
+def resampled_zooms(columns_xyz: np.ndarray, zooms_xyz: np.ndarray,
+                    spacing_mm: float | Sequence[float] | None) -> np.ndarray:
+    """The voxel size nibabel reads back from TotalSegmentator's resampled image (x, y, z, float32): the
+    affine's columns (``columns_xyz``, 3 x 3) divided by the zoom, their lengths rounded to float32."""
+    if spacing_mm is None or not needs_resampling(zooms_xyz, spacing_mm):
         return np.asarray(zooms_xyz, dtype=np.float32)
-    return (np.asarray(zooms_xyz, dtype=np.float64) / resample_zoom(zooms_xyz, spacing_mm)).astype(np.float32)
+    columns = np.asarray(columns_xyz, dtype=np.float64) / resample_zoom(zooms_xyz, spacing_mm)
+    return np.sqrt(np.sum(columns ** 2, axis=0)).astype(np.float32)
 
 
 try:  # the C routine behind ndimage.zoom (scipy >= 1.6); without it the resampling is done in one piece

@@ -85,6 +85,17 @@ class TaskSpec:
         raise ModelError(f"TotalSegmentator task {self.name!r} has no configuration {configuration!r}",
                          hint=f"it has {', '.join(m.configuration for m in self.modes.values())}")
 
+    def configuration_for(self, fast: bool = False, fastest: bool = False) -> str:
+        """The configuration TotalSegmentator's --fast / --fastest pick (get_task_config: --fastest falls
+        back to the fast mode where a task has no fastest one, e.g. body's 6 mm network)."""
+        mode = "fast" if fast else ("fastest" if fastest else "default")
+        if mode not in self.modes:
+            mode = "fast" if fast or fastest else "default"
+        if mode not in self.modes:
+            raise ModelError(f"TotalSegmentator's {self.name} has no {'--fast' if fast else '--fastest'} mode",
+                             hint=f"its configuration: {', '.join(m.configuration for m in self.modes.values())}")
+        return self.modes[mode].configuration
+
     def dataset_ids(self) -> list[int]:
         return [n.dataset for mode in self.modes.values() for n in mode.networks]
 
