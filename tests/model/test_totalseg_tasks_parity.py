@@ -30,10 +30,12 @@ from medseg.model.totalseg import import_totalsegmentator_task, load_totalseg_mo
 torch.set_num_threads(2)
 
 # The CT tasks checked so far (ts_fixture.CT_TASKS has all 41): the five 1.5 mm parts merged; one network, no
-# crop; a crop by the 6 mm model (liver); a crop by the body model; five folds; auxiliary labels removed.
+# crop; crops by the 6 mm model (liver, brain on a tilted head CT); a crop by the body model; five folds;
+# auxiliary labels removed; no resample (nnU-Net's own resampling).
 # The others join as their crop images are checked to crop (heartchambers_highres agrees voxel for voxel,
 # but the 3 mm crop model still marks the heart over the whole chest, so its crop is not yet a real one).
-TASKS = ["total", "breasts", "liver_segments", "abdominal_muscles", "aorta_annulus", "kidney_cysts"]
+TASKS = ["total", "breasts", "liver_segments", "abdominal_muscles", "aorta_annulus", "kidney_cysts", "cerebral_bleed",
+         "liver_vessels", "trunk_cavities", "renal_arteries"]
 
 CATALOGUE = Path(__file__).parents[2] / "resources" / "models" / "catalogue.json"
 
