@@ -4,11 +4,14 @@
 nnU-Net reads ``nnUNet_results`` once, when it is first imported, and TotalSegmentator points it at
 its weights folder; and because that is how a user runs it (the benchmark measures this process).
 
-The torchvision workaround (.ci/totalsegmentator-peer.txt): before TotalSegmentator runs, the two
-trainer classes of the 'total' task are put in TotalSegmentator's own table of known trainers
+The torchvision workaround (.ci/totalsegmentator-peer.txt): before TotalSegmentator runs, every
+trainer class its tasks name is put in TotalSegmentator's own table of known trainers
 (``totalsegmentator.nnunet.custom_trainers``), so nnU-Net's trainer lookup, which imports every
 trainer module and through Primus reaches timm and torchvision, is never needed. The classes are
-nnU-Net's own; nothing else changes.
+nnU-Net's own (TotalSegmentator's custom ones are already in that table); nothing else changes.
+
+``run_totalsegmentator_tasks`` runs several tasks (each on its own image) in one process: the tests
+of every task would otherwise spend most of their time starting Python, torch and nnU-Net.
 
 Telemetry: the peer's home folder gets a config.json with ``send_usage_stats: false``.
 """
@@ -27,13 +30,32 @@ import numpy as np
 
 def peer_environment(weights_root: Path, home: Path, threads: int | None = None) -> dict[str, str]:
     home.mkdir(parents=True, exist_ok=True)
+    # licence_number: TotalSegmentator's offline check of a licensed task (heartchambers_highres, ...) tests only
+    # its length; the weights are the tests' own, and with send_usage_stats off it never leaves the machine
     (home / "config.json").write_text(json.dumps({"totalseg_id": "totalseg_medsegts", "send_usage_stats": False,
-                                                  "prediction_counter": 0, "statistics_disclaimer_shown": True}))
+                                                  "prediction_counter": 0, "statistics_disclaimer_shown": True,
+                                                  "license_number": "medseg_test_000000"}))
     env = dict(os.environ, TOTALSEG_HOME_DIR=str(home), TOTALSEG_WEIGHTS_PATH=str(weights_root),
                nnUNet_raw=str(weights_root), nnUNet_preprocessed=str(weights_root), nnUNet_results=str(weights_root))
     if threads:
         env.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads), MEDSEG_PEER_THREADS=str(threads))
     return env
+
+
+def run_totalsegmentator_tasks(jobs: Sequence[tuple[Path, Path, str]], weights_root: Path, home: Path, *,
+                               threads: int | None = None, timeout: float = 1800) -> dict[Path, str | None]:
+    """TotalSegmentator's --ml output of each (image, output, task), as ``totalsegmentator(image, output, ml=True,
+    task=task, device="cpu")`` writes it, all run in one process, one after the other: output -> None, or
+    TotalSegmentator's error for that task (the others still run)."""
+    request = Path(jobs[0][1]).with_suffix(".tasks.json")
+    request.write_text(json.dumps({"tasks": [{"image": str(i), "output": str(o), "task": t} for i, o, t in jobs]}))
+    completed = subprocess.run([sys.executable, __file__, str(request)], env=peer_environment(weights_root, home, threads),
+                               capture_output=True, text=True, timeout=timeout)
+    if completed.returncode != 0:
+        raise RuntimeError(f"TotalSegmentator's process failed ({completed.returncode}):\n"
+                           f"{completed.stdout[-3000:]}\n{completed.stderr[-5000:]}")
+    errors = json.loads(request.with_suffix(".errors.json").read_text())
+    return {Path(o): errors.get(str(o)) or (None if Path(o).is_file() else "no output written") for _, o, _ in jobs}
 
 
 def run_totalsegmentator(image: Path, output: Path, weights_root: Path, home: Path, *, fast: bool = False,
@@ -85,31 +107,64 @@ def assert_agrees(ours: np.ndarray, theirs: np.ndarray, min_classes: int) -> Non
             assert dice >= 0.99, f"label {value}: Dice {dice:.4f}"
 
 
-def register_total_trainers() -> None:
+# nnU-Net's modules of the trainers TotalSegmentator's tasks name (its own custom trainers are in its table)
+_NNUNET_TRAINER_MODULES = {
+    "nnUNetTrainer": "nnunetv2.training.nnUNetTrainer.nnUNetTrainer",
+    "nnUNetTrainerNoMirroring": "nnunetv2.training.nnUNetTrainer.variants.data_augmentation.nnUNetTrainerNoMirroring",
+    "nnUNetTrainer_onlyMirror01": "nnunetv2.training.nnUNetTrainer.variants.data_augmentation.nnUNetTrainerNoMirroring",
+    "nnUNetTrainer_DASegOrd0": "nnunetv2.training.nnUNetTrainer.variants.data_augmentation.nnUNetTrainerDAOrd0",
+    "nnUNetTrainer_DASegOrd0_NoMirroring":
+        "nnunetv2.training.nnUNetTrainer.variants.data_augmentation.nnUNetTrainerDAOrd0",
+    "nnUNetTrainer_2000epochs_NoMirroring":
+        "nnunetv2.training.nnUNetTrainer.variants.training_length.nnUNetTrainer_Xepochs_NoMirroring",
+    "nnUNetTrainer_4000epochs_NoMirroring":
+        "nnunetv2.training.nnUNetTrainer.variants.training_length.nnUNetTrainer_Xepochs_NoMirroring",
+}
+
+
+def task_trainers() -> set[str]:
+    """Every trainer TotalSegmentator's task table names (all tasks, all sub-modes)."""
+    from totalsegmentator.map_tasks_config import TASK_CONFIGS
+
+    names = set()
+    for config in TASK_CONFIGS.values():
+        for entry in config.get("sub_modes", {"": config}).values():
+            names.add(entry["trainer"])
+    return names
+
+
+def register_trainers() -> None:
+    import importlib
+
     import totalsegmentator.nnunet as ts_nnunet
-    from nnunetv2.training.nnUNetTrainer.variants.data_augmentation.nnUNetTrainerNoMirroring import (
-        nnUNetTrainerNoMirroring,
-    )
-    from nnunetv2.training.nnUNetTrainer.variants.training_length.nnUNetTrainer_Xepochs_NoMirroring import (
-        nnUNetTrainer_4000epochs_NoMirroring,
-    )
 
-    ts_nnunet.custom_trainers.setdefault("nnUNetTrainerNoMirroring", nnUNetTrainerNoMirroring)
-    ts_nnunet.custom_trainers.setdefault("nnUNetTrainer_4000epochs_NoMirroring", nnUNetTrainer_4000epochs_NoMirroring)
-    # other tasks' trainers (the same workaround: nnU-Net's own classes, no lookup)
-    from nnunetv2.training.nnUNetTrainer.nnUNetTrainer import nnUNetTrainer
-    from nnunetv2.training.nnUNetTrainer.variants.data_augmentation.nnUNetTrainerDAOrd0 import (
-        nnUNetTrainer_DASegOrd0, nnUNetTrainer_DASegOrd0_NoMirroring,
-    )
+    for name in sorted(task_trainers() - set(ts_nnunet.custom_trainers)):
+        if name in _NNUNET_TRAINER_MODULES:  # nnUNetTrainerV2 (task 'test') is nnU-Net v1's and exists nowhere
+            module = importlib.import_module(_NNUNET_TRAINER_MODULES[name])
+            ts_nnunet.custom_trainers[name] = getattr(module, name)
 
-    for trainer in (nnUNetTrainer, nnUNetTrainer_DASegOrd0, nnUNetTrainer_DASegOrd0_NoMirroring):
-        ts_nnunet.custom_trainers.setdefault(trainer.__name__, trainer)
+
 
 
 def _main(request_file: str) -> None:
     arguments = json.loads(Path(request_file).read_text())
-    register_total_trainers()
+    register_trainers()
     import nibabel as nib
+
+    if "tasks" in arguments:
+        from totalsegmentator.python_api import totalsegmentator
+
+        errors = {}
+        for job in arguments["tasks"]:
+            try:
+                totalsegmentator(job["image"], job["output"], ml=True, task=job["task"], device="cpu", quiet=True,
+                                 nr_thr_saving=1)
+            except BaseException as error:  # noqa: BLE001 - its licence check ends with sys.exit; report, go on
+                import traceback
+
+                errors[job["output"]] = "".join(traceback.format_exception(error))[-3000:]
+        Path(request_file).with_suffix(".errors.json").write_text(json.dumps(errors))
+        return
 
     if arguments["crop_mask"] is None:
         from totalsegmentator.python_api import totalsegmentator
