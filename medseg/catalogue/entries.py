@@ -31,6 +31,7 @@ SUPPORT_STATES = {
     "native": "medseg's own model",
     "exact": "runs as its publisher runs it (checked against the publisher's tool)",
     "networks": "its networks run in medseg with nnU-Net's preprocessing, not the publisher's own pipeline",
+    "pipeline": "runs through the publisher's own steps reproduced in medseg, not yet checked against the publisher's tool",
     "not-yet": "medseg cannot run it yet",
 }
 

@@ -170,12 +170,14 @@ def install(model_id: str, *, configurations: list[str] | None = None, accept_li
                          hint=f"install the file its publisher gives you: `medseg models install FILE --id {model_id}`")
     wanted = [entry.configuration(n) for n in configurations] if configurations else list(entry.configurations)
     files = entry.files_for([c.name for c in wanted])
+    own = {weight.dataset for weight in files}
+    files += helper_files(entry, [c.name for c in wanted], catalogue, own)
     root = models_dir()
     downloads = root / DOWNLOADS
     fetched = []
     for index, weight in enumerate(files):
         scaled = _scaled(progress, index / len(files) * 0.8, 0.8 / len(files))
-        if key is not None:
+        if key is not None and weight.dataset in own:  # a crop network another entry lists is open
             part = downloads / f"licensed-{weight.name}.part"
             got = fetch_licensed(entry, weight, key, part, progress=scaled, cancel=cancel)
         else:
@@ -193,6 +195,21 @@ def install(model_id: str, *, configurations: list[str] | None = None, accept_li
         got.path.unlink(missing_ok=True)
     report(progress, 1.0, f"{model_id} installed", "done")
     return record
+
+
+def helper_files(entry: ModelEntry, configurations: list[str], catalogue: Catalogue, own: set) -> list:
+    """The downloads of the networks ``entry``'s kind needs beyond its own (a TotalSegmentator task's crop
+    network, listed by the entry that publishes it, e.g. total's 6 mm one), so that the task installs whole."""
+    from medseg.model.kinds import kind_named
+
+    files = []
+    for dataset in sorted(kind_named(entry.kind).required_datasets(entry.task, configurations) - own):
+        found = [f for other in catalogue.by_dataset(dataset) for f in other.files if f.dataset == dataset]
+        if not found:
+            raise ModelError(f"{entry.id} needs network {dataset} to run (it crops or refines with it), and no "
+                             "catalogue entry lists its download", hint="update medseg's model catalogue")
+        files.append(found[0])
+    return files
 
 
 def _install_fetched(entry: ModelEntry, wanted, fetched, root: Path, licence: dict, key: str | None, progress,

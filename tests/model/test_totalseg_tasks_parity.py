@@ -89,3 +89,14 @@ def test_task_agrees_with_totalsegmentator(peer, task, tmp_path):
         inside[box] = True
         assert not theirs[~inside].any() and not ours[~inside].any()
         assert theirs[inside].any()
+
+
+def test_the_catalogue_claims_exact_for_the_tasks_checked_here():
+    """`medseg models list` says `exact` for a TotalSegmentator task only where this file compares it with
+    TotalSegmentator itself; every other CT task of the table says it runs the pipeline unchecked."""
+    from medseg.catalogue import load_catalogue
+    from medseg.model.totalseg.tasks import load_task_table
+
+    entries = {e.task: e.support for e in load_catalogue() if e.kind == "totalsegmentator"}
+    assert {task for task, support in entries.items() if support == "exact"} == set(TASKS)
+    assert {task for task, support in entries.items() if support == "pipeline"} == set(load_task_table()) - set(TASKS)

@@ -81,7 +81,7 @@ class ModelChooser(ElidedComboBox):  # a long folder's name is elided, never wid
                              f"{len(record.entry.get('structures', []))} structures", 3)  # ToolTipRole
         # only what medseg can run on its own; the rest is in the Models dialog, with the reason
         installable = [e for e in catalogue if not e.builtin and e.id not in installed and e.downloadable
-                       and e.support in ("exact", "networks") and not e.interactive]
+                       and e.support in ("exact", "pipeline", "networks") and not e.interactive]
         if installable:
             self.insertSeparator(self.count())
             for entry in installable:

@@ -227,6 +227,11 @@ class ModelKind(ABC):
     def recognises(self, path: Path) -> bool:
         """Whether ``path`` is a model of this kind (cheap: file names and small JSON only)."""
 
+    def required_datasets(self, task: str | None, configurations: list[str]) -> set[int]:
+        """The networks (nnU-Net dataset ids) a model of this kind needs beyond its configurations' own to run
+        them: e.g. the network that crops a TotalSegmentator task. An install fetches them with it."""
+        return set()
+
     @abstractmethod
     def open(self, path: Path, reference: str | Path | None) -> OpenedModel:
         """Read it (safely: nothing unpickled); ``reference`` is how the user named it."""

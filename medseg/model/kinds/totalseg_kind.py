@@ -171,6 +171,19 @@ class TotalSegKind(ModelKind):
     id, title = "totalsegmentator", TOTALSEG_MODEL
     capabilities = TotalSegPipeline.capabilities
 
+    def required_datasets(self, task: str | None, configurations: list[str]) -> set[int]:
+        """Every network the task's runs use (its crops, recursively, and its refinement), as TotalSegmentator
+        downloads them before it runs the task."""
+        from medseg.model.totalseg.tasks import required_runs, task_spec
+
+        if task is None:
+            return set()
+        try:
+            runs = required_runs(task, configurations or None)
+        except ModelError:  # a task the table does not list (total_v3's, say): its own networks only
+            return set()
+        return {network.dataset for name, mode in runs for network in task_spec(name).modes[mode].networks}
+
     def recognises(self, path: Path) -> bool:
         from medseg.model.totalseg import is_totalseg_model
 
