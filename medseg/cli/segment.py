@@ -122,7 +122,10 @@ def _segment(args: argparse.Namespace, events) -> int:
         with phase("load"):
             segmenter = Segmenter(early, settings_of(args, args.allow_modality, early)) if early is not None else None
             request = OpenStudyRequest(args.path, spacing_mm=args.spacing, regularize=not args.raw_stack)
-            if header_geometry(request) is not None:  # an image file too big to segment here: said before it is read
+            geometry = header_geometry(request)
+            if geometry is not None:  # an image file too big to segment here: said before it is read
+                if target is not None:
+                    target.check_image(geometry)  # e.g. a DICOM SEG of an image file: before the model is read
                 segmenter = segmenter or Segmenter(args.model, settings_of(args, args.allow_modality))
                 segmenter.check_fits(request)
             volume = open_study(request).volume

@@ -30,6 +30,7 @@ from medseg.progress import CancelToken, Progress, ProgressCallback, report
 
 PROMPT_KINDS = ("point", "box", "scribble", "lasso")
 MASK_KINDS = PROMPT_KINDS[2:]  # drawn as a mask (a stroke, a filled outline), not as coordinates
+LASSO_PROMPT = PROMPT_KINDS[3]  # a prompt kind (a filled outline), not the Lasso mouse tool of the same name
 
 
 @dataclass(frozen=True)

@@ -148,6 +148,10 @@ def prompt_cost(document, prompt: Prompt | None = None):
     """What ``prompt`` (None: a click) will cost with the app's model on ``document``'s image, from this computer's
     measurements: the document's engine once it ran a prompt (its own last pass), else the model folder's
     calibration record (read without loading the model). None when the model is not installed or unreadable."""
+    try:
+        folder = model_folder(settings["model"]).resolve()  # not installed: said before PyTorch is imported
+    except MedsegError:
+        return None
     from medseg.model.interactive.cost import prompt_cost as estimate
     from medseg.model.interactive.runtimes import measured_pass_seconds, runtime_for_folder
     from medseg.model.interactive.session import CALIBRATED
@@ -155,7 +159,6 @@ def prompt_cost(document, prompt: Prompt | None = None):
     prompt = prompt or Prompt("point", point=(0.0, 0.0, 0.0))
     engine = _engines.get(document) if document is not None else None
     try:
-        folder = model_folder(settings["model"]).resolve()
         if engine is not None and engine.key[:2] == (id(_models.get(str(folder))), settings["runtime"]):
             return engine.cost(prompt)
         patch = _patch_size(folder)

@@ -72,7 +72,8 @@ def header_geometry(request: OpenStudyRequest) -> Volume | None:
         return None
     stand_in = np.broadcast_to(np.zeros((), np.int16), tuple(reversed(sizes)))
     return Volume(stand_in, tuple(float(s) for s in spacing[:3]),
-                  meta=VolumeMeta(source_files=[str(path)], extra={"voxel_bytes": int(header.voxel_bytes)}))
+                  meta=VolumeMeta(source_files=[str(path)], extra={"voxel_bytes": int(header.voxel_bytes),
+                                                                    "format": image_suffix(path)}))
 
 
 __all__ = ["OpenStudyRequest", "OpenedStudy", "open_study", "header_geometry"]

@@ -153,7 +153,11 @@ def test_sigkill_recovery_is_voxel_exact(abdomen_files, tmp_path: Path):
     # ends with the last edit's delta, then its step record)
     journal = journal_file(sessions[0].folder)
     data = journal.read_bytes()
-    journal.write_bytes(data[:-(HEADER + 8) - 7])
+    starts, pos = [], 0  # each record: magic, payload length, crc32 (HEADER bytes), then its payload
+    while pos + HEADER <= len(data):
+        starts.append(pos)
+        pos += HEADER + int.from_bytes(data[pos + 4:pos + 12], "little")
+    journal.write_bytes(data[:starts[-1] - 7])  # the last step record gone, the last delta torn
     _, torn = recover(sessions[0].folder)
     assert np.array_equal(torn.array, np.load(root / f"state_{steps - 2}.npy"))
 

@@ -31,5 +31,5 @@ def test_the_recovery_offer_is_on_top_without_a_window_manager(ct_dir, tmp_path,
     shutil.copy(tmp_path / "out" / "recovery_offer_screen.png", artifacts_dir / "gui_day2_recovery_real_window.png")
     result = json.loads((tmp_path / "out" / "result.json").read_text())
     assert result["platform"] == "xcb" and result["modal"]
-    assert "(1 edit)" in result["text"]
+    assert "(1 unsaved edit)" in result["text"]
     assert result["box_shown_share"] > 0.98, result  # the screen shows the box, not the window over it

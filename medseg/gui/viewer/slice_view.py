@@ -16,6 +16,7 @@ from PySide6.QtGui import QColor, QCursor, QFont, QImage, QKeyEvent, QMouseEvent
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
 from medseg.edit.document import SegmentationDocument
+from medseg.edit.prompt_session import LASSO_PROMPT
 from medseg.gui.viewer.view_state import ViewState
 from medseg.gui.viewer.slice_render import SliceRenderer, qimage_of
 from medseg.gui.viewer.view_axes import ViewAxes
@@ -247,7 +248,7 @@ class SliceView(QWidget):
             if plane is None:
                 continue
             drawn = self.axes.orient(plane)
-            if prompt.kind == "lasso":  # filled when given: its outline leaves the object under it in sight
+            if prompt.kind == LASSO_PROMPT:  # filled when given: its outline leaves the object under it in sight
                 drawn = outline_of(drawn.astype(np.uint8)) != 0
             if words is None:
                 words = np.zeros(drawn.shape, np.uint32)

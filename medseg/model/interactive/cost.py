@@ -22,8 +22,6 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
-from medseg.model.interactive.refine_boxes import MARGIN
-
 ZOOM_CONTEXT = 3  # nnInteractive's first zoom: the prompt's extent with a third of the patch around it
 REACHES_PAST = "if the object reaches past the patch"
 LARGER = "if the object is deeper than the prompt's slice"
@@ -93,6 +91,8 @@ def expected_passes(extent: Sequence[int], patch: Sequence[int], autozoom: bool 
     """(passes a prompt of ``extent`` voxels is expected to need, when it needs more: "" when it cannot)."""
     if first_zoom(extent, patch) == 1:
         return 1, REACHES_PAST if autozoom else ""
+    from medseg.model.interactive.refine_boxes import MARGIN  # imports PyTorch: not when the Edit panel is built
+
     cores = [max(1, p - 2 * MARGIN) for p in patch]
     refinement = math.prod(max(1, math.ceil(e / c)) for e, c in zip(extent, cores))
     return 1 + refinement, LARGER
