@@ -61,7 +61,13 @@ def test_a_second_run_on_the_same_output_is_refused_naming_the_first(small_archi
     first = _start(small_archive, out)
     try:
         _until_first_case(first)
-        second = run_cli("batch", str(small_archive), "-o", str(out), *ARGS, timeout=300)
+        # the first run stays mid-way (stopped, its lock held) until the second has tried: however fast this
+        # machine, the second meets a run that is still working
+        first.send_signal(signal.SIGSTOP)
+        try:
+            second = run_cli("batch", str(small_archive), "-o", str(out), *ARGS, timeout=300)
+        finally:
+            first.send_signal(signal.SIGCONT)
         assert second.returncode == 1, second.stderr[-3000:]
         failed = events_of(second.stdout)[-1]
         assert failed["event"] == "failed"
