@@ -177,9 +177,7 @@ class Lease:
         ident = threading.get_ident()
         if self._applied.get(ident) != threads:
             self._applied[ident] = threads
-            torch = sys.modules.get("torch")
-            if torch is not None:
-                torch.set_num_threads(threads)
+            _set_torch_threads(threads)
         return threads
 
     def release(self) -> None:
@@ -223,9 +221,7 @@ class Lease:
             outer._applied.pop(threading.get_ident(), None)
             outer.apply()
         else:
-            torch = sys.modules.get("torch")
-            if torch is not None:  # the thread's next work (outside any job) runs with the whole budget
-                torch.set_num_threads(self.budget.total)
+            _set_torch_threads(self.budget.total)  # the thread's next work (outside any job): the whole budget
 
     def __repr__(self) -> str:
         return f"Lease({self.name!r}, {self.threads} of {self.budget.total})"
@@ -413,8 +409,7 @@ def configure(threads: int | None = None, source: str = FROM_OPTION, count: Core
         if chosen or name not in _USERS_ENVIRONMENT:  # a user's own setting is left alone unless one was chosen
             os.environ[name] = str(count.threads)
     BUDGET.set_count(count)
-    if "torch" in sys.modules:  # already imported: it read OMP_NUM_THREADS before this was called
-        sys.modules["torch"].set_num_threads(count.threads)
+    _set_torch_threads(count.threads)  # already imported: it read OMP_NUM_THREADS before this was called
     if "SimpleITK" in sys.modules:
         sys.modules["SimpleITK"].ProcessObject.SetGlobalDefaultNumberOfThreads(count.threads)
     return count.threads
@@ -437,3 +432,15 @@ def budget() -> int:
 def budget_count() -> CoreCount:
     """The budget with where it came from (``medseg devices``)."""
     return BUDGET.count
+
+
+def _set_torch_threads(threads: int) -> None:
+    """PyTorch's thread count, when PyTorch is imported. Only once its import has finished: another thread may be
+    importing it right now (the app imports the AI runtime in a job), and a half-imported module has no
+    set_num_threads yet; its import reads OMP_NUM_THREADS, which configure() has set."""
+    torch = sys.modules.get("torch")
+    if torch is None or getattr(getattr(torch, "__spec__", None), "_initializing", False):
+        return
+    setter = getattr(torch, "set_num_threads", None)
+    if setter is not None:
+        setter(threads)
