@@ -93,7 +93,11 @@ def test_replace_keeps_totalsegmentators_values_and_drops_the_old_labels(window,
     _open_with_labels(driver, ct_dir, tmp_path, range(1, 8))  # the study: a label map of values 1-7
     doc = window.document
     assert sorted(doc.labels) == list(range(1, 8))
+    assert sorted(_stats_rows(window, qtbot)) == list(range(1, 8))
     result = _segment(window, qtbot, ts_model, monkeypatch, "replace")
+    stats = window.stats_panel  # at once, while the new result is still being counted: no row of a gone label
+    shown_now = {int(stats.table.item(row, 0).text().split("  ", 1)[0]) for row in range(stats.table.rowCount())}
+    assert shown_now <= set(doc.labels), shown_now - set(doc.labels)
     np.testing.assert_array_equal(doc.label_map.array, result.label_map.array)  # Replace: every voxel the model's
     present = {int(v) for v in np.unique(result.label_map.array) if v}
     assert len(present) >= 5

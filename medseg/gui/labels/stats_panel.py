@@ -109,6 +109,11 @@ class StatsPanel(QWidget):
         if self._job is not None and self._counting == (id(image), id(labels), edits):
             return  # the count running now is of this very state (a new result asks twice: opened, segmented)
         names = {value: entry.name for value, entry in doc.labels.items()}
+        if any(item.value not in names for item in self.stats):
+            # a new segmentation (a model's result, a file): while it is counted, no row names a label that
+            # is gone, so the table and the label list never disagree
+            self.stats = [item for item in self.stats if item.value in names]
+            self._fill()
         # Not listed in the status bar (its own registry): the summary line says "Counting…", and a second
         # job there would take the Cancel button from the one the user may want to stop (Segment).
         job = Job("label statistics", lambda progress=None, cancel=None: label_statistics(image, labels, names),
