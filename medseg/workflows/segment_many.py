@@ -9,7 +9,10 @@ made it, its name and version — so the label table shows each structure's sour
 each model as its own algorithm identification. Where models overlap, the later one's structure wins
 (a sub-task such as ``liver_segments`` after ``total`` divides the liver); the notes say how many voxels
 each earlier structure gave up. Models that share steps share them: a crop model that several
-TotalSegmentator tasks run first runs once for the image (medseg.model.totalseg keeps its answer).
+TotalSegmentator tasks run first runs once for the image: the run holds one
+:class:`~medseg.model.kinds.SharedRuns`, which every model's pipeline may take a step's answer from (the
+TotalSegmentator pipeline keys its crop runs by the crop network's weights, its steps and the device), and
+drops it when the run ends.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from medseg.core.label_values import MAX_LABEL_VALUE
 from medseg.core.labels import Label
 from medseg.core.volume import Volume
 from medseg.errors import ModelError
-from medseg.model.kinds import SegmentSettings
+from medseg.model.kinds import SegmentSettings, SharedRuns
 from medseg.progress import CancelToken, ProgressCallback, report
 from medseg.workflows.models import OpenedModel
 from medseg.workflows.segment import SegmentedStudy, Segmenter
@@ -77,10 +80,11 @@ def segment_with_models(image: Volume, models: Sequence[OpenedModel], settings: 
     started = time.perf_counter()
     segmenters = [Segmenter(model, settings_for(model, settings)) for model in models]  # every refusal first
     studies = []
+    shared = SharedRuns()  # this run's only: dropped when it returns
     for index, segmenter in enumerate(segmenters):
         low, high = index / len(segmenters), (index + 1) / len(segmenters)
         text = f"{segmenter.card.name} ({index + 1} of {len(segmenters)})"
-        studies.append(segmenter.segment(image, _scaled(progress, low, high, text), cancel))
+        studies.append(segmenter.segment(image, _scaled(progress, low, high, text), cancel, shared))
     combined = merge_results(image, studies)
     combined.seconds = time.perf_counter() - started
     report(progress, 1.0, "done", "done")
