@@ -161,12 +161,18 @@ def test_tick_two_tasks_segment_into_one_document_and_save_one_seg(models_home, 
     assert f"{IDS[1]}: {len(moved)} label value(s) moved" in said
     assert "moved to keep your labels" not in said  # nothing of the user's was there: the tasks' move, said once
 
+    # Segment again: the labels are the two tasks' untouched output, so nothing is asked and they are replaced
+    with qtbot.waitSignal(window.loader.segmented, timeout=300_000):
+        qtbot.mouseClick(panel.run_button, Qt.MouseButton.LeftButton)
+    assert window.editing.segment_box is None and np.array_equal(document.label_map.array, expected)
+
     seg_path = tmp_path / "two_tasks.dcm"
     failures = []
     window.segmentation_files.failed.connect(failures.append)
     # one DICOM SEG, then a NIfTI label map with its sidecar (where moved values are recorded)
     for path, chosen in ((seg_path, ""), (tmp_path / "two_tasks", "NIfTI label map (*.nii.gz)")):
-        monkeypatch.setattr(save_dialog, "ask_save_path_with_option", lambda *a, p=path, c=chosen, **k: (str(p), c, False))
+        monkeypatch.setattr(save_dialog, "ask_save_path_with_option",
+                            lambda *a, p=path, c=chosen, **k: (str(p), c, False))
         with qtbot.waitSignal(window.segmentation_files.saved, timeout=120_000):
             window.save_as_action.trigger()
     assert not failures

@@ -132,6 +132,11 @@ class SegmentFlow(QObject):
         :meth:`EditSession.ask_before_segment`)."""
         if self.opener.refuse_when_busy():
             return
+        if self.panel.tasks:  # several tasks: a label any of them made is theirs to replace
+            from medseg.gui.segment.task_picker import makers
+
+            self.editing.ask_before_segment(makers(self.panel.tasks), self._segment_with)
+            return
         self.editing.ask_before_segment(self.panel.model_card, self._segment_with)
 
     def _segment_with(self, mode: str, allow_modality: bool = False) -> None:

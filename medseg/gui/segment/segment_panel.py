@@ -260,7 +260,8 @@ class SegmentPanel(QGroupBox):
         self._show_plan()
 
     def _offer_tasks(self) -> None:
-        """The task button shows once a TotalSegmentator task is installed (installs happen while the window is open)."""
+        """The task button shows once a TotalSegmentator task is installed (it may be installed while the window
+        is open)."""
         from medseg.gui.segment.task_picker import any_installed
 
         offered = any_installed()

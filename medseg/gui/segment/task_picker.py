@@ -48,6 +48,22 @@ def task_choices() -> list[TaskChoice]:
                 entry.downloadable and entry.support in ("exact", "pipeline", "networks")))]
 
 
+@dataclass(frozen=True)
+class TaskMaker:
+    """Who makes a task's labels, as their provenance names it (a TotalSegmentator task's model is named by
+    its catalogue id): what the window asks before a Segment could replace labels someone else made."""
+
+    name: str
+    version: str
+
+
+def makers(model_ids: tuple[str, ...]) -> list[TaskMaker]:
+    from medseg.catalogue import load_catalogue
+
+    catalogue = load_catalogue()
+    return [TaskMaker(model_id, catalogue.get(model_id).version) for model_id in model_ids]
+
+
 def any_installed() -> bool:
     return any(choice.installed for choice in task_choices())
 
@@ -70,7 +86,8 @@ class TaskPicker(QDialog):
         self.install_button = QPushButton("Install…", self)
         self.install_button.setToolTip("Install the selected task (its licence first); it can be ticked then")
         self.install_button.clicked.connect(self._install)
-        self.buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel, self)
+        buttons = QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel
+        self.buttons = QDialogButtonBox(buttons, self)
         self.buttons.accepted.connect(self.accept)
         self.buttons.rejected.connect(self.reject)
         intro = QLabel("Tick the tasks Segment runs on this series, into one segmentation: each structure keeps "
@@ -101,7 +118,8 @@ class TaskPicker(QDialog):
                 item.setData(0, ID_ROLE, choice.model_id)
                 if choice.installed:
                     item.setFlags(item.flags() | Qt.ItemFlag.ItemIsUserCheckable)
-                    item.setCheckState(0, Qt.CheckState.Checked if choice.model_id in chosen else Qt.CheckState.Unchecked)
+                    ticked = choice.model_id in chosen
+                    item.setCheckState(0, Qt.CheckState.Checked if ticked else Qt.CheckState.Unchecked)
                 else:  # selectable (for Install), not tickable
                     item.setFlags(item.flags() & ~Qt.ItemFlag.ItemIsUserCheckable)
                     item.setForeground(0, greyed)

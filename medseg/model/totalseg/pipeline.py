@@ -22,7 +22,8 @@ arithmetic are TotalSegmentator 2.18.0's ``totalsegmentator()`` and ``nnUNet_pre
 
 Each run another run depends on (a crop, a refinement, several crop structures from one network)
 is made once per call, and once per multi-task run when the caller passes the run's ``shared``
-(medseg.model.kinds.SharedRuns: liver_segments and liver_vessels in one run find the liver once). Where medseg differs, it is in cost only: the image is loaded, reoriented and
+(medseg.model.kinds.SharedRuns: liver_segments and liver_vessels in one run find the liver once).
+Where medseg differs, it is in cost only: the image is loaded, reoriented and
 resampled once for all of a configuration's networks (TotalSegmentator writes, re-reads and
 re-preprocesses it for each and builds a fresh predictor per network), nothing goes through files,
 and every phase runs on all the run's threads.
