@@ -155,6 +155,10 @@ def test_tick_two_tasks_segment_into_one_document_and_save_one_seg(models_home, 
             task = TASKS[IDS.index(made_by[value])]
             own = value if task == TASKS[0] else next(v for v, t in second.items() if t == value)
             assert entry.name == class_map[task][own]
+    table = window.overlay_panel.labels.model  # the label table: each structure's tooltip names its task
+    for value, model_id in made_by.items():
+        tooltip = table.data(table.index_of(value), Qt.ItemDataRole.ToolTipRole)
+        assert f"made by {model_id}" in tooltip, tooltip
     moved = {v: t for v, t in second.items() if v != t}
     assert moved and window.notice_banner.isVisible()
     said = window.notice_banner.label.text()
