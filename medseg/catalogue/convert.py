@@ -155,7 +155,11 @@ def convert_totalsegmentator(entry: ModelEntry, configurations: list[Configurati
     except ModelError:  # a task the table does not know
         return convert_nnunet(entry, configurations, results, out, progress, cancel)
     needed = {n.dataset for task, mode in runs for n in task_spec(task).modes[mode].networks}
-    if len(weights) != 1 or not needed <= set(results):
+    # the crop network may be beside the task's own without being one of its results (`medseg models import`
+    # of a TotalSegmentator weights folder matches each entry's own networks only): found there, it is used
+    beside = {d for d in needed - set(results) if len(weights) == 1
+              and any(next(iter(weights)).glob(f"Dataset{d:03d}_*"))}
+    if len(weights) != 1 or not needed <= set(results) | beside:
         return convert_nnunet(entry, configurations, results, out, progress, cancel)
     report(progress, 0.0, f"converting {entry.id} without unpickling", "convert")
     import_totalsegmentator_task(next(iter(weights)), out=out / RUN_FOLDER, task=entry.task)

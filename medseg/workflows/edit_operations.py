@@ -31,6 +31,7 @@ SEGMENT = "segment"
 # Segment panel gives device, configuration and post-processing), and a result it already computed (the GUI
 # runs the model in a worker; the operation then merges that result, on the thread that owns the document).
 SETTINGS, RESULT = "settings", "result"
+MODELS = "models"  # several model references run into one result (medseg.workflows.segment_many)
 
 MODEL = Parameter("model", "MODEL", "model", "the model")
 MODE = Parameter("mode", "MODE", "choice", "how it meets the labels here", choices=("replace", "add"))
@@ -42,7 +43,9 @@ def segment_image(image: "Volume", values: dict, progress: "ProgressCallback | N
                   cancel: "CancelToken | None" = None) -> "SegmentedStudy":
     """The model's half of the operation (what a worker thread runs): ``image`` segmented by
     ``values["model"]`` (a reference or an opened model) with ``values[SETTINGS]`` (default: auto device,
-    the configuration the spacing chooses), ``allow_modality`` from the values."""
+    the configuration the spacing chooses), ``allow_modality`` from the values. ``values[MODELS]`` (several
+    references, e.g. the Segment panel's TotalSegmentator tasks) runs them all into one result
+    (:mod:`medseg.workflows.segment_many`: the first keeps its values, shared steps run once)."""
     from dataclasses import replace
 
     from medseg.workflows.segment import SegmentRequest, SegmentSettings, segment_study
@@ -50,6 +53,15 @@ def segment_image(image: "Volume", values: dict, progress: "ProgressCallback | N
     settings = values.get(SETTINGS) or SegmentSettings()
     if values.get("allow_modality"):
         settings = replace(settings, allow_modality=True)
+    several = values.get(MODELS)
+    if several:
+        from medseg.progress import report
+        from medseg.workflows.models import open_model
+        from medseg.workflows.segment_many import as_segmented, segment_with_models
+
+        report(progress, 0.0, "loading the models", "model")
+        models = [open_model(reference) for reference in several]  # every model read before the run
+        return as_segmented(segment_with_models(image, models, settings, progress, cancel))
     return segment_study(SegmentRequest(image, values.get("model"), settings), progress, cancel)
 
 
@@ -146,5 +158,5 @@ def perform_segment(document: "SegmentationDocument", result: "SegmentedStudy", 
     return segment_operation().perform(document, values, description=description)
 
 
-__all__ = ["ALLOW_MODALITY", "MODEL", "OPERATIONS", "RESULT", "SEGMENT", "SEGMENT_OPERATION", "SETTINGS",
+__all__ = ["ALLOW_MODALITY", "MODEL", "MODELS", "OPERATIONS", "RESULT", "SEGMENT", "SEGMENT_OPERATION", "SETTINGS",
            "perform_segment", "prepare_segment", "register_operations", "segment_image", "segment_operation"]

@@ -29,7 +29,7 @@ from typing import Any, Sequence
 
 from medseg.core.labels import Label
 from medseg.core.volume import Volume
-from medseg.model.kinds import SegmentSettings
+from medseg.model.kinds import SegmentSettings, SharedRuns
 from medseg.progress import CancelToken, ProgressCallback, report
 from medseg.workflows.models import ModelCard, OpenedModel, open_model
 from medseg.workflows.studies import OpenStudyRequest, open_study
@@ -152,11 +152,12 @@ class Segmenter:
         return self.model.pipeline.prepared_summary(prepared.prepared)
 
     def run(self, prepared: PreparedStudy, progress: ProgressCallback | None = None,
-            cancel: CancelToken | None = None) -> SegmentedStudy:
-        """The network(s) and the model's post-processing on a prepared image."""
+            cancel: CancelToken | None = None, shared: SharedRuns | None = None) -> SegmentedStudy:
+        """The network(s) and the model's post-processing on a prepared image; ``shared``: the steps other
+        models of the same run made (medseg.workflows.segment_many), which this one's pipeline may reuse."""
         started = time.perf_counter()
         out = self.model.pipeline.run(prepared.image, prepared.prepared, self.settings, self._run_device,
-                                      progress, cancel)
+                                      progress, cancel, shared=shared)
         return SegmentedStudy(
             image=prepared.image, label_map=out.label_map, labels=dict(out.labels), model=self.card,
             device=out.device, configuration=out.configuration,
@@ -167,9 +168,9 @@ class Segmenter:
             cpu_engine=out.cpu_engine, details=dict(out.details))
 
     def segment(self, image: Volume, progress: ProgressCallback | None = None,
-                cancel: CancelToken | None = None) -> SegmentedStudy:
+                cancel: CancelToken | None = None, shared: SharedRuns | None = None) -> SegmentedStudy:
         prepared = self.prepare(image, _scaled(progress, 0.0, 0.05), cancel)
-        return self.run(prepared, _scaled(progress, 0.05, 1.0), cancel)
+        return self.run(prepared, _scaled(progress, 0.05, 1.0), cancel, shared)
 
 
 def segment_study(request: SegmentRequest, progress: ProgressCallback | None = None,

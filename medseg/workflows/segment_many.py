@@ -9,7 +9,10 @@ made it, its name and version — so the label table shows each structure's sour
 each model as its own algorithm identification. Where models overlap, the later one's structure wins
 (a sub-task such as ``liver_segments`` after ``total`` divides the liver); the notes say how many voxels
 each earlier structure gave up. Models that share steps share them: a crop model that several
-TotalSegmentator tasks run first runs once for the image (medseg.model.totalseg keeps its answer).
+TotalSegmentator tasks run first runs once for the image: the run holds one
+:class:`~medseg.model.kinds.SharedRuns`, which every model's pipeline may take a step's answer from (the
+TotalSegmentator pipeline keys its crop runs by the crop network's weights, its steps and the device), and
+drops it when the run ends.
 """
 
 from __future__ import annotations
@@ -24,9 +27,9 @@ from medseg.core.label_values import MAX_LABEL_VALUE
 from medseg.core.labels import Label
 from medseg.core.volume import Volume
 from medseg.errors import ModelError
-from medseg.model.kinds import SegmentSettings
+from medseg.model.kinds import SegmentSettings, SharedRuns
 from medseg.progress import CancelToken, ProgressCallback, report
-from medseg.workflows.models import OpenedModel
+from medseg.workflows.models import ModelCard, OpenedModel
 from medseg.workflows.segment import SegmentedStudy, Segmenter
 
 
@@ -48,6 +51,33 @@ class CombinedStudy:
 
         names = {value: label.name for value, label in self.labels.items()}
         return label_volumes_ml(self.label_map.array, names, self.image.voxel_volume_ml)
+
+
+def combined_card(models: Sequence[ModelCard], labels: dict[int, Label]) -> ModelCard:
+    """One card naming every model of a run ("a + b"), with the merged labels (each keeps its own provenance)."""
+    first = models[0]
+    return ModelCard(
+        id=" + ".join(m.id for m in models), name=" + ".join(m.name for m in models), version="",
+        modality=first.modality, licence="; ".join(dict.fromkeys(m.licence for m in models if m.licence)),
+        kind=" + ".join(dict.fromkeys(m.kind for m in models)), source=first.source, configurations={},
+        labels=dict(labels), postprocessing=[step for m in models for step in m.postprocessing])
+
+
+def as_segmented(combined: CombinedStudy) -> SegmentedStudy:
+    """The run as one result, for what takes one (the GUI's Segment, the edit operation): its card names every
+    model, its notes are the merge's (values that moved, overlaps) then each model's, named."""
+    studies = combined.studies
+    return SegmentedStudy(
+        image=combined.image, label_map=combined.label_map, labels=dict(combined.labels),
+        model=combined_card([s.model for s in studies], combined.labels),
+        device=", ".join(dict.fromkeys(s.device for s in studies)),
+        configuration=", ".join(f"{s.model.name.rsplit('/', 1)[-1]} {s.configuration}" for s in studies),
+        seconds=combined.seconds, volumes_ml=combined.volumes_ml,
+        fallbacks=[f"{s.model.name}: {f}" for s in studies for f in s.fallbacks],
+        postprocessing=[step for s in studies for step in s.postprocessing],
+        notes=[*combined.notes, *(f"{s.model.name}: {n}" for s in studies for n in s.notes)],
+        parts=[part for s in studies for part in s.parts], threads=max((s.threads for s in studies), default=0),
+        details={"models": [s.model.name for s in studies], "moves": combined.moves})
 
 
 def settings_for(model: OpenedModel, settings: SegmentSettings) -> SegmentSettings:
@@ -77,10 +107,11 @@ def segment_with_models(image: Volume, models: Sequence[OpenedModel], settings: 
     started = time.perf_counter()
     segmenters = [Segmenter(model, settings_for(model, settings)) for model in models]  # every refusal first
     studies = []
+    shared = SharedRuns()  # this run's only: dropped when it returns
     for index, segmenter in enumerate(segmenters):
         low, high = index / len(segmenters), (index + 1) / len(segmenters)
         text = f"{segmenter.card.name} ({index + 1} of {len(segmenters)})"
-        studies.append(segmenter.segment(image, _scaled(progress, low, high, text), cancel))
+        studies.append(segmenter.segment(image, _scaled(progress, low, high, text), cancel, shared))
     combined = merge_results(image, studies)
     combined.seconds = time.perf_counter() - started
     report(progress, 1.0, "done", "done")
@@ -118,8 +149,9 @@ def merge_results(image: Volume, studies: Sequence[SegmentedStudy]) -> CombinedS
             notes.append(f"{study.model.name}'s structures replaced earlier ones where they overlap: "
                          + ", ".join(f"{labels[v].name} {n} voxels" for v, n in lost.items() if v in labels))
         np.copyto(merged, mapped, where=mapped != 0)
-        for value, label in study.labels.items():
-            labels[table.get(value, value)] = replace(label, value=table.get(value, value))
+        for value, label in study.labels.items():  # a moved label records its model's value (the sidecar says it)
+            target = table.get(value, value)
+            labels[target] = replace(label, value=target, model_value=value if target != value else label.model_value)
         reserved |= set(table.values())
     present = {int(v) for v in np.unique(merged) if v}
     labels = {v: label for v, label in sorted(labels.items()) if v in present}
@@ -146,4 +178,4 @@ def _scaled(progress: ProgressCallback | None, low: float, high: float, text: st
     return lambda p: report(progress, low + (high - low) * p.fraction, f"{text}: {p.text}", p.stage)
 
 
-__all__ = ["CombinedStudy", "merge_results", "segment_with_models", "settings_for"]
+__all__ = ["CombinedStudy", "as_segmented", "combined_card", "merge_results", "segment_with_models", "settings_for"]

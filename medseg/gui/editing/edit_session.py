@@ -220,9 +220,13 @@ class EditSession(QObject):
         """Segment never destroys what is on screen unasked. When the segmentation holds a label that is
         not this model's untouched output (opened from a file, drawn, or edited), ask in a window-modal box:
         replace, add only the model's new labels, or cancel, with an offer to lock the user's labels
-        first. ``then(mode)`` runs the Segment (at once when there is nothing to ask)."""
-        name, version = (model.name, model.version) if model is not None else ("", "")  # its card
-        theirs = self.document.labels_not_made_by(name, version)
+        first. ``then(mode)`` runs the Segment (at once when there is nothing to ask). ``model``: its card, or
+        a list of the cards (name and version) of several models run together (a label any of them made
+        untouched is theirs to replace)."""
+        makers = list(model) if isinstance(model, (list, tuple)) else [model] if model is not None else []
+        name = " + ".join(m.name for m in makers)
+        theirs = [entry for entry in self.document.labels_not_made_by("")  # every label someone or something made
+                  if not any(entry.provenance.made_by(m.name, m.version) for m in makers)]
         if not theirs:
             then(REPLACE)
             return

@@ -132,6 +132,11 @@ class SegmentFlow(QObject):
         :meth:`EditSession.ask_before_segment`)."""
         if self.opener.refuse_when_busy():
             return
+        if self.panel.tasks:  # several tasks: a label any of them made is theirs to replace
+            from medseg.gui.segment.task_picker import makers
+
+            self.editing.ask_before_segment(makers(self.panel.tasks), self._segment_with)
+            return
         self.editing.ask_before_segment(self.panel.model_card, self._segment_with)
 
     def _segment_with(self, mode: str, allow_modality: bool = False) -> None:
@@ -140,7 +145,7 @@ class SegmentFlow(QObject):
         self._segment_mode = mode
         panel = self.panel
         self.loader.segment(self.model_path(), panel.device, panel.configuration, panel.postprocess, mode,
-                            allow_modality=allow_modality, structures=panel.structures)
+                            allow_modality=allow_modality, structures=panel.structures, models=panel.tasks or None)
 
     def ask_modality(self, error: ModalityMismatch) -> None:
         """The model was trained on another modality: segment anyway only if the user says so."""
@@ -166,6 +171,9 @@ class SegmentFlow(QObject):
                                                      if result.fallbacks else [])]
         step = self.document.history.last_step()
         moved = moved_in_step(step.labels) if step is not None and step.description.startswith(SEGMENT_STEP) else []
+        # a value the run itself moved (several models into one result) is in its notes already, in its words
+        mine = getattr(result, "labels", {})
+        moved = [m for m in moved if not (m[2] in mine and mine[m[2]].model_value == m[1])]
         if moved:  # the model's numbers are what its users rely on: a value that had to move is said
             notices.append(moved_text(moved))
         if notices:

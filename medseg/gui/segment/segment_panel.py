@@ -74,6 +74,13 @@ class SegmentPanel(QGroupBox):
         self.structures_button.clicked.connect(self.pick_structures)
         self.structures_button.setVisible(False)
         self._structures: tuple[str, ...] | None = None  # None: all of the model's structures
+        # several TotalSegmentator tasks into one segmentation (medseg.gui.segment.task_picker); shown once one
+        # is installed (the catalogue says which entries are tasks: the panel never asks a model's kind)
+        self.tasks_button = ElidedButton("Several TotalSegmentator tasks in one run, into one segmentation "
+                                         "(grouped: organs, vessels, heart, head and neck, …)", self)
+        self.tasks_button.clicked.connect(self.pick_tasks)
+        self.tasks_button.setVisible(False)
+        self._tasks: tuple[str, ...] = ()  # catalogue ids; empty: the chosen model alone
         self.parts_label = QLabel(self)  # progress per part while a TotalSegmentator model runs
         self.parts_label.setObjectName("segment-parts")
         self.parts_label.setWordWrap(True)
@@ -102,6 +109,7 @@ class SegmentPanel(QGroupBox):
         layout.addWidget(self.configuration_box)
         layout.addWidget(self.postprocess_box)
         layout.addWidget(self.structures_button)
+        layout.addWidget(self.tasks_button)
         layout.addWidget(self.plan_label)
         layout.addWidget(self.run_button)
         layout.addWidget(self.parts_label)
@@ -200,13 +208,66 @@ class SegmentPanel(QGroupBox):
 
     @property
     def configuration(self) -> str | None:
-        """The configuration the user chose, or None for the spacing's choice."""
-        return self.configuration_box.currentData()
+        """The configuration the user chose, or None for the spacing's choice (and for several tasks: each its own)."""
+        return None if self._tasks else self.configuration_box.currentData()
 
     @property
     def structures(self) -> tuple[str, ...] | None:
-        """The structures Segment keeps (a TotalSegmentator model's subset), None for all."""
-        return self._structures if self._takes_subset() else None
+        """The structures Segment keeps (a TotalSegmentator model's subset), None for all (and for several tasks:
+        each keeps all of its own)."""
+        return self._structures if self._takes_subset() and not self.tasks else None
+
+    @property
+    def tasks(self) -> tuple[str, ...]:
+        """The TotalSegmentator tasks (catalogue ids) Segment runs together; empty: the chosen model alone."""
+        return self._tasks
+
+    def pick_tasks(self) -> None:
+        """The task picker (grouped; not-installed tasks greyed with Install); its answer applies to the next
+        Segment. The model Segment runs, when it is a task, is ticked to begin with."""
+        from medseg.gui.segment.model_chooser import chosen_reference
+        from medseg.gui.segment.task_picker import TaskPicker, task_choices
+
+        choices = task_choices()
+        current = chosen_reference()
+        chosen = self._tasks or tuple(c.model_id for c in choices if c.model_id == current and c.installed)
+        self.task_picker = TaskPicker(choices, chosen, self)
+        self.task_picker.accepted.connect(lambda: self.set_tasks(self.task_picker.chosen()))
+        self.task_picker.install.connect(lambda model_id: self.flow.open_models_dialog(install=model_id))
+        self.task_picker.open()
+
+    def set_tasks(self, chosen: tuple[str, ...]) -> None:
+        from medseg.gui.segment.task_picker import describe
+
+        self._tasks = tuple(chosen)
+        self.tasks_button.setText(describe(self._tasks))
+        self.tasks_button.setToolTip("Segment runs " + (", then ".join(self._tasks) + " into one segmentation"
+                                                        if self._tasks else "the model chosen above alone")
+                                     + ". Click to choose TotalSegmentator tasks to run together.")
+        self.structures_button.setVisible(self._takes_subset() and not self._tasks)
+        # several tasks: each runs the configuration it chooses, with its own steps; the chosen model's boxes go
+        several = bool(self._tasks)
+        self.configuration_box.setVisible(not several and self._package is not None
+                                          and len(self._package.configuration_names()) > 1)
+        self.postprocess_box.setVisible(not several and self._package is not None
+                                        and bool(self._package.postprocessing))
+        if several:
+            self.model_label.setText(f"Runs: <b>{len(self._tasks)} tasks</b> (not the model above)")
+            self.model_label.setToolTip("Segment runs " + ", then ".join(self._tasks))
+        elif self.card is not None and self._planned:
+            self.model_label.setText(f"Model: <b>{self.card.name}</b>")
+            self.model_label.setToolTip(self.card.describe())
+        self._show_plan()
+
+    def _offer_tasks(self) -> None:
+        """The task button shows once a TotalSegmentator task is installed (it may be installed while the window
+        is open)."""
+        from medseg.gui.segment.task_picker import any_installed
+
+        offered = any_installed()
+        self.tasks_button.setVisible(offered)
+        if offered and not self._tasks:
+            self.set_tasks(())
 
     def _takes_subset(self) -> bool:
         """The model crops its run to a subset of its structures (TotalSegmentator's roi_subset)."""
@@ -271,11 +332,20 @@ class SegmentPanel(QGroupBox):
         self.configuration_box.setVisible(len(configurations) > 1)
         self.configuration_box.blockSignals(False)
         self.postprocess_box.setVisible(bool(self._package.postprocessing))
-        self.structures_button.setVisible(capabilities.structure_subset)
+        self.structures_button.setVisible(capabilities.structure_subset and not self._tasks)
         if capabilities.structure_subset:
             self._set_structures(None)  # a new model: all of its structures
 
     def _show_plan(self) -> None:
+        if self._tasks:  # several tasks: what runs, in order, and how they meet
+            names = [model_id.rsplit("/", 1)[-1] for model_id in self._tasks]
+            self.plan_label.setPlainText(
+                f"{len(names)} TotalSegmentator task{'s' if len(names) != 1 else ''}, one after another, into one "
+                f"segmentation: {', '.join(names)}.\n{names[0]} keeps its values; a value a later task shares moves "
+                "to the next free one (the notes and the saved .labels.json say which). Each structure keeps its "
+                "task as its source (the label's tooltip; a DICOM SEG names each task as its algorithm). A crop "
+                "model several tasks need runs once. Each task runs the configuration it chooses for the series.")
+            return
         volume = self.document.volume
         if volume is None or self._package is None:
             return
@@ -290,6 +360,7 @@ class SegmentPanel(QGroupBox):
 
     def refresh(self) -> None:
         """Model name, devices and plan for the open series (the model is read once per choice)."""
+        self._offer_tasks()
         source = self.flow.model_path()
         if self.document.volume is None and not self._planned:
             from medseg.gui.segment.model_chooser import chosen_reference
@@ -317,6 +388,8 @@ class SegmentPanel(QGroupBox):
                 self._use_model(source, open_model(source))
             self.model_label.setText(f"Model: <b>{self.card.name}</b>")
             self.model_label.setToolTip(self.card.describe())
+            if self._tasks:
+                self.set_tasks(self._tasks)  # the tasks' line and boxes, not the model's
         except MedsegError as error:
             self.plan_label.setPlainText(f"Cannot plan: {error}")
             return

@@ -237,7 +237,7 @@ class StudyLoader(QObject):
     # --- segmentation -------------------------------------------------------------------------
     def segment(self, model: str | Path | None = None, device: str = "auto", configuration: str | None = None,
                 postprocess: bool = True, mode: str = REPLACE, allow_modality: bool = False,
-                structures: tuple[str, ...] | None = None) -> bool:
+                structures: tuple[str, ...] | None = None, models: tuple[str, ...] | None = None) -> bool:
         """Segment the open image with a model (a reference :func:`medseg.workflows.models.open_model` opens;
         default: the built-in starter): the edit catalogue's ``segment`` operation
         (:mod:`medseg.workflows.edit_operations`), its model half in a worker
@@ -249,7 +249,8 @@ class StudyLoader(QObject):
         post-processing; ``mode`` says how the result meets the labels on screen (``REPLACE`` or ``ADD``).
         A series of another modality than the model's fails with ModalityMismatch (the window asks) unless
         ``allow_modality``; an image that is a label map fails with NotAnImageError. ``structures``: a
-        TotalSegmentator model's subset (None: all)."""
+        TotalSegmentator model's subset (None: all). ``models``: several references (the panel's TotalSegmentator
+        tasks) run into one result instead of ``model`` (medseg.workflows.segment_many), progress per model."""
         image = self.document.volume
         if image is None:
             from medseg.errors import GeometryError
@@ -260,14 +261,14 @@ class StudyLoader(QObject):
         document = self.document
 
         def work(progress=None, cancel=None):
-            from medseg.workflows.edit_operations import SETTINGS, prepare_segment, segment_image
+            from medseg.workflows.edit_operations import MODELS, SETTINGS, prepare_segment, segment_image
             from medseg.workflows.segment import SegmentSettings
 
             from medseg.core.label_colors import prepare_distinct_colors
 
             settings = SegmentSettings(device=device, configuration=configuration, postprocess=postprocess,
                                        allow_modality=allow_modality, structures=structures)
-            result = segment_image(image, {"model": model, SETTINGS: settings}, progress, cancel)
+            result = segment_image(image, {"model": model, SETTINGS: settings, MODELS: models}, progress, cancel)
             prepare_distinct_colors()  # the write on the GUI thread picks the new labels' colours
             if cancel is not None:
                 cancel.raise_if_cancelled()

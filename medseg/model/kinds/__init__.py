@@ -15,6 +15,7 @@ from pathlib import Path
 from medseg.errors import ModelError
 from medseg.model.kinds.base import (
     Capabilities, ModelCard, ModelKind, ModelPipeline, OpenedModel, PipelineOutput, PlanReport, SegmentSettings,
+    SharedRuns,
 )
 from medseg.model.kinds.interactive_kind import InteractiveKind
 from medseg.model.kinds.package_kind import MedsegPackageKind, NnUNetResultKind
@@ -62,4 +63,4 @@ def open_path(path: str | Path, reference: str | Path | None = None) -> OpenedMo
 
 
 __all__ = ["KINDS", "Capabilities", "ModelCard", "ModelKind", "ModelPipeline", "OpenedModel", "PipelineOutput",
-           "PlanReport", "SegmentSettings", "kind_ids", "kind_named", "kind_of", "open_path", "register"]
+           "PlanReport", "SegmentSettings", "SharedRuns", "kind_ids", "kind_named", "kind_of", "open_path", "register"]

@@ -14,7 +14,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Hashable
 
 from medseg.core.labels import Label
 from medseg.core.volume import Volume
@@ -119,6 +119,31 @@ class PipelineOutput:
     details: dict[str, Any] = field(default_factory=dict)  # kind-specific facts for --json (reason, parts ...)
 
 
+class SharedRuns:
+    """What the models of one run share: a step several of them take on the same image (a TotalSegmentator
+    crop model that finds the liver for liver_segments and liver_vessels) is made once and kept here, under
+    a key naming everything its answer depends on (the image, the network's weights, its settings, the
+    device). One is made per run (medseg.workflows.segment_many) and dropped with it: never a cache that
+    outlives the run, so nothing here can be stale."""
+
+    def __init__(self) -> None:
+        self._kept: dict[Hashable, tuple[Any, Any]] = {}
+        self.made: list[Hashable] = []  # the keys computed, in order (a key once, however many asked)
+        self.reused: list[Hashable] = []  # each answer given again
+
+    def get(self, key: Hashable, image: Any, make: Callable[[], Any]) -> Any:
+        """The answer kept for ``key`` on ``image`` (the very object: the key holds its ``id``), else ``make()``."""
+        full = (id(image), key)
+        found = self._kept.get(full)
+        if found is not None and found[0] is image:
+            self.reused.append(key)
+            return found[1]
+        value = make()
+        self._kept[full] = (image, value)  # the image is held too, so its id cannot be reused in this run
+        self.made.append(key)
+        return value
+
+
 class ModelPipeline(ABC):
     """An opened model's behaviour. The defaults refuse what a kind does not offer, in words."""
 
@@ -186,8 +211,11 @@ class ModelPipeline(ABC):
 
     @abstractmethod
     def run(self, image: Volume, prepared: Any, settings: SegmentSettings, device: str,
-            progress: ProgressCallback | None, cancel: CancelToken | None) -> PipelineOutput:
-        """Segment ``image``; ``device`` is where it runs ("auto" on a CPU: the engine is measured per model)."""
+            progress: ProgressCallback | None, cancel: CancelToken | None,
+            shared: SharedRuns | None = None) -> PipelineOutput:
+        """Segment ``image``; ``device`` is where it runs ("auto" on a CPU: the engine is measured per model).
+        ``shared``: the run's steps other models of the same run may have made already (a kind that shares
+        none ignores it)."""
 
     @abstractmethod
     def plan(self, volume: Volume, device: str = "auto", configuration: str | None = None,
@@ -238,4 +266,4 @@ class ModelKind(ABC):
 
 
 __all__ = ["Capabilities", "ModelCard", "ModelKind", "ModelPipeline", "OpenedModel", "PipelineOutput", "PlanReport",
-           "SegmentSettings"]
+           "SegmentSettings", "SharedRuns"]

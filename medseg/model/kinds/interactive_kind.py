@@ -15,6 +15,7 @@ from medseg.core.volume import Volume
 from medseg.errors import ModelError
 from medseg.model.kinds.base import (
     Capabilities, ModelCard, ModelKind, ModelPipeline, OpenedModel, PipelineOutput, PlanReport, SegmentSettings,
+    SharedRuns,
 )
 from medseg.progress import CancelToken, ProgressCallback
 
@@ -38,7 +39,8 @@ class InteractivePipeline(ModelPipeline):
         raise self._refuse()
 
     def run(self, image: Volume, prepared: Any, settings: SegmentSettings, device: str,
-            progress: ProgressCallback | None, cancel: CancelToken | None) -> PipelineOutput:
+            progress: ProgressCallback | None, cancel: CancelToken | None,
+            shared: SharedRuns | None = None) -> PipelineOutput:
         raise self._refuse()
 
     def plan(self, volume: Volume, device: str = "auto", configuration: str | None = None,

@@ -11,6 +11,7 @@ from typing import Any
 from medseg.core.volume import Volume
 from medseg.model.kinds.base import (
     Capabilities, ModelCard, ModelKind, ModelPipeline, OpenedModel, PipelineOutput, PlanReport, SegmentSettings,
+    SharedRuns,
 )
 from medseg.progress import CancelToken, ProgressCallback, report
 
@@ -79,7 +80,8 @@ class PackagePipeline(ModelPipeline):
         return prepare(image, self._package, settings.configuration, settings.step, device, cancel=cancel)
 
     def run(self, image: Volume, prepared: Any, settings: SegmentSettings, device: str,
-            progress: ProgressCallback | None, cancel: CancelToken | None) -> PipelineOutput:
+            progress: ProgressCallback | None, cancel: CancelToken | None,
+            shared: SharedRuns | None = None) -> PipelineOutput:
         from medseg.model.infer import segment
 
         result = segment(image, self._package, device=device, step_size=settings.step, mirror=settings.mirror,

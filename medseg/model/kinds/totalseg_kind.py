@@ -14,6 +14,7 @@ from medseg.core.volume import Volume
 from medseg.errors import DeviceError, ModelError
 from medseg.model.kinds.base import (
     Capabilities, ModelCard, ModelKind, ModelPipeline, OpenedModel, PipelineOutput, PlanReport, SegmentSettings,
+    SharedRuns,
 )
 from medseg.progress import CancelToken, ProgressCallback
 
@@ -119,14 +120,15 @@ class TotalSegPipeline(ModelPipeline):
         return f"configuration {prepared.summary()}"
 
     def run(self, image: Volume, prepared: Any, settings: SegmentSettings, device: str,
-            progress: ProgressCallback | None, cancel: CancelToken | None) -> PipelineOutput:
+            progress: ProgressCallback | None, cancel: CancelToken | None,
+            shared: SharedRuns | None = None) -> PipelineOutput:
         from medseg.model.totalseg import segment_totalseg
 
         choice = prepared
         structures = list(settings.structures) if settings.structures is not None else None
         result, run_info = segment_totalseg(image, self.model, choice.name, structures,
                                             device="cpu" if device == "auto" else device,
-                                            progress=progress, cancel=cancel)
+                                            progress=progress, cancel=cancel, shared=shared)
         return PipelineOutput(
             label_map=result.label_map,
             labels={value: self.card.labels.get(value, label) for value, label in result.labels.items()},  # coded
@@ -135,7 +137,7 @@ class TotalSegPipeline(ModelPipeline):
             notes=[f"configuration {choice.summary()}", *run_info.notes], reason=choice.reason,
             estimates_s=dict(choice.estimates_s), parts=list(run_info.parts), threads=result.threads,
             details={"reason": choice.reason, "estimates_s": {k: round(v, 1) for k, v in choice.estimates_s.items()},
-                     "parts": list(run_info.parts)})
+                     "parts": list(run_info.parts), "runs": list(run_info.runs)})
 
     def plan(self, volume: Volume, device: str = "auto", configuration: str | None = None,
              structures: tuple[str, ...] | None = None) -> PlanReport:

@@ -21,7 +21,9 @@ arithmetic are TotalSegmentator 2.18.0's ``totalsegmentator()`` and ``nnUNet_pre
    (heartchambers_highres: outside the crop run's heart, aorta and IVC, dilated).
 
 Each run another run depends on (a crop, a refinement, several crop structures from one network)
-is made once per call. Where medseg differs, it is in cost only: the image is loaded, reoriented and
+is made once per call, and once per multi-task run when the caller passes the run's ``shared``
+(medseg.model.kinds.SharedRuns: liver_segments and liver_vessels in one run find the liver once).
+Where medseg differs, it is in cost only: the image is loaded, reoriented and
 resampled once for all of a configuration's networks (TotalSegmentator writes, re-reads and
 re-preprocesses it for each and builds a fresh predictor per network), nothing goes through files,
 and every phase runs on all the run's threads.
@@ -32,7 +34,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
@@ -54,6 +56,9 @@ from medseg.model.totalseg.geometry import (
 )
 from medseg.model.totalseg.tasks import ModeSpec, TaskSpec
 from medseg.progress import CancelToken, ProgressCallback, report
+
+if TYPE_CHECKING:
+    from medseg.model.kinds.base import SharedRuns
 
 
 @dataclass
@@ -94,6 +99,7 @@ def segment_totalseg(
     threads: int | None = None,
     progress: ProgressCallback | None = None,
     cancel: CancelToken | None = None,
+    shared: SharedRuns | None = None,
 ) -> tuple[SegmentationResult, TotalSegRun]:
     """Segment a CT as TotalSegmentator's task does; labels on the input's grid, its numbers and names.
 
@@ -101,7 +107,9 @@ def segment_totalseg(
     run is cropped around them, only the networks that hold them run); for every task, the other
     labels are removed. ``crop_mask`` (a (z, y, x) mask on the input grid) replaces the crop run's
     finding. The run is one job on the process's thread budget (medseg.threads): it computes with
-    its share, at most ``threads``, and the result says how many it had.
+    its share, at most ``threads``, and the result says how many it had. ``shared``: one multi-task run's
+    kept helper runs (a crop another task of the run made on this very image with the same network is
+    taken from there, not run again).
     """
     with medseg_threads.job("TotalSegmentator", most=threads) as lease:
         started = time.perf_counter()
@@ -113,7 +121,7 @@ def segment_totalseg(
         device_name = backends.resolve_device(device)
         wanted = structure_values(model, structures)
         run = TotalSegRun(configuration=configuration)
-        session = _Session(model, device_name, cancel, run)
+        session = _Session(model, device_name, cancel, run, shared)
         labels = session.run(volume, config.task, config.mode, wanted=wanted, crop_mask=crop_mask,
                              force_split=force_split, progress=progress, main=True)
         threads_used = max(threads_used, session.threads)
@@ -125,8 +133,10 @@ def segment_totalseg(
 class _Session:
     """One call's runs: each (task, mode) another run needs is made once and kept."""
 
-    def __init__(self, model: TotalSegModel, device: str, cancel: CancelToken | None, run: TotalSegRun):
+    def __init__(self, model: TotalSegModel, device: str, cancel: CancelToken | None, run: TotalSegRun,
+                 shared: SharedRuns | None = None):
         self.model = model
+        self.shared = shared
         self.device = device
         self.cancel = cancel
         self.info = run
@@ -143,9 +153,41 @@ class _Session:
         key = (task, mode)
         if key not in self.done:
             configuration = self.model.spec(task).modes[mode].configuration
-            self.info.runs.append(f"{task} ({configuration})")
-            self.done[key] = self.run(volume, task, mode, progress=progress)
+            if self.shared is None:
+                self.info.runs.append(f"{task} ({configuration})")
+                self.done[key] = self.run(volume, task, mode, progress=progress)
+            else:
+                made = []
+
+                def make() -> np.ndarray:
+                    made.append(True)
+                    return self.run(volume, task, mode, progress=progress)
+
+                self.done[key] = self.shared.get(self._shared_key(task, mode), volume, make)
+                self.info.runs.append(f"{task} ({configuration})" + ("" if made else ", made once for this run's "
+                                                                                     "tasks"))
         return self.done[key]
+
+    def _shared_key(self, task: str, mode: str) -> tuple:
+        """What another task's identical run must match: the task table's steps for it and each network's weights
+        (their checksum where the conversion kept it, else the folder), recursively its own helpers', and the
+        device. Two installed tasks that carry the same crop network share its answer."""
+        from medseg.model.totalseg.tasks import required_runs
+
+        import json
+
+        def weights(dataset: int) -> str:
+            part = self.model.part(dataset)
+            digest = part.provenance.get("checkpoint_sha256")
+            return json.dumps(digest, sort_keys=True) if digest else str(part.path.resolve())
+
+        configuration = self.model.spec(task).modes[mode].configuration
+        steps = set()
+        for name, mode_name in [(task, mode), *required_runs(task, [configuration], self.model.tasks)]:
+            spec_mode = self.model.spec(name).modes[mode_name]
+            steps.add((name, mode_name, repr(spec_mode), tuple((n.dataset, weights(n.dataset))
+                                                                for n in spec_mode.networks)))
+        return ("totalsegmentator", self.device, tuple(sorted(steps)))
 
     def run(self, volume: Volume, task: str, mode_name: str, *, wanted: list[int] | None = None,
             crop_mask: np.ndarray | None = None, force_split: bool = False,
