@@ -57,6 +57,9 @@ def test_export_report_proposes_one_extension_and_html_replaces_it(driver, windo
     written = list(tmp_path.glob("*_report*"))
     assert [p.name for p in written] == [after]
     assert written[0].read_text(encoding="utf-8").startswith("<html>")
+    # said in the message area, not painted over the position readout by QStatusBar.showMessage
+    assert window.messages.text() == f"Report written: {written[0]}"
+    assert window.statusBar().currentMessage() == ""
 
 
 def test_statistics_export_names_switch_between_csv_and_json(driver, window, ct_dir, qtbot, monkeypatch):

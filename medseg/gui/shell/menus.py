@@ -146,4 +146,5 @@ def _export_report(window) -> None:
 
     written = export_report_dialog(window)
     if written is not None:
-        window.statusBar().showMessage(f"Report written: {written}", 10_000)
+        # the message area: QStatusBar.showMessage painted over the position readout
+        window.notify(f"Report written: {written}", "success")
