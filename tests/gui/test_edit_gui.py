@@ -220,8 +220,10 @@ def test_recovery_offer_after_a_crash(qtbot, tmp_path, monkeypatch, ct_dir):
     window.show()
     qtbot.waitUntil(lambda: window.editing.recovery_box is not None and window.editing.recovery_box.isVisible(), timeout=10_000)
     assert "(2 unsaved edits)" in window.editing.recovery_box.text()  # never saved: both
+    recover = [b for b in window.editing.recovery_box.buttons() if b.text() == "Recover"]  # says what it does
+    assert len(recover) == 1
     with qtbot.waitSignal(window.loader.study_loaded, timeout=120_000):
-        window.editing.recovery_box.done(QMessageBox.StandardButton.Yes)
+        recover[0].click()
     qtbot.waitUntil(lambda: window.document.label_map is not None, timeout=10_000)
     assert np.array_equal(window.document.label_map.array, expected)
     assert window.document.unsaved

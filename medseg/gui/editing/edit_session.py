@@ -296,6 +296,7 @@ class EditSession(QObject):
             f"medseg did not close cleanly. Recover the segmentation you were editing "
             f"({edits}) on {Path(newest.image_source).name or 'the image'}?",
             QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.Discard, self.window)
+        self.recovery_box.button(QMessageBox.StandardButton.Yes).setText("Recover")  # says what it does
         steps = "1 step" if newest.steps == 1 else f"{newest.steps} steps"
         history = (f"Undo works as before the crash ({steps})." if newest.undoable and newest.steps
                    else "The recovered segmentation starts a new undo history: what was done before the crash "
