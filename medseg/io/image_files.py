@@ -20,7 +20,9 @@ import SimpleITK as sitk
 from medseg.errors import GeometryError, ImageFormatError, SaveError
 from medseg.io.atomic import atomic_path
 from medseg.io.file_checks import IncompleteFile
-from medseg.io.formats import format_of, image_formats, image_header, image_read_suffixes, image_suffix, image_write_suffixes
+from medseg.io.formats import (
+    format_of, image_formats, image_header, image_read_suffixes, image_suffix, image_write_suffixes,
+)
 from medseg.io.header_rewrite import header_axis_findings, write_unit_spacing_header
 from medseg.io.header_facts import ImageHeader
 from medseg.io.memory_budget import check_allocation

@@ -32,7 +32,9 @@ from medseg.gui.viewer.label_table import described_labels, with_model_groups
 from medseg.errors import GeometryError, MedsegError, SaveError
 from medseg.gui.common import save_dialog
 from medseg.gui.common.jobs import Job
-from medseg.io.formats import MESH_FORMATS, mesh_format_of, segmentation_choices, segmentation_formats, segmentation_open_filter
+from medseg.io.formats import (
+    MESH_FORMATS, format_of, mesh_format_of, segmentation_choices, segmentation_formats, segmentation_open_filter,
+)
 from medseg.io.label_files import LABEL_MAP
 
 log = logging.getLogger(__name__)
@@ -140,7 +142,8 @@ class SegmentationFiles(QObject):
         start = self.path or save_dialog.results_folder(doc.image_source) / (
             save_dialog.study_stem(doc.image_source, doc.volume.meta.series_description) + "_seg.nii.gz")
         filters, why = save_filters(doc.volume)
-        if start.name.lower().endswith(".dcm") and not any(f.endswith("(*.dcm)") for f in filters):
+        found = format_of(start.name, segmentation_formats())
+        if found is not None and found[0].dicom_seg and not any(f.endswith(f"(*{found[1]})") for f in filters):
             start = start.with_name(save_dialog.strip_format_suffix(start.name) + ".nii.gz")
         path, chosen, deidentify = save_dialog.ask_save_path_with_option(
             self.parent_widget, "Save segmentation as", start, filters,
