@@ -152,7 +152,7 @@ def test_outline_mode_colours_only_the_border(ct_with_liver, window):
 
 def test_presets_change_the_pixels(driver, window, ct_dir, qtbot):
     volume = driver.open_series(ct_dir / "totalsegmentator" / "example_ct_dicom")
-    doc, axial = window.document, window.viewer.views["axial"]
+    axial = window.viewer.views["axial"]
     xyz = window.view.cursor_xyz
     before = axial.render_slice().copy()
     hu = float(volume.array[xyz[2], xyz[1], xyz[0]])
