@@ -22,10 +22,15 @@ run: $(STAMP)
 
 ## Set up and run the whole test suite (this is what CI runs). The PACS tests talk to a real
 ## Orthanc, which must run in a private network namespace: .ci/pacs-test runs them there (root).
-test: $(STAMP)
-	$(VENV)/bin/lint-imports
+test: $(STAMP) lint
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -m "not pacs" --durations=40
 	bash .ci/pacs-test $(PY)
+
+## The linters (make test runs them first): ruff (pyproject.toml's [tool.ruff]: unused code, undefined names,
+## bare excepts, import order; `$(VENV)/bin/ruff check --fix .` sorts imports) and the import contracts.
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports
 
 bench: $(STAMP)
 	for b in benchmarks/bench_*.py; do $(PY) $$b || exit 1; done

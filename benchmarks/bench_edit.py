@@ -113,7 +113,7 @@ def medseg_bench(image: Volume, labels: np.ndarray, repeats: int, seeds) -> dict
 def napari_bench(image: Volume, labels: np.ndarray, repeats: int, seeds) -> dict[str, list[float]] | None:
     try:
         from napari.layers import Labels
-    except Exception as error:  # napari absent or unable to import headless
+    except Exception as error:  # noqa: BLE001 - napari absent or unable to import headless
         print(f"napari not usable here ({type(error).__name__}: {error}); peer = NumPy/scipy", file=sys.stderr)
         return None
     layer = Labels(labels.copy(), scale=image.spacing_zyx)

@@ -219,7 +219,7 @@ def main() -> int:
     parser.add_argument("--big-slices", type=int, default=1000, help="0 skips the memory goal")
     args = parser.parse_args()
 
-    app = QApplication.instance() or QApplication(sys.argv)
+    _app = QApplication.instance() or QApplication(sys.argv)  # kept: Qt needs the application alive
     QStandardPaths.setTestModeEnabled(True)
     work = Path(tempfile.mkdtemp(prefix="medseg-soak-"))
     os.environ["MEDSEG_DATA_DIR"] = str(work / "data")  # the journal's sessions

@@ -264,7 +264,7 @@ def part_labels117(model: Path, args, out: Path) -> dict:
     prep = preprocess_to(volume, plan, args.device)
     runner = backends.TorchRunner(build_networks(package, "3d_fullres", args.device), args.device)
     logits, window_seconds, window_gpu = timed(args.device, lambda: sliding_window_logits(runner, prep.data, plan))
-    del runner
+    runner = None  # the networks' GPU memory freed (the timed lambda is done with them)
     label_bytes = int(np.prod(volume.shape_zyx))
     one_class_bytes = int(np.prod(volume.shape_zyx)) * 4
     if args.device == "cuda":

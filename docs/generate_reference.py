@@ -137,7 +137,7 @@ def formats_section() -> str:
         written = ", ".join(f"`{s}`" for s in f.write_suffixes) or "—"
         opened = "image" if f.image else "segmentation"
         saved = "label map + `.labels.json`" if f.label_map else "DICOM SEG" if f.dicom_seg else "—"
-        if not f.writer:
+        if not f.writes:
             saved = "—"
         rows.append(f"| {f.name} | {suffixes} | {written} | {opened} | {saved} | {f.keeps.replace('|', '/')} |")
     return "\n".join(rows) + "\n"

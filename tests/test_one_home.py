@@ -93,3 +93,62 @@ def test_no_code_asks_which_tool_is_active():
     # medseg.model cannot see the edit catalogue (the layers forbid it): "lasso" there is one of
     # nnInteractive's prompt kinds (medseg/model/interactive/prompt_spec.py), not a mouse tool.
     assert [b for b in branches if not b.startswith("medseg/model/")] == []
+
+
+# A comparison with a format's suffix or key outside its table is a second dispatch (issue 50): each allowed
+# one says why it is not choosing a reader, a writer or a check.
+_FORMAT_COMPARISONS_ALLOWED = {
+    # a skipped file named .dcm is reported as a broken DICOM file, whatever its format would be
+    ("medseg/batch/cases.py", ".dcm"),
+    # the package's own file layout (model_<configuration>.onnx members), not an export format
+    ("medseg/model/package.py", ".onnx"),
+}
+
+
+def _format_names() -> set[str]:
+    from medseg.io.formats import DICOM_SEG, FORMATS, LABEL_MAP, MESH_FORMATS
+    from medseg.model.export_formats import EXPORT_TABLE
+
+    return ({s for f in FORMATS for s in f.suffixes if s} | {n for f in MESH_FORMATS for n in (f.key, f.suffix)}
+            | {f.suffix for f in EXPORT_TABLE if f.suffix} | {f.key for f in EXPORT_TABLE} | {DICOM_SEG, LABEL_MAP})
+
+
+def _strings(node) -> list[str]:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return [node.value]
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return [s for element in node.elts for s in _strings(element)]
+    return []
+
+
+def test_formats_are_dispatched_by_their_tables():
+    """No module outside the tables of formats (medseg/io/formats.py, medseg/model/export_formats.py) compares a
+    name, suffix or key with a format's (``fmt == "onnx"``, ``suffix in (".stl", ".obj")``,
+    ``name.endswith(".nii.gz")``): the tables map each format to its functions, and callers ask them."""
+    names = _format_names()
+    tables = {"medseg/io/formats.py", "medseg/model/export_formats.py"}
+    found = set()
+    for module, tree in _modules():
+        for node in ast.walk(tree):
+            compared: list[str] = []
+            if isinstance(node, ast.Compare):
+                compared = [s for part in (node.left, *node.comparators) for s in _strings(part)]
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "endswith":
+                compared = [s for argument in node.args for s in _strings(argument)]
+            found |= {(module, s.lower()) for s in compared if s.lower() in names and module not in tables}
+    assert found == _FORMAT_COMPARISONS_ALLOWED
+
+
+def test_format_rows_hold_their_functions():
+    """Each row names callables, not strings; a row that writes images or segmentations can also check them."""
+    from medseg.io.formats import FORMATS, MESH_FORMATS
+    from medseg.model.export_formats import EXPORT_TABLE
+
+    for row in FORMATS:
+        functions = [row.check, row.read_header, row.read_image, row.write_image, row.open_segmentation,
+                     row.write_segmentation, row.unchanged_model_result, row.recognise]
+        assert all(f is None or callable(f) for f in functions), row.key
+        assert callable(row.check), row.key
+        assert (row.write_image is None) == (row.read_image is None), row.key  # images: read and write both
+    assert all(callable(row.encode) for row in MESH_FORMATS)
+    assert all(callable(row.export) and (row.write is None) == (row.parity_runner is None) for row in EXPORT_TABLE)

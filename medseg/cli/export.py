@@ -11,6 +11,7 @@ import argparse
 import dataclasses
 
 from medseg.cli._console import add_threads_option
+from medseg.model.export_formats import EXPORT_FORMATS, export_format
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -22,7 +23,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="medseg model package (folder or .zip), nnU-Net v2 result folder or 'starter'; with "
                              "--format package, several models of the same labels are combined into one model "
                              "holding all their configurations")
-    parser.add_argument("--format", required=True, choices=("onnx", "torchscript", "package"))
+    parser.add_argument("--format", required=True, choices=EXPORT_FORMATS)
     parser.add_argument("-o", "--output", required=True, help="output file (.onnx/.pt) or package folder/.zip")
     parser.add_argument("--configuration", help="which configuration (default: the first; 'package' exports all)")
     parser.add_argument("--check-image", help="CT (file or DICOM folder) for the parity check "
@@ -51,8 +52,9 @@ def _export(args: argparse.Namespace, events) -> int:
     if not args.output.strip():  # Path("") is the working folder: the write failed as "Device or resource busy"
         raise MedsegError("no output given (-o is empty)",
                           hint="name the file (.onnx/.pt) or the package folder/.zip to write")
-    if len(args.model) > 1 and args.format != "package":
-        raise MedsegError(f"--format {args.format} exports one model; several are combined only with --format package")
+    if len(args.model) > 1 and export_format(args.format).one_model:
+        combined = " or ".join(f"--format {f}" for f in EXPORT_FORMATS if not export_format(f).one_model)
+        raise MedsegError(f"--format {args.format} exports one model; several are combined only with {combined}")
     packages = [open_model(reference).package for reference in args.model]
     if len(packages) > 1:
         from medseg.model.package_model import combine_packages

@@ -7,6 +7,7 @@ import json
 import sys
 
 from medseg.cli._console import add_spacing_option, add_threads_option, findings_json, print_findings
+from medseg.io.formats import MESH_FORMATS
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -19,7 +20,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--series", metavar="UID", help="Series Instance UID or series key (see `medseg info`)")
     parser.add_argument("--raw-stack", action="store_true", help="open an irregular stack as acquired")
     parser.add_argument("-o", "--output", required=True, metavar="OUT_DIR", help="folder for the mesh files")
-    parser.add_argument("--format", default="stl", choices=("stl", "obj"), help="mesh format (default: stl)")
+    parser.add_argument("--format", default=MESH_FORMATS[0].key, choices=[f.key for f in MESH_FORMATS],
+                        help=f"mesh format (default: {MESH_FORMATS[0].key})")
     add_spacing_option(parser)
     parser.add_argument("--json", action="store_true", help="print JSON")
     add_threads_option(parser)

@@ -37,7 +37,8 @@ _EXPORTS = {
     "resample_to": "resample",
 }
 
-__all__ = sorted([*_EXPORTS, "choose_series", "load"])
+__all__ = ["ScanResult", "SeriesInfo", "SkippedFile", "choose_series", "load", "load_series", "middle_out",
+           "preview_stack", "read_image", "resample_to", "scan", "write_image"]  # _EXPORTS and the two above
 
 
 def __getattr__(name: str) -> Any:

@@ -233,7 +233,7 @@ def _header_from_memory(fp: Any) -> tuple[Any, Any] | None:
         ds = pydicom.dcmread(memory, stop_before_pixels=True, specific_tags=SCAN_KEYWORDS)
     except InvalidDicomError:
         raise
-    except Exception:  # cut off mid-element: the file itself decides (and names the error)
+    except Exception:  # noqa: BLE001 - cut off mid-element: the file itself decides (and names the error)
         return None
     transfer_syntax = str(getattr(getattr(ds, "file_meta", None), "TransferSyntaxUID", "") or "")
     position = memory.tell()
@@ -316,7 +316,7 @@ def _read_one(ref: str) -> _FileHeader | SkippedFile:
         return SkippedFile(ref, f"not a readable DICOM header: {error}", broken=True)
     except OSError as error:
         return SkippedFile(ref, f"cannot be read ({error.strerror or error})")
-    except Exception as error:  # pydicom raises many exception types on malformed files
+    except Exception as error:  # noqa: BLE001 - pydicom raises many exception types on malformed files
         return SkippedFile(ref, f"unreadable DICOM header ({type(error).__name__}: {error})"[:300])
 
 

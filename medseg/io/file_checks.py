@@ -10,7 +10,8 @@ Each check reads the header and compares the bytes present with the bytes the he
 declares; compressed data is checked by its trailer (gzip's length) or, where that does
 not settle it, by streaming it through the decompressor. Nothing here loads voxels into
 memory. A check raises :class:`IncompleteFile` with a reason; formats it does not know
-pass through :func:`check_complete` with only a non-empty check.
+pass through :func:`check_complete` with only a non-empty check. Which check a study format gets is its
+row's in :mod:`medseg.io.formats`.
 """
 
 from __future__ import annotations
@@ -284,20 +285,27 @@ def check_dicom(path: Path) -> None:
         raise IncompleteFile(f"the DICOM file cannot be read back ({type(error).__name__}: {error})"[:300]) from error
 
 
-_CHECKS: tuple[tuple[str, Callable[[Path], None]], ...] = (
-    (".nii.gz", check_nifti), (".nii", check_nifti), (".nrrd", check_nrrd), (".mha", check_metaimage),
-    (".dcm", check_dicom), (".safetensors", check_safetensors), (".json", check_json), (".png", check_png),
+# The files medseg writes that are not studies (models, settings, screenshots, archives); a study format's check
+# is its row's in the table of formats (medseg.io.formats), which is asked first.
+_OTHER_CHECKS: tuple[tuple[str, Callable[[Path], None]], ...] = (
+    (".safetensors", check_safetensors), (".json", check_json), (".png", check_png),
     (".zip", check_zip), (".medseg", check_zip), (".npz", check_zip), (".pt", check_zip), (".pth", check_zip),
 )
 
 
 def check_complete(path: str | os.PathLike, name: str | None = None) -> None:
     """Raise IncompleteFile when ``path`` (a format told by ``name``'s suffix, default its own) is not whole."""
+    from medseg.io.formats import format_of  # the table imports this module's checks
+
     path = Path(path)
     lower = (name or path.name).lower()
     try:
         size = path.stat().st_size
-        for suffix, check in _CHECKS:
+        found = format_of(lower)
+        if found is not None:
+            found[0].check(path)
+            return
+        for suffix, check in _OTHER_CHECKS:
             if lower.endswith(suffix):
                 check(path)
                 return

@@ -20,10 +20,11 @@ import SimpleITK as sitk
 from medseg.errors import GeometryError, ImageFormatError, SaveError
 from medseg.io.atomic import atomic_path
 from medseg.io.file_checks import IncompleteFile
-from medseg.io.formats import format_of, image_formats, image_read_suffixes, image_suffix, image_write_suffixes
+from medseg.io.formats import (
+    format_of, image_formats, image_header, image_read_suffixes, image_suffix, image_write_suffixes,
+)
 from medseg.io.header_rewrite import header_axis_findings, write_unit_spacing_header
 from medseg.io.header_facts import ImageHeader
-from medseg.io.image_headers import image_header
 from medseg.io.memory_budget import check_allocation
 from medseg.io.nifti_reader import read_nifti
 from medseg.io.voxel_checks import SANE_SPACING_MM, SPACING_HINT, check_spacing, replace_non_finite
@@ -53,7 +54,7 @@ def read_image(path: str | os.PathLike, spacing_mm: Sequence[float] | None = Non
                                hint="supported: " + ", ".join(IMAGE_SUFFIXES))
     if not path.exists():
         raise ImageFormatError("no such file", path=path)
-    header = image_header(path, suffix)
+    header = image_header(path)
     # A spacing of 1e30 or 1e-30 mm in a NIfTI sform made ITK fail on its direction cosines ("only supports
     # orthonormal direction cosines"): such a header is judged here, before ITK reads it, and read like
     # an unusable one (without ITK's geometry) when the user gives the true spacing.
@@ -221,7 +222,7 @@ def describe_image(path: str | os.PathLike) -> dict:
     if suffix is None or not path.exists():
         raise ImageFormatError("no such file" if suffix else "not a NIfTI, NRRD or MHA/MHD file (by its name)",
                                path=path)
-    header = image_header(path, suffix)
+    header = image_header(path)
     findings = [unusable_orientation_finding(header)] if header.orientation_unusable else []
     absurd = header.spacing.outside(*SANE_SPACING_MM)
     if absurd and not header.spacing.unusable():
@@ -285,8 +286,9 @@ def _bytes_per_voxel(reader: sitk.ImageFileReader) -> int:
 def write_image(volume: Volume, path: str | os.PathLike) -> Path:
     """Write ``volume`` as NIfTI (.nii/.nii.gz), NRRD or MHA, atomically. Returns the path."""
     path = Path(path)
-    suffix = image_suffix(path)
-    if suffix not in WRITE_SUFFIXES:
+    found = format_of(path, image_formats())
+    suffix = found[1] if found else None
+    if found is None or suffix not in found[0].write_suffixes:
         raise ImageFormatError("cannot write this format (by its name)", path=path,
                                hint="use .nii.gz, .nii, .nrrd or .mha")
     if not path.parent.is_dir():
@@ -306,7 +308,7 @@ def write_image(volume: Volume, path: str | os.PathLike) -> Path:
 
     try:
         with atomic_path(path, suffix=suffix, verify=reads_back) as temp:
-            sitk.WriteImage(image, str(temp), useCompression=suffix in (".nii.gz", ".nrrd", ".mha"))
+            sitk.WriteImage(image, str(temp), useCompression=suffix in found[0].compressed_suffixes)
     except SaveError:
         raise
     except Exception as error:

@@ -14,7 +14,8 @@ wherever it points (``../../etc/passwd``, ``/dev/zero``). This module reads the 
   the DICOMDIR reader applies to its references).
 
 NIfTI's binary header is read here, NRRD's and MetaImage's text in :mod:`medseg.io.text_headers` (at
-most :data:`HEADER_LIMIT` bytes of it); the checks of the voxel bytes themselves (gzip's CRC,
+most :data:`HEADER_LIMIT` bytes of it); which of them reads a file is the format table's choice
+(:func:`medseg.io.formats.image_header`); the checks of the voxel bytes themselves (gzip's CRC,
 non-finite values) are in :mod:`medseg.io.voxel_stream`.
 """
 
@@ -26,19 +27,8 @@ from pathlib import Path
 
 from medseg.errors import ImageFormatError
 from medseg.io.header_facts import HEADER_LIMIT, HeaderSpacing, ImageHeader, check_regular
-from medseg.io.text_headers import metaimage_header, nrrd_header
 
 NIFTI1_SIZE, NIFTI2_SIZE = 348, 540
-
-
-def image_header(path: Path, suffix: str) -> ImageHeader:
-    """Read and check the header of ``path`` (a file of the given image suffix)."""
-    check_regular(path, path)
-    if suffix in (".nii", ".nii.gz"):
-        return nifti_header(path)
-    if suffix in (".nrrd", ".nhdr"):
-        return nrrd_header(path)
-    return metaimage_header(path)
 
 
 # --- NIfTI --------------------------------------------------------------------------------------------------
@@ -201,5 +191,5 @@ def nifti_spacing(fields: dict) -> HeaderSpacing:
     return HeaderSpacing(pixdim, "pixdim")
 
 
-__all__ = ["HEADER_LIMIT", "HeaderSpacing", "ImageHeader", "check_regular", "image_header", "nifti_header",
+__all__ = ["HEADER_LIMIT", "HeaderSpacing", "ImageHeader", "check_regular", "nifti_header",
            "read_nifti_fields"]

@@ -30,7 +30,7 @@ from medseg.errors import GeometryError, ImageFormatError, MedsegError, SaveErro
 from medseg.io.atomic import atomic_write_text, check_writable
 from medseg.io.dicom_seg import regularization_note
 from medseg.io.digest import sha256_file
-from medseg.io.formats import format_of, segmentation_formats
+from medseg.io.formats import DICOM_SEG, LABEL_MAP, FileFormat, format_of, segmentation_formats
 from medseg.io.image_files import IMAGE_SUFFIXES, WRITE_SUFFIXES, image_suffix, read_image, write_image
 from medseg.io.json_files import read_json_object
 from medseg.io.output_paths import check_not_an_input, source_paths
@@ -42,7 +42,6 @@ from medseg.core.volume import Volume, VolumeMeta
 
 SIDECAR_SUFFIX = ".labels.json"
 SIDECAR_FORMAT = "medseg-labels/1"
-LABEL_MAP, DICOM_SEG = "label-map", "dicom-seg"
 
 
 @dataclass
@@ -301,22 +300,31 @@ def _check_overlap(raw: Volume, image: Volume, path: str | os.PathLike | None) -
 def open_segmentation(path: str | os.PathLike, image: Volume) -> LabelFileResult:
     """The one way to open a segmentation onto ``image``: a label map with its sidecar, or a DICOM SEG.
 
-    ``path`` may also name the sidecar itself (``X.labels.json``): the label map beside it is opened."""
-    from medseg.io.dicom_seg import is_dicom_seg, read_dicom_seg
-
+    ``path`` may also name the sidecar itself (``X.labels.json``): the label map beside it is opened.
+    The format is told by the name (a label map), else by the content (a DICOM SEG, mostly named .dcm or
+    nothing); its row in :mod:`medseg.io.formats` opens it."""
     path = _label_map_of_sidecar(Path(path))
     if not path.exists():
         raise ImageFormatError("no such file", path=path)
-    if image_suffix(path) is None:
-        if is_dicom_seg(path):
-            result = read_dicom_seg(path, image)
-            naming = [] if result.values_restored else [
-                f"this DICOM SEG does not record label values (it was not written by medseg): its "
-                f"{len(result.segments)} segments take their segment numbers as label values"]
-            return LabelFileResult(result.label_map, result.segments, result.notes, None, result.placement,
-                                   DICOM_SEG, True, naming)
-        raise MedsegError("not a segmentation: open a DICOM SEG or a NIfTI/NRRD/MHA label map", path=path)
-    return read_label_map(path, image)
+    found = format_of(path, tuple(f for f in segmentation_formats() if f.label_map))
+    if found is not None:
+        return found[0].open_segmentation(path, image)
+    for file_format in segmentation_formats():
+        if file_format.recognise is not None and file_format.recognise(path):
+            return file_format.open_segmentation(path, image)
+    raise MedsegError("not a segmentation: open a DICOM SEG or a NIfTI/NRRD/MHA label map", path=path)
+
+
+def open_dicom_seg(path: Path, image: Volume) -> LabelFileResult:
+    """A DICOM SEG opened onto ``image`` (the DICOM SEG row's ``open_segmentation``)."""
+    from medseg.io.dicom_seg import read_dicom_seg
+
+    result = read_dicom_seg(path, image)
+    naming = [] if result.values_restored else [
+        f"this DICOM SEG does not record label values (it was not written by medseg): its "
+        f"{len(result.segments)} segments take their segment numbers as label values"]
+    return LabelFileResult(result.label_map, result.segments, result.notes, None, result.placement,
+                           DICOM_SEG, True, naming)
 
 
 def _label_map_of_sidecar(path: Path) -> Path:
@@ -333,22 +341,28 @@ def _label_map_of_sidecar(path: Path) -> Path:
                                 ", ...) instead")
 
 
-def segmentation_format(path: str | os.PathLike) -> str:
-    """"dicom-seg" or "label-map" by the name's suffix; anything else is refused now, not after the work."""
+def saved_format(path: str | os.PathLike) -> FileFormat:
+    """The format a segmentation saved as ``path`` is written in (by the name's suffix); anything else is
+    refused now, not after the work."""
     if not str(path).strip():
         raise ImageFormatError("no output file given (the name is empty)", hint="name the file to write, e.g. "
                                                                                 "seg.nii.gz or seg.dcm")
     found = format_of(path, segmentation_formats())
     if found is not None and found[1] in found[0].write_suffixes:
-        return DICOM_SEG if found[0].dicom_seg else LABEL_MAP
+        return found[0]
     raise ImageFormatError("cannot save a segmentation in this format (by its name)", path=path,
                            hint="use " + ", ".join(f"{s}{' (' + f.name + ')' if f.dicom_seg else ''}"
                                                    for f in segmentation_formats() for s in f.write_suffixes))
 
 
+def segmentation_format(path: str | os.PathLike) -> str:
+    """"dicom-seg" or "label-map" by the name's suffix; anything else is refused now, not after the work."""
+    return saved_format(path).segmentation_kind
+
+
 def segmentation_outputs(path: str | os.PathLike) -> list[Path]:
     """The files a save to ``path`` writes: the segmentation, and a label map's sidecar."""
-    return [Path(path)] if segmentation_format(path) == DICOM_SEG else [Path(path), sidecar_path(path)]
+    return [Path(path), sidecar_path(path)] if saved_format(path).label_map else [Path(path)]
 
 
 def is_saved_segmentation(path: str | os.PathLike) -> bool:
@@ -356,11 +370,14 @@ def is_saved_segmentation(path: str | os.PathLike) -> bool:
     wrote and nobody changed since: a label map whose sidecar's SHA-256 matches and whose every label is
     AUTOMATIC, or a DICOM SEG medseg wrote with AUTOMATIC segments. A map a person edited is their work
     (``segment -o`` replaced a hand-edited label map with a sidecar, issue 43)."""
-    from medseg.core.labels import AUTOMATIC
-    from medseg.io.dicom_seg import is_automatic_medseg_seg
+    return saved_format(path).unchanged_model_result(Path(path))
 
-    if segmentation_format(path) == DICOM_SEG:
-        return is_automatic_medseg_seg(path)
+
+def is_unchanged_model_label_map(path: Path) -> bool:
+    """A label map medseg wrote, nobody changed since, and every label of it AUTOMATIC (the label-map rows'
+    ``unchanged_model_result``)."""
+    from medseg.core.labels import AUTOMATIC
+
     found = unchanged_since_written(path)
     return found is not None and all(label.provenance.algorithm_type == AUTOMATIC for label in found[0])
 
@@ -375,19 +392,29 @@ def save_segmentation(label_map: Volume, image: Volume, path: str | os.PathLike,
     """
     for output in segmentation_outputs(path):
         check_not_an_input(output, source_paths(image), "the segmentation file")
-    return write_segmentation(label_map, image, path, segments, segmentation_format(path), written_by)
+    return write_segmentation(label_map, image, path, segments, written_by)
 
 
 def write_segmentation(label_map: Volume, image: Volume, path: str | os.PathLike, segments: list[Label] | None,
-                       kind: str, written_by: str = "medseg") -> list[str]:
-    """Write a segmentation whose target was checked (``kind``: DICOM_SEG or LABEL_MAP), atomically; notes."""
+                       written_by: str = "medseg") -> list[str]:
+    """Write a segmentation whose target was checked, atomically, by its format's row; notes for the user."""
+    return saved_format(path).write_segmentation(label_map, image, Path(path), segments, written_by)
+
+
+def write_dicom_seg_noted(label_map: Volume, image: Volume, path: Path, segments: list[Label] | None,
+                          written_by: str = "medseg") -> list[str]:
+    """The DICOM SEG row's writer: the SEG (medseg's name is in its header, not ``written_by``), and notes."""
     from medseg.io.dicom_seg import write_dicom_seg
 
-    if kind == DICOM_SEG:
-        result = write_dicom_seg(label_map, image, path, segments)
-        return [f"DICOM SEG with {len(result.segments)} segments, {result.n_frames} frames "
-                f"({'frames reference their source images' if result.mode == 'acquired' else 'frames on the regular grid'})",
-                *result.notes]
+    result = write_dicom_seg(label_map, image, path, segments)
+    return [f"DICOM SEG with {len(result.segments)} segments, {result.n_frames} frames "
+            f"({'frames reference their source images' if result.mode == 'acquired' else 'frames on the regular grid'})",
+            *result.notes]
+
+
+def write_label_map_noted(label_map: Volume, image: Volume, path: Path, segments: list[Label] | None,
+                          written_by: str = "medseg") -> list[str]:
+    """The label-map rows' writer: the map and its sidecar, and notes."""
     written, sidecar = write_label_map(label_map, path, segments, image, written_by)
     notes = [f"label names in {sidecar.name}"]
     if regularization_note(image):

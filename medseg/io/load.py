@@ -62,14 +62,13 @@ def load(
 def _load(path, series_uid, progress, cancel, regularize, on_slice, spacing_mm) -> Volume:
     from medseg.io.dicom_load import load_series
     from medseg.io.dicom_scan import scan
-    from medseg.io.formats import image_suffix
+    from medseg.io.formats import format_of, image_formats
 
     single = isinstance(path, (str, os.PathLike))
-    if single and image_suffix(path) is not None and Path(path).exists() and not Path(path).is_dir():
-        from medseg.io.image_files import read_image  # SimpleITK: 60-90 ms of importing a DICOM load need not pay
-
+    found = format_of(path, image_formats()) if single else None
+    if found is not None and Path(path).exists() and not Path(path).is_dir():
         report(progress, 0.0, "reading image", "read")
-        volume = read_image(path, spacing_mm)
+        volume = found[0].read_image(Path(path), spacing_mm)  # its reader imports SimpleITK, which DICOM need not
         report(progress, 1.0, "loaded", "read")
         return volume
     result = scan(path, progress=_scaled(progress, 0.0, SCAN_SHARE), cancel=cancel)

@@ -28,16 +28,17 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from scipy import ndimage
 
 from medseg.errors import MedsegError, SaveError
 from medseg.io.atomic import atomic_write_bytes
+from medseg.io.formats import MESH_FORMATS, mesh_format
 from medseg.core.label_arrays import label_values
 from medseg.core.volume import Volume
 
-FORMATS = ("stl", "obj")
 _TRUNCATE = 4.0  # scipy's default: the Gaussian's kernel reaches int(4 * sigma + 0.5) samples
 # How far above the iso-level a sample mostly inside the label is kept after smoothing: the surface of a
 # one-sample-thin structure then lies about a quarter of a sample either side of it.
@@ -231,14 +232,32 @@ def _safe_name(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("_") or "label"
 
 
+def encode_stl(mesh: Any, name: str, value: int) -> bytes:
+    """The STL row's encoder: binary STL whose 80-byte header names the label and the space."""
+    import trimesh
+
+    data = trimesh.exchange.stl.export_stl(mesh)
+    header = f"medseg {name} SPACE=LPS mm".encode("ascii", "replace")[:80].ljust(80, b" ")
+    return header + data[80:]
+
+
+def encode_obj(mesh: Any, name: str, value: int) -> bytes:
+    """The OBJ row's encoder: vertices and faces, after a comment naming the label and the space."""
+    import trimesh
+
+    text = trimesh.exchange.obj.export_obj(mesh, include_normals=False, include_texture=False, header=None)
+    return (f"# medseg surface of '{name}' (label {value}); coordinates: LPS millimetres\n" + text).encode()
+
+
 def write_label_meshes(label_map: Volume, folder: str | os.PathLike, names: dict[int, str] | None = None,
                        fmt: str = "stl", values: list[int] | None = None) -> list[MeshResult]:
     """One mesh file per label value, ``<value>_<name>.<fmt>`` in ``folder`` (written atomically)."""
     import trimesh
 
-    fmt = fmt.lower().lstrip(".")
-    if fmt not in FORMATS:
-        raise MedsegError(f"unknown mesh format {fmt!r}", hint="use stl or obj")
+    file_format = mesh_format(fmt)
+    if file_format is None:
+        raise MedsegError(f"unknown mesh format {fmt.lower().lstrip('.')!r}",
+                          hint="use " + " or ".join(f.key for f in MESH_FORMATS))
     folder = Path(folder)
     if not folder.is_dir():
         raise SaveError("the folder does not exist", path=folder, hint="create it or choose another folder")
@@ -256,16 +275,8 @@ def write_label_meshes(label_map: Volume, folder: str | os.PathLike, names: dict
             continue
         name = names.get(value, f"label_{value}")
         mesh = trimesh.Trimesh(vertices=vertices, faces=faces, process=False)
-        path = folder / f"{value}_{_safe_name(name)}.{fmt}"
-        if fmt == "stl":
-            data = trimesh.exchange.stl.export_stl(mesh)
-            header = f"medseg {name} SPACE=LPS mm".encode("ascii", "replace")[:80].ljust(80, b" ")
-            data = header + data[80:]
-        else:
-            text = trimesh.exchange.obj.export_obj(mesh, include_normals=False, include_texture=False,
-                                                   header=None)
-            data = (f"# medseg surface of '{name}' (label {value}); coordinates: LPS millimetres\n" + text).encode()
-        atomic_write_bytes(path, data)
+        path = folder / f"{value}_{_safe_name(name)}{file_format.suffix}"
+        atomic_write_bytes(path, file_format.encode(mesh, name, value))
         lo, hi = vertices.min(axis=0), vertices.max(axis=0)
         results.append(MeshResult(value, name, path, len(vertices), len(faces),
                                   tuple(float(v) for v in lo), tuple(float(v) for v in hi)))  # type: ignore[arg-type]

@@ -195,7 +195,9 @@ def _draw_table(canvas: _Canvas) -> None:
 
 
 def _draw_body_wall(canvas: _Canvas, z_range: tuple[float, float]) -> None:
-    body = lambda shrink: _elliptic_cylinder(canvas, (0.0, 0.0), _BODY_SEMI, z_range, shrink, _BODY_EXPONENT)
+    def body(shrink: float):
+        return _elliptic_cylinder(canvas, (0.0, 0.0), _BODY_SEMI, z_range, shrink, _BODY_EXPONENT)
+
     canvas.paint(body(0.0), TISSUE_HU["fat"], _BODY)
     canvas.paint(body(_FAT_MM), TISSUE_HU["muscle"], _BODY)
     # the abdominal cavity is full of fat around the organs
@@ -261,7 +263,9 @@ def _draw_chest(canvas: _Canvas, rng: np.random.Generator) -> None:
     _tube_distance(canvas, np.array([[22.0, 38.0, -20.0], [22.0, 38.0, 190.0], [10.0, -5.0, 215.0], [-5.0, -25.0, 195.0]], np.float32), np.full(4, 12.0), aorta)
     canvas.hu[aorta <= 0] = TISSUE_HU["blood"]
     canvas.labels[aorta <= 0] = _BODY
-    trachea = lambda shrink: _elliptic_cylinder(canvas, (0.0, -15.0), (10.0, 10.0), (200.0, z_top), shrink)
+    def trachea(shrink: float):
+        return _elliptic_cylinder(canvas, (0.0, -15.0), (10.0, 10.0), (200.0, z_top), shrink)
+
     canvas.paint(trachea(0.0), TISSUE_HU["muscle"], _BODY)
     canvas.paint(trachea(2.0), TISSUE_HU["air"], _BODY)
 

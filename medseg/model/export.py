@@ -28,12 +28,12 @@ from medseg.io.atomic import atomic_write_bytes
 from medseg.model.onnx_graph import (  # noqa: F401 - re-exported: export's public API
     ONNX_INPUT, ONNX_OPSET, ONNX_OUTPUT, FoldEnsemble, add_onnx_to_package, export_onnx, package_onnx,
 )
+from medseg.model.export_formats import EXPORT_FORMATS, ExportFormat, export_format, parity_format  # noqa: F401 - EXPORT_FORMATS re-exported
 from medseg.progress import ProgressCallback, report
 
 # --- TorchScript, packages, and the parity check (training/export engine) ---------------------------
 
 PARITY_REQUIRED = 0.9999  # exported runtimes must give the same label on >= 99.99 % of voxels
-EXPORT_FORMATS = ("onnx", "torchscript", "package")
 
 
 def export_torchscript(network: nn.Module | Sequence[nn.Module], plan: Any, path: str | Path | BinaryIO) -> str | Path | BinaryIO:
@@ -100,8 +100,9 @@ def check_parity(
 ) -> ParityReport:
     """Segment ``volume`` with torch and with the exported runtime; count voxels whose label differs.
 
-    ``runtime`` is "onnx" (ONNX Runtime, CPU provider) or "torchscript". ``exported`` is the
-    exported model (bytes or a path); by default it is exported from the package here.
+    ``runtime`` is an export format whose row reads its file back (:mod:`medseg.model.export_formats`:
+    "onnx", ONNX Runtime's CPU provider, or "torchscript"). ``exported`` is the exported model (bytes or
+    a path); by default it is exported from the package here.
     """
     import numpy as np
 
@@ -110,32 +111,42 @@ def check_parity(
     from medseg.model.package import build_networks
     from medseg.model.preprocess import logits_to_label_map, preprocess
 
+    fmt = parity_format(runtime)
     plan = package.configurations[configuration]
     prep = preprocess(volume, plan)
     image = torch.from_numpy(prep.data)
     torch_runner = backends.TorchRunner(build_networks(package, configuration, "cpu"), "cpu")
-    if runtime == "onnx":
-        model = exported if exported is not None else package_onnx(package, configuration)
-        other = backends.OnnxRunner(os.fspath(model) if isinstance(model, Path) else model, "onnx-cpu")
-        name = "onnxruntime-cpu"
-    elif runtime == "torchscript":
-        if exported is None:
-            buffer = io.BytesIO()
-            export_torchscript(build_networks(package, configuration, "cpu"), plan, buffer)
-            buffer.seek(0)
-            exported = buffer
-        elif isinstance(exported, bytes):
-            exported = io.BytesIO(exported)
-        other = backends.TorchRunner([load_torchscript(exported)], "cpu", name="torchscript")
-        name = "torchscript"
-    else:
-        raise ModelError(f"unknown runtime {runtime!r} (use onnx or torchscript)")
+    other, name = fmt.parity_runner(package, configuration, exported)
     reference_logits = sliding_window_logits(torch_runner, image, plan, step_size=step_size)
     other_logits = sliding_window_logits(other, image, plan, step_size=step_size)
     reference = logits_to_label_map(reference_logits, prep)
     labels = logits_to_label_map(other_logits, prep)
     difference = float((reference_logits.float() - other_logits.float()).abs().max())
     return ParityReport(name, int(reference.size), int(np.count_nonzero(reference != labels)), difference, image_name)
+
+
+def onnx_parity_runner(package: Any, configuration: str, exported: bytes | str | Path | None) -> tuple[Any, str]:
+    """The ONNX row's reader: ONNX Runtime (CPU provider) on the exported model (default: exported here)."""
+    from medseg.model import backends
+
+    model = exported if exported is not None else package_onnx(package, configuration)
+    return backends.OnnxRunner(os.fspath(model) if isinstance(model, Path) else model, "onnx-cpu"), "onnxruntime-cpu"
+
+
+def torchscript_parity_runner(package: Any, configuration: str, exported: Any) -> tuple[Any, str]:
+    """The TorchScript row's reader: the traced module (default: traced here)."""
+    from medseg.model import backends
+    from medseg.model.package import build_networks
+
+    if exported is None:
+        buffer = io.BytesIO()
+        export_torchscript(build_networks(package, configuration, "cpu"), package.configurations[configuration],
+                           buffer)
+        buffer.seek(0)
+        exported = buffer
+    elif isinstance(exported, bytes):
+        exported = io.BytesIO(exported)
+    return backends.TorchRunner([load_torchscript(exported)], "cpu", name="torchscript"), "torchscript"
 
 
 @dataclass
@@ -149,7 +160,7 @@ def export_model(
     package: Any, fmt: str, out: str | Path, check_volume: Any | None = None, check_name: str = "image",
     configuration: str | None = None, progress: ProgressCallback | None = None,
 ) -> ExportResult:
-    """Export a package as ONNX, TorchScript or a medseg package, then verify it on ``check_volume``.
+    """Export a package in a format of :mod:`medseg.model.export_formats`, then verify it on ``check_volume``.
 
     ONNX and TorchScript write one file for one configuration (``configuration`` or the
     package's first); "package" writes the safetensors package with every configuration's
@@ -157,49 +168,58 @@ def export_model(
     A failed parity check raises ModelError and leaves no output behind. ``progress`` hears each
     stage (an ONNX export of a large network takes half a minute with no finer steps to count).
     """
-    from medseg.model.package import save_package
-
-    if fmt not in EXPORT_FORMATS:
-        raise ModelError(f"unknown export format {fmt!r} (use {', '.join(EXPORT_FORMATS)})")
+    row = export_format(fmt)
     out = Path(out)
     names = [configuration] if configuration else list(package.configurations)
     if configuration is not None and configuration not in package.configurations:
         raise ModelError(f"model {package.name!r} has no configuration {configuration!r}")
+    reports = row.export(row, package, names, out, check_volume, check_name, progress)
+    return ExportResult(out, fmt, reports)
+
+
+def export_onnx_package(fmt: ExportFormat, package: Any, names: list[str], out: Path, check_volume: Any | None,
+                        check_name: str, progress: ProgressCallback | None) -> list[ParityReport]:
+    """The package row's export: every configuration's ONNX model (checked) inside the saved package."""
+    from medseg.model.package import save_package
+
+    onnx = export_format("onnx")
     reports: list[ParityReport] = []
-    if fmt == "package":
-        for index, name in enumerate(names):
-            report(progress, index / len(names), f"Exporting {name} to ONNX ({index + 1} of {len(names)})", "export")
-            add_onnx_to_package(package, name)
-            if check_volume is not None:
-                report(progress, (index + 0.5) / len(names), f"Checking {name}'s ONNX model against PyTorch",
-                       "parity")
-                reports.append(check_parity(package, name, check_volume, "onnx", package.onnx[name], check_name))
-        _require_parity(reports, out)
-        report(progress, 1.0, "Writing the package", "write")
-        if reports:  # the package says how its ONNX model was verified
-            package.provenance["export_parity"] = [str(report) for report in reports]
-        save_package(package, out)
-        return ExportResult(out, fmt, reports)
-    name = names[0]
+    for index, name in enumerate(names):
+        report(progress, index / len(names), f"Exporting {name} to {onnx.title} ({index + 1} of {len(names)})",
+               "export")
+        add_onnx_to_package(package, name)
+        if check_volume is not None:
+            report(progress, (index + 0.5) / len(names), f"Checking {name}'s ONNX model against PyTorch", "parity")
+            reports.append(check_parity(package, name, check_volume, onnx.key, package.onnx[name], check_name))
+    _require_parity(reports, out)
+    report(progress, 1.0, "Writing the package", "write")
+    if reports:  # the package says how its ONNX model was verified
+        package.provenance["export_parity"] = [str(report) for report in reports]
+    save_package(package, out)
+    return reports
+
+
+def export_network_file(fmt: ExportFormat, package: Any, names: list[str], out: Path, check_volume: Any | None,
+                        check_name: str, progress: ProgressCallback | None) -> list[ParityReport]:
+    """A one-file row's export (ONNX, TorchScript): the first configuration written by the row's writer,
+    read back by its runtime for the parity check, then written atomically."""
     from medseg.model.package import build_networks
 
+    name = names[0]
     networks = build_networks(package, name, "cpu")
     buffer = io.BytesIO()
-    report(progress, 0.0, f"Exporting {name} to {'ONNX' if fmt == 'onnx' else 'TorchScript'}", "export")
-    if fmt == "onnx":
-        export_onnx(networks, package.configurations[name], buffer)
-    else:
-        export_torchscript(networks, package.configurations[name], buffer)
+    report(progress, 0.0, f"Exporting {name} to {fmt.title}", "export")
+    fmt.write(networks, package.configurations[name], buffer)
     data = buffer.getvalue()
+    reports: list[ParityReport] = []
     if check_volume is not None:
         report(progress, 0.5, "Checking the exported model against PyTorch", "parity")
-        reports.append(check_parity(package, name, check_volume, "onnx" if fmt == "onnx" else "torchscript",
-                                    data, check_name))
+        reports.append(check_parity(package, name, check_volume, fmt.key, data, check_name))
     _require_parity(reports, out)
     report(progress, 1.0, "Writing the file", "write")
     out.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_bytes(out, data)
-    return ExportResult(out, fmt, reports)
+    return reports
 
 
 def _require_parity(reports: Sequence[ParityReport], out: Path) -> None:

@@ -54,7 +54,7 @@ def plan_save(path: str | os.PathLike, inputs: Iterable[str | os.PathLike | None
     since, without force (and records its name in what it writes); otherwise only a model's result
     medseg wrote and nobody changed since is replaced without force."""
     from medseg.io.atomic import check_writable
-    from medseg.io.label_files import is_saved_segmentation, is_written_by, segmentation_format, sidecar_path
+    from medseg.io.label_files import is_saved_segmentation, is_written_by, segmentation_format, segmentation_outputs
     from medseg.io.output_paths import check_output
 
     if not str(path).strip():  # Path("") is "." and would be blamed as a format
@@ -63,7 +63,7 @@ def plan_save(path: str | os.PathLike, inputs: Iterable[str | os.PathLike | None
         raise SaveError(f"no output file given ({option} is empty)", hint="name the file to write, e.g. seg.nii.gz")
     path = Path(path)
     kind = segmentation_format(path)  # an unknown suffix is refused here, once
-    outputs = (path,) if kind == DICOM_SEG else (path, sidecar_path(path))
+    outputs = tuple(segmentation_outputs(path))
     # replaced without force only when it is a model's result medseg wrote and nobody changed since (issue 43)
     ours = is_saved_segmentation if written_by is None else (lambda p: is_written_by(p, written_by))
     check_output(path, inputs, force=force, ours=ours, option=option, extra_outputs=outputs[1:])
@@ -92,7 +92,7 @@ def save_segmentation(target: SaveTarget, label_map: Volume, image: Volume, labe
     else:
         from medseg.io.label_files import write_segmentation
 
-        notes = write_segmentation(label_map, image, target.path, segments, target.format, target.written_by)
+        notes = write_segmentation(label_map, image, target.path, segments, target.written_by)
     return SavedSegmentation(target.path, [p for p in target.outputs if p.exists()], list(notes))
 
 

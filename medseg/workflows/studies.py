@@ -51,8 +51,7 @@ def header_geometry(request: OpenStudyRequest) -> Volume | None:
     DICOM, and for a header whose spacing the read will refuse anyway."""
     import numpy as np
 
-    from medseg.io.formats import image_suffix
-    from medseg.io.image_headers import image_header
+    from medseg.io.formats import image_header, image_suffix
 
     source = request.source
     if not isinstance(source, (str, os.PathLike)) or image_suffix(source) is None:
@@ -60,7 +59,7 @@ def header_geometry(request: OpenStudyRequest) -> Volume | None:
     path = Path(source)
     if not path.is_file():
         return None  # the read says what is wrong with it
-    header = image_header(path, image_suffix(path))
+    header = image_header(path)
     spacing = request.spacing_mm or header.spacing.values or (1.0, 1.0, 1.0)
     sizes = [int(n) for n in header.sizes[:3]]
     from medseg.io.voxel_checks import SANE_SPACING_MM

@@ -130,18 +130,44 @@ RUNNER = textwrap.dedent('''
     if then == "edit":  # the user's next edit: journalled only once the Segment record is on disk
         doc.apply(tools.dab(doc.label_map, (30, 200, 300), 8.0, 9), "dab")
         np.save(root / "edited.npy", doc.label_map.array)
+    elif then in ("cut", "flushed"):
+        doc.journal.flush(60)  # "cut": the writer kills the process half-way through the record meanwhile
+        if then == "cut":
+            sys.exit(3)  # the record was written whole: the test fails on this exit status
     os.kill(os.getpid(), signal.SIGKILL)
 ''')
 
+# Run first in the runner for then == "cut": the Segment-sized record is written half, made durable, and the
+# process killed there (by the journal's writer thread), as a crash in the middle of the write would.
+CUT_WRITE = textwrap.dedent('''
+    import os, signal, sys, zlib
+    from medseg.edit import journal
 
-@pytest.mark.parametrize("then", ["edit", "nothing"])
+    if sys.argv[3] == "cut":
+        whole = journal.Journal._write_record
+
+        def cut_short(self, magic, *payload):
+            if magic != journal.MAGIC or sum(len(p) for p in payload) < journal.LARGE_RECORD_BYTES:
+                return whole(self, magic, *payload)
+            data = b"".join(bytes(p) for p in payload)
+            length, crc = len(data), zlib.crc32(data)
+            self._handle.write(magic + length.to_bytes(8, "little") + crc.to_bytes(4, "little") + data[: length // 2])
+            os.fsync(self._handle.fileno())
+            os.kill(os.getpid(), signal.SIGKILL)
+
+        journal.Journal._write_record = cut_short
+''')
+
+
+@pytest.mark.parametrize("then", ["edit", "cut", "flushed"])
 def test_a_kill_after_a_large_step_recovers_a_whole_prefix_of_the_edits(ct_dir, tmp_path: Path, then):
-    """SIGKILL right after a Segment-sized step: with an edit after it, recovery is exactly the last state (the
-    edit waited for the step's record); with none, it is the state before the step or after it, never a mix."""
+    """SIGKILL after a Segment-sized step: with an edit after it, recovery is exactly the last state (the edit
+    waited for the step's record); killed half-way through writing the step's record, it is the state before
+    the step (never a mix); killed once the record is written, the state after it."""
     root = tmp_path / "sessions"
     root.mkdir()
     script = tmp_path / "runner.py"
-    script.write_text(RUNNER)
+    script.write_text(CUT_WRITE + RUNNER)
     image = ct_dir / "pyradiomics_lung1" / "lung1_image.nrrd"
     done = subprocess.run([sys.executable, str(script), str(image), str(root), then], capture_output=True, text=True)
     assert done.returncode == -signal.SIGKILL, done.stderr[-2000:]
@@ -152,5 +178,6 @@ def test_a_kill_after_a_large_step_recovers_a_whole_prefix_of_the_edits(ct_dir, 
         deltas, steps = read_journal(journal_file(session.folder))
         assert len(deltas) == 3 and steps == 3  # dab, Segment, dab: in order
     else:
-        states = [np.load(root / "before.npy"), np.load(root / "segmented.npy")]
-        assert any(np.array_equal(label_map.array, state) for state in states)
+        expected = np.load(root / ("before.npy" if then == "cut" else "segmented.npy"))
+        np.testing.assert_array_equal(label_map.array, expected)
+        assert not np.array_equal(np.load(root / "before.npy"), np.load(root / "segmented.npy"))  # two states

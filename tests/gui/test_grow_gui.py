@@ -71,7 +71,7 @@ class GapMeter:
 
 def paint_seeds(qtbot, window, centre_xyz, slices, kind):
     """Seeds on the axial view: a click at the centre (structure) or a ring dragged around it (background)."""
-    doc, panel = window.document, window.editing.panel
+    panel = window.editing.panel
     panel.semi_automatic.seed_kind.setCurrentText(kind)
     view = window.viewer.views["axial"]
     for z in slices:

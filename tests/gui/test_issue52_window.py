@@ -14,6 +14,7 @@ from PySide6.QtCore import QPoint, Qt
 from PySide6.QtWidgets import QComboBox, QLineEdit
 
 from medseg.gui.common import save_dialog
+from qt_conditions import on_screen
 
 TILT = ("dcm_qa_ct", "GE_HiSpeedDual_head_tilt_varspacing")
 
@@ -273,7 +274,7 @@ def test_segment_panel_with_a_totalsegmentator_model_fits_its_dock_at_1280_by_80
         labels = window.overlay_panel.labels
         tree = labels.tree
         scroll.ensureWidgetVisible(tree)
-        qtbot.wait(50)
+        qtbot.waitUntil(lambda: on_screen(tree))
         figures = [labels.proxy.index(r, VOLUME, labels.proxy.index(g, 0)).data()
                    for g in range(labels.proxy.rowCount()) for r in range(labels.proxy.rowCount(labels.proxy.index(g, 0)))]
         widest = max(tree.fontMetrics().horizontalAdvance(text) for text in figures if text)

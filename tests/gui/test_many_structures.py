@@ -26,6 +26,7 @@ from PySide6.QtWidgets import QApplication, QColorDialog
 from many_labels_data import all_117
 from medseg.gui.common import save_dialog
 from medseg.gui.labels.label_tree import LOCK, NAME, VOLUME
+from qt_conditions import on_screen
 
 TS_NAMES = "TotalSegmentator v2 (total)"
 TS_MAPPING = Path(__import__("totalsegmentator").__file__).parent / "resources" / "totalsegmentator_snomed_mapping.csv"
@@ -259,7 +260,7 @@ def test_the_117_row_table_is_dense_and_readable(window, study, qtbot, artifacts
     assert font <= row_height <= font + 8  # one line of text per row, nothing more
     window.resize(1400, 1000)
     window.side_scroll.ensureWidgetVisible(panel.tree)
-    qtbot.wait(50)
+    qtbot.waitUntil(lambda: on_screen(panel.tree) and window.width() == 1400)
     path = artifacts_dir / "gui_many_labels_table.png"
     assert window.grab().save(str(path))
 
@@ -346,5 +347,5 @@ def test_the_case_list_counts_117_structures_and_names_them_all_on_hover(window,
     assert "117 labels: " in panel.status.text() and sorted(panel.status.toolTip().split(", ")) == sorted(names)
     assert panel.table.columnWidth(4) < panel.fontMetrics().horizontalAdvance(", ".join(names)) / 5
     window.tabs.setCurrentIndex(window.tabs.indexOf(window.train_tab.parentWidget().parentWidget()))
-    qtbot.wait(50)
+    qtbot.waitUntil(lambda: on_screen(panel.table))
     assert window.grab().save(str(artifacts_dir / "gui_many_labels_case_list.png"))

@@ -120,7 +120,7 @@ def test_not_a_volume_is_listed_and_not_loadable(driver, window, ct_dir):
 
 def test_nrrd_lung_ct_opens_with_thick_slice_aspect(driver, window, ct_dir):
     path = ct_dir / "pyradiomics_lung1" / "lung1_image.nrrd"
-    volume = driver.open_image_file(path)
+    driver.open_image_file(path)
     coronal = window.viewer.views["coronal"]
     assert window.viewer.views["axial"].slice_count == 48
     assert _coronal_aspect(coronal) == pytest.approx(512 * 0.570 / (48 * 5.0), rel=0.02)
@@ -177,7 +177,7 @@ def test_bad_file_shows_error_dialog_naming_the_file(driver, window, tmp_path, q
 
 def test_mouse_and_keys_scroll_crosshair_and_window(driver, window, ct_dir, qtbot):
     driver.open_series(ct_dir / "totalsegmentator" / "example_ct_dicom")
-    doc, axial = window.document, window.viewer.views["axial"]
+    axial = window.viewer.views["axial"]
     z0 = window.view.cursor_xyz[2]
     axial.setFocus()
     qtbot.keyClick(axial, Qt.Key.Key_Up)

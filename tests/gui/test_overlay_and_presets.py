@@ -8,6 +8,7 @@ import pytest
 import SimpleITK as sitk
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor, QImage
+from qt_conditions import views_laid_out
 
 
 LIVER = 5
@@ -71,8 +72,7 @@ def test_label_map_lines_up_and_colours_liver(ct_with_liver, window, ct_dir, qtb
     # 400 px of the fixture's 820 px window, so this check uses a taller one.
     window.resize(1400, 1500)
     window.viewer.set_layout("single", "axial")
-    qtbot.wait(50)
-    assert axial.image_rect().height() > 512
+    qtbot.waitUntil(lambda: views_laid_out(window.viewer, "single") and axial.image_rect().height() > 512)
     window.view.set_cursor((0, 0, index[2]))
     qtbot.mouseClick(axial, Qt.MouseButton.LeftButton, pos=axial.index_to_widget(index).toPoint())
     assert window.view.cursor_xyz == index
@@ -152,7 +152,7 @@ def test_outline_mode_colours_only_the_border(ct_with_liver, window):
 
 def test_presets_change_the_pixels(driver, window, ct_dir, qtbot):
     volume = driver.open_series(ct_dir / "totalsegmentator" / "example_ct_dicom")
-    doc, axial = window.document, window.viewer.views["axial"]
+    axial = window.viewer.views["axial"]
     xyz = window.view.cursor_xyz
     before = axial.render_slice().copy()
     hu = float(volume.array[xyz[2], xyz[1], xyz[0]])
@@ -207,7 +207,7 @@ def test_screenshot_with_real_ct_and_overlay(ct_with_liver, window, artifacts_di
     window.view.set_cursor((x, y, z))
     window.preset_actions["Soft tissue"].trigger()
     window.layout_actions["1x3"].trigger()
-    qtbot.wait(50)
+    qtbot.waitUntil(lambda: views_laid_out(window.viewer, "1x3"))
     path = artifacts_dir / "gui_ct_overlay_1x3.png"
     assert window.grab().save(str(path))
     # What was saved shows the overlay where the liver is: in the 1x3 screenshot, a liver voxel next to
@@ -236,6 +236,6 @@ def test_screenshot_with_real_ct_and_overlay(ct_with_liver, window, artifacts_di
         expected = _expected_blend(grey, _published_color("liver"), window.view.overlay_opacity)
         assert (colour.red(), colour.green(), colour.blue()) == pytest.approx(expected, abs=12), name
     window.layout_actions["2x2"].trigger()
-    qtbot.wait(50)
+    qtbot.waitUntil(lambda: views_laid_out(window.viewer, "2x2"))
     path2 = artifacts_dir / "gui_ct_overlay_2x2.png"
     assert window.grab().save(str(path2))

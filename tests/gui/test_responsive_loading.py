@@ -16,20 +16,22 @@ def _largest_series(browser):
                key=lambda i: int(np.prod(browser.result.series[i].size_xyz)))
 
 
-def _tick_gaps(qtbot, action, settle_ms: int = 50) -> tuple[np.ndarray, np.ndarray, int, float]:
+def _tick_gaps(qtbot, action) -> tuple[np.ndarray, np.ndarray, int, float]:
     """A 10 ms QTimer ticking while ``action()`` runs in the event loop: the gaps between ticks in
     wall-clock seconds and in the GUI thread's own CPU seconds (time.thread_time), and how many ticks
-    came while ``action()`` ran and how long it ran."""
+    came while ``action()`` ran and how long it ran. The timer has ticked twice before the action, and
+    ticks twice after it, so the gaps around its start and end are measured too."""
     ticks: list[tuple[float, float]] = []
     timer = QTimer()
     timer.setInterval(10)
     timer.timeout.connect(lambda: ticks.append((time.perf_counter(), time.thread_time())))
     timer.start()
-    qtbot.wait(settle_ms)
+    qtbot.waitUntil(lambda: len(ticks) >= 2)
     started = time.perf_counter()
     action()
     ended = time.perf_counter()
-    qtbot.wait(settle_ms)
+    after = len(ticks)
+    qtbot.waitUntil(lambda: len(ticks) >= after + 2)
     timer.stop()
     gaps = np.diff(np.array(ticks), axis=0)
     during = sum(started < tick < ended for tick, _cpu in ticks)

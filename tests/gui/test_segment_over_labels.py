@@ -21,7 +21,7 @@ def test_segment_over_an_opened_tumour_asks_and_add_keeps_every_voxel(window, dr
     box = window.editing.segment_box
     assert box is not None and box.isVisible() and not window.loader.busy  # nothing runs before the answer
     assert "label 1 (drawn or opened)" in box.text()
-    qtbot.wait(50)
+    qtbot.waitExposed(box)
     box.grab().save(str(artifacts_dir / "segment_asks_over_an_opened_label.png"))
     box.button(QMessageBox.StandardButton.Cancel).click()  # cancel: nothing changes
     assert window.editing.segment_box is None and not window.loader.busy

@@ -19,6 +19,7 @@ from medseg.edit.tools.brush import stroke
 from medseg.gui.study import segmentation_files
 from medseg.edit.tools.threshold import threshold
 from medseg.gui.common import save_dialog
+from qt_conditions import on_screen
 
 TILTED = ("dcm_qa_ct", "GE_HiSpeedDual_head_tilt_varspacing")
 
@@ -170,7 +171,7 @@ def test_statistics_table_and_csv(window, edited, qtbot, monkeypatch, tmp_path, 
     lesion = next(r for r in range(2) if panel.table.item(r, 0).text() == "2  lesion")
     assert panel.table.item(lesion, 1).text() == f"{int((doc.label_map.array == 2).sum()):,}"
     window.stats_dock.show()
-    qtbot.wait(50)
+    qtbot.waitUntil(lambda: on_screen(panel.table))
     window.grab().save(str(artifacts_dir / "segmentation_statistics.png"))
 
 

@@ -106,6 +106,6 @@ def test_open_validation_case_with_both_models(window, qtbot, ct_dir, tmp_path, 
     bones = next(v for v, e in document.labels.items() if e.name == "bones")
     assert document.delete_label(bones)
     assert bones in set(np.unique(comparison.label_map.array).tolist())  # B untouched by edits to A
-    qtbot.wait(50)  # let the views repaint before the grab (not a synchronisation)
+    qtbot.waitUntil(lambda: not window.overlay_panel.labels.model.index_of(bones).isValid())  # the table dropped it
     window.grab().save(str(artifacts_dir / "gui_compare_two_models.png"))
     assert not errors, errors

@@ -10,6 +10,7 @@ from PySide6.QtGui import QWheelEvent
 from PySide6.QtWidgets import QApplication, QMenu
 
 from medseg.edit.label_map import build_label_table
+from qt_conditions import on_screen
 
 
 def _wheel(widget, steps: int = -1, position: QPointF | None = None) -> None:
@@ -38,7 +39,7 @@ def test_result_messages_stay_readable_beside_the_readout(driver, window, ct_dir
     readout = window.position_label.text()
     assert "HU" in readout
     window.notify("tilt_seg.dcm: label values renumbered 3 → 2 (DICOM numbers segments 1..N)", "success")
-    qtbot.wait(50)
+    qtbot.waitUntil(lambda: on_screen(window.messages))
     message, position = window.messages.geometry(), window.position_label.geometry()
     assert window.messages.isVisible() and window.position_label.isVisible()
     assert not message.intersects(position), (message, position)
@@ -47,8 +48,8 @@ def test_result_messages_stay_readable_beside_the_readout(driver, window, ct_dir
     file_menu = window.menuBar().findChildren(QMenu)[0]
     file_menu.popup(window.mapToGlobal(QPoint(10, 10)))
     qtbot.waitUntil(file_menu.isVisible)
-    file_menu.setActiveAction(window.open_files_action)
-    qtbot.wait(50)
+    with qtbot.waitSignal(window.open_files_action.hovered):  # Qt sends the status tip as it emits this
+        file_menu.setActiveAction(window.open_files_action)
     assert window.statusBar().currentMessage() == ""
     file_menu.close()
     # Time passes: every timer the status bar holds (where QStatusBar's own timed messages and any auto-hide
@@ -70,7 +71,7 @@ def test_wheel_over_the_side_panel_scrolls_it_and_changes_no_value(driver, windo
     driver.open_series(ct_dir / "dcmqi_ct3slice_masks" / "image")
     _three_labels(window)
     window.resize(1400, 600)  # short enough that the side panel scrolls
-    qtbot.wait(50)
+    qtbot.waitUntil(lambda: window.side_scroll.verticalScrollBar().maximum() > 0)  # asserted below as well
     label_box = window.editing.panel.label_box
     label_box.setCurrentIndex(0)
     before = label_box.currentText()
@@ -218,8 +219,8 @@ def test_medseg_keeps_its_own_files_in_one_data_folder_that_medseg_data_dir_move
     assert default_workspace() == tmp_path / "elsewhere" / "training"
     monkeypatch.delenv("MEDSEG_DATA_DIR")
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
-    if app_dirs.sys.platform.startswith("linux"):
-        assert app_dirs.data_dir() == tmp_path / "xdg" / "medseg"  # one "medseg", not two
+    monkeypatch.setattr(app_dirs.sys, "platform", "linux")  # XDG is Linux's rule, whatever runs the test
+    assert app_dirs.data_dir() == tmp_path / "xdg" / "medseg"  # one "medseg", not two
 
 
 # --- #25.4: progress in words, never a stuck 0 % --------------------------------------------------------------
@@ -572,8 +573,7 @@ def test_the_first_window_fills_most_of_the_screen_and_the_next_restores_it(qtbo
     qtbot.addWidget(second)
     second.show()
     qtbot.waitExposed(second)
-    qtbot.wait(50)
-    assert (second.width(), second.height()) == smaller
+    qtbot.waitUntil(lambda: (second.width(), second.height()) == smaller)
     second.close()
 
 

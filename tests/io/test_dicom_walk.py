@@ -25,12 +25,9 @@ def dicom_files(ct_dir):
     files = []
     for path in sorted(ct_dir.rglob("*")):
         if path.is_file() and path.suffix.lower() not in NOT_DICOM:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                try:
-                    reference = pydicom.dcmread(str(path), stop_before_pixels=True, specific_tags=SCAN_KEYWORDS)
-                except Exception:
-                    continue
+            with warnings.catch_warnings():  # every file of the data that is not named as another format is DICOM:
+                warnings.simplefilter("ignore")  # one pydicom cannot read fails here, naming it (no file is passed over)
+                reference = pydicom.dcmread(str(path), stop_before_pixels=True, specific_tags=SCAN_KEYWORDS)
             files.append((path, reference))
     return files
 

@@ -84,29 +84,38 @@ def test_onnx_model_travels_with_a_saved_package(package, tmp_path):
     onnx.checker.check_model(onnx.load(io.BytesIO(stored)))
 
 
-def test_device_resolution():
-    """Whatever this machine has: auto picks the best available device, a missing one is refused by name."""
-    has_cuda = torch.cuda.is_available()
-    has_directml = "DmlExecutionProvider" in onnxruntime.get_available_providers()
+# (fake machine, what auto picks, every device offered for segmenting, best first): each machine set up by
+# fake_machine, so every branch runs whatever machine runs the test.
+MACHINES = {
+    "cpu only": (dict(), "cpu", ["cpu", "onnx-cpu"]),
+    "DirectML and OpenVINO": (dict(providers=("DmlExecutionProvider", "CPUExecutionProvider"), openvino=True),
+                              "directml", ["directml", "cpu", "onnx-cpu", "openvino-cpu"]),
+    "CUDA and DirectML": (dict(cuda=1, providers=("DmlExecutionProvider", "CPUExecutionProvider")),
+                          "cuda", ["cuda", "directml", "cpu", "onnx-cpu"]),
+}
+
+
+@pytest.mark.parametrize("machine", list(MACHINES))
+def test_device_resolution(fake_machine, machine):
+    """On each kind of machine: auto picks the best device there is, a missing one is refused by name."""
+    settings, auto, offered = MACHINES[machine]
+    fake_machine(**settings)
     assert backends.resolve_device("cpu") == "cpu"
     assert backends.resolve_device("onnx-cpu") == "onnx-cpu"
-    expected_auto = "cuda" if has_cuda else "directml" if has_directml else "cpu"
-    assert backends.resolve_device("auto") == expected_auto
-    if has_cuda:
+    assert backends.resolve_device("auto") == auto
+    assert backends.available_devices() == offered
+    if "cuda" in offered:
         assert backends.resolve_device("cuda") == "cuda"
     else:
         with pytest.raises(DeviceError, match="CUDA was requested"):
             backends.resolve_device("cuda")
-    if has_directml:
+    if "directml" in offered:
         assert backends.resolve_device("directml") == "directml"
     else:
         with pytest.raises(DeviceError, match="DmlExecutionProvider is not installed"):
             backends.resolve_device("directml")
     with pytest.raises(DeviceError, match="unknown device 'tpu'"):
         backends.resolve_device("tpu")
-    present = {"cuda": has_cuda, "directml": has_directml, "mps": torch.backends.mps.is_available()}
-    cpu_rows = ["cpu", "onnx-cpu"] + (["openvino-cpu"] if backends.openvino_available() else [])
-    assert backends.available_devices() == [d for d, there in present.items() if there] + cpu_rows
 
 
 def test_auto_takes_pytorch_when_there_is_no_gpu(monkeypatch):

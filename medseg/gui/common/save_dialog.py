@@ -14,13 +14,15 @@ from pathlib import Path
 
 from PySide6.QtWidgets import QCheckBox, QFileDialog, QLabel, QLineEdit, QWidget
 
-from medseg.io.formats import FORMATS
+from medseg.io.formats import FORMATS, MESH_FORMATS
+from medseg.model.export_formats import EXPORT_TABLE
 
 # Suffixes a file name may carry from a format the user could have chosen before, longest first,
 # so ".nii.gz" and ".seg.dcm" are each stripped as one. The documents (report, statistics) are here too:
 # without ".pdf" the report's "x_report.pdf" became "x_report.pdf.pdf", and "x_report.pdf.html" as HTML.
-KNOWN_SUFFIXES = tuple(sorted({".seg.nii.gz", ".seg.dcm", *(s for f in FORMATS for s in f.suffixes if s), ".stl", ".obj",
-                               ".csv", ".json", ".pdf", ".html", ".htm", ".onnx", ".pt", ".zip", ".gz"},
+KNOWN_SUFFIXES = tuple(sorted({".seg.nii.gz", ".seg.dcm", *(s for f in FORMATS for s in f.suffixes if s),
+                               *(f.suffix for f in MESH_FORMATS), *(f.suffix for f in EXPORT_TABLE if f.suffix),
+                               ".csv", ".json", ".pdf", ".html", ".htm", ".zip", ".gz"},
                               key=lambda s: (-len(s), s)))
 
 

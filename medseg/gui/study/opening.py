@@ -22,7 +22,7 @@ from medseg.gui.common.services import WindowServices
 from medseg.gui.study.segmentation_files import OPEN_FILTER, SegmentationFiles
 from medseg.gui.study.series_browser import SeriesBrowser
 from medseg.gui.study.study_loader import StudyLoader, is_image_file
-from medseg.io.formats import open_filters
+from medseg.io.formats import DICOM_SEG, open_filters
 
 # Every file first: most scanners write DICOM files without a suffix, which "*.dcm" hid (issue 42).
 IMAGE_FILTER = ";;".join(open_filters())
@@ -194,7 +194,7 @@ class StudyOpener(QObject):
         labels = len(self.document.labels)
         self.show_source(f"{name}: {labels} label{'s' if labels != 1 else ''}",
                          "\n".join([*opened.notes, *opened.naming]))
-        told = [*opened.notes, *(n for n in opened.naming if opened.format == "dicom-seg")]
+        told = [*opened.notes, *(n for n in opened.naming if opened.format == DICOM_SEG)]
         if told:
             self.notice_banner.show_message(f"{name}: " + "; ".join(told) + ".")
         else:

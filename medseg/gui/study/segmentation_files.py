@@ -32,12 +32,14 @@ from medseg.gui.viewer.label_table import described_labels, with_model_groups
 from medseg.errors import GeometryError, MedsegError, SaveError
 from medseg.gui.common import save_dialog
 from medseg.gui.common.jobs import Job
-from medseg.io.formats import segmentation_choices, segmentation_formats, segmentation_open_filter
+from medseg.io.formats import (
+    MESH_FORMATS, format_of, mesh_format_of, segmentation_choices, segmentation_formats, segmentation_open_filter,
+)
 from medseg.io.label_files import LABEL_MAP
 
 log = logging.getLogger(__name__)
 
-MESH_FILTERS = {"STL surfaces, one per label (*.stl)": ".stl", "OBJ surfaces, one per label (*.obj)": ".obj"}
+MESH_FILTERS = {f"{f.name} surfaces, one per label (*{f.suffix})": f.suffix for f in MESH_FORMATS}
 
 
 def _filter(file_format) -> str:
@@ -129,7 +131,7 @@ class SegmentationFiles(QObject):
 
     def save(self) -> bool:
         """Ctrl+S: to the last path, or ask for one."""
-        if self.path is None or self.path.suffix.lower() in (".stl", ".obj"):
+        if self.path is None or mesh_format_of(self.path) is not None:
             return self.save_as()
         return self.save_to(self.path, deidentify=self.deidentified)
 
@@ -140,7 +142,8 @@ class SegmentationFiles(QObject):
         start = self.path or save_dialog.results_folder(doc.image_source) / (
             save_dialog.study_stem(doc.image_source, doc.volume.meta.series_description) + "_seg.nii.gz")
         filters, why = save_filters(doc.volume)
-        if start.name.lower().endswith(".dcm") and not any(f.endswith("(*.dcm)") for f in filters):
+        found = format_of(start.name, segmentation_formats())
+        if found is not None and found[0].dicom_seg and not any(f.endswith(f"(*{found[1]})") for f in filters):
             start = start.with_name(save_dialog.strip_format_suffix(start.name) + ".nii.gz")
         path, chosen, deidentify = save_dialog.ask_save_path_with_option(
             self.parent_widget, "Save segmentation as", start, filters,
@@ -174,7 +177,7 @@ class SegmentationFiles(QObject):
         snapshot = doc.label_map.with_array(np.array(doc.label_map.array, copy=True))  # type: ignore[union-attr]
         segments = self.segments()
         position = doc.history_position  # what is saved is this state, whatever is drawn meanwhile
-        mesh = path.suffix.lower() in (".stl", ".obj")
+        mesh = mesh_format_of(path)
 
         def work(progress=None, cancel=None):
             from medseg.io.atomic import check_writable
@@ -188,8 +191,7 @@ class SegmentationFiles(QObject):
                     folder.mkdir(exist_ok=True)
                 except OSError as error:
                     raise SaveError(f"cannot create the folder ({error.strerror})", path=folder) from error
-                results = write_label_meshes(snapshot, folder, {s.value: s.name for s in segments},
-                                             fmt=path.suffix.lstrip("."))
+                results = write_label_meshes(snapshot, folder, {s.value: s.name for s in segments}, fmt=mesh.key)
                 return path, [f"{len(results)} surfaces in {folder}"], True, position, False
             # the save dialog asked before replacing a file: the target is checked here, once, and written
             target = plan_save(path, force=True, option="the segmentation file")

@@ -25,6 +25,7 @@ from medseg.core.labels import Label
 from medseg.errors import DatasetError, MedsegError
 from medseg.gui.common import save_dialog
 from medseg.gui.common.jobs import Job
+from medseg.model.export_formats import EXPORT_TABLE
 
 @dataclass
 class ComparisonCase:
@@ -68,8 +69,7 @@ def describe_model(path: str) -> tuple[str, str]:
     return " · ".join(parts), str(folder)
 
 
-FORMATS = {"ONNX (opset 17, DirectML)": ("onnx", ".onnx"), "TorchScript": ("torchscript", ".pt"),
-           "medseg package": ("package", "")}
+FORMATS = {f.listed_as: (f.key, f.suffix) for f in EXPORT_TABLE}  # the one table (medseg.model.export_formats)
 
 
 class ExportComparePanel(QWidget):

@@ -305,6 +305,6 @@ def _default_budget() -> int:
         import psutil
 
         total = psutil.virtual_memory().total
-    except Exception:  # no psutil or no answer: assume a small machine
+    except Exception:  # noqa: BLE001 - no psutil or no answer: assume a small machine
         total = 8 << 30
     return int(min(2 << 30, total // 8))

@@ -92,7 +92,7 @@ class SeriesCache:
         path = self.folder(study_uid, series_uid) / f"{sop_uid}.dcm"
         try:
             ok = path.stat().st_size > 0 and str(dcmread(path, stop_before_pixels=True).SOPInstanceUID) == sop_uid
-        except Exception:  # any unreadable file is simply fetched again
+        except Exception:  # noqa: BLE001 - any unreadable file is simply fetched again
             ok = False
         if not ok:
             path.unlink(missing_ok=True)

@@ -90,7 +90,7 @@ class _BackgroundWriter:
         while (item := self._queue.get()) is not None:
             try:
                 self._write(*item)
-            except BaseException as error:  # reported by put() and close()
+            except BaseException as error:  # noqa: BLE001 - reported by put() and close()
                 self.errors.append(error)
 
     def put(self, sop_uid: str, data: bytes) -> None:

@@ -64,7 +64,7 @@ def delete_secret(server: PacsServer) -> None:
         return
     try:
         ring.delete_password(SERVICE, server.name)
-    except Exception:  # nothing stored: nothing to delete
+    except Exception:  # noqa: BLE001 - nothing stored: nothing to delete
         pass
 
 

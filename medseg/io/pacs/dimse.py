@@ -278,7 +278,7 @@ def _store_handler(sink: InstanceSink, errors: list[str]):
     def handle(event) -> int:
         try:
             sink(str(event.request.AffectedSOPInstanceUID), event.encoded_dataset(include_meta=True))
-        except Exception as error:  # reported after the transfer, and the store refused
+        except Exception as error:  # noqa: BLE001 - reported after the transfer, and the store refused
             errors.append(str(error))
             return 0xA700
         return 0x0000

@@ -50,10 +50,10 @@ from medseg.model.training.prefetch import BatchPrefetcher, default_workers
 from medseg.model.training.sampling import PreparedCase, host_batch, prepare_case
 from medseg.model.training.validation import validate_with_loss
 from medseg.model.unet import build_network
+from medseg.progress import CancelToken, ProgressCallback, report
 
 # Losses that are not a number, in a row, that mixed precision's scaler may skip before the run is stopped.
 NON_FINITE_LOSS_PATIENCE = 20
-from medseg.progress import CancelToken, ProgressCallback, report
 
 Events = Iterator[TrainEvent]
 

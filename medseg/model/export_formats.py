@@ -1,0 +1,104 @@
+"""The one table of model-export formats: ``export --format``, the Export panel's list and the export itself.
+
+A row maps a format to what exports it and, for one network file, the runtime that reads the file back
+for the parity check. Adding a format is one row here (and its writer). This module imports no PyTorch
+(the command line builds its parser and the GUI its list from it at start-up): the functions below
+import the export code when called.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+from medseg.errors import ModelError
+
+if TYPE_CHECKING:
+    from medseg.model.export import ParityReport
+
+ExportStep = Callable[..., "list[ParityReport]"]
+
+
+def _export_network_file(fmt: ExportFormat, package: Any, names: list[str], out: Path, check_volume: Any,
+                         check_name: str, progress: Any) -> list[ParityReport]:
+    from medseg.model.export import export_network_file
+
+    return export_network_file(fmt, package, names, out, check_volume, check_name, progress)
+
+
+def _export_package(fmt: ExportFormat, package: Any, names: list[str], out: Path, check_volume: Any,
+                    check_name: str, progress: Any) -> list[ParityReport]:
+    from medseg.model.export import export_onnx_package
+
+    return export_onnx_package(fmt, package, names, out, check_volume, check_name, progress)
+
+
+def _write_onnx(networks: Any, plan: Any, target: Any) -> Any:
+    from medseg.model.onnx_graph import export_onnx
+
+    return export_onnx(networks, plan, target)
+
+
+def _write_torchscript(networks: Any, plan: Any, target: Any) -> Any:
+    from medseg.model.export import export_torchscript
+
+    return export_torchscript(networks, plan, target)
+
+
+def _onnx_runner(package: Any, configuration: str, exported: Any) -> tuple[Any, str]:
+    from medseg.model.export import onnx_parity_runner
+
+    return onnx_parity_runner(package, configuration, exported)
+
+
+def _torchscript_runner(package: Any, configuration: str, exported: Any) -> tuple[Any, str]:
+    from medseg.model.export import torchscript_parity_runner
+
+    return torchscript_parity_runner(package, configuration, exported)
+
+
+@dataclass(frozen=True)
+class ExportFormat:
+    key: str  # ``export --format``
+    title: str  # what the Export panel lists, and progress says ("Exporting 3d_fullres to ONNX")
+    suffix: str  # of the file written ("" : a package folder, or a .zip)
+    export: ExportStep  # (format, package, configuration names, out, check volume, its name, progress) -> reports
+    # (networks, plan, file or buffer): writes one network file; None for a whole package
+    write: Callable[[Any, Any, Any], Any] | None = None
+    # (package, configuration, exported model or None) -> (tile runner, its name): reads the export back
+    parity_runner: Callable[[Any, str, Any], tuple[Any, str]] | None = None
+    runtime_name: str = ""  # the parity report's runtime ("onnxruntime-cpu")
+    dialog_title: str = ""  # the Export panel's entry (default: title)
+    one_model: bool = True  # exports one model (several are combined only into a package)
+
+    @property
+    def listed_as(self) -> str:
+        return self.dialog_title or self.title
+
+
+EXPORT_TABLE: tuple[ExportFormat, ...] = (
+    ExportFormat("onnx", "ONNX", ".onnx", _export_network_file, _write_onnx, _onnx_runner, "onnxruntime-cpu",
+                 dialog_title="ONNX (opset 17, DirectML)"),
+    ExportFormat("torchscript", "TorchScript", ".pt", _export_network_file, _write_torchscript, _torchscript_runner,
+                 "torchscript"),
+    ExportFormat("package", "medseg package", "", _export_package, one_model=False),
+)
+EXPORT_FORMATS = tuple(f.key for f in EXPORT_TABLE)  # ``export --format``'s choices
+BY_KEY = {f.key: f for f in EXPORT_TABLE}
+
+
+def export_format(key: str) -> ExportFormat:
+    """The row of ``key``; an unknown format is refused naming the known ones."""
+    if key not in BY_KEY:
+        raise ModelError(f"unknown export format {key!r} (use {', '.join(EXPORT_FORMATS)})")
+    return BY_KEY[key]
+
+
+def parity_format(runtime: str) -> ExportFormat:
+    """The row whose runtime reads an export back for the parity check ("onnx", "torchscript")."""
+    found = BY_KEY.get(runtime)
+    if found is None or found.parity_runner is None:
+        known = " or ".join(f.key for f in EXPORT_TABLE if f.parity_runner is not None)
+        raise ModelError(f"unknown runtime {runtime!r} (use {known})")
+    return found
