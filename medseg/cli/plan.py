@@ -31,7 +31,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from medseg.model.plan import REFERENCE_VAL_3D, plan_from_fingerprint, select_configuration
+    from medseg.model.configuration_choice import select_configuration
+    from medseg.model.planner import REFERENCE_VAL_3D, plan_from_fingerprint
 
     if args.path is None and (args.spacing is None or args.shape is None):
         raise MedsegError("give a PATH to an image/series, or both --spacing Z Y X and --shape Z Y X")

@@ -157,7 +157,7 @@ def run_settings(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
     """The TrainConfig and the planning options that ``medseg train``'s arguments say (also for scripts that
     run the same recipe on other data, e.g. benchmarks/starter_v2_gpu.py)."""
     from medseg.model.augment import NO_AUGMENTATION, AugmentConfig
-    from medseg.model.plan import REFERENCE_VAL_3D
+    from medseg.model.planner import REFERENCE_VAL_3D
     from medseg.model.training import TrainConfig
 
     augmentation = NO_AUGMENTATION if args.no_augment else AugmentConfig()

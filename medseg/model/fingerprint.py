@@ -1,4 +1,4 @@
-"""A dataset's fingerprint and the plan that follows from it (beside the planner, medseg.model.plan).
+"""A dataset's fingerprint and the plan that follows from it (beside the planner, medseg.model.planner).
 
 The fingerprint is what nnU-Net measures before planning: every case's spacing and shape
 and the intensity statistics of the labelled voxels. :func:`plan_for_dataset` turns it
@@ -16,7 +16,8 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from medseg.errors import DatasetError, ModelError
-from medseg.model.plan import REFERENCE_VAL_3D, Plan, plan_from_fingerprint, plan_from_spacing
+from medseg.model.plan import Plan
+from medseg.model.planner import REFERENCE_VAL_3D, plan_from_fingerprint, plan_from_spacing
 
 CANONICAL_ORIENTATION = "LPS"  # every medseg-trained plan (see medseg.io.orientation)
 

@@ -9,7 +9,8 @@ import torch
 
 from medseg.model.package import ModelPackage
 from medseg.model.package_model import combine_packages
-from medseg.model.plan import Plan, plan_from_spacing
+from medseg.model.plan import Plan
+from medseg.model.planner import plan_from_spacing
 from medseg.model.unet import build_network
 
 NORMALIZATION = {"scheme": "CTNormalization", "mean": 0.0, "std": 300.0, "percentile_00_5": -1000.0,

@@ -22,7 +22,7 @@ from medseg.model.package import (
     load_package,
     save_package,
 )
-from medseg.model.plan import plan_from_fingerprint
+from medseg.model.planner import plan_from_fingerprint
 from medseg.model.unet import build_network
 
 torch.set_num_threads(2)

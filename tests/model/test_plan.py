@@ -13,13 +13,9 @@ from nnunetv2.experiment_planning.experiment_planners.network_topology import (
 )
 
 from medseg.errors import ModelError
-from medseg.model.plan import (
-    Plan,
-    get_pool_and_conv_props,
-    plan_from_fingerprint,
-    plan_from_spacing,
-    select_configuration,
-)
+from medseg.model.configuration_choice import select_configuration
+from medseg.model.plan import Plan
+from medseg.model.planner import get_pool_and_conv_props, plan_from_fingerprint, plan_from_spacing
 
 DATASET = "Dataset999_MedsegPlan"
 

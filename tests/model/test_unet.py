@@ -11,7 +11,8 @@ import torch
 from dynamic_network_architectures.architectures.unet import PlainConvUNet
 
 from medseg.errors import ModelError
-from medseg.model.plan import Plan, estimate_feature_map_size, plan_from_spacing
+from medseg.model.plan import Plan
+from medseg.model.planner import estimate_feature_map_size, plan_from_spacing
 from medseg.model.unet import UNet, build_network, canonical_state_dict
 
 torch.set_num_threads(2)

@@ -43,7 +43,7 @@ def test_an_argument_out_of_range_is_a_usage_error(capsys, argv, said) -> None:
 
 
 def test_the_model_layer_refuses_the_same_for_callers_without_a_command_line() -> None:
-    from medseg.model.plan import plan_from_fingerprint
+    from medseg.model.planner import plan_from_fingerprint
     from medseg.model.training import TrainConfig
 
     with pytest.raises(ModelError, match="the tile step is 1e-06: it must be between 0.1 and 1"):

@@ -22,7 +22,7 @@ from PySide6.QtWidgets import (
 
 from medseg.errors import Cancelled, DatasetError, MedsegError
 from medseg.gui.common.jobs import Job
-from medseg.model.plan import REFERENCE_VAL_3D
+from medseg.model.planner import REFERENCE_VAL_3D
 from medseg.model.training_set import TrainingSet
 
 log = logging.getLogger(__name__)
