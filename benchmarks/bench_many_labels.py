@@ -266,7 +266,7 @@ def start_xvfb() -> tuple[subprocess.Popen, str]:
 # --- SEG ------------------------------------------------------------------------------------------
 def child_seg_medseg(work: Path, out: Path) -> dict:
     from medseg.io import load
-    from medseg.io.dicom_seg import write_dicom_seg
+    from medseg.io.dicom_seg_write import write_dicom_seg
 
     image = load(work / "series")
     labels = np.load(work / "labels.npy")

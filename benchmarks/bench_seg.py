@@ -4,8 +4,8 @@ Builds a 512x512x300 CT series from a real slice of shared/data (as bench_io doe
 10-label segmentation on it (ten overlapping-free ellipsoids and slabs of different
 sizes, 40-300 slices each). Then, each step in its own process so peak memory is that
 step's own:
-  * write: medseg.io.dicom_seg.write_dicom_seg   vs  dcmqi itkimage2segimage (label NRRD + JSON);
-  * read:  medseg.io.dicom_seg.read_dicom_seg    vs  dcmqi segimage2itkimage (to NRRD);
+  * write: medseg.io.dicom_seg_write.write_dicom_seg   vs  dcmqi itkimage2segimage (label NRRD + JSON);
+  * read:  medseg.io.dicom_seg_read.read_dicom_seg    vs  dcmqi segimage2itkimage (to NRRD);
   * each side reads the other's SEG back (a correctness cross-check, not timed);
   * STL export of the 10 labels (medseg.io.mesh).
 Time is the wall time of the whole process for dcmqi and of the operation for medseg
@@ -106,7 +106,8 @@ def run_timed(command: list[str]) -> tuple[float, int, str]:
 def child(args: argparse.Namespace) -> None:
     """One medseg operation in this process: prints JSON with the operation's own time and peak RSS."""
     from medseg.io import load, read_image
-    from medseg.io.dicom_seg import read_dicom_seg, write_dicom_seg
+    from medseg.io.dicom_seg_read import read_dicom_seg
+    from medseg.io.dicom_seg_write import write_dicom_seg
     from medseg.io.mesh import write_label_meshes
 
     started = time.perf_counter()
@@ -239,7 +240,7 @@ def main() -> None:
         print(f"run {repeat + 1}/{args.repeats}: " + ", ".join(f"{k} {v[-1][0]:.2f} s" for k, v in results.items()))
 
     # Cross-checks: medseg's read of its own SEG, dcmqi's read of medseg's SEG, medseg's read of dcmqi's SEG.
-    from medseg.io.dicom_seg import read_dicom_seg
+    from medseg.io.dicom_seg_read import read_dicom_seg
 
     own = np.load(work / "medseg_read.npy")
     dcmqi_files = sorted((work / "dcmqi_read").glob("seg*.nrrd"))

@@ -325,7 +325,7 @@ def write_deidentified_series(image: Volume, folder: str | os.PathLike, deid: De
     import pydicom
 
     from medseg.io.atomic import atomic_folder
-    from medseg.io.dicom_seg import check_can_reference, fill_blank_uids
+    from medseg.io.dicom_seg_write import check_can_reference, fill_blank_uids
     from medseg.io.dicom_sources import open_ref
 
     check_can_reference(image, folder)
@@ -360,7 +360,7 @@ def save_deidentified(label_map: Volume, image: Volume, path: str | os.PathLike,
     path = Path(path)
     if not saved_format(path).dicom_seg:  # a label map: its sidecar keeps no patient data, only UIDs to replace
         return save_segmentation(label_map, deid.volume(image), path, segments)
-    from medseg.io.dicom_seg import write_dicom_seg
+    from medseg.io.dicom_seg_write import write_dicom_seg
 
     series = deidentified_series_folder(path)
     written = write_deidentified_series(image, series, deid)

@@ -317,7 +317,7 @@ def open_segmentation(path: str | os.PathLike, image: Volume) -> LabelFileResult
 
 def open_dicom_seg(path: Path, image: Volume) -> LabelFileResult:
     """A DICOM SEG opened onto ``image`` (the DICOM SEG row's ``open_segmentation``)."""
-    from medseg.io.dicom_seg import read_dicom_seg
+    from medseg.io.dicom_seg_read import read_dicom_seg
 
     result = read_dicom_seg(path, image)
     naming = [] if result.values_restored else [
@@ -404,7 +404,7 @@ def write_segmentation(label_map: Volume, image: Volume, path: str | os.PathLike
 def write_dicom_seg_noted(label_map: Volume, image: Volume, path: Path, segments: list[Label] | None,
                           written_by: str = "medseg") -> list[str]:
     """The DICOM SEG row's writer: the SEG (medseg's name is in its header, not ``written_by``), and notes."""
-    from medseg.io.dicom_seg import write_dicom_seg
+    from medseg.io.dicom_seg_write import write_dicom_seg
 
     result = write_dicom_seg(label_map, image, path, segments)
     return [f"DICOM SEG with {len(result.segments)} segments, {result.n_frames} frames "

@@ -4,7 +4,7 @@ The SEG is found by its SOP Class (Segmentation Storage) when the user gives one
 holding both; the series it was drawn on is found among the scanned series through the
 SEG's Referenced Series Sequence, or, when the UIDs differ there, through the SOP
 instances its frames and references name. The SEG is placed onto the loaded series' grid
-by the I/O layer's reader (:func:`medseg.io.dicom_seg.read_dicom_seg`, every frame by its
+by the I/O layer's reader (:func:`medseg.io.dicom_seg_read.read_dicom_seg`, every frame by its
 own position), so the case written into the training set is image + label map on one grid.
 
 What the reader had to approximate (frames between slices, oblique planes, frames cut at

@@ -345,4 +345,3 @@ def is_anisotropic(spacing_zyx: Sequence[float], threshold: float = ANISOTROPY_T
     The one anisotropy test: configuration choice and the separate-z resampling both use it.
     """
     return bool(max(spacing_zyx) / min(spacing_zyx) > threshold)
-

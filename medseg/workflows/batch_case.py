@@ -55,7 +55,7 @@ class BatchCase:
         image = self.segmenter.open(OpenStudyRequest(source, regularize=self.regularize), cancel=cancel)
         target = self.target(output)
         if target.format == DICOM_SEG:
-            from medseg.io.dicom_seg import check_can_reference
+            from medseg.io.dicom_seg_write import check_can_reference
 
             check_can_reference(image)
         return self.segmenter.prepare(image, cancel=cancel)

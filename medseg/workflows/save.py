@@ -41,7 +41,7 @@ class SaveTarget:
         for output in self.outputs:
             check_not_an_input(output, sources, self.option)
         if self.format == DICOM_SEG:
-            from medseg.io.dicom_seg import check_can_reference
+            from medseg.io.dicom_seg_write import check_can_reference
 
             check_can_reference(image, self.path)
 

@@ -28,7 +28,8 @@ from many_labels_data import all_117
 from medseg.catalogue import load_catalogue
 from medseg.core.labels import Code, Provenance
 from medseg.io import load
-from medseg.io.dicom_seg import read_dicom_seg, write_dicom_seg
+from medseg.io.dicom_seg_read import read_dicom_seg
+from medseg.io.dicom_seg_write import write_dicom_seg
 
 TS_MAPPING = Path(__import__("totalsegmentator").__file__).parent / "resources" / "totalsegmentator_snomed_mapping.csv"
 

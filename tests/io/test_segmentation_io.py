@@ -17,7 +17,8 @@ import pytest
 import SimpleITK as sitk
 
 from medseg.io import load
-from medseg.io.dicom_seg import read_dicom_seg, write_dicom_seg
+from medseg.io.dicom_seg_read import read_dicom_seg
+from medseg.io.dicom_seg_write import write_dicom_seg
 from medseg.io.label_files import open_segmentation, read_label_map, save_segmentation, sidecar_path, write_label_map
 from medseg.core.labels import TISSUE, Code, Label, Provenance
 

@@ -41,7 +41,7 @@ with _instrumented:
     import medseg.io.dicom_scan  # noqa: F401 - instrumented for coverage
     from medseg.errors import MedsegError
     from medseg.io import load, read_image
-    from medseg.io.dicom_seg import read_dicom_seg
+    from medseg.io.dicom_seg_read import read_dicom_seg
     from medseg.io.dicom_sources import expand_sources, files_from_dicomdir
     from medseg.io.label_files import read_sidecar
     from medseg.model.package import load_package, starter_model_path

@@ -81,7 +81,7 @@ def test_a_seg_whose_code_item_lacks_its_value_is_an_error_naming_it(ct_dir: Pat
 
     from medseg.errors import MedsegError
     from medseg.io import load
-    from medseg.io.dicom_seg import read_dicom_seg
+    from medseg.io.dicom_seg_read import read_dicom_seg
 
     seg = pydicom.dcmread(ct_dir / "dcmqi_ct3slice_masks" / "masks" / "liver_SEG.dcm")
     del seg.SegmentSequence[0].SegmentedPropertyTypeCodeSequence[0].CodeValue
@@ -98,7 +98,7 @@ from pydicom.pixels import get_decoder
 from pydicom.uid import JPEG2000Lossless, RLELossless
 seen = {"before": list(get_decoder(JPEG2000Lossless).available_plugins)}
 from medseg.io import load
-from medseg.io.dicom_seg import read_dicom_seg
+from medseg.io.dicom_seg_read import read_dicom_seg
 if sys.argv[1] == "seg":  # a SEG read before any series: highdicom decodes its frames through pydicom
     from medseg.io import read_image
     image = read_image(sys.argv[2] + "/image.nii.gz")

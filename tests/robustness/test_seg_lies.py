@@ -17,7 +17,7 @@ from pydicom.sr.codedict import codes
 from medseg.cli import main
 from medseg.errors import GeometryError
 from medseg.io import load
-from medseg.io.dicom_seg import read_dicom_seg
+from medseg.io.dicom_seg_read import read_dicom_seg
 
 
 @pytest.fixture(scope="module")
