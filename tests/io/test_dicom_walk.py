@@ -13,7 +13,7 @@ import pydicom
 import pytest
 from pydicom.filereader import data_element_generator
 
-from medseg.io.dicom_scan import HEADER_BYTES, SCAN_KEYWORDS, SCAN_TAGS
+from medseg.io.dicom_file_header import HEADER_BYTES, SCAN_KEYWORDS, SCAN_TAGS
 from medseg.io.dicom_walk import walk_header
 
 PIXEL_TAGS = (0x7FE00008, 0x7FE00009, 0x7FE00010)  # float, double, and integer pixel data
