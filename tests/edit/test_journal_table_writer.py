@@ -14,10 +14,11 @@ from pathlib import Path
 
 import numpy as np
 
-from medseg.edit import journal as journal_module
+from medseg.edit import session_writer as writer_module
 from medseg.edit import tools
 from medseg.edit.document import SegmentationDocument
-from medseg.edit.journal import SessionWriter, find_sessions, recover
+from medseg.edit.journal import find_sessions, recover
+from medseg.edit.session_writer import SessionWriter
 
 from edit_cases import LIVER, STOMACH
 
@@ -65,7 +66,7 @@ def test_table_changes_survive_a_kill_once_the_writer_has_flushed(abdomen_files,
 def _blocking_writes(monkeypatch):
     """Every atomic write of session.json waits for ``release``; ``started`` is set when one waits."""
     started, release = threading.Event(), threading.Event()
-    real = journal_module.atomic_write_text
+    real = writer_module.atomic_write_text
 
     def write(path, text, *args, **kwargs):
         if threading.current_thread() is not threading.main_thread():
@@ -73,7 +74,7 @@ def _blocking_writes(monkeypatch):
             assert release.wait(60)
         return real(path, text, *args, **kwargs)
 
-    monkeypatch.setattr(journal_module, "atomic_write_text", write)
+    monkeypatch.setattr(writer_module, "atomic_write_text", write)
     return started, release
 
 
