@@ -11,7 +11,7 @@ import argparse
 import dataclasses
 
 from medseg.cli._console import add_threads_option
-from medseg.model.export_formats import EXPORT_FORMATS, export_format
+from medseg.model.export_formats import EXPORT_FORMATS, export_format, export_model
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -46,7 +46,6 @@ def run(args: argparse.Namespace) -> int:
 
 def _export(args: argparse.Namespace, events) -> int:
     from medseg.errors import MedsegError
-    from medseg.model.export import export_model
     from medseg.workflows.models import open_model
 
     if not args.output.strip():  # Path("") is the working folder: the write failed as "Device or resource busy"

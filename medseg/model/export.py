@@ -6,8 +6,11 @@ the batch (tiles per pass) is dynamic. The legacy TorchScript-based exporter is 
 because it writes one self-contained file and needs no onnxscript at run time.
 
 TorchScript (for LibTorch deployments): a traced module, same tile contract. Every export
-can be verified by :func:`check_parity`: the exported runtime and torch segment the same
-CT and must agree on >= 99.99 % of voxels (:func:`export_model` refuses to write otherwise).
+can be verified by :func:`measure_parity`: the exported runtime and torch segment the same
+CT and must agree on >= 99.99 % of voxels (``export_model`` refuses to write otherwise).
+
+This module knows no table of formats: :mod:`medseg.model.export_formats` names its exporters and readers
+in its rows, and holds ``export_model`` and ``check_parity``, which take a format by name.
 """
 
 from __future__ import annotations
@@ -28,7 +31,6 @@ from medseg.io.atomic import atomic_write_bytes
 from medseg.model.onnx_graph import (  # noqa: F401 - re-exported: export's public API
     ONNX_INPUT, ONNX_OPSET, ONNX_OUTPUT, FoldEnsemble, add_onnx_to_package, export_onnx, package_onnx,
 )
-from medseg.model.export_formats import EXPORT_FORMATS, ExportFormat, export_format, parity_format  # noqa: F401 - EXPORT_FORMATS re-exported
 from medseg.progress import ProgressCallback, report
 
 # --- TorchScript, packages, and the parity check (training/export engine) ---------------------------
@@ -94,15 +96,15 @@ class ParityReport:
                 f"{self.max_abs_logit_difference:.2e} - {verdict} (needs >= {100 * PARITY_REQUIRED:.2f} %)")
 
 
-def check_parity(
-    package: Any, configuration: str, volume: Any, runtime: str, exported: bytes | str | Path | None = None,
+def measure_parity(
+    package: Any, configuration: str, volume: Any, parity_runner: Any, exported: bytes | str | Path | None = None,
     image_name: str = "image", step_size: float = 0.5,
 ) -> ParityReport:
-    """Segment ``volume`` with torch and with the exported runtime; count voxels whose label differs.
+    """Segment ``volume`` with torch and with an exported runtime; count voxels whose label differs.
 
-    ``runtime`` is an export format whose row reads its file back (:mod:`medseg.model.export_formats`:
-    "onnx", ONNX Runtime's CPU provider, or "torchscript"). ``exported`` is the exported model (bytes or
-    a path); by default it is exported from the package here.
+    ``parity_runner`` is an export format's reader (``(package, configuration, exported) -> (tile runner,
+    its name)``, a row of :mod:`medseg.model.export_formats`, which callers name: ``check_parity`` there).
+    ``exported`` is the exported model (bytes or a path); by default it is exported from the package here.
     """
     import numpy as np
 
@@ -111,12 +113,11 @@ def check_parity(
     from medseg.model.package import build_networks
     from medseg.model.preprocess import logits_to_label_map, preprocess
 
-    fmt = parity_format(runtime)
     plan = package.configurations[configuration]
     prep = preprocess(volume, plan)
     image = torch.from_numpy(prep.data)
     torch_runner = backends.TorchRunner(build_networks(package, configuration, "cpu"), "cpu")
-    other, name = fmt.parity_runner(package, configuration, exported)
+    other, name = parity_runner(package, configuration, exported)
     reference_logits = sliding_window_logits(torch_runner, image, plan, step_size=step_size)
     other_logits = sliding_window_logits(other, image, plan, step_size=step_size)
     reference = logits_to_label_map(reference_logits, prep)
@@ -149,40 +150,12 @@ def torchscript_parity_runner(package: Any, configuration: str, exported: Any) -
     return backends.TorchRunner([load_torchscript(exported)], "cpu", name="torchscript"), "torchscript"
 
 
-@dataclass
-class ExportResult:
-    path: Path
-    format: str
-    parity: list[ParityReport]
-
-
-def export_model(
-    package: Any, fmt: str, out: str | Path, check_volume: Any | None = None, check_name: str = "image",
-    configuration: str | None = None, progress: ProgressCallback | None = None,
-) -> ExportResult:
-    """Export a package in a format of :mod:`medseg.model.export_formats`, then verify it on ``check_volume``.
-
-    ONNX and TorchScript write one file for one configuration (``configuration`` or the
-    package's first); "package" writes the safetensors package with every configuration's
-    ONNX model inside (so the DirectML path needs no export on the user's machine).
-    A failed parity check raises ModelError and leaves no output behind. ``progress`` hears each
-    stage (an ONNX export of a large network takes half a minute with no finer steps to count).
-    """
-    row = export_format(fmt)
-    out = Path(out)
-    names = [configuration] if configuration else list(package.configurations)
-    if configuration is not None and configuration not in package.configurations:
-        raise ModelError(f"model {package.name!r} has no configuration {configuration!r}")
-    reports = row.export(row, package, names, out, check_volume, check_name, progress)
-    return ExportResult(out, fmt, reports)
-
-
-def export_onnx_package(fmt: ExportFormat, package: Any, names: list[str], out: Path, check_volume: Any | None,
-                        check_name: str, progress: ProgressCallback | None) -> list[ParityReport]:
-    """The package row's export: every configuration's ONNX model (checked) inside the saved package."""
+def export_onnx_package(fmt: Any, package: Any, names: list[str], out: Path, check_volume: Any | None,
+                        check_name: str, progress: ProgressCallback | None, onnx: Any) -> list[ParityReport]:
+    """The package row's export: every configuration's ONNX model (checked by ``onnx``, the ONNX row's reader)
+    inside the saved package."""
     from medseg.model.package import save_package
 
-    onnx = export_format("onnx")
     reports: list[ParityReport] = []
     for index, name in enumerate(names):
         report(progress, index / len(names), f"Exporting {name} to {onnx.title} ({index + 1} of {len(names)})",
@@ -190,7 +163,8 @@ def export_onnx_package(fmt: ExportFormat, package: Any, names: list[str], out: 
         add_onnx_to_package(package, name)
         if check_volume is not None:
             report(progress, (index + 0.5) / len(names), f"Checking {name}'s ONNX model against PyTorch", "parity")
-            reports.append(check_parity(package, name, check_volume, onnx.key, package.onnx[name], check_name))
+            reports.append(measure_parity(package, name, check_volume, onnx.parity_runner, package.onnx[name],
+                                          check_name))
     _require_parity(reports, out)
     report(progress, 1.0, "Writing the package", "write")
     if reports:  # the package says how its ONNX model was verified
@@ -199,7 +173,7 @@ def export_onnx_package(fmt: ExportFormat, package: Any, names: list[str], out: 
     return reports
 
 
-def export_network_file(fmt: ExportFormat, package: Any, names: list[str], out: Path, check_volume: Any | None,
+def export_network_file(fmt: Any, package: Any, names: list[str], out: Path, check_volume: Any | None,
                         check_name: str, progress: ProgressCallback | None) -> list[ParityReport]:
     """A one-file row's export (ONNX, TorchScript): the first configuration written by the row's writer,
     read back by its runtime for the parity check, then written atomically."""
@@ -214,7 +188,7 @@ def export_network_file(fmt: ExportFormat, package: Any, names: list[str], out: 
     reports: list[ParityReport] = []
     if check_volume is not None:
         report(progress, 0.5, "Checking the exported model against PyTorch", "parity")
-        reports.append(check_parity(package, name, check_volume, fmt.key, data, check_name))
+        reports.append(measure_parity(package, name, check_volume, fmt.parity_runner, data, check_name))
     _require_parity(reports, out)
     report(progress, 1.0, "Writing the file", "write")
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -4,6 +4,10 @@ A row maps a format to what exports it and, for one network file, the runtime th
 for the parity check. Adding a format is one row here (and its writer). This module imports no PyTorch
 (the command line builds its parser and the GUI its list from it at start-up): the functions below
 import the export code when called.
+
+The layers: the exporters and readers (:mod:`medseg.model.export`, :mod:`medseg.model.onnx_graph`) know no
+table; this table names them, and the entry points that take a format by name (``export_model``,
+``check_parity``) live here, above both.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from medseg.errors import ModelError
 
 if TYPE_CHECKING:
     from medseg.model.export import ParityReport
+    from medseg.progress import ProgressCallback
 
 ExportStep = Callable[..., "list[ParityReport]"]
 
@@ -31,7 +36,7 @@ def _export_package(fmt: ExportFormat, package: Any, names: list[str], out: Path
                     check_name: str, progress: Any) -> list[ParityReport]:
     from medseg.model.export import export_onnx_package
 
-    return export_onnx_package(fmt, package, names, out, check_volume, check_name, progress)
+    return export_onnx_package(fmt, package, names, out, check_volume, check_name, progress, BY_KEY["onnx"])
 
 
 def _write_onnx(networks: Any, plan: Any, target: Any) -> Any:
@@ -102,3 +107,48 @@ def parity_format(runtime: str) -> ExportFormat:
         known = " or ".join(f.key for f in EXPORT_TABLE if f.parity_runner is not None)
         raise ModelError(f"unknown runtime {runtime!r} (use {known})")
     return found
+
+
+# --- exporting and checking by a format's name (the command line, the Export panel) -------------------------
+@dataclass
+class ExportResult:
+    path: Path
+    format: str
+    parity: list[ParityReport]
+
+
+def export_model(
+    package: Any, fmt: str, out: str | Path, check_volume: Any | None = None, check_name: str = "image",
+    configuration: str | None = None, progress: ProgressCallback | None = None,
+) -> ExportResult:
+    """Export a package in a format of this table, then verify it on ``check_volume``.
+
+    ONNX and TorchScript write one file for one configuration (``configuration`` or the
+    package's first); "package" writes the safetensors package with every configuration's
+    ONNX model inside (so the DirectML path needs no export on the user's machine).
+    A failed parity check raises ModelError and leaves no output behind. ``progress`` hears each
+    stage (an ONNX export of a large network takes half a minute with no finer steps to count).
+    """
+    row = export_format(fmt)
+    out = Path(out)
+    names = [configuration] if configuration else list(package.configurations)
+    if configuration is not None and configuration not in package.configurations:
+        raise ModelError(f"model {package.name!r} has no configuration {configuration!r}")
+    reports = row.export(row, package, names, out, check_volume, check_name, progress)
+    return ExportResult(out, fmt, reports)
+
+
+def check_parity(
+    package: Any, configuration: str, volume: Any, runtime: str, exported: bytes | str | Path | None = None,
+    image_name: str = "image", step_size: float = 0.5,
+) -> ParityReport:
+    """Segment ``volume`` with torch and with the exported runtime; count voxels whose label differs.
+
+    ``runtime`` is an export format whose row reads its file back ("onnx", ONNX Runtime's CPU provider, or
+    "torchscript"). ``exported`` is the exported model (bytes or a path); by default it is exported from the
+    package here.
+    """
+    from medseg.model.export import measure_parity
+
+    runner = parity_format(runtime).parity_runner
+    return measure_parity(package, configuration, volume, runner, exported, image_name, step_size)

@@ -265,7 +265,7 @@ def test_model_export_reports_its_stages(tmp_path):
     from small_packages import starter_like_package
 
     from medseg.core.volume import Volume
-    from medseg.model.export import export_model
+    from medseg.model.export_formats import export_model
 
     package = starter_like_package()
     ct = Volume(np.random.default_rng(0).normal(0, 300, (6, 48, 48)).astype(np.float32), (1.0, 1.0, 3.0))

@@ -15,7 +15,8 @@ import torch
 from medseg.cli import main
 from medseg.errors import ModelError
 from medseg.io import load
-from medseg.model.export import PARITY_REQUIRED, check_parity, export_model, export_onnx, load_torchscript
+from medseg.model.export import PARITY_REQUIRED, export_onnx, load_torchscript
+from medseg.model.export_formats import check_parity, export_model
 from medseg.model.package import build_networks, load_package
 from medseg.model.preprocess import preprocess
 

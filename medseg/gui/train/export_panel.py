@@ -1,7 +1,7 @@
 """Export and compare panel: export a model (ONNX opset 17, TorchScript, medseg package) with
 its parity line, and evaluate several models side by side on the validation cases.
 
-Both run what ``medseg export`` / ``medseg evaluate`` run (:func:`medseg.model.export.export_model`
+Both run what ``medseg export`` / ``medseg evaluate`` run (:func:`medseg.model.export_formats.export_model`
 on a model :func:`medseg.workflows.models.open_model` opened; the use case
 :func:`medseg.workflows.evaluate.evaluate`, on the device ``auto`` resolves to) in worker jobs. The evaluation keeps each model's label maps, so "Open in Segment tab with both
 outputs" shows a validation case with model A's output as the editable label map and model B's
@@ -181,7 +181,7 @@ class ExportComparePanel(QWidget):
         dataset_source = self.dataset
 
         def work(progress=None, cancel=None):
-            from medseg.model.export import export_model
+            from medseg.model.export_formats import export_model
             from medseg.workflows.models import open_model
 
             package = open_model(model or None).package
