@@ -108,7 +108,7 @@ def child(args: argparse.Namespace) -> None:
     from medseg.io import load, read_image
     from medseg.io.dicom_seg_read import read_dicom_seg
     from medseg.io.dicom_seg_write import write_dicom_seg
-    from medseg.io.mesh import write_label_meshes
+    from medseg.io.mesh_files import write_label_meshes
 
     started = time.perf_counter()
     image = load(args.series)

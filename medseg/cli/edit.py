@@ -93,7 +93,8 @@ def run(args: argparse.Namespace) -> int:
     from medseg.edit.tools import PaintRules
     from medseg.errors import MedsegError
     from medseg.io import load
-    from medseg.io.label_files import open_segmentation, sidecar_path
+    from medseg.io.label_files import sidecar_path
+    from medseg.io.segmentations import open_segmentation
     from medseg.workflows.save import plan_save, save_segmentation
 
     operations = [Operation(name, raw) for name, raw in (args.operations or [])]

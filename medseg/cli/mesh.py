@@ -34,8 +34,8 @@ def run(args: argparse.Namespace) -> int:
     from medseg.errors import SaveError
     from medseg.io import load
     from medseg.io.atomic import check_writable
-    from medseg.io.label_files import open_segmentation
-    from medseg.io.mesh import write_label_meshes
+    from medseg.io.mesh_files import write_label_meshes
+    from medseg.io.segmentations import open_segmentation
 
     folder = Path(args.output)
     if not folder.exists() and folder.parent.is_dir():

@@ -49,7 +49,8 @@ def run(args: argparse.Namespace) -> int:
     from medseg.errors import SaveError
     from medseg.io import load
     from medseg.io.atomic import check_writable
-    from medseg.io.label_files import open_segmentation, sidecar_path
+    from medseg.io.label_files import sidecar_path
+    from medseg.io.segmentations import open_segmentation
     from medseg.io.output_paths import check_output, source_paths
 
     inputs = [args.segmentation, sidecar_path(args.segmentation), args.image]

@@ -44,7 +44,8 @@ from pathlib import Path
 from typing import IO, Callable, Iterator
 
 from medseg.errors import SaveError
-from medseg.io.file_checks import IncompleteFile, check_complete
+from medseg.io.file_checks import IncompleteFile
+from medseg.io.file_types import check_complete
 
 try:
     import fcntl
@@ -399,7 +400,7 @@ def atomic_folder(path: str | os.PathLike, *, verify: Callable[[Path], None] | N
     The one way to replace a folder of files written together (a model package, a de-identified
     series, the demo study): a reader, a crash or a kill at any moment sees the old folder or the
     complete new one. Before the swap every file is fsynced and checked by its format
-    (:func:`medseg.io.file_checks.check_complete`), then ``verify(temp)`` runs (it raises
+    (:func:`medseg.io.file_types.check_complete`), then ``verify(temp)`` runs (it raises
     IncompleteFile when the folder is not what the writer meant); after it the parent folder is
     fsynced. The files inside need no atomic write of their own. A failure raises SaveError (or the
     writer's own error) and leaves ``path`` as it was.

@@ -355,7 +355,7 @@ def save_deidentified(label_map: Volume, image: Volume, path: str | os.PathLike,
     """Save a segmentation for a research export: a label map whose sidecar names only replaced UIDs, or a
     DICOM SEG (Basic Profile) written after its de-identified source series (``<name>_ct/`` beside it),
     which it references. Returns notes for the user."""
-    from medseg.io.label_files import save_segmentation, saved_format
+    from medseg.io.segmentations import save_segmentation, saved_format
 
     path = Path(path)
     if not saved_format(path).dicom_seg:  # a label map: its sidecar keeps no patient data, only UIDs to replace

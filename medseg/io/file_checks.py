@@ -9,9 +9,8 @@ the missing voxels with garbage).
 Each check reads the header and compares the bytes present with the bytes the header
 declares; compressed data is checked by its trailer (gzip's length) or, where that does
 not settle it, by streaming it through the decompressor. Nothing here loads voxels into
-memory. A check raises :class:`IncompleteFile` with a reason; formats it does not know
-pass through :func:`check_complete` with only a non-empty check. Which check a study format gets is its
-row's in :mod:`medseg.io.formats`.
+memory. A check raises :class:`IncompleteFile` with a reason. Which check a file gets (by its name) is
+:func:`medseg.io.file_types.check_complete`'s choice; this module imports nothing of medseg's.
 """
 
 from __future__ import annotations
@@ -283,35 +282,3 @@ def check_dicom(path: Path) -> None:
         raise
     except Exception as error:  # pydicom raises many types on a cut file
         raise IncompleteFile(f"the DICOM file cannot be read back ({type(error).__name__}: {error})"[:300]) from error
-
-
-# The files medseg writes that are not studies (models, settings, screenshots, archives); a study format's check
-# is its row's in the table of formats (medseg.io.formats), which is asked first.
-_OTHER_CHECKS: tuple[tuple[str, Callable[[Path], None]], ...] = (
-    (".safetensors", check_safetensors), (".json", check_json), (".png", check_png),
-    (".zip", check_zip), (".medseg", check_zip), (".npz", check_zip), (".pt", check_zip), (".pth", check_zip),
-)
-
-
-def check_complete(path: str | os.PathLike, name: str | None = None) -> None:
-    """Raise IncompleteFile when ``path`` (a format told by ``name``'s suffix, default its own) is not whole."""
-    from medseg.io.formats import format_of  # the table imports this module's checks
-
-    path = Path(path)
-    lower = (name or path.name).lower()
-    try:
-        size = path.stat().st_size
-        found = format_of(lower)
-        if found is not None:
-            found[0].check(path)
-            return
-        for suffix, check in _OTHER_CHECKS:
-            if lower.endswith(suffix):
-                check(path)
-                return
-        if lower.endswith(".gz"):
-            gzip_uncompressed_size(path)
-        elif size == 0:
-            raise IncompleteFile("the file is empty")
-    except (OSError, struct.error, ValueError, KeyError, TypeError, IndexError) as error:
-        raise IncompleteFile(f"the file cannot be checked ({type(error).__name__}: {error})"[:300]) from error

@@ -11,30 +11,35 @@ reference its DICOM series.
 A format is one row here: the dialogs' filters, ``convert``'s and ``segment``'s output checks,
 ``batch --format`` and the reference's format table follow.
 
-The header readers and completeness checks are imported here; the readers and writers of whole files
-are reached through the small functions below, which import their module when called: those modules
-ask this table for their suffixes (and SimpleITK/pydicom cost an import a DICOM load need not pay).
+The layers: what a file is by its name (key, suffixes, completeness check, header reader) is a row of
+:mod:`medseg.io.file_types`, below the readers and writers, which ask it their suffix questions; a row
+here is that row with the functions that read and write the format, so this table sits above them and
+they never import it. Those functions are reached through the small functions below, which import their
+module when called (SimpleITK/pydicom cost an import a DICOM load need not pay).
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
 
-from medseg.errors import ImageFormatError
-from medseg.io.file_checks import check_dicom, check_metaimage, check_nifti, check_nrrd
-from medseg.io.header_facts import ImageHeader, check_regular
-from medseg.io.image_headers import nifti_header
-from medseg.io.text_headers import metaimage_header, nrrd_header
+from medseg.io import file_types
+from medseg.io.file_types import (  # noqa: F401 - re-exported: callers above medseg.io ask this table
+    DICOM_SEG,
+    LABEL_MAP,
+    FileType,
+    image_header,
+    image_read_suffixes,
+    image_suffix,
+    image_write_suffixes,
+)
 
 if TYPE_CHECKING:
     from medseg.core.labels import Label
     from medseg.core.volume import Volume
     from medseg.io.label_files import LabelFileResult
-
-LABEL_MAP, DICOM_SEG = "label-map", "dicom-seg"  # what a segmentation is saved as (workflows' SaveTarget.format)
 
 
 # --- the readers and writers, imported when called ---------------------------------------------------------
@@ -96,13 +101,9 @@ def _dicom_seg_unchanged(path: Path) -> bool:
 
 # --- the table ---------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class FileFormat:
-    key: str  # short name (``batch --format``)
-    name: str  # for people (dialogs, messages)
-    suffixes: tuple[str, ...]  # lower case; the first is what medseg writes
-    keeps: str  # what a file of this format keeps of a study
-    check: Callable[[Path], None]  # raises file_checks.IncompleteFile when a file is not whole
-    read_header: Callable[[Path], ImageHeader] | None = None  # an image file's header, checked (no voxel read)
+class FileFormat(FileType):
+    """A format's row: what a file of it is (:class:`~medseg.io.file_types.FileType`) and its functions."""
+
     read_image: Callable[..., Volume] | None = None  # (path, spacing_mm) -> the image
     write_image: Callable[[Volume, Path], Path] | None = None  # (volume, path) -> the file written
     # (path, image) -> LabelFileResult: the segmentation placed on the image
@@ -112,62 +113,32 @@ class FileFormat:
     # may another model's result replace this file without --force? (a model's result nobody changed)
     unchanged_model_result: Callable[[Path], bool] | None = None
     recognise: Callable[[Path], bool] | None = None  # by content, for files whose name does not tell
-    label_map: bool = False  # a segmentation is written as a label map with a .labels.json sidecar
-    dicom_seg: bool = False  # a DICOM Segmentation: written only for a study loaded from DICOM
-    written_suffixes: tuple[str, ...] = ()  # suffixes medseg writes (default: the first)
-    compressed_suffixes: tuple[str, ...] = ()  # written compressed (the rest raw)
-    dicom_series: bool = False  # read by the DICOM scan (medseg.io.load), not as one file
 
-    @property
-    def image(self) -> bool:
-        """Opened as an image (one file, or the DICOM scan)."""
-        return self.read_image is not None or self.dicom_series
+    def __post_init__(self) -> None:  # the functions a row holds are the ones its file type promises
+        if (self.read_image is not None, self.write_image is not None) != (self.image_file, self.image_file):
+            raise ValueError(f"format {self.key}: read_image and write_image go with image_file")
+        if (self.write_segmentation is not None, self.open_segmentation is not None) != (self.segmentation,) * 2:
+            raise ValueError(f"format {self.key}: open_ and write_segmentation go with segmentation")
 
-    @property
-    def writes(self) -> bool:
-        return self.write_image is not None or self.write_segmentation is not None
-
-    @property
-    def write_suffixes(self) -> tuple[str, ...]:
-        if not self.writes:
-            return ()
-        return self.written_suffixes or self.suffixes[:1]
-
-    @property
-    def segmentation_kind(self) -> str:
-        """LABEL_MAP or DICOM_SEG (what the save plan and the batch tell apart)."""
-        return DICOM_SEG if self.dicom_seg else LABEL_MAP
-
-    def pattern(self) -> str:
-        """For a file dialog: ``*.nii.gz *.nii``."""
-        return " ".join(f"*{s}" for s in self.suffixes if s)
+    @classmethod
+    def of(cls, key: str, **functions: Callable) -> FileFormat:
+        """The row of file type ``key`` (medseg.io.file_types) with ``functions``."""
+        kind = file_types.BY_KEY[key]
+        return cls(**{f.name: getattr(kind, f.name) for f in fields(FileType)}, **functions)
 
 
 _ITK_IMAGE = dict(read_image=_read_image, write_image=_write_image, open_segmentation=_open_label_map,
-                  write_segmentation=_write_label_map, unchanged_model_result=_label_map_unchanged, label_map=True)
+                  write_segmentation=_write_label_map, unchanged_model_result=_label_map_unchanged)
 
 FORMATS: tuple[FileFormat, ...] = (
-    FileFormat("nii.gz", "NIfTI", (".nii.gz", ".nii"),
-               "one scalar volume with its spacing, origin and orientation (stored RAS); no patient data",
-               check=check_nifti, read_header=nifti_header, written_suffixes=(".nii.gz", ".nii"),
-               compressed_suffixes=(".nii.gz",), **_ITK_IMAGE),
-    FileFormat("nrrd", "NRRD", (".nrrd", ".nhdr"),
-               "one scalar volume with its spacing, origin and orientation (LPS); no patient data; a .nhdr's "
-               "voxels are a separate file beside it", check=check_nrrd, read_header=nrrd_header,
-               compressed_suffixes=(".nrrd",), **_ITK_IMAGE),
-    FileFormat("mha", "MetaImage", (".mha", ".mhd"),
-               "one scalar volume with its spacing, origin and orientation (LPS); no patient data; a detached "
-               "header's voxels are a separate file beside it", check=check_metaimage, read_header=metaimage_header,
-               compressed_suffixes=(".mha",), **_ITK_IMAGE),
-    FileFormat("dcm", "DICOM SEG", (".dcm",),
-               "every label as a segment with its name, colour, codes and provenance, referencing the source "
-               "series' images (patient and study identifiers included)", check=check_dicom,
-               open_segmentation=_open_dicom_seg, write_segmentation=_write_dicom_seg,
-               unchanged_model_result=_dicom_seg_unchanged, recognise=_is_dicom_seg, dicom_seg=True),
-    FileFormat("dicom", "DICOM series", (".dcm", ""),
-               "the scanner's images with every header field (read only; most files have no suffix)",
-               check=check_dicom, dicom_series=True),
+    FileFormat.of("nii.gz", **_ITK_IMAGE),
+    FileFormat.of("nrrd", **_ITK_IMAGE),
+    FileFormat.of("mha", **_ITK_IMAGE),
+    FileFormat.of("dcm", open_segmentation=_open_dicom_seg, write_segmentation=_write_dicom_seg,
+                  unchanged_model_result=_dicom_seg_unchanged, recognise=_is_dicom_seg),
+    FileFormat.of("dicom"),
 )
+assert tuple(f.key for f in FORMATS) == tuple(t.key for t in file_types.FILE_TYPES)  # a row for every file type
 
 BY_KEY = {f.key: f for f in FORMATS}
 
@@ -211,46 +182,19 @@ def mesh_format_of(path: str | os.PathLike) -> MeshFormat | None:
     name = str(path).lower()
     return next((f for f in MESH_FORMATS if name.endswith(f.suffix)), None)
 
-def _longest_first() -> list[tuple[str, FileFormat]]:
-    pairs = [(suffix, f) for f in FORMATS for suffix in f.suffixes if suffix]
-    return sorted(pairs, key=lambda pair: -len(pair[0]))
-
-
 def image_formats() -> tuple[FileFormat, ...]:
     """The formats read as one image file (the DICOM scan reads the rest)."""
-    return tuple(f for f in FORMATS if f.read_image is not None)
-
-
-def image_read_suffixes() -> tuple[str, ...]:
-    return tuple(s for f in image_formats() for s in f.suffixes)
-
-
-def image_write_suffixes() -> tuple[str, ...]:
-    return tuple(s for f in image_formats() for s in f.write_suffixes)
+    return tuple(f for f in FORMATS if f.image_file)
 
 
 def segmentation_formats() -> tuple[FileFormat, ...]:
     """The formats a segmentation is saved in: label maps (with a sidecar) and the DICOM SEG."""
-    return tuple(f for f in FORMATS if f.write_segmentation is not None)
+    return tuple(f for f in FORMATS if f.segmentation)
 
 
 def format_of(path: str | os.PathLike, among: tuple[FileFormat, ...] = FORMATS) -> tuple[FileFormat, str] | None:
     """(format, suffix) that ``path``'s name ends with (the longest suffix wins: ``.nii.gz``), or None."""
-    name = str(path).lower()
-    for suffix, found in _longest_first():
-        if found in among and name.endswith(suffix):
-            return found, suffix
-    return None
-
-
-def image_header(path: str | os.PathLike) -> ImageHeader:
-    """Read and check the header of an image file (NIfTI, NRRD, MetaImage: by its name) before a voxel is read."""
-    path = Path(path)
-    found = format_of(path, image_formats())
-    if found is None or found[0].read_header is None:
-        raise ImageFormatError("not a NIfTI, NRRD or MHA/MHD file (by its name)", path=path)
-    check_regular(path, path)
-    return found[0].read_header(path)
+    return file_types.format_of(path, among)
 
 
 def segmentation_choices(from_dicom: bool) -> tuple[list[FileFormat], str]:
@@ -274,9 +218,3 @@ def open_filters() -> list[str]:
 def segmentation_open_filter() -> str:
     patterns = " ".join(f.pattern() for f in segmentation_formats() if f.label_map)
     return f"Segmentations ({patterns} *.dcm);;All files (*)"
-
-
-def image_suffix(path: str | os.PathLike) -> str | None:
-    """The recognised image-file suffix of ``path`` (".nii.gz", ".nrrd", ...), or None."""
-    found = format_of(path, image_formats())
-    return found[1] if found else None

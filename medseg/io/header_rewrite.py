@@ -18,7 +18,7 @@ import numpy as np
 
 from medseg.core.volume import GeometryFinding
 from medseg.errors import ImageFormatError
-from medseg.io.formats import BY_KEY
+from medseg.io.file_types import BY_KEY
 from medseg.io.header_facts import HEADER_LIMIT, ImageHeader
 
 _NRRD_DROPPED = ("data file", "datafile", "line skip", "lineskip", "byte skip", "byteskip", "space directions",

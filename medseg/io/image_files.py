@@ -20,8 +20,8 @@ import SimpleITK as sitk
 from medseg.errors import GeometryError, ImageFormatError, SaveError
 from medseg.io.atomic import atomic_path
 from medseg.io.file_checks import IncompleteFile
-from medseg.io.formats import (
-    format_of, image_formats, image_header, image_read_suffixes, image_suffix, image_write_suffixes,
+from medseg.io.file_types import (
+    format_of, image_header, image_read_suffixes, image_suffix, image_types, image_write_suffixes,
 )
 from medseg.io.header_rewrite import header_axis_findings, write_unit_spacing_header
 from medseg.io.header_facts import ImageHeader
@@ -32,7 +32,7 @@ from medseg.io.voxel_stream import check_voxel_data
 from medseg.core.labels import Label
 from medseg.core.volume import GeometryFinding, Volume, VolumeMeta
 
-IMAGE_SUFFIXES = image_read_suffixes()  # from the one table of formats (medseg.io.formats)
+IMAGE_SUFFIXES = image_read_suffixes()  # from the one table of formats (medseg.io.file_types)
 IMAGE_PATTERNS = " ".join(f"*{suffix}" for suffix in IMAGE_SUFFIXES)  # for file dialogs' filters
 WRITE_SUFFIXES = image_write_suffixes()
 
@@ -286,7 +286,7 @@ def _bytes_per_voxel(reader: sitk.ImageFileReader) -> int:
 def write_image(volume: Volume, path: str | os.PathLike) -> Path:
     """Write ``volume`` as NIfTI (.nii/.nii.gz), NRRD or MHA, atomically. Returns the path."""
     path = Path(path)
-    found = format_of(path, image_formats())
+    found = format_of(path, image_types())
     suffix = found[1] if found else None
     if found is None or suffix not in found[0].write_suffixes:
         raise ImageFormatError("cannot write this format (by its name)", path=path,

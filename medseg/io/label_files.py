@@ -9,9 +9,9 @@ what it did and how — the label map lies on that regular grid, in the same pat
 as the acquired slices. The flat sidecar older ``medseg edit`` wrote
 (``{"<value>": {"name": ..., "color": [...], "locked": ...}}``) is still read.
 
-:func:`open_segmentation` is the one way to open a segmentation onto an image (the GUI, the
-command line and the training datasets all call it): a NIfTI/NRRD/MHA label map with its
-sidecar, or a DICOM SEG (:mod:`medseg.io.dicom_seg`). On the same grid a label map is taken
+:func:`medseg.io.segmentations.open_segmentation` is the one way to open a segmentation onto an image (the
+GUI, the command line and the training datasets all call it): a NIfTI/NRRD/MHA label map with its
+sidecar (:func:`read_label_map` here), or a DICOM SEG (:mod:`medseg.io.dicom_seg`). On the same grid a label map is taken
 voxel for voxel; on another grid that overlaps the image it is placed in patient coordinates
 (nearest neighbour, so no label value is invented; a raw stack's slices where they were
 acquired) and a note says so; a map that does not overlap the image is refused.
@@ -30,10 +30,9 @@ from medseg.errors import GeometryError, ImageFormatError, MedsegError, SaveErro
 from medseg.io.atomic import atomic_write_text, check_writable
 from medseg.io.dicom_seg import regularization_note
 from medseg.io.digest import sha256_file
-from medseg.io.formats import DICOM_SEG, LABEL_MAP, FileFormat, format_of, segmentation_formats
-from medseg.io.image_files import IMAGE_SUFFIXES, WRITE_SUFFIXES, image_suffix, read_image, write_image
+from medseg.io.file_types import DICOM_SEG, LABEL_MAP
+from medseg.io.image_files import IMAGE_SUFFIXES, image_suffix, read_image, write_image
 from medseg.io.json_files import read_json_object
-from medseg.io.output_paths import check_not_an_input, source_paths
 from medseg.io.resample import place_labels
 from medseg.core.label_arrays import label_values
 from medseg.core.label_values import MAX_LABEL_VALUE, label_dtype
@@ -297,24 +296,6 @@ def _check_overlap(raw: Volume, image: Volume, path: str | os.PathLike | None) -
                             hint="open the image it was drawn on")
 
 
-def open_segmentation(path: str | os.PathLike, image: Volume) -> LabelFileResult:
-    """The one way to open a segmentation onto ``image``: a label map with its sidecar, or a DICOM SEG.
-
-    ``path`` may also name the sidecar itself (``X.labels.json``): the label map beside it is opened.
-    The format is told by the name (a label map), else by the content (a DICOM SEG, mostly named .dcm or
-    nothing); its row in :mod:`medseg.io.formats` opens it."""
-    path = _label_map_of_sidecar(Path(path))
-    if not path.exists():
-        raise ImageFormatError("no such file", path=path)
-    found = format_of(path, tuple(f for f in segmentation_formats() if f.label_map))
-    if found is not None:
-        return found[0].open_segmentation(path, image)
-    for file_format in segmentation_formats():
-        if file_format.recognise is not None and file_format.recognise(path):
-            return file_format.open_segmentation(path, image)
-    raise MedsegError("not a segmentation: open a DICOM SEG or a NIfTI/NRRD/MHA label map", path=path)
-
-
 def open_dicom_seg(path: Path, image: Volume) -> LabelFileResult:
     """A DICOM SEG opened onto ``image`` (the DICOM SEG row's ``open_segmentation``)."""
     from medseg.io.dicom_seg_read import read_dicom_seg
@@ -327,7 +308,7 @@ def open_dicom_seg(path: Path, image: Volume) -> LabelFileResult:
                            DICOM_SEG, True, naming)
 
 
-def _label_map_of_sidecar(path: Path) -> Path:
+def label_map_of_sidecar(path: Path) -> Path:
     if not path.name.lower().endswith(SIDECAR_SUFFIX):
         return path
     stem = path.name[: -len(SIDECAR_SUFFIX)]
@@ -341,38 +322,6 @@ def _label_map_of_sidecar(path: Path) -> Path:
                                 ", ...) instead")
 
 
-def saved_format(path: str | os.PathLike) -> FileFormat:
-    """The format a segmentation saved as ``path`` is written in (by the name's suffix); anything else is
-    refused now, not after the work."""
-    if not str(path).strip():
-        raise ImageFormatError("no output file given (the name is empty)", hint="name the file to write, e.g. "
-                                                                                "seg.nii.gz or seg.dcm")
-    found = format_of(path, segmentation_formats())
-    if found is not None and found[1] in found[0].write_suffixes:
-        return found[0]
-    raise ImageFormatError("cannot save a segmentation in this format (by its name)", path=path,
-                           hint="use " + ", ".join(f"{s}{' (' + f.name + ')' if f.dicom_seg else ''}"
-                                                   for f in segmentation_formats() for s in f.write_suffixes))
-
-
-def segmentation_format(path: str | os.PathLike) -> str:
-    """"dicom-seg" or "label-map" by the name's suffix; anything else is refused now, not after the work."""
-    return saved_format(path).segmentation_kind
-
-
-def segmentation_outputs(path: str | os.PathLike) -> list[Path]:
-    """The files a save to ``path`` writes: the segmentation, and a label map's sidecar."""
-    return [Path(path), sidecar_path(path)] if saved_format(path).label_map else [Path(path)]
-
-
-def is_saved_segmentation(path: str | os.PathLike) -> bool:
-    """May another model's result replace ``path`` without ``--force``? Only a model's result that medseg
-    wrote and nobody changed since: a label map whose sidecar's SHA-256 matches and whose every label is
-    AUTOMATIC, or a DICOM SEG medseg wrote with AUTOMATIC segments. A map a person edited is their work
-    (``segment -o`` replaced a hand-edited label map with a sidecar, issue 43)."""
-    return saved_format(path).unchanged_model_result(Path(path))
-
-
 def is_unchanged_model_label_map(path: Path) -> bool:
     """A label map medseg wrote, nobody changed since, and every label of it AUTOMATIC (the label-map rows'
     ``unchanged_model_result``)."""
@@ -380,25 +329,6 @@ def is_unchanged_model_label_map(path: Path) -> bool:
 
     found = unchanged_since_written(path)
     return found is not None and all(label.provenance.algorithm_type == AUTOMATIC for label in found[0])
-
-
-def save_segmentation(label_map: Volume, image: Volume, path: str | os.PathLike,
-                      segments: list[Label] | None = None, written_by: str = "medseg") -> list[str]:
-    """Save as DICOM SEG (.dcm) or as a label map with its sidecar; returns notes for the user.
-
-    Never over a file the image was read from (a source slice, the CT itself). (The application's
-    save, :func:`medseg.workflows.save.save_segmentation`, checks its target once before the work and
-    then calls :func:`write_segmentation`.)
-    """
-    for output in segmentation_outputs(path):
-        check_not_an_input(output, source_paths(image), "the segmentation file")
-    return write_segmentation(label_map, image, path, segments, written_by)
-
-
-def write_segmentation(label_map: Volume, image: Volume, path: str | os.PathLike, segments: list[Label] | None,
-                       written_by: str = "medseg") -> list[str]:
-    """Write a segmentation whose target was checked, atomically, by its format's row; notes for the user."""
-    return saved_format(path).write_segmentation(label_map, image, Path(path), segments, written_by)
 
 
 def write_dicom_seg_noted(label_map: Volume, image: Volume, path: Path, segments: list[Label] | None,

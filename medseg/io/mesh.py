@@ -24,7 +24,6 @@ use; the STL header and OBJ comment say so). Faces wind outwards (positive volum
 from __future__ import annotations
 
 import math
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,10 +32,6 @@ from typing import Any
 import numpy as np
 from scipy import ndimage
 
-from medseg.errors import MedsegError, SaveError
-from medseg.io.atomic import atomic_write_bytes
-from medseg.io.formats import MESH_FORMATS, mesh_format
-from medseg.core.label_arrays import label_values
 from medseg.core.volume import Volume
 
 _TRUNCATE = 4.0  # scipy's default: the Gaussian's kernel reaches int(4 * sigma + 0.5) samples
@@ -228,7 +223,7 @@ def label_surface(label_map: Volume, value: int, box: tuple[slice, ...] | None =
     return vertices, faces
 
 
-def _safe_name(name: str) -> str:
+def safe_name(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("_") or "label"
 
 
@@ -247,37 +242,3 @@ def encode_obj(mesh: Any, name: str, value: int) -> bytes:
 
     text = trimesh.exchange.obj.export_obj(mesh, include_normals=False, include_texture=False, header=None)
     return (f"# medseg surface of '{name}' (label {value}); coordinates: LPS millimetres\n" + text).encode()
-
-
-def write_label_meshes(label_map: Volume, folder: str | os.PathLike, names: dict[int, str] | None = None,
-                       fmt: str = "stl", values: list[int] | None = None) -> list[MeshResult]:
-    """One mesh file per label value, ``<value>_<name>.<fmt>`` in ``folder`` (written atomically)."""
-    import trimesh
-
-    file_format = mesh_format(fmt)
-    if file_format is None:
-        raise MedsegError(f"unknown mesh format {fmt.lower().lstrip('.')!r}",
-                          hint="use " + " or ".join(f.key for f in MESH_FORMATS))
-    folder = Path(folder)
-    if not folder.is_dir():
-        raise SaveError("the folder does not exist", path=folder, hint="create it or choose another folder")
-    names = names or label_map.meta.label_names
-    present = label_values(label_map.array)
-    labels = np.asarray(label_map.array)
-    boxes = ndimage.find_objects(labels if labels.dtype.kind in "ui" else labels.astype(np.int32))
-    results = []
-    for value in values if values is not None else present:
-        box = boxes[value - 1] if 0 < value <= len(boxes) else None
-        if box is None:
-            continue
-        vertices, faces = label_surface(label_map, value, box)
-        if len(faces) == 0:
-            continue
-        name = names.get(value, f"label_{value}")
-        mesh = trimesh.Trimesh(vertices=vertices, faces=faces, process=False)
-        path = folder / f"{value}_{_safe_name(name)}{file_format.suffix}"
-        atomic_write_bytes(path, file_format.encode(mesh, name, value))
-        lo, hi = vertices.min(axis=0), vertices.max(axis=0)
-        results.append(MeshResult(value, name, path, len(vertices), len(faces),
-                                  tuple(float(v) for v in lo), tuple(float(v) for v in hi)))  # type: ignore[arg-type]
-    return results

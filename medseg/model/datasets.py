@@ -184,15 +184,15 @@ def _read_image(path: Path) -> Volume:
 def open_label_file(path: Path, image: Volume) -> tuple[Volume, dict[int, str], list[str]]:
     """A label map (with its ``.labels.json``) or a DICOM SEG on ``image``'s grid, through the I/O layer's one
     way to open a segmentation: (label map, the names the file gives — empty when it names nothing, notes)."""
-    from medseg.io.label_files import DICOM_SEG, open_segmentation
+    from medseg.io import file_types, segmentations
 
     try:
-        opened = open_segmentation(path, image)
+        opened = segmentations.open_segmentation(path, image)
     except MedsegError as error:
         raise DatasetError(f"cannot place the label map on its image: {error.message}", path=path,
                            hint=error.hint) from error
     notes = list(opened.notes)
-    if opened.format == DICOM_SEG:
+    if opened.format == file_types.DICOM_SEG:
         notes.insert(0, "DICOM SEG placed on the image grid by its geometry")
     # A header's own label table (TotalSegmentator's 117 names) does not map values for training: the dataset's
     # label table does, as before such names were read (else every structure it names would have to be in it).

@@ -131,7 +131,7 @@ def load_seg_case(series_path: str | Path, seg_path: str | Path | None = None) -
     """
     from medseg.io.dicom_load import load_series
     from medseg.io.dicom_scan import scan
-    from medseg.io.label_files import open_segmentation
+    from medseg.io.segmentations import open_segmentation
 
     series_path = Path(series_path)
     seg_path = find_seg_in_folder(series_path) if seg_path is None else Path(seg_path)

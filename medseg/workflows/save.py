@@ -54,8 +54,9 @@ def plan_save(path: str | os.PathLike, inputs: Iterable[str | os.PathLike | None
     since, without force (and records its name in what it writes); otherwise only a model's result
     medseg wrote and nobody changed since is replaced without force."""
     from medseg.io.atomic import check_writable
-    from medseg.io.label_files import is_saved_segmentation, is_written_by, segmentation_format, segmentation_outputs
+    from medseg.io.label_files import is_written_by
     from medseg.io.output_paths import check_output
+    from medseg.io.segmentations import is_saved_segmentation, segmentation_format, segmentation_outputs
 
     if not str(path).strip():  # Path("") is "." and would be blamed as a format
         from medseg.errors import SaveError
@@ -90,7 +91,7 @@ def save_segmentation(target: SaveTarget, label_map: Volume, image: Volume, labe
 
         notes = save_deidentified(label_map, image, target.path, segments, deidentifier)
     else:
-        from medseg.io.label_files import write_segmentation
+        from medseg.io.segmentations import write_segmentation
 
         notes = write_segmentation(label_map, image, target.path, segments, target.written_by)
     return SavedSegmentation(target.path, [p for p in target.outputs if p.exists()], list(notes))

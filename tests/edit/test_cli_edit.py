@@ -176,7 +176,7 @@ def test_edit_reads_the_sidecar_the_app_and_segment_write(abdomen_files, tmp_pat
     structured sidecar; `medseg edit --labels` takes it (it crashed: ValueError on the "format" key), keeps its
     names, colours, locks and provenance, and also takes the sidecar's own path."""
     from medseg.core.labels import Label, Provenance
-    from medseg.io.label_files import save_segmentation
+    from medseg.io.segmentations import save_segmentation
 
     image_path, labels_path = abdomen_files
     image, labels = read_image(image_path), read_image(labels_path)

@@ -14,7 +14,7 @@ import numpy as np
 
 from medseg.errors import SaveError
 from medseg.io import load
-from medseg.io.label_files import save_segmentation
+from medseg.io.segmentations import save_segmentation
 
 
 def main() -> None:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from medseg.io import load
-from medseg.io.mesh import write_label_meshes
+from medseg.io.mesh_files import write_label_meshes
 
 
 def read_binary_stl(path: Path) -> tuple[bytes, np.ndarray]:

@@ -12,8 +12,9 @@ import pytest
 from totalsegmentator.nifti_ext_header import add_label_map_to_nifti, load_multilabel_nifti
 
 from medseg.io import load
-from medseg.io.label_files import open_segmentation, sidecar_path
+from medseg.io.label_files import sidecar_path
 from medseg.io.nifti_label_table import MAX_NAME, label_table
+from medseg.io.segmentations import open_segmentation
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,7 @@ import pytest
 
 from medseg.errors import SaveError
 from medseg.io import load
-from medseg.io.label_files import save_segmentation
+from medseg.io.segmentations import save_segmentation
 
 PROBE = Path(__file__).with_name("save_failure_probe.py")
 

@@ -19,7 +19,8 @@ import SimpleITK as sitk
 from medseg.io import load
 from medseg.io.dicom_seg_read import read_dicom_seg
 from medseg.io.dicom_seg_write import write_dicom_seg
-from medseg.io.label_files import open_segmentation, read_label_map, save_segmentation, sidecar_path, write_label_map
+from medseg.io.label_files import read_label_map, sidecar_path, write_label_map
+from medseg.io.segmentations import open_segmentation, save_segmentation
 from medseg.core.labels import TISSUE, Code, Label, Provenance
 
 BONE = Code("3138006", "SCT", "Bone")  # DCMR CID 7166, as pydicom's codes.SCT.BoneTissue

@@ -171,7 +171,7 @@ def test_choice_follows_spacing_and_the_devices_budget(fast_weights, tmp_path):
 def test_cli_writes_a_dicom_seg_with_totalsegmentators_names(fast_weights, ct_dir, tmp_path, capsys):
     from medseg.cli import main
     from medseg.io import load
-    from medseg.io.label_files import open_segmentation
+    from medseg.io.segmentations import open_segmentation
 
     model_dir = import_totalsegmentator_task(fast_weights, tmp_path / "model")
     series = ct_dir / "totalsegmentator" / "example_ct_dicom"

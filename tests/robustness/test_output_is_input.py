@@ -13,7 +13,7 @@ import pytest
 
 from medseg.errors import SaveError
 from medseg.io import load
-from medseg.io.label_files import save_segmentation
+from medseg.io.segmentations import save_segmentation
 from probes import run_medseg, write_dicomdir
 
 

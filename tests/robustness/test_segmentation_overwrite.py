@@ -16,7 +16,8 @@ import SimpleITK as sitk
 from medseg.cli import main
 from medseg.core.labels import Label, Provenance
 from medseg.io import read_image
-from medseg.io.label_files import is_saved_segmentation, is_written_by, save_segmentation, sidecar_path
+from medseg.io.label_files import is_written_by, sidecar_path
+from medseg.io.segmentations import is_saved_segmentation, save_segmentation
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from medseg.core.labels import Label
-from medseg.io.label_files import open_segmentation
+from medseg.io.segmentations import open_segmentation
 from medseg.workflows.models import open_model
 from medseg.workflows.save import plan_save, save_segmentation
 from medseg.workflows.segment import SegmentRequest, segment_study

@@ -11,7 +11,7 @@ label table: the document keeps each label's provenance itself (a model's labels
 AUTOMATIC until an edit touches them, then SEMIAUTOMATIC; drawn labels are MANUAL;
 labels opened from a file keep what the file said).
 
-Opening goes through :func:`medseg.io.label_files.open_segmentation`, the one way to open
+Opening goes through :func:`medseg.io.segmentations.open_segmentation`, the one way to open
 a label map (with its sidecar) or a DICOM SEG onto the image, in a worker.
 """
 
@@ -181,7 +181,7 @@ class SegmentationFiles(QObject):
 
         def work(progress=None, cancel=None):
             from medseg.io.atomic import check_writable
-            from medseg.io.mesh import write_label_meshes
+            from medseg.io.mesh_files import write_label_meshes
             from medseg.workflows.save import plan_save, save_segmentation
 
             if mesh:
@@ -242,7 +242,7 @@ class SegmentationFiles(QObject):
         source = Path(path)
 
         def work(progress=None, cancel=None):
-            from medseg.io.label_files import open_segmentation
+            from medseg.io.segmentations import open_segmentation
 
             return source, open_segmentation(source, image)
 
