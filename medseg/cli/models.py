@@ -69,6 +69,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     check = commands.add_parser("verify", help="check installed files against the hashes recorded at install")
     check.add_argument("id", nargs="?", help="one model (default: every installed model)")
+    check.add_argument("--measure", action="store_true",
+                       help="also measure the CPU engines (PyTorch, ONNX Runtime, OpenVINO) on each model again, on a "
+                            "small tile, and keep the fastest with equal labels (done at install; redo it after "
+                            "changing the computer or the engines)")
     check.set_defaults(func=run_verify)
 
     remove = commands.add_parser("remove", help="uninstall a model from your models folder")
@@ -276,7 +280,26 @@ def run_verify(args: argparse.Namespace) -> int:
                 print(f"  {label}: {name}")
     if not results:
         print("no models installed")
+    if args.measure:
+        _measure([r for r in results if r.ok])
     return 1 if bad else 0
+
+
+def _measure(results) -> None:
+    from medseg.catalogue.folders import find_installed
+    from medseg.catalogue.install_measure import measure_installed
+    from medseg.model import cpu_runtime
+
+    if cpu_runtime.pinned_choice(1) is not None:
+        print(f"CPU engine set by {cpu_runtime.PIN_VARIABLE}: nothing to measure")
+        return
+    records = [record for record in (find_installed(result.id) for result in results) if record is not None]
+    lines = measure_installed(records, progress_printer())
+    for line in lines:
+        print(line)
+    if not lines:
+        print("nothing to measure: no installed model here chooses its CPU engine (one engine installed, or "
+              "models that run in PyTorch only)")
 
 
 def run_remove(args: argparse.Namespace) -> int:

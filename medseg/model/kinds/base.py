@@ -126,6 +126,7 @@ class ModelPipeline(ABC):
 
     def __init__(self, card: ModelCard) -> None:
         self.card = card
+        self.kept: dict | None = None  # the networks and engines a run built, while they are kept (keep_loaded)
 
     # --- what it is -------------------------------------------------------------------------------
 
@@ -149,6 +150,16 @@ class ModelPipeline(ABC):
     @property
     def postprocessing(self) -> list[str]:
         return list(self.card.postprocessing)
+
+    def engine_packages(self) -> list[tuple[Any, str]]:
+        """(package, configuration) of each network whose CPU engine a run chooses by measurement
+        (medseg.model.engine_measurement measures them at install); none for a kind that runs PyTorch only."""
+        return []
+
+    def keep_loaded(self, keep: bool = True) -> None:
+        """Keep what a run loads and builds (weights, networks, engines) for the next run of this model (a batch,
+        :func:`medseg.workflows.segmenter.open_segmenter`), or (False) let it go when the run ends."""
+        self.kept = {} if keep else None
 
     # --- a run ------------------------------------------------------------------------------------
 

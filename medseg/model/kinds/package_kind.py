@@ -63,6 +63,9 @@ class PackagePipeline(ModelPipeline):
     def label_names(self) -> dict[int, str]:
         return {value: name for value, name in sorted(self._package.names.items()) if value}
 
+    def engine_packages(self) -> list[tuple[Any, str]]:
+        return [(self._package, name) for name in self._package.configurations]
+
     @property
     def postprocessing(self) -> list[str]:
         return list(self._package.postprocessing)
@@ -84,7 +87,7 @@ class PackagePipeline(ModelPipeline):
 
         result = segment(image, self._package, device=device, step_size=settings.step, mirror=settings.mirror,
                          tile_batch=settings.tile_batch, postprocess=settings.postprocess, progress=progress,
-                         cancel=cancel, prepared=prepared)
+                         cancel=cancel, prepared=prepared, keep=self.kept)
         return PipelineOutput(
             label_map=result.label_map, labels=dict(result.labels), device=result.device_used,
             configuration=result.configuration, volumes_ml=dict(result.volumes_ml), fallbacks=list(result.fallbacks),

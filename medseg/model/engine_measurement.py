@@ -1,0 +1,111 @@
+"""The CPU engine measurement of a model (medseg.model.cpu_runtime), away from the user's runs (issue #51).
+
+A Segment used to measure the engines on its own image's middle tile the first time a model ran on a
+machine: the starter's first Segment in the window took 21.7 s and its second 11.6 s. The measurement
+now happens when a model is installed or imported (``medseg models install/import``, the Models
+dialog), again on ``medseg models verify --measure``, and in the background while the app is idle for
+models a run or a plan found unmeasured (:func:`measure_scheduled`; a changed machine is one).
+
+It runs on a small tile (:data:`TILE_VOXELS` at most, each axis a multiple of the network's total stride)
+of the built-in synthetic CT phantom (medseg.io.phantom) drawn at the configuration's own spacing and
+preprocessed as a run preprocesses: real CT intensities through the model's normalisation, so the labels
+compared between engines are the kind a run compares, with no patient data and no image needed. The
+speed ratio on a small tile is the engines' ratio on the same layers; each engine's memory peak is the
+small tile's (the memory rule in cpu_runtime compares them with each other, not with the free memory
+of a full patch, which a run's own check has: medseg.model.run_estimate).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+from medseg.progress import CancelToken, ProgressCallback, report
+
+TILE_VOXELS = 64**3  # a real-size 3D network (TotalSegmentator's, 128^3 patches) runs such a tile in seconds
+
+
+def tile_size(plan: Any) -> list[int]:
+    """The measurement tile: the patch shrunk evenly to at most :data:`TILE_VOXELS` voxels, each axis a multiple
+    of the network's total downsampling on that axis (the smallest input it takes), never above the patch."""
+    patch = [int(p) for p in plan.patch_size]
+    strides = [math.prod(int(stride[axis]) for stride in plan.strides) for axis in range(len(patch))]
+    scale = min(1.0, (TILE_VOXELS / math.prod(patch)) ** (1.0 / len(patch)))
+    return [max(step, min(p, int(p * scale) // step * step)) for p, step in zip(patch, strides)]
+
+
+def measurement_tile(package: Any, configuration: str) -> torch.Tensor:
+    """A (1, channels, *tile) tensor: the phantom preprocessed for ``configuration``, its middle cut to the tile."""
+    from medseg.io.phantom import phantom_volume
+    from medseg.model.infer import middle_tile, prepare
+
+    plan = package.configurations[configuration]
+    size = tile_size(plan)
+    spacing_zyx = [min(20.0, max(0.2, float(s))) for s in plan.target_spacing_image_zyx]
+    in_plane = size[-2:]
+    shape_zyx = (max(8, size[0] + 4) if plan.dim == 3 else 9, max(8, in_plane[0] + 8), max(8, in_plane[1] + 8))
+    volume = phantom_volume(seed=51, shape=shape_zyx, spacing=tuple(reversed(spacing_zyx)))
+    image = torch.as_tensor(prepare(volume, package, configuration, device="cpu").image.data).float()
+    if plan.dim == 2:  # a 2D network's tile is one slice
+        image = image[:, image.shape[1] // 2]
+    if image.shape[0] != plan.num_input_channels:  # a model of several channels: the CT in each
+        image = image[:1].expand(plan.num_input_channels, *image.shape[1:])
+    return middle_tile(image, size, 1.0)
+
+
+def measure_model(package: Any, configuration: str, threads: int | None = None,
+                  progress: ProgressCallback | None = None, cancel: CancelToken | None = None) -> Any:
+    """Measure the CPU engines on this model's configuration here and store the choice (cpu_runtime); returns
+    it. Pinned ($MEDSEG_CPU_ENGINE) or one engine installed: nothing to measure, the choice as it stands."""
+    from medseg import threads as medseg_threads
+    from medseg.model import backends, cpu_runtime
+    from medseg.model.infer import _make_runner
+
+    with medseg_threads.job("engine measurement", most=threads) as lease:
+        count = lease.apply()
+        if cpu_runtime.pinned_choice(count) is not None or len(backends.cpu_devices()) == 1:
+            return cpu_runtime.planned_choice(package, configuration, count)
+        plan = package.configurations[configuration]
+        report(progress, 0.0, f"measuring the CPU engines on {package.name} ({configuration}, a few seconds; "
+                              "once on this computer)", "engine")
+        tile = measurement_tile(package, configuration)
+        return cpu_runtime.measure(package, configuration, tile, count,
+                                   lambda device: _make_runner(device, package, configuration, plan), cancel)
+
+
+def measure_opened(model: Any, threads: int | None = None, progress: ProgressCallback | None = None,
+                   cancel: CancelToken | None = None) -> list[tuple[str, Any]]:
+    """Measure every configuration of an opened model (medseg.model.kinds) whose runs choose a CPU engine:
+    [(configuration, choice)]. A kind whose networks run in PyTorch only (TotalSegmentator's pipeline,
+    interactive models, which measure their own runtime when installed) has none."""
+    packages = model.pipeline.engine_packages()
+    done = []
+    for index, (package, configuration) in enumerate(packages):
+        scaled = None if progress is None else (
+            lambda p, i=index: progress(type(p)((i + p.fraction) / len(packages), p.text, p.stage)))
+        done.append((configuration, measure_model(package, configuration, threads, scaled, cancel)))
+    return done
+
+
+def measure_scheduled(progress: ProgressCallback | None = None, cancel: CancelToken | None = None) -> int:
+    """Measure the models runs and plans asked for (cpu_runtime.schedule), one at a time; returns how many.
+    A cancel (the user started work) stops between engines; what is left stays scheduled."""
+    from medseg.model import cpu_runtime
+
+    count = 0
+    while True:
+        wanted = cpu_runtime.scheduled()
+        if not wanted:
+            return count
+        package, configuration, threads = wanted[0]
+        try:
+            measure_model(package, configuration, threads, progress, cancel)
+        finally:
+            if cancel is None or not cancel.cancelled:
+                cpu_runtime.unschedule(package, configuration, threads)  # measured, or it cannot be: not again
+        count += 1
+
+
+__all__ = ["TILE_VOXELS", "measure_model", "measure_opened", "measure_scheduled", "measurement_tile", "tile_size"]
