@@ -37,7 +37,8 @@ def tile_size(plan: Any) -> list[int]:
 
 
 def measurement_tile(package: Any, configuration: str) -> torch.Tensor:
-    """A (1, channels, *tile) tensor: the phantom preprocessed for ``configuration``, its middle cut to the tile."""
+    """A (1, channels, *tile) tensor (2D: a few slices): the phantom preprocessed for ``configuration``, its middle
+    cut to the tile."""
     from medseg.io.phantom import phantom_volume
     from medseg.model.infer import middle_tile, prepare
 
@@ -48,10 +49,12 @@ def measurement_tile(package: Any, configuration: str) -> torch.Tensor:
     shape_zyx = (max(8, size[0] + 4) if plan.dim == 3 else 9, max(8, in_plane[0] + 8), max(8, in_plane[1] + 8))
     volume = phantom_volume(seed=51, shape=shape_zyx, spacing=tuple(reversed(spacing_zyx)))
     image = torch.as_tensor(prepare(volume, package, configuration, device="cpu").image.data).float()
-    if plan.dim == 2:  # a 2D network's tile is one slice
-        image = image[:, image.shape[1] // 2]
     if image.shape[0] != plan.num_input_channels:  # a model of several channels: the CT in each
         image = image[:1].expand(plan.num_input_channels, *image.shape[1:])
+    if plan.dim == 2:  # a batch of the middle slices, as a 2D run passes several at once, up to the tile's voxels
+        count = max(1, min(image.shape[1], TILE_VOXELS // math.prod(size), 8))
+        first = (image.shape[1] - count) // 2
+        return torch.cat([middle_tile(image[:, z:z + 1], size, 1.0) for z in range(first, first + count)])
     return middle_tile(image, size, 1.0)
 
 
@@ -71,8 +74,14 @@ def measure_model(package: Any, configuration: str, threads: int | None = None,
         report(progress, 0.0, f"measuring the CPU engines on {package.name} ({configuration}, a few seconds; "
                               "once on this computer)", "engine")
         tile = measurement_tile(package, configuration)
-        return cpu_runtime.measure(package, configuration, tile, count,
-                                   lambda device: _make_runner(device, package, configuration, plan), cancel)
+
+        def make_runner(device: str) -> Any:
+            if backends.backend(device).engine == backends.OPENVINO:  # compiled for the tile: timed without a recompile
+                return backends.OpenVinoRunner(cpu_runtime.exact_onnx(package, configuration), "f32", name=device,
+                                               shape=tuple(tile.shape))
+            return _make_runner(device, package, configuration, plan)
+
+        return cpu_runtime.measure(package, configuration, tile, count, make_runner, cancel)
 
 
 def measure_opened(model: Any, threads: int | None = None, progress: ProgressCallback | None = None,
