@@ -66,6 +66,9 @@ class PackagePipeline(ModelPipeline):
     def engine_packages(self) -> list[tuple[Any, str]]:
         return [(self._package, name) for name in self._package.configurations]
 
+    def identity(self) -> str:
+        return package_identity(self._package)
+
     @property
     def postprocessing(self) -> list[str]:
         return list(self._package.postprocessing)
@@ -125,6 +128,29 @@ class PackagePipeline(ModelPipeline):
         return PlanReport(title=plan.name, why=why, title_note=f"({plan.dim}D U-Net)", lines=lines,
                           table_header=("stage", "stride", "features"), table_rows=rows,
                           footer=footer + where_it_runs(package, plan.name, device))
+
+
+def package_identity(package: Any) -> str:
+    """The package's name and a digest of its plans, labels, post-processing and every weight."""
+    import hashlib
+    import json
+
+    import torch
+
+    digest = hashlib.sha256()
+    described = {"name": package.name, "labels": package.names, "postprocessing": package.postprocessing,
+                 "configurations": {name: plan.to_dict() for name, plan in package.configurations.items()}}
+    codes = {value: label.as_dict() for value, label in package.labels.items() if label.coded}
+    if codes:  # the labels' codes shape a SEG's segments (absent: the ids of uncoded models stay as they were)
+        described["codes"] = codes
+    digest.update(json.dumps(described, sort_keys=True, default=repr).encode())
+    for config_name in sorted(package.weights):
+        for fold in package.weights[config_name]:
+            for key in sorted(fold):
+                tensor = fold[key].detach().to("cpu").contiguous()
+                digest.update(f"{config_name}/{key}/{tensor.dtype}/{tuple(tensor.shape)}".encode())
+                digest.update(tensor.reshape(-1).view(torch.uint8).numpy().tobytes())
+    return f"{package.name}@{digest.hexdigest()[:16]}"
 
 
 def where_it_runs(package: Any, configuration: str, device: str) -> list[str]:
