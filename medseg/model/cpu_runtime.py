@@ -218,8 +218,18 @@ def planned_choice(package: Any, configuration: str, threads: int) -> RuntimeCho
     digest, now = model_digest(package, configuration), machine(threads)
     older = [r for r in _read_store().values() if isinstance(r, dict) and r.get("model") == digest
              and isinstance(r.get("machine"), dict)]
-    changed = _machine_change(older[-1]["machine"], now) if older else ""
     schedule(package, configuration, threads)
+    if not older:
+        return _unmeasured(threads)
+    # measured on this model before, on another machine (or thread count): that engine, if it is here and its
+    # memory fits, is a better guess than the default until the new measurement is made
+    changed = _machine_change(older[-1]["machine"], now)
+    then = older[-1]
+    if then.get("device") in backends.cpu_devices() and then.get("device") != "cpu" and \
+            not _short_of_memory(then["device"], dict(then.get("peak_mb") or {}), free_memory_mb()):
+        return RuntimeChoice(then["device"], f"{changed}: {then.get('engine')} as measured then "
+                             f"({then.get('measured_on', '')}), until this model is measured again in the background "
+                             "or by `medseg models verify --measure`", threads)
     return _unmeasured(threads, changed)
 
 

@@ -86,3 +86,14 @@ def test_verify_measure_with_a_pinned_engine_measures_nothing(catalogue_file, me
     assert main(["models", "verify", "--measure"]) == 0
     assert "CPU engine set by MEDSEG_CPU_ENGINE: nothing to measure" in capsys.readouterr().out
     assert not measuring.exists()
+
+
+def test_verify_measure_measures_the_built_in_starter(measuring, capsys):
+    from medseg.workflows.models import open_model as open_starter
+
+    assert main(["models", "verify", "--measure", "starter"]) == 0
+    package = open_starter(None).package
+    digest = cpu_runtime.model_digest(package, "2d")
+    (record,) = [r for r in json.loads(measuring.read_text()).values() if r["model"] == digest]
+    assert record["measured_on"] == date.today().isoformat()
+    assert f"starter (2d): CPU engine {record['engine']} ({record['reason']})" in capsys.readouterr().out

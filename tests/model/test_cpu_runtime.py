@@ -116,10 +116,12 @@ def test_a_changed_machine_schedules_a_new_measurement_and_runs_the_default(pack
     monkeypatch.setattr(devices, "_memory_bytes", lambda: real_memory + 8 * 2**30)  # 8 GB more: another machine
     monkeypatch.setattr(cpu_runtime, "measure", lambda *a, **k: pytest.fail("measured inline"))
     result = segment(crop_volume(ct_dir, CHEST), package, device="auto")
-    assert (result.device_used, result.cpu_engine["measured"]) == ("cpu", False)
+    # the engine measured on the old machine (its guess until the new measurement), not measured here
+    assert (result.device_used, result.cpu_engine["measured"]) == (measured.device, False)
     reason = result.cpu_engine["reason"]
     old_gb, new_gb = round(real_memory / 2**30), round((real_memory + 8 * 2**30) / 2**30)
     assert reason.startswith(f"this computer changed since the measurement (memory (GB) {old_gb} → {new_gb})"), reason
+    assert ("as measured then" in reason) == (measured.device != "cpu")
     assert [(p, c) for p, c, _threads in cpu_runtime.scheduled()] == [(package, "3d_fullres")]
     assert json.loads(measuring.read_text()) == before  # the old machine's record stays
     assert measured.machine["memory_gb"] == old_gb
