@@ -236,14 +236,15 @@ def planned_choice(package: Any, configuration: str, threads: int) -> RuntimeCho
 # --- measurements wanted (the app runs them while idle: medseg.model.engine_measurement) -------------------
 
 
-_wanted: dict[tuple[int, str, int], tuple[Any, str, int]] = {}
+_wanted: dict[tuple[str, str, int], tuple[Any, str, int]] = {}  # by the model's digest: one per model, however opened
 _wanted_lock = threading.Lock()
 
 
 def schedule(package: Any, configuration: str, threads: int) -> None:
     """Ask for a measurement of this model in the background (a run goes on with the default engine)."""
+    key = (model_digest(package, configuration), configuration, int(threads))
     with _wanted_lock:
-        _wanted[(id(package), configuration, int(threads))] = (package, configuration, int(threads))
+        _wanted.setdefault(key, (package, configuration, int(threads)))
 
 
 def scheduled() -> list[tuple[Any, str, int]]:
@@ -253,8 +254,9 @@ def scheduled() -> list[tuple[Any, str, int]]:
 
 
 def unschedule(package: Any, configuration: str, threads: int) -> None:
+    key = (model_digest(package, configuration), configuration, int(threads))
     with _wanted_lock:
-        _wanted.pop((id(package), configuration, int(threads)), None)
+        _wanted.pop(key, None)
 
 
 def _remember(package: Any, configuration: str, choice: RuntimeChoice) -> None:

@@ -15,7 +15,7 @@ def test_an_idle_measurement_starts_only_when_nothing_runs_and_work_cancels_it(q
     registry = JobRegistry()  # the app's list of running jobs, this test's own
     started, seen_cancel = threading.Event(), []
 
-    def measurement(progress=None, cancel=None) -> int:  # stands in for the engines' timing: runs until cancelled
+    def measurement(progress=None, cancel=None, starter=False) -> int:  # stands in for the engines' timing: runs until cancelled
         started.set()
         while not cancel.cancelled:
             time.sleep(0.01)
@@ -24,8 +24,10 @@ def test_an_idle_measurement_starts_only_when_nothing_runs_and_work_cancels_it(q
         return 1
 
     monkeypatch.setattr(idle_measure, "_measure", measurement)
-    package = object()
-    cpu_runtime.schedule(package, "3d_fullres", 2)
+    from medseg.workflows.models import open_model
+
+    package = open_model(None).package  # the built-in starter: measured by nothing here (a stand-in measures)
+    cpu_runtime.schedule(package, "2d", 2)
     try:
         user_work = registry.add("opening a study")  # the user is busy: nothing starts
         measurer = idle_measure.IdleMeasurer(registry=registry, idle_ms=0)
@@ -38,7 +40,7 @@ def test_an_idle_measurement_starts_only_when_nothing_runs_and_work_cancels_it(q
         with qtbot.waitSignal(measurer.measured, timeout=10_000):
             registry.add("segmenting")  # the user starts work: the measurement is cancelled at once
         assert seen_cancel == [True] and measurer.job is None
-        assert (package, "3d_fullres", 2) in cpu_runtime.scheduled()  # not measured: asked for again later
+        assert (package, "2d", 2) in cpu_runtime.scheduled()  # not measured: asked for again later
         measurer.stop()
     finally:
-        cpu_runtime.unschedule(package, "3d_fullres", 2)
+        cpu_runtime.unschedule(package, "2d", 2)

@@ -170,7 +170,8 @@ def test_the_app_measures_the_engine_while_idle_and_the_plan_says_so(cpu_only, w
     plan = panel.plan_label.toPlainText()
     assert "not measured on this computer yet: the default, PyTorch, runs at once" in plan or \
         "measured on" in plan  # the idle job may have measured it already
-    qtbot.waitUntil(lambda: bool(cpu_runtime._read_store()), timeout=120_000)
+    qtbot.waitUntil(lambda: bool(cpu_runtime._read_store()) and not cpu_runtime.scheduled()
+                    and window.idle_measurer.job is None, timeout=120_000)
     (record,) = cpu_runtime._read_store().values()  # what the idle job measured, as stored on disk
     assert record["measured"] and set(record["seconds"]) == {"cpu", "onnx-cpu"}
     assert record["measured_on"] == date.today().isoformat()

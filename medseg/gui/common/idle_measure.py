@@ -7,11 +7,16 @@ machine changed: another CPU, memory or thread count) runs PyTorch at once and s
 in one job of the app's job runner (medseg.gui.common.jobs), on a small tile (seconds per engine:
 medseg.model.engine_measurement). Any other job starting (the user opened, segmented, saved ...)
 cancels it at once; it stops between engines and what is left stays scheduled for the next idle
-moment. ``measured`` is emitted when a measurement was stored (the Segment panel shows it in its plan).
+moment. The built-in starter, which no install measures, is looked at once a session (scheduled when
+unmeasured), so that its first Segment finds its engine measured. ``measured`` is emitted when a
+measurement job ended (the Segment panel shows the choice in its plan).
 """
 
 from __future__ import annotations
 
+import functools
+import os
+import sys
 import time
 
 from PySide6.QtCore import QObject, QTimer, Signal
@@ -24,10 +29,29 @@ POLL_MS = 1000
 TITLE = "measuring the CPU engines (while idle; any work stops it)"
 
 
-def _measure(progress=None, cancel=None) -> int:
+def _schedule_starter() -> None:
+    """The built-in starter is never installed (where a model is measured): scheduled here if unmeasured."""
+    from medseg import threads
+    from medseg.model import cpu_runtime
+    from medseg.model.kinds import open_path
+    from medseg.model.package import starter_model_path
+
+    model = open_path(starter_model_path(), "starter")
+    for package, configuration in model.pipeline.engine_packages():
+        cpu_runtime.planned_choice(package, configuration, threads.budget())  # schedules it when unmeasured
+
+
+def _measure(progress=None, cancel=None, starter: bool = False) -> int:
     from medseg.model.engine_measurement import measure_scheduled
 
+    if starter:
+        _schedule_starter()
     return measure_scheduled(progress, cancel)
+
+
+def _pinned() -> bool:
+    """$MEDSEG_CPU_ENGINE names one engine for every model (the test suite pins PyTorch): nothing to measure."""
+    return os.environ.get("MEDSEG_CPU_ENGINE", "").strip().lower() not in ("", "measure")
 
 
 class IdleMeasurer(QObject):
@@ -39,6 +63,7 @@ class IdleMeasurer(QObject):
         self.registry = registry if registry is not None else RUNNING_JOBS
         self.idle_ms = idle_ms
         self.job: Job | None = None
+        self._starter_checked = False  # the built-in starter's measurement looked for (once a session)
         self._idle_since = time.monotonic()
         self._unsubscribe = self.registry.subscribe(self._on_jobs_changed)
         self._timer = QTimer(self)
@@ -61,12 +86,15 @@ class IdleMeasurer(QObject):
             return
         if (time.monotonic() - self._idle_since) * 1000 < self.idle_ms:
             return
-        from medseg.model.cpu_runtime import scheduled
-
-        if not scheduled():
+        # never imports PyTorch on the GUI thread: until the app's own job has imported it, nothing was scheduled
+        runtime = sys.modules.get("medseg.model.cpu_runtime")
+        pending = runtime is not None and bool(runtime.scheduled())
+        starter = not self._starter_checked and "torch" in sys.modules and not _pinned()
+        if not (pending or starter):
             return
-        self.job = Job("idle engine measurement", _measure, self, background=False, computes=True, title=TITLE,
-                       registry=self.registry)
+        self._starter_checked = self._starter_checked or starter
+        self.job = Job("idle engine measurement", functools.partial(_measure, starter=starter), self,
+                       background=False, computes=True, title=TITLE, registry=self.registry)
         self.job.finished_ok.connect(self._on_done)
         self.job.finished_error.connect(lambda _error: self._on_done(0))
         self.job.start()
