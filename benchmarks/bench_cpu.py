@@ -12,7 +12,7 @@ job time, included in the process time):
 * medseg: ``medseg.io.load`` -> ``medseg.model.infer.segment(device="auto")`` -> ``write_image``,
   as ``medseg segment`` runs it: on the CPU engine measured for this model (medseg.model.cpu_runtime).
   That measurement happens once per model and machine, when the model is installed (issue #51:
-  medseg.model.engine_measurement, on a small tile); the benchmark makes it before the timed runs, as
+  medseg.model.engine_measurement, on one tile); the benchmark makes it before the timed runs, as
   an install does (its cost is printed).
 
 Conditions: ``idle`` (nothing added; the load average the machine had is printed) and ``busy``

@@ -2,7 +2,7 @@
 
 An install (``medseg models install``/``import``, a pack, the Models dialog's install job) ends here: the
 model is opened from its new folder and each configuration whose runs choose a CPU engine is measured on
-a small tile (medseg.model.engine_measurement), one progress line each, so that its first Segment runs the
+one tile of a synthetic CT (medseg.model.engine_measurement), one progress line each, so that its first Segment runs the
 chosen engine at once. A measurement that fails costs nothing but the choice: the model is installed, the
 line says why, and its runs use the default engine until ``medseg models verify --measure`` or the app's
 idle measurement succeeds.

@@ -71,9 +71,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     check.add_argument("id", nargs="?", help="one model (default: every installed model; 'starter' with --measure: the "
                                              "built-in starter's engines)")
     check.add_argument("--measure", action="store_true",
-                       help="also measure the CPU engines (PyTorch, ONNX Runtime, OpenVINO) on each model again, on a "
-                            "small tile, and keep the fastest with equal labels (done at install; redo it after "
-                            "changing the computer or the engines)")
+                       help="also measure the CPU engines (PyTorch, ONNX Runtime, OpenVINO) on each model again, "
+                            "on a tile of a synthetic CT, and keep the fastest with equal labels (done at install; "
+                            "redo it after changing the computer or the engines)")
     check.set_defaults(func=run_verify)
 
     remove = commands.add_parser("remove", help="uninstall a model from your models folder")

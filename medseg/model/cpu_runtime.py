@@ -4,7 +4,7 @@ PyTorch, ONNX Runtime and OpenVINO (the CPU rows of medseg.model.backends.BACKEN
 extra ``medseg[openvino]`` is installed) compute the same network at different speeds on different
 CPUs, and not always to the same digits. So a measurement (:mod:`medseg.model.engine_measurement`:
 when a model is installed or imported, ``medseg models verify --measure``, or the app while it is
-idle) sends a small tile through each engine and keeps the fastest one whose labels equal
+idle) sends one tile of a synthetic CT through each engine and keeps the fastest one whose labels equal
 PyTorch's on at least :data:`PARITY` of that tile, that is at least :data:`MARGIN` times faster, and
 whose pass fits in the free memory (its measured peak, with :data:`MEMORY_HEADROOM`); otherwise
 PyTorch. The ONNX engines run an export whose instance norms are short reductions

@@ -6,13 +6,13 @@ now happens when a model is installed or imported (``medseg models install/impor
 dialog), again on ``medseg models verify --measure``, and in the background while the app is idle for
 models a run or a plan found unmeasured (:func:`measure_scheduled`; a changed machine is one).
 
-It runs on a small tile (:data:`TILE_VOXELS` at most, each axis a multiple of the network's total stride)
-of the built-in synthetic CT phantom (medseg.io.phantom) drawn at the configuration's own spacing and
+It runs on one tile at the patch size (2D: a batch of slices up to :data:`TILE_VOXELS` voxels) of the
+built-in synthetic CT phantom (medseg.io.phantom) drawn at the configuration's own spacing and
 preprocessed as a run preprocesses: real CT intensities through the model's normalisation, so the labels
-compared between engines are the kind a run compares, with no patient data and no image needed. The
-speed ratio on a small tile is the engines' ratio on the same layers; each engine's memory peak is the
-small tile's (the memory rule in cpu_runtime compares them with each other, not with the free memory
-of a full patch, which a run's own check has: medseg.model.run_estimate).
+compared between engines are the kind a run compares, with no patient data and no image needed. A
+smaller 3D tile would be quicker but the ONNX exports are static over space (:func:`tile_size`): for a
+TotalSegmentator-sized network (128^3 patches) the measurement takes tens of seconds per engine on two
+cores, at install or while the app is idle, never in a run.
 """
 
 from __future__ import annotations
@@ -24,16 +24,14 @@ import torch
 
 from medseg.progress import CancelToken, ProgressCallback, report
 
-TILE_VOXELS = 64**3  # a real-size 3D network (TotalSegmentator's, 128^3 patches) runs such a tile in seconds
+TILE_VOXELS = 64**3  # a 2D network's measurement runs this many voxels of slices at once (its batch)
 
 
 def tile_size(plan: Any) -> list[int]:
-    """The measurement tile: the patch shrunk evenly to at most :data:`TILE_VOXELS` voxels, each axis a multiple
-    of the network's total downsampling on that axis (the smallest input it takes), never above the patch."""
-    patch = [int(p) for p in plan.patch_size]
-    strides = [math.prod(int(stride[axis]) for stride in plan.strides) for axis in range(len(patch))]
-    scale = min(1.0, (TILE_VOXELS / math.prod(patch)) ** (1.0 / len(patch)))
-    return [max(step, min(p, int(p * scale) // step * step)) for p, step in zip(patch, strides)]
+    """The measurement tile: one patch. Not smaller: the ONNX exports the ONNX engines run are static over
+    space (ONNX Runtime refuses another size; OpenVINO reshaped to a 64^3 tile of a 128^3 network computed
+    garbage: 39.6 % of labels equal), so a smaller tile would measure something a run never runs."""
+    return [int(p) for p in plan.patch_size]
 
 
 def measurement_tile(package: Any, configuration: str) -> torch.Tensor:
@@ -71,7 +69,7 @@ def measure_model(package: Any, configuration: str, threads: int | None = None,
         if cpu_runtime.pinned_choice(count) is not None or len(backends.cpu_devices()) == 1:
             return cpu_runtime.planned_choice(package, configuration, count)
         plan = package.configurations[configuration]
-        report(progress, 0.0, f"measuring the CPU engines on {package.name} ({configuration}, a few seconds; "
+        report(progress, 0.0, f"measuring the CPU engines on {package.name} ({configuration}, seconds to a minute; "
                               "once on this computer)", "engine")
         tile = measurement_tile(package, configuration)
 

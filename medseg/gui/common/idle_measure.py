@@ -4,7 +4,7 @@ A Segment or a plan that finds no measurement of its model on this machine (neve
 machine changed: another CPU, memory or thread count) runs PyTorch at once and schedules one
 (medseg.model.cpu_runtime.schedule). This object watches the one list of running jobs
 (medseg.job_registry): once nothing has run for :data:`IDLE_MS`, it measures the scheduled models
-in one job of the app's job runner (medseg.gui.common.jobs), on a small tile (seconds per engine:
+in one job of the app's job runner (medseg.gui.common.jobs), on one tile (seconds to tens of seconds per engine:
 medseg.model.engine_measurement). Any other job starting (the user opened, segmented, saved ...)
 cancels it at once; it stops between engines and what is left stays scheduled for the next idle
 moment. The built-in starter, which no install measures, is looked at once a session (scheduled when
