@@ -93,8 +93,10 @@ class IdleMeasurer(QObject):
         if not (pending or starter):
             return
         self._starter_checked = self._starter_checked or starter
+        # computes=False: the measurement takes its own lease of the thread budget (measure_model), with the whole
+        # budget while the app is idle: the thread count a Segment then runs with, which the record is keyed by
         self.job = Job("idle engine measurement", functools.partial(_measure, starter=starter), self,
-                       background=False, computes=True, title=TITLE, registry=self.registry)
+                       background=False, computes=False, title=TITLE, registry=self.registry)
         self.job.finished_ok.connect(self._on_done)
         self.job.finished_error.connect(lambda _error: self._on_done(0))
         self.job.start()
