@@ -151,7 +151,6 @@ def _ts_medseg(studies: list[Path], out: Path, model: Path, threads: int) -> flo
 
 
 def _agreement(ours: Path, theirs: Path) -> float:
-    import numpy as np
     import SimpleITK as sitk
 
     sys.path.insert(0, str(REPO / "tests" / "model"))
