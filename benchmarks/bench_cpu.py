@@ -11,8 +11,9 @@ job time, included in the process time):
 * nnU-Net v2: ``nnUNetPredictor.predict_from_files_sequential`` (TTA off, fold 0, CPU);
 * medseg: ``medseg.io.load`` -> ``medseg.model.infer.segment(device="auto")`` -> ``write_image``,
   as ``medseg segment`` runs it: on the CPU engine measured for this model (medseg.model.cpu_runtime).
-  That measurement happens once per model and thread count on a machine; a run before the timed
-  ones makes it (its cost is printed), as any user's first run would.
+  That measurement happens once per model and machine, when the model is installed (issue #51:
+  medseg.model.engine_measurement, on one tile); the benchmark makes it before the timed runs, as
+  an install does (its cost is printed).
 
 Conditions: ``idle`` (nothing added; the load average the machine had is printed) and ``busy``
 (one ``while True`` process started before the run and killed after it, as a PACS viewer or a
@@ -139,18 +140,17 @@ def _run_medseg(model: Path, image: Path, out: Path) -> dict | None:
 
 
 def calibrate(model: Path, image: Path, threads: int) -> dict:
-    """medseg's once-per-model CPU engine measurement, as a first run makes it (not timed with the runs)."""
-    code = ("import json, sys, time, torch\n"
+    """medseg's once-per-model CPU engine measurement, as an install makes it (not timed with the runs)."""
+    code = ("import json, sys, time\n"
             "from medseg import threads; threads.configure(int(sys.argv[3]))\n"
-            "from medseg.io import load\n"
             "from medseg.model import infer\n"
+            "from medseg.model.engine_measurement import measure_model\n"
+            "from medseg.io import load\n"
             "from medseg.workflows.models import open_model\n"
-            "package = open_model(sys.argv[1]).package; volume = load(sys.argv[2])\n"
-            "prepared = infer.prepare(volume, package)\n"
+            "package = open_model(sys.argv[1]).package\n"
+            "configuration, _plan = infer.choose_configuration(package, None, load(sys.argv[2]))  # the runs' one\n"
             "started = time.perf_counter()\n"
-            "with threads.job('calibrate'):\n"
-            "    choice, _ = infer._choose_cpu_engine(package, prepared.configuration, prepared.plan,\n"
-            "        torch.as_tensor(prepared.image.data), 0.5, threads.budget(), None)\n"
+            "choice = measure_model(package, configuration)\n"
             "print(json.dumps({**choice.to_dict(), 'measuring_seconds': time.perf_counter() - started}))\n")
     done = subprocess.run([sys.executable, "-c", code, str(model), str(image), str(threads)], capture_output=True,
                           text=True, cwd=REPO)

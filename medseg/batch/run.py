@@ -85,24 +85,10 @@ class BatchSettings:
                                mirror=self.mirror, postprocess=self.postprocess, allow_modality=self.allow_modality)
 
 
-def model_id(package: Any) -> str:
-    """The model's name and a digest of its plans, labels, post-processing and every weight."""
-    import torch
-
-    digest = hashlib.sha256()
-    described = {"name": package.name, "labels": package.names, "postprocessing": package.postprocessing,
-                 "configurations": {name: plan.to_dict() for name, plan in package.configurations.items()}}
-    codes = {value: label.as_dict() for value, label in package.labels.items() if label.coded}
-    if codes:  # the labels' codes shape a SEG's segments (absent: the ids of uncoded models stay as they were)
-        described["codes"] = codes
-    digest.update(json.dumps(described, sort_keys=True, default=repr).encode())
-    for config_name in sorted(package.weights):
-        for fold in package.weights[config_name]:
-            for key in sorted(fold):
-                tensor = fold[key].detach().to("cpu").contiguous()
-                digest.update(f"{config_name}/{key}/{tensor.dtype}/{tuple(tensor.shape)}".encode())
-                digest.update(tensor.reshape(-1).view(torch.uint8).numpy().tobytes())
-    return f"{package.name}@{digest.hexdigest()[:16]}"
+def model_id(model: Any) -> str:
+    """An opened model's name and a digest of what shapes its output (a package: its plans, labels,
+    post-processing and every weight; a pipeline of several networks: its files), from its pipeline."""
+    return model.pipeline.identity()
 
 
 # --- planning (process 0, before any case runs) -----------------------------------------------------------------
@@ -136,7 +122,8 @@ def plan_batch(discovery: Discovery, settings: BatchSettings, current_model: str
     return BatchPlan(discovery.cases, to_do, len(runnable) - len(to_do))
 
 
-def merge_table(plan: BatchPlan, settings: BatchSettings, package: Any, current_model: str) -> tuple[list[Path], dict]:
+def merge_table(plan: BatchPlan, settings: BatchSettings, names: dict[int, str],
+                current_model: str) -> tuple[list[Path], dict]:
     """The one results table from every part (process 0, at the end; a rerun also merges a killed run's parts)."""
     rows = read_rows(settings.output_dir)
     merged = []
@@ -148,7 +135,7 @@ def merge_table(plan: BatchPlan, settings: BatchSettings, package: Any, current_
         if row is None or row.model_id != current_model or row.settings != settings.digest():
             row = _row(case, settings, "pending")
         merged.append(row)
-    labels = [name for value, name in sorted(package.names.items()) if value != 0]
+    labels = [name for value, name in sorted(names.items()) if value != 0]  # the model's structures
     counts: dict[str, int] = {}
     for row in merged:
         counts[row.status] = counts.get(row.status, 0) + 1
@@ -216,8 +203,9 @@ class BatchRunner:
         self.names = {value: label.name for value, label in model.card.labels.items()}
         self._signal: int | None = None
         self.reid_journal = reid_journal
-        self.case_work = BatchCase(Segmenter(model, settings.segment_settings()), deidentifier=settings.deid,
-                                   regularize=not settings.raw_stack)
+        # one model load for every case: the networks' weights and engines stay built between cases (issue 51)
+        self.case_work = BatchCase(Segmenter(model, settings.segment_settings(), keep_loaded=True),
+                                   deidentifier=settings.deid, regularize=not settings.raw_stack)
 
     # --- reading (on the prefetch thread) ---
 
@@ -300,6 +288,7 @@ class BatchRunner:
             pool.shutdown(wait=True, cancel_futures=True)
             part.close()
             restore()
+            self.case_work.segmenter.close()
         summary.stop_signal = self._signal  # a signal after the last case's write interrupted nothing
         summary.wall_s = time.perf_counter() - started
         return summary

@@ -26,6 +26,7 @@ from medseg.catalogue.discover import FoundResult, find_results, match_catalogue
 from medseg.catalogue.download import download
 from medseg.catalogue.entries import Catalogue, ModelEntry, load_catalogue, parse_entry
 from medseg.catalogue.folders import find_installed, installed_models, model_folder
+from medseg.catalogue.install_measure import measure_installed
 from medseg.catalogue.integrity import DamagedWeights, check_tree
 from medseg.catalogue.licence_key import (check_key, check_no_key_needed, fetch_licensed, needs_key, store_key,
                                           stored_key)
@@ -193,6 +194,7 @@ def install(model_id: str, *, configurations: list[str] | None = None, accept_li
         raise
     for _weight, got in fetched:
         got.path.unlink(missing_ok=True)
+    measure_installed([record], progress, cancel)  # its first Segment runs the chosen engine at once
     report(progress, 1.0, f"{model_id} installed", "done")
     return record
 
@@ -272,8 +274,14 @@ def import_path(path: str | Path, *, model_id: str | None = None, accept_licence
     """Register every model found in an nnU-Net result folder, a TotalSegmentator home or weights
     folder, or a zip as TotalSegmentator publishes it, under its catalogue id (``local/<dataset>``
     for networks the catalogue does not know). ``model_id`` keeps only that catalogue entry."""
-    path = Path(path).expanduser()
-    catalogue = catalogue or load_catalogue()
+    report_ = _import_path(Path(path).expanduser(), model_id, accept_licence, progress, cancel,
+                           catalogue or load_catalogue())
+    measure_installed(report_.installed, progress, cancel)  # their first Segment runs the chosen engine at once
+    return report_
+
+
+def _import_path(path: Path, model_id: str | None, accept_licence: Acceptance, progress: ProgressCallback | None,
+                 cancel: CancelToken | None, catalogue: Catalogue) -> ImportReport:
     if path.is_file():
         root = models_dir() / DOWNLOADS / f".import-{secrets.token_hex(4)}"
         root.mkdir(parents=True)

@@ -113,6 +113,9 @@ def install_pack(path: str | Path, *, accept_licence: Acceptance = False, progre
             record = transaction.commit(entry, str(manifest["version"]), manifest.get("run"),
                                         dict(manifest.get("parts") or {}), list(manifest.get("configurations") or []),
                                         sources, licence)
+    from medseg.catalogue.install_measure import measure_installed
+
+    measure_installed([record], progress)  # its first Segment runs the chosen engine at once
     report(progress, 1.0, f"{entry.id} installed from the pack", "done")
     return record
 

@@ -179,9 +179,8 @@ def _locked_batch(args: argparse.Namespace, rank: int, events: Any, output: Path
     # the processes on this machine split its usable cores (medseg.threads); --threads is per process
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     threads = medseg_threads.configure(args.threads, count=medseg_threads.process_share(local_rank, local_world))
-    model = open_model(args.model)
-    package = model.package
-    current_model = model_id(package)
+    model = open_model(args.model)  # any kind that segments (a package, a TotalSegmentator task ...)
+    current_model = model_id(model)
     settings = BatchSettings(
         output_dir=output, output_format=args.format, device=args.device, configuration=args.configuration,
         step=args.step, mirror=args.mirror, postprocess=not args.no_postprocess, raw_stack=args.raw_stack,
@@ -212,10 +211,10 @@ def _locked_batch(args: argparse.Namespace, rank: int, events: Any, output: Path
     unreadable = sum(c.status == "failed" for c in plan.cases)
     events.emit("started", cases=len(plan.cases), to_do=len(plan.to_do), done_before=plan.done_before,
                 skipped=skipped, unreadable=unreadable, processes=ctx.world_size, threads_per_process=threads,
-                model=package.name, model_id=current_model, output=str(output))
+                model=model.card.name, model_id=current_model, output=str(output))
     say.line(f"{len(plan.cases)} cases: {len(plan.to_do)} to segment, {plan.done_before} done before, "
              f"{skipped} not segmentable, {unreadable} unreadable; {ctx.world_size} process(es), {threads} thread(s) "
-             f"each; model {package.name}")
+             f"each; model {model.card.name}")
     journal = None
     if mapping is not None:
         from medseg.batch.mapping import MappingJournal
@@ -239,7 +238,7 @@ def _locked_batch(args: argparse.Namespace, rank: int, events: Any, output: Path
     if summary.interrupted:
         code = 128 + (summary.stop_signal or signal.SIGINT)
     if ctx.is_main:
-        tables, counts = merge_table(plan, settings, package, current_model)
+        tables, counts = merge_table(plan, settings, model.pipeline.label_names(), current_model)
         if mapping is not None:
             from medseg.batch.mapping import merge_mapping
 

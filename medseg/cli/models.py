@@ -68,7 +68,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     imports.set_defaults(func=run_import)
 
     check = commands.add_parser("verify", help="check installed files against the hashes recorded at install")
-    check.add_argument("id", nargs="?", help="one model (default: every installed model)")
+    check.add_argument("id", nargs="?", help="one model (default: every installed model; 'starter' with --measure: the "
+                                             "built-in starter's engines)")
+    check.add_argument("--measure", action="store_true",
+                       help="also measure the CPU engines (PyTorch, ONNX Runtime, OpenVINO) on each model again, "
+                            "on a tile of a synthetic CT, and keep the fastest with equal labels (done at install; "
+                            "redo it after changing the computer or the engines)")
     check.set_defaults(func=run_verify)
 
     remove = commands.add_parser("remove", help="uninstall a model from your models folder")
@@ -263,6 +268,9 @@ def _print_installed(records) -> None:
 def run_verify(args: argparse.Namespace) -> int:
     from medseg.catalogue.install import verify
 
+    if args.id == "starter" and args.measure:  # built in: no files to check, its engines to measure
+        _measure([], starter=True)
+        return 0
     results = verify(args.id)
     bad = 0
     for result in results:
@@ -276,7 +284,31 @@ def run_verify(args: argparse.Namespace) -> int:
                 print(f"  {label}: {name}")
     if not results:
         print("no models installed")
+    if args.measure:
+        _measure([r for r in results if r.ok], starter=args.id is None)
     return 1 if bad else 0
+
+
+def _measure(results, starter: bool) -> None:
+    """The engines of the verified models (and the built-in starter's), measured again."""
+    from medseg.catalogue.folders import find_installed
+    from medseg.catalogue.install_measure import measure_installed, measure_path
+    from medseg.model import cpu_runtime
+
+    if cpu_runtime.pinned_choice(1) is not None:
+        print(f"CPU engine set by {cpu_runtime.PIN_VARIABLE}: nothing to measure")
+        return
+    records = [record for record in (find_installed(result.id) for result in results) if record is not None]
+    lines = measure_installed(records, progress_printer())
+    if starter:
+        from medseg.workflows.models import starter_model_path
+
+        lines += measure_path(starter_model_path(), "starter", progress_printer())
+    for line in lines:
+        print(line)
+    if not lines:
+        print("nothing to measure: no installed model here chooses its CPU engine (one engine installed, or "
+              "models that run in PyTorch only)")
 
 
 def run_remove(args: argparse.Namespace) -> int:

@@ -1,9 +1,10 @@
-"""Which engine runs a model on the CPU: measured on this computer, once per model (issue #40).
+"""Which engine runs a model on the CPU: measured on this computer, once per model (issues #40, #51).
 
 PyTorch, ONNX Runtime and OpenVINO (the CPU rows of medseg.model.backends.BACKENDS; OpenVINO when the
 extra ``medseg[openvino]`` is installed) compute the same network at different speeds on different
-CPUs, and not always to the same digits. So the first CPU run of a model with ``--device auto`` sends
-the middle tile of its image through each engine and keeps the fastest one whose labels equal
+CPUs, and not always to the same digits. So a measurement (:mod:`medseg.model.engine_measurement`:
+when a model is installed or imported, ``medseg models verify --measure``, or the app while it is
+idle) sends one tile of a synthetic CT through each engine and keeps the fastest one whose labels equal
 PyTorch's on at least :data:`PARITY` of that tile, that is at least :data:`MARGIN` times faster, and
 whose pass fits in the free memory (its measured peak, with :data:`MEMORY_HEADROOM`); otherwise
 PyTorch. The ONNX engines run an export whose instance norms are short reductions
@@ -12,8 +13,13 @@ InstanceNormalization, their one-pass statistics changed 0.4 % (ONNX Runtime) an
 tile's labels on nnU-Net's real-size network. Memory weighs as it does for interactive AI: OpenVINO holds
 whole activations (about 1.75x PyTorch's slabbed forward on that network), which costs nothing while
 memory is free and swaps when it is not. The choice, its reason and the figures are stored per
-model, thread count and machine (in the cache folder), shown in the plan (Segment panel,
-``medseg plan --model``) and in ``medseg segment --json``, and reused: later runs measure nothing.
+model and machine (CPU model, memory, thread count, engines: :func:`machine`; in the cache folder), shown
+in the plan (Segment panel, ``medseg plan --model``) and in ``medseg segment --json``, with its date.
+
+A run never measures (issue #51: the first Segment paid the measurement, 2.2x the second's time): with
+no measurement for this model on this machine, it runs PyTorch (the default) at once and the model is
+:func:`schedule`-d, so the app measures it in the background while it is idle. A machine that changed
+(another CPU, memory or thread count) is such a case: the record of the old machine stays, unused.
 """
 
 from __future__ import annotations
@@ -22,8 +28,10 @@ import hashlib
 import json
 import os
 import platform
+import threading
 import time
 import weakref
+from datetime import date
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -54,6 +62,8 @@ class RuntimeChoice:
     tile: list[int] = field(default_factory=list)
     peak_mb: dict[str, float] = field(default_factory=dict)  # how far the process's memory rose: loading and pass
     free_mb: float = 0.0  # the free memory when it was measured
+    measured_on: str = ""  # the date of the measurement (ISO), "" when nothing was measured
+    machine: dict[str, Any] = field(default_factory=dict)  # what it was measured on (:func:`machine`)
 
     @property
     def engine(self) -> str:
@@ -63,15 +73,23 @@ class RuntimeChoice:
         return {"engine": self.engine, **asdict(self)}
 
     def describe(self) -> str:
-        """One line for the plan: "CPU engine: PyTorch — ...reason"."""
+        """One line for the plan: "CPU engine: PyTorch (measured on 2026-12-07: ...)"."""
         return f"CPU engine: {self.engine} ({self.reason})"
 
 
-def _unmeasured(threads: int) -> RuntimeChoice:
-    others = [backends.backend(d).engine for d in backends.cpu_devices() if d != "cpu"]
+def _others() -> list[str]:
+    return [backends.backend(d).engine for d in backends.cpu_devices() if d != "cpu"]
+
+
+def _unmeasured(threads: int, changed: str = "") -> RuntimeChoice:
+    others = _others()
     if not others:
         return RuntimeChoice("cpu", "the only CPU engine installed", threads)
-    return RuntimeChoice("cpu", f"until the first CPU run measures it against {' and '.join(others)} on this model",
+    later = (f"measured against {' and '.join(others)} in the background while the app is idle, or by "
+             "`medseg models verify --measure`")
+    if changed:
+        return RuntimeChoice("cpu", f"{changed}: the default, PyTorch, until this model is {later}", threads)
+    return RuntimeChoice("cpu", f"not measured on this computer yet: the default, PyTorch, runs at once; {later}",
                          threads)
 
 
@@ -110,12 +128,29 @@ def _versions() -> dict[str, str | None]:
     return versions
 
 
-def _store_key(package: Any, configuration: str, threads: int) -> str:
-    from medseg.model.devices import cpu_name  # the report's own reading of the CPU
+def machine(threads: int) -> dict[str, Any]:
+    """What a measurement holds for: the CPU model, its architecture, the memory (GB), the thread count, the
+    engines installed and their versions. Another value of any of them is another machine: measured again."""
+    from medseg.model.devices import _memory_bytes, cpu_name  # the report's own readings
 
-    described = {"model": model_digest(package, configuration), "threads": threads, "cpu": cpu_name(),
-                 "machine": platform.machine(), "engines": backends.cpu_devices(), "versions": _versions()}
+    memory = _memory_bytes()
+    return {"cpu": cpu_name(), "architecture": platform.machine(),
+            "memory_gb": round(memory / 2**30) if memory else None, "threads": int(threads),
+            "engines": backends.cpu_devices(), "versions": _versions()}
+
+
+def _store_key(package: Any, configuration: str, threads: int) -> str:
+    described = {"model": model_digest(package, configuration), "machine": machine(threads)}
     return hashlib.sha256(json.dumps(described, sort_keys=True).encode()).hexdigest()[:32]
+
+
+def _machine_change(old: dict[str, Any], new: dict[str, Any]) -> str:
+    """"this computer changed since ... (threads 2 -> 4)": what differs between two :func:`machine` readings."""
+    names = {"cpu": "CPU", "architecture": "architecture", "memory_gb": "memory (GB)", "threads": "threads",
+             "engines": "engines", "versions": "engine versions"}
+    changes = [f"{names.get(k, k)} {old.get(k)} → {new.get(k)}" if k in ("memory_gb", "threads") else names.get(k, k)
+               for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k)]
+    return f"this computer changed since the measurement ({', '.join(changes) or 'its description'})"
 
 
 def _store_path():
@@ -152,7 +187,7 @@ def pinned_choice(threads: int) -> RuntimeChoice | None:
 
 
 def stored_choice(package: Any, configuration: str, threads: int) -> RuntimeChoice | None:
-    """The engine pinned, or measured before for this model, thread count and machine (None: neither)."""
+    """The engine pinned, or measured before for this model and machine (None: neither)."""
     pinned = pinned_choice(threads)
     if pinned is not None:
         return pinned
@@ -160,7 +195,7 @@ def stored_choice(package: Any, configuration: str, threads: int) -> RuntimeChoi
     if not isinstance(record, dict):
         return None
     try:
-        choice = RuntimeChoice(**{k: v for k, v in record.items() if k != "engine"})
+        choice = RuntimeChoice(**{k: v for k, v in record.items() if k not in ("engine", "model")})
     except TypeError:  # an older or damaged record: measured again
         return None
     if choice.device not in backends.cpu_devices():
@@ -168,20 +203,68 @@ def stored_choice(package: Any, configuration: str, threads: int) -> RuntimeChoi
     short = _short_of_memory(choice.device, choice.peak_mb, free_memory_mb())
     if short:  # measured on a day with more free memory: PyTorch for this run, the record stays
         return RuntimeChoice("cpu", short, threads, True, choice.seconds, choice.setup_seconds, choice.agreement,
-                             choice.tile, choice.peak_mb, choice.free_mb)
+                             choice.tile, choice.peak_mb, choice.free_mb, choice.measured_on, choice.machine)
     return choice
 
 
 def planned_choice(package: Any, configuration: str, threads: int) -> RuntimeChoice:
-    """What a CPU run with ``--device auto`` will use: the stored measurement, else PyTorch for now."""
-    return stored_choice(package, configuration, threads) or _unmeasured(threads)
+    """What a CPU run with ``--device auto`` will use: the stored measurement, else PyTorch at once (and the
+    model is scheduled for a measurement in the background: :func:`schedule`)."""
+    stored = stored_choice(package, configuration, threads)
+    if stored is not None:
+        return stored
+    if not _others():
+        return _unmeasured(threads)
+    digest, now = model_digest(package, configuration), machine(threads)
+    older = [r for r in _read_store().values() if isinstance(r, dict) and r.get("model") == digest
+             and isinstance(r.get("machine"), dict)]
+    schedule(package, configuration, threads)
+    if not older:
+        return _unmeasured(threads)
+    # measured on this model before, on another machine (or thread count): that engine, if it is here and its
+    # memory fits, is a better guess than the default until the new measurement is made
+    changed = _machine_change(older[-1]["machine"], now)
+    then = older[-1]
+    if then.get("device") in backends.cpu_devices() and then.get("device") != "cpu" and \
+            not _short_of_memory(then["device"], dict(then.get("peak_mb") or {}), free_memory_mb()):
+        return RuntimeChoice(then["device"], f"{changed}: {then.get('engine')} as measured then "
+                             f"({then.get('measured_on', '')}), until this model is measured again in the background "
+                             "or by `medseg models verify --measure`", threads)
+    return _unmeasured(threads, changed)
+
+
+# --- measurements wanted (the app runs them while idle: medseg.model.engine_measurement) -------------------
+
+
+_wanted: dict[tuple[str, str, int], tuple[Any, str, int]] = {}  # by the model's digest: one per model, however opened
+_wanted_lock = threading.Lock()
+
+
+def schedule(package: Any, configuration: str, threads: int) -> None:
+    """Ask for a measurement of this model in the background (a run goes on with the default engine)."""
+    key = (model_digest(package, configuration), configuration, int(threads))
+    with _wanted_lock:
+        _wanted.setdefault(key, (package, configuration, int(threads)))
+
+
+def scheduled() -> list[tuple[Any, str, int]]:
+    """The measurements asked for and not done yet: (package, configuration, threads)."""
+    with _wanted_lock:
+        return list(_wanted.values())
+
+
+def unschedule(package: Any, configuration: str, threads: int) -> None:
+    key = (model_digest(package, configuration), configuration, int(threads))
+    with _wanted_lock:
+        _wanted.pop(key, None)
 
 
 def _remember(package: Any, configuration: str, choice: RuntimeChoice) -> None:
     from medseg.io.atomic import atomic_write_text
 
     store = _read_store()
-    store[_store_key(package, configuration, choice.threads)] = choice.to_dict()
+    store[_store_key(package, configuration, choice.threads)] = {**choice.to_dict(),
+                                                                  "model": model_digest(package, configuration)}
     try:
         _store_path().parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(_store_path(), json.dumps(store, indent=1))
@@ -237,9 +320,9 @@ def _size(mb: float) -> str:
 
 
 def measure(package: Any, configuration: str, tile: torch.Tensor, threads: int,
-            make_runner: Callable[[str], Any]) -> tuple[RuntimeChoice, Any]:
-    """Run ``tile`` (a batch of one, e.g. the image's middle tile: :func:`medseg.model.infer.middle_tile`)
-    through every CPU engine here; returns the choice (stored) and its runner, ready."""
+            make_runner: Callable[[str], Any], cancel: Any = None) -> RuntimeChoice:
+    """Run ``tile`` (a batch of one: :func:`medseg.model.engine_measurement.measurement_tile`) through every
+    CPU engine here; returns the choice, stored. ``cancel`` (a CancelToken) is looked at between engines."""
     from medseg.model.peak_memory import PeakMemory
 
     timed: dict[str, float] = {}
@@ -249,6 +332,8 @@ def measure(package: Any, configuration: str, tile: torch.Tensor, threads: int,
     failures: dict[str, str] = {}
     free_mb = free_memory_mb()
     for device in backends.cpu_devices():  # one engine at a time: each one's peak is its own
+        if cancel is not None:
+            cancel.raise_if_cancelled()
         try:
             if backends.uses_onnx(device):  # made once per model: the export's tracing stays out of the engine's peak
                 exact_onnx(package, configuration)
@@ -275,10 +360,12 @@ def measure(package: Any, configuration: str, tile: torch.Tensor, threads: int,
     fastest = min(fast_enough, key=fast_enough.get) if fast_enough else "cpu"
     reason = _short_of_memory(fastest, peaks, free_mb) if chosen == "cpu" and fastest != "cpu" else \
         _reason(chosen, timed, agreement, failures, peaks)
-    choice = RuntimeChoice(chosen, reason, threads, True, timed, setup, agreement, [int(n) for n in tile.shape[2:]],
-                           peaks, round(free_mb))
+    today = date.today().isoformat()
+    choice = RuntimeChoice(chosen, f"measured on {today}: {reason}", threads, True, timed, setup, agreement,
+                           [int(n) for n in tile.shape[2:]], peaks, round(free_mb), today, machine(threads))
     _remember(package, configuration, choice)
-    return choice, make_runner(chosen)  # built again: keeping every engine's runner would add their memory
+    unschedule(package, configuration, threads)
+    return choice
 
 
 def _reason(chosen: str, timed: dict[str, float], agreement: dict[str, float], failures: dict[str, str],

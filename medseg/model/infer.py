@@ -381,6 +381,7 @@ def segment(
     progress: ProgressCallback | None = None,
     cancel: CancelToken | None = None,
     prepared: PreparedInput | None = None,
+    keep: dict | None = None,
 ) -> SegmentationResult:
     """Segment a CT Volume with a model package; the label map has the input's grid and geometry.
 
@@ -391,17 +392,20 @@ def segment(
     is listed in ``fallbacks``. A cancel stops between tiles with Cancelled; nothing is returned.
     The package's post-processing steps run on the label map unless ``postprocess`` is False
     (the probabilities are the network's, never post-processed). ``prepared`` is this volume
-    already through :func:`prepare` (``configuration`` is then ignored).
+    already through :func:`prepare` (``configuration`` is then ignored). ``keep``: the caller's dict of the
+    engines built (networks, ONNX sessions, OpenVINO compilations), reused by its next run and filled by this
+    one (a batch, :func:`medseg.workflows.segmenter.open_segmenter`); None builds them for this run only.
     """
     with medseg_threads.job("segment") as lease:
         result = _segment(volume, package, device, configuration, step_size, mirror, tile_batch, return_probabilities,
-                          postprocess, progress, cancel, prepared, lease)
+                          postprocess, progress, cancel, prepared, lease, keep)
     return result
 
 
 def _segment(volume: Volume, package: Any, device: str, configuration: str | None, step_size: float, mirror: bool,
              tile_batch: int | None, return_probabilities: bool, postprocess: bool, progress: ProgressCallback | None,
-             cancel: CancelToken | None, prepared: PreparedInput | None, lease: Any) -> SegmentationResult:
+             cancel: CancelToken | None, prepared: PreparedInput | None, lease: Any,
+             keep: dict | None = None) -> SegmentationResult:
     started = time.perf_counter()
     device_name = backends.resolve_device(device)
     fallbacks: list[str] = []
@@ -417,16 +421,19 @@ def _segment(volume: Volume, package: Any, device: str, configuration: str | Non
     mirror_axes = _mirror_axes(plan) if mirror else None
     image = torch.as_tensor(prep.data)  # a tensor on the run's device (numpy from an older caller)
     prep.data = np.empty(0, np.float32)  # the tensor above is the only reference now
-    runtime, ready = None, None
+    runtime = None
     if device_name == "cpu" and (device or "auto").strip().lower() == "auto":  # which CPU engine: measured per model
-        runtime, ready = _choose_cpu_engine(package, config_name, plan, image, step_size, lease.threads, progress)
+        runtime = _choose_cpu_engine(package, config_name, lease.threads)
         device_name = runtime.device
     logits = None
     for attempt in (device_name, "cpu"):
         try:
             with phase("load"):
-                runner = ready if ready is not None else _make_runner(attempt, package, config_name, plan)
-                ready = None
+                runner = keep.get((attempt, config_name)) if keep is not None else None
+                if runner is None:
+                    runner = _make_runner(attempt, package, config_name, plan)
+                    if keep is not None:  # the next study of a batch runs it as it is (built, compiled)
+                        keep[(attempt, config_name)] = runner
             with phase("stitching"):
                 logits = sliding_window_logits(
                     runner, image, plan, step_size=step_size, mirror_axes=mirror_axes, tile_batch=tile_batch,
@@ -441,10 +448,12 @@ def _segment(volume: Volume, package: Any, device: str, configuration: str | Non
             if attempt == "cpu" or not recoverable:
                 raise
             fallbacks.append(f"{attempt} failed ({_short(error)}): running on the CPU instead")
-            runner = ready = None
+            runner = None
+            if keep is not None:
+                keep.pop((attempt, config_name), None)
             backends.free_device_memory(backends.torch_device(attempt))
     del image
-    runner = ready = None  # OpenVINO keeps its activation buffers while its model lives: not through the export
+    runner = None  # OpenVINO keeps its activation buffers while its model lives: not through the export
     if cancel is not None:
         cancel.raise_if_cancelled()
     report(progress, 0.9, "resampling to the original grid", "resample")
@@ -493,20 +502,12 @@ def _check_label_map(labels: np.ndarray, package: Any) -> list[str]:
     return ["the model found no structure in this image: every voxel is background"]
 
 
-def _choose_cpu_engine(package: Any, configuration: str, plan: Any, image: torch.Tensor, step_size: float,
-                       threads: int, progress: ProgressCallback | None) -> tuple[Any, Any]:
-    """The CPU engine for this model (medseg.model.cpu_runtime): measured before, or now on the image's
-    middle tile; returns the choice and, when measured now, its runner (already built)."""
+def _choose_cpu_engine(package: Any, configuration: str, threads: int) -> Any:
+    """The CPU engine for this model (medseg.model.cpu_runtime): the one measured before on this machine, else
+    the default at once (a run never waits for a measurement; the model is scheduled for one in the background)."""
     from medseg.model import cpu_runtime
 
-    stored = cpu_runtime.stored_choice(package, configuration, threads)
-    if stored is not None or len(backends.cpu_devices()) == 1:
-        return stored or cpu_runtime.planned_choice(package, configuration, threads), None
-    report(progress, 0.04, "measuring the CPU engines on this model (once on this computer)", "engine")
-    with phase("engine choice"):
-        tile = middle_tile(image, plan.patch_size, step_size)
-        return cpu_runtime.measure(package, configuration, tile, threads,
-                                   lambda device: _make_runner(device, package, configuration, plan))
+    return cpu_runtime.planned_choice(package, configuration, threads)
 
 
 def _preprocess_on(volume: Volume, plan: Any, device_name: str, fallbacks: list[str],

@@ -11,6 +11,7 @@ calls one of these, and shows the result; a rule added here holds in every inter
 - :mod:`~medseg.workflows.studies` — open a study (``open_study``);
 - :mod:`~medseg.workflows.checks` — what an image must be before a model runs (spacing, image kind, modality);
 - :mod:`~medseg.workflows.segment` — segment a study (``segment_study``, ``Segmenter``);
+- :mod:`~medseg.workflows.segmenter` — one model kept loaded for many studies, from Python (``open_segmenter``);
 - :mod:`~medseg.workflows.save` — save a segmentation (``plan_save`` then ``save_segmentation``);
 - :mod:`~medseg.workflows.evaluate` — score models on labelled cases (``evaluate``);
 - :mod:`~medseg.workflows.training_cases` — add the open case to a training set (``add_training_case``);

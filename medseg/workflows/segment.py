@@ -89,12 +89,17 @@ class Segmenter:
     Every step is the model's pipeline's (medseg.model.kinds): this class never asks which kind it holds."""
 
     def __init__(self, model: OpenedModel | str | os.PathLike | None = None,
-                 settings: SegmentSettings | None = None) -> None:
+                 settings: SegmentSettings | None = None, *, keep_loaded: bool = False) -> None:
+        """``keep_loaded``: what the first image loads and builds (each network's weights, its engine: an ONNX
+        session, an OpenVINO compilation) stays for the next (a batch; :func:`medseg.workflows.segmenter.
+        open_segmenter`) until :meth:`close`; otherwise each run loads its networks and lets them go."""
         from medseg.model.backends import resolve_device
 
         self.settings = settings or SegmentSettings()
         self.device = resolve_device(self.settings.device)  # the one device decision: absent devices fail now
         self.model = model if isinstance(model, OpenedModel) else open_model(model)
+        if keep_loaded:
+            self.model.pipeline.keep_loaded(True)
         self.fallbacks: list[str] = []  # what this Segmenter's settings could not have, in words
         self.device = self.model.pipeline.check_settings(self.settings, self.device, self.fallbacks)
         # "auto" that lands on the CPU stays "auto" for the run: the CPU engine is chosen by measurement
@@ -171,6 +176,10 @@ class Segmenter:
                 cancel: CancelToken | None = None, shared: SharedRuns | None = None) -> SegmentedStudy:
         prepared = self.prepare(image, _scaled(progress, 0.0, 0.05), cancel)
         return self.run(prepared, _scaled(progress, 0.05, 1.0), cancel, shared)
+
+    def close(self) -> None:
+        """Let go of what was kept loaded (the model itself stays open)."""
+        self.model.pipeline.keep_loaded(False)
 
 
 def segment_study(request: SegmentRequest, progress: ProgressCallback | None = None,

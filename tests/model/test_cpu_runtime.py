@@ -1,23 +1,26 @@
-"""The CPU engine is chosen by measurement, per model (medseg.model.cpu_runtime, issue #40).
+"""The CPU engine is chosen by measurement, per model (medseg.model.cpu_runtime, issues #40 and #51).
 
-On a real CT crop with a small nnU-Net network: the first ``--device auto`` run on the CPU runs
-the middle tile through every CPU engine installed, says which it chose and why, stores it, and
-later runs reuse it. The agreement it reports is checked against each engine run here on the
-same tile; the labels of the run are those of the engine it names. (No timing is asserted: which
-engine is faster depends on the machine.)
+With a small nnU-Net network: the measurement (at install, ``models verify --measure``, or the app while
+idle: medseg.model.engine_measurement) runs a small phantom tile through every CPU engine installed, says
+which it chose, why and when, and stores it; ``--device auto`` runs on a real CT crop reuse it and never
+measure themselves (with no measurement: PyTorch at once, and a measurement scheduled). The agreement it
+reports is checked against each engine run here on the same tile; the labels of a run are those of the
+engine it names. (No timing is asserted: which engine is faster depends on the machine.)
 """
 
 from __future__ import annotations
 
 import json
+from datetime import date
 
 import pytest
 import torch
 from infer_fixtures import CHEST, crop_volume, small_model_folder
 
 from medseg.errors import DeviceError, ModelError
-from medseg.model import backends, cpu_runtime
+from medseg.model import backends, cpu_runtime, devices, engine_measurement
 from medseg.model.devices import probe, report_lines
+from medseg.model.kinds.package_kind import where_it_runs
 from medseg.model.infer import middle_tile, prepare, segment
 from medseg.model.package import build_networks
 from medseg.model.nnunet_import import import_nnunet
@@ -33,22 +36,21 @@ def measuring(monkeypatch, tmp_path):
     """No pinned engine (the suite pins PyTorch), and a cache folder of this test's own."""
     monkeypatch.delenv(cpu_runtime.PIN_VARIABLE, raising=False)
     monkeypatch.setenv("MEDSEG_CACHE_DIR", str(tmp_path / "cache"))
+    for wanted in cpu_runtime.scheduled():  # what another test's runs asked for
+        cpu_runtime.unschedule(*wanted)
     return tmp_path / "cache" / cpu_runtime.STORE_NAME
 
 
-def test_the_first_auto_run_measures_the_engines_and_later_runs_reuse_the_choice(package, ct_dir, measuring,
-                                                                                 fake_machine):
+def test_a_measurement_chooses_the_engine_and_runs_reuse_the_choice(package, ct_dir, measuring, fake_machine):
     fake_machine(cuda=0)  # a CPU-only machine, with ONNX Runtime's CPU provider: two CPU engines
-    volume = crop_volume(ct_dir, CHEST)
-    first = segment(volume, package, device="auto")
-    engine = first.cpu_engine
-    assert engine is not None and engine["measured"] and set(engine["seconds"]) == {"cpu", "onnx-cpu"}
-    assert first.device_used == engine["device"]
-    # the agreement it reports is what the two engines give on the image's middle tile, run here
-    prepared = prepare(volume, package)
-    tile = middle_tile(prepared.image.data, prepared.plan.patch_size, 0.5)
-    torch_runner = backends.TorchRunner(build_networks(package, prepared.configuration), "cpu")
-    onnx_runner = backends.OnnxRunner(cpu_runtime.exact_onnx(package, prepared.configuration), "onnx-cpu")
+    choice = engine_measurement.measure_model(package, "3d_fullres")
+    engine = choice.to_dict()
+    assert engine["measured"] and set(engine["seconds"]) == {"cpu", "onnx-cpu"}
+    assert engine["reason"].startswith(f"measured on {date.today().isoformat()}: ")
+    # the agreement it reports is what the two engines give on its tile, run here
+    tile = engine_measurement.measurement_tile(package, "3d_fullres")
+    torch_runner = backends.TorchRunner(build_networks(package, "3d_fullres"), "cpu")
+    onnx_runner = backends.OnnxRunner(cpu_runtime.exact_onnx(package, "3d_fullres"), "onnx-cpu")
     labels = {"cpu": torch_runner(tile).argmax(1), "onnx-cpu": onnx_runner(tile).argmax(1)}
     assert engine["tile"] == list(tile.shape[2:])
     assert engine["agreement"]["onnx-cpu"] == pytest.approx(float((labels["onnx-cpu"] == labels["cpu"]).float().mean()),
@@ -59,22 +61,81 @@ def test_the_first_auto_run_measures_the_engines_and_later_runs_reuse_the_choice
         engine["peak_mb"]["onnx-cpu"] <= engine["peak_mb"]["cpu"]
     wins = engine["agreement"]["onnx-cpu"] >= cpu_runtime.PARITY and speedup >= cpu_runtime.MARGIN and fits
     assert engine["device"] == ("onnx-cpu" if wins else "cpu")
-    # stored, and reused without measuring again: the same figures come back
+    # stored, and a run uses it without measuring: the same figures come back
     assert measuring.is_file()
-    second = segment(volume, package, device="auto")
-    assert second.cpu_engine == engine
+    volume = crop_volume(ct_dir, CHEST)
+    run = segment(volume, package, device="auto")
+    assert run.cpu_engine == engine and run.device_used == engine["device"]
     # the run's labels are the named engine's
     explicit = segment(volume, package, device=engine["device"])
-    assert (second.label_map.array == explicit.label_map.array).all()
+    assert (run.label_map.array == explicit.label_map.array).all()
     assert explicit.cpu_engine is None  # a device the user named is not a choice to explain
 
 
-def test_a_damaged_store_is_measured_again(package, ct_dir, measuring, fake_machine):
+@pytest.fixture
+def never_measures(monkeypatch):
+    """A measurement is an error: what a run with no measurement must not do."""
+    real = cpu_runtime.measure
+
+    def refuse(*_args, **_kwargs):
+        raise AssertionError("a run measured the CPU engines")
+
+    monkeypatch.setattr(cpu_runtime, "measure", refuse)
+    return real  # for the measurement the test then makes
+
+
+def test_a_run_with_no_measurement_runs_the_default_at_once_and_schedules_one(package, ct_dir, measuring,
+                                                                              fake_machine, never_measures,
+                                                                              monkeypatch):
+    """Issue #51: the first Segment paid the measurement. Now it runs PyTorch at once, says why in the plan and
+    the result, and asks for a measurement, which the app makes while idle (measure_scheduled)."""
+    fake_machine(cuda=0)
+    volume = crop_volume(ct_dir, CHEST)
+    plan = where_it_runs(package, "3d_fullres", "auto")
+    assert plan[1].startswith("engine: PyTorch (not measured on this computer yet: the default, PyTorch, runs at once")
+    result = segment(volume, package, device="auto")
+    assert (result.device_used, result.cpu_engine["measured"]) == ("cpu", False)
+    assert "not measured on this computer yet" in result.cpu_engine["reason"]
+    assert not measuring.exists()
+    assert [(p, c) for p, c, _threads in cpu_runtime.scheduled()] == [(package, "3d_fullres")]
+    monkeypatch.setattr(cpu_runtime, "measure", never_measures)  # the measurement itself again: in the background
+    assert engine_measurement.measure_scheduled() == 1
+    assert cpu_runtime.scheduled() == []
+    (record,) = json.loads(measuring.read_text()).values()
+    assert record["measured_on"] == date.today().isoformat()
+    plan = where_it_runs(package, "3d_fullres", "auto")
+    assert plan[1] == f"engine: {record['engine']} ({record['reason']})" and "measured on" in plan[1]
+
+
+def test_a_changed_machine_schedules_a_new_measurement_and_runs_the_default(package, ct_dir, measuring, fake_machine,
+                                                                            monkeypatch):
+    fake_machine(cuda=0)
+    measured = engine_measurement.measure_model(package, "3d_fullres")
+    before = json.loads(measuring.read_text())
+    real_memory = devices._memory_bytes() or 2**34
+    monkeypatch.setattr(devices, "_memory_bytes", lambda: real_memory + 8 * 2**30)  # 8 GB more: another machine
+    monkeypatch.setattr(cpu_runtime, "measure", lambda *a, **k: pytest.fail("measured inline"))
+    result = segment(crop_volume(ct_dir, CHEST), package, device="auto")
+    # the engine measured on the old machine (its guess until the new measurement), not measured here
+    assert (result.device_used, result.cpu_engine["measured"]) == (measured.device, False)
+    reason = result.cpu_engine["reason"]
+    old_gb, new_gb = round(real_memory / 2**30), round((real_memory + 8 * 2**30) / 2**30)
+    assert reason.startswith(f"this computer changed since the measurement (memory (GB) {old_gb} → {new_gb})"), reason
+    assert ("as measured then" in reason) == (measured.device != "cpu")
+    assert [(p, c) for p, c, _threads in cpu_runtime.scheduled()] == [(package, "3d_fullres")]
+    assert json.loads(measuring.read_text()) == before  # the old machine's record stays
+    assert measured.machine["memory_gb"] == old_gb
+
+
+def test_a_damaged_store_runs_the_default_and_is_written_anew(package, ct_dir, measuring, fake_machine,
+                                                               never_measures, monkeypatch):
     fake_machine(cuda=0)
     measuring.parent.mkdir(parents=True)
     measuring.write_text("{ not json")
     result = segment(crop_volume(ct_dir, CHEST), package, device="auto")
-    assert result.cpu_engine["measured"]
+    assert not result.cpu_engine["measured"] and result.device_used == "cpu"
+    monkeypatch.setattr(cpu_runtime, "measure", never_measures)
+    assert engine_measurement.measure_model(package, "3d_fullres").measured
     assert json.loads(measuring.read_text())  # written anew
 
 
@@ -94,7 +155,7 @@ def test_the_plan_says_which_engine_before_anything_is_measured(package, measuri
     fake_machine(cuda=0)
     choice = cpu_runtime.planned_choice(package, "3d_fullres", 2)
     assert (choice.device, choice.measured) == ("cpu", False)
-    assert "ONNX Runtime" in choice.reason  # what the first CPU run will measure it against
+    assert "ONNX Runtime" in choice.reason  # what the measurement will compare it with
     assert backends.resolve_device("auto") == "cpu"
 
 
@@ -171,7 +232,7 @@ class _MeasuredEngines:
             def peak_mb(self) -> float:
                 return engines.peaks_mb[engines.device]
 
-        def measured(package, configuration, tile, threads, make_runner):
+        def measured(package, configuration, tile, threads, make_runner, cancel=None):
             def runner_for(device):
                 engines.device = device
                 runner = make_runner(device)
@@ -185,8 +246,7 @@ class _MeasuredEngines:
             with monkeypatch.context() as inside:
                 inside.setattr(cpu_runtime, "time", Clock())
                 inside.setattr(peak_memory, "PeakMemory", Peak)
-                choice, _ = measure(package, configuration, tile, threads, runner_for)
-            return choice, make_runner(choice.device)
+                return measure(package, configuration, tile, threads, runner_for, cancel)
 
         monkeypatch.setattr(cpu_runtime, "measure", measured)
 
@@ -199,6 +259,7 @@ def test_the_measurement_can_choose_openvino_and_records_why(package, ct_dir, me
     _MeasuredEngines(monkeypatch, {"cpu": 1.0, "openvino-cpu": openvino_seconds}, {"cpu": 300.0, "openvino-cpu": 900.0})
     monkeypatch.setattr(cpu_runtime, "free_memory_mb", lambda: 64_000.0)
     volume = crop_volume(ct_dir, CHEST)
+    engine_measurement.measure_model(package, "3d_fullres")
     result = segment(volume, package, device="auto")
     engine = result.cpu_engine
     assert engine["seconds"] == {"cpu": 1.0, "openvino-cpu": openvino_seconds}
@@ -208,7 +269,7 @@ def test_the_measurement_can_choose_openvino_and_records_why(package, ct_dir, me
     assert engine["device"] == result.device_used == ("openvino-cpu" if faster else "cpu")
     expected = "2.00× PyTorch's speed on this model's tile here" if faster else \
         "OpenVINO 0.50× PyTorch's speed (needs 1.10×)"
-    assert engine["reason"].startswith(expected), engine["reason"]
+    assert engine["reason"].startswith("measured on ") and expected in engine["reason"], engine["reason"]
     # the run's labels are the named engine's
     explicit = segment(volume, package, device=engine["device"])
     assert (result.label_map.array == explicit.label_map.array).all()

@@ -88,8 +88,7 @@ class SegmentPanel(QGroupBox):
         self._parts_done: list[str] = []
         loader.progressed.connect(self._on_progress)
         loader.busy_changed.connect(self._on_busy)
-        # a CPU run measures the engines (medseg.model.cpu_runtime) and stores the choice: the plan said
-        # "PyTorch (until the first CPU run measures it…)" after the run had chosen OpenVINO (issue 52)
+        # the plan again after a run: what it used may have changed (the engine measured meanwhile, issues 51, 52)
         # (after the result's own handler, in a later turn of the event loop: the arrival stays short, issue 52.9)
         loader.segmented.connect(lambda _result: QTimer.singleShot(0, self._show_plan))
         loader.failed.connect(lambda _error: QTimer.singleShot(0, self._show_plan))

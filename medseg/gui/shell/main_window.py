@@ -116,6 +116,11 @@ class MainWindow(QMainWindow):
 
         self.segment_panel = SegmentPanel(self.document, self.segmenting, self.loader, self)
         self.segmenting.attach(self.segment_panel)
+        from medseg.gui.common.idle_measure import IdleMeasurer
+
+        # the CPU engines of the models a plan or a run found unmeasured, while nothing else runs (issue 51)
+        self.idle_measurer = IdleMeasurer(self)
+        self.idle_measurer.measured.connect(lambda _count: self.segment_panel._show_plan())
         self.source_line.sinks[:] = [self.overlay_panel.set_source, self.segment_panel.show_result]
         side_layout.addWidget(self.window_panel)
         side_layout.addWidget(self.segment_panel)
@@ -299,6 +304,7 @@ class MainWindow(QMainWindow):
             return
         self.editing.closing()
         self.placement.save()
+        self.idle_measurer.stop()
         self.loader.shutdown()
         self.stats_panel.shutdown()
         self.segment_panel.shutdown()

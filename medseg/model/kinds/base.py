@@ -151,6 +151,7 @@ class ModelPipeline(ABC):
 
     def __init__(self, card: ModelCard) -> None:
         self.card = card
+        self.kept: dict | None = None  # the networks and engines a run built, while they are kept (keep_loaded)
 
     # --- what it is -------------------------------------------------------------------------------
 
@@ -174,6 +175,31 @@ class ModelPipeline(ABC):
     @property
     def postprocessing(self) -> list[str]:
         return list(self.card.postprocessing)
+
+    def engine_packages(self) -> list[tuple[Any, str]]:
+        """(package, configuration) of each network whose CPU engine a run chooses by measurement
+        (medseg.model.engine_measurement measures them at install); none for a kind that runs PyTorch only."""
+        return []
+
+    def identity(self) -> str:
+        """"name@digest": the model's name and a digest of everything that shapes its output (its files), so that a
+        batch knows a case done with it from one done with another model (``medseg batch`` resumes by it)."""
+        import hashlib
+
+        digest = hashlib.sha256(self.card.name.encode())
+        source = Path(self.card.source)
+        files = sorted(p for p in source.rglob("*") if p.is_file()) if source.is_dir() else [source]
+        for path in files:
+            digest.update(path.relative_to(source).as_posix().encode() if source.is_dir() else b"")
+            with path.open("rb") as stream:
+                for block in iter(lambda: stream.read(1 << 22), b""):
+                    digest.update(block)
+        return f"{self.card.name}@{digest.hexdigest()[:16]}"
+
+    def keep_loaded(self, keep: bool = True) -> None:
+        """Keep what a run loads and builds (weights, networks, engines) for the next run of this model (a batch,
+        :func:`medseg.workflows.segmenter.open_segmenter`), or (False) let it go when the run ends."""
+        self.kept = {} if keep else None
 
     # --- a run ------------------------------------------------------------------------------------
 

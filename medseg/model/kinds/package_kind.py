@@ -64,6 +64,12 @@ class PackagePipeline(ModelPipeline):
     def label_names(self) -> dict[int, str]:
         return {value: name for value, name in sorted(self._package.names.items()) if value}
 
+    def engine_packages(self) -> list[tuple[Any, str]]:
+        return [(self._package, name) for name in self._package.configurations]
+
+    def identity(self) -> str:
+        return package_identity(self._package)
+
     @property
     def postprocessing(self) -> list[str]:
         return list(self._package.postprocessing)
@@ -86,7 +92,7 @@ class PackagePipeline(ModelPipeline):
 
         result = segment(image, self._package, device=device, step_size=settings.step, mirror=settings.mirror,
                          tile_batch=settings.tile_batch, postprocess=settings.postprocess, progress=progress,
-                         cancel=cancel, prepared=prepared)
+                         cancel=cancel, prepared=prepared, keep=self.kept)
         return PipelineOutput(
             label_map=result.label_map, labels=dict(result.labels), device=result.device_used,
             configuration=result.configuration, volumes_ml=dict(result.volumes_ml), fallbacks=list(result.fallbacks),
@@ -124,6 +130,29 @@ class PackagePipeline(ModelPipeline):
         return PlanReport(title=plan.name, why=why, title_note=f"({plan.dim}D U-Net)", lines=lines,
                           table_header=("stage", "stride", "features"), table_rows=rows,
                           footer=footer + where_it_runs(package, plan.name, device))
+
+
+def package_identity(package: Any) -> str:
+    """The package's name and a digest of its plans, labels, post-processing and every weight."""
+    import hashlib
+    import json
+
+    import torch
+
+    digest = hashlib.sha256()
+    described = {"name": package.name, "labels": package.names, "postprocessing": package.postprocessing,
+                 "configurations": {name: plan.to_dict() for name, plan in package.configurations.items()}}
+    codes = {value: label.as_dict() for value, label in package.labels.items() if label.coded}
+    if codes:  # the labels' codes shape a SEG's segments (absent: the ids of uncoded models stay as they were)
+        described["codes"] = codes
+    digest.update(json.dumps(described, sort_keys=True, default=repr).encode())
+    for config_name in sorted(package.weights):
+        for fold in package.weights[config_name]:
+            for key in sorted(fold):
+                tensor = fold[key].detach().to("cpu").contiguous()
+                digest.update(f"{config_name}/{key}/{tensor.dtype}/{tuple(tensor.shape)}".encode())
+                digest.update(tensor.reshape(-1).view(torch.uint8).numpy().tobytes())
+    return f"{package.name}@{digest.hexdigest()[:16]}"
 
 
 def where_it_runs(package: Any, configuration: str, device: str) -> list[str]:

@@ -128,7 +128,7 @@ class TotalSegPipeline(ModelPipeline):
         structures = list(settings.structures) if settings.structures is not None else None
         result, run_info = segment_totalseg(image, self.model, choice.name, structures,
                                             device="cpu" if device == "auto" else device,
-                                            progress=progress, cancel=cancel, shared=shared)
+                                            progress=progress, cancel=cancel, shared=shared, keep=self.kept)
         return PipelineOutput(
             label_map=result.label_map,
             labels={value: self.card.labels.get(value, label) for value, label in result.labels.items()},  # coded

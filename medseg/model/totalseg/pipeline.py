@@ -100,6 +100,7 @@ def segment_totalseg(
     progress: ProgressCallback | None = None,
     cancel: CancelToken | None = None,
     shared: SharedRuns | None = None,
+    keep: dict | None = None,
 ) -> tuple[SegmentationResult, TotalSegRun]:
     """Segment a CT as TotalSegmentator's task does; labels on the input's grid, its numbers and names.
 
@@ -109,7 +110,9 @@ def segment_totalseg(
     finding. The run is one job on the process's thread budget (medseg.threads): it computes with
     its share, at most ``threads``, and the result says how many it had. ``shared``: one multi-task run's
     kept helper runs (a crop another task of the run made on this very image with the same network is
-    taken from there, not run again).
+    taken from there, not run again). ``keep``: the caller's dict of the networks loaded, reused by its
+    next call and filled by this one (a batch holds every part's weights across its studies; None loads
+    each part when it runs and lets it go, as TotalSegmentator does).
     """
     with medseg_threads.job("TotalSegmentator", most=threads) as lease:
         started = time.perf_counter()
@@ -121,7 +124,7 @@ def segment_totalseg(
         device_name = backends.resolve_device(device)
         wanted = structure_values(model, structures)
         run = TotalSegRun(configuration=configuration)
-        session = _Session(model, device_name, cancel, run, shared)
+        session = _Session(model, device_name, cancel, run, shared, keep)
         labels = session.run(volume, config.task, config.mode, wanted=wanted, crop_mask=crop_mask,
                              force_split=force_split, progress=progress, main=True)
         threads_used = max(threads_used, session.threads)
@@ -134,7 +137,8 @@ class _Session:
     """One call's runs: each (task, mode) another run needs is made once and kept."""
 
     def __init__(self, model: TotalSegModel, device: str, cancel: CancelToken | None, run: TotalSegRun,
-                 shared: SharedRuns | None = None):
+                 shared: SharedRuns | None = None, keep: dict | None = None):
+        self.keep = keep
         self.model = model
         self.shared = shared
         self.device = device
@@ -354,8 +358,13 @@ class _Session:
         plan = dataclasses.replace(part.plan, orientation=None)  # the image is RAS already
         device = backends.torch_device(self.device)
         with phase("load"):
-            package = part.load()
-            networks = build_networks(package, part.configuration, device, share_weights=True)
+            key = (str(part.path), part.configuration, str(device))
+            package, networks = self.keep.get(key, (None, None)) if self.keep is not None else (None, None)
+            if networks is None:
+                package = part.load()
+                networks = build_networks(package, part.configuration, device, share_weights=True)
+                if self.keep is not None:  # the next study of a batch runs them as they are
+                    self.keep[key] = (package, networks)
         with phase("preprocess"):
             prep = preprocess_to(image, plan, device, cancel=self.cancel)
         logits = None
