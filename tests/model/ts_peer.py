@@ -173,7 +173,8 @@ def _main(request_file: str) -> None:
         saving = {} if arguments.get("defaults") else {"nr_thr_saving": 1}
         totalsegmentator(arguments["image"], arguments["output"], ml=True, fast=arguments["fast"],
                          fastest=arguments["fastest"], roi_subset=arguments["roi_subset"], device="cpu",
-                         quiet=True, force_split=arguments["force_split"], **saving)
+                         quiet=True, force_split=arguments["force_split"], task=arguments.get("task", "total"),
+                         **saving)
         return
     from totalsegmentator.nnunet import nnUNet_predict_image
     from totalsegmentator.python_api import get_task_config
