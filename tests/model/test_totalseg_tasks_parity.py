@@ -5,9 +5,10 @@ configurations, plans spacing, folds and class maps read from TotalSegmentator's
 random, except the crop models: those are trained (tests/model/make_ts_crop_weights.py) to mark their
 structures inside a small cube only, so that each crop task really crops and a test that ignored the crop
 would fail. Each task runs on a real CT holding its crop structure (ts_fixture.TASK_IMAGE); tasks without a
-crop on a small piece of TotalSegmentator's example abdomen (the five-fold 0.8 mm ones on a smaller piece). TotalSegmentator runs every task in one process
-of its own (ts_peer). Acceptance (issue 49): labels equal on >= 99.9 % of voxels, Dice >= 0.99 for every
-structure with >= 1000 voxels in either output, TotalSegmentator's names and numbers.
+crop on a small piece of TotalSegmentator's example abdomen (the five-fold 0.8 mm ones on a smaller piece).
+TotalSegmentator runs every task in one process of its own (ts_peer). Acceptance (issue 49): labels equal on
+>= 99.9 % of voxels, Dice >= 0.99 for every structure with >= 1000 voxels in either output, TotalSegmentator's
+names and numbers.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ import numpy as np
 import pytest
 import SimpleITK as sitk
 import torch
-from totalsegmentator.map_tasks_config import TASK_CONFIGS
 from totalsegmentator.map_to_binary import class_map
 from ts_fixture import CROP_IMAGES, TASK_IMAGE, crop_networks, make_oracle_weights, read_ct
 from ts_peer import assert_agrees, read_multilabel, run_totalsegmentator_tasks
