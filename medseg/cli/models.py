@@ -114,15 +114,15 @@ def run_list(args: argparse.Namespace) -> int:
                      "structures": len(entry.structures), "size": entry.size, "licence": entry.licence.spdx,
                      "commercial_use": entry.licence.commercial_use,
                      "acceptance_required": entry.licence.acceptance_required,
-                     "checksum": _checksum(entry), "runs": entry.support, "title": entry.title,
-                     "system_wide": bool(record and record.read_only)})
+                     "checksum": _checksum(entry), "runs": entry.support, "runs_note": entry.support_note,
+                     "title": entry.title, "system_wide": bool(record and record.read_only)})
     for record in installed.values():
         if record.id not in catalogue:
             rows.append({"id": record.id, "state": "installed", "version": record.version,
                          "structures": len(record.entry.get("structures", [])), "size": None,
                          "licence": (record.entry.get("licence") or {}).get("spdx", "?"), "commercial_use": None,
                          "acceptance_required": False, "checksum": "hash recorded at import", "runs": "networks",
-                         "title": record.entry.get("title", record.id), "system_wide": record.read_only})
+                         "runs_note": "", "title": record.entry.get("title", record.id), "system_wide": record.read_only})
     if args.installed:
         rows = [r for r in rows if r["state"] != "not installed"]
     if args.json:
@@ -136,6 +136,8 @@ def run_list(args: argparse.Namespace) -> int:
         where = " [system-wide]" if row["system_wide"] else ""
         print(f"{row['id']:<{width}}  {row['state']:<13} {row['structures']:>3} structures  {size:<12}  "
               f"{licence}; {row['checksum']}; runs: {row['runs']}{where}")
+        if row["runs"] not in ("native", "exact") and row["runs_note"]:  # why not (yet) as its publisher runs it
+            print(f"{'':<{width}}  ({row['runs_note']})")
     return 0
 
 

@@ -42,6 +42,15 @@ PART_BACKGROUND_BIAS = 100.0
 # Plans spacing (z, y, x) for a task without 'resample': nnU-Net's own resampling then runs on both sides.
 NO_RESAMPLE_SPACING = (2.0, 1.25, 1.25)
 
+# Extra scores (dataset -> {class value: added logit}) for random task networks whose clean-up needs a
+# picture random weights do not give (make_oracle_weights only):
+# * 803 (vertebrae_pp): random weights mark one speckled vertebra blob across the whole image, and
+#   TotalSegmentator 2.18.0's postprocess_vertebrae_pp fails on exactly one kept blob (an IndexError on its
+#   centres); a higher background score leaves a dozen separate blobs of touching vertebrae to relabel;
+# * 299 (body, 1.5 mm): body_extremities only in blobs under 50 000 mm3, which the clean-up removes; a
+#   higher extremities score leaves blobs that it keeps.
+ORACLE_OUTPUT_BIAS: dict[int, dict[int, float]] = {803: {0: 60.0}, 299: {2: 20.0}}
+
 CROP_WEIGHTS = Path(__file__).parent / "data" / "ts_crop_weights.npz"
 # the crop networks' size: the shipped trained weights fit exactly this network
 CROP_NETWORK = {"patch_size": (32, 32, 32), "n_stages": 4, "base_features": 4}
@@ -156,7 +165,7 @@ def network_plans(network: Network, plans_format: str, *, patch_size: Sequence[i
 def write_network(root: Path, network: Network, *, weights: dict[str, np.ndarray] | None = None,
                   patch_size: Sequence[int] = TASK_NETWORK["patch_size"], n_stages: int = TASK_NETWORK["n_stages"],
                   base_features: int = TASK_NETWORK["base_features"], seed: int = 0, logit_scale: float = 30.0,
-                  background_bias: float | None = None) -> Path:
+                  background_bias: float | None = None, output_bias: dict[int, float] | None = None) -> Path:
     """One network's result folder, as TotalSegmentator's weights zip unpacks it; ``weights`` (a state dict
     of arrays) replaces the random ones."""
     current = network_plans(network, "current", patch_size=patch_size, n_stages=n_stages, base_features=base_features)
@@ -185,6 +194,8 @@ def write_network(root: Path, network: Network, *, weights: dict[str, np.ndarray
                     layer.bias.copy_(torch.randn(layer.bias.shape, generator=generator))
                     if network.part:  # background wins often enough for later parts not to cover all
                         layer.bias[0] += PART_BACKGROUND_BIAS if background_bias is None else background_bias
+                    for value, extra in (output_bias or {}).items():
+                        layer.bias[value] += extra
         checkpoint = training_checkpoint(model, legacy, dataset_json, network.configuration, fold, network.trainer, 3)
         checkpoint["inference_allowed_mirroring_axes"] = None if "NoMirroring" in network.trainer else (0, 1, 2)
         (folder / f"fold_{fold}").mkdir(exist_ok=True)
@@ -215,7 +226,7 @@ def make_oracle_weights(root: Path, tasks: Iterable[str], *, trained_crop: bool 
         if weights is not None:
             write_network(root, network, weights=weights, **CROP_NETWORK)
         else:
-            write_network(root, network, seed=seed)
+            write_network(root, network, seed=seed, output_bias=ORACLE_OUTPUT_BIAS.get(network.dataset_id))
     return root
 
 
@@ -239,6 +250,8 @@ CROP_IMAGES: dict[str, tuple[str, tuple[slice, slice, slice] | None]] = {
     "pelvis": ("totalsegmentator/example_ct.nii.gz", (slice(0, 40), slice(None), slice(None))),  # hips, 3 mm
     # tasks without a crop run on a small piece of the abdomen (spine, liver, kidney)
     "small": ("totalsegmentator/example_ct_sm.nii.gz", (slice(8, 20), slice(30, 54), slice(40, 72))),
+    # the five-fold tasks at 0.8 mm without a crop: a smaller piece of the same (each fold costs a full run)
+    "tiny": ("totalsegmentator/example_ct_sm.nii.gz", (slice(10, 18), slice(34, 50), slice(46, 66))),
 }
 
 
@@ -330,6 +343,7 @@ TASK_IMAGE = {
     "headneck_bones_vessels": "chest", "headneck_muscles": "chest", "heartchambers_highres": "chest",
     "coronary_arteries": "chest", "coronary_arteries_LEGACY": "chest", "aortic_sinuses": "chest",
     "hip_implant": "pelvis",
+    "aortic_dissection": "tiny", "pulmonary_artery_landmarks": "tiny",
 }
 
 
