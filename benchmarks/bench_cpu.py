@@ -44,8 +44,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import bench_infer  # noqa: E402
-from rss_phases import PhasePeaks  # noqa: E402
+import bench_infer
+from rss_phases import PhasePeaks
 
 REPO = Path(__file__).resolve().parents[1]
 PEERS = ("nnunet", "medseg")

@@ -34,12 +34,11 @@ import SimpleITK as sitk
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+from medseg.core.volume import Volume  # noqa: E402
 from medseg.edit import tools  # noqa: E402
 from medseg.edit.document import SegmentationDocument  # noqa: E402
-from medseg.edit.label_map import LabelMap  # noqa: E402
 from medseg.edit.tools import PaintRules  # noqa: E402
 from medseg.io import read_image  # noqa: E402
-from medseg.core.volume import Volume  # noqa: E402
 
 SHARED = Path(os.environ.get("MEDSEG_SHARED_DATA", REPO.parent / "shared" / "data"))
 BODY, LUNGS = 1, 2

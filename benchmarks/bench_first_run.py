@@ -37,7 +37,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import bench_infer  # noqa: E402
+import bench_infer
 
 REPO = Path(__file__).resolve().parents[1]
 GOAL = 1.10

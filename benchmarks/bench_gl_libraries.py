@@ -14,12 +14,18 @@ them into a scratch folder and name it, e.g.
 
 from __future__ import annotations
 
-import os, sys, time, json
+import json
+import os
+import sys
+import time
+
 import numpy as np
+
 
 def surface():
     from scipy import ndimage
     from skimage.measure import marching_cubes
+
     from medseg.io import read_image
     data = os.environ.get("MEDSEG_SHARED_DATA", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data"))
     v = read_image(os.path.join(data, "ct", "pyradiomics_lung1", "lung1_image.nrrd"))
@@ -44,9 +50,9 @@ def report(name, times, tris):
     print(json.dumps({"lib": name, "triangles": int(tris), "p50_ms": round(p50, 2), "p95_ms": round(p95, 2), "fps_p50": round(1000 / p50, 1), "cpu_ms_p50": round(cpu, 1)}))
 
 def run_pyqtgraph():
-    from PySide6.QtWidgets import QApplication
     import pyqtgraph.opengl as gl
     from OpenGL import GL
+    from PySide6.QtWidgets import QApplication
     app = QApplication([])
     v, f, n = surface()
     w = gl.GLViewWidget(); w.resize(W, H); w.show()
@@ -67,13 +73,11 @@ def run_pyqtgraph():
 
 def run_vtk():
     from PySide6.QtWidgets import QApplication
-    import vtkmodules.vtkRenderingOpenGL2  # noqa
-    import vtkmodules.vtkInteractionStyle  # noqa
     from vtkmodules.qt.QVTKRenderWindowInteractor import QVTKRenderWindowInteractor
-    from vtkmodules.vtkRenderingCore import vtkActor, vtkPolyDataMapper, vtkRenderer
-    from vtkmodules.vtkCommonDataModel import vtkPolyData, vtkCellArray
-    from vtkmodules.vtkCommonCore import vtkPoints
     from vtkmodules.util.numpy_support import numpy_to_vtk, numpy_to_vtkIdTypeArray
+    from vtkmodules.vtkCommonCore import vtkPoints
+    from vtkmodules.vtkCommonDataModel import vtkCellArray, vtkPolyData
+    from vtkmodules.vtkRenderingCore import vtkActor, vtkPolyDataMapper, vtkRenderer
     app = QApplication([])
     v, f, n = surface()
     pts = vtkPoints(); pts.SetData(numpy_to_vtk(v, deep=True))
@@ -102,10 +106,8 @@ def run_vtk():
 def run_vispy():
     from PySide6.QtWidgets import QApplication
     app = QApplication([])
-    from vispy import scene
+    from vispy import gloo, scene
     from vispy.scene.visuals import Mesh
-    from vispy.visuals.filters import ShadingFilter
-    from vispy import gloo
     v, f, n = surface()
     canvas = scene.SceneCanvas(app="pyside6", size=(W, H), show=True, bgcolor="black")
     view = canvas.central_widget.add_view()

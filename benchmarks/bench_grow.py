@@ -35,6 +35,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "tests" / "edit"))
 from seed_placement import dice, place_seeds  # noqa: E402
+
 from medseg.core.volume import Volume  # noqa: E402
 from medseg.edit.delta import box_of, box_slices  # noqa: E402
 from medseg.edit.label_map import LabelMap  # noqa: E402

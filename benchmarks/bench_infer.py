@@ -48,7 +48,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from rss_phases import PhasePeaks  # noqa: E402
+from rss_phases import PhasePeaks
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("MEDSEG_SHARED_DATA", REPO.parent / "shared" / "data"))
@@ -119,8 +119,8 @@ def run_monai(model: Path, image: Path, out: Path) -> None:
 def run_medseg(model: Path, image: Path, out: Path, device: str) -> None:
     from medseg.io import load, write_image
     from medseg.model.infer import segment
-    from medseg.workflows.models import open_model
     from medseg.model.postprocess import apply_steps
+    from medseg.workflows.models import open_model
 
     package = open_model(model).package  # an nnU-Net result folder (imported on the fly) or a medseg package
     # the network alone, as nnU-Net runs it; the package's own post-processing is timed on its own

@@ -69,7 +69,6 @@ def _image_and_prompts():
 def child(peer: str, folder: str, threads: int, autozoom: bool) -> dict:
     import numpy as np
     import torch
-
     from rss_phases import PhasePeaks
 
     torch.set_num_threads(threads)
@@ -222,7 +221,6 @@ def main() -> None:
         return
 
     import numpy as np
-
     from interactive_fixture import REAL, make_nninteractive_folder
 
     with tempfile.TemporaryDirectory(prefix="bench_interactive_") as temp:

@@ -70,7 +70,6 @@ def _image_and_prompts():
     """lung1 and the parity test's prompt sequence, moved from its crop onto the whole image."""
     import numpy as np
     import SimpleITK as sitk
-
     from test_interactive_parity import CROP, _prompts
 
     image = sitk.GetArrayFromImage(sitk.ReadImage(str(LUNG / "lung1_image.nrrd")))
@@ -92,7 +91,6 @@ def _image_and_prompts():
 def child(mode: str, folder: str, threads: int, autozoom: bool) -> dict:
     import numpy as np
     import torch
-
     from interactive_fixture import nninteractive_prompt
     from rss_phases import PhasePeaks
 
@@ -254,7 +252,6 @@ def main() -> None:
         print(json.dumps(child(args.child[0], args.child[1], args.threads, args.autozoom)))
         return
 
-    import numpy as np
 
     from interactive_fixture import REAL, make_nninteractive_folder
 

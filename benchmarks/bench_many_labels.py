@@ -357,8 +357,8 @@ def main() -> None:
         return
 
     import SimpleITK as sitk
-
     from many_labels_study import build
+
     from medseg.io import load
 
     work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="bench_many_labels_"))

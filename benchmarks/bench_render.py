@@ -17,12 +17,12 @@ from pathlib import Path
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-import numpy as np  # noqa: E402
-from PySide6.QtWidgets import QApplication  # noqa: E402
+import numpy as np
+from PySide6.QtWidgets import QApplication
 
-from medseg.gui.viewer.slice_render import SliceRenderer, qimage_of  # noqa: E402
-from medseg.gui.viewer.view_axes import VIEW_NAMES, view_axes  # noqa: E402
-from medseg.io import read_image  # noqa: E402
+from medseg.gui.viewer.slice_render import SliceRenderer, qimage_of
+from medseg.gui.viewer.view_axes import VIEW_NAMES, view_axes
+from medseg.io import read_image
 
 DATA = Path(os.environ.get("MEDSEG_SHARED_DATA", Path(__file__).resolve().parents[2] / "shared" / "data")) / "ct"
 CENTER, WIDTH = 40.0, 400.0
@@ -114,10 +114,10 @@ def frame_rate(image: np.ndarray, labels: np.ndarray, size: tuple[int, int] = (1
                axis: int = 2, steps: int | None = None) -> tuple[float, float, float, float]:
     """Scroll one view through the study (along index ``axis``) with every visible view repainting."""
     from medseg.core.labels import Label
-    from medseg.edit.document import SegmentationDocument
-    from medseg.gui.viewer.view_state import ViewState
-    from medseg.gui.viewer.layout import ViewerPanel
     from medseg.core.volume import Volume
+    from medseg.edit.document import SegmentationDocument
+    from medseg.gui.viewer.layout import ViewerPanel
+    from medseg.gui.viewer.view_state import ViewState
 
     doc = SegmentationDocument()
     view = ViewState(doc)
@@ -195,7 +195,7 @@ def main() -> int:
         del image, labels
     image, labels = study(512, 120)
     fps, p50, p95, cpu95 = frame_rate(image, labels)
-    print(f"\n== scroll frame rate, three views repainting (2x2 layout, 1200×800, 512² slices with overlay, offscreen) ==")
+    print("\n== scroll frame rate, three views repainting (2x2 layout, 1200×800, 512² slices with overlay, offscreen) ==")
     print(f"  per step p50 {p50:.2f} ms, p95 {p95:.2f} ms (process CPU p95 {cpu95:.2f} ms) → {fps:.0f} frames/s (p50)")
     print("\n== 4K screen (3840×2160 window), 512×512×120 study with overlay: full paint per scroll step, offscreen ==")
     for layout, axis in (("single", 2), ("single", 0), ("2x2", 2), ("2x2", 0)):

@@ -175,8 +175,8 @@ def main() -> None:
         return
 
     import SimpleITK as sitk
-
     from bench_io import build_series
+
     from medseg.io import load
 
     bin_dir = Path(sys.executable).parent

@@ -95,8 +95,8 @@ def main() -> int:
     torch.set_num_threads(args.threads)
     from medseg.io import load
     from medseg.io.resample import resample_to
-    from medseg.workflows.models import open_model
     from medseg.model.rule_labels import rule_label_map
+    from medseg.workflows.models import open_model
 
     package = open_model(args.model).package
     references = totalsegmentator_bones()

@@ -42,6 +42,7 @@ def _free_port() -> int:
 def _worker(rank: int, world: int, port: int, steps: int, batch: int, device: str, amp: bool, threads: int,
             results: "mp.Queue") -> None:
     import torch.distributed as dist
+    from training_step import optimizer_step
 
     from medseg.io import load
     from medseg.model.datasets import Case
@@ -50,7 +51,6 @@ def _worker(rank: int, world: int, port: int, steps: int, batch: int, device: st
     from medseg.model.rule_labels import rule_label_map
     from medseg.model.training import DistributedContext, TrainConfig, local_batch, prepare_case
     from medseg.model.unet import build_network
-    from training_step import optimizer_step
 
     torch.set_num_threads(threads)
     if world > 1:

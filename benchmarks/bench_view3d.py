@@ -47,10 +47,9 @@ def stats(times: list[float]) -> str:
 
 
 def remesh_rows(label_map, edits: int) -> None:
+    from medseg.gui.viewer.surface_jobs import COARSE_BUDGET
     from medseg.io.mesh import EXACT, mesh_cells
     from medseg.io.surface_bricks import SurfaceBricks
-
-    from medseg.gui.viewer.surface_jobs import COARSE_BUDGET
     from medseg.io.surface_lod import coarse_copies
 
     labels = np.array(label_map.array)

@@ -36,7 +36,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_infer import CT, build_model  # noqa: E402
+from bench_infer import CT, build_model
 
 CROP = (slice(5, 43), slice(87, 424), slice(87, 424))  # lung1: 38 x 337 x 337 -> 127 x 128 x 128 at 1.5 mm
 

@@ -104,9 +104,9 @@ def part_medseg(model: Path, args, out: Path) -> dict:
     from medseg.model import backends
     from medseg.model.infer import segment, sliding_window_logits
     from medseg.model.package import build_networks
-    from medseg.workflows.models import open_model
     from medseg.model.preprocess import logits_to_label_map, preprocess_to
     from medseg.model.profiling import Profiling
+    from medseg.workflows.models import open_model
 
     volume = ct_volume(args.slices, args.dry_run)
     record = {"ct_shape_zyx": list(volume.shape_zyx), "runs": []}
@@ -164,8 +164,8 @@ def part_floor(model: Path, args, out: Path) -> dict:
 
     from medseg.model.infer import pad_to_patch, tile_slicers
     from medseg.model.package import build_networks
-    from medseg.workflows.models import open_model
     from medseg.model.preprocess import preprocess_to
+    from medseg.workflows.models import open_model
 
     torch.backends.cudnn.benchmark = True
     package = open_model(model).package
@@ -193,16 +193,16 @@ def part_floor(model: Path, args, out: Path) -> dict:
 
 def part_train(model: Path, args, out: Path) -> dict:
     import torch
+    from training_step import optimizer_step
 
     from medseg.model.datasets import Case
     from medseg.model.losses import DeepSupervisionLoss
-    from medseg.workflows.models import open_model
     from medseg.model.rule_labels import rule_label_map
     from medseg.model.training import DistributedContext, TrainConfig, prepare_case
     from medseg.model.training.prefetch import BatchPrefetcher, default_workers
     from medseg.model.training.sampling import host_batch
     from medseg.model.unet import build_network
-    from training_step import optimizer_step
+    from medseg.workflows.models import open_model
 
     torch.backends.cudnn.benchmark = True
     package = open_model(model).package
@@ -247,13 +247,13 @@ def part_train(model: Path, args, out: Path) -> dict:
 def part_labels117(model: Path, args, out: Path) -> dict:
     import numpy as np
     import torch
+    from nnunet_fixture import make_nnunet_result_folder
 
     from medseg.model import backends
     from medseg.model.infer import sliding_window_logits
     from medseg.model.nnunet_import import import_nnunet
     from medseg.model.package import build_networks
     from medseg.model.preprocess import logits_to_label_map, preprocess_to
-    from nnunet_fixture import make_nnunet_result_folder
 
     names = ["background"] + [f"structure_{i}" for i in range(1, 117)]
     network = SMALL_NETWORK if args.dry_run else NETWORK

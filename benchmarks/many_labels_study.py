@@ -23,10 +23,10 @@ def build(folder: Path, slices: int = 300, step_mm: float = 1.0) -> tuple[Path, 
     """Write the series into ``folder/series`` (once) and return it with the (z, y, x) label map on it."""
     import pydicom
     import SimpleITK as sitk
+    from many_labels_data import all_117
     from pydicom.uid import ExplicitVRLittleEndian, generate_uid
     from scipy import ndimage
 
-    from many_labels_data import all_117
     from medseg.io import load
 
     series = folder / "series"

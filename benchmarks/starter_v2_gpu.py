@@ -248,7 +248,7 @@ def main() -> int:
     combined = combine_packages([load_package(out / names[n]) for n in ("2d", "3d_thin", "3d_thick")])
     scores = score(combined, device)
     two_d = mean_over_labels(scores["2d"]["mean_dice"])
-    lines = [f"held-out mean Dice (lung1, example_ct_dicom, ge_head_tilt; rule labels), mean over labels:"]
+    lines = ["held-out mean Dice (lung1, example_ct_dicom, ge_head_tilt; rule labels), mean over labels:"]
     for name, entry in scores.items():
         lines.append(f"  {name:<24} " + "  ".join(f"{k} {v:.3f}" for k, v in entry["mean_dice"].items())
                      + (f"   mean {mean_over_labels(entry['mean_dice']):.3f}" if name != "TotalSegmentator bones" else ""))

@@ -37,8 +37,15 @@ sys.path.insert(0, str(ROOT))
 
 from licences import violations  # noqa: E402
 
-from medseg.third_party import (NOTICE_FILE, Component, declared_licence, licence_texts, notice_text,  # noqa: E402
-                                standard_texts, vendored_libraries)
+from medseg.third_party import (  # noqa: E402
+    NOTICE_FILE,
+    Component,
+    declared_licence,
+    licence_texts,
+    notice_text,
+    standard_texts,
+    vendored_libraries,
+)
 
 # Debian packages whose libraries a bundle may carry, with the licence of the library itself as
 # read in /usr/share/doc/<package>/copyright (those files also name the licences of build scripts

@@ -37,8 +37,8 @@ def test_image_suffixes_are_listed_once():
 
 
 def test_image_file_dialogs_and_datasets_know_every_suffix(tmp_path):
-    from medseg.gui.study.opening import IMAGE_FILTER
     from medseg.gui.common.save_dialog import strip_format_suffix
+    from medseg.gui.study.opening import IMAGE_FILTER
     from medseg.gui.study.segmentation_files import OPEN_FILTER
     from medseg.io.image_files import IMAGE_SUFFIXES
     from medseg.io.label_files import sidecar_path

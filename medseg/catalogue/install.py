@@ -28,13 +28,19 @@ from medseg.catalogue.entries import Catalogue, ModelEntry, load_catalogue, pars
 from medseg.catalogue.folders import find_installed, installed_models, model_folder
 from medseg.catalogue.install_measure import measure_installed
 from medseg.catalogue.integrity import DamagedWeights, check_tree
-from medseg.catalogue.licence_key import (check_key, check_no_key_needed, fetch_licensed, needs_key, store_key,
-                                          stored_key)
+from medseg.catalogue.licence_key import (
+    check_key,
+    check_no_key_needed,
+    fetch_licensed,
+    needs_key,
+    store_key,
+    stored_key,
+)
 from medseg.catalogue.record import InstallRecord, hash_tree, read_record, size_tree, write_record
-from medseg.io.digest import sha256_file
 from medseg.catalogue.unpack import safe_extract
 from medseg.errors import LicenceNotAccepted, ModelError, SaveError
 from medseg.io.atomic import fsync_folder
+from medseg.io.digest import sha256_file
 from medseg.progress import CancelToken, ProgressCallback, report
 
 try:

@@ -24,10 +24,10 @@ from medseg.catalogue.entries import parse_entry
 from medseg.catalogue.folders import find_installed
 from medseg.catalogue.install import Acceptance, _Transaction, licence_record
 from medseg.catalogue.record import InstallRecord
-from medseg.io.digest import sha256_file
 from medseg.catalogue.unpack import check_archive
 from medseg.errors import ChecksumMismatch, ModelError
 from medseg.io.atomic import atomic_open
+from medseg.io.digest import sha256_file
 from medseg.progress import CancelToken, ProgressCallback, report
 
 PACK_MANIFEST = "medseg-pack.json"

@@ -74,6 +74,6 @@ class EventStream:
         except KeyboardInterrupt:
             self.emit("failed", error="interrupted", cancelled=True)
             raise
-        except Exception as error:  # noqa: BLE001 - reported, then re-raised with its traceback
+        except Exception as error:  # reported, then re-raised with its traceback
             self.emit("failed", error=f"{type(error).__name__}: {error}", cancelled=False)
             raise

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from medseg.errors import ModelError, SaveError
 
+
 def add_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("TotalSegmentator models")
     speed = group.add_mutually_exclusive_group()

@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from medseg.cli._console import thread_count
-from medseg.io.formats import segmentation_formats
 from medseg.cli.segment import add_inference_options
 from medseg.errors import MedsegError
+from medseg.io.formats import segmentation_formats
 
 BARRIER_TIMEOUT = datetime.timedelta(days=7)  # processes meet only at the start and at the end
 

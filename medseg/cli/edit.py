@@ -88,8 +88,8 @@ def run(args: argparse.Namespace) -> int:
     from medseg.edit.document import SegmentationDocument
     from medseg.edit.label_map import NAME_SETS, LabelMap
     from medseg.edit.operations import CATALOGUE, options
-    from medseg.edit.recipe import Operation, run_operations, validate
     from medseg.edit.prompt_session import MASK_KINDS
+    from medseg.edit.recipe import Operation, run_operations, validate
     from medseg.edit.tools import PaintRules
     from medseg.errors import MedsegError
     from medseg.io import load

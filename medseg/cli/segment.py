@@ -13,10 +13,17 @@ import sys
 from typing import Any
 
 from medseg.cli import _model_options as model_options
-from medseg.cli._console import (add_spacing_option, add_threads_option, device_name, findings_json, number,
-                                 print_findings, progress_printer, whole_number)
+from medseg.cli._console import (
+    add_spacing_option,
+    add_threads_option,
+    device_name,
+    findings_json,
+    number,
+    print_findings,
+    progress_printer,
+    whole_number,
+)
 from medseg.errors import ModelError
-
 
 MANY_STRUCTURES = 20  # above this, the printed volumes list only the structures found
 

@@ -44,14 +44,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from medseg.edit.stats import (is_stats_csv, is_stats_json, label_statistics, stats_json, study_columns,
-                                   write_stats_csv, write_stats_json)
+    from medseg.edit.stats import (
+        is_stats_csv,
+        is_stats_json,
+        label_statistics,
+        stats_json,
+        study_columns,
+        write_stats_csv,
+        write_stats_json,
+    )
     from medseg.errors import SaveError
     from medseg.io import load
     from medseg.io.atomic import check_writable
     from medseg.io.label_files import sidecar_path
-    from medseg.io.segmentations import open_segmentation
     from medseg.io.output_paths import check_output, source_paths
+    from medseg.io.segmentations import open_segmentation
 
     inputs = [args.segmentation, sidecar_path(args.segmentation), args.image]
     outputs = [(args.csv, ".csv", "--csv", is_stats_csv), (args.save_json, ".json", "--save-json", is_stats_json)]

@@ -18,9 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from medseg.build_info import require_training
-from medseg.errors import MedsegError
-
 from medseg.cli._console import add_threads_option, device_name, number, whole_number
+from medseg.errors import MedsegError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -91,8 +90,15 @@ def run(args: argparse.Namespace) -> int:
 def _train(args: argparse.Namespace, is_main: bool, events) -> int:
     from medseg.model.backends import TRAINING, resolve_device
     from medseg.model.datasets import open_dataset
-    from medseg.model.training import (EpochEvent, FallbackEvent, IterationEvent, MessageEvent, PreparingEvent,
-                                       event_to_json, train)
+    from medseg.model.training import (
+        EpochEvent,
+        FallbackEvent,
+        IterationEvent,
+        MessageEvent,
+        PreparingEvent,
+        event_to_json,
+        train,
+    )
 
     require_training()  # before the dataset is read: the DirectML build cannot train
     resolve_device(args.device, TRAINING)

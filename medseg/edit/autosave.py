@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from medseg.edit.delta import Delta
 from medseg.edit import study_lock
+from medseg.edit.delta import Delta
 from medseg.edit.journal import PUSH, Journal
 from medseg.io.owner_lock import OwnerLock
 

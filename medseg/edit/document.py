@@ -37,12 +37,11 @@ from medseg.core.label_values import MAX_LABEL_VALUE
 from medseg.core.labels import Label
 from medseg.core.volume import Volume
 from medseg.edit.autosave import AutosaveJournal
-from medseg.edit.journal import PUSH, REDO, SAVED, UNDO
 from medseg.edit.delta import Box, Delta, box_slices
 from medseg.edit.describe import describe_change
 from medseg.edit.events import Event
 from medseg.edit.history import DEFAULT_BUDGET_BYTES, History
-from medseg.edit.journal import Journal
+from medseg.edit.journal import PUSH, REDO, SAVED, UNDO, Journal
 from medseg.edit.label_map import LabelMap
 from medseg.edit.label_table_edits import LabelTableEdits
 from medseg.edit.readout import VoxelReadout

@@ -61,16 +61,16 @@ from typing import Any
 import numpy as np
 
 from medseg import app_dirs
+from medseg.core.label_values import label_dtype
+from medseg.core.labels import Label
+from medseg.core.volume import Volume, VolumeMeta
 from medseg.edit.delta import Delta
 from medseg.edit.label_map import LabelMap
 from medseg.edit.session_writer import SessionWriter
 from medseg.edit.study_lock import hold_session
 from medseg.errors import MedsegError
 from medseg.io.atomic import atomic_open
-from medseg.core.label_values import label_dtype
-from medseg.core.labels import Label
 from medseg.io.json_files import read_json_object
-from medseg.core.volume import Volume, VolumeMeta
 
 MAGIC = b"MSJ1"
 # a step ended: the payload is the undo history's depth (8 bytes, little-endian), then (since issue 52) a JSON
@@ -348,7 +348,7 @@ def recover(folder: Path) -> tuple[str, LabelMap]:
         return _recover(folder)
     except MedsegError:
         raise
-    except Exception as error:  # noqa: BLE001 - any damage: say which session, never a traceback
+    except Exception as error:  # any damage: say which session, never a traceback
         raise MedsegError(f"the autosaved session cannot be recovered ({type(error).__name__}: {error})"[:300],
                           path=folder, hint="discard it; the image itself is untouched") from error
 

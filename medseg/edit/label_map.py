@@ -17,12 +17,12 @@ from typing import Iterable, Mapping
 
 import numpy as np
 
-from medseg.edit.delta import value_counts
-from medseg.errors import GeometryError, MedsegError
 from medseg.core.label_colors import distinct_color, totalsegmentator_name
 from medseg.core.label_values import label_dtype
 from medseg.core.labels import Label
 from medseg.core.volume import Volume
+from medseg.edit.delta import value_counts
+from medseg.errors import GeometryError, MedsegError
 
 NAME_SETS = ("From file", "TotalSegmentator v2 (total)")
 

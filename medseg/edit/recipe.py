@@ -9,16 +9,16 @@ uses, so a batch result is exactly what the same clicks would give.
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
-
-import json
 from pathlib import Path
 from typing import Callable, Mapping
 
 import numpy as np
 
 from medseg.core.label_values import MAX_LABEL_VALUE
+from medseg.core.volume import Volume
 from medseg.edit.document import SegmentationDocument
 from medseg.edit.label_map import LabelMap
 from medseg.edit.operations import CATALOGUE, SCISSORS_FILE_HELP, VIEWS, Context
@@ -26,7 +26,6 @@ from medseg.edit.tool_parameters import ScissorsParameters
 from medseg.edit.tools import PaintRules
 from medseg.edit.tools.grow_seeds import BACKGROUND_SEED, check_seeds
 from medseg.errors import MedsegError
-from medseg.core.volume import Volume
 
 OPERATIONS = tuple(CATALOGUE)  # the recipe's names are the catalogue's
 

@@ -31,9 +31,9 @@ from pathlib import Path
 import numpy as np
 from scipy import ndimage
 
+from medseg.core.volume import Volume
 from medseg.errors import GeometryError
 from medseg.io.atomic import atomic_write_text
-from medseg.core.volume import Volume
 
 PERCENTILES = (5, 25, 75, 95)
 STANDARD = "standard"  # the definitions these are (the exported files say so)

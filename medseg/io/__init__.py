@@ -55,8 +55,8 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # static analysers and IDEs see the eager form
-    from medseg.io.dicom_load import load_series, middle_out, preview_stack
     from medseg.io.dicom_file_header import SkippedFile
+    from medseg.io.dicom_load import load_series, middle_out, preview_stack
     from medseg.io.dicom_scan import ScanResult, SeriesInfo, scan
     from medseg.io.image_files import read_image, write_image
     from medseg.io.resample import resample_to

@@ -337,7 +337,7 @@ def write_deidentified_series(image: Volume, folder: str | os.PathLike, deid: De
                 datasets.append(pydicom.dcmread(handle))
         except MedsegError:
             raise
-        except Exception as error:  # noqa: BLE001 - the source moved or is unreadable
+        except Exception as error:  # the source moved or is unreadable
             raise SaveError(f"cannot read the source image to de-identify it ({error})", path=ref) from error
     fill_blank_uids(datasets, [])
     written = []

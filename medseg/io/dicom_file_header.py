@@ -195,7 +195,7 @@ def read_one(ref: str) -> FileHeader | SkippedFile:
                         ds = pydicom.dcmread(memory, stop_before_pixels=True, specific_tags=SCAN_KEYWORDS)
                     except InvalidDicomError:
                         raise
-                    except Exception as error:  # noqa: BLE001 - pydicom raises many types on a cut header
+                    except Exception as error:  # pydicom raises many types on a cut header
                         if len(head) == MAX_HEADER_BYTES:
                             return SkippedFile(ref, f"no image header ends within its first {MAX_HEADER_BYTES >> 20} "
                                                     "MiB: not read further (corrupt, or not DICOM)", broken=True)
@@ -203,9 +203,9 @@ def read_one(ref: str) -> FileHeader | SkippedFile:
                     if len(head) == MAX_HEADER_BYTES and head[memory.tell():memory.tell() + 4] not in _PIXEL_TAGS:
                         return SkippedFile(ref, f"no image header ends within its first {MAX_HEADER_BYTES >> 20} MiB: "
                                                 "not read further (corrupt, or not DICOM)", broken=True)
-                    fp = memory  # noqa: PLW2901 - the rest reads the same bytes from memory
+                    fp = memory  # the rest reads the same bytes from memory
                 else:
-                    ds, fp = parsed  # noqa: PLW2901 - the rest reads the same bytes from memory
+                    ds, fp = parsed  # the rest reads the same bytes from memory
             except InvalidDicomError:
                 ds = _read_without_preamble(fp)
                 if ds is None:

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from medseg.io.dicom_headers import SliceHeader
 from medseg.core.volume import GeometryFinding
+from medseg.io.dicom_headers import SliceHeader
 
 DUPLICATE_TOLERANCE_MM = 0.01
 GAP_FACTOR = 1.5  # a step larger than this times the typical spacing is a gap

@@ -16,6 +16,7 @@ from typing import Callable
 import numpy as np
 
 from medseg import threads
+from medseg.core.volume import GeometryFinding, Volume, VolumeMeta
 from medseg.errors import Cancelled, DicomError, MedsegError, NotAVolumeError
 from medseg.io.dicom_decode import decode_hu, hu_dtype, read_native_into, syntax_name
 from medseg.io.dicom_headers import SliceHeader
@@ -23,7 +24,6 @@ from medseg.io.dicom_scan import SeriesInfo
 from medseg.io.memory_budget import check_allocation
 from medseg.io.regularize import regularize_stack
 from medseg.io.voxel_checks import check_spacing, refuse_unusable_spacing, replace_non_finite
-from medseg.core.volume import GeometryFinding, Volume, VolumeMeta
 from medseg.progress import CancelToken, ProgressCallback, report
 
 SliceCallback = Callable[[int, np.ndarray], None]

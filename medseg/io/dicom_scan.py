@@ -20,13 +20,13 @@ from typing import Any, Sequence
 import numpy as np
 
 from medseg import threads
+from medseg.core.volume import GeometryFinding
 from medseg.errors import Cancelled, DicomError
 from medseg.io.dicom_file_header import FileHeader, SkippedFile, read_one
 from medseg.io.dicom_geometry import StackGeometry, analyze_stack
 from medseg.io.dicom_headers import SliceHeader
 from medseg.io.dicom_sources import expand_sources
 from medseg.io.folder_walk import LINK_LEAVES
-from medseg.core.volume import GeometryFinding
 from medseg.progress import CancelToken, ProgressCallback, report
 
 

@@ -96,7 +96,7 @@ def read_dicom_seg(path: str | os.PathLike, image: Volume) -> SegReadResult:
         raise
     except MemoryError as error:
         raise GeometryError("the DICOM SEG declares more frames or pixels than fit in memory", path=path) from error
-    except Exception as error:  # noqa: BLE001 - pydicom datasets raise many types on malformed content
+    except Exception as error:  # pydicom datasets raise many types on malformed content
         raise GeometryError(f"the DICOM SEG is malformed ({type(error).__name__}: {error})"[:400], path=path,
                             hint="export it again from the program that made it") from error
 
@@ -109,7 +109,7 @@ def _read_dicom_seg(path: str | os.PathLike, image: Volume) -> SegReadResult:
         raise GeometryError("no such file", path=path)
     try:
         seg = pydicom.dcmread(str(path))
-    except Exception as error:  # noqa: BLE001 - pydicom raises many types for a broken file
+    except Exception as error:  # pydicom raises many types for a broken file
         raise GeometryError(f"cannot read the DICOM file ({type(error).__name__}: {error})"[:400], path=path) from error
     if str(seg.get("Modality", "")) != "SEG" or "SegmentSequence" not in seg or "PixelData" not in seg:
         raise GeometryError("not a DICOM Segmentation object (no segments or no pixel data)", path=path,
@@ -266,7 +266,7 @@ class _FrameSource:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
                     self._highdicom = hd.seg.Segmentation.from_dataset(self.seg, copy=False)
-            except Exception as error:  # noqa: BLE001 - highdicom raises many types for a bad SEG
+            except Exception as error:  # highdicom raises many types for a bad SEG
                 raise GeometryError(f"cannot read the DICOM SEG ({type(error).__name__}: {error})"[:400],
                                     path=self.path) from error
         return self._highdicom
@@ -372,7 +372,7 @@ def _resampled(seg: Any, image: Volume, dtype: Any, path: Path) -> np.ndarray:
 
     try:
         volume = seg.get_volume(combine_segments=True, skip_overlap_checks=True)
-    except Exception as error:  # noqa: BLE001
+    except Exception as error:
         raise GeometryError(f"the SEG's frames do not form a volume that can be placed on this image ({error})"[:400],
                             path=path) from error
     affine = volume.affine

@@ -74,7 +74,7 @@ def _source_datasets(image: Volume) -> list[Any]:
                                                 specific_tags=None if index == 0 else _PER_IMAGE_TAGS))
         except MedsegError:
             raise
-        except Exception as error:  # noqa: BLE001 - the source moved, was deleted or is unreadable
+        except Exception as error:  # the source moved, was deleted or is unreadable
             raise SaveError(f"cannot read the source image to reference it ({error})", path=ref,
                             hint="the DICOM series must still be where it was opened from") from error
     return datasets
@@ -241,7 +241,7 @@ def write_dicom_seg(
             )
         except MedsegError:
             raise
-        except Exception as error:  # noqa: BLE001 - highdicom validates many things; name the file
+        except Exception as error:  # highdicom validates many things; name the file
             raise SaveError(f"cannot build the DICOM SEG ({type(error).__name__}: {error})"[:500], path=path) from error
     seg.ImageComments = comment[:10240]
     if finish is not None:

@@ -19,9 +19,9 @@ from __future__ import annotations
 import struct
 from typing import Any, Iterable
 
+from pydicom.charset import convert_encodings
 from pydicom.dataelem import RawDataElement, convert_raw_data_element
 from pydicom.dataset import Dataset, FileMetaDataset
-from pydicom.charset import convert_encodings
 from pydicom.tag import BaseTag
 
 EXPLICIT_LE = "1.2.840.10008.1.2.1"

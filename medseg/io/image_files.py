@@ -17,20 +17,25 @@ from pathlib import Path
 import numpy as np
 import SimpleITK as sitk
 
+from medseg.core.labels import Label
+from medseg.core.volume import GeometryFinding, Volume, VolumeMeta
 from medseg.errors import GeometryError, ImageFormatError, SaveError
 from medseg.io.atomic import atomic_path
 from medseg.io.file_checks import IncompleteFile
 from medseg.io.file_types import (
-    format_of, image_header, image_read_suffixes, image_suffix, image_types, image_write_suffixes,
+    format_of,
+    image_header,
+    image_read_suffixes,
+    image_suffix,
+    image_types,
+    image_write_suffixes,
 )
-from medseg.io.header_rewrite import header_axis_findings, write_unit_spacing_header
 from medseg.io.header_facts import ImageHeader
+from medseg.io.header_rewrite import header_axis_findings, write_unit_spacing_header
 from medseg.io.memory_budget import check_allocation
 from medseg.io.nifti_reader import read_nifti
 from medseg.io.voxel_checks import SANE_SPACING_MM, SPACING_HINT, check_spacing, replace_non_finite
 from medseg.io.voxel_stream import check_voxel_data
-from medseg.core.labels import Label
-from medseg.core.volume import GeometryFinding, Volume, VolumeMeta
 
 IMAGE_SUFFIXES = image_read_suffixes()  # from the one table of formats (medseg.io.file_types)
 IMAGE_PATTERNS = " ".join(f"*{suffix}" for suffix in IMAGE_SUFFIXES)  # for file dialogs' filters

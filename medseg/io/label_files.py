@@ -26,6 +26,10 @@ from pathlib import Path
 
 import numpy as np
 
+from medseg.core.label_arrays import label_values
+from medseg.core.label_values import MAX_LABEL_VALUE, label_dtype
+from medseg.core.labels import Label
+from medseg.core.volume import Volume, VolumeMeta
 from medseg.errors import GeometryError, ImageFormatError, MedsegError, SaveError
 from medseg.io.atomic import atomic_write_text, check_writable
 from medseg.io.dicom_seg import regularization_note
@@ -34,10 +38,6 @@ from medseg.io.file_types import DICOM_SEG, LABEL_MAP
 from medseg.io.image_files import IMAGE_SUFFIXES, image_suffix, read_image, write_image
 from medseg.io.json_files import read_json_object
 from medseg.io.resample import place_labels
-from medseg.core.label_arrays import label_values
-from medseg.core.label_values import MAX_LABEL_VALUE, label_dtype
-from medseg.core.labels import Label
-from medseg.core.volume import Volume, VolumeMeta
 
 SIDECAR_SUFFIX = ".labels.json"
 SIDECAR_FORMAT = "medseg-labels/1"

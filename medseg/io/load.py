@@ -16,10 +16,9 @@ from medseg.errors import DicomError
 from medseg.progress import CancelToken, Progress, ProgressCallback, report
 
 if TYPE_CHECKING:  # imported when called: ``import medseg.io`` must stay cheap (see __init__)
-    from medseg.core.volume import GeometryFinding
+    from medseg.core.volume import GeometryFinding, Volume
     from medseg.io.dicom_load import SliceCallback
     from medseg.io.dicom_scan import ScanResult, SeriesInfo
-    from medseg.core.volume import Volume
 
 SCAN_SHARE = 0.3  # of the progress bar
 

@@ -38,7 +38,7 @@ def read_nifti(path: Path, header: ImageHeader, meta: VolumeMeta, spacing_mm: Se
             warnings.simplefilter("ignore")
             image = nibabel.load(str(path))
             stored = np.asanyarray(image.dataobj.get_unscaled())
-    except Exception as error:  # noqa: BLE001 - nibabel raises many types on a damaged file
+    except Exception as error:  # nibabel raises many types on a damaged file
         raise ImageFormatError(f"cannot read the image ({type(error).__name__}: {error})"[:300], path=path,
                                hint="the file may be truncated or corrupt") from error
     fields = header.nifti

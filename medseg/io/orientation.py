@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from medseg.errors import GeometryError
 from medseg.core.volume import Volume
+from medseg.errors import GeometryError
 
 _AXIS_LETTERS = {"L": (0, 1), "R": (0, -1), "P": (1, 1), "A": (1, -1), "S": (2, 1), "I": (2, -1)}
 

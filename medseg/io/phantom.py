@@ -25,15 +25,15 @@ from pathlib import Path
 
 import numpy as np
 from pydicom.dataset import FileDataset, FileMetaDataset
-from pydicom.uid import CTImageStorage, ExplicitVRLittleEndian, PYDICOM_IMPLEMENTATION_UID, generate_uid
+from pydicom.uid import PYDICOM_IMPLEMENTATION_UID, CTImageStorage, ExplicitVRLittleEndian, generate_uid
 from scipy import ndimage
 
 from medseg import app_dirs
+from medseg.core.volume import Volume, VolumeMeta
 from medseg.errors import MedsegError
 from medseg.io.atomic import atomic_folder, atomic_write_text
 from medseg.io.file_checks import IncompleteFile
 from medseg.io.phantom_anatomy import Canvas, draw_torso
-from medseg.core.volume import Volume, VolumeMeta
 from medseg.progress import CancelToken, ProgressCallback, report
 
 PHANTOM_VERSION = "demo-phantom-v1"

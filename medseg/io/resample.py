@@ -7,8 +7,8 @@ import dataclasses
 import numpy as np
 import SimpleITK as sitk
 
-from medseg.errors import GeometryError
 from medseg.core.volume import Volume
+from medseg.errors import GeometryError
 
 INTERPOLATORS = {
     "nearest": sitk.sitkNearestNeighbor,  # label maps: never invent label values

@@ -15,6 +15,7 @@ from pathlib import Path
 from medseg.errors import ImageFormatError
 from medseg.io.header_facts import HEADER_LIMIT, HeaderSpacing, ImageHeader, check_regular
 
+
 def read_text_header(path: Path, metaimage: bool) -> tuple[dict[str, str], list[str], int]:
     """(fields with lower-case keys, lines after a LIST data file, byte offset of attached data)."""
     with open(path, "rb") as handle:

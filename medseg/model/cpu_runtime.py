@@ -31,8 +31,8 @@ import platform
 import threading
 import time
 import weakref
-from datetime import date
 from dataclasses import asdict, dataclass, field
+from datetime import date
 from pathlib import Path
 from typing import Any, Callable
 
@@ -347,7 +347,7 @@ def measure(package: Any, configuration: str, tile: torch.Tensor, threads: int,
                 timed[device] = round(time.perf_counter() - started, 3)
                 del runner
             peaks[device] = round(memory.peak_mb)
-        except Exception as error:  # noqa: BLE001 - an engine that cannot run this model is not chosen
+        except Exception as error:  # an engine that cannot run this model is not chosen
             if device == "cpu":
                 raise
             labels.pop(device, None)

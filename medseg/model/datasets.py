@@ -35,13 +35,13 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 import numpy as np
 import SimpleITK as sitk
 
+from medseg.core.label_colors import color_for
+from medseg.core.labels import Label
+from medseg.core.volume import Volume
 from medseg.errors import DatasetError, MedsegError, ModelError
 from medseg.io.atomic import atomic_path, atomic_write_text
 from medseg.io.image_files import image_suffix
 from medseg.io.json_files import read_json_object
-from medseg.core.label_colors import color_for
-from medseg.core.labels import Label
-from medseg.core.volume import Volume
 from medseg.model.fingerprint import Fingerprint, fingerprint_cases  # noqa: F401 - where they were before
 from medseg.model.postprocess import parse_steps
 
@@ -177,7 +177,7 @@ def _read_image(path: Path) -> Volume:
         return load(path)
     except MedsegError:
         raise
-    except Exception as error:  # noqa: BLE001 - name the file for any reader failure
+    except Exception as error:  # name the file for any reader failure
         raise DatasetError(f"cannot read image: {error}", path=path) from error
 
 

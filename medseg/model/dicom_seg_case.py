@@ -20,9 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from medseg.errors import DatasetError, MedsegError
 from medseg.core.labels import Label
 from medseg.core.volume import Volume
+from medseg.errors import DatasetError, MedsegError
 
 SEGMENTATION_STORAGE = "1.2.840.10008.5.1.4.1.1.66.4"
 

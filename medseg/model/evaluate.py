@@ -10,8 +10,8 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
-from medseg.errors import GeometryError
 from medseg.core.volume import Volume
+from medseg.errors import GeometryError
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,13 @@ from torch import nn
 from medseg.errors import ModelError
 from medseg.io.atomic import atomic_write_bytes
 from medseg.model.onnx_graph import (  # noqa: F401 - re-exported: export's public API
-    ONNX_INPUT, ONNX_OPSET, ONNX_OUTPUT, FoldEnsemble, add_onnx_to_package, export_onnx, package_onnx,
+    ONNX_INPUT,
+    ONNX_OPSET,
+    ONNX_OUTPUT,
+    FoldEnsemble,
+    add_onnx_to_package,
+    export_onnx,
+    package_onnx,
 )
 from medseg.progress import ProgressCallback, report
 
@@ -66,7 +72,7 @@ def load_torchscript(path: str | Path | BinaryIO, device: str | torch.device = "
     """A TorchScript export, loaded for inference (TorchScript archives hold code and tensors, no pickle)."""
     try:
         module = torch.jit.load(path if not isinstance(path, Path) else os.fspath(path), map_location=device)
-    except Exception as error:  # noqa: BLE001 - corrupt or foreign file
+    except Exception as error:  # corrupt or foreign file
         raise ModelError(f"cannot load TorchScript model: {error}", path=path if isinstance(path, (str, Path)) else None) from error
     return module.eval()
 

@@ -26,10 +26,10 @@ import torch
 from scipy.ndimage import gaussian_filter
 
 from medseg import threads as medseg_threads
-from medseg.errors import DeviceError, ModelError
 from medseg.core.label_arrays import label_values
 from medseg.core.labels import Label
 from medseg.core.volume import Volume
+from medseg.errors import DeviceError, ModelError
 from medseg.model import backends
 from medseg.model.postprocess import apply_steps
 from medseg.model.preprocess import logits_to_label_map, logits_to_probabilities, preprocess_to

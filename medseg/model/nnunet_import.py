@@ -18,9 +18,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Sequence
 
-from medseg.io.json_files import read_json_object
-from medseg.io.digest import sha256_file
 from medseg.errors import ModelError
+from medseg.io.digest import sha256_file
+from medseg.io.json_files import read_json_object
 from medseg.model.package_model import ModelPackage
 from medseg.model.plan import ANISOTROPY_THRESHOLD, Plan
 from medseg.model.safe_checkpoint import load_checkpoint

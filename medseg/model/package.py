@@ -26,10 +26,10 @@ from safetensors.torch import load as load_safetensors_bytes
 from safetensors.torch import save as save_safetensors_bytes
 
 from medseg.core.label_values import MAX_LABEL_VALUE
+from medseg.core.labels import Code
 from medseg.errors import ModelError
 from medseg.io.atomic import atomic_folder, atomic_open
 from medseg.io.file_checks import IncompleteFile
-from medseg.core.labels import Code
 from medseg.model.package_model import ModelPackage, package_labels, parameter_count
 from medseg.model.plan import Plan
 from medseg.model.unet import build_network

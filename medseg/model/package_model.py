@@ -16,11 +16,11 @@ from typing import Any, Mapping, Sequence
 
 import torch
 
-from medseg.errors import ModelError
 from medseg.core.labels import Code, Label, Provenance
-from medseg.model.postprocess import PostprocessStep, parse_steps
+from medseg.errors import ModelError
 from medseg.model.configuration_choice import ConfigurationChoice, choose_configuration
 from medseg.model.plan import Plan
+from medseg.model.postprocess import PostprocessStep, parse_steps
 from medseg.model.unet import UNet
 
 

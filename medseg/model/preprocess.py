@@ -33,11 +33,11 @@ import torch
 import torch.nn.functional as F
 from scipy import ndimage
 
-from medseg.errors import ModelError
-from medseg.model.device_resample import spline_resample, torch_resample_fornnunet
-from medseg.io.orientation import Reorientation, reoriented, reorientation_to
-from medseg.model.plan import is_anisotropic
 from medseg.core.volume import Volume
+from medseg.errors import ModelError
+from medseg.io.orientation import Reorientation, reorientation_to, reoriented
+from medseg.model.device_resample import spline_resample, torch_resample_fornnunet
+from medseg.model.plan import is_anisotropic
 from medseg.progress import CancelToken
 
 # nnU-Net's default resampling orders: data cubic / nearest across, logits linear / nearest across.

@@ -68,9 +68,9 @@ from __future__ import annotations
 import numpy as np
 from scipy import ndimage
 
+from medseg.core.volume import Volume
 from medseg.errors import MedsegError
 from medseg.model.postprocess import fill_holes_per_slice
-from medseg.core.volume import Volume
 from medseg.progress import CancelToken, ProgressCallback, report
 
 STARTER_LABELS: dict[int, str] = {0: "background", 1: "body", 2: "lungs", 3: "bones"}

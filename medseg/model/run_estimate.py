@@ -12,8 +12,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from medseg.errors import ResourceLimitError
 from medseg.core.volume import Volume
+from medseg.errors import ResourceLimitError
 from medseg.model.tiling import plan_tiles
 
 # Far beyond any CT at any plan (a 1000-slice series planned 2D at 4 tiles a slice is 4 000);

@@ -19,7 +19,6 @@ from medseg.errors import ModelError
 from medseg.io.orientation import reorientation_to
 from medseg.model.preprocess import compute_new_shape, network_spacing, plan_transpose
 
-
 # The tile step, as a fraction of the patch: 1 tiles edge to edge, nnU-Net's 0.5 overlaps by half;
 # below 0.1 the tiles (and the time) grow a hundredfold for no better result.
 STEP_RANGE = (0.1, 1.0)

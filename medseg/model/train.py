@@ -3,5 +3,5 @@
 Kept so that ``from medseg.model.train import train, TrainConfig, ...`` keeps working.
 """
 
-from medseg.model.training import *  # noqa: F401,F403
+from medseg.model.training import *  # noqa: F403
 from medseg.model.training import __all__  # noqa: F401

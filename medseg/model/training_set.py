@@ -23,10 +23,10 @@ from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from medseg.errors import DatasetError
-from medseg.io.atomic import atomic_write_text
 from medseg.core.labels import Label
 from medseg.core.volume import Volume
+from medseg.errors import DatasetError
+from medseg.io.atomic import atomic_write_text
 from medseg.model.datasets import CaseSpec, Dataset, default_colors, label_table, load_case, save_case
 from medseg.model.fingerprint import FOREGROUND_SAMPLES_PER_CASE, Fingerprint, plan_for_dataset
 from medseg.model.plan import Plan

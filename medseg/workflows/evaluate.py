@@ -19,7 +19,7 @@ from medseg.core.volume import Volume
 from medseg.errors import DatasetError
 from medseg.progress import CancelToken, ProgressCallback, report
 from medseg.workflows.models import ModelCard, OpenedModel
-from medseg.workflows.segment import SegmentSettings, Segmenter
+from medseg.workflows.segment import Segmenter, SegmentSettings
 
 
 @dataclass(frozen=True)

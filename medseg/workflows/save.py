@@ -19,7 +19,6 @@ from typing import Any, Iterable, Mapping
 
 from medseg.core.labels import Label
 from medseg.core.volume import Volume
-
 from medseg.io.label_files import DICOM_SEG, LABEL_MAP
 
 

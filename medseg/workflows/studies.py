@@ -16,7 +16,6 @@ from medseg.core.volume import GeometryFinding, Volume, VolumeMeta
 from medseg.progress import CancelToken, ProgressCallback
 
 
-
 @dataclass(frozen=True)
 class OpenStudyRequest:
     source: str | os.PathLike | Sequence[str | os.PathLike]  # image file, DICOM folder/zip/DICOMDIR, or files

@@ -11,10 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import SimpleITK as sitk
+from batch_helpers import REPO_ROOT, copy_series, events_of, run_cli, truncated_copy
 
 from medseg.batch.table import read_table
 from medseg.model.backends import resolve_device
-from batch_helpers import REPO_ROOT, copy_series, events_of, run_cli, truncated_copy
 
 # Columns that say where and when a case ran, not what came out.
 RUN_COLUMNS = {"seconds", "finished_at", "rank", "device"}

@@ -14,13 +14,13 @@ import pytest
 import SimpleITK as sitk
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "model"))
-from infer_fixtures import ct_crop  # noqa: E402
-from ts_fixture import make_totalseg_weights  # noqa: E402
+from infer_fixtures import ct_crop
+from ts_fixture import make_totalseg_weights
 
-from medseg.cli import main  # noqa: E402
-from medseg.model import infer  # noqa: E402
-from medseg.model.totalseg import convert, import_totalsegmentator_task  # noqa: E402
-from medseg.workflows.segment import SegmentRequest, SegmentSettings, segment_study  # noqa: E402
+from medseg.cli import main
+from medseg.model import infer
+from medseg.model.totalseg import convert, import_totalsegmentator_task
+from medseg.workflows.segment import SegmentRequest, SegmentSettings, segment_study
 
 # three pieces of TotalSegmentator's example abdomen (3 mm): three studies of a batch
 CROPS = {f"study{i}": ("totalsegmentator/example_ct_sm.nii.gz", (slice(4 + 4 * i, 20 + 4 * i), slice(30, 54),

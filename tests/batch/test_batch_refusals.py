@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pydicom
-
 from batch_helpers import copy_series, events_of, run_cli
+
 from medseg.batch.table import read_table
 
 

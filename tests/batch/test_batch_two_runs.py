@@ -11,9 +11,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from batch_helpers import REPO_ROOT, events_of, run_cli
 
 from medseg.batch.table import read_table, state_folder
-from batch_helpers import REPO_ROOT, events_of, run_cli
 
 ARGS = ("--format", "nii.gz", "--json", "--threads", "1")
 

@@ -14,10 +14,9 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "model"))  # nnunet_fixture
-from loopback_server import LoopbackServer  # noqa: E402
-from nnunet_fixture import DATASET_NAME, make_nnunet_result_folder  # noqa: E402
-
-from catalogue_fixtures import LICENSED_ID, MODEL_ID, ZIP_NAME  # noqa: E402
+from catalogue_fixtures import LICENSED_ID, MODEL_ID, ZIP_NAME
+from loopback_server import LoopbackServer
+from nnunet_fixture import DATASET_NAME, make_nnunet_result_folder
 
 
 @pytest.fixture(autouse=True)

@@ -38,7 +38,7 @@ class LoopbackServer:
             def log_message(self, *args) -> None:  # quiet
                 pass
 
-            def do_POST(self) -> None:  # noqa: N802
+            def do_POST(self) -> None:
                 path = urlparse(self.path).path
                 raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 try:
@@ -63,7 +63,7 @@ class LoopbackServer:
                 if cut is not None:
                     self.close_connection = True
 
-            def do_GET(self) -> None:  # noqa: N802
+            def do_GET(self) -> None:
                 path = urlparse(self.path).path
                 server.requests.append({"path": path, "range": self.headers.get("Range"),
                                         "proxied": self.path.startswith("http://")})

@@ -13,7 +13,6 @@ from medseg.catalogue.entries import load_catalogue, parse_catalogue
 from medseg.errors import ModelError
 
 
-
 @pytest.fixture(scope="module")
 def expected():
     return reference()

@@ -16,14 +16,14 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "model"))
-from interactive_fixture import make_nninteractive_folder  # noqa: E402
+from interactive_fixture import make_nninteractive_folder
 
-from medseg.catalogue.entries import load_catalogue  # noqa: E402
-from medseg.catalogue.folders import find_installed, installed_model_path  # noqa: E402
-from medseg.catalogue.install import install, verify  # noqa: E402
-from medseg.catalogue.packs import install_pack, pack  # noqa: E402
-from medseg.cli import main as cli_main  # noqa: E402
-from medseg.errors import LicenceNotAccepted, ModelError  # noqa: E402
+from medseg.catalogue.entries import load_catalogue
+from medseg.catalogue.folders import find_installed, installed_model_path
+from medseg.catalogue.install import install, verify
+from medseg.catalogue.packs import install_pack, pack
+from medseg.cli import main as cli_main
+from medseg.errors import LicenceNotAccepted, ModelError
 
 MODEL_ID = "nninteractive/v1.0"
 PATCH = 64  # a 64^3 patch (the refinement needs > 48), 3 stages of 4..16 features: the conversion and the runtime measurement in seconds

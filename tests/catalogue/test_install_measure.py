@@ -21,7 +21,7 @@ from medseg.model import cpu_runtime
 from medseg.workflows.models import open_model
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "model"))  # infer_fixtures
-from infer_fixtures import ABDOMEN, crop_volume  # noqa: E402
+from infer_fixtures import ABDOMEN, crop_volume
 
 
 @pytest.fixture

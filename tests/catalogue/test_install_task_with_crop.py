@@ -18,12 +18,12 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "model"))
-from ts_fixture import make_task_weights  # noqa: E402
+from ts_fixture import make_task_weights
 
-from medseg.catalogue import load_catalogue  # noqa: E402
-from medseg.catalogue.install import install  # noqa: E402
-from medseg.model.kinds.totalseg_kind import TOTALSEG_MODEL  # noqa: E402
-from medseg.workflows.models import open_model  # noqa: E402
+from medseg.catalogue import load_catalogue
+from medseg.catalogue.install import install
+from medseg.model.kinds.totalseg_kind import TOTALSEG_MODEL
+from medseg.workflows.models import open_model
 
 TASK = "liver_segments"
 

@@ -84,7 +84,7 @@ def totalsegmentators_request(monkeypatch, tmp_path, dataset: int) -> dict:
     class Caught(Exception):
         pass
 
-    def post(url, json=None, **kwargs):  # noqa: A002 - requests' own keyword
+    def post(url, json=None, **kwargs):  # requests' own keyword
         sent.update(url=url, json=json)
         raise Caught
 

@@ -12,7 +12,6 @@ from medseg.edit.label_map import LabelMap
 from medseg.io import read_image
 
 
-
 @pytest.fixture(scope="session")
 def abdomen_files(ct_dir: Path):
     folder = ct_dir / "totalsegmentator"

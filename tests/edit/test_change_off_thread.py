@@ -19,7 +19,7 @@ from medseg.core.labels import Label
 from medseg.core.volume import Volume
 from medseg.edit import tools
 from medseg.edit.document import SegmentationDocument, StaleChange
-from medseg.edit.journal import find_sessions, read_journal, journal_file, recover
+from medseg.edit.journal import find_sessions, journal_file, read_journal, recover
 from medseg.edit.merge import REPLACE, Segmentation, merge_change
 
 LABELS = {1: Label(1, "body"), 2: Label(2, "lungs"), 3: Label(3, "bones")}

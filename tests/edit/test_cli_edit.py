@@ -8,11 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import SimpleITK as sitk
+from edit_cases import CARTILAGES, LIVER
 
 from medseg.cli import main
 from medseg.io import read_image
-
-from edit_cases import CARTILAGES, LIVER
 
 
 def test_keep_largest_grow_and_lock_match_simpleitk(abdomen_files, tmp_path: Path, capsys):
@@ -89,11 +88,12 @@ def test_threshold_then_islands_from_an_empty_map(abdomen_files, tmp_path: Path)
 def test_grow_from_seeds_in_batch_equals_the_tool(ct_dir, tmp_path: Path, capsys):
     """Seeds placed on lung1's nodule as a person would, written as a label image with a 'background' entry in
     its sidecar; `medseg edit --grow-from-seeds` writes exactly what the tool gives."""
+    from seed_placement import dice, place_seeds
+
     from medseg.core.volume import Volume
     from medseg.edit.label_map import LabelMap
     from medseg.edit.tools.grow_seeds import BACKGROUND_SEED, GrowParameters, grow_from_seeds
     from medseg.io import write_image
-    from seed_placement import dice, place_seeds
 
     image_path = ct_dir / "pyradiomics_lung1" / "lung1_image.nrrd"
     image = read_image(image_path)

@@ -9,7 +9,6 @@ from pathlib import Path
 import highdicom as hd
 import nibabel as nib
 import numpy as np
-import pytest
 
 from medseg.cli import main
 

@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 import SimpleITK as sitk
 
-from medseg.edit.document import SegmentationDocument
-from medseg.gui.viewer.view_state import ViewState
-from medseg.errors import GeometryError
-from medseg.io import load
 from medseg.core.label_colors import color_for
+from medseg.edit.document import SegmentationDocument
+from medseg.errors import GeometryError
+from medseg.gui.viewer.view_state import ViewState
+from medseg.io import load
 
 DCMQI = "dcmqi_ct3slice_masks"
 

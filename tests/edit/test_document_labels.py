@@ -12,9 +12,9 @@ import pytest
 from medseg.core.labels import AUTOMATIC, MANUAL, SEMIAUTOMATIC, Label, Provenance
 from medseg.edit import tools
 from medseg.edit.document import SegmentationDocument
+from medseg.edit.journal import recover
 from medseg.edit.merge import ADD, REPLACE, Segmentation
 from medseg.edit.operations import CATALOGUE, merge_segmentation
-from medseg.edit.journal import recover
 from medseg.io import read_image
 from medseg.model.rule_labels import rule_label_map
 

@@ -8,9 +8,9 @@ import dataclasses
 
 import numpy as np
 import pytest
-
 from grow_reference import reference_grow
 from seed_placement import dice, place_seeds
+
 from medseg.edit.document import SegmentationDocument
 from medseg.edit.label_map import LabelMap
 from medseg.edit.tools import grow_seeds as grow

@@ -11,12 +11,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from edit_cases import LIVER, STOMACH
 
 from medseg.edit import tools
 from medseg.edit.document import SegmentationDocument
 from medseg.edit.journal import HEADER, find_sessions, journal_file, recover
-
-from edit_cases import LIVER, STOMACH
 
 
 @pytest.fixture

@@ -13,14 +13,13 @@ import threading
 from pathlib import Path
 
 import numpy as np
+from edit_cases import LIVER, STOMACH
 
 from medseg.edit import session_writer as writer_module
 from medseg.edit import tools
 from medseg.edit.document import SegmentationDocument
 from medseg.edit.journal import find_sessions, recover
 from medseg.edit.session_writer import SessionWriter
-
-from edit_cases import LIVER, STOMACH
 
 RUNNER = textwrap.dedent('''
     import sys

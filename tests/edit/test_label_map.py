@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import numpy as np
+from edit_cases import LIVER
 
+from medseg.core.label_colors import name_color
 from medseg.edit.delta import Delta
 from medseg.edit.document import SegmentationDocument
 from medseg.edit.label_map import LabelMap
-from medseg.core.label_colors import name_color
-
-from edit_cases import LIVER
 
 
 def test_table_has_standard_names_and_colours(abdomen):

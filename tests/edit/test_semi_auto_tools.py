@@ -9,14 +9,14 @@ import dataclasses
 import numpy as np
 import pytest
 import SimpleITK as sitk
+from seed_placement import dice
 from skimage.draw import polygon2mask
 
-from seed_placement import dice
 from medseg.edit.document import SegmentationDocument
 from medseg.edit.label_map import LabelMap
 from medseg.edit.tools import click_region
-from medseg.edit.tools.scissors import ScissorsParameters, lasso, polygon_mask, scissors, slab_range
 from medseg.edit.tools.rules import PaintRules
+from medseg.edit.tools.scissors import ScissorsParameters, lasso, polygon_mask, scissors, slab_range
 from medseg.errors import MedsegError
 from medseg.io import load, read_image
 

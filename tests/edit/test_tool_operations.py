@@ -11,21 +11,20 @@ from pathlib import Path
 import numpy as np
 import pytest
 import SimpleITK as sitk
+from edit_cases import CARTILAGES
 from scipy import ndimage
 
 from medseg.cli import build_parser, main
 from medseg.core.labels import Label, Provenance
 from medseg.edit.document import SegmentationDocument
-from medseg.edit.journal import recover
 from medseg.edit.gestures import HANDLERS
+from medseg.edit.journal import recover
 from medseg.edit.merge import Segmentation, merge_change
 from medseg.edit.operation import GESTURES
 from medseg.edit.operations import CATALOGUE, EditOperation, Parameter, register, tools, unregister
 from medseg.edit.recipe import Operation, run_operations, validate
 from medseg.errors import MedsegError
 from medseg.io import read_image
-
-from edit_cases import CARTILAGES
 
 
 def _lps(image, xyz) -> str:

@@ -7,14 +7,13 @@ from dataclasses import replace
 import numpy as np
 import pytest
 import SimpleITK as sitk
+from edit_cases import CARTILAGES, LIVER, SPLEEN, STOMACH
 from scipy import ndimage
 
 from medseg.edit import tools
-from medseg.edit.tools import PaintRules
 from medseg.edit.document import SegmentationDocument
 from medseg.edit.label_map import LabelMap
-
-from edit_cases import CARTILAGES, LIVER, SPLEEN, STOMACH
+from medseg.edit.tools import PaintRules
 
 
 def physical_distance_mask(volume, centre_xyz, radius_mm, lo_zyx, hi_zyx):

@@ -13,8 +13,8 @@ from pathlib import Path
 import nibabel as nib
 import numpy as np
 import pytest
-
 from many_labels_data import all_117
+
 from medseg.catalogue import load_catalogue
 from medseg.edit.stats import label_statistics
 from medseg.edit.totalseg_stats import TotalSegOptions, totalseg_statistics

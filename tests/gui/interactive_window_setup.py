@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "model"))
-from interactive_fixture import make_nninteractive_folder  # noqa: E402
+from interactive_fixture import make_nninteractive_folder
 
 PATCH, FEATURES = 80, 4  # as tests/workflows/test_interactive_edit.py: an object neither empty nor everything
 CROP_XYZ = ((170, 266), (312, 408), (16, 48))  # lung1 around its tumour (x, y, z as SimpleITK indexes): random

@@ -14,10 +14,9 @@ import time
 from pathlib import Path
 
 import numpy as np
-from PySide6.QtCore import QEventLoop, QPoint, QStandardPaths, Qt, QTimer
+from PySide6.QtCore import QPoint, QStandardPaths, Qt
 from PySide6.QtTest import QTest
 from PySide6.QtWidgets import QApplication
-
 from view3d_probe import settle, wait_for
 
 

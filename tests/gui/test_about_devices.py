@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 
 import pytest
-
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QPushButton
 

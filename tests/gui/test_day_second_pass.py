@@ -14,8 +14,6 @@ import pytest
 from PySide6.QtCore import QPoint, QPointF, Qt
 from PySide6.QtWidgets import QApplication, QMessageBox
 
-from medseg.edit.document import SegmentationDocument
-
 TILT = ("dcm_qa_ct", "GE_HiSpeedDual_head_tilt_varspacing")
 
 
@@ -269,8 +267,8 @@ def test_nothing_found_is_a_warning_and_the_built_in_model_is_in_the_menu(driver
 
 def test_a_chosen_model_that_is_gone_is_forgotten_with_a_warning(qtbot, tmp_path):
     from medseg.gui.common import app_settings
-    from medseg.gui.shell.main_window import MainWindow
     from medseg.gui.segment.model_chooser import SETTING, store_reference
+    from medseg.gui.shell.main_window import MainWindow
 
     gone = _model_that_finds_nothing(tmp_path / "run" / "model")
     store_reference(str(gone))
@@ -350,8 +348,8 @@ def test_the_shortcut_sheet_fits_on_the_screen(window, qtbot, artifacts_dir):
 def test_the_side_panel_does_not_widen_after_a_model_is_chosen(window, qtbot, tmp_path, artifacts_dir):
     """#42.15: after "Use this model" (a run folder's long path), every later start had a side panel 200 px
     wider and smaller views."""
-    from medseg.gui.shell.main_window import MainWindow
     from medseg.gui.segment.model_chooser import store_reference
+    from medseg.gui.shell.main_window import MainWindow
     from medseg.model.package import starter_model_path
 
     def widths(main) -> tuple[int, int]:

@@ -8,8 +8,8 @@ from PySide6.QtCore import QPoint, Qt
 from PySide6.QtWidgets import QMessageBox
 from scipy import ndimage
 
-from medseg.edit.document import SegmentationDocument
 from medseg.edit import tools
+from medseg.edit.document import SegmentationDocument
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ import textwrap
 import numpy as np
 import pytest
 from PySide6.QtGui import QImage
-
 from test_real_window import _as_array, _x_env, x_display  # noqa: F401 - the module's Xvfb fixture
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="X11/xcb is the Linux desktop")
@@ -98,7 +97,7 @@ _SCRIPT = textwrap.dedent("""
 """)
 
 
-def test_grow_from_seeds_in_a_real_window(x_display, ct_dir, tmp_path, artifacts_dir):  # noqa: F811
+def test_grow_from_seeds_in_a_real_window(x_display, ct_dir, tmp_path, artifacts_dir):
     shot = artifacts_dir / "real_window_grow_seeds.png"
     result = subprocess.run([sys.executable, "-c", _SCRIPT, str(ct_dir / "pyradiomics_lung1" / "lung1_image.nrrd"),
                              str(ct_dir / "pyradiomics_lung1" / "lung1_label.nrrd"), str(shot)],

@@ -22,10 +22,9 @@ import shutil
 
 import numpy as np
 import pytest
+from interactive_window_setup import chest_crop, model_folder  # noqa: F401 (pytest fixtures)
 from PySide6.QtCore import QObject, QPoint, Qt, Slot
 from PySide6.QtGui import QImage
-
-from interactive_window_setup import chest_crop, model_folder  # noqa: F401 (pytest fixtures)
 
 GREEN, RED = (80, 230, 80), (240, 70, 70)  # what a positive and a negative prompt are drawn in
 
@@ -154,7 +153,7 @@ def test_every_prompt_kind_is_drawn_its_cost_said_before_and_its_passes_while_it
     passes = tools.prompt.started_engine.last_result.passes
     assert numbers[-1] == passes and shown.texts[-1].startswith(f"prompt 1 (box), pass {passes} of {passes} done in ")
     assert len(steps) == 2 * passes
-    assert options.status.text().startswith(f"1 prompt; runtime torch; the last took ")
+    assert options.status.text().startswith("1 prompt; runtime torch; the last took ")
     assert options.status.text().endswith(f"({passes} pass{'es' if passes != 1 else ''})")
 
     left, top = min(c.x() for c in corners), min(c.y() for c in corners)

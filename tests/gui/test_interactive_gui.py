@@ -11,14 +11,11 @@ nnInteractive's exact folder layout with random weights (tests/model/interactive
 
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
+from interactive_window_setup import Oracle, chest_crop, model_folder  # noqa: F401 (pytest fixtures)
 from PySide6.QtCore import QPoint, Qt
 from PySide6.QtWidgets import QScrollArea
-
-from interactive_window_setup import Oracle, chest_crop, model_folder  # noqa: F401 (pytest fixtures)
-
 
 MODEL_ID = "nninteractive/v1.0"
 

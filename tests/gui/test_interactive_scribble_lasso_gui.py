@@ -10,14 +10,10 @@ weights (tests/model/interactive_fixture.py), a small network on a small crop fo
 
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
-from PySide6.QtCore import QPoint, Qt
-
 from interactive_window_setup import Oracle, chest_crop, model_folder  # noqa: F401 (pytest fixtures)
-
-
+from PySide6.QtCore import QPoint, Qt
 
 
 @pytest.fixture

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from PySide6.QtCore import QPoint, Qt
-
 from interactive_window_setup import Oracle, chest_crop, model_folder  # noqa: F401 (pytest fixtures)
+from PySide6.QtCore import QPoint, Qt
 
 
 @pytest.fixture

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 from PySide6.QtCore import QPoint, Qt
 from PySide6.QtWidgets import QComboBox, QLineEdit
+from qt_conditions import on_screen
 
 from medseg.gui.common import save_dialog
-from qt_conditions import on_screen
 
 TILT = ("dcm_qa_ct", "GE_HiSpeedDual_head_tilt_varspacing")
 
@@ -206,7 +206,6 @@ def ts_model(tmp_path_factory) -> Path:
 def _ts_study(driver, window, ct_dir, tmp_path):
     """TotalSegmentator's example series with all 117 structures, opened with TotalSegmentator's names."""
     import SimpleITK as sitk
-
     from many_labels_data import all_117
 
     folder = ct_dir / "totalsegmentator"
@@ -304,6 +303,8 @@ def test_a_117_structure_result_is_merged_coloured_counted_and_meshed_off_the_gu
     counted or meshed there (before: a distinct colour for each of 117 placeholders, 2 s, on the GUI thread)."""
     import threading
 
+    from many_labels_data import all_117
+
     from medseg.core.volume import Volume
     from medseg.edit import label_map as label_map_module
     from medseg.gui.labels import stats_panel
@@ -311,8 +312,6 @@ def test_a_117_structure_result_is_merged_coloured_counted_and_meshed_off_the_gu
     from medseg.workflows import edit_operations
     from medseg.workflows.models import open_model
     from medseg.workflows.segment import SegmentedStudy
-
-    from many_labels_data import all_117
 
     card = open_model(ts_model).card
     assert len(card.labels) == 117

@@ -17,7 +17,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import SimpleITK as sitk
-
 from many_labels_data import all_117
 from test_real_window import _start_xvfb, _x_env  # the project's one way to start a private X server
 

@@ -19,14 +19,14 @@ import highdicom as hd
 import numpy as np
 import pytest
 import SimpleITK as sitk
+from many_labels_data import all_117
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import QApplication, QColorDialog
+from qt_conditions import on_screen
 
-from many_labels_data import all_117
 from medseg.gui.common import save_dialog
 from medseg.gui.labels.label_tree import LOCK, NAME, VOLUME
-from qt_conditions import on_screen
 
 TS_NAMES = "TotalSegmentator v2 (total)"
 TS_MAPPING = Path(__import__("totalsegmentator").__file__).parent / "resources" / "totalsegmentator_snomed_mapping.csv"

@@ -14,12 +14,12 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "catalogue"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "model"))
-from loopback_server import LoopbackServer  # noqa: E402
-from nnunet_fixture import DATASET_NAME, make_nnunet_result_folder  # noqa: E402
+from loopback_server import LoopbackServer
+from nnunet_fixture import DATASET_NAME, make_nnunet_result_folder
 
-from medseg.catalogue.folders import find_installed, installed_model_path  # noqa: E402
-from medseg.gui.segment.model_chooser import FOLDER, MANAGE, install_item, use_item  # noqa: E402
-from medseg.gui.segment.models_dialog import ModelsDialog  # noqa: E402
+from medseg.catalogue.folders import find_installed, installed_model_path
+from medseg.gui.segment.model_chooser import FOLDER, MANAGE, install_item, use_item
+from medseg.gui.segment.models_dialog import ModelsDialog
 
 OPEN_ID, LICENSED_ID = "test/tiny", "test/licensed"
 

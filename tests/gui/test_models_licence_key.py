@@ -15,13 +15,13 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "catalogue"))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "model"))
-from loopback_server import LoopbackServer  # noqa: E402
-from nnunet_fixture import DATASET_NAME, make_nnunet_result_folder  # noqa: E402
+from loopback_server import LoopbackServer
+from nnunet_fixture import DATASET_NAME, make_nnunet_result_folder
 
-from medseg.catalogue import licence_key  # noqa: E402
-from medseg.catalogue.entries import load_catalogue  # noqa: E402
-from medseg.catalogue.folders import find_installed  # noqa: E402
-from medseg.gui.segment.models_dialog import ModelsDialog  # noqa: E402
+from medseg.catalogue import licence_key
+from medseg.catalogue.entries import load_catalogue
+from medseg.catalogue.folders import find_installed
+from medseg.gui.segment.models_dialog import ModelsDialog
 
 TASK = "tissue_4_types"
 MODEL_ID = f"totalsegmentator/{TASK}"

@@ -193,8 +193,8 @@ def test_mouse_and_keys_scroll_crosshair_and_window(driver, window, ct_dir, qtbo
     # Right-drag changes window/level.
     before = (window.view.window_center, window.view.window_width)
     qtbot.mousePress(axial, Qt.MouseButton.RightButton, pos=target.toPoint())
-    from PySide6.QtGui import QMouseEvent
     from PySide6.QtCore import QEvent, QPointF
+    from PySide6.QtGui import QMouseEvent
 
     move = QMouseEvent(QEvent.Type.MouseMove, QPointF(target.x() + 60, target.y() + 30), QPointF(), Qt.MouseButton.NoButton,
                        Qt.MouseButton.RightButton, Qt.KeyboardModifier.NoModifier)

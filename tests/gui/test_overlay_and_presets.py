@@ -10,7 +10,6 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor, QImage
 from qt_conditions import views_laid_out
 
-
 LIVER = 5
 
 

@@ -21,12 +21,17 @@ import time
 from pathlib import Path
 
 import numpy as np
-import SimpleITK as sitk
 import pytest
+import SimpleITK as sitk
 from PySide6.QtGui import QImage
 
-from medseg.gui.shell.platform_check import (DEBIAN_PACKAGES, apt_packages, candidate_platforms, missing_libraries,
-                                       x_server_reachable)
+from medseg.gui.shell.platform_check import (
+    DEBIAN_PACKAGES,
+    apt_packages,
+    candidate_platforms,
+    missing_libraries,
+    x_server_reachable,
+)
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="X11/xcb is the Linux desktop")
 

@@ -15,7 +15,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 from PySide6.QtGui import QImage
-
 from test_real_window import _as_array, _start_xvfb, _x_env
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="X11/xcb is the Linux desktop")

@@ -20,10 +20,10 @@ import SimpleITK as sitk
 from PySide6.QtWidgets import QFileDialog
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "model"))
-from infer_fixtures import ct_crop  # noqa: E402
-from ts_fixture import make_totalseg_weights  # noqa: E402
+from infer_fixtures import ct_crop
+from ts_fixture import make_totalseg_weights
 
-from medseg.model.totalseg import import_totalsegmentator_task  # noqa: E402
+from medseg.model.totalseg import import_totalsegmentator_task
 
 ABDOMEN_SMALL = ("totalsegmentator/example_ct_sm.nii.gz", (slice(5, 25), slice(30, 54), slice(30, 62)))
 

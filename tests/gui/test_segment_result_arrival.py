@@ -18,13 +18,13 @@ import pytest
 import SimpleITK as sitk
 from PySide6.QtCore import QPoint, Qt, QTimer
 
+from medseg.core.volume import Volume
 from medseg.edit.journal import recover
 from medseg.edit.operations import CATALOGUE
 from medseg.model.package import load_package, starter_model_path
 from medseg.workflows import edit_operations
 from medseg.workflows.models import model_card
 from medseg.workflows.segment import SegmentedStudy
-from medseg.core.volume import Volume
 
 BODY, LUNGS, BONES = 1, 2, 3  # the starter's values
 

@@ -22,7 +22,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QDialogButtonBox
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "model"))
-from ts_fixture import make_task_weights  # noqa: E402
+from ts_fixture import make_task_weights
 
 TASKS = ("liver_vessels", "kidney_cysts")  # the picker's order: vessels before lesions
 IDS = tuple(f"totalsegmentator/{task}" for task in TASKS)
@@ -86,7 +86,7 @@ def test_tick_two_tasks_segment_into_one_document_and_save_one_seg(models_home, 
     from medseg.catalogue.task_groups import TASK_GROUPS, task_group
     from medseg.gui.common import save_dialog
     from medseg.gui.segment.task_picker import ID_ROLE
-    from medseg.workflows.segment import SegmentSettings, Segmenter
+    from medseg.workflows.segment import Segmenter, SegmentSettings
 
     volume = driver.open_series(small_dicom_series(ct_dir, tmp_path / "series"))
     window.resize(1280, 800)

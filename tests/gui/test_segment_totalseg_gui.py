@@ -20,11 +20,11 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QDialogButtonBox, QFileDialog
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "model"))
-from infer_fixtures import ct_crop  # noqa: E402
-from ts_fixture import make_totalseg_weights  # noqa: E402
+from infer_fixtures import ct_crop
+from ts_fixture import make_totalseg_weights
 
-from medseg.catalogue import load_catalogue  # noqa: E402
-from medseg.model.totalseg import import_totalsegmentator_task, load_totalseg_model, segment_totalseg  # noqa: E402
+from medseg.catalogue import load_catalogue
+from medseg.model.totalseg import import_totalsegmentator_task, load_totalseg_model, segment_totalseg
 
 # 20 slices of TotalSegmentator's example abdomen (3 mm), cropped in-plane (as tests/workflows' test)
 ABDOMEN_SMALL = ("totalsegmentator/example_ct_sm.nii.gz", (slice(5, 25), slice(30, 54), slice(30, 62)))

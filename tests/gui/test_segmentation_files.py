@@ -13,13 +13,13 @@ import pydicom
 import pytest
 import SimpleITK as sitk
 from PySide6.QtWidgets import QFileDialog, QMessageBox
+from qt_conditions import on_screen
 
 from medseg.core.labels import Label, Provenance
 from medseg.edit.tools.brush import stroke
-from medseg.gui.study import segmentation_files
 from medseg.edit.tools.threshold import threshold
 from medseg.gui.common import save_dialog
-from qt_conditions import on_screen
+from medseg.gui.study import segmentation_files
 
 TILTED = ("dcm_qa_ct", "GE_HiSpeedDual_head_tilt_varspacing")
 

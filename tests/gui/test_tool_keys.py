@@ -12,13 +12,12 @@ import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction, QKeySequence, QShortcut
 from PySide6.QtWidgets import QAbstractButton, QApplication, QLineEdit
+from test_grow_gui import paint_seeds
 
 from medseg.core.labels import Label
 from medseg.edit.operations import tools
 from medseg.gui.viewer.slice_view import VIEW_KEYS
 from medseg.io import read_image
-
-from test_grow_gui import paint_seeds
 
 KEYS = {"B": Qt.Key.Key_B, "E": Qt.Key.Key_E, "F": Qt.Key.Key_F, "K": Qt.Key.Key_K, "G": Qt.Key.Key_G,
         "L": Qt.Key.Key_L, "C": Qt.Key.Key_C, "X": Qt.Key.Key_X, "O": Qt.Key.Key_O, "N": Qt.Key.Key_N,

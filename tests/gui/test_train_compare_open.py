@@ -14,8 +14,8 @@ import numpy as np
 
 import medseg.model.infer as infer
 from medseg.model.datasets import open_dataset
-from medseg.workflows.models import open_model
 from medseg.model.training import TrainConfig, run_training
+from medseg.workflows.models import open_model
 
 DCMQI = "dcmqi_ct3slice_masks"  # a real 3-slice GE CT: the starter segments it in about a second
 

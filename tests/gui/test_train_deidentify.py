@@ -7,8 +7,8 @@ from pathlib import Path
 
 import numpy as np
 
-from medseg.gui.train.dataset_panel import DatasetPanel
 from medseg.core.labels import Label
+from medseg.gui.train.dataset_panel import DatasetPanel
 from medseg.io import load
 
 

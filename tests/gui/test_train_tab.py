@@ -11,7 +11,6 @@ import gc
 import json
 import shutil
 import time
-from pathlib import Path
 
 import numpy as np
 import onnxruntime
@@ -279,8 +278,8 @@ def test_dataset_finetune_pause_stop_resume_use_and_export(driver, window, qtbot
 
     # --- responsiveness, reported against the same run without the GUI --------------------------------
     from medseg.model.datasets import open_dataset
-    from medseg.workflows.models import open_model
     from medseg.model.training import TrainConfig, run_training
+    from medseg.workflows.models import open_model
 
     started_at = time.perf_counter()
     run_training(open_dataset(panel.training_set.manifest_path), tmp_path / "headless", TrainConfig(

@@ -9,7 +9,6 @@ writes what it saw. The rest of the suite stays offscreen.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -18,9 +17,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 from PySide6.QtCore import QPoint
+from test_real_window import _start_xvfb, _x_env  # the project's one way to start a private X server
 
 from medseg.gui.viewer import gl_support
-from test_real_window import _start_xvfb, _x_env  # the project's one way to start a private X server
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Xvfb and xcb are Linux")
 PROBE = Path(__file__).with_name("view3d_probe.py")
@@ -146,8 +145,8 @@ def test_label_opacity_lives_in_the_label_table(qtbot, ct_dir):
     the others is see-through until the user says otherwise."""
     from medseg.core.labels import Label
     from medseg.edit.document import SegmentationDocument
-    from medseg.gui.viewer.view_state import ViewState
     from medseg.gui.viewer.view3d import ENVELOPE_OPACITY, View3D
+    from medseg.gui.viewer.view_state import ViewState
     from medseg.io import read_image
 
     image = read_image(ct_dir / "pyradiomics_lung1" / "lung1_image.nrrd")

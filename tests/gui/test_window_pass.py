@@ -8,9 +8,9 @@ import pytest
 from PySide6.QtCore import QPoint, QPointF, Qt, QTimer
 from PySide6.QtGui import QWheelEvent
 from PySide6.QtWidgets import QApplication, QMenu
+from qt_conditions import on_screen
 
 from medseg.edit.label_map import build_label_table
-from qt_conditions import on_screen
 
 
 def _wheel(widget, steps: int = -1, position: QPointF | None = None) -> None:
@@ -579,7 +579,7 @@ def test_the_first_window_fills_most_of_the_screen_and_the_next_restores_it(qtbo
 
 # --- #25.16: the PACS dialog says whether the form is saved -----------------------------------------------------
 def test_the_pacs_form_says_whether_it_is_a_new_a_changed_or_a_saved_server(window, qtbot, artifacts_dir):
-    from medseg.io.pacs import PacsServer, PacsSettings, load_settings, save_settings
+    from medseg.io.pacs import load_settings
 
     window.pacs_action.trigger()  # no server configured yet
     dialog = window.opener.pacs_dialog
@@ -625,7 +625,6 @@ def test_training_only_some_of_the_base_models_labels_is_questioned_before_start
 
 
 def test_a_case_added_from_a_file_is_named_after_the_file_never_the_patient(driver, window, ct_dir, tmp_path):
-    import shutil
 
     from medseg.gui.train.tab import case_name
 

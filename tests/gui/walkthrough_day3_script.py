@@ -100,8 +100,8 @@ def segment(w: Walk, reply: str | None, what: str) -> list:
 
 def walk(out: Path) -> int:
     from PySide6.QtWidgets import QFileDialog, QLineEdit
-
     from ts_fixture import make_totalseg_weights
+
     from medseg.gui.common import save_dialog
     from medseg.model.totalseg import import_totalsegmentator_task
 
@@ -213,8 +213,8 @@ def walk(out: Path) -> int:
 
     # 5. Interactive AI: a box and a lasso on lung1's tumour
     import SimpleITK as sitk
-
     from interactive_fixture import make_nninteractive_folder
+
     from medseg.workflows import interactive
 
     lung = DATA / "pyradiomics_lung1"

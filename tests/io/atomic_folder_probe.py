@@ -68,7 +68,7 @@ def main(folder: Path, moment: str) -> None:
         ctypes.CDLL = WithoutExchange  # type: ignore[misc, assignment]
         real_replace = os.replace
 
-        def replace_then_die(source, target):  # noqa: ANN001 - os.replace's signature
+        def replace_then_die(source, target):  # os.replace's signature
             real_replace(source, target)
             if Path(target).name.endswith(".old"):
                 die()

@@ -10,9 +10,9 @@ import textwrap
 
 import pytest
 
-from medseg.errors import MedsegError, SaveError
-from medseg.io.atomic import atomic_folder, atomic_open, atomic_path, atomic_write_bytes, check_writable
 from medseg.core.label_colors import color_for, name_color, totalsegmentator_name, value_color
+from medseg.errors import SaveError
+from medseg.io.atomic import atomic_folder, atomic_open, atomic_path, atomic_write_bytes, check_writable
 
 
 def test_replaces_and_leaves_no_temporary(tmp_path):

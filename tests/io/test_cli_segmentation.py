@@ -8,7 +8,6 @@ from pathlib import Path
 
 import highdicom as hd
 import numpy as np
-import pytest
 
 from medseg.cli import main
 

@@ -10,9 +10,9 @@ import nibabel as nib
 import numpy as np
 import pytest
 
+from medseg.core.volume import Volume
 from medseg.errors import GeometryError, ImageFormatError
 from medseg.io import load, read_image, resample_to, write_image
-from medseg.core.volume import Volume
 
 
 @pytest.fixture(scope="module")

@@ -7,10 +7,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from medseg.core.volume import Volume
 from medseg.errors import GeometryError
 from medseg.io import load
 from medseg.io.orientation import reorientation_to, reoriented
-from medseg.core.volume import Volume
 
 
 def _assert_same_points(original: Volume, oriented: Volume, samples: int = 50) -> None:

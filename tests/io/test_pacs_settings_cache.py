@@ -7,8 +7,16 @@ import json
 import pytest
 
 from medseg.io.pacs import (
-    CredentialStoreError, PacsError, PacsServer, PacsSettings, QueryFilters, SeriesCache, credentials_for,
-    load_settings, save_settings, store_secret,
+    CredentialStoreError,
+    PacsError,
+    PacsServer,
+    PacsSettings,
+    QueryFilters,
+    SeriesCache,
+    credentials_for,
+    load_settings,
+    save_settings,
+    store_secret,
 )
 from medseg.io.pacs.cache import check_uid
 

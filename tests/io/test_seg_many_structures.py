@@ -11,11 +11,11 @@ Data: TotalSegmentator's own result on its example series (31 labels), split to 
 from __future__ import annotations
 
 import csv
-from dataclasses import replace
 import json
 import shutil
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import highdicom as hd
@@ -23,8 +23,8 @@ import numpy as np
 import pydicom
 import pytest
 import SimpleITK as sitk
-
 from many_labels_data import all_117
+
 from medseg.catalogue import load_catalogue
 from medseg.core.labels import Code, Provenance
 from medseg.io import load

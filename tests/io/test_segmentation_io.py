@@ -16,12 +16,12 @@ import pydicom
 import pytest
 import SimpleITK as sitk
 
+from medseg.core.labels import TISSUE, Code, Label, Provenance
 from medseg.io import load
 from medseg.io.dicom_seg_read import read_dicom_seg
 from medseg.io.dicom_seg_write import write_dicom_seg
 from medseg.io.label_files import read_label_map, sidecar_path, write_label_map
 from medseg.io.segmentations import open_segmentation, save_segmentation
-from medseg.core.labels import TISSUE, Code, Label, Provenance
 
 BONE = Code("3138006", "SCT", "Bone")  # DCMR CID 7166, as pydicom's codes.SCT.BoneTissue
 

@@ -175,8 +175,8 @@ def test_a_label_on_one_slice_is_a_thin_surface(ct_dir: Path):
 def map_117(ct_dir: Path):
     """TotalSegmentator's example series and all 117 structures on it (tests/many_labels_data.py)."""
     import SimpleITK as sitk
-
     from many_labels_data import all_117
+
     from medseg.io import load
 
     folder = ct_dir / "totalsegmentator"

@@ -32,9 +32,17 @@ import SimpleITK as sitk
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
-from nnunet_fixture import build_nnunet_network  # noqa: E402
-from ts_fixture import CROP_IMAGES, CROP_NETWORK, CROP_TARGETS, CROP_WEIGHTS, is_alias, network_plans, \
-    read_ct, task_networks  # noqa: E402
+from nnunet_fixture import build_nnunet_network
+from ts_fixture import (
+    CROP_IMAGES,
+    CROP_NETWORK,
+    CROP_TARGETS,
+    CROP_WEIGHTS,
+    is_alias,
+    network_plans,
+    read_ct,
+    task_networks,
+)
 
 # more structures on more images take longer to fit
 STEPS = {298: 900, 297: 900, 300: 300, 115: 300}

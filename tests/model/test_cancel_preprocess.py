@@ -55,7 +55,7 @@ def test_segment_hands_its_cancel_to_the_preparation(chest):
 
 def test_the_use_case_hands_its_cancel_to_the_preparation(chest):
     """What the GUI's Segment, ``medseg segment`` and batch run (medseg.workflows): the same looks."""
-    from medseg.workflows.segment import SegmentSettings, Segmenter
+    from medseg.workflows.segment import Segmenter, SegmentSettings
 
     never = CountingToken()
     segmenter = Segmenter(None, SegmentSettings(device="cpu"))

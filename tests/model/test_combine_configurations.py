@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 import torch
+from small_packages import one_configuration, starter_like_package
 
 from medseg.cli import main
 from medseg.errors import ModelError
 from medseg.model.package import load_package, save_package
 from medseg.model.package_model import combine_packages
-from small_packages import one_configuration, starter_like_package
 
 
 @pytest.fixture

@@ -17,7 +17,13 @@ import torch
 from medseg.cli import main
 from medseg.errors import DeviceError
 from medseg.model.backends import (
-    DEVICES, TENSOR_DEVICE, TRAINING, available_devices, device_choices, resolve_device, torch_device,
+    DEVICES,
+    TENSOR_DEVICE,
+    TRAINING,
+    available_devices,
+    device_choices,
+    resolve_device,
+    torch_device,
 )
 
 PACKAGE = Path(__file__).resolve().parents[2] / "medseg"

@@ -15,7 +15,14 @@ import numpy as np
 import pytest
 import torch
 from infer_fixtures import (
-    ABDOMEN, ABDOMEN_WIDER, CHEST, crop_volume, ct_crop, nnunet_array, nnunet_preprocessed, scipy_preprocessed,
+    ABDOMEN,
+    ABDOMEN_WIDER,
+    CHEST,
+    crop_volume,
+    ct_crop,
+    nnunet_array,
+    nnunet_preprocessed,
+    scipy_preprocessed,
     small_model_folder,
 )
 from nnunet_fixture import make_nnunet_result_folder

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from small_packages import tiny_plan
 
 from medseg.cli import main
 from medseg.errors import ModelError
@@ -25,7 +26,6 @@ from medseg.model.plan import Plan
 from medseg.model.training import IterationEvent, TrainConfig, train
 from medseg.model.training.inflate import check_inflatable, inflate_state
 from medseg.model.unet import build_network
-from small_packages import tiny_plan
 
 STARTER = Path(__file__).resolve().parents[2] / "resources" / "models" / "starter"
 LABELS = {0: "background", 1: "body", 2: "lungs", 3: "bones"}

@@ -12,11 +12,15 @@ import zipfile
 
 import pytest
 import torch
-
 from interactive_fixture import interactive_plans, make_nninteractive_folder
+
 from medseg.errors import ModelError, UnsafeModelError
 from medseg.model.interactive.model_files import (
-    OFFICIAL_LICENSE, UNKNOWN_LICENSE, import_nninteractive, load_interactive_model, save_interactive_model,
+    OFFICIAL_LICENSE,
+    UNKNOWN_LICENSE,
+    import_nninteractive,
+    load_interactive_model,
+    save_interactive_model,
 )
 
 TINY = {"patch_size": (56, 56, 56), "n_stages": 3, "base_features": 4, "max_features": 16, "configuration": "3d_ps56"}

@@ -24,9 +24,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from interactive_fixture import LUNG1_TUMOUR_CROP, lung1_tumour_crop, make_nninteractive_folder, nninteractive_prompt
 from skimage.draw import line, polygon
 
-from interactive_fixture import LUNG1_TUMOUR_CROP, lung1_tumour_crop, make_nninteractive_folder, nninteractive_prompt
 from medseg.model.interactive.model_files import import_nninteractive
 from medseg.model.interactive.session import InteractiveSession
 

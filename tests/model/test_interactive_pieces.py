@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 import SimpleITK as sitk
 import torch
-
 from interactive_fixture import make_nninteractive_folder
+
 from medseg.model.interactive.model_files import import_nninteractive
 from medseg.model.interactive.prompts import PromptStore, point_stamp
 from medseg.model.interactive.refine_boxes import changed_region, cover_boxes

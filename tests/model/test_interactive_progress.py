@@ -18,8 +18,8 @@ import re
 import shutil
 
 import pytest
-
 from interactive_fixture import lung1_tumour_crop, make_nninteractive_folder
+
 from medseg.model.interactive.calibration import calibrate
 from medseg.model.interactive.model_files import import_nninteractive
 from medseg.model.interactive.runtimes import CHOICE_FILE, make_runner

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from medseg.model.interactive import runtimes
-from medseg.model.peak_memory import PeakMemory
 from medseg.model.interactive.runtimes import CHOICE_FILE, RuntimeChoice, chosen_runtime
+from medseg.model.peak_memory import PeakMemory
 
 
 @pytest.mark.parametrize("kernel_counter", [True, False], ids=["VmHWM", "sampled"])

@@ -15,8 +15,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-
 from interactive_fixture import lung1_tumour_crop, make_nninteractive_folder
+
 from medseg.model.interactive.model_files import import_nninteractive
 from medseg.model.interactive.session import EXACT, SMALL, SMALL_THEN_EXACT, InteractiveSession, small_patch_for
 

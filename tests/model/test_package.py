@@ -13,7 +13,6 @@ import torch
 
 from medseg.core.labels import Code
 from medseg.errors import ModelError
-from medseg.model.package_model import package_labels
 from medseg.model.package import (
     MODEL_JSON,
     WEIGHTS_FILE,
@@ -22,6 +21,7 @@ from medseg.model.package import (
     load_package,
     save_package,
 )
+from medseg.model.package_model import package_labels
 from medseg.model.planner import plan_from_fingerprint
 from medseg.model.unet import build_network
 

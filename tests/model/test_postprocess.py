@@ -13,17 +13,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 from scipy import ndimage
+from small_packages import LABELS, one_configuration, two_d_configuration
 
 from medseg.errors import DatasetError, ModelError
 from medseg.io.load import load
 from medseg.model.datasets import open_dataset
 from medseg.model.infer import segment
 from medseg.model.package import load_package, save_package
-from medseg.workflows.models import open_model
 from medseg.model.package_model import combine_packages
 from medseg.model.postprocess import apply_steps, parse_steps
 from medseg.model.rule_labels import rule_label_map
-from small_packages import LABELS, one_configuration, two_d_configuration
+from medseg.workflows.models import open_model
 
 BODY, LUNGS, BONES = 1, 2, 3
 STEPS = [{"op": "keep_inside", "label": "lungs", "inside": ["body", "bones"]},
@@ -154,8 +154,9 @@ def test_packages_carry_their_steps_and_refuse_bad_ones(tmp_path: Path) -> None:
 
 
 def test_a_dataset_declares_the_steps_its_models_carry(ct_dir: Path, tmp_path: Path) -> None:
-    from medseg.model.train import TrainConfig, run_training
     from small_packages import tiny_plan
+
+    from medseg.model.train import TrainConfig, run_training
 
     record = {"name": "pp", "data_root": str(ct_dir), "labels": ["body", "lungs", "bones"],
               "cases": [{"name": "ct3", "image": "dcmqi_ct3slice_masks/image", "label_rule": "starter"}],

@@ -23,8 +23,15 @@ from medseg.model.datasets import Case, open_dataset
 from medseg.model.nnunet_import import import_nnunet
 from medseg.model.rule_labels import rule_label_map
 from medseg.model.train import (
-    CHECKPOINT_LAST, DistributedContext, IterationEvent, StartedEvent, TrainConfig, load_checkpoint, local_batch,
-    prepare_case, train,
+    CHECKPOINT_LAST,
+    DistributedContext,
+    IterationEvent,
+    StartedEvent,
+    TrainConfig,
+    load_checkpoint,
+    local_batch,
+    prepare_case,
+    train,
 )
 from medseg.model.training.prefetch import BatchPrefetcher
 from medseg.model.training.sampling import host_batch

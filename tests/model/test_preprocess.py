@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 import torch
-from infer_fixtures import ABDOMEN, CHEST, crop_volume, nnunet_preprocessed, small_model_folder, ct_crop
+from infer_fixtures import ABDOMEN, CHEST, crop_volume, ct_crop, nnunet_preprocessed, small_model_folder
 from nnunetv2.inference.export_prediction import convert_predicted_logits_to_segmentation_with_correct_shape
 from nnunetv2.preprocessing.cropping.cropping import crop_to_nonzero
 from nnunetv2.preprocessing.resampling.default_resampling import resample_data_or_seg_to_shape

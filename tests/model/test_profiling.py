@@ -14,7 +14,7 @@ from medseg.core.volume import Volume
 from medseg.model.infer import pad_to_patch, tile_slicers
 from medseg.model.nnunet_import import import_nnunet
 from medseg.model.preprocess import preprocess
-from medseg.model.profiling import SEGMENT_PHASES, PhaseProfile, phase, Profiling
+from medseg.model.profiling import SEGMENT_PHASES, PhaseProfile, Profiling, phase
 
 
 def test_segment_profile_writes_the_phase_table_and_a_trace(ct_dir, tmp_path, capsys):

@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import SimpleITK as sitk
 
+from medseg.core.volume import Volume
 from medseg.errors import MedsegError
 from medseg.io.phantom import Phantom, make_phantom
-from medseg.core.volume import Volume
 from medseg.model.rule_labels import STARTER_COLORS, STARTER_LABELS, rule_label_map
 
 BODY, LUNGS, BONES = 1, 2, 3

@@ -13,8 +13,16 @@ from medseg.cli import main
 from medseg.io import load, read_image
 from medseg.model.infer import segment
 from medseg.model.package import load_package, starter_model_path
-from medseg.model.rule_labels import (BONE_CLOSING_RADIUS_MM, BONE_MIN_HU, BONE_RIM_MIN_HU, MARROW_MIN_HU, STARTER_LABELS,
-                                      body_mask, bone_mask, rule_label_map)
+from medseg.model.rule_labels import (
+    BONE_CLOSING_RADIUS_MM,
+    BONE_MIN_HU,
+    BONE_RIM_MIN_HU,
+    MARROW_MIN_HU,
+    STARTER_LABELS,
+    body_mask,
+    bone_mask,
+    rule_label_map,
+)
 
 STARTER = starter_model_path()
 # Issue targets: Dice against the rule-based labels on held-out real CT.

@@ -14,10 +14,19 @@ from ts_fixture import make_totalseg_weights
 from medseg.core.volume import Volume
 from medseg.errors import ModelError
 from medseg.model.totalseg import (
-    choose_configuration, import_totalsegmentator_task, is_totalseg_model, load_totalseg_model, structure_values,
+    choose_configuration,
+    import_totalsegmentator_task,
+    is_totalseg_model,
+    load_totalseg_model,
+    structure_values,
 )
 from medseg.model.totalseg.geometry import (
-    canonical_orientation, crop_box, header_zooms, nearest_zoom_indices, resample_labels_back, resample_to_spacing,
+    canonical_orientation,
+    crop_box,
+    header_zooms,
+    nearest_zoom_indices,
+    resample_labels_back,
+    resample_to_spacing,
 )
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from small_packages import tiny_plan
 
 from medseg.errors import Cancelled, DatasetError
 from medseg.model.augment import NO_AUGMENTATION, AugmentConfig, augment_intensity, augmented_patch, extract_patch
@@ -17,13 +18,23 @@ from medseg.model.datasets import open_dataset
 from medseg.model.losses import DeepSupervisionLoss, DiceCELoss, deep_supervision_weights
 from medseg.model.package import load_package
 from medseg.model.train import (
-    CHECKPOINT_LAST, DistributedContext, EpochEvent, IterationEvent, MessageEvent, TrainConfig,
-    adapt_state_to_labels, draw_sample, load_checkpoint, pick_case, prepare_case, run_training, sample_rng,
+    CHECKPOINT_LAST,
+    DistributedContext,
+    EpochEvent,
+    IterationEvent,
+    MessageEvent,
+    TrainConfig,
+    adapt_state_to_labels,
+    draw_sample,
+    load_checkpoint,
+    pick_case,
+    prepare_case,
+    run_training,
+    sample_rng,
     train,
 )
 from medseg.model.unet import build_network
 from medseg.progress import CancelToken
-from small_packages import tiny_plan
 
 TS = "totalsegmentator"
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
-from orthanc_server import ORTHANC_AET, Orthanc, make_certificate, require_private_netns  # noqa: E402
+from orthanc_server import ORTHANC_AET, Orthanc, make_certificate, require_private_netns
 
-from medseg.io.pacs import PacsServer  # noqa: E402
+from medseg.io.pacs import PacsServer
 
 HTTP_PORT, DICOM_PORT, STORAGE_PORT = 8042, 4242, 11112
 SECURE_HTTP_PORT, SECURE_DICOM_PORT = 8043, 4243

@@ -12,7 +12,14 @@ from conftest import PASSWORD, USER, copy_files, dimse_server, philips_1mm_files
 
 from medseg.io import load
 from medseg.io.pacs import (
-    CredentialStoreError, PacsAuthError, PacsError, SeriesCache, echo, query_studies, retrieve_series, store_secret,
+    CredentialStoreError,
+    PacsAuthError,
+    PacsError,
+    SeriesCache,
+    echo,
+    query_studies,
+    retrieve_series,
+    store_secret,
 )
 
 
@@ -111,8 +118,8 @@ def test_credentials(secure_orthanc, memory_keyring, monkeypatch):
     assert query_studies(server).studies == []  # the secure PACS is empty, but it answered
     assert memory_keyring.secrets == {("medseg-pacs", server.name): PASSWORD}
 
-    from keyring.backends import fail
     import keyring
+    from keyring.backends import fail
 
     keyring.set_keyring(fail.Keyring())  # a machine without any keyring service
     with pytest.raises(CredentialStoreError, match="no OS keyring is available"):

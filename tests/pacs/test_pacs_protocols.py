@@ -14,7 +14,14 @@ from conftest import copy_files, ct3_files, dimse_server, philips_1mm_files, web
 
 from medseg.io import load
 from medseg.io.pacs import (
-    QueryFilters, SeriesCache, echo, list_instances, query_series, query_studies, retrieve_series, send_files,
+    QueryFilters,
+    SeriesCache,
+    echo,
+    list_instances,
+    query_series,
+    query_studies,
+    retrieve_series,
+    send_files,
 )
 
 

@@ -26,20 +26,17 @@ from __future__ import annotations
 
 import argparse
 import gzip
-import io
 import json
 import os
 import re
 import resource
 import shutil
 import signal
-import stat
 import struct
 import sys
 import tempfile
 import time
 import traceback
-import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -1081,9 +1078,10 @@ def main() -> int:
     work.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("MEDSEG_DATA_DIR", str(work / "app-data"))
     os.environ.setdefault("MEDSEG_CONFIG_DIR", str(work / "app-config"))
-    import medseg.cli  # noqa: F401 - imported once, shared by the forked children
-    import medseg.io.dicom_scan  # noqa: F401
     import SimpleITK  # noqa: F401
+
+    import medseg.cli  # imported once, shared by the forked children
+    import medseg.io.dicom_scan  # noqa: F401
 
     builder = Builder(work)
     build(builder)

@@ -11,10 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import SimpleITK as sitk
+from probes import run_medseg
 
 from medseg.errors import ImageFormatError
 from medseg.io import load
-from probes import run_medseg
 
 
 @pytest.fixture

@@ -13,11 +13,11 @@ from pathlib import Path
 import numpy as np
 import pydicom
 import pytest
+from probes import run_medseg
 
 from medseg.cli import main
 from medseg.errors import DicomError, GeometryError
 from medseg.io import load, scan
-from probes import run_medseg
 
 
 def _series(source: Path, target: Path, change=None, only: int | None = None) -> Path:

@@ -8,10 +8,10 @@ import shutil
 from pathlib import Path
 
 import pytest
+from probes import write_dicomdir
 
 from medseg.errors import DicomError
 from medseg.io import load, scan
-from probes import write_dicomdir
 
 
 @pytest.fixture

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from probes import in_namespace, run_medseg
 
 from medseg.errors import SaveError
 from medseg.io.atomic import atomic_path
 from medseg.io.image_files import read_image
-from probes import in_namespace, run_medseg
 
 
 def _digest(path: Path) -> str:

@@ -10,10 +10,10 @@ import shutil
 from pathlib import Path
 
 import pytest
+from probes import run_medseg, write_zip
 
 from medseg.errors import ModelError
 from medseg.model.package import load_package, starter_model_path
-from probes import run_medseg, write_zip
 
 STARTER = json.loads((starter_model_path() / "model.json").read_text())
 

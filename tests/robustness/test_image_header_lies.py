@@ -15,10 +15,10 @@ import nibabel as nib
 import numpy as np
 import pytest
 import SimpleITK as sitk
+from probes import run_medseg
 
 from medseg.errors import GeometryError, ImageFormatError
 from medseg.io import load
-from probes import run_medseg
 
 SOURCE = ("totalsegmentator", "example_ct_sm.nii.gz")
 

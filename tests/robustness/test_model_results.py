@@ -12,13 +12,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from probes import rewrite_series, run_medseg
 from safetensors.numpy import load_file, save_file
 
 from medseg.errors import ModelError
 from medseg.io import load
 from medseg.model.infer import segment
 from medseg.model.package import load_package, starter_model_path
-from probes import rewrite_series, run_medseg
 
 
 @pytest.fixture(scope="module")

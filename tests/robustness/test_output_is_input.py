@@ -10,11 +10,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from probes import run_medseg, write_dicomdir
 
 from medseg.errors import SaveError
 from medseg.io import load
 from medseg.io.segmentations import save_segmentation
-from probes import run_medseg, write_dicomdir
 
 
 def _digest(path: Path) -> str:

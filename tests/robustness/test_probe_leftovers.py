@@ -15,9 +15,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import SimpleITK as sitk
+from probes import run_medseg
 
 from medseg.model.package import starter_model_path
-from probes import run_medseg
 
 
 @pytest.fixture(scope="module")

@@ -16,10 +16,10 @@ from pathlib import Path
 import numpy as np
 import pydicom
 import pytest
+from probes import run_medseg, write_zip
 
 from medseg.errors import DicomError, ResourceLimitError
 from medseg.io import load
-from probes import rewrite_series, run_medseg, write_zip
 
 LIMIT = 1536 << 20  # address space for `medseg info` (it needs about 700 MB)
 

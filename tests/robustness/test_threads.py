@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from probes import json_event, rewrite_series, run_medseg
 
 from medseg import threads
-from probes import json_event, rewrite_series, run_medseg
 
 needs_affinity = pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="the OS has no CPU affinity masks")
 

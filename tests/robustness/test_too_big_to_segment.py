@@ -13,7 +13,6 @@ import struct
 from pathlib import Path
 
 import pytest
-
 from probes import run_medseg
 
 LIMIT = 3 << 30  # address space: the starter and the 1.5 GiB image fit, their working memory does not

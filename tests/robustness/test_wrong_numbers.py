@@ -11,11 +11,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import SimpleITK as sitk
+from probes import json_event, rewrite_series, run_medseg
 
 from medseg.core.volume import Volume
 from medseg.errors import GeometryError
 from medseg.io import load, write_image
-from probes import json_event, rewrite_series, run_medseg
 
 
 def _kinds(findings: list[dict]) -> set[str]:

@@ -19,9 +19,9 @@ import SimpleITK as sitk
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "model"))
-from interactive_fixture import make_nninteractive_folder  # noqa: E402
+from interactive_fixture import make_nninteractive_folder
 
-from medseg.cli import main as cli_main  # noqa: E402
+from medseg.cli import main as cli_main
 
 PATCH, FEATURES = 80, 4
 CROP_XYZ = ((170, 266), (312, 408), (16, 48))  # lung1 around the tumour, as SimpleITK indexes (x, y, z)

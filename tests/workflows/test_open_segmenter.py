@@ -14,12 +14,12 @@ import pytest
 import SimpleITK as sitk
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "model"))
-from infer_fixtures import ct_crop  # noqa: E402
+from infer_fixtures import ct_crop
 
-from medseg.errors import ModelError  # noqa: E402
-from medseg.model import infer  # noqa: E402
-from medseg.workflows.segment import SegmentRequest, segment_study  # noqa: E402
-from medseg.workflows.segmenter import open_segmenter  # noqa: E402
+from medseg.errors import ModelError
+from medseg.model import infer
+from medseg.workflows.segment import SegmentRequest, segment_study
+from medseg.workflows.segmenter import open_segmenter
 
 GUIDE = Path(__file__).resolve().parents[2] / "docs" / "guide-researcher.md"
 

@@ -16,17 +16,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-import SimpleITK as sitk
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "model"))
-from ts_fixture import CROP_IMAGES, make_oracle_weights, read_ct  # noqa: E402
+from ts_fixture import CROP_IMAGES, make_oracle_weights, read_ct
 
-from medseg.core.volume import Volume  # noqa: E402
-from medseg.model.totalseg import import_totalsegmentator_task  # noqa: E402
-from medseg.model.totalseg.convert import PartRef  # noqa: E402
-from medseg.workflows.models import open_model  # noqa: E402
-from medseg.workflows.segment import SegmentSettings, Segmenter  # noqa: E402
-from medseg.workflows.segment_many import merge_results, segment_with_models  # noqa: E402
+from medseg.core.volume import Volume
+from medseg.model.totalseg import import_totalsegmentator_task
+from medseg.model.totalseg.convert import PartRef
+from medseg.workflows.models import open_model
+from medseg.workflows.segment import Segmenter, SegmentSettings
+from medseg.workflows.segment_many import merge_results, segment_with_models
 
 TASKS = ("liver_vessels", "kidney_cysts")  # cheap ones (little or no resampling) of the 298-cropped
 CROP_NETWORK = 298  # TotalSegmentator's 6 mm total network: what crops both (its task table)

@@ -12,7 +12,7 @@ from medseg.core.labels import AUTOMATIC
 from medseg.errors import DeviceError, ModalityMismatch
 from medseg.model.backends import resolve_device
 from medseg.workflows.models import open_model
-from medseg.workflows.segment import SegmentRequest, SegmentSettings, Segmenter, segment_study
+from medseg.workflows.segment import Segmenter, SegmentRequest, SegmentSettings, segment_study
 from medseg.workflows.studies import OpenStudyRequest, open_study
 
 

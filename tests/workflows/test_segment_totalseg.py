@@ -19,17 +19,17 @@ import pytest
 import SimpleITK as sitk
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "model"))
-from infer_fixtures import ct_crop  # noqa: E402
-from ts_fixture import make_totalseg_weights  # noqa: E402
-from ts_peer import assert_agrees, read_multilabel, run_totalsegmentator  # noqa: E402
+from infer_fixtures import ct_crop
+from ts_fixture import make_totalseg_weights
+from ts_peer import assert_agrees, read_multilabel, run_totalsegmentator
 
-from medseg.catalogue import load_catalogue  # noqa: E402
-from medseg.core.volume import Volume  # noqa: E402
-from medseg.errors import Cancelled, DeviceError, ModelError  # noqa: E402
-from medseg.model.totalseg import import_totalsegmentator_task, segment_totalseg  # noqa: E402
-from medseg.progress import CancelToken  # noqa: E402
-from medseg.workflows.models import TOTALSEG_MODEL, open_model  # noqa: E402
-from medseg.workflows.segment import SegmentSettings, Segmenter  # noqa: E402
+from medseg.catalogue import load_catalogue
+from medseg.core.volume import Volume
+from medseg.errors import Cancelled, DeviceError, ModelError
+from medseg.model.totalseg import import_totalsegmentator_task, segment_totalseg
+from medseg.progress import CancelToken
+from medseg.workflows.models import TOTALSEG_MODEL, open_model
+from medseg.workflows.segment import Segmenter, SegmentSettings
 
 # 20 slices of TotalSegmentator's example abdomen (3 mm), cropped in-plane: 64 x 48 x 40 voxels at 1.5 mm
 ABDOMEN_SMALL = ("totalsegmentator/example_ct_sm.nii.gz", (slice(5, 25), slice(30, 54), slice(30, 62)))

@@ -14,11 +14,11 @@ from typing import Sequence
 
 import numpy as np
 
+from medseg.core.volume import Volume
 from medseg.edit.delta import Delta
 from medseg.edit.label_map import LabelMap
 from medseg.edit.tools.rules import PaintRules, erase_mask, paint_mask
 from medseg.errors import MedsegError
-from medseg.core.volume import Volume
 
 
 def _box_for(points: np.ndarray, radius_mm: float, spacing_zyx: np.ndarray, shape, plane_axis: int | None):

@@ -18,13 +18,13 @@ from typing import Sequence
 
 import numpy as np
 
+from medseg.core.volume import Volume
 from medseg.edit.delta import Delta
 from medseg.edit.label_map import LabelMap
+from medseg.edit.tool_parameters import ConfidenceParameters, LevelTraceParameters  # re-exported
 from medseg.edit.tools.fill import connected_region
 from medseg.edit.tools.rules import PaintRules, paint_mask, require_label
 from medseg.errors import MedsegError
-from medseg.edit.tool_parameters import ConfidenceParameters, LevelTraceParameters  # noqa: F401 (re-exported)
-from medseg.core.volume import Volume
 
 
 def _seed(label_map: LabelMap, seed_zyx: Sequence[int]) -> tuple[int, int, int]:

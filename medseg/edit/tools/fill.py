@@ -11,11 +11,11 @@ from typing import Sequence
 
 import numpy as np
 
+from medseg.core.volume import Volume
 from medseg.edit.delta import Delta
 from medseg.edit.label_map import LabelMap
 from medseg.edit.tools.rules import PaintRules, paint_mask
 from medseg.errors import MedsegError
-from medseg.core.volume import Volume
 
 
 def connected_region(criterion: np.ndarray, seed: Sequence[int]) -> np.ndarray:

@@ -37,12 +37,12 @@ from typing import Sequence
 import numpy as np
 
 from medseg.core.label_values import MAX_LABEL_VALUE
+from medseg.core.volume import Volume
 from medseg.edit.delta import Box, Delta, box_of, box_slices
 from medseg.edit.label_map import LabelMap
+from medseg.edit.tool_parameters import GrowParameters  # re-exported
 from medseg.edit.tools.rules import PaintRules
 from medseg.errors import MedsegError
-from medseg.edit.tool_parameters import GrowParameters  # noqa: F401 (re-exported)
-from medseg.core.volume import Volume
 
 try:  # the compiled kernel (native/growcut/growcut.cpp); optional
     from medseg.edit import _growcut as _native

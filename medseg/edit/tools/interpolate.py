@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from medseg.core.volume import Volume
 from medseg.edit.delta import Delta, box_slices
 from medseg.edit.label_map import LabelMap
 from medseg.edit.tools.rules import PaintRules, label_box, paint_mask, require_label
-from medseg.core.volume import Volume
 
 
 def signed_distance_mm(mask: np.ndarray, spacing: tuple[float, float]) -> np.ndarray:

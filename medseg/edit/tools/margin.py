@@ -12,11 +12,11 @@ import math
 
 import numpy as np
 
+from medseg.core.volume import Volume
 from medseg.edit.delta import Delta, box_slices
 from medseg.edit.label_map import LabelMap
 from medseg.edit.tools.rules import PaintRules, erase_mask, label_box, paint_mask, require_label
 from medseg.errors import MedsegError
-from medseg.core.volume import Volume
 
 
 def _check(mm: float) -> None:

@@ -9,11 +9,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from medseg.core.label_values import MAX_LABEL_VALUE, label_dtype
+from medseg.core.volume import Volume
 from medseg.edit.delta import Box, Delta, box_of, box_slices
 from medseg.edit.label_map import LabelMap
 from medseg.errors import MedsegError
-from medseg.core.label_values import MAX_LABEL_VALUE, label_dtype
-from medseg.core.volume import Volume
 
 OVERWRITE_MODES = ("unlocked", "background")
 

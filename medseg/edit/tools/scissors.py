@@ -20,12 +20,14 @@ from typing import Sequence
 
 import numpy as np
 
+from medseg.core.volume import Volume
 from medseg.edit.delta import Delta
 from medseg.edit.label_map import LabelMap
+from medseg.edit.tool_parameters import SCISSORS_OPERATIONS as OPERATIONS  # noqa: F401 (re-exported)
+from medseg.edit.tool_parameters import ScissorsParameters
 from medseg.edit.tools.rules import PaintRules, erase_mask, paint_mask, require_label
 from medseg.errors import MedsegError
-from medseg.edit.tool_parameters import SCISSORS_OPERATIONS as OPERATIONS, ScissorsParameters  # noqa: F401 (re-exported)
-from medseg.core.volume import Volume
+
 
 def polygon_mask(points_ij: Sequence[Sequence[float]], shape_ij: tuple[int, int]) -> np.ndarray:
     """Pixels (i, j) of a ``shape_ij`` plane whose centre lies inside the polygon (even-odd rule).

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from medseg.core.volume import Volume
 from medseg.edit.delta import Box, Delta, box_slices
 from medseg.edit.label_map import LabelMap
 from medseg.edit.tools.rules import PaintRules, paint_mask, require_label
 from medseg.errors import MedsegError
-from medseg.core.volume import Volume
 
 
 def threshold(label_map: LabelMap, image: Volume, low: float, high: float, value: int,

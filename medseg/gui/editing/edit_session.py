@@ -16,10 +16,10 @@ from PySide6.QtCore import QEvent, QEventLoop, QObject, Qt, QTimer, Slot
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QCheckBox, QMessageBox
 
-from medseg.edit.merge import ADD, REPLACE
 from medseg.edit.journal import default_root, discard, find_sessions, recover
-from medseg.edit.study_lock import StudyOpenElsewhere, claim_session
 from medseg.edit.label_map import LabelMap
+from medseg.edit.merge import ADD, REPLACE
+from medseg.edit.study_lock import StudyOpenElsewhere, claim_session
 from medseg.errors import MedsegError
 from medseg.gui.editing import tool_keys
 from medseg.gui.editing.edit_tools import EditToolsPanel
@@ -333,7 +333,7 @@ class EditSession(QObject):
             source, label_map = recover(folder)
             try:
                 history = recover_history(folder)
-            except Exception:  # noqa: BLE001 - the voxels came back; only their undo steps did not
+            except Exception:  # the voxels came back; only their undo steps did not
                 log.warning("the undo history of the recovered session could not be rebuilt", exc_info=True)
                 history = None
         except MedsegError as error:

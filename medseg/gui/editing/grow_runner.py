@@ -16,6 +16,7 @@ the last stroke); Cancel drops the result.
 from __future__ import annotations
 
 import logging
+
 from PySide6.QtCore import QObject, Slot
 
 from medseg.edit.grow_session import GrowSession

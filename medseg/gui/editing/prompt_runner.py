@@ -11,6 +11,7 @@ model is doing (loading, each network pass as it starts and ends) reaches the pa
 from __future__ import annotations
 
 import logging
+
 from PySide6.QtCore import QObject, Signal, Slot
 
 from medseg.edit.interaction import ToolController

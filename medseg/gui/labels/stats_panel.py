@@ -11,18 +11,26 @@ from __future__ import annotations
 
 from pathlib import Path
 
-
 from PySide6.QtCore import Signal, Slot
-from PySide6.QtWidgets import (QCheckBox, QComboBox, QHBoxLayout, QHeaderView, QLabel, QPushButton, QTableWidget,
-                               QTableWidgetItem, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QPushButton,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
 
 from medseg.edit.document import SegmentationDocument
-from medseg.gui.viewer.view_state import ViewState
-from medseg.edit.stats import (LabelStats, label_statistics, stats_json, study_columns, write_stats_csv,
-                               write_stats_json)
+from medseg.edit.stats import LabelStats, label_statistics, stats_json, study_columns, write_stats_csv, write_stats_json
 from medseg.errors import MedsegError
 from medseg.gui.common import save_dialog
 from medseg.gui.common.jobs import Job
+from medseg.gui.viewer.view_state import ViewState
 from medseg.job_registry import JobRegistry
 
 COLUMNS = ("Label", "Voxels", "Volume (ml)", "HU mean", "HU SD", "HU min", "HU max", "HU median",

@@ -14,8 +14,18 @@ from typing import Any, Callable
 
 from PySide6.QtCore import Qt, Signal, Slot
 from PySide6.QtWidgets import (
-    QDialog, QFileDialog, QHBoxLayout, QHeaderView, QLabel, QProgressBar, QPushButton, QSplitter, QTreeWidget,
-    QTreeWidgetItem, QVBoxLayout, QWidget,
+    QDialog,
+    QFileDialog,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QProgressBar,
+    QPushButton,
+    QSplitter,
+    QTreeWidget,
+    QTreeWidgetItem,
+    QVBoxLayout,
+    QWidget,
 )
 
 from medseg.errors import Cancelled, MedsegError
@@ -23,7 +33,14 @@ from medseg.gui.common.jobs import Job
 from medseg.gui.pacs.forms import QueryForm
 from medseg.gui.pacs.servers_page import ServersPage, show_result
 from medseg.io.pacs import (
-    Credentials, PacsServer, PacsSettings, echo, query_series, query_studies, retrieve_series, send_files,
+    Credentials,
+    PacsServer,
+    PacsSettings,
+    echo,
+    query_series,
+    query_studies,
+    retrieve_series,
+    send_files,
 )
 
 PAGE_SIZE = 50

@@ -17,7 +17,14 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QListWidget, QPushButton, QSp
 from medseg.errors import MedsegError
 from medseg.gui.pacs.forms import ServerForm
 from medseg.io.pacs import (
-    Credentials, CredentialStoreError, PacsError, PacsServer, PacsSettings, SeriesCache, load_settings, save_settings,
+    Credentials,
+    CredentialStoreError,
+    PacsError,
+    PacsServer,
+    PacsSettings,
+    SeriesCache,
+    load_settings,
+    save_settings,
     store_secret,
 )
 from medseg.io.pacs.credentials import credentials_for

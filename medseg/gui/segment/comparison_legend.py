@@ -14,8 +14,8 @@ from PySide6.QtCore import Slot
 from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QPushButton, QWidget
 
 from medseg.edit.document import SegmentationDocument
-from medseg.gui.viewer.view_state import ViewState
 from medseg.edit.label_map import build_label_table
+from medseg.gui.viewer.view_state import ViewState
 
 
 class ComparisonLegend(QWidget):

@@ -10,8 +10,16 @@ was cut. These keep a small least width, draw the text elided, and keep the whol
 from __future__ import annotations
 
 from PySide6.QtCore import QSize, Qt
-from PySide6.QtWidgets import (QComboBox, QPushButton, QSizePolicy, QStyle, QStyleOptionButton, QStyleOptionComboBox,
-                               QStylePainter, QWidget)
+from PySide6.QtWidgets import (
+    QComboBox,
+    QPushButton,
+    QSizePolicy,
+    QStyle,
+    QStyleOptionButton,
+    QStyleOptionComboBox,
+    QStylePainter,
+    QWidget,
+)
 
 LEAST_CHARACTERS = 16  # the fewest characters shown before "…"
 _WHOLE_TEXT_ROLE = Qt.ItemDataRole.UserRole + 52  # the item's tooltip is its text, set here (kept up to date)

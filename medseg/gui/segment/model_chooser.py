@@ -7,9 +7,8 @@ from __future__ import annotations
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QComboBox, QWidget
 
-from medseg.gui.segment.elided import ElidedComboBox
-
 from medseg.errors import MedsegError
+from medseg.gui.segment.elided import ElidedComboBox
 
 SETTING = "model/path"
 # item data: what choosing the item does (strings: Qt keeps them as they are)

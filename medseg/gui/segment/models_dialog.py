@@ -317,7 +317,6 @@ class ModelsDialog(QDialog):
     def _import_folder(self) -> None:
         folder = QFileDialog.getExistingDirectory(self, "Import an nnU-Net result folder or a TotalSegmentator home")
         if folder:
-            from medseg.catalogue.install import import_path
 
             self.import_folder(Path(folder))
 
@@ -428,7 +427,7 @@ class ModelsDialog(QDialog):
             self.status.setText(f"Not installed: {error}")
         self.refresh()
 
-    def done(self, result: int) -> None:  # noqa: D401 - closing waits for a running job to stop
+    def done(self, result: int) -> None:  # closing waits for a running job to stop
         if self.job is not None:
             self.job.wait_stopped()
             self._finish()

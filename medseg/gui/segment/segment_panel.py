@@ -11,12 +11,21 @@ from typing import TYPE_CHECKING, Any
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QTextOption
 from PySide6.QtWidgets import (
-    QCheckBox, QGroupBox, QHBoxLayout, QLabel, QPushButton, QSizePolicy, QSpinBox, QTextBrowser, QVBoxLayout, QWidget,
+    QCheckBox,
+    QGroupBox,
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QSizePolicy,
+    QSpinBox,
+    QTextBrowser,
+    QVBoxLayout,
+    QWidget,
 )
 
+from medseg.edit.document import SegmentationDocument
 from medseg.gui.segment.elided import ElidedButton, ElidedComboBox
 from medseg.gui.segment.plan_text import plan_html
-from medseg.edit.document import SegmentationDocument
 
 if TYPE_CHECKING:
     from medseg.gui.segment.segment_flow import SegmentFlow

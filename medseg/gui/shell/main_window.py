@@ -15,20 +15,28 @@ import sys
 from pathlib import Path
 
 from PySide6.QtCore import QEvent, Qt, QTimer, Signal, Slot
-from PySide6.QtWidgets import QDockWidget, QFrame, QMainWindow, QMessageBox, QScrollArea, QSplitter, QTabWidget, \
-    QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QDockWidget,
+    QFrame,
+    QMainWindow,
+    QMessageBox,
+    QScrollArea,
+    QSplitter,
+    QTabWidget,
+    QVBoxLayout,
+    QWidget,
+)
 
 from medseg.core.volume import Volume
 from medseg.edit.document import SegmentationDocument
 from medseg.errors import Cancelled, MedsegError, ModalityMismatch
-from medseg.gui.common import wheel_guard
+from medseg.gui.common import app_settings, wheel_guard
 from medseg.gui.common.job_status import JobStatusWidget
 from medseg.gui.labels.overlay_panel import OverlayPanel
 from medseg.gui.labels.source_line import SourceLine
 from medseg.gui.labels.stats_panel import StatsPanel
 from medseg.gui.segment.segment_flow import SegmentFlow
 from medseg.gui.shell import menus
-from medseg.gui.common import app_settings
 from medseg.gui.shell.dock_share import DockShare, DocksOfFirstTab
 from medseg.gui.shell.help_menu import HelpMenu
 from medseg.gui.shell.messages import MessageArea
@@ -274,7 +282,7 @@ class MainWindow(QMainWindow):
         self.error_shown.emit(message)
 
     # --- Qt events ---------------------------------------------------------------------------
-    def event(self, event) -> bool:  # noqa: D401
+    def event(self, event) -> bool:
         # Menu items' status tips would be painted over the slice/HU readout by QStatusBar; menus
         # show them as tooltips instead (menus.show_tooltips).
         if event.type() == QEvent.Type.StatusTip:

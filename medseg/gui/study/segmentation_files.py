@@ -23,17 +23,22 @@ from typing import Any
 
 import numpy as np
 from PySide6.QtCore import QObject, Signal, Slot
-from PySide6.QtWidgets import QCheckBox, QFileDialog, QWidget
+from PySide6.QtWidgets import QFileDialog, QWidget
 
 from medseg.core.labels import Label
 from medseg.edit.document import SegmentationDocument
 from medseg.edit.label_map import NAME_SETS, build_label_table
-from medseg.gui.viewer.label_table import described_labels, with_model_groups
 from medseg.errors import GeometryError, MedsegError, SaveError
 from medseg.gui.common import save_dialog
 from medseg.gui.common.jobs import Job
+from medseg.gui.viewer.label_table import described_labels, with_model_groups
 from medseg.io.formats import (
-    MESH_FORMATS, format_of, mesh_format_of, segmentation_choices, segmentation_formats, segmentation_open_filter,
+    MESH_FORMATS,
+    format_of,
+    mesh_format_of,
+    segmentation_choices,
+    segmentation_formats,
+    segmentation_open_filter,
 )
 from medseg.io.label_files import LABEL_MAP
 

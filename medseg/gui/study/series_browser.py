@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Sequence
 
-from PySide6.QtCore import Qt, Signal, Slot
+from PySide6.QtCore import Signal, Slot
 from PySide6.QtGui import QBrush, QColor
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -31,8 +31,8 @@ from PySide6.QtWidgets import (
 
 from medseg import io as medseg_io
 from medseg.errors import Cancelled
-from medseg.gui.viewer.banners import join_messages
 from medseg.gui.common.jobs import Job
+from medseg.gui.viewer.banners import join_messages
 
 COLUMNS = ("Patient", "Study", "Series", "Modality", "Description", "Slices", "Size", "Spacing (mm)", "Type", "Findings")
 KIND_TEXT = {

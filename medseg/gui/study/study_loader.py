@@ -24,12 +24,12 @@ from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
 from medseg import io as medseg_io
 from medseg.core.labels import Label
+from medseg.core.volume import Volume, VolumeMeta
 from medseg.edit.document import SegmentationDocument
 from medseg.edit.merge import REPLACE, SEGMENT_STEP
-from medseg.gui.viewer.view_state import DEFAULT_PRESETS, ViewState
 from medseg.errors import Cancelled, ImageChangedError, MedsegError
 from medseg.gui.common.jobs import Job
-from medseg.core.volume import Volume, VolumeMeta
+from medseg.gui.viewer.view_state import DEFAULT_PRESETS, ViewState
 from medseg.io.image_files import image_suffix
 
 log = logging.getLogger(__name__)
@@ -261,10 +261,9 @@ class StudyLoader(QObject):
         document = self.document
 
         def work(progress=None, cancel=None):
+            from medseg.core.label_colors import prepare_distinct_colors
             from medseg.workflows.edit_operations import MODELS, SETTINGS, prepare_segment, segment_image
             from medseg.workflows.segment import SegmentSettings
-
-            from medseg.core.label_colors import prepare_distinct_colors
 
             settings = SegmentSettings(device=device, configuration=configuration, postprocess=postprocess,
                                        allow_modality=allow_modality, structures=structures)

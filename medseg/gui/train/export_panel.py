@@ -17,8 +17,17 @@ from typing import Any, Callable
 
 from PySide6.QtCore import Qt, Signal, Slot
 from PySide6.QtWidgets import (
-    QComboBox, QFileDialog, QHBoxLayout, QHeaderView, QLabel, QListWidget, QPushButton, QTableWidget,
-    QTableWidgetItem, QVBoxLayout, QWidget,
+    QComboBox,
+    QFileDialog,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QListWidget,
+    QPushButton,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
 )
 
 from medseg.core.labels import Label
@@ -26,6 +35,7 @@ from medseg.errors import DatasetError, MedsegError
 from medseg.gui.common import save_dialog
 from medseg.gui.common.jobs import Job
 from medseg.model.export_formats import EXPORT_TABLE
+
 
 @dataclass
 class ComparisonCase:

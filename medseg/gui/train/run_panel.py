@@ -21,7 +21,15 @@ from typing import Any
 
 from PySide6.QtCore import Qt, Signal, Slot
 from PySide6.QtWidgets import (
-    QFileDialog, QHBoxLayout, QLabel, QPlainTextEdit, QProgressBar, QPushButton, QSplitter, QVBoxLayout, QWidget,
+    QFileDialog,
+    QHBoxLayout,
+    QLabel,
+    QPlainTextEdit,
+    QProgressBar,
+    QPushButton,
+    QSplitter,
+    QVBoxLayout,
+    QWidget,
 )
 
 from medseg.errors import DatasetError, MedsegError

@@ -5,10 +5,18 @@ from __future__ import annotations
 from typing import Callable
 
 from PySide6.QtCore import QObject
-from PySide6.QtWidgets import QDialog, QDialogButtonBox, QPushButton, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QDialog,
+    QDialogButtonBox,
+    QPushButton,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
 
-from medseg.gui.viewer.window_panel import WindowPanel
 from medseg.gui.viewer.view_state import DEFAULT_PRESETS, ViewState
+from medseg.gui.viewer.window_panel import WindowPanel
 
 
 class PresetsDialog(QDialog):

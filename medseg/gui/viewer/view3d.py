@@ -27,13 +27,22 @@ from typing import Any
 import numpy as np
 from PySide6.QtCore import QBuffer, QIODevice, QPointF, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QImage
-from PySide6.QtWidgets import (QFileDialog, QHBoxLayout, QLabel, QMenu, QSizePolicy, QStackedLayout, QToolButton,
-                               QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (
+    QFileDialog,
+    QHBoxLayout,
+    QLabel,
+    QMenu,
+    QSizePolicy,
+    QStackedLayout,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
 
 from medseg.edit.document import SegmentationDocument
-from medseg.gui.viewer.view_state import ViewState
 from medseg.gui.viewer.gl_support import gl_support
 from medseg.gui.viewer.surface_jobs import SurfaceMesher
+from medseg.gui.viewer.view_state import ViewState
 
 log = logging.getLogger(__name__)
 
@@ -159,7 +168,7 @@ class View3D(QWidget):
             from medseg.gui.viewer.view3d_gl import GLView
 
             self.gl_view = GLView(self)
-        except Exception as error:  # noqa: BLE001 - a broken GL stack must not take the app down
+        except Exception as error:  # a broken GL stack must not take the app down
             log.exception("3D view could not be built")
             return self._unavailable(f"{type(error).__name__}: {error}")
         from medseg.gui.viewer.view3d_gl import SurfaceScene

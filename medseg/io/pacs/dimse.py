@@ -19,9 +19,18 @@ from pydicom import dcmread
 from pydicom.dataset import Dataset
 from pydicom.errors import InvalidDicomError
 from pydicom.uid import (
-    DeflatedExplicitVRLittleEndian, ExplicitVRLittleEndian, ImplicitVRLittleEndian, JPEG2000,
-    JPEG2000Lossless, JPEGBaseline8Bit, JPEGExtended12Bit, JPEGLosslessSV1, JPEGLSLossless, JPEGLSNearLossless,
-    RLELossless, UID,
+    JPEG2000,
+    UID,
+    DeflatedExplicitVRLittleEndian,
+    ExplicitVRLittleEndian,
+    ImplicitVRLittleEndian,
+    JPEG2000Lossless,
+    JPEGBaseline8Bit,
+    JPEGExtended12Bit,
+    JPEGLosslessSV1,
+    JPEGLSLossless,
+    JPEGLSNearLossless,
+    RLELossless,
 )
 
 from medseg.io.pacs.errors import PacsAuthError, PacsError

@@ -22,7 +22,14 @@ from medseg.errors import ModelError
 from medseg.io.atomic import atomic_write_text
 from medseg.model.interactive.model_files import InteractiveModel
 from medseg.model.interactive.runtimes import (
-    CHOICE_FILE, MIN_AGREEMENT, MIN_DICE, MIN_GAIN, RuntimeChoice, available_runtimes, ensure_onnx, make_runner,
+    CHOICE_FILE,
+    MIN_AGREEMENT,
+    MIN_DICE,
+    MIN_GAIN,
+    RuntimeChoice,
+    available_runtimes,
+    ensure_onnx,
+    make_runner,
 )
 from medseg.model.interactive.session import SLAB_BYTES, InteractiveSession
 from medseg.model.lean_forward import slab_budget

@@ -55,16 +55,24 @@ import torch
 from medseg import threads as medseg_threads
 from medseg.errors import MedsegError
 from medseg.model.backends import TorchRunner, resolve_device
-from medseg.model.lean_forward import cancellable, slab_budget
 from medseg.model.interactive.cost import PromptCost, duration_text, first_zoom, prompt_cost
 from medseg.model.interactive.model_files import InteractiveModel
 from medseg.model.interactive.prompts import Box, PromptStore, Stamp
 from medseg.model.interactive.refine_boxes import changed_at_border, changed_region, cover_boxes
-from medseg.progress import CancelToken, ProgressCallback, report
 from medseg.model.interactive.resize import (
-    NormalisedImage, area_resize, centred_box, clip_box, dilate, local, nearest_resize, round_to_odd,
-    trilinear_resize, union_box,
+    NormalisedImage,
+    area_resize,
+    centred_box,
+    clip_box,
+    dilate,
+    local,
+    nearest_resize,
+    round_to_odd,
+    trilinear_resize,
+    union_box,
 )
+from medseg.model.lean_forward import cancellable, slab_budget
+from medseg.progress import CancelToken, ProgressCallback, report
 
 MAX_ZOOM = 4.0
 ZOOM_GROWTH = 1.5

@@ -14,7 +14,14 @@ from pathlib import Path
 
 from medseg.errors import ModelError
 from medseg.model.kinds.base import (
-    Capabilities, ModelCard, ModelKind, ModelPipeline, OpenedModel, PipelineOutput, PlanReport, SegmentSettings,
+    Capabilities,
+    ModelCard,
+    ModelKind,
+    ModelPipeline,
+    OpenedModel,
+    PipelineOutput,
+    PlanReport,
+    SegmentSettings,
     SharedRuns,
 )
 from medseg.model.kinds.interactive_kind import InteractiveKind

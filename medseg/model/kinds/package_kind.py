@@ -10,7 +10,14 @@ from typing import Any
 
 from medseg.core.volume import Volume
 from medseg.model.kinds.base import (
-    Capabilities, ModelCard, ModelKind, ModelPipeline, OpenedModel, PipelineOutput, PlanReport, SegmentSettings,
+    Capabilities,
+    ModelCard,
+    ModelKind,
+    ModelPipeline,
+    OpenedModel,
+    PipelineOutput,
+    PlanReport,
+    SegmentSettings,
     SharedRuns,
 )
 from medseg.progress import CancelToken, ProgressCallback, report

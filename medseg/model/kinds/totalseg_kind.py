@@ -5,7 +5,6 @@ every configuration's estimate), and the pipeline runs with progress per part.""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +12,14 @@ from medseg.core.labels import Label, Provenance
 from medseg.core.volume import Volume
 from medseg.errors import DeviceError, ModelError
 from medseg.model.kinds.base import (
-    Capabilities, ModelCard, ModelKind, ModelPipeline, OpenedModel, PipelineOutput, PlanReport, SegmentSettings,
+    Capabilities,
+    ModelCard,
+    ModelKind,
+    ModelPipeline,
+    OpenedModel,
+    PipelineOutput,
+    PlanReport,
+    SegmentSettings,
     SharedRuns,
 )
 from medseg.progress import CancelToken, ProgressCallback

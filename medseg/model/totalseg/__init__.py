@@ -10,10 +10,20 @@ the steps). Checked against TotalSegmentator 2.18.0 itself in tests/model/test_t
 
 from medseg.model.totalseg.choice import ConfigurationChoice, choose_configuration
 from medseg.model.totalseg.classes import (
-    CONFIGURATIONS, CROP_DATASET, DATASETS, MODEL_ID, TOTAL_CLASSES, Dataset, total_labels,
+    CONFIGURATIONS,
+    CROP_DATASET,
+    DATASETS,
+    MODEL_ID,
+    TOTAL_CLASSES,
+    Dataset,
+    total_labels,
 )
 from medseg.model.totalseg.convert import (
-    TotalSegConfiguration, TotalSegModel, import_totalsegmentator_task, is_totalseg_model, load_totalseg_model,
+    TotalSegConfiguration,
+    TotalSegModel,
+    import_totalsegmentator_task,
+    is_totalseg_model,
+    load_totalseg_model,
 )
 from medseg.model.totalseg.pipeline import TotalSegRun, segment_totalseg, structure_values
 from medseg.model.totalseg.tasks import TaskSpec, load_task_table, required_runs, task_spec

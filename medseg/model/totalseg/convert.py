@@ -103,7 +103,6 @@ def import_totalsegmentator_task(weights_folder: str | Path, out: str | Path, ta
         raise ModelError("none of TotalSegmentator's configurations is complete here: "
                          + "; ".join(f"{name} lacks {', '.join(f)}" for name, f in missing.items()), path=root)
     runs = required_runs(task, [m.configuration for m in kept], table)
-    own = {(task, m.name) for m in kept}
     if task == STRUCTURES_CROP[0] and STRUCTURES_CROP not in runs:
         crop_mode = task_spec(STRUCTURES_CROP[0], table).modes[STRUCTURES_CROP[1]]
         if all(folders(STRUCTURES_CROP[0], crop_mode).values()):  # --structures needs it; optional otherwise

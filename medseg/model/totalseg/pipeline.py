@@ -51,8 +51,14 @@ from medseg.model.totalseg import postprocess
 from medseg.model.totalseg.classes import CROP_ADDON_MM, SPLIT_MARGIN, SPLIT_MIN_SLICES, SPLIT_VOXELS
 from medseg.model.totalseg.convert import PartRef, TotalSegConfiguration, TotalSegModel
 from medseg.model.totalseg.geometry import (
-    canonical_orientation, crop_box, header_zooms, ras_axes_matrix, resample_labels_back, resample_to_spacing,
-    resampled_shape, resampled_zooms,
+    canonical_orientation,
+    crop_box,
+    header_zooms,
+    ras_axes_matrix,
+    resample_labels_back,
+    resample_to_spacing,
+    resampled_shape,
+    resampled_zooms,
 )
 from medseg.model.totalseg.tasks import ModeSpec, TaskSpec
 from medseg.progress import CancelToken, ProgressCallback, report
@@ -176,9 +182,9 @@ class _Session:
         """What another task's identical run must match: the task table's steps for it and each network's weights
         (their checksum where the conversion kept it, else the folder), recursively its own helpers', and the
         device. Two installed tasks that carry the same crop network share its answer."""
-        from medseg.model.totalseg.tasks import required_runs
-
         import json
+
+        from medseg.model.totalseg.tasks import required_runs
 
         def weights(dataset: int) -> str:
             part = self.model.part(dataset)

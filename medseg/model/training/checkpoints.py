@@ -64,7 +64,7 @@ def load_checkpoint(path: Path) -> tuple[dict[str, torch.Tensor], dict[str, Any]
         with safe_open(str(path), framework="pt") as handle:
             metadata = json.loads((handle.metadata() or {})["medseg_checkpoint"])
         tensors = load_file(str(path))
-    except Exception as error:  # noqa: BLE001 - any failure means an unusable checkpoint
+    except Exception as error:  # any failure means an unusable checkpoint
         raise ModelError(f"cannot read training checkpoint: {error}", path=path) from error
     model = {k[len("model."):]: v for k, v in tensors.items() if k.startswith("model.")}
     optimizer = _unflatten_optimizer(tensors, metadata.pop("optimizer")) if "optimizer" in metadata else None

@@ -34,14 +34,26 @@ from medseg.io.atomic import atomic_write_text
 from medseg.model.datasets import Case, Dataset
 from medseg.model.fingerprint import CANONICAL_ORIENTATION, Fingerprint, fingerprint_cases, plan_for_dataset
 from medseg.model.losses import DeepSupervisionLoss, DiceCELoss
-from medseg.model.plan import Plan
 from medseg.model.package_model import package_labels
+from medseg.model.plan import Plan
 from medseg.model.postprocess import parse_steps
 from medseg.model.profiling import TRAIN_PHASES, Profiling, phase
 from medseg.model.training.checkpoints import load_checkpoint, save_checkpoint
 from medseg.model.training.config import (
-    CHECKPOINT_BEST, CHECKPOINT_LAST, HISTORY_FILE, POLY_EXPONENT, CheckpointEvent, EpochEvent, FallbackEvent,
-    IterationEvent, MessageEvent, PreparingEvent, StartedEvent, TrainConfig, TrainEvent, TrainResult,
+    CHECKPOINT_BEST,
+    CHECKPOINT_LAST,
+    HISTORY_FILE,
+    POLY_EXPONENT,
+    CheckpointEvent,
+    EpochEvent,
+    FallbackEvent,
+    IterationEvent,
+    MessageEvent,
+    PreparingEvent,
+    StartedEvent,
+    TrainConfig,
+    TrainEvent,
+    TrainResult,
 )
 from medseg.model.training.distributed import DistributedContext, setup_distributed
 from medseg.model.training.heads import adapt_state_to_labels
