@@ -45,7 +45,9 @@ def _start_xvfb(size: str) -> tuple[subprocess.Popen, str]:
     return server, f":{written.decode().strip()}"
 
 
-def run(series: Path, out: Path, size: str) -> int:
+def x_session(out: Path, size: str) -> tuple[subprocess.Popen, dict[str, str]]:
+    """A private X screen and the environment of an app on it with a fresh home under ``out`` (shared by the
+    phases of one walk)."""
     out.mkdir(parents=True, exist_ok=True)
     home = out / "home"
     shutil.rmtree(home, ignore_errors=True)
@@ -53,6 +55,11 @@ def run(series: Path, out: Path, size: str) -> int:
     env = {k: v for k, v in os.environ.items() if k not in ("QT_QPA_PLATFORM", "WAYLAND_DISPLAY", "XDG_SESSION_TYPE")}
     env.update(DISPLAY=display, XDG_CONFIG_HOME=str(home / "config"), XDG_DATA_HOME=str(home / "data"),
                MEDSEG_DATA_DIR=str(home / "medseg-data"), MEDSEG_CONFIG_DIR=str(home / "medseg-config"))
+    return server, env
+
+
+def run(series: Path, out: Path, size: str) -> int:
+    server, env = x_session(out, size)
     try:
         for phase in ("walk", "recover"):
             started = time.monotonic()

@@ -30,21 +30,13 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent / "model")]
-from walkthrough_day2_script import Walk, _start_xvfb  # noqa: E402
+from walkthrough_day2_script import Walk, x_session  # noqa: E402
 
 DATA = HERE.parents[2] / "shared" / "data" / "ct"
 
 
 def run(out: Path, size: str) -> int:
-    import shutil
-
-    out.mkdir(parents=True, exist_ok=True)
-    home = out / "home"
-    shutil.rmtree(home, ignore_errors=True)
-    server, display = _start_xvfb(size)
-    env = {k: v for k, v in os.environ.items() if k not in ("QT_QPA_PLATFORM", "WAYLAND_DISPLAY", "XDG_SESSION_TYPE")}
-    env.update(DISPLAY=display, XDG_CONFIG_HOME=str(home / "config"), XDG_DATA_HOME=str(home / "data"),
-               MEDSEG_DATA_DIR=str(home / "medseg-data"), MEDSEG_CONFIG_DIR=str(home / "medseg-config"))
+    server, env = x_session(out, size)
     try:
         for phase in os.environ.get("WALK_PHASES", "walk,crash,recover").split(","):
             started = time.monotonic()
