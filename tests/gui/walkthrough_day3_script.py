@@ -259,7 +259,7 @@ def crash(out: Path) -> int:
     from PySide6.QtCore import Qt
     from PySide6.QtTest import QTest
 
-    w = Walk(out, "recover")  # keeps the steps so far
+    w = Walk(out, "recover" if (out / "steps.json").is_file() else "walk")  # keeps the walk's steps, if any
     window = w.window
     w.until(lambda: window.isVisible() and window.placement.placed, 30, "the window")
     doc, panel, view = window.document, window.editing.panel, window.viewer.views["axial"]
