@@ -167,13 +167,14 @@ def test_the_app_measures_the_engine_while_idle_and_the_plan_says_so(cpu_only, w
     from medseg.model import cpu_runtime
 
     panel = window.segment_panel
-    window.idle_measurer.idle_ms = 0  # idle at once: the test waits for the job, not for the user
+    window.idle_measurer.idle_ms = 10**9  # not idle yet: the plan before any measurement
     driver.open_series(ct_dir / "dcmqi_ct3slice_masks" / "image")
     qtbot.waitUntil(lambda: "engine:" in panel.plan_label.toPlainText(), timeout=60_000)
     assert panel.device == "auto"
     plan = panel.plan_label.toPlainText()
-    assert "not measured on this computer yet: the default, PyTorch, runs at once" in plan or \
-        "measured on" in plan  # the idle job may have measured it already
+    assert "not measured on this computer yet: the default, PyTorch, runs at once" in plan, plan
+    assert window.idle_measurer.job is None and not cpu_runtime._read_store()
+    window.idle_measurer.idle_ms = 0  # idle now: the test waits for the job, not for the user
     qtbot.waitUntil(lambda: bool(cpu_runtime._read_store()) and not cpu_runtime.scheduled()
                     and window.idle_measurer.job is None, timeout=120_000)
     (record,) = cpu_runtime._read_store().values()  # what the idle job measured, as stored on disk
