@@ -20,7 +20,9 @@ as the parity test uses them, so that the crop is a real crop and the task netwo
 region only, as it would with TotalSegmentator's real weights. medseg runs ``medseg segment IMAGE --model
 FOLDER`` (FOLDER = import_totalsegmentator_task(weights, folder, task=TASK), the catalogue's default
 configuration); TotalSegmentator runs ts_peer's single-task request (``totalsegmentator(image, out, ml=True,
-task=TASK, device="cpu")`` with its defaults). ``combined``: one ``medseg segment`` with three --model
+task=TASK, device="cpu")`` with its defaults). With ``--device auto`` (the default) each network's CPU engine is
+measured first, untimed, as ``medseg models install`` does (medseg.model.totalseg.part_engine), and medseg runs
+with ``--device auto``; ``--device cpu`` keeps PyTorch, TotalSegmentator's engine. ``combined``: one ``medseg segment`` with three --model
 (total at 1.5 mm, liver_segments, lung_vessels: workflows/segment_many.py) against three TotalSegmentator
 runs (total, then each task), their times summed and their peaks the largest; agreement there is by
 structure name (medseg's merged map against each of TotalSegmentator's outputs). ``--profile`` then runs
@@ -301,6 +303,12 @@ def run_tasks(args, results: dict) -> None:
         if not folder.is_dir():
             import_totalsegmentator_task(weights, folder, task=task)
         models[task] = folder
+    if args.device == "auto":  # as an install does: each network's CPU engine measured once, not timed
+        from medseg.catalogue.install_measure import measure_path
+
+        for task, folder in models.items():
+            for line in measure_path(folder, f"totalsegmentator/{task}"):
+                print(f"  {line}", flush=True)
     for task in tasks:
         key = TASK_IMAGE.get(task, NO_CROP_IMAGE)
         image = task_image(args.work, key)
@@ -311,7 +319,7 @@ def run_tasks(args, results: dict) -> None:
             request = {"image": str(image), "output": str(scratch / "ts.nii.gz"), "task": task, "fast": False,
                        "fastest": False, "roi_subset": None, "crop_mask": None, "force_split": False, "defaults": True}
             medseg = [sys.executable, "-m", "medseg", "segment", str(image), "--model", str(models[task]),
-                      "--configuration", configuration, "-o", str(scratch / "medseg.nii.gz"), "--device", "cpu",
+                      "--configuration", configuration, "-o", str(scratch / "medseg.nii.gz"), "--device", args.device,
                       "--threads", str(args.threads), "--force"]
             sides = {"TotalSegmentator": [(ts_command(scratch / "ts.request.json", request), env_ts)],
                      "medseg": [(medseg, medseg_env(args.threads))]}
@@ -343,7 +351,7 @@ def run_combined(args, weights: Path, models: dict[str, Path], results: dict) ->
         for task in COMBINED:
             medseg += ["--model", str(models[task])]
         medseg += ["--configuration", default_configuration("total"), "-o", str(scratch / "medseg.nii.gz"),
-                   "--device", "cpu", "--threads", str(args.threads), "--force"]
+                   "--device", args.device, "--threads", str(args.threads), "--force"]
         times, peaks = measure("combined", {"TotalSegmentator": peer, "medseg": [(medseg, medseg_env(args.threads))]},
                                args.runs)
         ours = sitk.GetArrayFromImage(sitk.ReadImage(str(scratch / "medseg.nii.gz")))
@@ -381,6 +389,10 @@ def main() -> int:
                         help=f"task mode: these TotalSegmentator tasks (default {DEFAULT_TASKS}) instead of the cases")
     parser.add_argument("--no-combined", dest="combined", action="store_false",
                         help="task mode without the combined row (total + liver_segments + lung_vessels in one run)")
+    parser.add_argument("--device", choices=("auto", "cpu"), default="auto",
+                        help="task mode: medseg's --device; auto (the default, what a user gets) measures each "
+                             "network's CPU engine first, as an install does, and runs the one chosen; cpu: PyTorch, "
+                             "as TotalSegmentator")
     parser.add_argument("--profile", action="store_true", help="task mode: one more medseg run per row, profiled")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--work", type=Path, default=ROOT / "build" / "bench_totalsegmentator")

@@ -85,15 +85,17 @@ def measure_model(package: Any, configuration: str, threads: int | None = None,
 def measure_opened(model: Any, threads: int | None = None, progress: ProgressCallback | None = None,
                    cancel: CancelToken | None = None) -> list[tuple[str, Any]]:
     """Measure every configuration of an opened model (medseg.model.kinds) whose runs choose a CPU engine:
-    [(configuration, choice)]. A kind whose networks run in PyTorch only (TotalSegmentator's pipeline,
-    interactive models, which measure their own runtime when installed) has none."""
+    [(configuration, choice)]. A kind whose networks run in PyTorch only (interactive models, which measure their
+    own runtime when installed) has none; a TotalSegmentator task lists each of its networks
+    (medseg.model.totalseg.part_engine), named "network (configuration)" here."""
     packages = model.pipeline.engine_packages()
     done = []
     for index, (package, configuration) in enumerate(packages):
         scaled = None if progress is None else (
             lambda p, i=index: progress(type(p)((i + p.fraction) / len(packages), p.text, p.stage)))
-        done.append((configuration, measure_model(package, configuration, threads, scaled, cancel)))
-    return done
+        done.append((package.name, configuration, measure_model(package, configuration, threads, scaled, cancel)))
+    several = len({name for name, _, _ in done}) > 1  # networks of their own (a TotalSegmentator task): named
+    return [(f"{name} ({configuration})" if several else configuration, choice) for name, configuration, choice in done]
 
 
 def measure_scheduled(progress: ProgressCallback | None = None, cancel: CancelToken | None = None) -> int:

@@ -5,6 +5,7 @@ every configuration's estimate), and the pipeline runs with progress per part.""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +26,8 @@ from medseg.model.kinds.base import (
 from medseg.progress import CancelToken, ProgressCallback
 
 TOTALSEG_MODEL = "TotalSegmentator model"  # several networks run by TotalSegmentator's own pipeline
-# TotalSegmentator's networks run in PyTorch; the ONNX devices have no export of them.
+# TotalSegmentator's networks run in PyTorch on these devices; with --device auto on the CPU each network runs on
+# the CPU engine measured for it (medseg.model.totalseg.part_engine), but an ONNX engine cannot be forced.
 TORCH_DEVICES = ("cpu", "cuda", "mps")
 
 
@@ -54,6 +56,30 @@ def totalseg_card(model: Any, reference: str | Path | None) -> ModelCard:
         id=str(reference) if reference is not None else model.name, name=model.name, version=model.version,
         modality="CT", licence="", kind=TOTALSEG_MODEL, source=Path(model.path), configurations=configurations,
         labels=labels)
+
+
+def _engine_notes(engines: dict[str, str]) -> list[str]:
+    """One line when every network ran on the same engine for the same reason, else one per network."""
+    if len(set(engines.values())) == 1:
+        return [next(iter(engines.values()))]
+    return [f"{title}: {why}" for title, why in engines.items()]
+
+
+class _PartPackages(Sequence):
+    """(package, configuration) of each network, its weights read when asked for (a measurement at install goes
+    through them one at a time, not all of `total`'s at once)."""
+
+    def __init__(self, parts: list) -> None:
+        self._parts = parts
+
+    def __len__(self) -> int:
+        return len(self._parts)
+
+    def __getitem__(self, index):  # type: ignore[override]
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(len(self)))]
+        part = self._parts[index]
+        return part.load(), part.configuration
 
 
 class TotalSegPipeline(ModelPipeline):
@@ -110,7 +136,8 @@ class TotalSegPipeline(ModelPipeline):
             fallbacks.append(f"TotalSegmentator's networks run in PyTorch: on the CPU instead of {device}")
             return "cpu"
         raise DeviceError(f"TotalSegmentator's networks run in PyTorch, not on {device}",
-                          hint="use --device auto, cpu or cuda")
+                          hint="use --device auto (on the CPU: the engine measured fastest for each network), cpu "
+                               "or cuda")
 
     def choose(self, image: Volume, settings: SegmentSettings, device: str) -> Any:
         from medseg.model.totalseg import choose_configuration
@@ -132,18 +159,25 @@ class TotalSegPipeline(ModelPipeline):
 
         choice = prepared
         structures = list(settings.structures) if settings.structures is not None else None
+        # left to medseg (--device auto, on the CPU): each network runs on the CPU engine measured for it
+        automatic = device == "auto" or (device == "cpu" and (settings.device or "auto").strip().lower() == "auto")
         result, run_info = segment_totalseg(image, self.model, choice.name, structures,
-                                            device="cpu" if device == "auto" else device,
+                                            device="auto" if automatic else device,
                                             progress=progress, cancel=cancel, shared=shared, keep=self.kept)
         return PipelineOutput(
             label_map=result.label_map,
             labels={value: self.card.labels.get(value, label) for value, label in result.labels.items()},  # coded
             device=result.device_used, configuration=choice.name, volumes_ml=dict(result.volumes_ml),
             fallbacks=list(result.fallbacks),
-            notes=[f"configuration {choice.summary()}", *run_info.notes], reason=choice.reason,
+            notes=[f"configuration {choice.summary()}", *run_info.notes, *_engine_notes(run_info.engines)],
+            reason=choice.reason,
             estimates_s=dict(choice.estimates_s), parts=list(run_info.parts), threads=result.threads,
             details={"reason": choice.reason, "estimates_s": {k: round(v, 1) for k, v in choice.estimates_s.items()},
-                     "parts": list(run_info.parts), "runs": list(run_info.runs)})
+                     "parts": list(run_info.parts), "runs": list(run_info.runs), "engines": dict(run_info.engines)})
+
+    def engine_packages(self) -> Sequence[tuple[Any, str]]:
+        """Every network of the task (its parts, crop and helper networks), each loaded only when it is measured."""
+        return _PartPackages(list({str(part.path): part for part in self.model.parts.values()}.values()))
 
     def plan(self, volume: Volume, device: str = "auto", configuration: str | None = None,
              structures: tuple[str, ...] | None = None) -> PlanReport:

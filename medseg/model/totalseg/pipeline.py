@@ -47,7 +47,7 @@ from medseg.model.infer import SegmentationResult, label_volumes_ml, sliding_win
 from medseg.model.package import build_networks
 from medseg.model.preprocess import logits_to_label_map, preprocess_to
 from medseg.model.profiling import phase
-from medseg.model.totalseg import postprocess
+from medseg.model.totalseg import part_engine, postprocess
 from medseg.model.totalseg.classes import CROP_ADDON_MM, SPLIT_MARGIN, SPLIT_MIN_SLICES, SPLIT_VOXELS
 from medseg.model.totalseg.convert import PartRef, TotalSegConfiguration, TotalSegModel
 from medseg.model.totalseg.geometry import (
@@ -78,6 +78,7 @@ class TotalSegRun:
     crop_xyz: tuple[slice, slice, slice] | None = None
     notes: list[str] = field(default_factory=list)
     runs: list[str] = field(default_factory=list)  # the other tasks' runs this one needed (crops, refinements)
+    engines: dict[str, str] = field(default_factory=dict)  # each network's CPU engine and why (part_engine)
 
 
 def structure_values(model: TotalSegModel, structures: Sequence[str] | None) -> list[int] | None:
@@ -131,6 +132,8 @@ def segment_totalseg(
         wanted = structure_values(model, structures)
         run = TotalSegRun(configuration=configuration)
         session = _Session(model, device_name, cancel, run, shared, keep)
+        # medseg chooses each network's CPU engine (part_engine) only when the user left the device to it
+        session.auto = device_name == "cpu" and (device or "auto").strip().lower() == "auto"
         labels = session.run(volume, config.task, config.mode, wanted=wanted, crop_mask=crop_mask,
                              force_split=force_split, progress=progress, main=True)
         threads_used = max(threads_used, session.threads)
@@ -152,6 +155,7 @@ class _Session:
         self.info = run
         self.fallbacks: list[str] = []
         self.threads = 0
+        self.auto = False  # --device auto on the CPU: each network runs on its measured engine (part_engine)
         self.done: dict[tuple[str, str], np.ndarray] = {}
 
     def check(self) -> None:
@@ -364,15 +368,38 @@ class _Session:
         plan = dataclasses.replace(part.plan, orientation=None)  # the image is RAS already
         device = backends.torch_device(self.device)
         with phase("load"):
-            key = (str(part.path), part.configuration, str(device))
-            package, networks = self.keep.get(key, (None, None)) if self.keep is not None else (None, None)
-            if networks is None:
-                package = part.load()
-                networks = build_networks(package, part.configuration, device, share_weights=True)
-                if self.keep is not None:  # the next study of a batch runs them as they are
-                    self.keep[key] = (package, networks)
+            kept = self.keep.get((str(part.path), "package")) if self.keep is not None else None
+            package = kept if kept is not None else part.load()
+            if self.keep is not None:
+                self.keep[(str(part.path), "package")] = package
         with phase("preprocess"):
             prep = preprocess_to(image, plan, device, cancel=self.cancel)
+        engine, why = part_engine.choose(package, part.configuration, self.threads, self.auto)
+        self.info.engines[part.title] = why
+        logits = None
+        if engine != part_engine.PYTORCH:  # an ONNX engine measured faster with equal labels (--device auto)
+            logits = part_engine.onnx_logits(engine, package, part.configuration, plan, prep.data, mode.step,
+                                             progress, self.cancel, self.fallbacks, self.keep,
+                                             (str(part.path), part.configuration, engine))
+            if logits is None:
+                self.info.engines[part.title] = "CPU engine: PyTorch (the measured engine failed in this run)"
+        if logits is None:
+            logits = self._torch_logits(part, package, plan, prep, mode, device, progress)
+        del package
+        with phase("export"):
+            labels = logits_to_label_map(logits, prep, np.uint8)  # type: ignore[arg-type]
+        return labels
+
+    def _torch_logits(self, part: PartRef, package: Any, plan: Any, prep: Any, mode: ModeSpec, device: Any,
+                      progress: ProgressCallback | None) -> Any:
+        """The network's folds in PyTorch, their logits summed in float16 and averaged as nnU-Net's predictor."""
+        with phase("load"):
+            key = (str(part.path), part.configuration, str(device))
+            networks = self.keep.get(key) if self.keep is not None else None
+            if networks is None:
+                networks = build_networks(package, part.configuration, device, share_weights=True)
+                if self.keep is not None:  # the next study of a batch runs them as they are
+                    self.keep[key] = networks
         logits = None
         for fold, network in enumerate(networks):
             runner = backends.TorchRunner([network], device, name=self.device, onednn=True, lean=True)
@@ -389,10 +416,7 @@ class _Session:
             del runner, fold_logits
         if len(networks) > 1:
             logits = logits / len(networks)  # type: ignore[operator]
-        del networks, package
-        with phase("export"):
-            labels = logits_to_label_map(logits, prep, np.uint8)  # type: ignore[arg-type]
-        return labels
+        return logits
 
 
 # --- pieces -------------------------------------------------------------------------------------
