@@ -61,6 +61,10 @@ def test_export_report_proposes_one_extension_and_html_replaces_it(driver, windo
     # said in the message area, not painted over the position readout by QStatusBar.showMessage
     assert window.messages.text() == f"Report written: {written[0]}"
     assert window.statusBar().currentMessage() == ""
+    # another study: the last one's result leaves the message area (the day-3 walk saw it stay), History keeps it
+    driver.open_image_file(ct_dir / "pyradiomics_lung1" / "lung1_image.nrrd")
+    assert window.messages.text() == ""
+    assert [m.text for m in window.messages.history][-1] == f"Report written: {written[0]}"
 
 
 def test_statistics_export_names_switch_between_csv_and_json(driver, window, ct_dir, qtbot, monkeypatch):

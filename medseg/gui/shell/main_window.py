@@ -239,6 +239,10 @@ class MainWindow(QMainWindow):
         else:
             self.findings_banner.hide()
         self.notice_banner.hide()
+        # the last study's result ("Saved …", "Report written …") is not this one's: off the message area (History
+        # keeps it); a warning or an error stays until the user has read it
+        if self.messages.current is not None and self.messages.current.level == "success":
+            self.messages.dismiss()
         if self.loader.source and not self.document.is_synthetic:
             self.opener.set_recent(app_settings.add_recent_study(self.loader.source))
         title = volume.meta.series_description or (Path(self.loader.source).name if self.loader.source else "")
