@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 from medseg.core.volume import GeometryFinding, Volume, VolumeMeta
 from medseg.progress import CancelToken, ProgressCallback
@@ -41,6 +41,46 @@ def open_study(request: OpenStudyRequest, progress: ProgressCallback | None = No
     volume = load(request.source, series_uid=request.series_uid, progress=progress, cancel=cancel,
                   regularize=request.regularize, spacing_mm=request.spacing_mm)
     return OpenedStudy(volume, list(volume.meta.findings))
+
+
+@dataclass
+class SegmentedStudy:
+    """A study with a segmentation opened onto it (a label map with its sidecar, or a DICOM SEG)."""
+
+    volume: Volume
+    segmentation: Any  # medseg.io.label_files.LabelFileResult: label_map, labels, segments, notes, naming
+
+    @property
+    def notes(self) -> list[str]:
+        """What the reader says about the segmentation (moved, renamed, names guessed), in order."""
+        return [*self.segmentation.notes, *self.segmentation.naming]
+
+    @property
+    def names(self) -> dict[int, str]:
+        return {segment.value: segment.name for segment in self.segmentation.segments}
+
+
+def open_segmented_study(request: OpenStudyRequest, segmentation: str | os.PathLike,
+                         progress: ProgressCallback | None = None) -> SegmentedStudy:
+    """The study, then ``segmentation`` placed onto its grid in patient coordinates (the one reader)."""
+    from medseg.io.segmentations import open_segmentation
+
+    volume = open_study(request, progress).volume
+    return SegmentedStudy(volume, open_segmentation(segmentation, volume))
+
+
+def open_segmentation_on(image: Volume, segmentation: str | os.PathLike) -> Any:
+    """A segmentation file opened onto an image already open (a label map with its sidecar, or a DICOM SEG)."""
+    from medseg.io.segmentations import open_segmentation
+
+    return open_segmentation(segmentation, image)
+
+
+def sidecar_of(path: str | os.PathLike) -> Path:
+    """The ``.labels.json`` that travels with a label map: an input too, never to be overwritten."""
+    from medseg.io.label_files import sidecar_path
+
+    return sidecar_path(path)
 
 
 def header_geometry(request: OpenStudyRequest) -> Volume | None:
@@ -74,4 +114,5 @@ def header_geometry(request: OpenStudyRequest) -> Volume | None:
                                                                     "format": image_suffix(path)}))
 
 
-__all__ = ["OpenStudyRequest", "OpenedStudy", "open_study", "header_geometry"]
+__all__ = ["OpenStudyRequest", "OpenedStudy", "open_study", "SegmentedStudy", "open_segmented_study",
+           "open_segmentation_on", "sidecar_of", "header_geometry"]
