@@ -28,7 +28,7 @@ from PySide6.QtWidgets import QFileDialog, QWidget
 from medseg.core.labels import Label
 from medseg.edit.document import SegmentationDocument
 from medseg.edit.label_map import NAME_SETS, build_label_table
-from medseg.errors import GeometryError, MedsegError, SaveError
+from medseg.errors import GeometryError, MedsegError
 from medseg.gui.common import save_dialog
 from medseg.gui.common.jobs import Job
 from medseg.gui.viewer.label_table import described_labels, with_model_groups
@@ -185,18 +185,12 @@ class SegmentationFiles(QObject):
         mesh = mesh_format_of(path)
 
         def work(progress=None, cancel=None):
-            from medseg.io.atomic import check_writable
-            from medseg.io.mesh_files import write_label_meshes
+            from medseg.workflows.meshes import write_meshes
             from medseg.workflows.save import plan_save, save_segmentation
 
             if mesh:
                 folder = path.with_suffix("")  # "liver.stl" -> folder "liver" with one file per label
-                check_writable(folder.parent / "probe")
-                try:
-                    folder.mkdir(exist_ok=True)
-                except OSError as error:
-                    raise SaveError(f"cannot create the folder ({error.strerror})", path=folder) from error
-                results = write_label_meshes(snapshot, folder, {s.value: s.name for s in segments}, fmt=mesh.key)
+                results = write_meshes(snapshot, folder, {s.value: s.name for s in segments}, mesh.key)
                 return path, [f"{len(results)} surfaces in {folder}"], True, position, False
             # the save dialog asked before replacing a file: the target is checked here, once, and written
             target = plan_save(path, force=True, option="the segmentation file")
