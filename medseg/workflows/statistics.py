@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from medseg.core.volume import Volume
-from medseg.edit.stats import LabelStats, is_stats_csv, is_stats_json, study_columns
+from medseg.edit.stats import LabelStats, is_stats_csv, is_stats_json, label_statistics, study_columns
 from medseg.edit.totalseg_stats import TotalSegOptions
 
 STANDARD, TOTALSEGMENTATOR = "standard", "totalsegmentator"
@@ -71,8 +71,6 @@ def measure(image: Volume, label_map: Any, names: dict[int, str], definitions: s
         options = options or TotalSegOptions()
         return Statistics(definitions, names, study, figures=totalseg_statistics(image, label_map, names, options),
                           options=options)
-    from medseg.edit.stats import label_statistics
-
     return Statistics(definitions, names, study, labels=label_statistics(image, label_map, names))
 
 
@@ -120,4 +118,4 @@ def segmentation_statistics(request: StatisticsRequest) -> StatisticsResult:
 
 
 __all__ = ["STANDARD", "TOTALSEGMENTATOR", "DEFINITIONS", "Statistics", "TotalSegOptions", "LabelStats", "measure",
-           "study_columns", "StatisticsRequest", "StatisticsResult", "segmentation_statistics"]
+           "label_statistics", "study_columns", "StatisticsRequest", "StatisticsResult", "segmentation_statistics"]

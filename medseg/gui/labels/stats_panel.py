@@ -31,7 +31,15 @@ from medseg.gui.common import save_dialog
 from medseg.gui.common.jobs import Job
 from medseg.gui.viewer.view_state import ViewState
 from medseg.job_registry import JobRegistry
-from medseg.workflows.statistics import STANDARD, TOTALSEGMENTATOR, LabelStats, Statistics, measure, study_columns
+from medseg.workflows.statistics import (
+    STANDARD,
+    TOTALSEGMENTATOR,
+    LabelStats,
+    Statistics,
+    label_statistics,
+    measure,
+    study_columns,
+)
 
 COLUMNS = ("Label", "Voxels", "Volume (ml)", "HU mean", "HU SD", "HU min", "HU max", "HU median",
            "Size x×y×z (mm)")
@@ -124,7 +132,7 @@ class StatsPanel(QWidget):
             self._fill()
         # Not listed in the status bar (its own registry): the summary line says "Counting…", and a second
         # job there would take the Cancel button from the one the user may want to stop (Segment).
-        job = Job("label statistics", lambda progress=None, cancel=None: measure(image, labels, names).labels,
+        job = Job("label statistics", lambda progress=None, cancel=None: label_statistics(image, labels, names),
                   self, cancellable=False, computes=True, registry=self._jobs)
         job.finished_ok.connect(lambda stats: self._counted(job, stats, edits))
         job.finished_error.connect(lambda error: self._count_failed(job, error))

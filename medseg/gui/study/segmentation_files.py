@@ -27,11 +27,10 @@ from PySide6.QtWidgets import QFileDialog, QWidget
 
 from medseg.core.labels import Label
 from medseg.edit.document import SegmentationDocument
-from medseg.edit.label_map import NAME_SETS, build_label_table
+from medseg.edit.label_map import NAME_SETS
 from medseg.errors import GeometryError, MedsegError
 from medseg.gui.common import save_dialog
 from medseg.gui.common.jobs import Job
-from medseg.gui.viewer.label_table import described_labels, with_model_groups
 from medseg.io.formats import (
     MESH_FORMATS,
     format_of,
@@ -41,6 +40,7 @@ from medseg.io.formats import (
     segmentation_open_filter,
 )
 from medseg.io.label_files import LABEL_MAP
+from medseg.workflows.name_sets import opened_label_table
 
 log = logging.getLogger(__name__)
 
@@ -241,9 +241,9 @@ class SegmentationFiles(QObject):
         source = Path(path)
 
         def work(progress=None, cancel=None):
-            from medseg.io.segmentations import open_segmentation
+            from medseg.workflows.studies import open_segmentation_on
 
-            return source, open_segmentation(source, image)
+            return source, open_segmentation_on(image, source)
 
         self.job = Job("open-segmentation", work, self)
         self.job.finished_ok.connect(self._on_opened)
@@ -257,11 +257,7 @@ class SegmentationFiles(QObject):
         source, opened = result
         self.job = None
         self.busy_changed.emit()
-        table = opened.labels
-        if opened.name_set_applies and self.name_set != NAME_SETS[0]:
-            table = build_label_table(table, opened.label_map.meta.labels, self.name_set,
-                                      described_labels(self.name_set))
-        table = with_model_groups(table)
+        table = opened_label_table(opened, self.name_set)
         try:
             self.document.set_label_map(opened.label_map, table, f"opened {source.name}")
         except MedsegError as error:
