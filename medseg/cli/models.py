@@ -208,36 +208,15 @@ def _prompt(entry) -> bool:
 
 def run_install(args: argparse.Namespace) -> int:
     from medseg.catalogue.folders import is_model_id
+    from medseg.workflows.model_install import InstallRequest, install_model
 
     accept = True if args.accept_licence else _prompt
-    progress = progress_printer()
-    source = args.source
-    if is_model_id(source):
-        from medseg.catalogue.install import install
-
-        key = args.licence_key
-        if key == "-":  # kept out of the shell's history and of `ps`
-            key = sys.stdin.readline().strip()
-        record = install(source, configurations=args.configurations, accept_licence=accept, licence_key=key,
-                         progress=progress)
-        _print_installed([record])
-        return 0
-    path = Path(source)
-    from medseg.errors import ModelError
-
-    if args.licence_key is not None:
-        raise ModelError("--licence-key goes with a catalogue id (the download it unlocks); a file you have "
-                         "installs without one", hint=f"`medseg models install {path}`")
-    if not path.is_file():
-        raise ModelError("no such catalogue id or file", path=path, hint="`medseg models list` shows the ids")
-    from medseg.catalogue.packs import install_pack, is_pack
-
-    if is_pack(path):
-        _print_installed([install_pack(path, accept_licence=accept, progress=progress)])
-        return 0
-    from medseg.catalogue.install import import_path
-
-    _print_installed(import_path(path, model_id=args.model_id, accept_licence=accept, progress=progress).installed)
+    key = args.licence_key
+    if key == "-" and is_model_id(args.source):  # kept out of the shell's history and of `ps`
+        key = sys.stdin.readline().strip()
+    request = InstallRequest(args.source, configurations=args.configurations, licence_key=key,
+                             model_id=args.model_id)
+    _print_installed(install_model(request, accept, progress_printer()).installed)
     return 0
 
 
@@ -314,9 +293,9 @@ def _measure(results, starter: bool) -> None:
 
 
 def run_remove(args: argparse.Namespace) -> int:
-    from medseg.catalogue.install import remove
+    from medseg.workflows.model_install import remove_model
 
-    print(f"removed {args.id} ({remove(args.id)})")
+    print(f"removed {args.id} ({remove_model(args.id)})")
     return 0
 
 

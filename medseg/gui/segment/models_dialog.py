@@ -278,16 +278,13 @@ class ModelsDialog(QDialog):
 
     def install_file(self, path: Path, accepted: bool = False) -> None:
         """A pack (no network) or a publisher's zip; a licensed model asks for its licence first."""
-        from medseg.catalogue.install import import_path
-        from medseg.catalogue.packs import install_pack, is_pack
+        from medseg.workflows.model_install import install_file
 
         def ask(entry) -> bool:
             return accepted  # asked before the job (below, or after a refusal); a job never opens a window
 
         def work(progress=None, cancel=None):
-            if is_pack(path):
-                return install_pack(path, accept_licence=ask, progress=progress, cancel=cancel)
-            return import_path(path, accept_licence=ask, progress=progress, cancel=cancel)
+            return install_file(path, ask, progress=progress, cancel=cancel)
 
         if not accepted:
             entry = self._pack_entry(path)
