@@ -232,14 +232,11 @@ class BatchRunner:
         return _Input(prepared.image, prepared, time.perf_counter() - started)
 
     def _retrieve(self, case: Case) -> Path:
-        from medseg.io.pacs import SeriesCache, load_settings, retrieve_series
+        from medseg.workflows.pacs import retrieve_saved_series
 
         assert case.pacs is not None
         server_name, study_uid, series_uid = case.pacs
-        pacs_settings = load_settings()
-        cache = SeriesCache(self.settings.pacs_cache or pacs_settings.cache_path(), limit_mb=pacs_settings.cache_limit_mb)
-        result = retrieve_series(pacs_settings.server(server_name), study_uid, series_uid, cache, cancel=self.stop)
-        return Path(result.folder)
+        return retrieve_saved_series(server_name, study_uid, series_uid, self.settings.pacs_cache, cancel=self.stop)
 
     # --- the loop ---
 

@@ -269,9 +269,9 @@ def _discover(args: argparse.Namespace, deid: Any) -> Any:
     from medseg.batch.cases import discover
 
     def list_series(server_name: str, study_uid: str) -> list[Any]:
-        from medseg.io.pacs import load_settings, query_series
+        from medseg.workflows.pacs import study_series
 
-        return query_series(load_settings().server(server_name), study_uid)
+        return study_series(server_name, study_uid)
 
     return discover(args.inputs, deid=deid, pacs_server=args.pacs_server, list_series=list_series)
 
