@@ -33,18 +33,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from medseg.batch.cases import Case, Discovery
 from medseg.batch.table import RankPart, Row, read_rows, write_table
 from medseg.errors import Cancelled, MedsegError
-from medseg.io.formats import segmentation_formats
 from medseg.progress import CancelToken, Progress
+from medseg.workflows.batch_cases import Case, Discovery
+from medseg.workflows.formats import segmentation_suffixes
 
 if TYPE_CHECKING:
     from medseg.batch.mapping import MappingJournal
     from medseg.core.volume import Volume
-    from medseg.io.deidentify import Deidentifier
+    from medseg.workflows.deidentify import Deidentifier
 
-FORMATS = {f.key: f.suffixes[0] for f in segmentation_formats()}  # --format: the one table (medseg.io.formats)
+FORMATS = segmentation_suffixes()  # --format: the one table (medseg.io.formats)
 EventCallback = Callable[[str, dict[str, Any]], None]
 
 
@@ -305,7 +305,7 @@ class BatchRunner:
         output = settings.output_path(case)
         _remove_stale_temps(output)
         if settings.deid is not None and settings.output_format == "dcm":
-            from medseg.io.deidentify import deidentified_series_folder
+            from medseg.workflows.deidentify import deidentified_series_folder
 
             _remove_stale_temps(deidentified_series_folder(output))
         try:

@@ -14,6 +14,8 @@ from typing import Callable, Iterable
 
 from medseg.core.volume import Volume
 from medseg.errors import SaveError
+from medseg.io.atomic import atomic_path, atomic_write_text  # the one atomic write, for what an interface writes
+from medseg.io.owner_lock import LockHeld, OwnerLock  # the one lock (a batch's run lock)
 
 
 def check_output_file(output: str | os.PathLike, inputs: Iterable[str | os.PathLike | None] = (), *,
@@ -60,4 +62,6 @@ def output_folder(folder: str | os.PathLike, probe: str = "probe") -> Path:
     return folder
 
 
-__all__ = ["check_output_file", "check_not_a_source", "check_writable", "output_folder"]
+__all__ = ["check_output_file", "check_not_a_source", "check_writable", "output_folder", "atomic_path",
+           "atomic_write_text", "LockHeld", "OwnerLock"]
+
