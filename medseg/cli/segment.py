@@ -99,6 +99,7 @@ def settings_of(args: argparse.Namespace, allow_modality: bool = False, model: A
 def _segment(args: argparse.Namespace, events) -> int:
     from medseg.workflows.models import open_model
     from medseg.workflows.save import plan_save
+    from medseg.workflows.split_masks import plan_split, write_split
 
     references = list(args.model or [None])
     if len(references) > 1:
@@ -111,7 +112,7 @@ def _segment(args: argparse.Namespace, events) -> int:
     if early is not None:
         model_options.check_options(args, early)
     # A bad -o must fail now (before torch is even imported), not after the whole segmentation.
-    split = model_options.plan_split(args.output) if getattr(args, "split", False) else None
+    split = plan_split(args.output) if getattr(args, "split", False) else None
     target = None if split is not None else plan_save(args.output, [args.path], force=args.force, option="-o")
 
     from medseg.workflows.devices import check_device, phase, profiled_run
@@ -142,8 +143,8 @@ def _segment(args: argparse.Namespace, events) -> int:
         result = segmenter.run(prepared, progress=progress)
         with phase("write"):
             if split is not None:
-                saved_notes = model_options.write_split(split, result.label_map, volume, result.model,
-                                                           segmenter.settings.structures)
+                saved_notes = write_split(split, result.label_map, volume, result.model,
+                                          segmenter.settings.structures)
             else:
                 saved_notes = save_segmentation(target, result.label_map, volume, result.labels).notes
     notes = [*result.notes, *saved_notes]

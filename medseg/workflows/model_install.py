@@ -27,14 +27,35 @@ class InstallResult:
 def install_file(path: str | os.PathLike, accept_licence: Accept = False, model_id: str | None = None,
                  progress: ProgressCallback | None = None, cancel: CancelToken | None = None) -> InstallResult:
     """A model pack (no network) or a publisher's zip / a folder of models (``model_id``: which one of many)."""
-    from medseg.catalogue.install import import_path
     from medseg.catalogue.packs import install_pack, is_pack
 
     path = Path(path)
     if is_pack(path):
         return InstallResult([install_pack(path, accept_licence=accept_licence, progress=progress, cancel=cancel)])
+    return import_models(path, accept_licence, model_id, progress, cancel)
+
+
+def import_models(path: str | os.PathLike, accept_licence: Accept = False, model_id: str | None = None,
+                  progress: ProgressCallback | None = None, cancel: CancelToken | None = None) -> InstallResult:
+    """Register the models in an nnU-Net result folder, a TotalSegmentator home or a publisher's zip."""
+    from medseg.catalogue.install import import_path
+
     return InstallResult(list(import_path(path, model_id=model_id, accept_licence=accept_licence, progress=progress,
                                           cancel=cancel).installed))
+
+
+def folders_to_import(path: str | os.PathLike | None) -> list[Path]:
+    """``path``, or where TotalSegmentator keeps its weights on this machine when none is given (refused, in
+    words, when there is none)."""
+    if path:
+        return [Path(path)]
+    from medseg.catalogue.discover import totalsegmentator_weights
+
+    paths = list(totalsegmentator_weights())
+    if not paths:
+        raise ModelError("no TotalSegmentator weights folder here ($TOTALSEG_WEIGHTS_PATH, $TOTALSEG_HOME_DIR, "
+                         "~/.totalsegmentator/nnunet/results); give the folder or zip to import")
+    return paths
 
 
 @dataclass(frozen=True)
@@ -72,6 +93,29 @@ def remove_model(model_id: str) -> Path:
     return remove(model_id)
 
 
+def measure_engines(model_ids: Sequence[str], starter: bool,
+                    progress: Callable[[], ProgressCallback | None] = lambda: None) -> list[str]:
+    """Measure again which CPU engine each installed model (and the built-in starter) runs fastest here; one line
+    per model measured. A pinned engine (the environment sets it) is said instead, and nothing measured.
+    ``progress`` makes a fresh progress callback for each measurement (the installed ones, the starter)."""
+    from medseg.catalogue.folders import find_installed
+    from medseg.catalogue.install_measure import measure_installed, measure_path
+    from medseg.model import cpu_runtime
+
+    if cpu_runtime.pinned_choice(1) is not None:
+        return [f"CPU engine set by {cpu_runtime.PIN_VARIABLE}: nothing to measure"]
+    records = [record for record in (find_installed(model_id) for model_id in model_ids) if record is not None]
+    lines = measure_installed(records, progress())
+    if starter:
+        from medseg.workflows.models import starter_model_path
+
+        lines += measure_path(starter_model_path(), "starter", progress())
+    if not lines:
+        lines = ["nothing to measure: no installed model here chooses its CPU engine (one engine installed, or "
+                 "models that run in PyTorch only)"]
+    return lines
+
+
 @dataclass
 class ImportedModel:
     package: Any  # the medseg ModelPackage
@@ -92,5 +136,7 @@ def import_nnunet_folder(folder: str | os.PathLike, out: str | os.PathLike, fold
     return ImportedModel(package, Path(path), package_summary(package))
 
 
-__all__ = ["InstallRequest", "InstallResult", "install_model", "install_file", "remove_model", "ImportedModel",
+__all__ = ["InstallRequest", "InstallResult", "install_model", "install_file", "import_models",
+           "folders_to_import", "remove_model", "measure_engines",
+           "ImportedModel",
            "import_nnunet_folder"]

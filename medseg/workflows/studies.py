@@ -83,6 +83,44 @@ def sidecar_of(path: str | os.PathLike) -> Path:
     return sidecar_path(path)
 
 
+@dataclass(frozen=True)
+class ConvertRequest:
+    """``medseg convert``: a study written as one image file, the format chosen by ``output``'s suffix."""
+
+    study: OpenStudyRequest
+    output: str | os.PathLike
+    force: bool = False  # replace ``output`` if it exists
+    option: str = "OUT"  # how the user named the output, for messages
+
+
+@dataclass
+class Converted:
+    volume: Volume
+    written: Path
+
+
+def convert_study(request: ConvertRequest, progress: ProgressCallback | None = None) -> Converted:
+    """Check the output (its format, not an input) before the study is read, and against its files once it is;
+    then write it (atomically, checked by its format)."""
+    from medseg.errors import ImageFormatError
+    from medseg.io import write_image
+    from medseg.io.image_files import WRITE_SUFFIXES, image_suffix
+    from medseg.io.output_paths import check_output, source_paths
+
+    output = request.output
+    if not str(output).strip():
+        raise ImageFormatError("no output file given (OUT is empty)", hint="name the file to write, e.g. ct.nii.gz")
+    if image_suffix(output) not in WRITE_SUFFIXES:
+        raise ImageFormatError("unsupported output format (by its name)", path=output,
+                               hint="use " + ", ".join(WRITE_SUFFIXES))
+    source = request.study.source
+    check_output(output, source if isinstance(source, (list, tuple)) else [source], force=request.force,
+                 option=request.option)
+    volume = open_study(request.study, progress).volume
+    check_output(output, source_paths(volume), force=True, option=request.option)
+    return Converted(volume, Path(write_image(volume, output)))
+
+
 def header_geometry(request: OpenStudyRequest) -> Volume | None:
     """The grid an image file's header declares, as a Volume whose voxels take no memory (one zero seen
     through the whole shape), for what a study would cost before a voxel is read (a 512 x 512 x 3000 CT
@@ -115,4 +153,4 @@ def header_geometry(request: OpenStudyRequest) -> Volume | None:
 
 
 __all__ = ["OpenStudyRequest", "OpenedStudy", "open_study", "SegmentedStudy", "open_segmented_study",
-           "open_segmentation_on", "sidecar_of", "header_geometry"]
+           "open_segmentation_on", "sidecar_of", "ConvertRequest", "Converted", "convert_study", "header_geometry"]

@@ -319,11 +319,11 @@ class ModelsDialog(QDialog):
 
     def import_folder(self, folder: Path, accepted: bool = False) -> None:
         """Register the models in an nnU-Net or TotalSegmentator folder (a licensed one asks first)."""
-        from medseg.catalogue.install import import_path
+        from medseg.workflows.model_install import import_models
 
         self._retry = lambda: self.import_folder(folder, accepted=True)
-        self._run("import-models", lambda progress=None, cancel=None: import_path(
-            folder, accept_licence=accepted, progress=progress, cancel=cancel), f"Importing {folder}…")
+        self._run("import-models", lambda progress=None, cancel=None: import_models(
+            folder, accepted, progress=progress, cancel=cancel), f"Importing {folder}…")
 
     def remove_selected(self) -> None:
         entry, record = self._selected()
