@@ -43,6 +43,21 @@ def open_study(request: OpenStudyRequest, progress: ProgressCallback | None = No
     return OpenedStudy(volume, list(volume.meta.findings))
 
 
+def open_scanned_series(series: Any, scan_result: Any = None, progress: ProgressCallback | None = None,
+                        cancel: CancelToken | None = None, on_slice: Any = None, out: Any = None) -> Volume:
+    """One series of a folder scan (medseg.io's SeriesInfo), decoded slice by slice (``on_slice(z, hu)`` as each
+    arrives, into ``out`` when given: a preview's array); the scan's other series and skipped files become
+    findings of the volume, as :func:`open_study` reports them."""
+    from medseg.io import load_series
+
+    volume = load_series(series, progress=progress, cancel=cancel, on_slice=on_slice, out=out)
+    if scan_result is not None:
+        from medseg.io.load import scan_findings
+
+        volume.meta.findings.extend(scan_findings(scan_result, series))
+    return volume
+
+
 @dataclass
 class SegmentedStudy:
     """A study with a segmentation opened onto it (a label map with its sidecar, or a DICOM SEG)."""
@@ -152,5 +167,5 @@ def header_geometry(request: OpenStudyRequest) -> Volume | None:
                                                                     "format": image_suffix(path)}))
 
 
-__all__ = ["OpenStudyRequest", "OpenedStudy", "open_study", "SegmentedStudy", "open_segmented_study",
+__all__ = ["OpenStudyRequest", "OpenedStudy", "open_study", "open_scanned_series", "SegmentedStudy", "open_segmented_study",
            "open_segmentation_on", "sidecar_of", "ConvertRequest", "Converted", "convert_study", "header_geometry"]
