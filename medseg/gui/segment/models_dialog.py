@@ -261,12 +261,12 @@ class ModelsDialog(QDialog):
         self._start_install(entry.id, accepted=False)
 
     def _start_install(self, model_id: str, accepted: bool, key: str | None = None) -> None:
-        from medseg.catalogue.install import install
+        from medseg.workflows.model_install import InstallRequest, install_model
 
         self._retry = None
 
         def work(progress=None, cancel=None):
-            return install(model_id, accept_licence=accepted, licence_key=key, progress=progress, cancel=cancel)
+            return install_model(InstallRequest(model_id, licence_key=key), accepted, progress=progress, cancel=cancel)
 
         self._run(f"install-{model_id}", work, f"Installing {model_id}…")
 
