@@ -169,3 +169,28 @@ def test_the_interface_rule_sees_an_import_inside_a_function(tmp_path):
         parts = list(path.relative_to(tmp_path).with_suffix("").parts)
         modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
     assert interface_imports_below(import_graph(modules)) == ["medseg.cli.stats -> medseg.io"]
+
+
+# The use cases issue 50 found composed in the interfaces, by the calls that composed them: each now lives in
+# medseg.workflows (statistics, meshes, model_export, training, edit_recipe, name_sets, model_install, studies).
+COMPOSING_CALLS = ("write_label_meshes(", "totalseg_statistics(", "export_model(", "combine_packages(", "TrainConfig(",
+                   "install_pack(", "import_path(", "import_nnunet(", "open_segmentation(", "scan_findings(",
+                   "load_or_create_key(")
+
+
+def composing_calls(root: Path) -> list[str]:
+    found = []
+    for folder in ("cli", "batch", "gui"):
+        for path in sorted((root / folder).rglob("*.py")):
+            for number, line in enumerate(path.read_text().splitlines(), 1):
+                code = line.split("#", 1)[0]
+                found += [f"{path.relative_to(root.parent)}:{number}: {call}" for call in COMPOSING_CALLS
+                          if call in code and not code.lstrip().startswith("def ")]
+    return found
+
+
+def test_no_interface_composes_a_use_case_itself(tmp_path):
+    assert composing_calls(PACKAGE) == []
+    (tmp_path / "gui").mkdir()
+    (tmp_path / "gui" / "panel.py").write_text("def work():\n    return export_model(package, 'onnx', out)\n")
+    assert composing_calls(tmp_path) == [f"{tmp_path.name}/gui/panel.py:2: export_model("]
