@@ -1,6 +1,7 @@
 """The layer rule: nothing below medseg/gui imports Qt (also enforced by import-linter)."""
 
 import ast
+import functools
 from pathlib import Path
 
 QT_MODULES = {"PySide6", "shiboken6", "pyqtgraph"}
@@ -96,8 +97,18 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
     return None
 
 
+@functools.lru_cache(maxsize=1)
+def _package_graph() -> tuple[tuple[str, frozenset[str]], ...]:
+    """medseg's import graph, scanned once for the tests that read it (each gets its own copy)."""
+    return tuple((name, frozenset(targets)) for name, targets in import_graph().items())
+
+
+def package_graph() -> dict[str, set[str]]:
+    return {name: set(targets) for name, targets in _package_graph()}
+
+
 def test_no_two_medseg_modules_import_each_other():
-    graph = import_graph()
+    graph = package_graph()
     assert len(graph) > 100 and sum(map(len, graph.values())) > 300  # the scan really saw the package
     for source, target in ALLOWED_EDGES:
         assert target in graph[source], f"{source} -> {target} is gone: take it off ALLOWED_EDGES"
@@ -120,3 +131,66 @@ def test_cycle_check_sees_imports_inside_functions_and_from_packages(tmp_path):
     assert cycle is not None and cycle[0] == cycle[-1] and set(cycle) == {"medseg.sub.a", "medseg.sub.b"}
     graph["medseg.sub.a"].clear()
     assert find_cycle(graph) is None
+
+
+# --- the command line and batch reach I/O, models and editing only through workflows (issue 50) ----------------
+# import-linter says so too (pyproject.toml; `make lint`); this one also sees imports inside functions and under
+# TYPE_CHECKING, and names each offending import.
+INTERFACES = ("medseg.cli", "medseg.batch")
+BELOW_THE_USE_CASES = ("medseg.io", "medseg.model", "medseg.edit")
+
+
+def _within(module: str, packages: tuple[str, ...]) -> bool:
+    return any(module == package or module.startswith(package + ".") for package in packages)
+
+
+def interface_imports_below(graph: dict[str, set[str]]) -> list[str]:
+    return sorted(f"{source} -> {target}" for source, targets in graph.items() if _within(source, INTERFACES)
+                  for target in targets if _within(target, BELOW_THE_USE_CASES))
+
+
+def test_the_command_line_and_batch_call_use_cases_not_the_layers_below():
+    graph = package_graph()
+    assert any(_within(t, ("medseg.workflows",)) for m, ts in graph.items() if _within(m, INTERFACES) for t in ts)
+    assert interface_imports_below(graph) == []
+
+
+def test_the_interface_rule_sees_an_import_inside_a_function(tmp_path):
+    package = tmp_path / "medseg"
+    for folder in ("cli", "io", "workflows"):
+        (package / folder).mkdir(parents=True)
+        (package / folder / "__init__.py").write_text("")
+    (package / "__init__.py").write_text("")
+    (package / "cli" / "stats.py").write_text("def run():\n    from medseg.io import load\n")
+    (package / "cli" / "mesh.py").write_text("from medseg.workflows import meshes\n")
+    (package / "workflows" / "meshes.py").write_text("from medseg.io import load\n")  # a use case may
+    modules = {"medseg": package / "__init__.py"}
+    for path in package.rglob("*.py"):
+        parts = list(path.relative_to(tmp_path).with_suffix("").parts)
+        modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    assert interface_imports_below(import_graph(modules)) == ["medseg.cli.stats -> medseg.io"]
+
+
+# The use cases issue 50 found composed in the interfaces, by the calls that composed them: each now lives in
+# medseg.workflows (statistics, meshes, model_export, training, edit_recipe, name_sets, model_install, studies).
+COMPOSING_CALLS = ("write_label_meshes(", "totalseg_statistics(", "export_model(", "combine_packages(", "TrainConfig(",
+                   "install_pack(", "import_path(", "import_nnunet(", "open_segmentation(", "scan_findings(",
+                   "load_or_create_key(")
+
+
+def composing_calls(root: Path) -> list[str]:
+    found = []
+    for folder in ("cli", "batch", "gui"):
+        for path in sorted((root / folder).rglob("*.py")):
+            for number, line in enumerate(path.read_text().splitlines(), 1):
+                code = line.split("#", 1)[0]
+                found += [f"{path.relative_to(root.parent)}:{number}: {call}" for call in COMPOSING_CALLS
+                          if call in code and not code.lstrip().startswith("def ")]
+    return found
+
+
+def test_no_interface_composes_a_use_case_itself(tmp_path):
+    assert composing_calls(PACKAGE) == []
+    (tmp_path / "gui").mkdir()
+    (tmp_path / "gui" / "panel.py").write_text("def work():\n    return export_model(package, 'onnx', out)\n")
+    assert composing_calls(tmp_path) == [f"{tmp_path.name}/gui/panel.py:2: export_model("]

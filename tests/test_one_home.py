@@ -99,7 +99,7 @@ def test_no_code_asks_which_tool_is_active():
 # one says why it is not choosing a reader, a writer or a check.
 _FORMAT_COMPARISONS_ALLOWED = {
     # a skipped file named .dcm is reported as a broken DICOM file, whatever its format would be
-    ("medseg/batch/cases.py", ".dcm"),
+    ("medseg/workflows/batch_cases.py", ".dcm"),
     # the package's own file layout (model_<configuration>.onnx members), not an export format
     ("medseg/model/package.py", ".onnx"),
 }

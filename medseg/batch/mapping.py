@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from medseg.io.deidentify import Deidentifier, write_mapping
+from medseg.workflows.deidentify import Deidentifier, write_mapping
 
 
 def journal_path(mapping: Path, rank: int) -> Path:
@@ -47,7 +47,7 @@ class MappingJournal:
 
 def merge_mapping(mapping: Path, deid: Deidentifier, case_ids: set[str]) -> Path:
     """The mapping file from every process's journal (records of the cases of this batch)."""
-    from medseg.io.deidentify import DeidentificationKeyError
+    from medseg.workflows.deidentify import DeidentificationKeyError
 
     latest: dict[str, dict[str, Any]] = {}
     for journal in sorted(mapping.parent.glob(f".{mapping.name}.rank*.part")):

@@ -33,18 +33,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from medseg.batch.cases import Case, Discovery
 from medseg.batch.table import RankPart, Row, read_rows, write_table
 from medseg.errors import Cancelled, MedsegError
-from medseg.io.formats import segmentation_formats
 from medseg.progress import CancelToken, Progress
+from medseg.workflows.batch_cases import Case, Discovery
+from medseg.workflows.formats import segmentation_suffixes
 
 if TYPE_CHECKING:
     from medseg.batch.mapping import MappingJournal
     from medseg.core.volume import Volume
-    from medseg.io.deidentify import Deidentifier
+    from medseg.workflows.deidentify import Deidentifier
 
-FORMATS = {f.key: f.suffixes[0] for f in segmentation_formats()}  # --format: the one table (medseg.io.formats)
+FORMATS = segmentation_suffixes()  # --format: the one table (medseg.io.formats)
 EventCallback = Callable[[str, dict[str, Any]], None]
 
 
@@ -232,14 +232,11 @@ class BatchRunner:
         return _Input(prepared.image, prepared, time.perf_counter() - started)
 
     def _retrieve(self, case: Case) -> Path:
-        from medseg.io.pacs import SeriesCache, load_settings, retrieve_series
+        from medseg.workflows.pacs import retrieve_saved_series
 
         assert case.pacs is not None
         server_name, study_uid, series_uid = case.pacs
-        pacs_settings = load_settings()
-        cache = SeriesCache(self.settings.pacs_cache or pacs_settings.cache_path(), limit_mb=pacs_settings.cache_limit_mb)
-        result = retrieve_series(pacs_settings.server(server_name), study_uid, series_uid, cache, cancel=self.stop)
-        return Path(result.folder)
+        return retrieve_saved_series(server_name, study_uid, series_uid, self.settings.pacs_cache, cancel=self.stop)
 
     # --- the loop ---
 
@@ -308,7 +305,7 @@ class BatchRunner:
         output = settings.output_path(case)
         _remove_stale_temps(output)
         if settings.deid is not None and settings.output_format == "dcm":
-            from medseg.io.deidentify import deidentified_series_folder
+            from medseg.workflows.deidentify import deidentified_series_folder
 
             _remove_stale_temps(deidentified_series_folder(output))
         try:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from medseg.batch.table import state_folder
 from medseg.errors import MedsegError
-from medseg.io.owner_lock import LockHeld, OwnerLock
+from medseg.workflows.outputs import LockHeld, OwnerLock
 
 LOCK_NAME = "run.lock"
 

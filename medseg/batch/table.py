@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from medseg.io.atomic import atomic_path, atomic_write_text
+from medseg.workflows.outputs import atomic_path, atomic_write_text
 
 STATE_FOLDER = ".medseg-batch"
 TABLE_NAME = "results.csv"

@@ -1,4 +1,4 @@
-"""``medseg segment``'s options that only some models take, and ``--split``'s output.
+"""``medseg segment``'s options that only some models take (``--split``'s output: medseg.workflows.split_masks).
 
 The run itself is the workflows' segment use case (``Segmenter``), as for every model: these are
 only the flags a publisher's users know (TotalSegmentator's ``--fast``, ``--fastest``, ``--structures``
@@ -10,9 +10,8 @@ only the flags a publisher's users know (TotalSegmentator's ``--fast``, ``--fast
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
-from medseg.errors import ModelError, SaveError
+from medseg.errors import ModelError
 
 
 def add_options(parser: argparse.ArgumentParser) -> None:
@@ -68,28 +67,3 @@ def structures(args: argparse.Namespace) -> tuple[str, ...] | None:
     if text is None:
         return None
     return tuple(name.strip() for name in text.split(",") if name.strip())
-
-
-def plan_split(output: str) -> Path:
-    """The --split folder, checked writable before anything runs."""
-    from medseg.io.atomic import check_writable
-
-    folder = Path(output)
-    if folder.exists() and not folder.is_dir():
-        raise SaveError("with --split, -o names a folder (one <structure>.nii.gz per structure), not a file",
-                        path=folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    check_writable(folder / "probe.nii.gz")
-    return folder
-
-
-def write_split(folder: Path, label_map, image, card, wanted: tuple[str, ...] | None) -> list[str]:
-    """One binary mask per structure of the run (all of the model's, or the subset asked for)."""
-    from medseg.io.image_files import write_image
-
-    names = {label.name: value for value, label in card.labels.items()}
-    chosen = list(wanted) if wanted is not None else [card.labels[v].name for v in sorted(card.labels)]
-    for name in chosen:
-        mask = (label_map.array == names[name]).astype("uint8")
-        write_image(image.with_array(mask, modality="SEG"), folder / f"{name}.nii.gz")
-    return [f"{len(chosen)} masks in {folder}"]

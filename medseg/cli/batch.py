@@ -24,7 +24,7 @@ from typing import Any
 from medseg.cli._console import thread_count
 from medseg.cli.segment import add_inference_options
 from medseg.errors import MedsegError
-from medseg.io.formats import segmentation_formats
+from medseg.workflows.formats import segmentation_format_keys
 
 BARRIER_TIMEOUT = datetime.timedelta(days=7)  # processes meet only at the start and at the end
 
@@ -43,7 +43,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("-o", "--output", required=True, metavar="OUTDIR", help="folder for the outputs and the table")
     parser.add_argument("--model", "-m", help="an installed catalogue model (e.g. totalsegmentator/total), a medseg "
                                               "package or an nnU-Net v2 result folder (default: the starter)")
-    parser.add_argument("--format", choices=[f.key for f in segmentation_formats()], default="nii.gz",
+    parser.add_argument("--format", choices=segmentation_format_keys(), default="nii.gz",
                         help="dcm: a DICOM SEG referencing the source series; nii.gz / nrrd: a label map with a "
                              ".labels.json sidecar (default nii.gz)")
     parser.add_argument("--stats", action="store_true",
@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _check_options(args: argparse.Namespace) -> tuple[Path, Path | None, list[str]]:
     """Everything that can be refused before a case runs: the output folder, the key, the mapping."""
-    from medseg.io.atomic import check_writable
+    from medseg.workflows.outputs import check_writable
 
     notes: list[str] = []
     if not str(args.output).strip():
@@ -129,13 +129,13 @@ def _deidentifier(args: argparse.Namespace, output: Path, notes: list[str]) -> A
     """The de-identifier of the user's key (process 0 creates the key file when it does not exist yet)."""
     if not args.deidentify:
         return None
-    from medseg.io.deidentify import Deidentifier, load_or_create_key
+    from medseg.workflows.deidentify import open_deidentifier
 
-    key, created = load_or_create_key(args.key_file, forbidden_under=[output])
+    deid, created = open_deidentifier(args.key_file, forbidden_under=[output])
     if created:
         notes.append(f"created a new de-identification key in {args.key_file}: keep it to resume this batch "
                      "or re-identify its cases")
-    return Deidentifier(key)
+    return deid
 
 
 def _batch(args: argparse.Namespace, rank: int, events: Any) -> int:
@@ -167,15 +167,13 @@ def _locked_batch(args: argparse.Namespace, rank: int, events: Any, output: Path
 
     from medseg import threads as medseg_threads
     from medseg.batch.run import BatchPlan, BatchRunner, BatchSettings, merge_table, model_id, plan_batch
-    from medseg.model.backends import resolve_device, torch_device
-    from medseg.model.training.distributed import setup_distributed
+    from medseg.workflows.devices import check_device, join_processes
     from medseg.workflows.models import open_model
 
     world = int(os.environ.get("WORLD_SIZE", "1"))
     local_world = int(os.environ.get("LOCAL_WORLD_SIZE", str(world)))
-    device = resolve_device(args.device)  # the one device decision (an absent device fails here, not per case)
-    # the processes meet over NCCL when their device is a CUDA GPU, else over gloo
-    ctx = setup_distributed("cuda" if torch_device(device).type == "cuda" else "cpu", timeout=BARRIER_TIMEOUT)
+    device = check_device(args.device)  # the one device decision (an absent device fails here, not per case)
+    ctx = join_processes(device, timeout=BARRIER_TIMEOUT)  # over NCCL when the device is a CUDA GPU, else gloo
     # the processes on this machine split its usable cores (medseg.threads); --threads is per process
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     threads = medseg_threads.configure(args.threads, count=medseg_threads.process_share(local_rank, local_world))
@@ -266,12 +264,12 @@ def _locked_batch(args: argparse.Namespace, rank: int, events: Any, output: Path
 
 
 def _discover(args: argparse.Namespace, deid: Any) -> Any:
-    from medseg.batch.cases import discover
+    from medseg.workflows.batch_cases import discover
 
     def list_series(server_name: str, study_uid: str) -> list[Any]:
-        from medseg.io.pacs import load_settings, query_series
+        from medseg.workflows.pacs import study_series
 
-        return query_series(load_settings().server(server_name), study_uid)
+        return study_series(server_name, study_uid)
 
     return discover(args.inputs, deid=deid, pacs_server=args.pacs_server, list_series=list_series)
 

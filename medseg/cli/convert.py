@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 
 from medseg.cli._console import add_spacing_option, add_threads_option, print_findings, progress_printer
-from medseg.errors import ImageFormatError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -26,20 +25,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from medseg.io import load, write_image  # SimpleITK and pydicom: only when the command runs
-    from medseg.io.image_files import WRITE_SUFFIXES, image_suffix
-    from medseg.io.output_paths import check_output, source_paths
+    from medseg.workflows.studies import ConvertRequest, OpenStudyRequest, convert_study
 
-    if not args.out.strip():
-        raise ImageFormatError("no output file given (OUT is empty)", hint="name the file to write, e.g. ct.nii.gz")
-    if image_suffix(args.out) not in WRITE_SUFFIXES:
-        raise ImageFormatError("unsupported output format (by its name)", path=args.out,
-                               hint="use " + ", ".join(WRITE_SUFFIXES))
-    check_output(args.out, [args.path], force=args.force, option="OUT")
-    volume = load(args.path, series_uid=args.series, regularize=not args.raw_stack,
-                  progress=None if args.quiet else progress_printer(), spacing_mm=args.spacing)
-    check_output(args.out, source_paths(volume), force=True, option="OUT")
-    written = write_image(volume, args.out)
+    study = OpenStudyRequest(args.path, series_uid=args.series, spacing_mm=args.spacing, regularize=not args.raw_stack)
+    converted = convert_study(ConvertRequest(study, args.out, force=args.force),
+                              progress=None if args.quiet else progress_printer())
+    volume, written = converted.volume, converted.written
     print_findings(volume)
     print(f"wrote {written} size {list(volume.size_xyz)} spacing_mm "
           f"{[round(v, 4) for v in volume.spacing_mm]} {volume.array.dtype}")

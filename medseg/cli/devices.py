@@ -17,11 +17,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from medseg.model.devices import probe, report_lines
+    from medseg.workflows.devices import device_report
 
-    report = probe()
+    document, lines = device_report()
     if args.json:
-        print(json.dumps(report.to_dict(), indent=1))
+        print(json.dumps(document, indent=1))
     else:
-        print("\n".join(report_lines(report)))
+        print("\n".join(lines))
     return 0

@@ -14,7 +14,6 @@ import argparse
 import json
 import re
 import sys
-from pathlib import Path
 
 from medseg.cli._console import add_spacing_option, add_threads_option, findings_json, print_findings
 
@@ -29,8 +28,8 @@ class _Append(argparse.Action):
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from medseg.edit.operations import CATALOGUE, options  # declarations only: no image-processing import
     from medseg.workflows.edit_operations import register_operations
+    from medseg.workflows.edit_recipe import CATALOGUE, options  # declarations only: no image-processing import
 
     register_operations()  # the model-backed operations (declarations too: the model loads when one runs)
 
@@ -85,96 +84,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from medseg.edit.document import SegmentationDocument
-    from medseg.edit.label_map import NAME_SETS, LabelMap
-    from medseg.edit.operations import CATALOGUE, options
-    from medseg.edit.prompt_session import MASK_KINDS
-    from medseg.edit.recipe import Operation, run_operations, validate
-    from medseg.edit.tools import PaintRules
-    from medseg.errors import MedsegError
-    from medseg.io import load
-    from medseg.io.label_files import sidecar_path
-    from medseg.io.segmentations import open_segmentation
-    from medseg.workflows.save import plan_save, save_segmentation
+    from medseg.workflows.edit_recipe import FROM_FILE, TOTALSEGMENTATOR, EditRequest, edit_segmentation, options
 
-    operations = [Operation(name, raw) for name, raw in (args.operations or [])]
-    if not operations and not args.labels:
-        raise MedsegError("no operations given and no --labels to write: name at least one operation (see medseg "
-                          "edit --help), or give a segmentation with --labels to write it as -o says (a label map, "
-                          "or a DICOM SEG: .dcm)")
-    inputs = [args.image, args.labels, sidecar_path(args.labels) if args.labels else None]
-    for operation in operations:  # files an operation reads are inputs too: never the output
-        spec = CATALOGUE.get(operation.name)
-        for parameter, text in zip(spec.positional if spec else (), operation.raw):
-            if parameter.kind.endswith("-file"):
-                inputs.append(text)
-            if parameter.kind in ("seeds-file", "segmentation-file"):  # read with their label sidecars
-                inputs.append(sidecar_path(text))
-            if parameter.kind == "prompt-spec" and text.split(":", 1)[0].strip().lower() in MASK_KINDS:
-                inputs.append(text.split(":", 1)[1].rsplit(":neg", 1)[0].rsplit(":pos", 1)[0])  # its mask file
-    # the output checked once, before anything is read (the save use case every interface uses); an earlier
-    # output of medseg edit, unchanged since, is replaced without --force
-    target = plan_save(args.output, inputs, force=args.force, option="-o", written_by="medseg edit")
-    image = load(args.image, spacing_mm=args.spacing)
-    target.check_image(image)
-    document = SegmentationDocument()
-    document.set_undo_budget(0)  # a batch needs no undo: keep only the newest step
-    document.set_volume(image, source=str(args.image))
-    if args.labels:
-        opened = open_segmentation(args.labels, image)
-        for note in [*opened.notes, *opened.naming]:
-            print(f"note: {note}", file=sys.stderr)
-        by_totalsegmentator = args.totalsegmentator_names and opened.name_set_applies
-        described = None
-        if by_totalsegmentator:
-            from medseg.catalogue import load_catalogue
-
-            described = load_catalogue().get("totalsegmentator/total").labels()
-        label_map = LabelMap.from_volume(opened.label_map, None if by_totalsegmentator else opened.labels,
-                                         NAME_SETS[1] if by_totalsegmentator else NAME_SETS[0], described)
-        document.set_label_map(label_map)
-    else:
-        document.new_label_map()
     settings = {p.name: getattr(args, p.name) for p in options().values() if getattr(args, p.name) is not None}
-
-    def load_seeds(path: str):
-        return _load_seeds(Path(path), image, args.background_seed)
-
-    def load_segmentation(path: str):
-        from medseg.edit.merge import Segmentation
-
-        opened = open_segmentation(path, image)
-        for note in [*opened.notes, *opened.naming]:
-            print(f"note: {note}", file=sys.stderr)
-        return Segmentation(opened.label_map, opened.labels)
-
-    def load_model(reference: str):
-        from medseg.workflows.models import open_model
-
-        return open_model(reference)
-
-    rules = PaintRules(hu_range=tuple(sorted(args.hu_mask)) if args.hu_mask else None,
-                       overwrite="background" if args.only_background else "unlocked")
-    validate(operations, document.label_map, image, load_seeds, settings, load_segmentation, load_model)
-    # what an operation wants read once it is done (a fill that flooded, a model's notes)
-    document.notice.connect(lambda text, level: print(f"note: {text}", file=sys.stderr) if level == "warning" else None)
+    request = EditRequest(args.image, args.output, list(args.operations or []), labels=args.labels,
+                          name_set=TOTALSEGMENTATOR if args.totalsegmentator_names else FROM_FILE, settings=settings,
+                          hu_range=tuple(args.hu_mask) if args.hu_mask else None,
+                          only_background=args.only_background, background_seed=args.background_seed,
+                          spacing_mm=args.spacing, force=args.force)
 
     def say(op: str, count: int) -> None:
         if not args.json:
             print(f"{op}: {count} voxels changed")
 
-    from medseg import threads
-
-    with threads.job("edit") as lease:
-        done = run_operations(document, operations, rules, say)
-        used = lease.threads
-    label_map = document.label_map
-    kept = {value: entry for value, entry in label_map.labels.items() if label_map.voxel_count(value) or entry.locked}
-    written = save_segmentation(target, label_map.to_volume(), image, kept).path
-    volumes = label_map.volumes_ml()
+    result = edit_segmentation(request, say, note=lambda text: print(f"note: {text}", file=sys.stderr))
+    image, written, label_map, volumes = result.image, result.written, result.label_map, result.volumes_ml
     if args.json:
-        print(json.dumps({"output": str(written), "operations": [{"operation": o, "voxels_changed": n} for o, n in done],
-                          "findings": findings_json(image), "threads": used,
+        print(json.dumps({"output": str(written),
+                          "operations": [{"operation": o, "voxels_changed": n} for o, n in result.done],
+                          "findings": findings_json(image), "threads": result.threads,
                           "volumes_ml": {str(v): round(ml, 3) for v, ml in volumes.items()}}, indent=1))
     else:
         print_findings(image)
@@ -182,35 +110,3 @@ def run(args: argparse.Namespace) -> int:
         for value, ml in volumes.items():
             print(f"  {value:5d} {label_map.labels[value].name if value in label_map.labels else '':<24} {ml:10.2f} ml")
     return 0
-
-
-def _load_seeds(path: Path, image, background: int | None):
-    """A seeds label image on ``image``'s grid (resampled by nearest neighbour), background seeds as BACKGROUND_SEED."""
-    import numpy as np
-
-    from medseg.edit.tools.grow_seeds import BACKGROUND_SEED
-    from medseg.errors import MedsegError
-    from medseg.io import load, resample_to
-
-    if not path.exists():
-        raise MedsegError("the seeds file does not exist", path=path)
-    seeds = load(path)
-    if not seeds.same_grid(image):
-        seeds = resample_to(seeds, image, interpolation="nearest")
-    array = np.asarray(seeds.array)
-    if array.dtype.kind == "f" and not np.array_equal(array, np.rint(array)):
-        raise MedsegError("a seeds file must hold whole label values", path=path)
-    if array.size and (array.min() < 0 or array.max() >= BACKGROUND_SEED):
-        raise MedsegError(f"seed values must lie in 0…{BACKGROUND_SEED - 1}", path=path)
-    array = array.astype(np.uint16)
-    if background is None:  # the label its sidecar names "background" (read by the one sidecar reader)
-        from medseg.io.label_files import read_sidecar
-
-        found = read_sidecar(path)
-        named = [label.value for label in (found[0] if found else []) if label.name.strip().lower() == "background"]
-        background = named[0] if named else None
-    if background is not None:
-        if not (array == background).any():
-            raise MedsegError(f"the seeds hold no voxel of the background value {background}", path=path)
-        array[array == background] = BACKGROUND_SEED
-    return array

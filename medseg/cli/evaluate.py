@@ -41,16 +41,14 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _evaluate(args: argparse.Namespace, events) -> int:
-    from medseg.model.backends import resolve_device
     from medseg.workflows.evaluate import EvaluateRequest, evaluate, record_evaluation
-    from medseg.workflows.models import open_model
     from medseg.workflows.segment import SegmentSettings
 
     settings = SegmentSettings(device=args.device, configuration=args.configuration)
-    resolve_device(args.device)  # an absent device fails before the model and the cases are read
-    model = open_model(args.model)
-    evaluation = evaluate(EvaluateRequest(model, args.dataset, args.data_root, held_out=args.held_out,
+    # the device is checked first (an absent one fails before the model and the cases are read), by the use case
+    evaluation = evaluate(EvaluateRequest(args.model, args.dataset, args.data_root, held_out=args.held_out,
                                           settings=settings), progress=events.progress() if args.json else None)
+    model = evaluation.opened
     scores, means = evaluation.cases, evaluation.mean_dice
     if args.record:
         record_evaluation(model, evaluation, held_out=args.held_out, configuration=args.configuration,

@@ -11,7 +11,7 @@ import argparse
 import dataclasses
 
 from medseg.cli._console import add_threads_option
-from medseg.model.export_formats import EXPORT_FORMATS, export_format, export_model
+from medseg.workflows.model_export import EXPORT_FORMATS
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -45,33 +45,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace, events) -> int:
-    from medseg.errors import MedsegError
-    from medseg.workflows.models import open_model
+    from medseg.workflows.model_export import ExportRequest, export_models
 
-    if not args.output.strip():  # Path("") is the working folder: the write failed as "Device or resource busy"
-        raise MedsegError("no output given (-o is empty)",
-                          hint="name the file (.onnx/.pt) or the package folder/.zip to write")
-    if len(args.model) > 1 and export_format(args.format).one_model:
-        combined = " or ".join(f"--format {f}" for f in EXPORT_FORMATS if not export_format(f).one_model)
-        raise MedsegError(f"--format {args.format} exports one model; several are combined only with {combined}")
-    packages = [open_model(reference).package for reference in args.model]
-    if len(packages) > 1:
-        from medseg.model.package_model import combine_packages
-
-        package = combine_packages(packages)
-    else:
-        package = packages[0]
-    volume, name = None, ""
-    if not args.no_check:
-        if args.check_image:
-            from medseg.io import load
-
-            volume, name = load(args.check_image), args.check_image
-        else:
-            from medseg.io.phantom import phantom_volume
-
-            volume, name = phantom_volume(shape=(48, 160, 160), spacing=(2.0, 2.0, 4.0)), "the synthetic demo phantom"
-    result = export_model(package, args.format, args.output, volume, name, args.configuration)
+    result = export_models(ExportRequest(args.model, args.format, args.output, args.configuration,
+                                         check=not args.no_check, check_image=args.check_image)).result
     if events.enabled:
         for report in result.parity:
             events.emit("parity", text=str(report), agreement=report.agreement, passed=report.passed,

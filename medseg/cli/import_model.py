@@ -21,14 +21,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from medseg.model.nnunet_import import import_nnunet  # torch: only when the command runs
-    from medseg.model.package import package_summary, save_package
+    from medseg.workflows.model_install import import_nnunet_folder
 
     folds = [int(f) if f.isdigit() else f for f in args.folds] if args.folds else None
-    package = import_nnunet(args.folder, folds=folds)
-    if args.name:
-        package.name = args.name
-    out = save_package(package, args.out)
+    imported = import_nnunet_folder(args.folder, args.out, folds, args.name)
+    package, out = imported.package, imported.path
     if args.json:
         print(json.dumps({
             "output": str(out),
@@ -38,6 +35,6 @@ def run(args: argparse.Namespace) -> int:
             "provenance": package.provenance,
         }, indent=1))
     else:
-        print(package_summary(package))
+        print(imported.summary)
         print(f"written to {out}")
     return 0

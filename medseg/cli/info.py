@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 from typing import Any
 
 # The I/O stack (pydicom, SimpleITK, numpy) is imported inside the functions that use it:
@@ -22,46 +21,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
-def _image_file_entry(path: str) -> dict[str, Any]:
-    from medseg.io.image_files import describe_image
-
-    header = describe_image(path)  # the header only: no voxel is read
-    return {
-        "key": str(path),
-        "series_uid": "",
-        "modality": "",
-        "series_description": Path(path).name,
-        "kind": "image_file",
-        "loadable": header["components"] == 1,
-        "n_files": 1,
-        "n_slices": header["size_xyz"][2],
-        "size_xyz": list(header["size_xyz"]),
-        "spacing_mm": [round(v, 6) for v in header["spacing_mm"]],
-        "origin_mm": [round(v, 6) for v in header["origin_mm"]],
-        "direction": [round(float(v), 6) for v in header["direction"].reshape(-1)],
-        "transfer_syntaxes": [],
-        "dtype": header["dtype"],
-        "findings": [{"kind": f.kind, "message": f.message, "details": f.details} for f in header["findings"]],
-    }
-
-
 def collect(paths: list[str]) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
     """(series entries, skipped files) for the given paths."""
-    from medseg.errors import DicomError
-    from medseg.io import scan
-    from medseg.io.image_files import image_suffix
+    from medseg.workflows.study_info import describe_sources
 
-    if len(paths) == 1 and image_suffix(paths[0]) is not None and Path(paths[0]).exists() \
-            and not Path(paths[0]).is_dir():
-        return [_image_file_entry(paths[0])], []
-    result = scan(paths if len(paths) > 1 else paths[0])
-    if not result.series:
-        reasons = "; ".join(f"{Path(k.path).name}: {k.reason}" for k in result.skipped[:5])
-        raise DicomError("no DICOM image series found" + (f" ({reasons})" if reasons else " (no files)"),
-                         path=paths[0] if len(paths) == 1 else None,
-                         hint="give a folder with DICOM files, a .zip, a DICOMDIR or a NIfTI/NRRD/MHA file")
-    skipped = [{"path": k.path, "reason": k.reason} for k in result.skipped]
-    return [s.to_dict() for s in result.series], skipped
+    return describe_sources(paths)
 
 
 def _vector(values: list[float], digits: int = 3) -> str:
@@ -72,7 +36,7 @@ def _vector(values: list[float], digits: int = 3) -> str:
 def _print_text(entries: list[dict[str, Any]], skipped: list[dict[str, str]]) -> None:
     import numpy as np
 
-    from medseg.io.dicom_decode import syntax_name
+    from medseg.workflows.study_info import transfer_syntax_name as syntax_name
 
     for number, entry in enumerate(entries, 1):
         status = "loadable" if entry["loadable"] else "not loadable"

@@ -7,7 +7,7 @@ import json
 import sys
 
 from medseg.cli._console import add_spacing_option, add_threads_option, findings_json, print_findings
-from medseg.io.formats import MESH_FORMATS
+from medseg.workflows.meshes import MESH_FORMATS
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -29,31 +29,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from pathlib import Path
+    from medseg.workflows.meshes import MeshRequest, mesh_segmentation
+    from medseg.workflows.studies import OpenStudyRequest
 
-    from medseg.errors import SaveError
-    from medseg.io import load
-    from medseg.io.atomic import check_writable
-    from medseg.io.mesh_files import write_label_meshes
-    from medseg.io.segmentations import open_segmentation
-
-    folder = Path(args.output)
-    if not folder.exists() and folder.parent.is_dir():
-        try:
-            folder.mkdir()
-        except OSError as error:
-            raise SaveError(f"cannot create the folder ({error.strerror})", path=folder) from error
-    check_writable(folder / "probe.stl")
-    image = load(args.image, series_uid=args.series, regularize=not args.raw_stack, spacing_mm=args.spacing)
-    opened = open_segmentation(args.segmentation, image)
-    results = write_label_meshes(opened.label_map, folder, {s.value: s.name for s in opened.segments}, args.format)
+    study = OpenStudyRequest(args.image, series_uid=args.series, spacing_mm=args.spacing, regularize=not args.raw_stack)
+    result = mesh_segmentation(MeshRequest(args.segmentation, study, args.output, args.format))
+    image, notes, results = result.opened.volume, result.opened.notes, result.meshes
     if args.json:
-        print(json.dumps({"notes": [*opened.notes, *opened.naming], "findings": findings_json(image), "meshes": [
+        print(json.dumps({"notes": notes, "findings": findings_json(image), "meshes": [
             {"value": r.value, "name": r.name, "path": str(r.path), "vertices": r.n_vertices, "faces": r.n_faces,
              "bbox_min_lps_mm": r.bbox_min_lps, "bbox_max_lps_mm": r.bbox_max_lps} for r in results]}, indent=1))
         return 0
     print_findings(image, sys.stdout)
-    for note in [*opened.notes, *opened.naming]:
+    for note in notes:
         print(f"note: {note}")
     for r in results:
         print(f"{r.value:>5}  {r.name}: {r.n_faces} triangles -> {r.path}")

@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
 from medseg.cli._console import progress_printer
 
@@ -208,55 +207,24 @@ def _prompt(entry) -> bool:
 
 def run_install(args: argparse.Namespace) -> int:
     from medseg.catalogue.folders import is_model_id
+    from medseg.workflows.model_install import InstallRequest, install_model
 
     accept = True if args.accept_licence else _prompt
-    progress = progress_printer()
-    source = args.source
-    if is_model_id(source):
-        from medseg.catalogue.install import install
-
-        key = args.licence_key
-        if key == "-":  # kept out of the shell's history and of `ps`
-            key = sys.stdin.readline().strip()
-        record = install(source, configurations=args.configurations, accept_licence=accept, licence_key=key,
-                         progress=progress)
-        _print_installed([record])
-        return 0
-    path = Path(source)
-    from medseg.errors import ModelError
-
-    if args.licence_key is not None:
-        raise ModelError("--licence-key goes with a catalogue id (the download it unlocks); a file you have "
-                         "installs without one", hint=f"`medseg models install {path}`")
-    if not path.is_file():
-        raise ModelError("no such catalogue id or file", path=path, hint="`medseg models list` shows the ids")
-    from medseg.catalogue.packs import install_pack, is_pack
-
-    if is_pack(path):
-        _print_installed([install_pack(path, accept_licence=accept, progress=progress)])
-        return 0
-    from medseg.catalogue.install import import_path
-
-    _print_installed(import_path(path, model_id=args.model_id, accept_licence=accept, progress=progress).installed)
+    key = args.licence_key
+    if key == "-" and is_model_id(args.source):  # kept out of the shell's history and of `ps`
+        key = sys.stdin.readline().strip()
+    request = InstallRequest(args.source, configurations=args.configurations, licence_key=key,
+                             model_id=args.model_id)
+    _print_installed(install_model(request, accept, progress_printer()).installed)
     return 0
 
 
 def run_import(args: argparse.Namespace) -> int:
-    from medseg.catalogue.discover import totalsegmentator_weights
-    from medseg.catalogue.install import import_path
-    from medseg.errors import ModelError
+    from medseg.workflows.model_install import folders_to_import, import_models
 
     accept = True if args.accept_licence else _prompt
-    if args.path:
-        paths = [Path(args.path)]
-    else:
-        paths = totalsegmentator_weights()
-        if not paths:
-            raise ModelError("no TotalSegmentator weights folder here ($TOTALSEG_WEIGHTS_PATH, $TOTALSEG_HOME_DIR, "
-                             "~/.totalsegmentator/nnunet/results); give the folder or zip to import")
-    for path in paths:
-        report = import_path(path, model_id=args.model_id, accept_licence=accept, progress=progress_printer())
-        _print_installed(report.installed)
+    for path in folders_to_import(args.path):
+        _print_installed(import_models(path, accept, args.model_id, progress_printer()).installed)
     return 0
 
 
@@ -293,30 +261,16 @@ def run_verify(args: argparse.Namespace) -> int:
 
 def _measure(results, starter: bool) -> None:
     """The engines of the verified models (and the built-in starter's), measured again."""
-    from medseg.catalogue.folders import find_installed
-    from medseg.catalogue.install_measure import measure_installed, measure_path
-    from medseg.model import cpu_runtime
+    from medseg.workflows.model_install import measure_engines
 
-    if cpu_runtime.pinned_choice(1) is not None:
-        print(f"CPU engine set by {cpu_runtime.PIN_VARIABLE}: nothing to measure")
-        return
-    records = [record for record in (find_installed(result.id) for result in results) if record is not None]
-    lines = measure_installed(records, progress_printer())
-    if starter:
-        from medseg.workflows.models import starter_model_path
-
-        lines += measure_path(starter_model_path(), "starter", progress_printer())
-    for line in lines:
+    for line in measure_engines([result.id for result in results], starter, progress_printer):
         print(line)
-    if not lines:
-        print("nothing to measure: no installed model here chooses its CPU engine (one engine installed, or "
-              "models that run in PyTorch only)")
 
 
 def run_remove(args: argparse.Namespace) -> int:
-    from medseg.catalogue.install import remove
+    from medseg.workflows.model_install import remove_model
 
-    print(f"removed {args.id} ({remove(args.id)})")
+    print(f"removed {args.id} ({remove_model(args.id)})")
     return 0
 
 

@@ -81,33 +81,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     send.set_defaults(func=run_send)
 
 
-def _adhoc(args: argparse.Namespace, name: str = "command line"):
-    from medseg.io.pacs import PacsError, PacsServer
+def _options(args: argparse.Namespace):
+    from medseg.workflows.pacs import ServerOptions
 
-    if args.url and args.host:
-        raise PacsError("give either --url (DICOMweb) or --host (DIMSE), not both")
-    common = {"name": name, "ca_file": args.ca_file or ""}
-    if args.timeout:
-        common["timeout_s"] = args.timeout
-    if args.url:
-        auth = "bearer" if args.bearer else ("basic" if args.user else "none")
-        return PacsServer(protocol="dicomweb", url=args.url, auth=auth, username=args.user or "", **common)
-    if not args.aet:
-        raise PacsError("--host needs --aet (the PACS's AE title)")
-    extra = {k: v for k, v in (("our_aet", args.our_aet), ("storage_port", args.storage_port),
-                               ("retrieve", getattr(args, "retrieve", None))) if v}
-    return PacsServer(protocol="dimse", host=args.host, port=args.port, called_aet=args.aet, tls=args.tls,
-                      **common, **extra)
+    return ServerOptions(url=args.url, host=args.host, port=args.port, aet=args.aet, our_aet=args.our_aet,
+                         storage_port=args.storage_port, retrieve=getattr(args, "retrieve", None), tls=args.tls,
+                         user=args.user, bearer=args.bearer, ca_file=args.ca_file, timeout_s=args.timeout)
 
 
 def _server(args: argparse.Namespace, name: str | None):
-    from medseg.io.pacs import PacsError, load_settings
+    from medseg.workflows.pacs import find_server
 
-    if args.url or args.host:
-        return _adhoc(args)
-    if not name:
-        raise PacsError("no server given", hint="name a saved server (`medseg pacs servers`) or give --url / --host")
-    return load_settings().server(name)
+    return find_server(name, _options(args))
 
 
 def _split(args: argparse.Namespace) -> tuple[str | None, list[str]]:
@@ -117,53 +102,47 @@ def _split(args: argparse.Namespace) -> tuple[str | None, list[str]]:
 
 
 def run_servers(args: argparse.Namespace) -> int:
-    from medseg.io.pacs import PacsError, delete_secret, load_settings, save_settings, settings_path, store_secret
+    from medseg.workflows.pacs import pacs_error, remove_server, save_server, saved_servers, server_from_options
 
-    settings = load_settings()
     if args.add:
         if not (args.url or args.host):
-            raise PacsError("--add needs --url or --host/--aet")
-        server = _adhoc(args, name=args.add)
-        settings.put(server)
-        save_settings(settings)
-        if args.store_secret:
-            store_secret(server, sys.stdin.readline().rstrip("\n"))
-        print(f"saved {server.describe()} in {settings_path()}")
+            raise pacs_error("--add needs --url or --host/--aet")
+        server = server_from_options(_options(args), name=args.add)
+        where = save_server(server, sys.stdin.readline().rstrip("\n") if args.store_secret else None)
+        print(f"saved {server.describe()} in {where}")
         return 0
     if args.remove:
-        server = settings.server(args.remove)
-        settings.remove(args.remove)
-        save_settings(settings)
-        delete_secret(server)
+        remove_server(args.remove)
         print(f"removed {args.remove}")
         return 0
+    servers, where = saved_servers()
     if args.json:
-        print(json.dumps([s.to_json() for s in settings.servers], indent=1))
-    elif not settings.servers:
-        print(f"no PACS servers saved ({settings_path()}); add one with `medseg pacs servers --add NAME --url ...`")
-    for server in ([] if args.json else settings.servers):
+        print(json.dumps([s.to_json() for s in servers], indent=1))
+    elif not servers:
+        print(f"no PACS servers saved ({where}); add one with `medseg pacs servers --add NAME --url ...`")
+    for server in ([] if args.json else servers):
         print(server.describe())
     return 0
 
 
 def run_echo(args: argparse.Namespace) -> int:
-    from medseg.io.pacs import echo
+    from medseg.workflows.pacs import echo_server
 
-    print(echo(_server(args, args.server)))
+    print(echo_server(_server(args, args.server)))
     return 0
 
 
 def run_query(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
-    from medseg.io.pacs import QueryFilters, query_series, query_studies
+    from medseg.workflows.pacs import find_studies, query_filters
 
     server = _server(args, args.server)
-    filters = QueryFilters(patient_id=args.patient_id, patient_name=args.name, birth_date=args.birth_date,
-                           date_from=args.date_from, date_to=args.date_to, modality=args.modality,
-                           accession_number=args.accession, description=args.description)
-    page = query_studies(server, filters, limit=args.limit, offset=args.offset)
-    series = {s.study_uid: query_series(server, s.study_uid) for s in page.studies} if args.series else {}
+    filters = query_filters(patient_id=args.patient_id, patient_name=args.name, birth_date=args.birth_date,
+                            date_from=args.date_from, date_to=args.date_to, modality=args.modality,
+                            accession_number=args.accession, description=args.description)
+    found = find_studies(server, filters, limit=args.limit, offset=args.offset, with_series=args.series)
+    page, series = found.page, found.series
     if args.json:
         print(json.dumps({"server": server.name if args.server else None, "offset": page.offset, "more": page.more,
                           "studies": [{**asdict(s), "series": [asdict(x) for x in series.get(s.study_uid, [])]}
@@ -185,22 +164,14 @@ def run_query(args: argparse.Namespace) -> int:
 
 def run_get(args: argparse.Namespace) -> int:
     from medseg.cli._console import progress_printer
-    from medseg.io.pacs import PacsError, SeriesCache, query_series, retrieve_series
+    from medseg.workflows.pacs import pacs_error, retrieve_study
 
     name, rest = _split(args)
     if len(rest) != 1:
-        raise PacsError("give exactly one Study Instance UID", hint="medseg pacs get SERVER STUDY_UID -o DIR")
+        raise pacs_error("give exactly one Study Instance UID", hint="medseg pacs get SERVER STUDY_UID -o DIR")
     server = _server(args, name)
-    study_uid = rest[0]
-    counts = {s.series_uid: s.instance_count for s in query_series(server, study_uid)}
-    series_uids = args.series or list(counts)
-    if not series_uids:
-        raise PacsError(f"{server.name} lists no series for study {study_uid}")
-    cache = SeriesCache(args.out)
-    for series_uid in series_uids:
-        result = retrieve_series(server, study_uid, series_uid, cache, method=args.method,
-                                 instance_count=counts.get(series_uid),
-                                 progress=None if args.quiet else progress_printer())
+    for result in retrieve_study(server, rest[0], args.out, args.series, method=args.method,
+                                 progress=None if args.quiet else progress_printer()):
         rate = f", {result.nbytes / 1e6 / result.seconds:.1f} MB/s" if result.received and result.seconds else ""
         print(f"{result.folder}: {result.expected} instances ({result.received} retrieved, "
               f"{result.already_cached} already here{rate})")
@@ -210,12 +181,10 @@ def run_get(args: argparse.Namespace) -> int:
 def run_send(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
-    from medseg.io.pacs import PacsError, send_files
+    from medseg.workflows.pacs import send
 
     name, files = _split(args)
-    if not files:
-        raise PacsError("no files to send", hint="medseg pacs send SERVER FILES...")
-    results = send_files(_server(args, name), files)
+    results = send(lambda: _server(args, name), files)
     if args.json:
         print(json.dumps([asdict(r) for r in results], indent=1))
     else:

@@ -6,9 +6,7 @@ import argparse
 import json
 
 from medseg.cli._console import number, whole_number
-from medseg.errors import MedsegError
-
-NNUNET_REFERENCE_GB = 8.0  # nnU-Net's reference activation counts correspond to an 8 GB GPU
+from medseg.workflows.planning import NNUNET_REFERENCE_GB
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -31,38 +29,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from medseg.model.configuration_choice import select_configuration
-    from medseg.model.planner import REFERENCE_VAL_3D, plan_from_fingerprint
+    from medseg.workflows.planning import PlanRequest, plan_series
 
-    if args.path is None and (args.spacing is None or args.shape is None):
-        raise MedsegError("give a PATH to an image/series, or both --spacing Z Y X and --shape Z Y X")
-    if args.gpu_memory_gb <= 0:
-        raise MedsegError("--gpu-memory-gb must be positive")
-    if args.path is not None:
-        from medseg.io import load  # imported here: the --spacing form needs no image stack
-
-        volume = load(args.path)
-        spacing, shape = tuple(volume.spacing_zyx), tuple(volume.shape_zyx)
-    else:
-        spacing, shape = tuple(args.spacing), tuple(args.shape)
-    reference = REFERENCE_VAL_3D * args.gpu_memory_gb / NNUNET_REFERENCE_GB
-    configurations = plan_from_fingerprint([spacing], [shape], reference)
-    selected = select_configuration(configurations, spacing)
-    model_choice = None
-    if args.model:
-        from medseg.workflows.models import open_model
-
-        package = open_model(args.model).package
-        choice = package.choose(spacing, shape)
-        model_choice = {
-            "model": package.name, "configuration": choice.chosen.name, "reason": choice.reason,
-            "candidates": [{"configuration": name, "suits_series": suits, "target_spacing_zyx":
-                            list(package.configurations[name].target_spacing_image_zyx), "log_distance": round(gap, 4)}
-                           for name, suits, gap in choice.candidates],
-            "plan": choice.chosen.to_dict(),
-            "postprocessing": [step.describe(package.names) for step in package.postprocess_steps()],
-            "cpu_engine": _cpu_engine(package, choice.chosen.name),
-        }
+    planned = plan_series(PlanRequest(args.path, tuple(args.spacing) if args.spacing else None,
+                                      tuple(args.shape) if args.shape else None, args.gpu_memory_gb, args.model))
+    spacing, shape, configurations, selected = planned.spacing_zyx, planned.shape_zyx, planned.configurations, \
+        planned.selected
+    model_choice, package = planned.model_choice, planned.package
 
     if args.json:
         document = {
@@ -97,10 +70,3 @@ def run(args: argparse.Namespace) -> int:
               f"{engine['threads']} thread(s)")
     return 0
 
-
-def _cpu_engine(package, configuration: str) -> dict:
-    """The CPU engine a run with --device auto would use (medseg.model.cpu_runtime), and why."""
-    from medseg import threads
-    from medseg.model.cpu_runtime import planned_choice
-
-    return planned_choice(package, configuration, threads.budget()).to_dict()

@@ -8,7 +8,6 @@ The output folder is checked before the model runs.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import sys
 from typing import Any
 
@@ -100,6 +99,7 @@ def settings_of(args: argparse.Namespace, allow_modality: bool = False, model: A
 def _segment(args: argparse.Namespace, events) -> int:
     from medseg.workflows.models import open_model
     from medseg.workflows.save import plan_save
+    from medseg.workflows.split_masks import plan_split, write_split
 
     references = list(args.model or [None])
     if len(references) > 1:
@@ -112,20 +112,16 @@ def _segment(args: argparse.Namespace, events) -> int:
     if early is not None:
         model_options.check_options(args, early)
     # A bad -o must fail now (before torch is even imported), not after the whole segmentation.
-    split = model_options.plan_split(args.output) if getattr(args, "split", False) else None
+    split = plan_split(args.output) if getattr(args, "split", False) else None
     target = None if split is not None else plan_save(args.output, [args.path], force=args.force, option="-o")
 
-    from medseg.model.backends import resolve_device, torch_device
-    from medseg.model.profiling import Profiling, phase
+    from medseg.workflows.devices import check_device, phase, profiled_run
     from medseg.workflows.save import save_segmentation
     from medseg.workflows.segment import Segmenter
     from medseg.workflows.studies import OpenStudyRequest, header_geometry, open_study
 
-    device = resolve_device(args.device)  # an absent device fails before the series is read
-    profiling = Profiling(args.profile, title="medseg segment: where the time went") if args.profile else None
-    with profiling or contextlib.nullcontext():
-        if profiling is not None:
-            profiling.set_device(torch_device(device))
+    device = check_device(args.device)  # an absent device fails before the series is read
+    with profiled_run(args.profile, device, "medseg segment: where the time went") as profiling:
         with phase("load"):
             segmenter = Segmenter(early, settings_of(args, args.allow_modality, early)) if early is not None else None
             request = OpenStudyRequest(args.path, spacing_mm=args.spacing, regularize=not args.raw_stack)
@@ -147,8 +143,8 @@ def _segment(args: argparse.Namespace, events) -> int:
         result = segmenter.run(prepared, progress=progress)
         with phase("write"):
             if split is not None:
-                saved_notes = model_options.write_split(split, result.label_map, volume, result.model,
-                                                           segmenter.settings.structures)
+                saved_notes = write_split(split, result.label_map, volume, result.model,
+                                          segmenter.settings.structures)
             else:
                 saved_notes = save_segmentation(target, result.label_map, volume, result.labels).notes
     notes = [*result.notes, *saved_notes]
@@ -209,7 +205,7 @@ def _segment(args: argparse.Namespace, events) -> int:
 def _segment_several(args: argparse.Namespace, events, references: list) -> int:
     """Several models into one segmentation (medseg.workflows.segment_many): every model is read and every
     option checked before the series is read; an option applies to the models that take it."""
-    from medseg.model.backends import resolve_device
+    from medseg.workflows.devices import check_device
     from medseg.workflows.models import open_model
     from medseg.workflows.save import plan_save, save_segmentation
     from medseg.workflows.segment_many import segment_with_models
@@ -220,7 +216,7 @@ def _segment_several(args: argparse.Namespace, events, references: list) -> int:
     models = [open_model(reference) for reference in references]
     model_options.check_options_several(args, models)
     target = plan_save(args.output, [args.path], force=args.force, option="-o")
-    resolve_device(args.device)  # an absent device fails before the series is read
+    check_device(args.device)  # an absent device fails before the series is read
     volume = open_study(OpenStudyRequest(args.path, spacing_mm=args.spacing, regularize=not args.raw_stack)).volume
     target.check_image(volume)
     progress = events.progress() if args.json else progress_printer()

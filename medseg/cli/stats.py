@@ -44,51 +44,31 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from medseg.edit.stats import (
-        is_stats_csv,
-        is_stats_json,
-        label_statistics,
-        stats_json,
-        study_columns,
-        write_stats_csv,
-        write_stats_json,
+    from medseg.workflows.statistics import (
+        TOTALSEGMENTATOR,
+        StatisticsRequest,
+        TotalSegOptions,
+        segmentation_statistics,
     )
-    from medseg.errors import SaveError
-    from medseg.io import load
-    from medseg.io.atomic import check_writable
-    from medseg.io.label_files import sidecar_path
-    from medseg.io.output_paths import check_output, source_paths
-    from medseg.io.segmentations import open_segmentation
+    from medseg.workflows.studies import OpenStudyRequest
 
-    inputs = [args.segmentation, sidecar_path(args.segmentation), args.image]
-    outputs = [(args.csv, ".csv", "--csv", is_stats_csv), (args.save_json, ".json", "--save-json", is_stats_json)]
-    for out, suffix, option, ours in outputs:
-        if out:
-            if not str(out).lower().endswith(suffix):
-                raise SaveError(f"{option} must name a {suffix} file", path=out, hint=f"e.g. {option} statistics{suffix}")
-            check_output(out, inputs, force=args.force, ours=ours, option=option)
-            check_writable(out)
-    image = load(args.image, series_uid=args.series, regularize=not args.raw_stack, spacing_mm=args.spacing)
-    for out, _suffix, option, _ours in outputs:
-        if out:
-            check_output(out, source_paths(image), force=True, option=option)
-    opened = open_segmentation(args.segmentation, image)
-    names = {s.value: s.name for s in opened.segments}
-    study = study_columns(image, patient_name=args.patient_name)
-    if args.definitions == "totalsegmentator":
-        return _totalsegmentator(args, image, opened, names, study)
-    stats = label_statistics(image, opened.label_map, names)
-    if args.csv:
-        write_stats_csv(stats, args.csv, study)
-    if args.save_json:
-        write_stats_json(stats_json(stats, study), args.save_json)
+    request = StatisticsRequest(
+        args.segmentation, OpenStudyRequest(args.image, series_uid=args.series, spacing_mm=args.spacing,
+                                            regularize=not args.raw_stack),
+        definitions=args.definitions, options=TotalSegOptions(args.intensity, not args.keep_border, args.extra),
+        csv=args.csv, json=args.save_json, patient_name=args.patient_name, force=args.force)
+    result = segmentation_statistics(request)
+    image, notes, statistics = result.opened.volume, result.opened.notes, result.statistics
+    if statistics.definitions == TOTALSEGMENTATOR:
+        return _totalsegmentator(args, image, notes, statistics)
+    stats = statistics.labels
     if args.json:
         print(json.dumps({"segmentation": str(args.segmentation), "image": str(args.image),
-                          "notes": [*opened.notes, *opened.naming], "findings": findings_json(image),
+                          "notes": notes, "findings": findings_json(image),
                           "definitions": "standard", "labels": [s.as_json() for s in stats]}, indent=1))
         return 0
     print_findings(image, sys.stdout)
-    for note in [*opened.notes, *opened.naming]:
+    for note in notes:
         print(f"note: {note}")
     width = max([len(s.name) for s in stats] + [5])
     print(f"{'value':>5}  {'name':<{width}}  {'voxels':>9}  {'ml':>9}  {'HU mean':>8}  {'SD':>7}  {'min':>6}  "
@@ -103,22 +83,12 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _totalsegmentator(args: argparse.Namespace, image, opened, names: dict[int, str], study: dict[str, str]) -> int:
+def _totalsegmentator(args: argparse.Namespace, image, notes: list[str], statistics) -> int:
     """The figures by TotalSegmentator's --statistics definitions (its statistics.json entries)."""
-    from medseg.edit.stats import write_stats_json
-    from medseg.edit.totalseg_stats import TotalSegOptions, totalseg_csv, totalseg_json, totalseg_statistics
-    from medseg.io.atomic import atomic_write_text
-
-    options = TotalSegOptions(args.intensity, not args.keep_border, args.extra)
-    figures = totalseg_statistics(image, opened.label_map, names, options)
-    document = totalseg_json(figures, options, study)
-    if args.csv:
-        atomic_write_text(args.csv, totalseg_csv(figures, {n: v for v, n in names.items()}, options, study))
-    if args.save_json:
-        write_stats_json(document, args.save_json)
+    figures, options = statistics.figures, statistics.options
     if args.json:
         print(json.dumps({"segmentation": str(args.segmentation), "image": str(args.image),
-                          "notes": [*opened.notes, *opened.naming], **document}, indent=1))
+                          "notes": notes, **statistics.document()}, indent=1))
         return 0
     print_findings(image, sys.stdout)
     print(f"definitions: {options.describe()}")

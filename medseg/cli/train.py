@@ -9,7 +9,6 @@ prints and writes).
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import math
 import os
 import shlex
@@ -17,9 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from medseg.build_info import require_training
 from medseg.cli._console import add_threads_option, device_name, number, whole_number
-from medseg.errors import MedsegError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -88,38 +85,31 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _train(args: argparse.Namespace, is_main: bool, events) -> int:
-    from medseg.model.backends import TRAINING, resolve_device
-    from medseg.model.datasets import open_dataset
-    from medseg.model.training import (
+    from medseg.workflows.training import (
         EpochEvent,
         FallbackEvent,
         IterationEvent,
         MessageEvent,
         PreparingEvent,
-        event_to_json,
-        train,
+        TrainRequest,
+        event_record,
+        start_training,
     )
 
-    require_training()  # before the dataset is read: the DirectML build cannot train
-    resolve_device(args.device, TRAINING)
-    if args.epochs < 1 or args.iterations < 1:
-        raise MedsegError("--epochs and --iterations must be at least 1")
-    dataset = open_dataset(args.dataset, args.data_root)
-    from medseg.workflows.models import open_model
-
-    base = open_model(args.base).package if args.base else None
-    flat = open_model(args.inflate_from).package if args.inflate_from else None  # the 2D model a 3D plan starts from
-    config, plan_options = run_settings(args)
+    settings, plan = run_request_settings(args)
+    command = "medseg " + shlex.join(args.argv)
+    run = start_training(TrainRequest(args.dataset, args.out, settings, plan, base=args.base,
+                                      inflate_from=args.inflate_from, data_root=args.data_root, resume=args.resume,
+                                      work_dir=args.work_dir, profile=args.profile,
+                                      provenance={"training_command": command}))
+    dataset, config = run.dataset, run.config
     say = (lambda text: None) if args.json or not is_main else (lambda text: print(text, flush=True))
     say(f"dataset {dataset.name!r}: {len(dataset.training_specs)} training, {len(dataset.validation_specs)} "
         f"validation cases; labels {', '.join(n for v, n in sorted(dataset.labels.items()) if v)}")
     started = time.monotonic()
     first_step: tuple[float, int] | None = None  # ETA from the training steps only (not the loading)
     last_print = 0.0
-    command = "medseg " + shlex.join(args.argv)
-    generator = train(dataset, args.out, config, base_package=base, inflate_from=flat, resume=args.resume,
-                      plan_options=plan_options,
-                      work_dir=args.work_dir, provenance={"training_command": command}, profile=args.profile)
+    generator = run.events
     result = None
     while True:
         try:
@@ -129,7 +119,7 @@ def _train(args: argparse.Namespace, is_main: bool, events) -> int:
             break
         if not is_main:
             continue
-        events.emit_record(event_to_json(event))
+        events.emit_record(event_record(event))
         if isinstance(event, (MessageEvent, FallbackEvent)):
             say(event.text)
         elif isinstance(event, PreparingEvent):
@@ -159,33 +149,28 @@ def _train(args: argparse.Namespace, is_main: bool, events) -> int:
     return 0
 
 
+def run_request_settings(args: argparse.Namespace) -> tuple[Any, Any]:
+    """The TrainingSettings and PlanSettings (medseg.workflows.training) that ``medseg train``'s arguments say."""
+    from medseg.workflows.training import PlanSettings, TrainingSettings
+
+    settings = TrainingSettings(
+        epochs=args.epochs, iterations=args.iterations, batch_size=args.batch_size, optimizer=args.optimizer,
+        learning_rate=args.lr, seed=args.seed, device=args.device, amp=not args.no_amp,
+        validate_every=args.validate_every, augment=not args.no_augment, mirror=not args.no_mirror,
+        tissue_shift_hu=tuple(args.tissue_shift) if args.tissue_shift else None, prefetch=args.prefetch)
+    plan = PlanSettings(configuration=args.configuration, target_spacing_zyx=args.target_spacing,
+                        memory_gb=args.memory_gb, base_features=args.base_features, max_features=args.max_features,
+                        stages=args.stages, name=args.configuration_name)
+    return settings, plan
+
+
 def run_settings(args: argparse.Namespace) -> tuple[Any, dict[str, Any]]:
     """The TrainConfig and the planning options that ``medseg train``'s arguments say (also for scripts that
     run the same recipe on other data, e.g. benchmarks/starter_v2_gpu.py)."""
-    from medseg.model.augment import NO_AUGMENTATION, AugmentConfig
-    from medseg.model.planner import REFERENCE_VAL_3D
-    from medseg.model.training import TrainConfig
+    from medseg.workflows.training import train_config
 
-    augmentation = NO_AUGMENTATION if args.no_augment else AugmentConfig()
-    if args.no_mirror:
-        augmentation = dataclasses.replace(augmentation, p_mirror=0.0)
-    if args.tissue_shift and not args.no_augment:
-        augmentation = dataclasses.replace(augmentation, p_tissue_shift=0.5, tissue_shift_hu=tuple(args.tissue_shift))
-    config = TrainConfig(
-        epochs=args.epochs, iterations_per_epoch=args.iterations, batch_size=args.batch_size,
-        optimizer=args.optimizer, learning_rate=args.lr, seed=args.seed, device=args.device,
-        amp=not args.no_amp, validate_every=args.validate_every, augmentation=augmentation, prefetch=args.prefetch,
-    )
-    plan_options = {
-        "configuration": args.configuration,
-        "target_spacing_zyx": args.target_spacing,
-        "memory_reference": REFERENCE_VAL_3D * args.memory_gb / 8.0,
-        "base_features": args.base_features,
-        "max_features": args.max_features,
-        "num_stages": args.stages,
-        "name": args.configuration_name,
-    }
-    return config, plan_options
+    settings, plan = run_request_settings(args)
+    return train_config(settings), plan.options()
 
 
 def _hms(seconds: float) -> str:

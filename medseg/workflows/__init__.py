@@ -17,6 +17,15 @@ calls one of these, and shows the result; a rule added here holds in every inter
 - :mod:`~medseg.workflows.training_cases` — add the open case to a training set (``add_training_case``);
 - :mod:`~medseg.workflows.batch_case` — segment, measure and save one case of a batch (``BatchCase``);
 - :mod:`~medseg.workflows.edit_operations` — the model-backed operations of the edit catalogue (``segment``).
+- :mod:`~medseg.workflows.statistics`, :mod:`~medseg.workflows.meshes` — label statistics (two definitions), surfaces;
+- :mod:`~medseg.workflows.model_export`, :mod:`~medseg.workflows.training`, :mod:`~medseg.workflows.planning` —
+  export a model, build a training configuration and train, plan a U-Net for a series;
+- :mod:`~medseg.workflows.edit_recipe`, :mod:`~medseg.workflows.name_sets` — edit recipes, the names labels go by;
+- :mod:`~medseg.workflows.model_install`, :mod:`~medseg.workflows.pacs` — install/import/remove models; PACS;
+- :mod:`~medseg.workflows.devices`, :mod:`~medseg.workflows.outputs`, :mod:`~medseg.workflows.formats`,
+  :mod:`~medseg.workflows.deidentify`, :mod:`~medseg.workflows.study_info`, :mod:`~medseg.workflows.split_masks`,
+  :mod:`~medseg.workflows.batch_cases` — what the command line and batch need below the use cases (they import
+  nothing from ``medseg.io``, ``medseg.model`` or ``medseg.edit`` themselves: an import-linter contract).
 
 Submodules are imported where they are used (``from medseg.workflows.segment import ...``): this
 package imports nothing heavy by itself, so the command line starts fast.

@@ -40,6 +40,7 @@ class Evaluation:
     cases: list[Any]  # medseg.model.evaluate.CaseScore, one per case
     mean_dice: dict[str, float]
     predictions: dict[str, Volume] = field(default_factory=dict)  # case name -> label map, when kept
+    opened: OpenedModel | None = None  # the model as opened (record_evaluation keeps the scores with it)
 
 
 def evaluate(request: EvaluateRequest, progress: ProgressCallback | None = None,
@@ -77,7 +78,7 @@ def evaluate(request: EvaluateRequest, progress: ProgressCallback | None = None,
         score.configuration = result.configuration
         cases.append(score)
     report(progress, 1.0, "evaluated", "evaluate")
-    return Evaluation(segmenter.card, dataset.name, cases, mean_dice(cases), predictions)
+    return Evaluation(segmenter.card, dataset.name, cases, mean_dice(cases), predictions, segmenter.model)
 
 
 def record_evaluation(model: OpenedModel, evaluation: Evaluation, *, held_out: bool, configuration: str | None,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 from medseg.core.volume import GeometryFinding, Volume, VolumeMeta
 from medseg.progress import CancelToken, ProgressCallback
@@ -41,6 +41,99 @@ def open_study(request: OpenStudyRequest, progress: ProgressCallback | None = No
     volume = load(request.source, series_uid=request.series_uid, progress=progress, cancel=cancel,
                   regularize=request.regularize, spacing_mm=request.spacing_mm)
     return OpenedStudy(volume, list(volume.meta.findings))
+
+
+def open_scanned_series(series: Any, scan_result: Any = None, progress: ProgressCallback | None = None,
+                        cancel: CancelToken | None = None, on_slice: Any = None, out: Any = None) -> Volume:
+    """One series of a folder scan (medseg.io's SeriesInfo), decoded slice by slice (``on_slice(z, hu)`` as each
+    arrives, into ``out`` when given: a preview's array); the scan's other series and skipped files become
+    findings of the volume, as :func:`open_study` reports them."""
+    from medseg.io import load_series
+
+    volume = load_series(series, progress=progress, cancel=cancel, on_slice=on_slice, out=out)
+    if scan_result is not None:
+        from medseg.io.load import scan_findings
+
+        volume.meta.findings.extend(scan_findings(scan_result, series))
+    return volume
+
+
+@dataclass
+class SegmentedStudy:
+    """A study with a segmentation opened onto it (a label map with its sidecar, or a DICOM SEG)."""
+
+    volume: Volume
+    segmentation: Any  # medseg.io.label_files.LabelFileResult: label_map, labels, segments, notes, naming
+
+    @property
+    def notes(self) -> list[str]:
+        """What the reader says about the segmentation (moved, renamed, names guessed), in order."""
+        return [*self.segmentation.notes, *self.segmentation.naming]
+
+    @property
+    def names(self) -> dict[int, str]:
+        return {segment.value: segment.name for segment in self.segmentation.segments}
+
+
+def open_segmented_study(request: OpenStudyRequest, segmentation: str | os.PathLike,
+                         progress: ProgressCallback | None = None) -> SegmentedStudy:
+    """The study, then ``segmentation`` placed onto its grid in patient coordinates (the one reader)."""
+    from medseg.io.segmentations import open_segmentation
+
+    volume = open_study(request, progress).volume
+    return SegmentedStudy(volume, open_segmentation(segmentation, volume))
+
+
+def open_segmentation_on(image: Volume, segmentation: str | os.PathLike) -> Any:
+    """A segmentation file opened onto an image already open (a label map with its sidecar, or a DICOM SEG)."""
+    from medseg.io.segmentations import open_segmentation
+
+    return open_segmentation(segmentation, image)
+
+
+def sidecar_of(path: str | os.PathLike) -> Path:
+    """The ``.labels.json`` that travels with a label map: an input too, never to be overwritten."""
+    from medseg.io.label_files import sidecar_path
+
+    return sidecar_path(path)
+
+
+@dataclass(frozen=True)
+class ConvertRequest:
+    """``medseg convert``: a study written as one image file, the format chosen by ``output``'s suffix."""
+
+    study: OpenStudyRequest
+    output: str | os.PathLike
+    force: bool = False  # replace ``output`` if it exists
+    option: str = "OUT"  # how the user named the output, for messages
+
+
+@dataclass
+class Converted:
+    volume: Volume
+    written: Path
+
+
+def convert_study(request: ConvertRequest, progress: ProgressCallback | None = None) -> Converted:
+    """Check the output (its format, not an input) before the study is read, and against its files once it is;
+    then write it (atomically, checked by its format)."""
+    from medseg.errors import ImageFormatError
+    from medseg.io import write_image
+    from medseg.io.image_files import WRITE_SUFFIXES, image_suffix
+    from medseg.io.output_paths import check_output, source_paths
+
+    output = request.output
+    if not str(output).strip():
+        raise ImageFormatError("no output file given (OUT is empty)", hint="name the file to write, e.g. ct.nii.gz")
+    if image_suffix(output) not in WRITE_SUFFIXES:
+        raise ImageFormatError("unsupported output format (by its name)", path=output,
+                               hint="use " + ", ".join(WRITE_SUFFIXES))
+    source = request.study.source
+    check_output(output, source if isinstance(source, (list, tuple)) else [source], force=request.force,
+                 option=request.option)
+    volume = open_study(request.study, progress).volume
+    check_output(output, source_paths(volume), force=True, option=request.option)
+    return Converted(volume, Path(write_image(volume, output)))
 
 
 def header_geometry(request: OpenStudyRequest) -> Volume | None:
@@ -74,4 +167,5 @@ def header_geometry(request: OpenStudyRequest) -> Volume | None:
                                                                     "format": image_suffix(path)}))
 
 
-__all__ = ["OpenStudyRequest", "OpenedStudy", "open_study", "header_geometry"]
+__all__ = ["OpenStudyRequest", "OpenedStudy", "open_study", "open_scanned_series", "SegmentedStudy", "open_segmented_study",
+           "open_segmentation_on", "sidecar_of", "ConvertRequest", "Converted", "convert_study", "header_geometry"]

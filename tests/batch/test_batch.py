@@ -206,7 +206,7 @@ def test_output_inside_an_input_is_refused(small_archive: Path) -> None:
 
 def test_saved_pacs_query_cases(tmp_path: Path) -> None:
     """A saved query's CT series become cases (retrieved when their turn comes); one without a server is refused."""
-    from medseg.batch.cases import ManifestError, discover
+    from medseg.workflows.batch_cases import ManifestError, discover
 
     query = {"server": None, "offset": 0, "more": False, "studies": [
         {"study_uid": "1.2.3", "patient_name": "DOE^JANE", "series": [
@@ -249,7 +249,7 @@ def test_manifest_rows_become_cases(ct_dir: Path, tmp_path: Path) -> None:
     one, an image file, and the ids the user gave."""
     import pydicom
 
-    from medseg.batch.cases import discover
+    from medseg.workflows.batch_cases import discover
 
     mixed = copy_series(ct_dir / "dcm_qa_ct" / "Philips_Ingenuity_phantom_mixed_series", tmp_path / "data" / "philips")
     thin_uid = str(pydicom.dcmread(mixed / "S2020_I10", stop_before_pixels=True).SeriesInstanceUID)

@@ -10,8 +10,8 @@ import pydicom
 import pytest
 from batch_helpers import copy_series, run_cli
 
-from medseg.batch.cases import NoCases, discover
 from medseg.io.folder_walk import LINK_LEAVES
+from medseg.workflows.batch_cases import NoCases, discover
 
 
 @pytest.fixture

@@ -178,7 +178,7 @@ def report_from_window(window, identify: bool = True) -> Report:
     ``identify``: the patient's name and ID on the page (a report goes into the patient's record;
     without them it is for teaching or research).
     """
-    from medseg.edit.stats import label_statistics
+    from medseg.workflows.statistics import measure
 
     document = window.document
     volume, labels = document.volume, document.labels
@@ -199,8 +199,7 @@ def report_from_window(window, identify: bool = True) -> Report:
     made_by = ", ".join(f"{name} {version}".strip() for name, version in makers) or opened or "drawn by hand"
     if edited:
         made_by += f" ({edited} structure{'s' if edited != 1 else ''} edited by hand)"
-    figures = {s.value: s for s in label_statistics(volume, document.label_map,
-                                                    {v: e.name for v, e in labels.items()})}
+    figures = {s.value: s for s in measure(volume, document.label_map, {v: e.name for v, e in labels.items()}).labels}
     rows = [ReportRow(value, entry.name, entry.group, figures[value].volume_ml if value in figures else 0.0,
                       figures[value].hu_mean if value in figures else None, entry.color)  # type: ignore[arg-type]
             for value, entry in labels.items() if entry.visible]

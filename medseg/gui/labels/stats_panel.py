@@ -26,12 +26,20 @@ from PySide6.QtWidgets import (
 )
 
 from medseg.edit.document import SegmentationDocument
-from medseg.edit.stats import LabelStats, label_statistics, stats_json, study_columns, write_stats_csv, write_stats_json
 from medseg.errors import MedsegError
 from medseg.gui.common import save_dialog
 from medseg.gui.common.jobs import Job
 from medseg.gui.viewer.view_state import ViewState
 from medseg.job_registry import JobRegistry
+from medseg.workflows.statistics import (
+    STANDARD,
+    TOTALSEGMENTATOR,
+    LabelStats,
+    Statistics,
+    label_statistics,
+    measure,
+    study_columns,
+)
 
 COLUMNS = ("Label", "Voxels", "Volume (ml)", "HU mean", "HU SD", "HU min", "HU max", "HU median",
            "Size x×y×z (mm)")
@@ -211,29 +219,15 @@ class StatsPanel(QWidget):
     def export(self, path: str | Path) -> bool:
         """CSV or JSON (by the suffix), in the chosen definitions."""
         study = study_columns(self.document.volume, patient_name=self.patient_name_box.isChecked())
-        as_json = str(path).lower().endswith(".json")
         try:
             if self.definitions_box.currentData() == "totalsegmentator":
-                self._export_totalsegmentator(Path(path), study, as_json)
-            elif as_json:
-                write_stats_json(stats_json(self.stats, study), path)
+                doc = self.document
+                names = {value: entry.name for value, entry in doc.labels.items()}
+                measure(doc.volume, doc.label_map, names, TOTALSEGMENTATOR, study=study).write(path)
             else:
-                write_stats_csv(self.stats, path, study)
+                Statistics(STANDARD, {s.value: s.name for s in self.stats}, study, labels=self.stats).write(path)
         except MedsegError as error:
             self.failed.emit(error)
             return False
         self.exported.emit(str(path))
         return True
-
-    def _export_totalsegmentator(self, path: Path, study: dict[str, str], as_json: bool) -> None:
-        from medseg.edit.totalseg_stats import TotalSegOptions, totalseg_csv, totalseg_json, totalseg_statistics
-        from medseg.io.atomic import atomic_write_text
-
-        doc = self.document
-        names = {value: entry.name for value, entry in doc.labels.items()}
-        options = TotalSegOptions()
-        figures = totalseg_statistics(doc.volume, doc.label_map, names, options)
-        if as_json:
-            write_stats_json(totalseg_json(figures, options, study), path)
-        else:
-            atomic_write_text(path, totalseg_csv(figures, {n: v for v, n in names.items()}, options, study))

@@ -261,12 +261,12 @@ class ModelsDialog(QDialog):
         self._start_install(entry.id, accepted=False)
 
     def _start_install(self, model_id: str, accepted: bool, key: str | None = None) -> None:
-        from medseg.catalogue.install import install
+        from medseg.workflows.model_install import InstallRequest, install_model
 
         self._retry = None
 
         def work(progress=None, cancel=None):
-            return install(model_id, accept_licence=accepted, licence_key=key, progress=progress, cancel=cancel)
+            return install_model(InstallRequest(model_id, licence_key=key), accepted, progress=progress, cancel=cancel)
 
         self._run(f"install-{model_id}", work, f"Installing {model_id}…")
 
@@ -278,16 +278,13 @@ class ModelsDialog(QDialog):
 
     def install_file(self, path: Path, accepted: bool = False) -> None:
         """A pack (no network) or a publisher's zip; a licensed model asks for its licence first."""
-        from medseg.catalogue.install import import_path
-        from medseg.catalogue.packs import install_pack, is_pack
+        from medseg.workflows.model_install import install_file
 
         def ask(entry) -> bool:
             return accepted  # asked before the job (below, or after a refusal); a job never opens a window
 
         def work(progress=None, cancel=None):
-            if is_pack(path):
-                return install_pack(path, accept_licence=ask, progress=progress, cancel=cancel)
-            return import_path(path, accept_licence=ask, progress=progress, cancel=cancel)
+            return install_file(path, ask, progress=progress, cancel=cancel)
 
         if not accepted:
             entry = self._pack_entry(path)
@@ -322,11 +319,11 @@ class ModelsDialog(QDialog):
 
     def import_folder(self, folder: Path, accepted: bool = False) -> None:
         """Register the models in an nnU-Net or TotalSegmentator folder (a licensed one asks first)."""
-        from medseg.catalogue.install import import_path
+        from medseg.workflows.model_install import import_models
 
         self._retry = lambda: self.import_folder(folder, accepted=True)
-        self._run("import-models", lambda progress=None, cancel=None: import_path(
-            folder, accept_licence=accepted, progress=progress, cancel=cancel), f"Importing {folder}…")
+        self._run("import-models", lambda progress=None, cancel=None: import_models(
+            folder, accepted, progress=progress, cancel=cancel), f"Importing {folder}…")
 
     def remove_selected(self) -> None:
         entry, record = self._selected()

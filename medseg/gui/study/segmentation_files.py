@@ -27,11 +27,10 @@ from PySide6.QtWidgets import QFileDialog, QWidget
 
 from medseg.core.labels import Label
 from medseg.edit.document import SegmentationDocument
-from medseg.edit.label_map import NAME_SETS, build_label_table
-from medseg.errors import GeometryError, MedsegError, SaveError
+from medseg.edit.label_map import NAME_SETS
+from medseg.errors import GeometryError, MedsegError
 from medseg.gui.common import save_dialog
 from medseg.gui.common.jobs import Job
-from medseg.gui.viewer.label_table import described_labels, with_model_groups
 from medseg.io.formats import (
     MESH_FORMATS,
     format_of,
@@ -41,6 +40,7 @@ from medseg.io.formats import (
     segmentation_open_filter,
 )
 from medseg.io.label_files import LABEL_MAP
+from medseg.workflows.name_sets import opened_label_table
 
 log = logging.getLogger(__name__)
 
@@ -185,18 +185,12 @@ class SegmentationFiles(QObject):
         mesh = mesh_format_of(path)
 
         def work(progress=None, cancel=None):
-            from medseg.io.atomic import check_writable
-            from medseg.io.mesh_files import write_label_meshes
+            from medseg.workflows.meshes import write_meshes
             from medseg.workflows.save import plan_save, save_segmentation
 
             if mesh:
                 folder = path.with_suffix("")  # "liver.stl" -> folder "liver" with one file per label
-                check_writable(folder.parent / "probe")
-                try:
-                    folder.mkdir(exist_ok=True)
-                except OSError as error:
-                    raise SaveError(f"cannot create the folder ({error.strerror})", path=folder) from error
-                results = write_label_meshes(snapshot, folder, {s.value: s.name for s in segments}, fmt=mesh.key)
+                results = write_meshes(snapshot, folder, {s.value: s.name for s in segments}, mesh.key)
                 return path, [f"{len(results)} surfaces in {folder}"], True, position, False
             # the save dialog asked before replacing a file: the target is checked here, once, and written
             target = plan_save(path, force=True, option="the segmentation file")
@@ -247,9 +241,9 @@ class SegmentationFiles(QObject):
         source = Path(path)
 
         def work(progress=None, cancel=None):
-            from medseg.io.segmentations import open_segmentation
+            from medseg.workflows.studies import open_segmentation_on
 
-            return source, open_segmentation(source, image)
+            return source, open_segmentation_on(image, source)
 
         self.job = Job("open-segmentation", work, self)
         self.job.finished_ok.connect(self._on_opened)
@@ -263,11 +257,7 @@ class SegmentationFiles(QObject):
         source, opened = result
         self.job = None
         self.busy_changed.emit()
-        table = opened.labels
-        if opened.name_set_applies and self.name_set != NAME_SETS[0]:
-            table = build_label_table(table, opened.label_map.meta.labels, self.name_set,
-                                      described_labels(self.name_set))
-        table = with_model_groups(table)
+        table = opened_label_table(opened, self.name_set)
         try:
             self.document.set_label_map(opened.label_map, table, f"opened {source.name}")
         except MedsegError as error:

@@ -145,12 +145,9 @@ class StudyLoader(QObject):
             slices.put((z_index, hu_slice))  # worker thread: only the queue is touched
 
         def work(progress=None, cancel=None):
-            volume = medseg_io.load_series(series, progress=progress, cancel=cancel, on_slice=on_slice, out=shared)
-            if scan_result is not None:
-                from medseg.io.load import scan_findings
+            from medseg.workflows.studies import open_scanned_series
 
-                volume.meta.findings.extend(scan_findings(scan_result, series))
-            return volume
+            return open_scanned_series(series, scan_result, progress, cancel, on_slice=on_slice, out=shared)
 
         if self.busy:
             return False

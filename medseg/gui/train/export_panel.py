@@ -191,16 +191,15 @@ class ExportComparePanel(QWidget):
         dataset_source = self.dataset
 
         def work(progress=None, cancel=None):
-            from medseg.model.export_formats import export_model
-            from medseg.workflows.models import open_model
+            from medseg.workflows.model_export import ExportRequest, export_models
 
-            package = open_model(model or None).package
             image, name = check_image, check_name
             if image is None:
                 dataset = dataset_source()
                 spec = (dataset.validation_specs or dataset.specs)[0]
                 image, name = dataset.load(spec).image, f"case {spec.name}"
-            return export_model(package, fmt, out, image, name, progress=progress)
+            return export_models(ExportRequest([model or None], fmt, out, check_volume=image, check_name=name),
+                                 progress).result
 
         self.parity_label.setText("Exporting and checking parity…")
         self._run("export", work, self._on_exported)

@@ -80,30 +80,21 @@ class RunSettings:
     def engine_call(self, manifest: Path, out: Path, resume: bool):
         """The in-process run: the same manifest and settings as the command line."""
         def make(cancel=None):
-            from medseg.model.augment import NO_AUGMENTATION, AugmentConfig
-            from medseg.model.datasets import open_dataset
-            from medseg.model.training import TrainConfig, train
-            from medseg.workflows.models import open_model
+            from medseg.workflows.training import TrainingSettings, TrainRequest, start_training
 
-            dataset = open_dataset(manifest)
-            augmentation = {"off": NO_AUGMENTATION, "no-mirror": dataclasses.replace(AugmentConfig(), p_mirror=0.0),
-                            "default": AugmentConfig()}[self.augmentation]
-            config = TrainConfig(epochs=self.epochs, iterations_per_epoch=self.iterations,
-                                 batch_size=self.batch_size, learning_rate=self.learning_rate,
-                                 device=self.device, amp=self.amp, augmentation=augmentation)
-            base = None
-            if self.base is not None:
-                base = open_model(self.base).package
-            return train(dataset, out, config, base_package=base, resume=resume, cancel=cancel,
-                         plan_options=None if base is not None else SCRATCH_PLAN_OPTIONS,
-                         profile=out.parent / "profile" if self.profile else None,
-                         provenance={"training_command": "medseg train (Train & Export tab) "
-                                     + shlex.join(self.cli_arguments(manifest, out, resume)),
-                                     **({"kept_base_labels": {
-                                         "labels": list(self.kept),
-                                         "how": "fine-tuned with them as targets: a case's own labels where it "
-                                                "has them, else the starter's rule labeller under the case's "
-                                                "labels"}} if self.kept else {})})
+            settings = TrainingSettings(epochs=self.epochs, iterations=self.iterations, batch_size=self.batch_size,
+                                        learning_rate=self.learning_rate, device=self.device, amp=self.amp,
+                                        augment=self.augmentation != "off", mirror=self.augmentation != "no-mirror")
+            return start_training(TrainRequest(
+                manifest, out, settings, plan=None if self.base is not None else SCRATCH_PLAN_OPTIONS, base=self.base,
+                resume=resume, profile=out.parent / "profile" if self.profile else None,
+                provenance={"training_command": "medseg train (Train & Export tab) "
+                            + shlex.join(self.cli_arguments(manifest, out, resume)),
+                            **({"kept_base_labels": {
+                                "labels": list(self.kept),
+                                "how": "fine-tuned with them as targets: a case's own labels where it "
+                                       "has them, else the starter's rule labeller under the case's "
+                                       "labels"}} if self.kept else {})}), cancel).events
         return make
 
 

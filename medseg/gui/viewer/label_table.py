@@ -7,41 +7,9 @@ import numpy as np
 from medseg.core.label_values import MAX_LABEL_VALUE
 from medseg.core.labels import Label
 from medseg.edit.label_map import NAME_SETS, build_label_table
+from medseg.workflows.name_sets import described_labels, with_model_groups  # the name sets' one home
 
 __all__ = ["NAME_SETS", "build_label_table", "color_arrays", "described_labels", "with_model_groups"]
-
-# The catalogue entry whose structures a name set names (its groups, codes and colours come with them).
-NAME_SET_MODELS = {NAME_SETS[1]: "totalsegmentator/total"}
-
-
-# Publishers whose structures a SEG names as its algorithm (Segment Algorithm Name), and their catalogue entry.
-ALGORITHM_MODELS = {"TotalSegmentator": "totalsegmentator/total"}
-
-
-def with_model_groups(table: dict[int, Label]) -> dict[int, Label]:
-    """Groups for labels a SEG says a catalogued model made (TotalSegmentator's own SEGs and medseg's of its
-    results): each such label without a group takes its structure's group from the catalogue, by name."""
-    from dataclasses import replace
-
-    wanted = {e.provenance.algorithm_name for e in table.values() if not e.group} & set(ALGORITHM_MODELS)
-    if not wanted:
-        return table
-    from medseg.catalogue import load_catalogue
-
-    groups = {model: {s.name: s.group for s in load_catalogue().get(ALGORITHM_MODELS[model]).structures}
-              for model in wanted}
-    return {v: replace(e, group=groups[e.provenance.algorithm_name].get(e.name, ""))
-            if not e.group and e.provenance.algorithm_name in groups else e for v, e in table.items()}
-
-
-def described_labels(name_set: str) -> dict[int, Label] | None:
-    """The model's own labels for a name set (from the catalogue), or None for the file's own names."""
-    model_id = NAME_SET_MODELS.get(name_set)
-    if model_id is None:
-        return None
-    from medseg.catalogue import load_catalogue
-
-    return load_catalogue().get(model_id).labels()
 
 ROWS = 256  # the renderer blends one row of colour per 8-bit slot
 
