@@ -267,7 +267,7 @@ def test_grown_liver_in_three_views_for_the_readme(driver, window, ct_dir, qtbot
     seeds, placed = place_seeds(liver, image.spacing_zyx, entry.value, 0xFFFF)
     panel.tool_buttons["grow-from-seeds"].click()
     session = GrowSession(doc, window.view.tools.effects["seeds"].parameters(), window.view.tools.rules())
-    window.view.tools.grow = session
+    window.view.tools.effects["seeds"].session = session
     session.set_seed_volume(seeds)
     with qtbot.waitSignal(panel.grow_runner.preview_shown, timeout=120_000):
         panel.grow_runner.request(session)

@@ -132,7 +132,7 @@ class EditToolsPanel(QGroupBox):
         self.merge_box.setObjectName("b")
         self.merge_box.setToolTip("The second label: merge the active label into it, or combine the two")
         self.merge_box.currentIndexChanged.connect(self._on_other_chosen)
-        merge = QPushButton("Merge into", self)
+        merge = self.merge_button = QPushButton("Merge into", self)
         merge.clicked.connect(self.merge_label)
         label_grid = QGridLayout()
         label_grid.addWidget(QLabel("Label", self), 0, 0)
@@ -223,6 +223,12 @@ class EditToolsPanel(QGroupBox):
         self.radius, self.sphere = self.options.widgets["radius_mm"], self.options.widgets["sphere"]
         self.fill_3d, self.fill_by_hu = self.options.widgets["fill_3d"], self.options.widgets["fill_by_hu"]
         self.tool_options = ToolOptions(controller, self.options.groups, self)
+        # Tab goes through them where they are shown, between the label rows and the paint rules; and a focused
+        # option hidden by another tool hands the focus to the paint rules below, not to a panel further off
+        previous = self.merge_button
+        for widget in self.options.focus_order:
+            QWidget.setTabOrder(previous, widget)
+            previous = widget
 
     # --- sync from the document ------------------------------------------------------------
     def _sync_tool(self, name: str) -> None:

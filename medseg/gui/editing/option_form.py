@@ -89,6 +89,7 @@ class OptionForms(QObject):
         self.groups: dict[str, QWidget] = {}
         self.widgets: dict[str, QWidget] = {}
         self.buttons: dict[tuple[str, str], QPushButton] = {}
+        self.focus_order: list[QWidget] = []  # the fields and buttons, form by form, as the eye reads them
         for name, effect in EFFECTS.items():
             for form in effect.forms:
                 self.groups[form.name] = self._build(form, name, parent)
@@ -121,6 +122,7 @@ class OptionForms(QObject):
             return QLabel(cell.text, group)
         if cell.kind == "field":
             self.widgets[cell.name] = field_widget(cell, settings[cell.name], group)
+            self.focus_order.append(self.widgets[cell.name])
             return self.widgets[cell.name]
         if cell.kind == "readout":
             return _readout(QLabel(group), settings[cell.name], cell.text)
@@ -129,6 +131,7 @@ class OptionForms(QObject):
             button.setToolTip(cell.tip)
             button.clicked.connect(lambda _=False, e=effect, a=cell.name: self.run(e, a))
             self.buttons[effect, cell.name] = button
+            self.focus_order.append(button)
             return button
         if cell.kind == "custom":
             return self.custom[cell.name]
