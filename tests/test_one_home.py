@@ -76,7 +76,7 @@ def test_one_largest_label_value():
 
 
 def test_no_code_asks_which_tool_is_active():
-    """The mouse tools are catalogue entries whose gesture names their handler (medseg/edit/gestures.py): no
+    """The mouse tools are catalogue entries whose gesture names their effect (medseg/edit/effects/): no
     module compares a value with a tool's name (there were 15 branches on the active tool)."""
     from medseg.edit.operations import tools
 

@@ -4,8 +4,8 @@ layer adds its own) is :mod:`medseg.edit.operations`.
 
 An operation is Slicer's Segment Editor effect as a record: a name, help, parameters with units and
 ranges, ``run(document, values, context) -> Change``, and for a mouse tool its shortcut and its
-gesture (napari's mode → handler table: the gesture names the handler in
-:mod:`medseg.edit.gestures`). A :class:`Change` is a preview: nothing is written until it is
+gesture (napari's mode → handler table: the gesture names the effect in
+:mod:`medseg.edit.effects`, which holds the tool's state). A :class:`Change` is a preview: nothing is written until it is
 performed, as one undoable, journalled step of the document.
 """
 
@@ -28,11 +28,8 @@ LABEL_KINDS = ("label", "new-label")
 INPUT_KINDS = ("point", "points", "view", "seeds-file", "polygon-file", "segmentation-file", "choice", "model",
                "prompt-spec")
 SETTING_KINDS = ("number", "flag")  # one Property each in the tool controller, one widget in the Edit panel
-# A mouse tool's gesture: stroke (press-drag-release paints along the path), click (one press runs it at the
-# voxel; a hover may preview), outline (a freehand or clicked polygon on one slice), seeds (painted seeds grow
-# into a preview that Apply writes), prompt (a click, box, scribble or lasso that a model turns into an object,
-# previewed until Apply; shift makes it negative).
-GESTURES = ("stroke", "click", "outline", "seeds", "prompts")
+# A mouse tool's gesture names its effect, the object that holds the tool's state, mouse handling, drawing and
+# options: one module each in medseg.edit.effects (stroke, click, outline, seeds, prompts), listed in its EFFECTS.
 
 
 @dataclass(frozen=True)
@@ -122,7 +119,7 @@ class EditOperation:
     """One entry of the catalogue. ``run`` returns a Delta (voxels only) or a Change. ``modifies``/``locks``:
     the label parameters it changes (refused when locked) or locks. ``check(values)`` raises MedsegError for
     values that cannot go together (before a recipe runs anything). A mouse tool has a ``gesture`` (see
-    GESTURES) and a ``shortcut``; ``hover(document, values)`` previews, under the mouse, the 2D region a
+    :mod:`medseg.edit.effects`) and a ``shortcut``; ``hover(document, values)`` previews, under the mouse, the 2D region a
     click would fill; ``engine(document)`` gives a prompt tool (gesture "prompts") its model."""
 
     name: str
@@ -138,10 +135,6 @@ class EditOperation:
     hover: Callable[["SegmentationDocument", dict], Any] | None = field(default=None, repr=False)
     # a prompt tool's model (gesture "prompt"): ``engine(document)`` -> a PromptEngine (medseg.edit.prompt_session)
     engine: Callable[["SegmentationDocument"], Any] | None = field(default=None, repr=False)
-
-    def __post_init__(self) -> None:
-        if self.gesture is not None and self.gesture not in GESTURES:
-            raise MedsegError(f"{self.name}: unknown gesture {self.gesture!r} (known: {', '.join(GESTURES)})")
 
     @property
     def positional(self) -> tuple[Parameter, ...]:
@@ -200,5 +193,5 @@ class Tool:
 NAVIGATE = Tool("navigate", "Navigate", "N", "the left button moves the crosshair; nothing is edited")
 
 
-__all__ = ["Change", "Context", "EditOperation", "GESTURES", "INPUT_KINDS", "LABEL_KINDS", "NAVIGATE", "Parameter",
+__all__ = ["Change", "Context", "EditOperation", "INPUT_KINDS", "LABEL_KINDS", "NAVIGATE", "Parameter",
            "SETTING_KINDS", "Tool"]

@@ -24,8 +24,8 @@ the built-in ones are: a recipe, the tool controller, and the command line built
 from __future__ import annotations
 
 from medseg.edit import operation_runs as runs
+from medseg.edit.effects import EFFECTS
 from medseg.edit.operation import (
-    GESTURES,
     INPUT_KINDS,
     LABEL_KINDS,
     NAVIGATE,
@@ -145,6 +145,16 @@ BUILT_IN = (
                   "model's result)", (SEGMENTATION, MERGE_MODE), runs.merge_segmentation),
 )
 
+
+
+def _check_gesture(operation: EditOperation) -> None:
+    """A mouse tool's gesture names a registered effect (medseg.edit.effects), the object that runs it."""
+    if operation.gesture is not None and operation.gesture not in EFFECTS:
+        raise MedsegError(f"{operation.name}: unknown gesture {operation.gesture!r} (known: {', '.join(EFFECTS)})")
+
+
+for _op in BUILT_IN:
+    _check_gesture(_op)
 CATALOGUE: dict[str, EditOperation] = {op.name: op for op in BUILT_IN}
 
 
@@ -154,6 +164,7 @@ def register(operation: EditOperation) -> EditOperation:
     Refused when its name, its shortcut or one of its settings' names is already taken otherwise."""
     if operation.name in CATALOGUE:
         raise MedsegError(f"the edit catalogue already has an operation named {operation.name!r}")
+    _check_gesture(operation)
     if operation.shortcut is not None:
         used = {tool.shortcut.upper(): name for name, tool in tools().items()}
         if operation.shortcut.upper() in used:
@@ -213,5 +224,5 @@ def settings() -> dict[str, Parameter]:
     return found
 
 
-__all__ = ["CATALOGUE", "Change", "Context", "EditOperation", "GESTURES", "INPUT_KINDS", "LABEL_KINDS", "Parameter",
+__all__ = ["CATALOGUE", "Change", "Context", "EditOperation", "INPUT_KINDS", "LABEL_KINDS", "Parameter",
            "SCISSORS_FILE_HELP", "Tool", "VIEWS", "merge_segmentation", "options", "register", "settings", "tools", "unregister"]

@@ -187,11 +187,11 @@ def test_grow_from_seeds_into_a_new_label_shows_seeds_and_preview_in_its_colour(
     panel.tool_buttons["grow-from-seeds"].click()
     panel.radius.setValue(2.0)
     window.view.set_cursor((x, y, z))
-    runner, options = panel.grow_runner, panel.semi_automatic
+    runner, options = panel.grow_runner, panel.options
     with qtbot.waitSignal(runner.preview_shown, timeout=60_000):
-        options.seed_kind.setCurrentText("structure")
+        options.widgets["seed_kind"].setCurrentText("structure")
         _drag(qtbot, view, [_point(view, (x, y, z))])
-        options.seed_kind.setCurrentText("background")
+        options.widgets["seed_kind"].setCurrentText("background")
         ring = [_point(view, (x + 22 * np.cos(a), y + 22 * np.sin(a), z)) for a in np.linspace(0, 2 * np.pi, 48)]
         _drag(qtbot, view, ring)
     qtbot.waitUntil(lambda: not runner.busy() and not window.view.tools.grow.pending(), timeout=60_000)
@@ -212,7 +212,7 @@ def test_grow_from_seeds_into_a_new_label_shows_seeds_and_preview_in_its_colour(
     assert len({tinted.red(), tinted.green(), tinted.blue()}) > 1, (tinted.getRgb(), grey)
     view.update()
     _shot(window, artifacts_dir, "grow_new_label_preview")
-    options.apply_button.click()
+    options.buttons["seeds", "apply"].click()
     applied = window.document.label_map.array == new
     assert applied.sum() == (preview.delta.new == new).sum() and window.document.labels[new].color == colour
 

@@ -72,7 +72,7 @@ class GapMeter:
 def paint_seeds(qtbot, window, centre_xyz, slices, kind):
     """Seeds on the axial view: a click at the centre (structure) or a ring dragged around it (background)."""
     panel = window.editing.panel
-    panel.semi_automatic.seed_kind.setCurrentText(kind)
+    panel.options.widgets["seed_kind"].setCurrentText(kind)
     view = window.viewer.views["axial"]
     for z in slices:
         window.view.set_cursor((centre_xyz[0], centre_xyz[1], z))
@@ -116,7 +116,7 @@ def dice(a, b):
 
 def test_grow_from_seeds_preview_apply_undo_cancel_and_locks(window, chest, nodule, qtbot, artifacts_dir):
     doc, panel = window.document, window.editing.panel
-    runner, options = panel.grow_runner, panel.semi_automatic
+    runner, options = panel.grow_runner, panel.options
     centre = tuple(int(v) for v in np.rint(np.argwhere(nodule).mean(axis=0))[::-1])  # (x, y, z)
     doc.new_label_map()
     # a locked label inside the region of interest: grow from seeds must leave it alone
@@ -158,7 +158,7 @@ def test_grow_from_seeds_preview_apply_undo_cancel_and_locks(window, chest, nodu
         if meter.longest < 0.100 + allowance:
             break
         if attempt == 0:
-            options.cancel_button.click()
+            options.buttons["seeds", "cancel"].click()
     window.grab().save(str(artifacts_dir / "gui_grow_preview.png"))
     assert meter.longest < 0.100 + allowance
 
@@ -168,21 +168,21 @@ def test_grow_from_seeds_preview_apply_undo_cancel_and_locks(window, chest, nodu
 
     # the locality slider is bound to the tool and recomputes the preview
     with qtbot.waitSignal(runner.preview_shown, timeout=60_000):
-        options.locality.setValue(4)
+        options.widgets["seed_locality"].setValue(4)
     assert window.view.tools.seed_locality.value == 2.0
     qtbot.waitUntil(lambda: not runner.busy() and not window.view.tools.grow.pending(), timeout=60_000)
     expected = window.view.tools.grow.preview.delta
 
-    assert options.apply_button.isEnabled()
+    assert options.buttons["seeds", "apply"].isEnabled()
     depth = doc.history.depth
-    options.apply_button.click()
+    options.buttons["seeds", "apply"].click()
     assert doc.history.depth == depth + 1  # Apply: one undo step
     after = doc.label_map.array.copy()
     changed = np.zeros(after.shape, dtype=bool)
     changed.reshape(-1)[expected.global_index(after.shape)] = True
     assert np.array_equal(after[changed], expected.new) and np.array_equal(after[~changed], before[~changed])
     assert np.array_equal(after == locked_value, before == locked_value)  # the locked label is untouched
-    assert window.view.tools.grow is None and not options.apply_button.isEnabled()  # seeds cleared
+    assert window.view.tools.grow is None and not options.buttons["seeds", "apply"].isEnabled()  # seeds cleared
     window.grab().save(str(artifacts_dir / "gui_grow_applied.png"))
     window.editing.undo_action.trigger()
     assert np.array_equal(doc.label_map.array, before)  # Undo restores exactly
@@ -192,7 +192,7 @@ def test_grow_from_seeds_preview_apply_undo_cancel_and_locks(window, chest, nodu
         paint_seeds(qtbot, window, centre, (33,), "structure")
         paint_seeds(qtbot, window, centre, (33,), "background")
     qtbot.waitUntil(lambda: not runner.busy(), timeout=60_000)
-    options.cancel_button.click()
+    options.buttons["seeds", "cancel"].click()
     assert window.view.tools.grow is None
     assert np.array_equal(doc.label_map.array, before) and doc.history.depth == depth
 
@@ -204,7 +204,7 @@ def test_level_trace_hover_and_click_and_the_3d_click(window, chest, nodule, qtb
     window.view.set_cursor(centre)
     view = window.viewer.views["axial"]
     panel.tool_buttons["level-trace"].click()
-    panel.semi_automatic.tolerance.setValue(150.0)
+    panel.options.widgets["trace_tolerance_hu"].setValue(150.0)
     hover(view, widget_point(view, centre))
     qtbot.waitUntil(lambda: window.view.tools.trace is not None, timeout=5_000)
     axis, position, region = window.view.tools.trace
@@ -266,8 +266,8 @@ def test_grown_liver_in_three_views_for_the_readme(driver, window, ct_dir, qtbot
     window.view.set_active_label(entry.value)
     seeds, placed = place_seeds(liver, image.spacing_zyx, entry.value, 0xFFFF)
     panel.tool_buttons["grow-from-seeds"].click()
-    session = GrowSession(doc, window.view.tools.grow_parameters(), window.view.tools.rules())
-    window.view.tools.grow = session
+    session = GrowSession(doc, window.view.tools.effects["seeds"].parameters(), window.view.tools.rules())
+    window.view.tools.effects["seeds"].session = session
     session.set_seed_volume(seeds)
     with qtbot.waitSignal(panel.grow_runner.preview_shown, timeout=120_000):
         panel.grow_runner.request(session)
@@ -275,7 +275,7 @@ def test_grown_liver_in_three_views_for_the_readme(driver, window, ct_dir, qtbot
     window.view.set_cursor((int(centre[2]), int(centre[1]), int(centre[0])))
     window.view.apply_preset("Liver")
     window.grab().save(str(artifacts_dir / "gui_grow_liver_preview.png"))
-    assert panel.semi_automatic.apply()
+    assert panel.options.run("seeds", "apply")
     score = dice(doc.label_map.array == entry.value, liver)
     print(f"liver grown in the window: Dice {score:.4f}; seeds {placed}")
     assert score >= 0.90

@@ -66,7 +66,7 @@ _SCRIPT = textwrap.dedent("""
         return QPoint(round(p.x()), round(p.y()))
 
     for kind in ("structure", "background"):
-        panel.semi_automatic.seed_kind.setCurrentText(kind)
+        panel.options.widgets["seed_kind"].setCurrentText(kind)
         for z in (cz - 1, cz, cz + 1):
             window.view.set_cursor((cx, cy, z))
             app.processEvents()
@@ -86,7 +86,7 @@ _SCRIPT = textwrap.dedent("""
     on_screen()
     preview = QGuiApplication.primaryScreen().grabWindow(0)  # the root window, as the X server holds it
     preview.save(shot + ".preview.png")
-    assert panel.semi_automatic.apply()
+    assert panel.options.run("seeds", "apply")
     grown = doc.label_map.array == window.view.active_label
     dice = 2 * (grown & nodule).sum() / (grown.sum() + nodule.sum())
     on_screen()

@@ -136,7 +136,7 @@ def test_every_prompt_kind_is_drawn_its_cost_said_before_and_its_passes_while_it
             while_running["status"] = options.status.text()  # right after the prompt was drawn, before it runs
             while_running["rgb"] = pixels(view)
 
-    tools.prompt_changed.connect(on_prompt)
+    tools.effects["prompts"].layer_changed.connect(on_prompt)
     corners = [widget_point(view, (x - 14, y - 12, z)), widget_point(view, (x + 14, y + 12, z))]
     with qtbot.waitSignal(runner.preview_shown, timeout=120_000):
         drag(qtbot, view, [corners[0], QPoint(corners[0].x() + 9, corners[0].y() + 7), corners[1]])

@@ -66,11 +66,11 @@ def test_a_label_added_after_segment_is_drawn_apart_from_body(driver, window, ct
     panel.tool_buttons["grow-from-seeds"].click()
     panel.radius.setValue(2.0)
     window.view.set_cursor((x, y, z))
-    runner, options = panel.grow_runner, panel.semi_automatic
+    runner, options = panel.grow_runner, panel.options
     with qtbot.waitSignal(runner.preview_shown, timeout=60_000):
-        options.seed_kind.setCurrentText("structure")
+        options.widgets["seed_kind"].setCurrentText("structure")
         _drag(qtbot, view, [_point(view, (x, y, z))])
-        options.seed_kind.setCurrentText("background")
+        options.widgets["seed_kind"].setCurrentText("background")
         _drag(qtbot, view, [_point(view, (x + RING * np.cos(a), y + RING * np.sin(a), z))
                             for a in np.linspace(0, 2 * np.pi, 48)])
     qtbot.waitUntil(lambda: not runner.busy() and not window.view.tools.grow.pending(), timeout=60_000)
@@ -99,5 +99,5 @@ def test_a_label_added_after_segment_is_drawn_apart_from_body(driver, window, ct
     assert min(differences) > 40, differences  # label 2's old brown was about 14 from body here
     view.update()
     window.grab().save(str(artifacts_dir / "new_label_colour_grow_over_body.png"))
-    options.apply_button.click()
+    options.buttons["seeds", "apply"].click()
     assert doc.labels[new].color == colour and (doc.label_map.array == new).sum() == (preview.delta.new == new).sum()

@@ -120,7 +120,7 @@ def test_tool_and_preset_keys_work_with_the_focus_in_the_side_panel(window, ches
 
 def test_after_apply_the_keys_belong_to_the_view_again(window, chest, qtbot, artifacts_dir):
     doc, panel = window.document, window.editing.panel
-    options, runner = panel.semi_automatic, panel.grow_runner
+    options, runner = panel.options, panel.grow_runner
     nodule = doc.label_map.array == 1
     centre = tuple(int(v) for v in np.rint(np.argwhere(nodule).mean(axis=0))[::-1])  # (x, y, z)
     panel.add_label("grown")
@@ -131,8 +131,8 @@ def test_after_apply_the_keys_belong_to_the_view_again(window, chest, qtbot, art
     qtbot.waitUntil(lambda: not runner.busy() and not window.view.tools.grow.pending(), timeout=60_000)
     depth = doc.history.depth
     tolerance = window.view.tools.trace_tolerance_hu.value
-    qtbot.mouseClick(options.apply_button, Qt.MouseButton.LeftButton)  # the click gives the button the focus
-    assert doc.history.depth == depth + 1 and not options.apply_button.isEnabled()
+    qtbot.mouseClick(options.buttons["seeds", "apply"], Qt.MouseButton.LeftButton)  # the click gives the button the focus
+    assert doc.history.depth == depth + 1 and not options.buttons["seeds", "apply"].isEnabled()
     assert QApplication.focusWidget() is window.viewer.views[window.viewer.active_view]
     _press(qtbot, Qt.Key.Key_3)
     assert window.view.window_preset == "Bone"

@@ -73,10 +73,10 @@ def test_each_tool_shows_its_own_options_and_no_other_tools(window, chest, qtbot
     qtbot.waitUntil(view.hasFocus)
     qtbot.keyClick(view, Qt.Key.Key_L)
     assert window.view.tools.active == "level-trace"
-    assert panel.semi_automatic.tolerance.isVisible() and not panel.radius.isVisible()
+    assert panel.options.widgets["trace_tolerance_hu"].isVisible() and not panel.radius.isVisible()
     # an option shown drives the tool: the trace tolerance typed in its box is the one the trace uses
-    panel.semi_automatic.tolerance.setFocus()
-    panel.semi_automatic.tolerance.selectAll()
-    qtbot.keyClicks(panel.semi_automatic.tolerance, "120")
-    qtbot.keyClick(panel.semi_automatic.tolerance, Qt.Key.Key_Tab)
+    panel.options.widgets["trace_tolerance_hu"].setFocus()
+    panel.options.widgets["trace_tolerance_hu"].selectAll()
+    qtbot.keyClicks(panel.options.widgets["trace_tolerance_hu"], "120")
+    qtbot.keyClick(panel.options.widgets["trace_tolerance_hu"], Qt.Key.Key_Tab)
     assert window.view.tools.trace_tolerance_hu.value == 120.0

@@ -176,19 +176,19 @@ def walk(series: Path, out: Path) -> int:
     window.view.set_cursor((x, y, z))
     w.click(panel.tool_buttons["grow-from-seeds"])
     panel.radius.setValue(3.0)
-    options = panel.semi_automatic
+    options = panel.options
     runner = panel.grow_runner
     shown: list = []
     runner.preview_shown.connect(lambda: shown.append(1))
-    options.seed_kind.setCurrentText("structure")
+    options.widgets["seed_kind"].setCurrentText("structure")
     w.drag(view, [w.point(view, (x + dx, y, z)) for dx in range(-8, 9, 4)])
-    options.seed_kind.setCurrentText("background")
+    options.widgets["seed_kind"].setCurrentText("background")
     w.drag(view, [w.point(view, (x + 60 * np.cos(a), y + 60 * np.sin(a), z)) for a in np.linspace(0, 2 * np.pi, 40)])
     w.until(lambda: bool(shown) and not runner.busy(), 300, "the grow preview")
     preview = window.view.tools.grow.preview
     w.step("grow_preview", new_label=new, in_table=new in doc.labels,
            preview_voxels=int((preview.delta.new == new).sum()) if preview and preview.delta is not None else 0)
-    w.click(options.apply_button)
+    w.click(options.buttons["seeds", "apply"])
     w.step("grow_applied", grown=int((doc.label_map.array == new).sum()), colour=list(doc.labels[new].color))
 
     # 4. a label drawn on one slice, in 3D

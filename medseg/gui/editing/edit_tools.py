@@ -29,9 +29,9 @@ from medseg.edit.document import SegmentationDocument
 from medseg.edit.operations import CATALOGUE, tools
 from medseg.gui.common.bind import bind
 from medseg.gui.editing.grow_runner import GrowRunner
+from medseg.gui.editing.option_form import OptionForms
 from medseg.gui.editing.prompt_options import PromptOptions
 from medseg.gui.editing.prompt_runner import PromptRunner
-from medseg.gui.editing.semi_auto_options import SemiAutomaticOptions
 from medseg.gui.editing.tool_options import ToolOptions
 from medseg.gui.viewer.view_state import ViewState
 
@@ -62,6 +62,33 @@ class EditToolsPanel(QGroupBox):
         self.document = document
         self.view = view
         controller = view.tools
+        tool_row = self._tool_row(controller)
+        label_grid = self._label_grid()
+        form = self._rules(controller)
+        params, ops = self._operations(controller)
+        undo_row = self._undo_row(document)
+        self._tool_options(controller)
+        layout = QVBoxLayout(self)
+        layout.addLayout(tool_row)
+        layout.addLayout(label_grid)
+        layout.addWidget(self.tool_options)
+        layout.addLayout(form)
+        layout.addLayout(params)
+        layout.addLayout(ops)
+        layout.addLayout(undo_row)
+
+        # never squeezed below its size: the label table below takes what height is left
+        self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Minimum)
+        self._listed: tuple | None = None  # what the label lists show (refilled only when it changes)
+        document.labels_changed.connect(self._fill_labels)
+        document.label_map_changed.connect(self._fill_labels)
+        view.active_label_changed.connect(self._fill_labels)
+        document.history_changed.connect(self._sync_history)
+        self._fill_labels()
+        self._sync_history()
+
+    def _tool_row(self, controller) -> QGridLayout:
+        """The tool buttons."""
         # One checkable action per tool of the catalogue, with its key; the window adds them too, so the key
         # works wherever the focus is (see medseg.gui.editing.tool_keys). The buttons show the actions.
         self.tool_actions: dict[str, QAction] = {}
@@ -86,7 +113,10 @@ class EditToolsPanel(QGroupBox):
             self.tool_buttons[name] = button
         controller.tool.changed.connect(self._sync_tool)
         self._sync_tool(controller.tool.value)
+        return tool_row
 
+    def _label_grid(self) -> QGridLayout:
+        """The active label, its lock, Add, Delete, and the second label (merge into, combine with)."""
         self.label_box = QComboBox(self)
         self.label_box.setToolTip("The active label: what the brush and fill paint (ctrl-click a voxel to pick)")
         self.label_box.currentIndexChanged.connect(self._on_label_chosen)
@@ -102,7 +132,7 @@ class EditToolsPanel(QGroupBox):
         self.merge_box.setObjectName("b")
         self.merge_box.setToolTip("The second label: merge the active label into it, or combine the two")
         self.merge_box.currentIndexChanged.connect(self._on_other_chosen)
-        merge = QPushButton("Merge into", self)
+        merge = self.merge_button = QPushButton("Merge into", self)
         merge.clicked.connect(self.merge_label)
         label_grid = QGridLayout()
         label_grid.addWidget(QLabel("Label", self), 0, 0)
@@ -112,31 +142,15 @@ class EditToolsPanel(QGroupBox):
         label_grid.addWidget(delete, 1, 3)
         label_grid.addWidget(merge, 2, 0)
         label_grid.addWidget(self.merge_box, 2, 1, 1, 3)
+        return label_grid
 
-        self.radius = bind(QDoubleSpinBox(self), controller.radius_mm)
-        self.sphere = bind(QCheckBox("3D sphere", self), controller.sphere)
+    def _rules(self, controller) -> QGridLayout:
+        """The paint rules: every tool and operation that paints keeps to them, so they are always shown."""
         self.hu_masked = bind(QCheckBox("HU from", self), controller.hu_masked)
         self.hu_masked.setToolTip("Paint only where the HU lies in this range (the range is also Threshold's)")
         self.hu_low = bind(QDoubleSpinBox(self), controller.hu_low)
         self.hu_high = bind(QDoubleSpinBox(self), controller.hu_high)
         self.only_background = bind(QCheckBox("Only over background", self), controller.only_background)
-        self.fill_3d = bind(QCheckBox("Fill in 3D", self), controller.fill_3d)
-        self.fill_by_hu = bind(QCheckBox("Fill by HU range", self), controller.fill_by_hu)
-        # the brush's (the eraser's, and grow from seeds' for its seeds) and the fill's: shown with their tool
-        stroke = QWidget(self)
-        stroke_grid = QGridLayout(stroke)
-        stroke_grid.setContentsMargins(0, 0, 0, 0)
-        stroke_grid.addWidget(QLabel("Radius", stroke), 0, 0)
-        stroke_grid.addWidget(self.radius, 0, 1)
-        stroke_grid.addWidget(self.sphere, 0, 2)
-        stroke_grid.setColumnStretch(1, 1)
-        fill = QWidget(self)
-        fill_row = QHBoxLayout(fill)
-        fill_row.setContentsMargins(0, 0, 0, 0)
-        fill_row.addWidget(self.fill_3d)
-        fill_row.addWidget(self.fill_by_hu)
-        fill_row.addStretch(1)
-        # the paint rules: every tool and operation that paints keeps to them, so they are always shown
         form = QGridLayout()
         form.addWidget(self.hu_masked, 0, 0)
         form.addWidget(self.hu_low, 0, 1)
@@ -145,9 +159,12 @@ class EditToolsPanel(QGroupBox):
         form.addWidget(self.only_background, 1, 0, 1, 4)
         form.setColumnStretch(1, 1)
         form.setColumnStretch(3, 1)
-        for widget, name in ((self.radius, "radius_mm"), (self.sphere, "sphere"), (self.fill_3d, "fill_3d"),
-                             (self.fill_by_hu, "fill_by_hu"), (self.hu_low, "hu_low"), (self.hu_high, "hu_high")):
+        for widget, name in ((self.hu_low, "hu_low"), (self.hu_high, "hu_high")):
             widget.setObjectName(name)  # the catalogue's setting
+        return form
+
+    def _operations(self, controller) -> tuple[QGridLayout, QGridLayout]:
+        """The operations on the active label (a button each) and their settings (a spin box each)."""
         # a spin box per setting of the button operations, in catalogue order (the HU range is the brush's)
         self.setting_boxes: dict[str, QDoubleSpinBox] = {}
         for name in button_operations():
@@ -176,7 +193,10 @@ class EditToolsPanel(QGroupBox):
             params.addWidget(box, i // 2, 2 * (i % 2) + 1)
         params.setColumnStretch(1, 1)
         params.setColumnStretch(3, 1)
+        return params, ops
 
+    def _undo_row(self, document: SegmentationDocument) -> QHBoxLayout:
+        """Undo, Redo and what the history holds."""
         self.undo_button = QPushButton("Undo", self)
         self.redo_button = QPushButton("Redo", self)
         self.undo_button.clicked.connect(document.undo)
@@ -187,35 +207,28 @@ class EditToolsPanel(QGroupBox):
         undo_row.addWidget(self.undo_button)
         undo_row.addWidget(self.redo_button)
         undo_row.addWidget(self.history_label, 1)
+        return undo_row
 
+    def _tool_options(self, controller) -> None:
+        """The tools' options, built from what each tool declares (medseg.edit.effects); the active tool's shown."""
         self.grow_runner = GrowRunner(controller, self)
         self.grow_runner.failed.connect(self.error)
-        self.semi_automatic = SemiAutomaticOptions(controller, self.grow_runner, self)
-        self.semi_automatic.done.connect(self.done)
         self.prompt_runner = PromptRunner(controller, self)
         self.prompt_runner.failed.connect(self.error)
         self.prompt_options = PromptOptions(controller, self.prompt_runner, self)
         self.prompt_options.done.connect(self.done)
-        self.tool_options = ToolOptions(controller, {"stroke": stroke, "fill": fill, **self.semi_automatic.groups,
-                                                     "prompt": self.prompt_options}, self)
-        layout = QVBoxLayout(self)
-        layout.addLayout(tool_row)
-        layout.addLayout(label_grid)
-        layout.addWidget(self.tool_options)
-        layout.addLayout(form)
-        layout.addLayout(params)
-        layout.addLayout(ops)
-        layout.addLayout(undo_row)
-
-        # never squeezed below its size: the label table below takes what height is left
-        self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Minimum)
-        self._listed: tuple | None = None  # what the label lists show (refilled only when it changes)
-        document.labels_changed.connect(self._fill_labels)
-        document.label_map_changed.connect(self._fill_labels)
-        view.active_label_changed.connect(self._fill_labels)
-        document.history_changed.connect(self._sync_history)
-        self._fill_labels()
-        self._sync_history()
+        self.options = OptionForms(controller, self, custom={"prompt": self.prompt_options},
+                                   before={("seeds", "apply"): self.grow_runner.wait})
+        self.options.done.connect(self.done)
+        self.radius, self.sphere = self.options.widgets["radius_mm"], self.options.widgets["sphere"]
+        self.fill_3d, self.fill_by_hu = self.options.widgets["fill_3d"], self.options.widgets["fill_by_hu"]
+        self.tool_options = ToolOptions(controller, self.options.groups, self)
+        # Tab goes through them where they are shown, between the label rows and the paint rules; and a focused
+        # option hidden by another tool hands the focus to the paint rules below, not to a panel further off
+        previous = self.merge_button
+        for widget in self.options.focus_order:
+            QWidget.setTabOrder(previous, widget)
+            previous = widget
 
     # --- sync from the document ------------------------------------------------------------
     def _sync_tool(self, name: str) -> None:

@@ -32,7 +32,8 @@ class GrowRunner(SessionRunner):
     def __init__(self, tools: ToolController, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.tools = tools
-        tools.set_preview_runner(self.request)
+        self.effect = tools.effects["seeds"]  # the grow-from-seeds tool's object
+        self.effect.set_runner(self.request)
 
     def _compute(self, session: GrowSession) -> None:
         from medseg import threads
@@ -53,5 +54,5 @@ class GrowRunner(SessionRunner):
         if session.pending():
             self.request(session)  # a stroke arrived after the worker's last look
         preview = session.preview
-        tools.preview_ready(preview.box if preview is not None else None)
+        self.effect.preview_ready(preview.box if preview is not None else None)
         self.preview_shown.emit()

@@ -84,7 +84,7 @@ class PromptOptions(QWidget):
         lines = self.fontMetrics().lineSpacing()
         self.status.setMinimumHeight(3 * lines)
         self.cost.setMinimumHeight(4 * lines)
-        controller.prompt_changed.connect(self._on_prompt_changed)
+        controller.effects["prompts"].layer_changed.connect(self._on_prompt_changed)
         controller.prompt_kind.changed.connect(lambda _kind=None: self.show_cost())
         runner.started.connect(self._sync)
         runner.progress.connect(self._on_progress)
@@ -173,13 +173,13 @@ class PromptOptions(QWidget):
 
     def apply(self) -> bool:
         self.runner.wait()
-        changed = self.controller.apply_prompt()
+        changed = self.controller.effects["prompts"].apply()
         self._sync()
         self.done.emit()
         return changed
 
     def cancel(self) -> None:
-        self.controller.cancel_prompt()
+        self.controller.effects["prompts"].cancel()
         self._sync()
         self.done.emit()
 

@@ -30,7 +30,8 @@ class PromptRunner(SessionRunner):
     def __init__(self, tools: ToolController, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.tools = tools
-        tools.set_prompt_runner(self.request)
+        self.effect = tools.effects["prompts"]  # the Interactive AI tool's object
+        self.effect.set_runner(self.request)
 
     def request(self, session: PromptSession) -> bool:
         # a running worker takes the new prompt when it loops, or _on_finished starts one
@@ -49,11 +50,11 @@ class PromptRunner(SessionRunner):
         if error is not None:
             log.warning("interactive prompt failed: %s", error)
             if tools.prompt is session:
-                tools.cancel_prompt()
+                self.effect.cancel()
             self.failed.emit(error)
             return
         if current is not session:
             return  # applied or cancelled meanwhile
         preview = session.preview
-        tools.prompt_ready(preview.box if preview is not None else None)
+        self.effect.preview_ready(preview.box if preview is not None else None)
         self.preview_shown.emit()

@@ -1,36 +1,25 @@
 """The active tool's options, and only those (as 3D Slicer's Segment Editor shows the active effect's).
 
 The Edit panel showed every tool's options at once, a long scroll in which the brush's radius, the trace
-tolerance and the scissors' slab sat side by side (issue #42.15). Here each tool's options are a group of
-widgets; a tool shows the groups that hold one of its settings in the operation catalogue (a widget's object
-name is its setting's name), so a new tool's settings appear with it, plus the few it uses without declaring
-them: grow from seeds paints its seeds with the brush's radius, and the scissors' operation and slab are the
-tool controller's own.
+tolerance and the scissors' slab sat side by side (issue #42.15). Here each tool's options are the forms its
+effect declares (:mod:`medseg.edit.effects`, built by :mod:`medseg.gui.editing.option_form`); a tool shows the
+forms that hold one of its operation's settings, that name it, or that its effect asks for
+(:func:`medseg.edit.effects.forms_of`), so a new tool's options appear with it.
 """
 
 from __future__ import annotations
 
 from PySide6.QtWidgets import QGroupBox, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
+from medseg.edit.effects import forms_of
 from medseg.edit.interaction import ToolController
-from medseg.edit.operations import settings, tools
-
-USED_WITHOUT_DECLARING = {"stroke": {"grow-from-seeds"}, "scissors": {"scissors"},
-                         "prompt": {"prompt"}}  # the Interactive AI tool's prompt kind, Apply, Cancel
-
-
-def group_settings(group: QWidget) -> set[str]:
-    """The catalogue settings a group's widgets are bound to (by their object names)."""
-    known = settings()
-    return {child.objectName() for child in group.findChildren(QWidget) if child.objectName() in known}
+from medseg.edit.operations import tools
 
 
 def groups_of_tool(tool: str, groups: dict[str, QWidget]) -> list[str]:
     """The names of the groups ``tool`` shows, in the panel's order."""
-    operation = tools()[tool].operation
-    declared = {p.name for p in operation.settings} if operation is not None else set()
-    return [name for name, group in groups.items()
-            if declared & group_settings(group) or tool in USED_WITHOUT_DECLARING.get(name, ())]
+    shown = set(forms_of(tools()[tool].operation))
+    return [name for name in groups if name in shown]
 
 
 class ToolOptions(QGroupBox):

@@ -67,9 +67,9 @@ class ViewerPanel(QWidget):
         self.view.active_label_changed.connect(self._on_labels_changed)
         self.view.cursor_changed.connect(self._repaint_all)
         self.view.comparison_changed.connect(self._on_comparison_changed)
-        self.view.tools.grow_changed.connect(self._on_tool_layer)
-        self.view.tools.trace_changed.connect(self._on_tool_layer)
-        self.view.tools.prompt_changed.connect(lambda _box=None: self._on_tool_layer(None))  # the old box too
+        for effect in self.view.tools.effects.values():  # seeds painted, a preview, a traced region, prompts
+            effect.layer_changed.connect(
+                (lambda _box=None: self._on_tool_layer(None)) if effect.redraw_whole else self._on_tool_layer)
         self.view.tools.outline_changed.connect(self._repaint_all)
         self.set_layout("1x3")
         self._on_window_changed()
@@ -197,7 +197,7 @@ class ViewerPanel(QWidget):
             view.mark_labels_changed()
 
     def _on_tool_layer(self, box=None) -> None:
-        """Seeds painted, a new grow preview, a traced region: redraw the views whose slice crosses ``box``."""
+        """What a tool paints changed (seeds, a preview, a traced region): redraw the views whose slice crosses ``box``."""
         for view in self.views.values():
             if view.axes is None:
                 continue

@@ -16,7 +16,7 @@ from PySide6.QtGui import QColor, QCursor, QFont, QImage, QKeyEvent, QMouseEvent
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
 from medseg.edit.document import SegmentationDocument
-from medseg.edit.prompt_session import LASSO_PROMPT
+from medseg.gui.viewer import tool_overlay
 from medseg.gui.viewer.slice_render import SliceRenderer, qimage_of
 from medseg.gui.viewer.view_axes import ViewAxes
 from medseg.gui.viewer.view_state import ViewState
@@ -28,13 +28,6 @@ _PENS = {
     "text": QPen(QColor(210, 210, 210)),
     "empty": QPen(QColor(150, 150, 150)),
 }
-
-
-# Interactive AI prompts: green for a positive prompt, red for a negative one (QColor for the shapes, ARGB32 words
-# for the scribble and lasso voxels drawn over the slice image)
-PROMPT_COLORS = {True: QColor(80, 230, 80), False: QColor(240, 70, 70)}
-PROMPT_WORDS = {positive: np.uint32(0xFF000000 | color.rgb() & 0xFFFFFF) for positive, color in PROMPT_COLORS.items()}
-_PROMPT_SHADOW = QPen(QColor(0, 0, 0, 200), 4)  # under a prompt's line: it shows over a label of its colour too
 
 
 # The keys a slice view handles itself (slices to scroll); Escape drops an outline being drawn. No window
@@ -196,9 +189,8 @@ class SliceView(QWidget):
         return self.image
 
     def _with_preview(self, labels: np.ndarray, position: int) -> np.ndarray:
-        """The label plane with the grow-from-seeds or interactive preview pasted in (what Apply would write)."""
-        session = self.view.tools.preview_session()
-        preview = session.preview if session is not None else None
+        """The label plane with a tool's preview pasted in (what Apply would write: grow from seeds, Interactive AI)."""
+        preview = self.view.tools.preview()
         if preview is None or self.axes is None:
             return labels
         axis = 2 - self.axes.normal_axis
@@ -214,90 +206,31 @@ class SliceView(QWidget):
         return self.axes.orient(plane)
 
     def _tool_layers(self, words: np.ndarray, position: int) -> np.ndarray:
-        """Seeds (opaque) and the level-trace outline over the rendered slice."""
-        tools = self.view.tools
+        """What the tools paint into the slice image (seeds, a traced region's edge), each effect in its order."""
         if self.axes is None:
             return words
         axis = 2 - self.axes.normal_axis
-        if tools.grow is not None and tools.grow.seed_box is not None:
-            lo, hi = tools.grow.seed_box
-            if lo[axis] <= position < hi[axis]:
-                seeds = self.axes.slice_of(tools.grow.seeds, position)
-                words = np.where(seeds != 0, self.renderer.seed_words.take(seeds), words)
-        if tools.trace is not None and tools.trace[0] == axis and tools.trace[1] == position:
-            from medseg.gui.viewer.slice_render import outline_of
-
-            edge = outline_of(self.axes.orient(tools.trace[2]).astype(np.uint8))
-            words = np.where(edge != 0, np.uint32(0xFFFFE000), words)
-        return words
+        paints = [paint for effect in self.view.tools.effects.values() for paint in effect.paints(axis, position)]
+        return tool_overlay.paint_words(words, paints, self.axes, self.renderer.seed_words)
 
     def _prompt_pixels(self, position: int) -> QImage | None:
-        """The Interactive AI scribbles (as drawn) and lassos (their outline) crossing this slice, as an image of
-        the slice's size, transparent elsewhere: drawn over the slice without smoothing, so that a stroke one
-        voxel wide stays crisp and in its own colour (None: none here)."""
-        session = self.view.tools.prompt
-        if session is None or self.axes is None or self.document.volume is None:
+        """What the tools draw unsmoothed over the slice (a prompt's scribbles and lassos), as an image of the
+        slice's size, transparent elsewhere (None: nothing here)."""
+        if self.axes is None or self.document.volume is None:
             return None
-        from medseg.gui.viewer.slice_render import outline_of
-
-        axis = 2 - self.axes.normal_axis
-        words = None
-        for prompt in session.drawn_prompts():
-            plane = _mask_plane(prompt, axis, position, self.document.volume.shape_zyx) \
-                if prompt.mask is not None else None
-            if plane is None:
-                continue
-            drawn = self.axes.orient(plane)
-            if prompt.kind == LASSO_PROMPT:  # filled when given: its outline leaves the object under it in sight
-                drawn = outline_of(drawn.astype(np.uint8)) != 0
-            if words is None:
-                words = np.zeros(drawn.shape, np.uint32)
-            words[drawn] = PROMPT_WORDS[prompt.positive]
-        if words is None:
-            return None
-        rows, columns = words.shape
-        return QImage(np.ascontiguousarray(words).data, columns, rows, columns * 4, QImage.Format.Format_ARGB32).copy()
-
-    def _draw_prompts(self, painter: QPainter) -> None:
-        """The points and boxes of the interactive object where they cross this slice, from the moment they are
-        drawn until the object is applied or dropped: green positive, red negative; and under them the
-        scribbles and lassos (:meth:`_prompt_pixels`)."""
-        session = self.view.tools.prompt
-        if session is None or self.axes is None:
-            return
-        if self._prompt_image is not None:
-            painter.save()
-            painter.setRenderHint(QPainter.RenderHint.SmoothPixmapTransform, False)
-            painter.drawImage(self.image_rect(), self._prompt_image)
-            painter.restore()
-        axis = 2 - self.axes.normal_axis
-        position = self.slice_position
-        for prompt in session.drawn_prompts():
-            if prompt.kind == "point" and round(prompt.point[axis]) == position:
-                centre = self.index_to_widget(tuple(prompt.point[::-1]))
-                for pen in (_PROMPT_SHADOW, QPen(PROMPT_COLORS[prompt.positive], 2)):
-                    painter.setPen(pen)
-                    painter.drawEllipse(centre, 5.0, 5.0)
-            elif prompt.kind == "box" and prompt.box[axis][0] <= position < prompt.box[axis][1]:
-                # the voxels' outer edges: a box of one voxel's depth is drawn round the voxels it holds
-                lo = [float(position) if a == axis else b[0] - 0.5 for a, b in enumerate(prompt.box)]
-                hi = [float(position) if a == axis else b[1] - 0.5 for a, b in enumerate(prompt.box)]
-                rect = QRectF(self.index_to_widget(tuple(lo[::-1])), self.index_to_widget(tuple(hi[::-1]))).normalized()
-                for pen in (_PROMPT_SHADOW, QPen(PROMPT_COLORS[prompt.positive], 2)):
-                    painter.setPen(pen)
-                    painter.drawRect(rect)
+        axis, shape = 2 - self.axes.normal_axis, self.document.volume.shape_zyx
+        masks = [mask for effect in self.view.tools.effects.values() for mask in effect.crisp(axis, position, shape)]
+        return tool_overlay.crisp_image(masks, self.axes)
 
     def _draw_outline(self, painter: QPainter) -> None:
-        """The scissors / lasso outline being drawn, on the view it is drawn on."""
-        self._draw_prompts(painter)
-        outline = self.view.tools.outline
-        if outline is None or self.axes is None or outline[0] != 2 - self.axes.normal_axis or len(outline[1]) < 2:
+        """What the tools draw over the slice at screen resolution: the crisp voxels above, then each effect's
+        lines and marks (a prompt's points and boxes, the scissors' or lasso's outline being drawn)."""
+        if self.axes is None:
             return
-        points = [self.index_to_widget(tuple(p[::-1])) for p in outline[1]]
-        painter.setPen(QPen(QColor(255, 230, 0), 2))
-        painter.drawPolyline(points + [points[0]])
-        if self.view.tools.polygon_open:
-            painter.drawEllipse(points[0], 5.0, 5.0)  # click here to close the polygon
+        tool_overlay.draw_crisp(painter, self._prompt_image, self.image_rect())
+        axis, position = 2 - self.axes.normal_axis, self.slice_position
+        shapes = [shape for effect in self.view.tools.effects.values() for shape in effect.shapes(axis, position)]
+        tool_overlay.draw_shapes(painter, shapes, lambda zyx: self.index_to_widget(tuple(zyx[::-1])))
 
     def paintEvent(self, _event) -> None:  # noqa: N802 - Qt naming
         # Few Qt calls per frame: each one releases and retakes the GIL, which is slow
@@ -453,20 +386,3 @@ class SliceView(QWidget):
             self.view.tools.cancel_outline()
         else:
             super().keyPressEvent(event)
-
-
-
-def _mask_plane(prompt, axis: int, position: int, shape_zyx) -> np.ndarray | None:
-    """A scribble's or lasso's voxels on slice ``position`` along ``axis`` (zyx), as a whole plane in array order
-    (None when the prompt does not cross it)."""
-    origin, mask = prompt.origin, prompt.mask
-    if not origin[axis] <= position < origin[axis] + mask.shape[axis]:
-        return None
-    block = np.take(mask, position - origin[axis], axis=axis) != 0
-    if not block.any():
-        return None
-    others = [a for a in range(3) if a != axis]
-    plane = np.zeros([shape_zyx[a] for a in others], dtype=bool)
-    starts = [origin[a] for a in others]
-    plane[starts[0]:starts[0] + block.shape[0], starts[1]:starts[1] + block.shape[1]] = block
-    return plane
