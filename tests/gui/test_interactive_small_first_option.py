@@ -50,7 +50,8 @@ def test_small_first_check_box_runs_the_half_patch_first(model_chosen, model_fol
     with qtbot.waitSignal(runner.preview_shown, timeout=120_000):
         qtbot.mouseClick(view, Qt.MouseButton.LeftButton, Qt.KeyboardModifier.NoModifier, QPoint(round(p.x()), round(p.y())))
     qtbot.waitUntil(lambda: not runner.busy(), timeout=10_000)
-    assert "last prompt: small patch, then exact" in options.status.text()
+    # the status line is rewritten by the runner's finished slot, which may run after busy() turned false
+    qtbot.waitUntil(lambda: "last prompt: small patch, then exact" in options.status.text(), timeout=10_000)
     prompts = list(tools.prompt.prompts)
     expected = Oracle(model_folder, doc.volume.array).follow(prompts)
     assert 0.001 < expected.mean() < 0.9, "the object is empty or everything: the comparison would say nothing"
