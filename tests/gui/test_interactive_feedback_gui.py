@@ -153,7 +153,8 @@ def test_every_prompt_kind_is_drawn_its_cost_said_before_and_its_passes_while_it
     passes = tools.prompt.started_engine.last_result.passes
     assert numbers[-1] == passes and shown.texts[-1].startswith(f"prompt 1 (box), pass {passes} of {passes} done in ")
     assert len(steps) == 2 * passes
-    assert options.status.text().startswith("1 prompt; runtime torch; the last took ")
+    # the finished slot rewrites the status line after the preview arrives (it showed "pass 4 of 4 done" once)
+    qtbot.waitUntil(lambda: options.status.text().startswith("1 prompt; runtime torch; the last took "), timeout=10_000)
     assert options.status.text().endswith(f"({passes} pass{'es' if passes != 1 else ''})")
 
     left, top = min(c.x() for c in corners), min(c.y() for c in corners)
