@@ -62,6 +62,7 @@ def run(args: argparse.Namespace) -> int:
             "plan": choice.chosen.to_dict(),
             "postprocessing": [step.describe(package.names) for step in package.postprocess_steps()],
             "cpu_engine": _cpu_engine(package, choice.chosen.name),
+            "precision": _precision_line(package, choice.chosen.name),  # a faster tier verified here, or none
         }
 
     if args.json:
@@ -95,7 +96,14 @@ def run(args: argparse.Namespace) -> int:
         engine = model_choice["cpu_engine"]
         print(f"on a CPU with --device auto: {engine['engine']} ({engine['reason']}), "
               f"{engine['threads']} thread(s)")
+        print(model_choice["precision"])
     return 0
+
+
+def _precision_line(package, configuration: str) -> str:
+    from medseg.model.precision_tier import plan_line
+
+    return plan_line(package, configuration)
 
 
 def _cpu_engine(package, configuration: str) -> dict:

@@ -89,8 +89,9 @@ def test_gate_refuses_int8_on_random_weights(cache, lung_bases):
     assert record.shortfalls and all("short)" in line for line in record.shortfalls)
     text = record.describe()
     assert text.startswith("int8 NOT offered: ") and "needs" in text
-    with pytest.raises(ModelError, match="failed its gate"):
-        Segmenter(package_model(random), SegmentSettings(device="cpu", precision="int8")).segment(lung_bases)
+    with pytest.raises(ModelError, match="failed its gate") as refused:  # before any image is read
+        Segmenter(package_model(random), SegmentSettings(device="cpu", precision="int8"))
+    assert record.shortfalls[0] in str(refused.value)
 
 
 def test_an_offered_tier_runs_and_says_so(starter_record, lung_bases, tmp_path, ct_dir):

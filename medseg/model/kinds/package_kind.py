@@ -84,6 +84,26 @@ class PackagePipeline(ModelPipeline):
     def check_fits(self, geometry: Volume, settings: SegmentSettings, image_bytes: int) -> None:
         check_memory(geometry, self._package, settings, image_bytes)
 
+    def check_settings(self, settings: SegmentSettings, device: str, fallbacks: list[str]) -> str:
+        device = super().check_settings(settings, device, fallbacks)
+        if (settings.precision or "f32") != "f32":  # a tier not offered is refused before the series is read
+            from medseg.errors import ModelError
+            from medseg.model.precision_tier import TierDamaged, check_precision, offered_record
+
+            precision = check_precision(settings.precision)
+            names = [settings.configuration] if settings.configuration else list(self._package.configurations)
+            refusals = []
+            for name in names:
+                try:
+                    offered_record(self._package, name, precision)
+                    return device
+                except TierDamaged:
+                    return device  # the run names the damaged file and goes the exact way
+                except ModelError as refusal:
+                    refusals.append(refusal)
+            raise refusals[0]
+        return device
+
     def prepare(self, image: Volume, settings: SegmentSettings, device: str,
                 progress: ProgressCallback | None, cancel: CancelToken | None) -> Any:
         from medseg.model.infer import prepare
