@@ -11,7 +11,10 @@ each, the voxel agreement, the lowest Dice of a structure of >= 1000 voxels, and
 * ``fast``: a TotalSegmentator ``--fast``-sized 3D network (nnU-Net's planner: 6 stages, 32 -> 320
   features, patch 128^3, 3 mm, 14 labels) with RANDOM weights from a seed (the published weights are
   unreachable here), on pyradiomics' lung1 CT; its gate is expected to refuse (random weights have no
-  confident outputs): the row shows int8's speed on a network of that size and by how much it misses.
+  confident outputs): the row shows int8's speed on a network of that size and by how much it misses;
+* ``medium``: a smaller 3D network of the same planner (5 stages, 32 -> 256 features, patch 64^3, 3 mm,
+  14 labels, random weights) on the middle 24 slices of lung1: the larger network that finishes in minutes
+  on a busy 2-core machine.
 
 Run: .venv/bin/python benchmarks/bench_precision.py [--threads 2] [--networks starter fast]
 """
@@ -29,12 +32,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_infer
 
 REFERENCES = {"starter": bench_infer.SHARED / "ct" / "totalsegmentator" / "example_ct.nii.gz",
-              "fast": bench_infer.CT}
+              "fast": bench_infer.CT, "medium": None}
+MEDIUM = {"spacing_zyx": (3.0, 3.0, 3.0), "patch_size": (64, 64, 64), "n_stages": 5, "base_features": 32, "seed": 3}
 
 
 def model_for(network: str, work: Path) -> str | Path:
     if network == "starter":
         return "starter"
+    if network == "medium":
+        sys.path.insert(0, str(bench_infer.REPO / "tests" / "model"))
+        from nnunet_fixture import make_nnunet_result_folder
+
+        names = ["background"] + [f"organ_{i}" for i in range(1, 14)]
+        return make_nnunet_result_folder(work / "results-medium", labels=names, **MEDIUM)
     return bench_infer.build_model(work / "results", 14, network)
 
 
@@ -54,7 +64,7 @@ def row(network: str, record, seconds: float) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--threads", type=int, default=2)
-    parser.add_argument("--networks", nargs="+", choices=("starter", "fast"), default=["starter", "fast"])
+    parser.add_argument("--networks", nargs="+", choices=("starter", "fast", "medium"), default=["starter", "fast"])
     parser.add_argument("--accuracy-control", action="store_true",
                         help="let NNCF keep more layers in float32 where the quick quantization falls short (slow)")
     parser.add_argument("--work", help="folder for the models and the cache (default: a new temporary one)")
@@ -73,7 +83,8 @@ def main() -> int:
     for network in args.networks:
         model = model_for(network, work)
         started = time.perf_counter()
-        records = verify_tier(model, "int8", REFERENCES[network], threads=args.threads,
+        reference = REFERENCES[network] or bench_infer.cropped_ct(work, 24)
+        records = verify_tier(model, "int8", reference, threads=args.threads,
                               accuracy_control=args.accuracy_control)
         seconds = time.perf_counter() - started
         for record in records:
