@@ -34,6 +34,9 @@ CALIBRATION_TILES = 32  # tiles of the reference series NNCF collects its statis
 # a difference (stricter than a run's step 0.5), in a quarter of a 2D network's passes.
 GATE_STEP = 1.0
 TILE_DROP = 0.0005  # accuracy control: the tiles' labels may differ from the exact ones on at most this share
+# accuracy control: at most this many rounds of putting layers back to float32 (each ranks and re-runs the tiles;
+# a network without confident outputs, random weights, would otherwise be reverted layer by layer for hours)
+MOST_REVERT_ROUNDS = 12
 
 
 def calibration_tiles(image: torch.Tensor, plan: Any, count: int = CALIBRATION_TILES) -> list[np.ndarray]:
@@ -93,10 +96,14 @@ def quantize_int8(onnx: Path, shape: list[int], tiles: list[np.ndarray], out_xml
                 each = [float(np.mean(compiled(tile)[0].argmax(1) == labels)) for tile, labels in data]
                 return float(np.mean(each)), each
 
+            from nncf.quantization.advanced_parameters import AdvancedAccuracyRestorerParameters
+
             item_dataset = nncf.Dataset(items, lambda item: item[0])
             quantized = nncf.quantize_with_accuracy_control(
                 read(), item_dataset, item_dataset, validation_fn=validate, max_drop=TILE_DROP, preset=preset,
-                subset_size=len(items), ignored_scope=scope)
+                subset_size=len(items), ignored_scope=scope,
+                advanced_accuracy_restorer_parameters=AdvancedAccuracyRestorerParameters(
+                    max_num_iterations=MOST_REVERT_ROUNDS, num_ranking_workers=1))
             method += (f"; accuracy control (the quick quantization's tile labels were {quick_agreement:.3%} "
                        f"equal: layers kept in float32 until within {TILE_DROP:.2%})")
     _save_ir(quantized, out_xml)
