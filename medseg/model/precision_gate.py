@@ -46,7 +46,7 @@ def calibration_tiles(image: torch.Tensor, plan: Any, count: int = CALIBRATION_T
     from medseg.model.tiling import tile_slicers
 
     padded, _ = pad_to_patch(image, plan.patch_size)
-    slicers = tile_slicers(padded.shape[1:], plan.patch_size, 1.0)
+    slicers = tile_slicers(padded.shape[1:], plan.patch_size, 0.5)  # a run's own positions: more tiles than step 1
     picks = sorted({round(i) for i in np.linspace(0, len(slicers) - 1, min(count, len(slicers)))})
     tiles = []
     for index in picks:
