@@ -73,6 +73,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        help="also measure the CPU engines (PyTorch, ONNX Runtime, OpenVINO) on each model again, "
                             "on a tile of a synthetic CT, and keep the fastest with equal labels (done at install; "
                             "redo it after changing the computer or the engines)")
+    check.add_argument("--tier", choices=("int8", "bf16"),
+                       help="build and verify this faster tier of MODEL here: offered to `medseg segment --precision` "
+                            "only if its labels equal the exact float32 path's on >= 99.9 %% of a reference series' "
+                            "voxels and every structure of >= 1000 voxels keeps Dice >= 0.99")
+    check.add_argument("--reference", metavar="SERIES",
+                       help="with --tier: the series to verify on and calibrate with (default: medseg's synthetic CT "
+                            "phantom)")
     check.set_defaults(func=run_verify)
 
     remove = commands.add_parser("remove", help="uninstall a model from your models folder")
@@ -238,6 +245,8 @@ def _print_installed(records) -> None:
 def run_verify(args: argparse.Namespace) -> int:
     from medseg.catalogue.install import verify
 
+    if args.tier:
+        return _verify_tier(args)
     if args.id == "starter" and args.measure:  # built in: no files to check, its engines to measure
         _measure([], starter=True)
         return 0
@@ -257,6 +266,16 @@ def run_verify(args: argparse.Namespace) -> int:
     if args.measure:
         _measure([r for r in results if r.ok], starter=args.id is None)
     return 1 if bad else 0
+
+
+def _verify_tier(args: argparse.Namespace) -> int:
+    """Build and gate a faster tier; 0 when every configuration's is offered, 1 when one failed its gate."""
+    from medseg.workflows.precision import verify_tier
+
+    records = verify_tier(args.id or "starter", args.tier, args.reference, progress=progress_printer())
+    for record in records:
+        print(f"{args.id or 'starter'} ({record.configuration}): {record.describe()}")
+    return 0 if all(record.offered for record in records) else 1
 
 
 def _measure(results, starter: bool) -> None:

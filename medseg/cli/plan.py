@@ -68,5 +68,5 @@ def run(args: argparse.Namespace) -> int:
         engine = model_choice["cpu_engine"]
         print(f"on a CPU with --device auto: {engine['engine']} ({engine['reason']}), "
               f"{engine['threads']} thread(s)")
+        print(model_choice["precision"])
     return 0
-

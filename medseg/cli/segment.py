@@ -58,6 +58,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("-o", "--output", required=True, help="segmentation to write: .dcm (DICOM SEG) or a label map "
                                                              "(.nii.gz, .nii, .nrrd, .mha)")
     add_inference_options(parser)
+    parser.add_argument("--precision", choices=("f32", "int8", "bf16"), default="f32",
+                        help="f32: the exact path (default); int8 or bf16: the faster tier, only where `medseg models "
+                             "verify --tier int8|bf16 MODEL` verified it on this computer (an error otherwise); the "
+                             "SEG's algorithm version and the sidecar say which ran")
     parser.add_argument("--tile-batch", type=whole_number(1), help="tiles per forward pass (default: 1 on CPU, 2 on GPUs)")
     add_threads_option(parser)
     add_spacing_option(parser)
@@ -93,7 +97,7 @@ def settings_of(args: argparse.Namespace, allow_modality: bool = False, model: A
     return SegmentSettings(device=args.device, configuration=model_options.configuration(args, model), step=args.step,
                            mirror=args.mirror, tile_batch=getattr(args, "tile_batch", None),
                            postprocess=not args.no_postprocess, allow_modality=allow_modality,
-                           structures=model_options.structures(args))
+                           structures=model_options.structures(args), precision=getattr(args, "precision", "f32"))
 
 
 def _segment(args: argparse.Namespace, events) -> int:
@@ -191,6 +195,8 @@ def _segment(args: argparse.Namespace, events) -> int:
           f"{result.seconds:.1f} s -> {written}")
     if result.cpu_engine is not None:
         print(f"  CPU engine {result.cpu_engine['engine']}: {result.cpu_engine['reason']}")
+    if result.details.get("precision", "f32") != "f32":  # a faster tier verified here (medseg.model.precision_tier)
+        print(f"  precision: {result.details['precision']}, the tier verified on this computer (not the exact float32)")
     for step in result.postprocessing:
         print(f"  after the network: {step}")
     # a model of many structures (over 20: TotalSegmentator's 117) lists the ones found; a small one all of its own

@@ -61,6 +61,7 @@ class SegmentationResult:
     notes: list[str] = field(default_factory=list)  # what the user must know about the result (e.g. nothing found)
     threads: int = 0  # the CPU threads the run computed with (its share of medseg.threads' budget; the most it had)
     cpu_engine: dict | None = None  # on the CPU with device "auto": the engine chosen and why (medseg.model.cpu_runtime)
+    precision: str = "f32"  # what the network computed in: "f32" (exact) or a verified tier (medseg.model.precision_tier)
 
 
 # --- tiles through the network --------------------------------------------------------------------------
@@ -382,6 +383,7 @@ def segment(
     cancel: CancelToken | None = None,
     prepared: PreparedInput | None = None,
     keep: dict | None = None,
+    precision: str = "f32",
 ) -> SegmentationResult:
     """Segment a CT Volume with a model package; the label map has the input's grid and geometry.
 
@@ -395,17 +397,19 @@ def segment(
     already through :func:`prepare` (``configuration`` is then ignored). ``keep``: the caller's dict of the
     engines built (networks, ONNX sessions, OpenVINO compilations), reused by its next run and filled by this
     one (a batch, :func:`medseg.workflows.segmenter.open_segmenter`); None builds them for this run only.
+    ``precision``: "f32" (the exact path), or a faster tier ("int8", "bf16") verified for this model on this
+    machine (medseg.model.precision_tier; refused when it is not offered, the exact path when its files are damaged).
     """
     with medseg_threads.job("segment") as lease:
         result = _segment(volume, package, device, configuration, step_size, mirror, tile_batch, return_probabilities,
-                          postprocess, progress, cancel, prepared, lease, keep)
+                          postprocess, progress, cancel, prepared, lease, keep, precision)
     return result
 
 
 def _segment(volume: Volume, package: Any, device: str, configuration: str | None, step_size: float, mirror: bool,
              tile_batch: int | None, return_probabilities: bool, postprocess: bool, progress: ProgressCallback | None,
              cancel: CancelToken | None, prepared: PreparedInput | None, lease: Any,
-             keep: dict | None = None) -> SegmentationResult:
+             keep: dict | None = None, precision: str = "f32") -> SegmentationResult:
     started = time.perf_counter()
     device_name = backends.resolve_device(device)
     fallbacks: list[str] = []
@@ -425,12 +429,17 @@ def _segment(volume: Volume, package: Any, device: str, configuration: str | Non
     if device_name == "cpu" and (device or "auto").strip().lower() == "auto":  # which CPU engine: measured per model
         runtime = _choose_cpu_engine(package, config_name, lease.threads)
         device_name = runtime.device
+    tier = _tier_runner(package, config_name, plan, precision, device_name, lease.threads, fallbacks)
+    if tier is not None:
+        device_name = "openvino-cpu"
     logits = None
     for attempt in (device_name, "cpu"):
         try:
             with phase("load"):
-                runner = keep.get((attempt, config_name)) if keep is not None else None
-                if runner is None:
+                runner = keep.get((attempt, config_name)) if keep is not None and tier is None else None
+                if tier is not None and attempt != "cpu":
+                    runner = tier
+                elif runner is None:
                     runner = _make_runner(attempt, package, config_name, plan)
                     if keep is not None:  # the next study of a batch runs it as it is (built, compiled)
                         keep[(attempt, config_name)] = runner
@@ -451,9 +460,11 @@ def _segment(volume: Volume, package: Any, device: str, configuration: str | Non
             runner = None
             if keep is not None:
                 keep.pop((attempt, config_name), None)
+            tier = None  # the exact path runs instead
             backends.free_device_memory(backends.torch_device(attempt))
     del image
-    runner = None  # OpenVINO keeps its activation buffers while its model lives: not through the export
+    ran = tier.name.removeprefix("openvino-") if tier is not None else "f32"  # "int8", "bf16" or the exact path
+    runner = tier = None  # OpenVINO keeps its activation buffers while its model lives: not through the export
     if cancel is not None:
         cancel.raise_if_cancelled()
     report(progress, 0.9, "resampling to the original grid", "resample")
@@ -466,7 +477,8 @@ def _segment(volume: Volume, package: Any, device: str, configuration: str | Non
         names = package.names
         steps = package.postprocess_steps() if postprocess else []
         notes = [outcome.describe(names) for outcome in apply_steps(labels, steps, volume.voxel_volume_ml)]
-        label_map = volume.with_array(labels, labels={0: package.labels[0], **package.label_table()}, modality="SEG")
+        label_map = volume.with_array(labels, labels={0: package.labels[0], **_made_in(package.label_table(), package, ran)},
+                                      modality="SEG")
         volumes = label_volumes_ml(labels, names, volume.voxel_volume_ml)
     report(progress, 1.0, "done", "done")
     return SegmentationResult(
@@ -478,11 +490,45 @@ def _segment(volume: Volume, package: Any, device: str, configuration: str | Non
         volumes_ml=volumes,
         seconds=time.perf_counter() - started,
         postprocessing=notes,
-        labels=package.label_table(label_values(labels)),
+        labels=_made_in(package.label_table(label_values(labels)), package, ran),
         notes=result_notes,
         threads=most_threads,
         cpu_engine=runtime.to_dict() if runtime is not None else None,
+        precision=ran,
     )
+
+
+def _tier_runner(package: Any, configuration: str, plan: Any, precision: str, device: str, threads: int,
+                 fallbacks: list[str]) -> Any:
+    """The runner of a verified faster tier (None: the exact path). Not offered: ModelError; damaged: the exact
+    path, said in ``fallbacks`` with the file."""
+    from medseg.model import precision_tier
+
+    precision = precision_tier.check_precision(precision)
+    if precision == precision_tier.EXACT:
+        return None
+    if backends.backend(device).gpu:
+        raise ModelError(f"--precision {precision} is a CPU tier; this run is on {device}",
+                         hint="use --device cpu (or auto on a computer without a GPU), or leave out --precision")
+    try:
+        return precision_tier.tier_runner(package, configuration, precision,
+                                          (1, plan.num_input_channels, *plan.patch_size), threads)
+    except precision_tier.TierDamaged as error:
+        fallbacks.append(f"{error}: the exact float32 path ran instead")
+        return None
+
+
+def _made_in(table: dict[int, Label], package: Any, precision: str) -> dict[int, Label]:
+    """The labels' algorithm version names a faster tier that ran (the SEG and the sidecar say it)."""
+    if precision == "f32":
+        return table
+    from dataclasses import replace
+
+    from medseg.core.labels import Provenance
+    from medseg.model.precision_tier import algorithm_version
+
+    made_by = Provenance.model(package.name, algorithm_version(package.version, precision))
+    return {value: replace(label, provenance=made_by) for value, label in table.items()}
 
 
 def _check_label_map(labels: np.ndarray, package: Any) -> list[str]:

@@ -69,8 +69,15 @@ def plan_series(request: PlanRequest) -> PlanResult:
         "plan": choice.chosen.to_dict(),
         "postprocessing": [step.describe(package.names) for step in package.postprocess_steps()],
         "cpu_engine": _cpu_engine(package, choice.chosen.name),
+        "precision": _precision_line(package, choice.chosen.name),  # a faster tier verified here, or none
     }
     return PlanResult(spacing, shape, configurations, selected, model_choice, package)
+
+
+def _precision_line(package: Any, configuration: str) -> str:
+    from medseg.model.precision_tier import plan_line
+
+    return plan_line(package, configuration)
 
 
 def _cpu_engine(package: Any, configuration: str) -> dict:

@@ -71,6 +71,7 @@ class SegmentSettings:
     postprocess: bool = True  # the model's own post-processing steps
     allow_modality: bool = False  # segment a series of another modality than the model's (noted)
     structures: tuple[str, ...] | None = None  # only these structures (a kind whose runs crop to a subset), by name
+    precision: str = "f32"  # "f32" (exact) or a faster tier verified here: "int8", "bf16" (medseg.model.precision_tier)
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,7 @@ class Capabilities:
     rewritable: bool = False  # a package folder medseg may rewrite (evaluate --record keeps scores in it)
     structure_subset: bool = False  # a subset of its structures crops the run (TotalSegmentator's roi_subset)
     weighs_speed: bool = False  # its automatic configuration weighs this computer's speed, not the spacing alone
+    precision_tiers: bool = False  # a faster tier (int8, bf16) can be verified and run (medseg.model.precision_tier)
 
 
 @dataclass
@@ -213,6 +215,9 @@ class ModelPipeline(ABC):
             raise ModelError(f"a structure subset applies to TotalSegmentator models only (they crop their run to "
                              f"it), not {self.card.name}",
                              hint="choose totalsegmentator/total (or another converted TotalSegmentator task)")
+        if (settings.precision or "f32") != "f32" and not self.capabilities.precision_tiers:
+            raise ModelError(f"--precision {settings.precision} is not available for {self.card.name} (a "
+                             f"{self.card.kind}): only its exact float32 path runs", hint="leave out --precision")
         if settings.configuration is not None and settings.configuration not in self.configuration_names():
             raise ModelError(f"{self.card.name} has no configuration {settings.configuration!r}",
                              path=self.card.source, hint=f"it has: {', '.join(self.configuration_names())}")

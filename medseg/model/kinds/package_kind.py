@@ -60,7 +60,7 @@ class PackagePipeline(ModelPipeline):
     def __init__(self, card: ModelCard, package: Any, rewritable: bool) -> None:
         super().__init__(card)
         self._package = package
-        self.capabilities = Capabilities(rewritable=rewritable)
+        self.capabilities = Capabilities(rewritable=rewritable, precision_tiers=True)
 
     def package(self) -> Any:
         return self._package
@@ -84,6 +84,26 @@ class PackagePipeline(ModelPipeline):
     def check_fits(self, geometry: Volume, settings: SegmentSettings, image_bytes: int) -> None:
         check_memory(geometry, self._package, settings, image_bytes)
 
+    def check_settings(self, settings: SegmentSettings, device: str, fallbacks: list[str]) -> str:
+        device = super().check_settings(settings, device, fallbacks)
+        if (settings.precision or "f32") != "f32":  # a tier not offered is refused before the series is read
+            from medseg.errors import ModelError
+            from medseg.model.precision_tier import TierDamaged, check_precision, offered_record
+
+            precision = check_precision(settings.precision)
+            names = [settings.configuration] if settings.configuration else list(self._package.configurations)
+            refusals = []
+            for name in names:
+                try:
+                    offered_record(self._package, name, precision)
+                    return device
+                except TierDamaged:
+                    return device  # the run names the damaged file and goes the exact way
+                except ModelError as refusal:
+                    refusals.append(refusal)
+            raise refusals[0]
+        return device
+
     def prepare(self, image: Volume, settings: SegmentSettings, device: str,
                 progress: ProgressCallback | None, cancel: CancelToken | None) -> Any:
         from medseg.model.infer import prepare
@@ -99,12 +119,12 @@ class PackagePipeline(ModelPipeline):
 
         result = segment(image, self._package, device=device, step_size=settings.step, mirror=settings.mirror,
                          tile_batch=settings.tile_batch, postprocess=settings.postprocess, progress=progress,
-                         cancel=cancel, prepared=prepared, keep=self.kept)
+                         cancel=cancel, prepared=prepared, keep=self.kept, precision=settings.precision)
         return PipelineOutput(
             label_map=result.label_map, labels=dict(result.labels), device=result.device_used,
             configuration=result.configuration, volumes_ml=dict(result.volumes_ml), fallbacks=list(result.fallbacks),
             postprocessing=list(result.postprocessing), notes=list(result.notes), threads=result.threads,
-            cpu_engine=result.cpu_engine)
+            cpu_engine=result.cpu_engine, details={"precision": result.precision})
 
     def plan(self, volume: Volume, device: str = "auto", configuration: str | None = None,
              structures: tuple[str, ...] | None = None, step_size: float = 0.5) -> PlanReport:
@@ -176,12 +196,13 @@ def where_it_runs(package: Any, configuration: str, device: str) -> list[str]:
         return [f"runs on: {describe(resolved)}"]
     count = threads.budget_count()
     where = f"runs on: the CPU, {count.threads} thread{'s' if count.threads != 1 else ''} ({count.source})"
-    if device != "auto":
-        return [where, f"engine: {backend(resolved).engine} (chosen by you)"]
     from medseg.model.cpu_runtime import planned_choice
+    from medseg.model.precision_tier import plan_line
 
+    if device != "auto":
+        return [where, f"engine: {backend(resolved).engine} (chosen by you)", plan_line(package, configuration)]
     choice = planned_choice(package, configuration, count.threads)
-    return [where, f"engine: {choice.engine} ({choice.reason})"]
+    return [where, f"engine: {choice.engine} ({choice.reason})", plan_line(package, configuration)]
 
 
 def check_memory(image: Volume, package: Any, settings: SegmentSettings, image_bytes: int) -> None:

@@ -1,0 +1,97 @@
+"""The faster tier against the exact path (issue #51 item 3): int8 (NNCF) vs float32, time and agreement.
+
+For each network, ``medseg.workflows.precision.verify_tier`` builds the int8 tier on this machine and runs
+the reference series through the exact path (PyTorch float32, what ``--device cpu`` runs), OpenVINO
+float32 (the exact path's other engine) and the int8 tier, each one sliding-window pass at step 1 on the
+network's grid; the gate compares the labels. Printed per network: each engine's time, int8's ratio to
+each, the voxel agreement, the lowest Dice of a structure of >= 1000 voxels, and whether the tier is offered.
+
+* ``starter``: the shipped 2D starter (trained here: confident outputs) on TotalSegmentator's example CT
+  (3 mm, 122 x 101 x 112, abdomen with the lung bases);
+* ``fast``: a TotalSegmentator ``--fast``-sized 3D network (nnU-Net's planner: 6 stages, 32 -> 320
+  features, patch 128^3, 3 mm, 14 labels) with RANDOM weights from a seed (the published weights are
+  unreachable here), on pyradiomics' lung1 CT; its gate is expected to refuse (random weights have no
+  confident outputs): the row shows int8's speed on a network of that size and by how much it misses;
+* ``medium``: a smaller 3D network of the same planner (5 stages, 32 -> 256 features, patch 64^3, 3 mm,
+  14 labels, random weights) on the middle 24 slices of lung1: the larger network that finishes in minutes
+  on a busy 2-core machine.
+
+Run: .venv/bin/python benchmarks/bench_precision.py [--threads 2] [--networks starter fast]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench_infer
+
+REFERENCES = {"starter": bench_infer.SHARED / "ct" / "totalsegmentator" / "example_ct.nii.gz",
+              "fast": bench_infer.CT, "medium": None}
+MEDIUM = {"spacing_zyx": (3.0, 3.0, 3.0), "patch_size": (64, 64, 64), "n_stages": 5, "base_features": 32, "seed": 3}
+
+
+def model_for(network: str, work: Path) -> str | Path:
+    if network == "starter":
+        return "starter"
+    if network == "medium":
+        sys.path.insert(0, str(bench_infer.REPO / "tests" / "model"))
+        from nnunet_fixture import make_nnunet_result_folder
+
+        names = ["background"] + [f"organ_{i}" for i in range(1, 14)]
+        return make_nnunet_result_folder(work / "results-medium", labels=names, **MEDIUM)
+    return bench_infer.build_model(work / "results", 14, network)
+
+
+def row(network: str, record, seconds: float) -> str:
+    times = record.seconds
+    int8 = times.get("int8")
+    lowest = min(record.dice.values()) if record.dice else float("nan")
+    ratios = (f"{int8 / times['f32']:.2f}x PyTorch, {int8 / times['openvino-f32']:.2f}x OpenVINO f32"
+              if int8 else "not run")
+    return (f"{network:8s} PyTorch f32 {times.get('f32', float('nan')):7.1f} s | OpenVINO f32 "
+            f"{times.get('openvino-f32', float('nan')):7.1f} s | int8 {int8 or float('nan'):7.1f} s ({ratios}) | "
+            f"agreement {record.agreement:.4%} | lowest Dice {lowest:.4f} | "
+            f"{'OFFERED' if record.offered else 'refused: ' + '; '.join(record.shortfalls)} | "
+            f"build+gate {seconds:.0f} s")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--networks", nargs="+", choices=("starter", "fast", "medium"), default=["starter", "fast"])
+    parser.add_argument("--accuracy-control", action="store_true",
+                        help="let NNCF keep more layers in float32 where the quick quantization falls short (slow)")
+    parser.add_argument("--work", help="folder for the models and the cache (default: a new temporary one)")
+    args = parser.parse_args()
+    work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="bench_precision_"))
+    work.mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("MEDSEG_CACHE_DIR", str(work / "cache"))
+
+    from medseg import threads as medseg_threads
+    from medseg.model.precision_tier import bf16_support, tier_machine
+    from medseg.workflows.precision import verify_tier
+
+    medseg_threads.configure(args.threads)
+    print(f"== bench_precision: {tier_machine()}, {args.threads} threads, load average {os.getloadavg()[0]:.1f}")
+    print(f"   bf16: {bf16_support()[1]}")
+    for network in args.networks:
+        model = model_for(network, work)
+        started = time.perf_counter()
+        reference = REFERENCES[network] or bench_infer.cropped_ct(work, 24)
+        records = verify_tier(model, "int8", reference, threads=args.threads,
+                              accuracy_control=args.accuracy_control)
+        seconds = time.perf_counter() - started
+        for record in records:
+            print(row(f"{network}", record, seconds), flush=True)
+            print(f"         {record.method}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
