@@ -337,6 +337,10 @@ def measure(package: Any, configuration: str, tile: torch.Tensor, threads: int,
         try:
             if backends.uses_onnx(device):  # made once per model: the export's tracing stays out of the engine's peak
                 exact_onnx(package, configuration)
+            if backends.backend(device).engine == backends.OPENVINO:  # its slab parts too (openvino_slabs)
+                from medseg.model.openvino_slabs import export_parts
+
+                export_parts(package, configuration, tuple(tile.shape))
             with PeakMemory() as memory:
                 started = time.perf_counter()
                 runner = make_runner(device)

@@ -25,7 +25,9 @@ axis has no slab size dividing it) run compiled whole (:func:`supports` says why
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+import os
+from pathlib import Path
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
@@ -141,26 +143,52 @@ class _Compiled:
     """One model compiled for fixed input shapes; called with arrays, returns its output (a view, valid until
     the next call)."""
 
-    def __init__(self, core: Any, config: dict, module: nn.Module, examples: Sequence[torch.Tensor]):
+    def __init__(self, core: Any, config: dict, module: nn.Module | Callable[[], nn.Module],
+                 examples: Sequence[torch.Tensor], path: Path | None = None):
+        try:
+            if path is not None and path.is_file():  # exported before: OpenVINO's IR, read in a fraction of a second
+                model = core.read_model(os.fspath(path))
+            else:
+                model = self._convert(module if isinstance(module, nn.Module) else module(), examples)
+                if path is not None:
+                    self._save(model, path)
+            self.compiled = core.compile_model(model, "CPU", config)
+        except Exception as error:  # OpenVINO's frontends raise their own types
+            raise ModelError(f"OpenVINO could not compile a part of the network: {error}", path=path) from error
+        self.request = self.compiled.create_infer_request()
+
+    @staticmethod
+    def _convert(module: nn.Module, examples: Sequence[torch.Tensor]) -> Any:
         import io
         import warnings
 
         import openvino
 
+        onnx = io.BytesIO()
+        # through ONNX, as the whole-network export: OpenVINO's PyTorch frontend computed exact_norm's
+        # reductions wrongly (the logits of the inner part off by their own size)
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the legacy exporter's deprecation, the norm's constant count
+            torch.onnx.export(module.eval(), tuple(examples), onnx, dynamo=False, opset_version=17)
+        onnx.seek(0)
+        model = openvino.convert_model(onnx)
+        model.reshape({port: list(example.shape) for port, example in zip(model.inputs, examples)})
+        return model
+
+    @staticmethod
+    def _save(model: Any, path: Path) -> None:
+        """The part as OpenVINO IR (.xml and .bin), the .xml last: a part whose .xml exists is whole."""
+        import openvino
+
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = path.with_name(f".{path.stem}-{os.getpid()}.xml")
         try:
-            onnx = io.BytesIO()
-            # through ONNX, as the whole-network export: OpenVINO's PyTorch frontend computed exact_norm's
-            # reductions wrongly (the logits of the inner part off by their own size)
-            with torch.no_grad(), warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # the legacy exporter's deprecation, the norm's constant count
-                torch.onnx.export(module.eval(), tuple(examples), onnx, dynamo=False, opset_version=17)
-            onnx.seek(0)
-            model = openvino.convert_model(onnx)
-            model.reshape({port: list(example.shape) for port, example in zip(model.inputs, examples)})
-            self.compiled = core.compile_model(model, "CPU", config)
-        except Exception as error:  # OpenVINO's frontends raise their own types
-            raise ModelError(f"OpenVINO could not compile a part of the network: {error}") from error
-        self.request = self.compiled.create_infer_request()
+            openvino.save_model(model, os.fspath(temporary), compress_to_fp16=False)
+            os.replace(temporary.with_suffix(".bin"), path.with_suffix(".bin"))
+            os.replace(temporary, path)
+        except OSError:  # an unwritable cache folder: exported again next time, nothing else
+            for leftover in (temporary, temporary.with_suffix(".bin")):
+                leftover.unlink(missing_ok=True)
 
     def __call__(self, *arrays: np.ndarray) -> np.ndarray:
         self.request.infer(dict(enumerate(arrays)), share_inputs=True)
@@ -204,8 +232,13 @@ class _Slabs:
 class _Fold:
     """One network's parts compiled for tiles of one shape (batch 1)."""
 
-    def __init__(self, network: nn.Module, shape: Sequence[int], core: Any, config: dict):
+    def __init__(self, network: nn.Module, shape: Sequence[int], core: Any, config: dict, cache: Path | None = None):
         from medseg.model.exact_norm import with_exact_norms
+
+        parts = iter(range(1000))
+
+        def where() -> Path | None:  # the parts in the order they are made
+            return None if cache is None else cache / f"part{next(parts)}.xml"
 
         _, channels, depth, height, width = (int(n) for n in shape)
         self.plane = (height, width)
@@ -214,20 +247,20 @@ class _Fold:
         self.head = network.decoder.seg_layers[-1]
         self.up = network.decoder.transpconvs[-1]
         self.stride = int(self.up.stride[0])
-        self.rows = slab_rows(depth, self.stride) or depth
+        self.rows = slab_rows(depth, self.stride, SLAB_ROWS) or depth
         top_channels = self.top[-1].conv.out_channels
         with torch.no_grad():
-            inner, _ = with_exact_norms(_Inner(network))
-            self.inner = _Compiled(core, config, inner, [torch.zeros(1, top_channels, depth, height, width)])
+            self.inner = _Compiled(core, config, lambda: with_exact_norms(_Inner(network))[0],
+                                   [torch.zeros(1, top_channels, depth, height, width)], where())
 
         def slab_conv(conv: nn.Conv3d, before: nn.Module | None, in_channels: int) -> tuple[_Compiled, _Slabs]:
             slabs = _Slabs(in_channels, self.rows, conv.padding[0], self.plane)
             x = torch.zeros(slabs.buffer.shape)
             if before is None:
-                return _Compiled(core, config, _SlabImageConv(conv), [x]), slabs
+                return _Compiled(core, config, _SlabImageConv(conv), [x], where()), slabs
             per_channel = torch.ones(1, in_channels, 1, 1, 1)
             return _Compiled(core, config, _SlabConv(conv, before.nonlin.negative_slope),
-                             [x, per_channel, per_channel, torch.from_numpy(slabs.mask)]), slabs
+                             [x, per_channel, per_channel, torch.from_numpy(slabs.mask)], where()), slabs
 
         self.encoder = [slab_conv(b.conv, self.top[i - 1] if i else None, channels if not i else b.conv.in_channels)
                         for i, b in enumerate(self.top)]
@@ -239,7 +272,7 @@ class _Fold:
         self.up_cat = _Compiled(core, config, _SlabUpCatConv(self.up, first, self.low_halo * self.stride - first.padding[0],
                                                              self.skip_slabs.buffer.shape[2]),
                                 [torch.zeros(self.low_slabs.buffer.shape), torch.zeros(self.skip_slabs.buffer.shape),
-                                 torch.from_numpy(self.skip_slabs.mask)])
+                                 torch.from_numpy(self.skip_slabs.mask)], where())
         self.decoder = [slab_conv(b.conv, self.last[i - 1], b.conv.in_channels) for i, b in enumerate(self.last) if i]
         self.head_model = slab_conv(self.head, self.last[-1], self.head.in_channels)
 
@@ -323,7 +356,7 @@ class SlabbedOpenVinoRunner:
     """The folds of one configuration in OpenVINO, the full-resolution stage slab by slab (a TileRunner)."""
 
     def __init__(self, networks: Sequence[nn.Module], shape: Sequence[int], threads: int | None = None,
-                 name: str = "openvino-cpu"):
+                 name: str = "openvino-cpu", cache: Path | None = None):
         import openvino
 
         self.networks = [network.to("cpu").float().eval() for network in networks]
@@ -334,14 +367,22 @@ class SlabbedOpenVinoRunner:
         self.device = torch.device("cpu")
         self.shape: tuple[int, ...] = ()
         self.folds: list[_Fold] = []
+        self.cache = cache  # parts exported before, for this network (a folder per tile shape and slab size)
         self._compile(tuple(int(n) for n in shape))
 
     def _compile(self, shape: tuple[int, ...]) -> None:
         self.folds = []
         one = (1, *shape[1:])
         with torch.no_grad():
-            self.folds = [_Fold(network, one, self.core, self.config) for network in self.networks]
+            self.folds = [_Fold(network, one, self.core, self.config, self._folder(index, one))
+                          for index, network in enumerate(self.networks)]
         self.shape = one
+
+    def _folder(self, fold: int, shape: Sequence[int]) -> Path | None:
+        if self.cache is None:
+            return None
+        rows = slab_rows(int(shape[2]), int(self.networks[fold].decoder.transpconvs[-1].stride[0]), SLAB_ROWS)
+        return self.cache / f"{'x'.join(str(n) for n in shape[1:])}-rows{rows}" / f"fold{fold}"
 
     def __call__(self, tiles: torch.Tensor, cancel: CancelToken | None = None) -> torch.Tensor:
         if tuple(tiles.shape[1:]) != self.shape[1:]:
@@ -366,15 +407,24 @@ class SlabbedOpenVinoRunner:
 def openvino_runner(package: Any, configuration: str, shape: Sequence[int], name: str = "openvino-cpu",
                     threads: int | None = None) -> Any:
     """The "openvino-cpu" runner for a configuration's tiles of ``shape``: slab by slab where the network
-    allows it (:func:`supports`), else the whole exact-norm export compiled at once."""
+    allows it (:func:`supports`; its parts kept in the cache folder as exact_onnx's export is), else the
+    whole exact-norm export compiled at once."""
+    from medseg.app_dirs import cache_dir
     from medseg.model.backends import OpenVinoRunner
-    from medseg.model.cpu_runtime import exact_onnx
+    from medseg.model.cpu_runtime import EXPORT_FOLDER, exact_onnx, model_digest
     from medseg.model.package import build_networks
 
-    networks = build_networks(package, configuration, "cpu")
+    networks = build_networks(package, configuration, "cpu", share_weights=True)
     if all(not supports(network, shape) for network in networks):
-        return SlabbedOpenVinoRunner(networks, shape, threads, name)
+        cache = cache_dir() / EXPORT_FOLDER / f"{model_digest(package, configuration)}-slabs"
+        return SlabbedOpenVinoRunner(networks, shape, threads, name, cache)
     return OpenVinoRunner(exact_onnx(package, configuration), "f32", threads, name=name, shape=shape)
 
 
-__all__ = ["SLAB_ROWS", "SlabbedOpenVinoRunner", "openvino_runner", "slab_rows", "supports"]
+def export_parts(package: Any, configuration: str, shape: Sequence[int]) -> None:
+    """Export the slab parts into the cache folder ahead (the engine measurement: tracing stays out of the
+    memory it measures); nothing for a network run whole."""
+    openvino_runner(package, configuration, shape, threads=1)
+
+
+__all__ = ["export_parts", "SLAB_ROWS", "SlabbedOpenVinoRunner", "openvino_runner", "slab_rows", "supports"]
