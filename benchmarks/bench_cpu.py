@@ -327,7 +327,7 @@ def main() -> int:
     for count in sorted({threads, *args.phase_threads}):
         choice = calibrate(model, ct, count)
         print(f"medseg's CPU engine at {count} thread(s), measured once for this model (first run only): "
-              f"{choice['engine']} ({choice['reason']}); measuring took {choice['measuring_seconds']:.1f} s (tile: {choice['seconds']} s, setup: {choice['setup_seconds']} s, labels equal: {choice['agreement']})", flush=True)
+              f"{choice['engine']} ({choice['reason']}); measuring took {choice['measuring_seconds']:.1f} s (tile: {choice['seconds']} s, setup: {choice['setup_seconds']} s, peak MB: {choice['peak_mb']}, labels equal: {choice['agreement']})", flush=True)
 
     results: dict[str, dict[str, list[dict]]] = {c: {p: [] for p in PEERS} for c in args.conditions}
     labels: dict[str, object] = {}
