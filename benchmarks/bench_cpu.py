@@ -285,6 +285,8 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--conditions", nargs="+", choices=("idle", "busy"), default=["idle", "busy"])
     parser.add_argument("--network", choices=tuple(bench_infer.NETWORKS), default="fullres")
+    parser.add_argument("--slices", type=int, default=None,
+                        help="the middle N slices of the 512 x 512 x 300 series only (a smaller job on a busy machine)")
     parser.add_argument("--work", help="folder for the model, the CT and the outputs (default: a new temporary one)")
     parser.add_argument("--child", nargs=4, metavar=("PEER", "MODEL", "IMAGE", "OUT"), help=argparse.SUPPRESS)
     parser.add_argument("--mesh-child", nargs=2, metavar=("LABELS", "IMAGE"), help=argparse.SUPPRESS)
@@ -305,6 +307,13 @@ def main() -> int:
     work.mkdir(parents=True, exist_ok=True)
     os.environ.setdefault("MEDSEG_CACHE_DIR", str(work / "cache"))  # the engine measurement, kept with the run
     ct = bench_infer.thin_ct(work)
+    if args.slices:
+        import SimpleITK as sitk
+
+        whole = sitk.ReadImage(str(ct))
+        start = max(0, whole.GetSize()[2] // 2 - args.slices // 2)
+        ct = work / f"{ct.stem}_middle_{args.slices}.nrrd"
+        sitk.WriteImage(whole[:, :, start:start + args.slices], str(ct))
     model = bench_infer.build_model(work / "results", 14, args.network)
     import SimpleITK as sitk
 
@@ -318,7 +327,7 @@ def main() -> int:
     for count in sorted({threads, *args.phase_threads}):
         choice = calibrate(model, ct, count)
         print(f"medseg's CPU engine at {count} thread(s), measured once for this model (first run only): "
-              f"{choice['engine']} ({choice['reason']}); measuring took {choice['measuring_seconds']:.1f} s (tile: {choice['seconds']} s, setup: {choice['setup_seconds']} s, labels equal: {choice['agreement']})", flush=True)
+              f"{choice['engine']} ({choice['reason']}); measuring took {choice['measuring_seconds']:.1f} s (tile: {choice['seconds']} s, setup: {choice['setup_seconds']} s, peak MB: {choice['peak_mb']}, labels equal: {choice['agreement']})", flush=True)
 
     results: dict[str, dict[str, list[dict]]] = {c: {p: [] for p in PEERS} for c in args.conditions}
     labels: dict[str, object] = {}

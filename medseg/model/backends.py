@@ -115,7 +115,9 @@ class Backend:
 # one-pass float32 statistics (var = E[x^2] - E[x]^2) left nnU-Net's real-size network (6 stages,
 # 32->320, 128^3, lung1 at 1.5 mm) equal to PyTorch's labels on only 99.60 % (ORT) and 98.15 %
 # (OpenVINO 2026.4) of a tile (issues #16, #40); the exact export gives 99.9996 % and 99.9995 %,
-# with OpenVINO at ~1.9x PyTorch's speed and ~1.75x its memory (2026-12-07, 2 threads; notebook).
+# with OpenVINO at ~1.9x PyTorch's speed and ~1.75x its memory (2026-12-07, 2 threads; notebook). "openvino-cpu"
+# now runs a plain U-Net's full-resolution stage slab by slab (medseg.model.openvino_slabs: the pass +745 MB
+# against +1256 MB whole, at ~1.3x PyTorch's speed), and the choice also weighs memory (cpu_runtime.MEMORY_BUDGET).
 # DirectML keeps the package's InstanceNormalization export (medseg.model.onnx_graph).
 BACKENDS: tuple[Backend, ...] = (
     Backend("cuda", TORCH, "cuda", True, (INFERENCE, TRAINING), True, "CUDA", lambda: cuda_available(),

@@ -75,8 +75,9 @@ def measure_model(package: Any, configuration: str, threads: int | None = None,
 
         def make_runner(device: str) -> Any:
             if backends.backend(device).engine == backends.OPENVINO:  # compiled for the tile: timed without a recompile
-                return backends.OpenVinoRunner(cpu_runtime.exact_onnx(package, configuration), "f32", name=device,
-                                               shape=tuple(tile.shape))
+                from medseg.model.openvino_slabs import openvino_runner
+
+                return openvino_runner(package, configuration, tuple(tile.shape), name=device)
             return _make_runner(device, package, configuration, plan)
 
         return cpu_runtime.measure(package, configuration, tile, count, make_runner, cancel)

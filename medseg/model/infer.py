@@ -311,7 +311,9 @@ def _make_runner(device: str, package: Any, configuration: str, plan: Any) -> ba
 
         if backends.backend(device).engine == backends.OPENVINO:
             shape = (1, plan.num_input_channels, *plan.patch_size)  # one tile a pass on the CPU (more: recompiled)
-            return backends.OpenVinoRunner(exact_onnx(package, configuration), "f32", name=device, shape=shape)
+            from medseg.model.openvino_slabs import openvino_runner  # the full-resolution stage slab by slab
+
+            return openvino_runner(package, configuration, shape, name=device)
         return backends.OnnxRunner(exact_onnx(package, configuration), device)
     from medseg.model.package import build_networks
 
