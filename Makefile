@@ -27,10 +27,12 @@ test: $(STAMP) lint
 	bash .ci/pacs-test $(PY)
 
 ## The linters (make test runs them first): ruff (pyproject.toml's [tool.ruff]: unused code, undefined names,
-## bare excepts, import order; `$(VENV)/bin/ruff check --fix .` sorts imports) and the import contracts.
+## bare excepts, import order; `$(VENV)/bin/ruff check --fix .` sorts imports), the import contracts and mypy
+## (strict on the packages [tool.mypy] lists so far).
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports
+	$(VENV)/bin/mypy
 
 bench: $(STAMP)
 	for b in benchmarks/bench_*.py; do $(PY) $$b || exit 1; done

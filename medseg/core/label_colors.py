@@ -27,7 +27,8 @@ BACKGROUND = (0, 0, 0)
 @lru_cache(maxsize=1)
 def _table() -> dict[str, Any]:
     try:
-        return json.loads((resources.files("medseg.resources") / "label_colors.json").read_text())
+        table: dict[str, Any] = json.loads((resources.files("medseg.resources") / "label_colors.json").read_text())
+        return table
     except (OSError, ValueError, ModuleNotFoundError):
         return {"colors": {}, "totalsegmentator_v2_total_names": {}}
 
@@ -92,14 +93,14 @@ def distinct_color(value: int, name: str | None = None,
     vivid hue farthest from all of them (and from black, the background). The same table gives the
     same colour, so a preview drawn before the label exists is in the colour it will get."""
     own = color_for(value, name)
-    taken = [tuple(int(c) for c in color) for color in taken]
+    taken = [(int(color[0]), int(color[1]), int(color[2])) for color in taken]
     if value == 0 or not taken:
         return own
     import numpy as np
     from skimage.color import deltaE_ciede2000, rgb2lab
 
-    def lab(colors) -> "np.ndarray":
-        return rgb2lab(np.asarray(colors, dtype=np.float64).reshape(-1, 1, 3) / 255.0)[:, 0, :]
+    def lab(colors: Any) -> "np.ndarray":
+        return np.asarray(rgb2lab(np.asarray(colors, dtype=np.float64).reshape(-1, 1, 3) / 255.0)[:, 0, :])
 
     taken_lab = lab([*taken, BACKGROUND])
     if deltaE_ciede2000(lab([own]), taken_lab).min() >= DISTINCT_DELTA_E:
@@ -111,7 +112,8 @@ def distinct_color(value: int, name: str | None = None,
 
 
 def totalsegmentator_name(value: int) -> str | None:
-    return _table().get("totalsegmentator_v2_total_names", {}).get(str(value))
+    name = _table().get("totalsegmentator_v2_total_names", {}).get(str(value))
+    return None if name is None else str(name)
 
 
 __all__ = ["color_for", "distinct_color", "DISTINCT_DELTA_E", "value_color", "name_color", "totalsegmentator_name", "BACKGROUND"]

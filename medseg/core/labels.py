@@ -177,18 +177,21 @@ class Label:
     def from_dict(cls, data: Mapping[str, Any], value: int | None = None) -> "Label":
         """A row of the sidecar (structured or the old flat one) or of the journal; ``value`` for flat rows."""
         color = data.get("color")
+
+        def code(key: str) -> Code | None:
+            return Code.from_dict(data[key]) if data.get(key) else None
+
         return cls(
             int(data["value"] if value is None else value), str(data.get("name") or ""),
-            tuple(int(c) for c in color) if color is not None and len(color) == 3 else None,  # type: ignore[arg-type]
-            Code.from_dict(data["category"]) if data.get("category") else None,
-            Code.from_dict(data["type"]) if data.get("type") else None,
+            (int(color[0]), int(color[1]), int(color[2])) if color is not None and len(color) == 3 else None,
+            code("category"), code("type"),
             Provenance(str(data.get("algorithm_type") or MANUAL), str(data.get("algorithm_name") or ""),
                        str(data.get("algorithm_version") or "")),
             bool(data.get("locked", False)), bool(data.get("visible", True)),
             float(data["opacity"]) if data.get("opacity") is not None else None,
             str(data.get("group") or ""),
-            *(Code.from_dict(data[key]) if data.get(key) else None for key in ("modifier", "region", "region_modifier")),
-            int(data["model_value"]) if data.get("model_value") is not None else None)
+            modifier=code("modifier"), region=code("region"), region_modifier=code("region_modifier"),
+            model_value=int(data["model_value"]) if data.get("model_value") is not None else None)
 
 
 def label_table(values: Iterable[int], names: Mapping[int, str] | None = None,

@@ -56,7 +56,7 @@ def totalsegmentator_codings() -> dict[str, StructureCoding]:
         table[row["Structure"].strip()] = StructureCoding(
             category, type_, _code(row, "SegmentedPropertyTypeModifierCodeSequence"),
             _code(row, "AnatomicRegionSequence"), _code(row, "AnatomicRegionModifierSequence"),
-            color if color is not None and len(color) == 3 else None)  # type: ignore[arg-type]
+            color if color is not None and len(color) == 3 else None)
     return table
 
 

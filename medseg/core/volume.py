@@ -111,12 +111,12 @@ class Volume:
         """Continuous (x, y, z) index (or an (N, 3) array of them) to LPS millimetres."""
         idx = np.asarray(index_xyz, dtype=np.float64)
         scaled = idx * np.asarray(self.spacing_mm)
-        return np.asarray(self.origin_mm) + scaled @ self.direction.T
+        return np.asarray(np.asarray(self.origin_mm) + scaled @ self.direction.T)
 
     def physical_to_index(self, point_lps: Any) -> np.ndarray:
         """LPS millimetres (or an (N, 3) array) to continuous (x, y, z) index."""
         p = np.asarray(point_lps, dtype=np.float64) - np.asarray(self.origin_mm)
-        return (p @ np.linalg.inv(self.direction).T) / np.asarray(self.spacing_mm)
+        return np.asarray((p @ np.linalg.inv(self.direction).T) / np.asarray(self.spacing_mm))
 
     def same_grid(self, other: "Volume", tol: float = 1e-3) -> bool:
         """True when both volumes have the same size, spacing, origin and direction."""
