@@ -339,9 +339,12 @@ def _size(mb: float) -> str:
 
 
 def measure(package: Any, configuration: str, tile: torch.Tensor, threads: int,
-            make_runner: Callable[[str], Any], cancel: Any = None) -> RuntimeChoice:
+            make_runner: Callable[[str], Any], cancel: Any = None,
+            prepare: Callable[[str], None] | None = None) -> RuntimeChoice:
     """Run ``tile`` (a batch of one: :func:`medseg.model.engine_measurement.measurement_tile`) through every
-    CPU engine here; returns the choice, stored. ``cancel`` (a CancelToken) is looked at between engines."""
+    CPU engine here; returns the choice, stored. ``cancel`` (a CancelToken) is looked at between engines.
+    ``prepare(device)`` makes what an engine reads from the cache folder (OpenVINO's slab parts) before its
+    memory is measured, as the ONNX export is made first: the export's tracing is no part of a run's peak."""
     from medseg.model.peak_memory import PeakMemory
 
     timed: dict[str, float] = {}
@@ -356,10 +359,8 @@ def measure(package: Any, configuration: str, tile: torch.Tensor, threads: int,
         try:
             if backends.uses_onnx(device):  # made once per model: the export's tracing stays out of the engine's peak
                 exact_onnx(package, configuration)
-            if backends.backend(device).engine == backends.OPENVINO:  # its slab parts too (openvino_slabs)
-                from medseg.model.openvino_slabs import export_parts
-
-                export_parts(package, configuration, tuple(tile.shape))
+            if prepare is not None:
+                prepare(device)
             with PeakMemory() as memory:
                 started = time.perf_counter()
                 runner = make_runner(device)

@@ -80,7 +80,13 @@ def measure_model(package: Any, configuration: str, threads: int | None = None,
                 return openvino_runner(package, configuration, tuple(tile.shape), name=device)
             return _make_runner(device, package, configuration, plan)
 
-        return cpu_runtime.measure(package, configuration, tile, count, make_runner, cancel)
+        def prepare(device: str) -> None:  # OpenVINO's slab parts exported before its peak is measured
+            if backends.backend(device).engine == backends.OPENVINO:
+                from medseg.model.openvino_slabs import export_parts
+
+                export_parts(package, configuration, tuple(tile.shape))
+
+        return cpu_runtime.measure(package, configuration, tile, count, make_runner, cancel, prepare)
 
 
 def measure_opened(model: Any, threads: int | None = None, progress: ProgressCallback | None = None,

@@ -232,7 +232,7 @@ class _MeasuredEngines:
             def peak_mb(self) -> float:
                 return engines.peaks_mb[engines.device]
 
-        def measured(package, configuration, tile, threads, make_runner, cancel=None):
+        def measured(package, configuration, tile, threads, make_runner, cancel=None, prepare=None):
             def runner_for(device):
                 engines.device = device
                 runner = make_runner(device)
@@ -246,7 +246,7 @@ class _MeasuredEngines:
             with monkeypatch.context() as inside:
                 inside.setattr(cpu_runtime, "time", Clock())
                 inside.setattr(peak_memory, "PeakMemory", Peak)
-                return measure(package, configuration, tile, threads, runner_for, cancel)
+                return measure(package, configuration, tile, threads, runner_for, cancel, prepare)
 
         monkeypatch.setattr(cpu_runtime, "measure", measured)
 
