@@ -24,9 +24,7 @@ from typing import Any, Callable
 
 from medseg.errors import MedsegError, ModelError
 from medseg.model.kinds import ModelCard, OpenedModel, open_path
-from medseg.model.kinds.interactive_kind import INTERACTIVE_MODEL
-from medseg.model.kinds.package_kind import MEDSEG_PACKAGE, NNUNET_RESULT, opened_package, package_card
-from medseg.model.kinds.totalseg_kind import TOTALSEG_MODEL
+from medseg.model.kinds.package_kind import MEDSEG_PACKAGE, opened_package, package_card
 
 STARTER = "starter"  # what a user types for the built-in model
 Resolver = Callable[[str], "Path | None"]
@@ -127,5 +125,4 @@ def list_models() -> list[ModelCard]:
 
 
 __all__ = ["ModelCard", "OpenedModel", "open_model", "model_card", "model_path", "list_models", "package_model",
-           "register_resolver", "with_catalogue_facts", "STARTER", "NNUNET_RESULT", "MEDSEG_PACKAGE",
-           "TOTALSEG_MODEL", "INTERACTIVE_MODEL"]
+           "register_resolver", "with_catalogue_facts", "STARTER"]

@@ -38,7 +38,7 @@ def verify_tier(model: OpenedModel | str | os.PathLike | None, precision: str,
     opened = model if isinstance(model, OpenedModel) else open_model(model)
     packages = opened.pipeline.engine_packages()
     if not opened.pipeline.capabilities.precision_tiers or not packages:
-        raise ModelError(f"{opened.card.name} ({opened.card.kind}) has no faster tier: its networks run on its "
+        raise ModelError(f"{opened.card.name} has no faster tier: its networks run on its "
                          "own engine", path=opened.card.source)
     if reference is None:
         volume, name = reference_volume(), "medseg's synthetic CT phantom"

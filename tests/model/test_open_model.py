@@ -11,7 +11,8 @@ from nnunet_fixture import make_nnunet_result_folder
 from pydicom.sr.codedict import codes
 
 from medseg.errors import ModelError
-from medseg.workflows.models import MEDSEG_PACKAGE, NNUNET_RESULT, list_models, model_path, open_model
+from medseg.model.kinds.package_kind import MEDSEG_PACKAGE, NNUNET_RESULT
+from medseg.workflows.models import list_models, model_path, open_model
 
 
 def test_the_starter_card_states_its_labels_codes_from_model_json() -> None:

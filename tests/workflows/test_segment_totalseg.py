@@ -26,9 +26,10 @@ from ts_peer import assert_agrees, read_multilabel, run_totalsegmentator
 from medseg.catalogue import load_catalogue
 from medseg.core.volume import Volume
 from medseg.errors import Cancelled, DeviceError, ModelError
+from medseg.model.kinds.totalseg_kind import TOTALSEG_MODEL
 from medseg.model.totalseg import import_totalsegmentator_task, segment_totalseg
 from medseg.progress import CancelToken
-from medseg.workflows.models import TOTALSEG_MODEL, open_model
+from medseg.workflows.models import open_model
 from medseg.workflows.segment import Segmenter, SegmentSettings
 
 # 20 slices of TotalSegmentator's example abdomen (3 mm), cropped in-plane: 64 x 48 x 40 voxels at 1.5 mm
