@@ -193,3 +193,27 @@ class Effect:
     def shapes(self, axis: int, position: int) -> list[Circle | Rectangle | ClosedLine]:
         """Lines and marks drawn over the slice at screen resolution."""
         return []
+
+
+class SessionEffect(Effect):
+    """An effect that builds one pending result in a session (grow from seeds, Interactive AI): Apply writes it
+    as one undoable step and ends the session, Cancel drops it, and the preview is the session's."""
+
+    session: Any = None  # the session's own type in each effect; None while nothing is pending
+
+    def apply(self) -> bool:
+        session, self.session = self.session, None
+        if session is None:
+            return False
+        changed = bool(session.apply())
+        self.layer_changed.emit(None)
+        return changed
+
+    def cancel(self) -> None:
+        session, self.session = self.session, None
+        if session is not None:
+            session.cancel()
+            self.layer_changed.emit(None)
+
+    def preview(self) -> Any:
+        return self.session.preview if self.session is not None else None

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from medseg.edit.effects.base import Cell, Circle, CrispMask, Effect, Form, Rectangle
+from medseg.edit.effects.base import Cell, Circle, CrispMask, Form, Rectangle, SessionEffect
 from medseg.edit.effects.outline import outline_shapes
 from medseg.edit.operation import Parameter
 from medseg.edit.prompt_session import LASSO_PROMPT, PROMPT_KINDS, Prompt, PromptSession, prompt_from_outline
@@ -25,7 +25,7 @@ SHADOW = ((0, 0, 0, 200), 4.0)
 POINT_RING_PX = 5.0
 
 
-class Prompts(Effect):
+class Prompts(SessionEffect):
     name = "prompts"
     layer = 2
     reads_shift = True  # shift makes a prompt negative
@@ -139,25 +139,7 @@ class Prompts(Effect):
         session.compute()
         self.layer_changed.emit(session.preview.box if session.preview is not None else None)
 
-    def apply(self) -> bool:
-        """Apply: the object becomes one undoable step of its label; the next prompt starts a new object."""
-        session, self.session = self.session, None
-        if session is None:
-            return False
-        changed = session.apply()
-        self.layer_changed.emit(None)
-        return changed
-
-    def cancel(self) -> None:
-        session, self.session = self.session, None
-        if session is not None:
-            session.cancel()
-            self.layer_changed.emit(None)
-
-    # drawing
-    def preview(self):
-        return self.session.preview if self.session is not None else None
-
+    # drawing (the preview, Apply and Cancel: SessionEffect's)
     def crisp(self, axis, position, shape_zyx):
         """The scribbles (as drawn) and lassos (their outline, which leaves the object under it in sight)."""
         if self.session is None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from medseg.edit.effects.base import Cell, Effect, Form, SeedPaint, entry, text
+from medseg.edit.effects.base import Cell, Form, SeedPaint, SessionEffect, entry, text
 from medseg.edit.operation import Parameter
 from medseg.edit.tool_parameters import GrowParameters
 
@@ -26,7 +26,7 @@ APPLY_TIP = "Write the grown labels (one undo step) and clear the seeds"
 CANCEL_TIP = "Drop the seeds and the preview; the segmentation stays as it was"
 
 
-class GrowFromSeeds(Effect):
+class GrowFromSeeds(SessionEffect):
     name = "seeds"
     options = (SEED_KIND, EXISTING)
     shows = ("stroke",)  # the seeds are painted with the brush's radius
@@ -107,25 +107,7 @@ class GrowFromSeeds(Effect):
             self.session.set_parameters(self.parameters())
             self._compute(self.session)
 
-    def apply(self) -> bool:
-        """Apply: the preview becomes one undoable step; the seeds are cleared."""
-        session, self.session = self.session, None
-        if session is None:
-            return False
-        changed = session.apply()
-        self.layer_changed.emit(None)
-        return changed
-
-    def cancel(self) -> None:
-        session, self.session = self.session, None
-        if session is not None:
-            session.cancel()
-            self.layer_changed.emit(None)
-
-    # drawing
-    def preview(self):
-        return self.session.preview if self.session is not None else None
-
+    # drawing (the preview, Apply and Cancel: SessionEffect's)
     def paints(self, axis, position):
         session = self.session
         if session is None or session.seed_box is None:
