@@ -150,8 +150,9 @@ def convert_totalsegmentator(entry: ModelEntry, configurations: list[Configurati
     from medseg.model.totalseg import import_totalsegmentator_task, required_runs, task_spec
 
     weights = {folder.parent.parent for folder in results.values()}  # <weights>/DatasetNNN_x/<trainer folder>
+    task = entry.task or ""
     try:
-        runs = required_runs(entry.task or "", [c.name for c in configurations])
+        runs = required_runs(task, [c.name for c in configurations])
     except ModelError:  # a task the table does not know
         return convert_nnunet(entry, configurations, results, out, progress, cancel)
     needed = {n.dataset for task, mode in runs for n in task_spec(task).modes[mode].networks}
@@ -162,7 +163,7 @@ def convert_totalsegmentator(entry: ModelEntry, configurations: list[Configurati
     if len(weights) != 1 or not needed <= set(results) | beside:
         return convert_nnunet(entry, configurations, results, out, progress, cancel)
     report(progress, 0.0, f"converting {entry.id} without unpickling", "convert")
-    import_totalsegmentator_task(next(iter(weights)), out=out / RUN_FOLDER, task=entry.task)
+    import_totalsegmentator_task(next(iter(weights)), out=out / RUN_FOLDER, task=task)
     for dataset, folder in results.items():
         _keep_source(folder, out / SOURCE_FOLDER / f"Dataset{dataset:03d}")
     return Converted(RUN_FOLDER, {}, [c.name for c in configurations])

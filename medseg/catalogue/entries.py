@@ -15,11 +15,16 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from medseg.core.labels import Label
 from medseg.core.structure_codes import coded, totalsegmentator_coding
 from medseg.errors import ModelError
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from medseg.model.kinds.base import Capabilities
 
 FORMAT_NAME = "medseg-model-catalogue"
 FORMAT_VERSION = 1
@@ -107,7 +112,7 @@ class ModelEntry:
         return self.capabilities.interactive
 
     @property
-    def capabilities(self):
+    def capabilities(self) -> Capabilities:
         from medseg.model.kinds import kind_named
 
         return kind_named(self.kind).capabilities
@@ -120,7 +125,8 @@ class ModelEntry:
     def size(self) -> int | None:
         """Bytes to download, when every file's size is published."""
         sizes = [f.size for f in self.files]
-        return sum(sizes) if sizes and all(s is not None for s in sizes) else None  # type: ignore[misc]
+        known = [s for s in sizes if s is not None]
+        return sum(known) if sizes and len(known) == len(sizes) else None
 
     @property
     def checksums_published(self) -> bool:
@@ -168,7 +174,7 @@ class Catalogue:
         self.entries = {entry.id: entry for entry in entries}
         self.source = source
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[ModelEntry]:
         return iter(self.entries.values())
 
     def __len__(self) -> int:
@@ -312,4 +318,4 @@ def _spacing(value: Any) -> tuple[float, float, float] | None:
     spacing = tuple(float(v) for v in value)
     if len(spacing) != 3 or any(not s > 0 for s in spacing):
         raise ValueError(f"spacing {value!r} is not three positive numbers")
-    return spacing  # type: ignore[return-value]
+    return spacing[0], spacing[1], spacing[2]

@@ -20,9 +20,13 @@ import os
 import struct
 import zipfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from medseg.catalogue.discover import CHECKPOINTS, MAX_DEPTH, FoundResult
 from medseg.errors import ModelError
+
+if TYPE_CHECKING:
+    from medseg.catalogue.record import InstallRecord
 
 _SAFETENSORS_HEADER_LIMIT = 100 << 20  # safetensors' own cap on the JSON header
 
@@ -109,7 +113,7 @@ def check_tree(root: Path, found: list[FoundResult]) -> None:
 
 
 # --- an installed model, before it is opened -----------------------------------------------------------
-def check_installed(record) -> None:
+def check_installed(record: InstallRecord) -> None:
     """ModelError naming the file when an installed model's files are missing or damaged (headers only)."""
     folder = record.version_folder
     hint = f"`medseg models verify {record.id}` lists every changed file; install it again"

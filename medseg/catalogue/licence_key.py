@@ -21,12 +21,16 @@ import os
 import re
 import zipfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from medseg.catalogue.download import Downloaded, download
 from medseg.catalogue.entries import ModelEntry, WeightFile
 from medseg.errors import DownloadError, LicenceNotAccepted, SaveError
 from medseg.io.atomic import atomic_path
 from medseg.progress import CancelToken, ProgressCallback
+
+if TYPE_CHECKING:
+    from medseg.catalogue.record import InstallRecord
 
 LICENSED_SPDX = "LicenseRef-TotalSegmentator-Licensed"
 # TotalSegmentator's backend (libs.py); a test points this at a server on 127.0.0.1.
@@ -87,10 +91,10 @@ def check_no_key_needed(entry: ModelEntry, key: str | None) -> None:
 
 def requested_task(entry: ModelEntry, weight: WeightFile) -> str:
     """The task name TotalSegmentator's backend serves ``weight`` under."""
-    return _REQUESTED_AS.get(weight.dataset, entry.task) if weight.dataset is not None else str(entry.task)
+    return _REQUESTED_AS.get(weight.dataset, str(entry.task)) if weight.dataset is not None else str(entry.task)
 
 
-def request_body(entry: ModelEntry, weight: WeightFile, key: str) -> dict:
+def request_body(entry: ModelEntry, weight: WeightFile, key: str) -> dict[str, str]:
     """TotalSegmentator's JSON body (license_number, task, version), as its own download sends it."""
     return {"license_number": key, "task": requested_task(entry, weight), "version": entry.version}
 
@@ -159,7 +163,7 @@ def stored_key(model_folder: Path | None) -> str | None:
     return key or None
 
 
-def key_summary(record) -> str:
+def key_summary(record: InstallRecord) -> str:
     """How ``medseg models info`` and the Models dialog describe the key of an installed model."""
     if record.licence.get("spdx") != LICENSED_SPDX:
         return ""

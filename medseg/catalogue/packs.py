@@ -19,6 +19,7 @@ import json
 import zipfile
 from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 from medseg.catalogue.entries import parse_entry
 from medseg.catalogue.folders import find_installed
@@ -120,7 +121,7 @@ def install_pack(path: str | Path, *, accept_licence: Acceptance = False, progre
     return record
 
 
-def _manifest(archive: zipfile.ZipFile, path: Path) -> dict:
+def _manifest(archive: zipfile.ZipFile, path: Path) -> dict[str, Any]:
     info = archive.getinfo(PACK_MANIFEST)
     if info.file_size > MAX_MANIFEST_BYTES:
         raise ModelError(f"{PACK_MANIFEST} is too large to be a pack description", path=path)

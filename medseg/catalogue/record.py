@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -95,7 +96,7 @@ def write_record(record: InstallRecord) -> Path:
     return atomic_write_text(record.folder / RECORD_FILE, json.dumps(record.to_json(), indent=1) + "\n")
 
 
-def size_tree(root: Path, names) -> dict[str, int]:
+def size_tree(root: Path, names: Iterable[str]) -> dict[str, int]:
     return {name: (root / name).stat().st_size for name in names}
 
 

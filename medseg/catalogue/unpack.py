@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from medseg.errors import ModelError, ResourceLimitError, UnsafeModelError
+from medseg.progress import CancelToken
 
 BLOCK = 1 << 20
 
@@ -74,7 +75,7 @@ def check_archive(archive: Path, limits: UnpackLimits = DEFAULT_LIMITS) -> list[
 
 
 def safe_extract(archive: Path, target: Path, limits: UnpackLimits = DEFAULT_LIMITS,
-                 cancel=None) -> list[Path]:
+                 cancel: CancelToken | None = None) -> list[Path]:
     """Extract ``archive`` into ``target`` (which must exist); returns the files written."""
     checked = check_archive(archive, limits)
     root = target.resolve()
