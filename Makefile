@@ -28,7 +28,7 @@ test: $(STAMP) lint
 
 ## The linters (make test runs them first): ruff (pyproject.toml's [tool.ruff]: unused code, undefined names,
 ## bare excepts, import order; `$(VENV)/bin/ruff check --fix .` sorts imports), the import contracts and mypy
-## (strict on the packages [tool.mypy] lists so far).
+## (the whole package: strict where pyproject's first [[tool.mypy.overrides]] says, the default checks elsewhere).
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/lint-imports

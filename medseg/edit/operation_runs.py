@@ -110,7 +110,7 @@ def fill(doc, v, c):
     clicked_background = int(labels.array[seed]) == 0
     plane = int(v["view"]) if in_plane else None
     delta = tools.flood_fill(labels, seed, int(v["label"]), rules(c), doc.volume, hu_range=hu, plane_axis=plane)
-    cautions = ()
+    cautions: tuple[str, ...] = ()
     if delta is not None and delta.count and clicked_background and hu is None and \
             _touches_edge(delta.box, labels.shape_zyx, plane):
         cautions = (f"{what} reached the edge of the image: it filled the background around the patient "

@@ -31,7 +31,7 @@ def _seed(label_map: LabelMap, seed_zyx: Sequence[int]) -> tuple[int, int, int]:
     seed = tuple(int(v) for v in seed_zyx)
     if len(seed) != 3 or any(not 0 <= s < n for s, n in zip(seed, label_map.shape_zyx)):
         raise MedsegError(f"the clicked point {seed[::-1]} (x, y, z) is outside the image")
-    return seed  # type: ignore[return-value]
+    return seed
 
 
 def level_trace_region(image: Volume, seed_zyx: Sequence[int], axis_zyx: int,

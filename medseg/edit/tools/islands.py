@@ -78,7 +78,7 @@ def keep_clicked(label_map: LabelMap, seed_zyx: Sequence[int]) -> Delta | None:
     if value == 0:
         raise MedsegError("click on a labelled voxel to keep its island")
     require_label(label_map, value)
-    corner, ids, sizes, _image = components(label_map, value)  # type: ignore[misc]
+    corner, ids, sizes, _image = components(label_map, value)
     kept = int(ids[tuple(s - c for s, c in zip(seed, corner))])
     removed = np.ones(sizes.size, dtype=bool)
     removed[0] = False

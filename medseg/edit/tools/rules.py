@@ -66,7 +66,7 @@ def _crop(lo, mask: np.ndarray):
         return None
     lo = tuple(a + b for a, b in zip(lo, inner[0]))
     mask = mask[box_slices(inner)]
-    return lo, mask, box_slices((lo, tuple(a + n for a, n in zip(lo, mask.shape))))  # type: ignore[arg-type]
+    return lo, mask, box_slices((lo, tuple(a + n for a, n in zip(lo, mask.shape))))
 
 
 def paint_mask(label_map: LabelMap, lo: tuple[int, int, int], mask: np.ndarray, value: int,
@@ -109,7 +109,7 @@ def _delta(lo, before: np.ndarray, region: np.ndarray, value: int, dtype) -> Del
     old = before[sl][changed].astype(dtype, copy=False)
     new = np.full(old.shape, value, dtype=dtype)
     box = (tuple(a + b for a, b in zip(lo, inner[0])), tuple(a + b for a, b in zip(lo, inner[1])))
-    return Delta.from_mask(box, changed, old, new)  # type: ignore[arg-type]
+    return Delta.from_mask(box, changed, old, new)
 
 
 def label_box(label_map: LabelMap, value: int, pad_voxels=(0, 0, 0)) -> Box | None:
@@ -125,7 +125,7 @@ def label_box(label_map: LabelMap, value: int, pad_voxels=(0, 0, 0)) -> Box | No
     shape = label_map.shape_zyx
     lo = tuple(max(0, s.start - p) for s, p in zip(found, pad_voxels))
     hi = tuple(min(n, s.stop + p) for s, n, p in zip(found, shape, pad_voxels))
-    return (lo, hi)  # type: ignore[return-value]
+    return (lo, hi)
 
 
 def require_label(label_map: LabelMap, value: int, *, unlocked: bool = True) -> None:

@@ -11,6 +11,7 @@ import os
 import queue
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Callable
 
@@ -193,7 +194,7 @@ def retrieve_series(server: PacsServer, study_uid: str, series_uid: str, cache: 
     return result
 
 
-def send_files(server: PacsServer, paths: list[str | os.PathLike], *, credentials=_UNSET,
+def send_files(server: PacsServer, paths: Sequence[str | os.PathLike[str]], *, credentials=_UNSET,
                cancel: CancelToken | None = None,
                on_result: Callable[[SendResult], None] | None = None) -> list[SendResult]:
     """Send DICOM files (e.g. a DICOM SEG) by STOW-RS or C-STORE; one result per file."""

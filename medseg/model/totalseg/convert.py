@@ -390,4 +390,4 @@ def load_totalseg_model(path: str | Path) -> TotalSegModel:
     return TotalSegModel(path=path, labels=labels, configurations=configurations, crop_part=crop_part,
                          provenance=dict(manifest.get("provenance") or {}),
                          name=str(manifest.get("id") or f"totalsegmentator/{task}"), task=task, tasks=tasks,
-                         parts=parts, structures_crop=crop)  # type: ignore[arg-type]
+                         parts=parts, structures_crop=crop)
