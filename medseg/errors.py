@@ -8,13 +8,14 @@ non-zero.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 
 class MedsegError(Exception):
     """Base class: a message a clinician can act on, optionally naming a file and a hint."""
 
-    def __init__(self, message: str, path: str | Path | None = None, hint: str | None = None):
+    def __init__(self, message: str, path: str | os.PathLike[str] | None = None, hint: str | None = None):
         self.message = message
         self.path = Path(path) if path is not None else None
         self.hint = hint

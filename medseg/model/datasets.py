@@ -283,7 +283,7 @@ def _phantom_case(
 # Sources
 
 
-def open_dataset(path: str | Path, data_root: str | Path | None = None) -> Dataset:
+def open_dataset(path: str | os.PathLike[str], data_root: str | os.PathLike[str] | None = None) -> Dataset:
     """Open any supported dataset source (see the module docstring)."""
     path = Path(path)
     if not path.exists():

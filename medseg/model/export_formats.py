@@ -12,6 +12,7 @@ table; this table names them, and the entry points that take a format by name (`
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
@@ -118,7 +119,7 @@ class ExportResult:
 
 
 def export_model(
-    package: Any, fmt: str, out: str | Path, check_volume: Any | None = None, check_name: str = "image",
+    package: Any, fmt: str, out: str | os.PathLike[str], check_volume: Any | None = None, check_name: str = "image",
     configuration: str | None = None, progress: ProgressCallback | None = None,
 ) -> ExportResult:
     """Export a package in a format of this table, then verify it on ``check_volume``.

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import time
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -116,7 +117,7 @@ class Profiling:
     1 + TRACE_ITERATIONS only); a segmentation traces all of it.
     """
 
-    def __init__(self, folder: str | Path | None, device: str | torch.device | None = None, stepped: bool = False,
+    def __init__(self, folder: str | os.PathLike[str] | None, device: str | torch.device | None = None, stepped: bool = False,
                  order: tuple[str, ...] = SEGMENT_PHASES, title: str = "where the time went") -> None:
         self.folder = Path(folder) if folder is not None else None
         self.profile = PhaseProfile(torch.device(device) if device is not None else None)

@@ -18,6 +18,7 @@ groups, coded labels) on its card, whatever its kind.
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
@@ -53,7 +54,7 @@ def _starter(reference: str) -> Path | None:
 register_resolver(_starter)
 
 
-def model_path(reference: str | Path | None) -> Path:
+def model_path(reference: str | os.PathLike[str] | None) -> Path:
     """The one place a model reference becomes a path: None is the built-in model; a registered resolver's
     reference is its folder; a catalogue id is the folder it is installed in; anything else is a path."""
     from medseg.catalogue import resolve_reference
@@ -73,7 +74,7 @@ def model_path(reference: str | Path | None) -> Path:
     return path
 
 
-def open_model(reference: str | Path | None = None) -> OpenedModel:
+def open_model(reference: str | os.PathLike[str] | None = None) -> OpenedModel:
     """The one model opener: the kind that recognises the folder opens it (nothing is unpickled)."""
     opened = open_path(model_path(reference), STARTER if reference is None else reference)
     return _with_facts(opened)

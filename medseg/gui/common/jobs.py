@@ -2,7 +2,7 @@
 
 A job is a function taking ``progress=`` and ``cancel=`` keywords (medseg/progress.py).
 It may return its result directly (a load, a segmentation), or be a generator: then every
-value it yields reaches the GUI through the one :attr:`Job.event` signal (a yielded
+value it yields reaches the GUI through the one :attr:`Job.yielded` signal (a yielded
 :class:`~medseg.progress.Progress` also drives :attr:`Job.progressed`), cancellation and
 pause are checked between yields, and the result is the generator's return value.
 
@@ -110,7 +110,7 @@ class _Worker(QObject):
     """Lives in the worker thread; only emits."""
 
     progressed = Signal(float, str)
-    event = Signal(object)
+    yielded = Signal(object)
     succeeded = Signal(object)
     failed = Signal(object)
 
@@ -118,7 +118,7 @@ class _Worker(QObject):
                  background: bool = False, computes: str | None = None) -> None:
         super().__init__()
         self._computes = computes  # the job's name on medseg's thread budget, None for a job that waits on I/O
-        self._function = function
+        self._function: JobFunction | None = function
         self._cancel = cancel
         self._running = running  # cleared while paused
         self.held = threading.Event()  # set while the generator is held at a yield by a pause
@@ -157,7 +157,7 @@ class _Worker(QObject):
                     return stop.value
                 if isinstance(item, Progress):
                     self.progressed.emit(item.fraction, item.text)
-                self.event.emit(item)
+                self.yielded.emit(item)
                 self._freeze_if_young()
         finally:
             generator.close()  # a cancelled generator runs its finally blocks now, in this thread
@@ -167,8 +167,10 @@ class _Worker(QObject):
         self._started_at = time.monotonic()
         try:
             self._cancel.raise_if_cancelled()  # cancelled before its thread started
+            function = self._function
+            assert function is not None, "a worker runs its job once"
             with _lease(self._computes):
-                result = self._function(progress=self._report, cancel=self._cancel)
+                result = function(progress=self._report, cancel=self._cancel)
                 if inspect.isgenerator(result):
                     result = self._drain(result)
         except BaseException as error:  # noqa: BLE001 - every failure must reach the GUI
@@ -205,7 +207,7 @@ class Job(QObject):
     """
 
     progressed = Signal(float, str)
-    event = Signal(object)  # each value a generator job yields, in order
+    yielded = Signal(object)  # each value a generator job yields, in order (not `event`: that is QObject.event)
     finished_ok = Signal(object)  # the function's result (a generator's return value)
     finished_error = Signal(object)  # the exception (MedsegError, Cancelled, or a bug)
 
@@ -232,7 +234,7 @@ class Job(QObject):
         self._worker.moveToThread(self._worker_thread)
         self._worker_thread.started.connect(self._worker.run)
         self._worker.progressed.connect(self._on_progress)
-        self._worker.event.connect(self._on_event)
+        self._worker.yielded.connect(self._on_event)
         self._worker.succeeded.connect(self._on_succeeded)
         self._worker.failed.connect(self._on_failed)
 
@@ -296,7 +298,7 @@ class Job(QObject):
 
     @Slot(object)
     def _on_event(self, item: Any) -> None:
-        self.event.emit(item)
+        self.yielded.emit(item)
 
     @Slot(object)
     def _on_succeeded(self, result: Any) -> None:

@@ -205,7 +205,7 @@ class DatasetPanel(QWidget):
                 yield entry.spec.name
 
         self.job = Job("inspect cases", work, self)
-        self.job.event.connect(self._on_inspected)
+        self.job.yielded.connect(self._on_inspected)
         self.job.finished_ok.connect(self._on_inspection_done)
         self.job.finished_error.connect(self._on_inspection_failed)
         self.status.setText("Inspecting cases…")

@@ -325,7 +325,7 @@ class ExportComparePanel(QWidget):
 
     def _run(self, name: str, work, on_done) -> None:
         self.job = Job(name, work, self, computes=True)  # evaluating and exporting run models
-        self.job.event.connect(self.status.setText)
+        self.job.yielded.connect(self.status.setText)
         self.job.finished_ok.connect(on_done)
         self.job.finished_error.connect(self._on_failed)
         self.job.start()

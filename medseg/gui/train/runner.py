@@ -58,7 +58,7 @@ class InProcessRunner(QObject):
             return make_generator(cancel=cancel)
 
         self.job = Job("training", work, self, background=True)
-        self.job.event.connect(self._on_event)
+        self.job.yielded.connect(self._on_event)
         self.job.finished_ok.connect(self._on_done)
         self.job.finished_error.connect(self._on_failed)
 

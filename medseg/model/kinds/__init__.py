@@ -10,6 +10,7 @@ then add it to KINDS (or call :func:`register` from a plug-in); docs/developer-g
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from medseg.errors import ModelError
@@ -56,7 +57,7 @@ def kind_of(path: str | Path) -> ModelKind | None:
     return next((kind for kind in KINDS if kind.recognises(path)), None)
 
 
-def open_path(path: str | Path, reference: str | Path | None = None) -> OpenedModel:
+def open_path(path: str | os.PathLike[str], reference: str | os.PathLike[str] | None = None) -> OpenedModel:
     """Open the model at ``path`` with the kind that recognises it; a folder of no known kind is refused
     in words that name what medseg looks for."""
     path = Path(path)
@@ -66,7 +67,7 @@ def open_path(path: str | Path, reference: str | Path | None = None) -> OpenedMo
                          "with dataset.json (an nnU-Net v2 result folder)", path=path,
                          hint="TotalSegmentator's or nnInteractive's weights folder: `medseg models import FOLDER` "
                               "(Segmentation ▸ Models… ▸ Import), then choose the model by its id")
-    return kind.open(path, reference)
+    return kind.open(path, reference if reference is None or isinstance(reference, str) else Path(reference))
 
 
 __all__ = ["KINDS", "Capabilities", "ModelCard", "ModelKind", "ModelPipeline", "OpenedModel", "PipelineOutput",
