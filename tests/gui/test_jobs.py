@@ -29,7 +29,7 @@ def test_a_generator_job_streams_its_events_and_returns_its_value(qtbot):
 
     job = Job("gen", work, registry=registry)
     received = []
-    job.event.connect(received.append)
+    job.yielded.connect(received.append)
     changes = []
     registry.subscribe(lambda: changes.append(len(registry.jobs())))
     with qtbot.waitSignal(job.finished_ok, timeout=10_000) as blocker:
@@ -96,7 +96,7 @@ def test_pause_holds_a_generator_at_its_next_yield(qtbot):
 
     job = Job("pausable", work, registry=registry)
     job.progressed.connect(lambda f, t: progress_seen.append((f, t)))
-    job.event.connect(on_event)
+    job.yielded.connect(on_event)
     job.pause()
     with qtbot.waitSignal(job.finished_ok, timeout=10_000):
         job.start()
