@@ -423,15 +423,14 @@ def _prepare_runtime(source: Any):
     return prepare
 
 
-THREADS_SETTING = "compute/threads"  # 0: every usable core (the default)
-
-
 def _threads_box(parent: "SegmentPanel") -> QSpinBox:
-    """The app's CPU threads (segmenting, training in the app, the 3D surfaces, grow from seeds):
-    "automatic" is every core this process may use; a number replaces it, remembered between sessions.
-    ``medseg gui --threads N`` sets it for one session."""
+    """The app's CPU threads (segmenting, training in the app, the 3D surfaces, grow from seeds), bound to the
+    settings model's ``threads``: "automatic" (0) is every core this process may use; a number replaces it,
+    kept between sessions (medseg.gui.common.app_settings); ``medseg gui --threads N`` sets it for one session.
+    The thread budget follows the setting (medseg.settings.apply_threads), not the box."""
     from medseg import threads
-    from medseg.gui.common import app_settings
+    from medseg.gui.common.bind import follow_setting
+    from medseg.settings import SETTINGS
 
     box = QSpinBox(parent)
     usable = threads.usable_cores()
@@ -439,30 +438,15 @@ def _threads_box(parent: "SegmentPanel") -> QSpinBox:
     box.setSpecialValueText(f"automatic ({usable.threads}: every core medseg may use)")
     box.setToolTip("How many CPU threads medseg computes with. Jobs running at the same time (a segmentation, "
                    "the 3D surfaces, grow from seeds) share them. Automatic: " + usable.explain())
-    store = app_settings.settings()
-    if threads.budget_count().source == threads.FROM_OPTION:  # `medseg gui --threads N`: this session only
-        box.setValue(threads.budget())
-    else:
-        try:
-            saved = int(store.value(THREADS_SETTING, 0) or 0)
-        except (TypeError, ValueError):
-            saved = 0
-        box.setValue(saved if saved <= box.maximum() else 0)
-        _apply_threads(box.value())
+    box.setValue(SETTINGS.threads)
 
     def changed(value: int) -> None:
-        _apply_threads(value)
-        store.setValue(THREADS_SETTING, value)
+        SETTINGS.threads = value
+
+    def shown(value: int) -> None:
+        box.setValue(value)
         parent._show_plan()  # the plan says how many threads run it
 
     box.valueChanged.connect(changed)
+    follow_setting(box, "threads", shown)
     return box
-
-
-def _apply_threads(value: int) -> None:
-    from medseg import threads
-
-    if value > 0:
-        threads.configure(value, threads.FROM_SETTING)
-    else:
-        threads.configure(None)
