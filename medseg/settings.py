@@ -94,6 +94,12 @@ class Settings:
             self.session_only.discard("threads")
             self.threads = 0
 
+    def choose(self, name: str, value: Any) -> None:
+        """The user chose ``value`` (a widget): the app's setting from now on, kept, even where the command line
+        had set this session's."""
+        self.session_only.discard(name)
+        setattr(self, name, value)
+
     def add_recent_study(self, path: str) -> tuple[str, ...]:
         """``path`` first in the recent studies (once), at most :data:`MAX_RECENT`; returns them."""
         self.recent_studies = ((path,) + tuple(p for p in self.recent_studies if p != path))[:MAX_RECENT]

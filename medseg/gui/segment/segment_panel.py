@@ -441,7 +441,7 @@ def _threads_box(parent: "SegmentPanel") -> QSpinBox:
     box.setValue(SETTINGS.threads)
 
     def changed(value: int) -> None:
-        SETTINGS.threads = value
+        SETTINGS.choose("threads", value)  # the app's setting again, kept, after `medseg gui --threads N`
 
     def shown(value: int) -> None:
         box.setValue(value)
