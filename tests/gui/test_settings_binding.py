@@ -88,3 +88,15 @@ def test_opened_studies_and_folders_go_through_the_model_into_the_store(window, 
     app_settings.load(kept)
     assert kept.recent_studies == (str(path),) and kept.last_folder == str(path.parent)
     assert [action.text() for action in window.recent_menu.actions()][0] == str(path)
+
+
+def test_the_segment_panels_device_is_the_settings_device_both_ways(window, qtbot):
+    panel = window.segment_panel
+    box = panel.device_box
+    assert (panel.device, SETTINGS.device) == ("auto", "auto")  # the first device listed: automatic
+    box.setCurrentIndex(box.findData("cpu"))  # what choosing it in the list does
+    assert SETTINGS.device == "cpu"
+    SETTINGS.device = "auto"  # from code: the box shows it, and Segment runs on it
+    assert box.currentData() == "auto" and panel.device == "auto"
+    SETTINGS.device = "cuda:7"  # a device this machine does not list: the panel keeps what it has
+    assert panel.device == "auto"
