@@ -46,6 +46,12 @@ def _private_app_folders(tmp_path_factory, monkeypatch):
     # (medseg.model.cpu_runtime): results stay the same from run to run. tests/model/test_cpu_runtime.py
     # tests the measured choice.
     monkeypatch.setenv("MEDSEG_CPU_ENGINE", "cpu")
+    yield
+    # The app's settings model lives as long as the process (as it does in the app): what one test chose (the
+    # Interactive AI model, a --threads of its command line) is not the next one's.
+    from medseg.settings import SETTINGS
+
+    SETTINGS.reset()
 
 
 @pytest.fixture

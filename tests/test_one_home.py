@@ -153,3 +153,24 @@ def test_format_rows_hold_their_functions():
         assert (row.write_image is None) == (row.read_image is None), row.key  # images: read and write both
     assert all(callable(row.encode) for row in MESH_FORMATS)
     assert all(callable(row.export) and (row.write is None) == (row.parity_runner is None) for row in EXPORT_TABLE)
+
+
+def test_qsettings_is_known_to_one_module_and_the_thread_budget_is_set_from_the_settings_model():
+    """Settings have one owner (issue 50): the model, medseg.settings; QSettings only keeps it (and the window's
+    placement and presets), in medseg/gui/common/app_settings.py. The budget is written by the function that
+    follows the model's threads, nowhere else (the Segment panel once set it itself)."""
+    def names(node) -> set[str]:
+        if isinstance(node, ast.Name):
+            return {node.id}
+        if isinstance(node, ast.Attribute):
+            return {node.attr}
+        if isinstance(node, ast.alias):
+            return {node.name.rsplit(".", 1)[-1]}
+        return set()
+
+    assert _homes(lambda n: "QSettings" in names(n)) == ["medseg/gui/common/app_settings.py"]
+    # ... nor its store, through the module's own accessor (app_settings.settings().value(...))
+    assert _homes(lambda n: isinstance(n, ast.Attribute) and n.attr == "settings"
+                  and isinstance(n.value, ast.Name) and n.value.id == "app_settings") == []
+    assert _homes(lambda n: isinstance(n, ast.Call) and names(n.func) & {"configure", "set_count"}) == [
+        "medseg/settings.py", "medseg/threads.py"]

@@ -54,9 +54,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         refuse_empty_paths(parser, args)
         if getattr(args, "threads", None) is not None or getattr(args, "computes", False):
-            from medseg import threads
+            from medseg.settings import SETTINGS, apply_threads
 
-            threads.configure(getattr(args, "threads", None))  # before torch & co start their pools
+            SETTINGS.from_command_line(threads=getattr(args, "threads", None))  # this session's, never saved
+            apply_threads(SETTINGS)  # before torch & co start their pools (a command that computes: automatic too)
         return int(args.func(args) or 0)
     except MedsegError as error:
         print(f"medseg: error: {error}", file=sys.stderr)

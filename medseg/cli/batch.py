@@ -167,6 +167,7 @@ def _locked_batch(args: argparse.Namespace, rank: int, events: Any, output: Path
 
     from medseg import threads as medseg_threads
     from medseg.batch.run import BatchPlan, BatchRunner, BatchSettings, merge_table, model_id, plan_batch
+    from medseg.settings import SETTINGS, apply_threads
     from medseg.workflows.devices import check_device, join_processes
     from medseg.workflows.models import open_model
 
@@ -176,7 +177,8 @@ def _locked_batch(args: argparse.Namespace, rank: int, events: Any, output: Path
     ctx = join_processes(device, timeout=BARRIER_TIMEOUT)  # over NCCL when the device is a CUDA GPU, else gloo
     # the processes on this machine split its usable cores (medseg.threads); --threads is per process
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    threads = medseg_threads.configure(args.threads, count=medseg_threads.process_share(local_rank, local_world))
+    SETTINGS.from_command_line(threads=args.threads)
+    threads = apply_threads(SETTINGS, count=medseg_threads.process_share(local_rank, local_world))
     model = open_model(args.model)  # any kind that segments (a package, a TotalSegmentator task ...)
     current_model = model_id(model)
     settings = BatchSettings(

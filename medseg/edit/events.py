@@ -1,25 +1,6 @@
-"""A minimal observer list for the Qt-free models: ``connect(callback)``, ``emit(*args)``."""
+"""The observer list of the Qt-free models: its home is :mod:`medseg.core.events` (the settings model, below
+``edit``, uses it too); the editing modules import it from here as before."""
 
-from __future__ import annotations
+from medseg.core.events import Event
 
-from typing import Any, Callable
-
-
-class Event:
-    def __init__(self) -> None:
-        self._callbacks: list[Callable[..., Any]] = []
-
-    def connect(self, callback: Callable[..., Any], *, first: bool = False) -> None:
-        """``first``: run before the callbacks connected so far (a model that derives its own state
-        from another's event, e.g. the view state from a new image, so widgets then read both current)."""
-        if first:
-            self._callbacks.insert(0, callback)
-        else:
-            self._callbacks.append(callback)
-
-    def disconnect(self, callback: Callable[..., Any]) -> None:
-        self._callbacks.remove(callback)
-
-    def emit(self, *args: Any) -> None:
-        for callback in list(self._callbacks):
-            callback(*args)
+__all__ = ["Event"]

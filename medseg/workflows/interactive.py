@@ -10,7 +10,8 @@ command refine one object, written into ``--prompt-label``).
 
 The model is a catalogue id (default ``nninteractive/v1.0``, installed with its licence accepted), a
 medseg interactive model folder, or an nnInteractive folder. One model is held in memory per path, and
-one model session per document and image, so Cancel, Apply and the next object start at once.
+one model session per document and image, so Cancel, Apply and the next object start at once. The app's
+model, runtime and mode are the settings model's (``medseg.settings.SETTINGS.interactive_*``); a command gives its own.
 """
 
 from __future__ import annotations
@@ -27,16 +28,14 @@ from medseg.edit.operation import Change, Context, EditOperation, Parameter
 from medseg.edit.prompt_session import MASK_KINDS, Prompt, PromptSession
 from medseg.errors import MedsegError, ModelError
 from medseg.progress import CancelToken, ProgressCallback
+from medseg.settings import DEFAULT_INTERACTIVE_MODEL, INTERACTIVE_MODES, INTERACTIVE_RUNTIMES, SETTINGS
 
-DEFAULT_MODEL = "nninteractive/v1.0"
 OPERATION = "prompt"
-RUNTIME_CHOICES = ("auto", "torch", "openvino", "openvino-bf16")
-MODE_CHOICES = ("exact", "small-first")  # small-first: InteractiveSession(small_first=True), off by default
+DEFAULT_MODEL, RUNTIME_CHOICES, MODE_CHOICES = DEFAULT_INTERACTIVE_MODEL, INTERACTIVE_RUNTIMES, INTERACTIVE_MODES
 _lock = threading.Lock()
 _models: dict[str, Any] = {}  # resolved path -> InteractiveModel (103 M parameters: read once)
 _engines: "weakref.WeakKeyDictionary[Any, ModelEngine]" = weakref.WeakKeyDictionary()  # document -> its engine
 _objects: "weakref.WeakKeyDictionary[Any, tuple[tuple, PromptSession]]" = weakref.WeakKeyDictionary()  # edit: one object
-settings = {"model": DEFAULT_MODEL, "runtime": "auto", "mode": "exact"}  # the app's choice (the command line gives its own)
 
 
 def model_folder(reference: str | Path | None = None) -> Path:
@@ -94,7 +93,7 @@ class ModelEngine:
 
     def follow_mode(self) -> None:
         """The session takes the mode chosen (the command's, else the app's setting now)."""
-        self.session.small_first = (self.mode or settings["mode"]) == "small-first"
+        self.session.small_first = (self.mode or SETTINGS.interactive_mode) == "small-first"
 
     def add(self, prompt: Prompt, cancel: CancelToken | None = None, progress: ProgressCallback | None = None):
         session = self.session
@@ -133,8 +132,8 @@ def engine_for(document, reference: str | Path | None = None, runtime: str | Non
     (exact or small-first): the command line's; None follows the app's setting."""
     if document.volume is None:
         raise MedsegError("open an image before prompting")
-    runtime = runtime or settings["runtime"]
-    model = open_interactive_model(reference or settings["model"])
+    runtime = runtime or SETTINGS.interactive_runtime
+    model = open_interactive_model(reference or SETTINGS.interactive_model)
     engine = _engines.get(document)
     if engine is None or engine.image is not document.volume.array or engine.key[:2] != (id(model), runtime):
         engine = ModelEngine(model, document.volume.array, runtime)
@@ -149,7 +148,7 @@ def prompt_cost(document, prompt: Prompt | None = None):
     measurements: the document's engine once it ran a prompt (its own last pass), else the model folder's
     calibration record (read without loading the model). None when the model is not installed or unreadable."""
     try:
-        folder = model_folder(settings["model"]).resolve()  # not installed: said before PyTorch is imported
+        folder = model_folder(SETTINGS.interactive_model).resolve()  # not installed: said before PyTorch is imported
     except MedsegError:
         return None
     from medseg.model.interactive.cost import prompt_cost as estimate
@@ -159,16 +158,16 @@ def prompt_cost(document, prompt: Prompt | None = None):
     prompt = prompt or Prompt("point", point=(0.0, 0.0, 0.0))
     engine = _engines.get(document) if document is not None else None
     try:
-        if engine is not None and engine.key[:2] == (id(_models.get(str(folder))), settings["runtime"]):
+        if engine is not None and engine.key[:2] == (id(_models.get(str(folder))), SETTINGS.interactive_runtime):
             return engine.cost(prompt)
         patch = _patch_size(folder)
         if patch is None:
             return None
-        runtime, _why = runtime_for_folder(folder, settings["runtime"])
+        runtime, _why = runtime_for_folder(folder, SETTINGS.interactive_runtime)
     except MedsegError:
         return None
     seconds = measured_pass_seconds(folder, runtime)
-    return estimate(prompt.extent(), patch, seconds, CALIBRATED, small_first=settings["mode"] == "small-first")
+    return estimate(prompt.extent(), patch, seconds, CALIBRATED, small_first=SETTINGS.interactive_mode == "small-first")
 
 
 def _patch_size(folder: Path) -> tuple[int, ...] | None:
@@ -278,4 +277,4 @@ INTERACTIVE = EditOperation(
 
 
 __all__ = ["DEFAULT_MODEL", "INTERACTIVE", "MODE_CHOICES", "ModelEngine", "engine_for", "model_folder", "open_interactive_model",
-           "parse_prompt_text", "settings"]
+           "parse_prompt_text"]

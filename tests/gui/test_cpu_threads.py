@@ -11,7 +11,7 @@ import torch
 
 from medseg import threads
 from medseg.gui.common import app_settings
-from medseg.gui.segment.segment_panel import THREADS_SETTING
+from medseg.gui.common.app_settings import THREADS_SETTING
 
 
 @pytest.fixture

@@ -267,7 +267,8 @@ def test_nothing_found_is_a_warning_and_the_built_in_model_is_in_the_menu(driver
 
 def test_a_chosen_model_that_is_gone_is_forgotten_with_a_warning(qtbot, tmp_path):
     from medseg.gui.common import app_settings
-    from medseg.gui.segment.model_chooser import SETTING, store_reference
+    from medseg.gui.common.app_settings import KEPT
+    from medseg.gui.segment.model_chooser import store_reference
     from medseg.gui.shell.main_window import MainWindow
 
     gone = _model_that_finds_nothing(tmp_path / "run" / "model")
@@ -276,7 +277,7 @@ def test_a_chosen_model_that_is_gone_is_forgotten_with_a_warning(qtbot, tmp_path
     second = MainWindow()
     qtbot.addWidget(second)
     second.show()
-    assert second.segmenting.model_path() is None and not app_settings.settings().value(SETTING)
+    assert second.segmenting.model_path() is None and not app_settings.settings().value(KEPT["segment_model"])
     qtbot.waitUntil(lambda: second.messages.current is not None, timeout=5_000)
     assert second.messages.current.level == "warning" and "no longer there" in second.messages.current.text
     assert not second.builtin_model_action.isEnabled()

@@ -265,14 +265,14 @@ def test_segment_panel_says_which_configuration_and_why_and_lets_the_user_choose
     import sys
     from pathlib import Path
 
-    from medseg.gui.common import app_settings
     from medseg.model.package import save_package
+    from medseg.settings import SETTINGS
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "model"))
     from small_packages import starter_like_package  # 2d, 3d_thin, 3d_thick (random weights)
 
     model = starter_like_package()
-    app_settings.settings().setValue("model/path", str(save_package(model, tmp_path / "three_configurations")))
+    SETTINGS.segment_model = str(save_package(model, tmp_path / "three_configurations"))
     panel = window.segment_panel
     panel.refresh()
     box = panel.configuration_box

@@ -42,10 +42,10 @@ def calibrated(model_folder, tmp_path_factory):
 
 @pytest.fixture
 def model_chosen(calibrated, monkeypatch):
-    from medseg.workflows import interactive
+    from medseg.settings import SETTINGS
 
-    monkeypatch.setitem(interactive.settings, "model", str(calibrated))
-    monkeypatch.setitem(interactive.settings, "runtime", "torch")
+    monkeypatch.setattr(SETTINGS, "interactive_model", str(calibrated))
+    monkeypatch.setattr(SETTINGS, "interactive_runtime", "torch")
 
 
 def widget_point(view, xyz) -> QPoint:

@@ -23,12 +23,12 @@ MODEL_ID = "nninteractive/v1.0"
 
 @pytest.fixture
 def models_home(tmp_path, monkeypatch):
-    from medseg.workflows import interactive
+    from medseg.settings import SETTINGS
 
     monkeypatch.setenv("MEDSEG_MODELS", str(tmp_path / "models"))
     monkeypatch.setenv("MEDSEG_SYSTEM_MODELS", "")
-    monkeypatch.setitem(interactive.settings, "model", MODEL_ID)
-    monkeypatch.setitem(interactive.settings, "runtime", "torch")  # nnInteractive's runtime: the oracle's arithmetic
+    monkeypatch.setattr(SETTINGS, "interactive_model", MODEL_ID)
+    monkeypatch.setattr(SETTINGS, "interactive_runtime", "torch")  # nnInteractive's runtime: the oracle's arithmetic
     return tmp_path / "models"
 
 

@@ -18,10 +18,10 @@ from PySide6.QtCore import QPoint, Qt
 
 @pytest.fixture
 def model_chosen(model_folder, monkeypatch):
-    from medseg.workflows import interactive
+    from medseg.settings import SETTINGS
 
-    monkeypatch.setitem(interactive.settings, "model", str(model_folder))  # a model folder chosen as it is
-    monkeypatch.setitem(interactive.settings, "runtime", "torch")  # nnInteractive's runtime: the oracle's arithmetic
+    monkeypatch.setattr(SETTINGS, "interactive_model", str(model_folder))  # a model folder chosen as it is
+    monkeypatch.setattr(SETTINGS, "interactive_runtime", "torch")  # nnInteractive's runtime: the oracle's arithmetic
 
 
 def widget_point(view, xyz) -> QPoint:

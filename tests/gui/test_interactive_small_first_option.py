@@ -16,12 +16,12 @@ from PySide6.QtCore import QPoint, Qt
 
 @pytest.fixture
 def model_chosen(model_folder, monkeypatch):
-    from medseg.workflows import interactive
+    from medseg.settings import SETTINGS
 
-    monkeypatch.setitem(interactive.settings, "model", str(model_folder))
-    monkeypatch.setitem(interactive.settings, "runtime", "torch")  # nnInteractive's runtime: the oracle's arithmetic
-    monkeypatch.setitem(interactive.settings, "mode", "exact")  # the app's default, restored after the test
-    return interactive.settings
+    monkeypatch.setattr(SETTINGS, "interactive_model", str(model_folder))
+    monkeypatch.setattr(SETTINGS, "interactive_runtime", "torch")  # nnInteractive's runtime: the oracle's arithmetic
+    monkeypatch.setattr(SETTINGS, "interactive_mode", "exact")  # the app's default, restored after the test
+    return SETTINGS
 
 
 def tick(qtbot, box) -> None:
@@ -43,7 +43,7 @@ def test_small_first_check_box_runs_the_half_patch_first(model_chosen, model_fol
     qtbot.mouseClick(panel.tool_buttons["prompt"], Qt.MouseButton.LeftButton)
     assert options.small_first.isVisible() and not options.small_first.isChecked()  # off by default
     tick(qtbot, options.small_first)
-    assert model_chosen["mode"] == "small-first"
+    assert model_chosen.interactive_mode == "small-first"
 
     window.view.set_cursor((x, y, z))
     p = view.index_to_widget((x, y, z))
@@ -62,4 +62,4 @@ def test_small_first_check_box_runs_the_half_patch_first(model_chosen, model_fol
     options.grab().save(str(artifacts_dir / "interactive_small_first_option.png"))
     window.grab().save(str(artifacts_dir / "interactive_small_first_window.png"))
     tick(qtbot, options.small_first)
-    assert model_chosen["mode"] == "exact"
+    assert model_chosen.interactive_mode == "exact"

@@ -207,7 +207,7 @@ def walk(out: Path) -> int:
     import SimpleITK as sitk
     from interactive_fixture import make_nninteractive_folder
 
-    from medseg.workflows import interactive
+    from medseg.settings import SETTINGS
 
     lung = DATA / "pyradiomics_lung1"
     crop = out / "lung1_crop.nrrd"
@@ -215,7 +215,7 @@ def walk(out: Path) -> int:
     tumour = sitk.GetArrayFromImage(sitk.ReadImage(str(lung / "lung1_label.nrrd"))[170:266, 312:408, 16:48]) == 1
     folder = make_nninteractive_folder(out / "hub", patch_size=(80,) * 3, base_features=4, max_features=32,
                                        name="nnInteractive_v1.0")
-    interactive.settings["model"] = str(folder)
+    SETTINGS.interactive_model = str(folder)
     window.opener.open_path(str(crop), auto_load=True)
     w.until(lambda: doc.volume is not None and doc.volume.shape_zyx == tumour.shape and not window.loader.busy,
             300, "the lung crop")

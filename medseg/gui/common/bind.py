@@ -3,15 +3,20 @@
 The widget shows the property's value, range and enabled state; a user change sets the
 property; a property change (from code, another widget, a test) updates the widget with
 its signals blocked, so neither side echoes the other (ITK-SNAP's coupling, napari's
-``connect_setattr``). Supported: QDoubleSpinBox, QSpinBox, QCheckBox, QRadioButton/QAbstractButton
+``connect_setattr``). ``follow_setting`` is the same coupling to a field of the app's settings model
+(``medseg.settings``). Supported: QDoubleSpinBox, QSpinBox, QCheckBox, QRadioButton/QAbstractButton
 (checkable, for bool), QComboBox (for choices).
 """
 
 from __future__ import annotations
 
+from typing import Any, Callable
+
+import shiboken6
 from PySide6.QtWidgets import QAbstractButton, QComboBox, QDoubleSpinBox, QSpinBox, QWidget
 
 from medseg.edit.properties import Property
+from medseg.settings import SETTINGS, Settings
 
 
 def _quiet(widget: QWidget, apply) -> None:
@@ -54,3 +59,24 @@ def bind(widget: QWidget, prop: Property) -> QWidget:
     widget.setEnabled(prop.enabled)
     prop.enabled_changed.connect(widget.setEnabled)
     return widget
+
+
+def follow_setting(widget: QWidget, name: str, show: Callable[[Any], None], settings: Settings = SETTINGS) -> None:
+    """Call ``show(value)`` with the widget's signals blocked whenever the setting ``name`` changes (the other half
+    of a binding: the widget's own signal assigns the setting). The observer goes with the widget: a closed
+    window's panels must not hear, or hold, the settings of the next one."""
+
+    def changed(setting: str, value: Any) -> None:
+        if setting != name:
+            return
+        if not shiboken6.isValid(widget):
+            drop()
+            return
+        _quiet(widget, lambda: show(value))
+
+    def drop(*_args: Any) -> None:
+        if changed in settings.changed.callbacks():
+            settings.changed.disconnect(changed)
+
+    settings.changed.connect(changed)
+    widget.destroyed.connect(drop)

@@ -146,11 +146,11 @@ def results_folder(image_source: str | None) -> Path:
     import os
 
     from medseg import app_dirs
-    from medseg.gui.common import app_settings
+    from medseg.settings import SETTINGS
 
     # The folder the user last saved a result in comes first: proposing the study's own folder every
     # time made them navigate back on each save (issue 42).
-    candidates = [app_settings.settings().value("results_folder", ""), str(Path(image_source).parent) if image_source
+    candidates = [SETTINGS.results_folder, str(Path(image_source).parent) if image_source
                   else "", str(Path.home() / "Documents")]
     for candidate in candidates:
         folder = Path(str(candidate)) if candidate else None
@@ -163,9 +163,9 @@ def results_folder(image_source: str | None) -> Path:
 
 
 def remember_results_folder(path: str | Path) -> None:
-    from medseg.gui.common import app_settings
+    from medseg.settings import SETTINGS
 
-    app_settings.settings().setValue("results_folder", str(Path(path).parent))
+    SETTINGS.results_folder = str(Path(path).parent)
 
 
 def study_stem(image_source: str | None, description: str = "") -> str:

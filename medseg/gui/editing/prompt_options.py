@@ -21,9 +21,10 @@ from PySide6.QtWidgets import QCheckBox, QComboBox, QGridLayout, QLabel, QPushBu
 
 from medseg.edit.interaction import ToolController
 from medseg.edit.prompt_session import Prompt
-from medseg.gui.common.bind import bind
+from medseg.gui.common.bind import bind, follow_setting
 from medseg.gui.editing.prompt_runner import PromptRunner
 from medseg.model.interactive.cost import duration_text, largest_single_pass_extent, short_text
+from medseg.settings import SETTINGS
 from medseg.workflows import interactive
 
 NEW_OBJECT_KEY = "A"
@@ -58,8 +59,9 @@ class PromptOptions(QWidget):
         self.small_first.setObjectName("prompt_small_first")
         self.small_first.setToolTip("Faster for small objects, not exact: a prompt runs on half the model's patch "
                                     "first, and on the whole patch when the object reaches the half patch's faces")
-        self.small_first.setChecked(interactive.settings["mode"] == "small-first")
+        self.small_first.setChecked(SETTINGS.interactive_mode == "small-first")
         self.small_first.toggled.connect(self._set_small_first)
+        follow_setting(self.small_first, "interactive_mode", lambda mode: self.small_first.setChecked(mode == "small-first"))
         self.status = QLabel(self)
         self.status.setObjectName("prompt_status")
         self.status.setWordWrap(True)
@@ -102,7 +104,7 @@ class PromptOptions(QWidget):
         kind = str(self.controller.prompt_kind.value)
         click = interactive.prompt_cost(document)
         if click is None:
-            self.cost.setText(f"The interactive model ({interactive.settings['model']}) is not installed: "
+            self.cost.setText(f"The interactive model ({SETTINGS.interactive_model}) is not installed: "
                               "Segmentation ▸ Models… installs it.")
             return
         if kind == "point":
@@ -169,7 +171,7 @@ class PromptOptions(QWidget):
 
     @staticmethod
     def _set_small_first(checked: bool) -> None:
-        interactive.settings["mode"] = "small-first" if checked else "exact"  # from the next prompt on
+        SETTINGS.interactive_mode = "small-first" if checked else "exact"  # from the next prompt on
 
     def apply(self) -> bool:
         self.runner.wait()

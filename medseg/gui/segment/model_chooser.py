@@ -1,6 +1,7 @@
 """The Segment panel's model chooser: the built-in starter, the installed models and the installable
 ones (size, licence, structures), a model folder, and the Models dialog — one list instead of a bare
-folder picker. The choice is a *reference* (a catalogue id, or a folder) kept in the settings."""
+folder picker. The choice is a *reference* (a catalogue id, or a folder) kept in the settings model
+(``medseg.settings.SETTINGS.segment_model``)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ from PySide6.QtWidgets import QComboBox, QWidget
 from medseg.errors import MedsegError
 from medseg.gui.segment.elided import ElidedComboBox
 
-SETTING = "model/path"
 # item data: what choosing the item does (strings: Qt keeps them as they are)
 BUILTIN, FOLDER, MANAGE = "builtin:", "folder:", "manage:"
 
@@ -25,19 +25,15 @@ def install_item(model_id: str) -> str:
 
 def chosen_reference() -> str | None:
     """The stored choice: a catalogue id, a folder, or None (the built-in starter)."""
-    from medseg.gui.common import app_settings
+    from medseg.settings import SETTINGS
 
-    value = str(app_settings.settings().value(SETTING, "") or "")
-    return value or None
+    return SETTINGS.segment_model
 
 
 def store_reference(reference: str | None) -> None:
-    from medseg.gui.common import app_settings
+    from medseg.settings import SETTINGS
 
-    if reference:
-        app_settings.settings().setValue(SETTING, reference)
-    else:
-        app_settings.settings().remove(SETTING)
+    SETTINGS.segment_model = reference or None
 
 
 class ModelChooser(ElidedComboBox):  # a long folder's name is elided, never widening the panel

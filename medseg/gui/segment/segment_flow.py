@@ -18,7 +18,7 @@ from medseg.gui.common.services import WindowServices
 from medseg.gui.segment import model_choice
 from medseg.gui.study.opening import StudyOpener
 from medseg.gui.study.study_loader import StudyLoader
-from medseg.workflows.interactive import settings as interactive_settings
+from medseg.settings import SETTINGS
 
 
 class SegmentFlow(QObject):
@@ -84,7 +84,7 @@ class SegmentFlow(QObject):
         # a folder path has slashes too: only a catalogue id can name an installed interactive model
         record = find_installed(reference) if reference and is_model_id(reference) else None
         if record is not None and record.entry.get("kind") == "interactive":
-            interactive_settings["model"] = reference  # it segments from prompts: the Interactive AI tool runs it
+            SETTINGS.interactive_model = reference  # it segments from prompts: the Interactive AI tool runs it
             self.services.notify(f"Model for the Interactive AI tool (key I): {reference}", "info", "model chosen")
             return
         store_reference(reference)

@@ -24,8 +24,10 @@ from PySide6.QtWidgets import (
 )
 
 from medseg.edit.document import SegmentationDocument
+from medseg.gui.common.bind import follow_setting
 from medseg.gui.segment.elided import ElidedButton, ElidedComboBox
 from medseg.gui.segment.plan_text import plan_html
+from medseg.settings import SETTINGS
 
 if TYPE_CHECKING:
     from medseg.gui.segment.segment_flow import SegmentFlow
@@ -55,8 +57,10 @@ class SegmentPanel(QGroupBox):
         self.model_chooser.manage.connect(lambda: flow.open_models_dialog())
         self.device_box = ElidedComboBox(self)  # long texts are elided: the panel never passes its dock (issue 52)
         self.device_box.setToolTip("Where the model runs; only what this machine has is listed")
-        # the plan follows the device: a TotalSegmentator model's choice and estimates, a model's CPU engine
-        self.device_box.currentIndexChanged.connect(lambda _index: self._show_plan())
+        # the box is bound to the settings model's device; the plan follows the device: a TotalSegmentator
+        # model's choice and estimates, a model's CPU engine
+        self.device_box.currentIndexChanged.connect(lambda _index: self._device_chosen())
+        follow_setting(self.device_box, "device", self._show_device)
         self.threads_box = _threads_box(self)
         self.configuration_box = ElidedComboBox(self)
         self.configuration_box.setToolTip("Which of the model's configurations runs; automatic lets the series' "
@@ -157,8 +161,12 @@ class SegmentPanel(QGroupBox):
 
     def _on_runtime_ready(self, result: tuple) -> None:
         choices, source, opened = result
+        blocked = self.device_box.blockSignals(True)
         for choice in choices:
             self.device_box.addItem(choice.label, choice.device)
+        self.device_box.setCurrentIndex(max(self.device_box.findData(SETTINGS.device), 0))
+        self.device_box.blockSignals(blocked)
+        SETTINGS.device = self.device  # the setting names a device this machine has (else the first: automatic)
         self._devices_filled = True
         if opened is not None and source == self.flow.model_path():
             self._use_model(source, opened)
@@ -208,6 +216,18 @@ class SegmentPanel(QGroupBox):
     @property
     def device(self) -> str:
         return self.device_box.currentData() or "auto"
+
+    def _device_chosen(self) -> None:
+        if self._devices_filled:
+            SETTINGS.device = self.device
+        self._show_plan()
+
+    def _show_device(self, device: str) -> None:
+        """The settings model's device (set elsewhere): shown when this machine has it, and planned for."""
+        index = self.device_box.findData(device)
+        if index >= 0:
+            self.device_box.setCurrentIndex(index)
+            self._show_plan()
 
     @property
     def postprocess(self) -> bool:
@@ -423,15 +443,12 @@ def _prepare_runtime(source: Any):
     return prepare
 
 
-THREADS_SETTING = "compute/threads"  # 0: every usable core (the default)
-
-
 def _threads_box(parent: "SegmentPanel") -> QSpinBox:
-    """The app's CPU threads (segmenting, training in the app, the 3D surfaces, grow from seeds):
-    "automatic" is every core this process may use; a number replaces it, remembered between sessions.
-    ``medseg gui --threads N`` sets it for one session."""
+    """The app's CPU threads (segmenting, training in the app, the 3D surfaces, grow from seeds), bound to the
+    settings model's ``threads``: "automatic" (0) is every core this process may use; a number replaces it,
+    kept between sessions (medseg.gui.common.app_settings); ``medseg gui --threads N`` sets it for one session.
+    The thread budget follows the setting (medseg.settings.apply_threads), not the box."""
     from medseg import threads
-    from medseg.gui.common import app_settings
 
     box = QSpinBox(parent)
     usable = threads.usable_cores()
@@ -439,30 +456,15 @@ def _threads_box(parent: "SegmentPanel") -> QSpinBox:
     box.setSpecialValueText(f"automatic ({usable.threads}: every core medseg may use)")
     box.setToolTip("How many CPU threads medseg computes with. Jobs running at the same time (a segmentation, "
                    "the 3D surfaces, grow from seeds) share them. Automatic: " + usable.explain())
-    store = app_settings.settings()
-    if threads.budget_count().source == threads.FROM_OPTION:  # `medseg gui --threads N`: this session only
-        box.setValue(threads.budget())
-    else:
-        try:
-            saved = int(store.value(THREADS_SETTING, 0) or 0)
-        except (TypeError, ValueError):
-            saved = 0
-        box.setValue(saved if saved <= box.maximum() else 0)
-        _apply_threads(box.value())
+    box.setValue(SETTINGS.threads)
 
     def changed(value: int) -> None:
-        _apply_threads(value)
-        store.setValue(THREADS_SETTING, value)
+        SETTINGS.choose("threads", value)  # the app's setting again, kept, after `medseg gui --threads N`
+
+    def shown(value: int) -> None:
+        box.setValue(value)
         parent._show_plan()  # the plan says how many threads run it
 
     box.valueChanged.connect(changed)
+    follow_setting(box, "threads", shown)
     return box
-
-
-def _apply_threads(value: int) -> None:
-    from medseg import threads
-
-    if value > 0:
-        threads.configure(value, threads.FROM_SETTING)
-    else:
-        threads.configure(None)

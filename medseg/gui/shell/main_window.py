@@ -54,6 +54,7 @@ from medseg.gui.viewer.presets_dialog import PresetsEditor
 from medseg.gui.viewer.readout import PositionReadout
 from medseg.gui.viewer.view_state import DEFAULT_PRESETS, ViewState
 from medseg.gui.viewer.window_panel import WindowPanel
+from medseg.settings import SETTINGS
 from medseg.workflows.edit_operations import register_operations
 
 log = logging.getLogger(__name__)
@@ -78,6 +79,7 @@ class MainWindow(QMainWindow):
         wheel_guard.install()  # before any widget exists: the wheel scrolls panels, not their values
         self.setWindowTitle("medseg")
         self.setAcceptDrops(True)
+        app_settings.bind(SETTINGS)  # the settings model, as the last session left it (the command line's kept)
         self.document = SegmentationDocument()  # what is segmented, undone, saved (the CLI's too)
         register_operations()  # the model-backed editing operations, before the tools are made from the catalogue
         self.view = ViewState(self.document)  # how it is looked at and worked on: this window's alone
@@ -100,7 +102,7 @@ class MainWindow(QMainWindow):
         # where the shown segmentation came from: in the overlay section and under Segment (sinks: _build_tabs)
         self.source_line = SourceLine(self.document, self.view, [], self)
         self.opener = StudyOpener(self.document, self.loader, self.segmentation_files, self.editing, self,
-                                  app_settings.settings, self.source_line.show, self.notice_banner, self)
+                                  self.source_line.show, self.notice_banner, self)
         self.segmenting = SegmentFlow(self.document, self.loader, self.editing, self, self.notice_banner.show_message,
                                       self.source_line.show, self.opener, self)
         self.help = HelpMenu(self)
@@ -113,7 +115,7 @@ class MainWindow(QMainWindow):
         self._connect()
         self.placement = WindowPlacement(self, self.viewer, self.view)
         self.placement.restore()
-        self.opener.set_recent(app_settings.recent_studies())
+        self.opener.set_recent(list(SETTINGS.recent_studies))
 
     # --- construction ----------------------------------------------------------------------
     def _build_tabs(self) -> None:
@@ -244,7 +246,7 @@ class MainWindow(QMainWindow):
         if self.messages.current is not None and self.messages.current.level == "success":
             self.messages.dismiss()
         if self.loader.source and not self.document.is_synthetic:
-            self.opener.set_recent(app_settings.add_recent_study(self.loader.source))
+            self.opener.set_recent(list(SETTINGS.add_recent_study(self.loader.source)))
         title = volume.meta.series_description or (Path(self.loader.source).name if self.loader.source else "")
         self.setWindowTitle(f"medseg — {title}" if title else "medseg")
 

@@ -19,12 +19,10 @@ class WindowPlacement(QObject):
         self._saved_geometry = None
 
     def restore(self) -> None:
-        store = app_settings.settings()
         # Placed once shown: the first layout pass widens a window sized before it (to the toolbar's width).
-        self._saved_geometry = store.value("window/geometry")
-        layout = str(store.value("view/layout", "2x2"))  # the biggest views on a wide screen
-        self.viewer.choose_layout(layout if layout in LAYOUTS else "2x2")
-        self.view.set_overlay_opacity(float(store.value("view/overlay_opacity", 0.5)))
+        self._saved_geometry, layout, opacity = app_settings.load_placement()
+        self.viewer.choose_layout(layout if layout in LAYOUTS else "2x2")  # 2x2: the biggest views on a wide screen
+        self.view.set_overlay_opacity(opacity)
 
     def shown(self) -> None:
         """The window's showEvent: the first one places it (unless a caller sized it: that is kept)."""
@@ -34,10 +32,9 @@ class WindowPlacement(QObject):
                 QTimer.singleShot(0, self._place)
 
     def save(self) -> None:
-        store = app_settings.settings()
-        store.setValue("window/geometry", self.window.saveGeometry())
-        store.setValue("view/layout", self.viewer.layout_name if self.viewer.layout_name != "single" else "1x3")
-        store.setValue("view/overlay_opacity", self.view.overlay_opacity)
+        app_settings.save_placement(self.window.saveGeometry(),
+                                    self.viewer.layout_name if self.viewer.layout_name != "single" else "1x3",
+                                    self.view.overlay_opacity)
 
     def _place(self) -> None:
         """Where the user left the window last time, else most of the screen."""

@@ -23,6 +23,7 @@ from medseg.gui.study.segmentation_files import OPEN_FILTER, SegmentationFiles
 from medseg.gui.study.series_browser import SeriesBrowser
 from medseg.gui.study.study_loader import StudyLoader, is_image_file
 from medseg.io.formats import DICOM_SEG, open_filters
+from medseg.settings import SETTINGS
 
 # Every file first: most scanners write DICOM files without a suffix, which "*.dcm" hid (issue 42).
 IMAGE_FILTER = ";;".join(open_filters())
@@ -31,14 +32,14 @@ ARCHIVE_FILTER = "Zip archives or DICOMDIR (*.zip DICOMDIR);;All files (*)"
 
 class StudyOpener(QObject):
     def __init__(self, document: SegmentationDocument, loader: StudyLoader, files: SegmentationFiles,
-                 editing: Any, services: WindowServices, settings: Callable[[], Any], show_source: Callable[..., None],
+                 editing: Any, services: WindowServices, show_source: Callable[..., None],
                  notice_banner: Any, parent: QWidget) -> None:
-        """``editing``: asks before unsaved edits go (``may_discard_edits``); ``settings``: the QSettings store;
+        """``editing``: asks before unsaved edits go (``may_discard_edits``);
         ``show_source``: where the shown segmentation came from (SourceLine.show); ``notice_banner``: what the
         user must know about how a segmentation file was placed."""
         super().__init__(parent)
         self.document, self.loader, self.files = document, loader, files
-        self.editing, self.services, self.settings = editing, services, settings
+        self.editing, self.services = editing, services
         self.show_source, self.notice_banner = show_source, notice_banner
         self.parent_widget = parent
         self.browser: SeriesBrowser | None = None
@@ -66,7 +67,7 @@ class StudyOpener(QObject):
             self.open_path(path)
 
     def last_folder(self) -> str:
-        return str(self.settings().value("last_folder", str(Path.home())))
+        return SETTINGS.last_folder or str(Path.home())
 
     def refuse_when_busy(self) -> bool:
         if self.loader.busy:
@@ -87,7 +88,7 @@ class StudyOpener(QObject):
 
     def open_path(self, path: str | Path, auto_load: bool = False, synthetic: bool = False) -> None:
         path = str(path)
-        self.settings().setValue("last_folder", str(Path(path).parent if Path(path).is_file() else path))
+        SETTINGS.last_folder = str(Path(path).parent if Path(path).is_file() else path)
         if is_image_file(path):
             if self.refuse_when_busy() or not self.editing.may_discard_edits("Open another image"):
                 return
