@@ -6,7 +6,7 @@ provenance. It holds the image volume, an optional label map on the same grid wi
 table, the undo history, the autosave journal (when enabled) and whether the label map is
 saved, which is computed from the history position (undoing back to the saved state is
 saved). How it is looked at (window/level, crosshair, overlay, comparison layer, active label
-and tool) is the GUI's :class:`~medseg.gui.viewer.view_state.ViewState`.
+and tool) is the GUI's :class:`~medseg.gui.common.view_state.ViewState`.
 
 Like napari's layer models, this is plain Python with change notifications: widgets
 subscribe to the :class:`Event` attributes and redraw; tests drive it without a window.

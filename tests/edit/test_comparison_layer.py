@@ -9,7 +9,7 @@ import SimpleITK as sitk
 from medseg.core.label_colors import color_for
 from medseg.edit.document import SegmentationDocument
 from medseg.errors import GeometryError
-from medseg.gui.viewer.view_state import ViewState
+from medseg.gui.common.view_state import ViewState
 from medseg.io import load
 
 DCMQI = "dcmqi_ct3slice_masks"

@@ -58,7 +58,7 @@ def test_no_drawing_or_form_code_names_a_tool():
 
 
 def test_a_tool_added_as_one_module_and_one_registration_works_everywhere(marks_tool, chest_image):
-    from medseg.gui.viewer.view_state import ViewState  # Qt-free: the controller's owner in the app
+    from medseg.gui.common.view_state import ViewState  # Qt-free: the controller's owner in the app
 
     document = SegmentationDocument()
     document.set_volume(chest_image)

@@ -216,7 +216,7 @@ def test_a_dragged_brush_and_a_clicked_fill_change_what_the_command_line_changes
     """The mouse tools perform their catalogue operations: the same stroke and click through the tool controller
     (headless, as a view forwards them) and through a recipe give the same label map."""
     from medseg.edit.label_map import LabelMap
-    from medseg.gui.viewer.view_state import ViewState  # Qt-free: the controller's owner in the app
+    from medseg.gui.common.view_state import ViewState  # Qt-free: the controller's owner in the app
 
     image = chest_image
     start, end, z = (150.0, 300.0, 24.0), (300.0, 320.0, 24.0), 24

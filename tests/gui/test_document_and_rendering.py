@@ -8,9 +8,9 @@ import pytest
 from medseg.core.labels import Label
 from medseg.edit.document import SegmentationDocument
 from medseg.errors import GeometryError
+from medseg.gui.common.view_state import DEFAULT_PRESETS, ViewState
 from medseg.gui.viewer.slice_render import SliceRenderer, outline_of
 from medseg.gui.viewer.view_axes import view_axes
-from medseg.gui.viewer.view_state import DEFAULT_PRESETS, ViewState
 from medseg.io import read_image
 
 

@@ -11,9 +11,9 @@ from PySide6.QtWidgets import QCheckBox, QComboBox, QDoubleSpinBox, QSlider, QWi
 from medseg.edit.document import SegmentationDocument
 from medseg.edit.effects import EFFECTS, register_effect, unregister_effect
 from medseg.edit.operations import register, settings, unregister
+from medseg.gui.common.view_state import ViewState
 from medseg.gui.editing.option_form import OptionForms
 from medseg.gui.editing.tool_options import ToolOptions
-from medseg.gui.viewer.view_state import ViewState
 from medseg.io import read_image
 from tests.edit.effect_example import SIZE, Marks, mark_operation
 

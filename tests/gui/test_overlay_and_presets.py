@@ -182,7 +182,7 @@ def test_presets_change_the_pixels(driver, window, ct_dir, qtbot):
 
 def test_user_edited_preset_is_saved(window):
     from medseg.gui.common import app_settings
-    from medseg.gui.viewer.view_state import DEFAULT_PRESETS
+    from medseg.gui.common.view_state import DEFAULT_PRESETS
 
     window.presets_editor.edit()
     dialog = window.presets_editor.dialog

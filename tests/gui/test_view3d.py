@@ -145,8 +145,8 @@ def test_label_opacity_lives_in_the_label_table(qtbot, ct_dir):
     the others is see-through until the user says otherwise."""
     from medseg.core.labels import Label
     from medseg.edit.document import SegmentationDocument
+    from medseg.gui.common.view_state import ViewState
     from medseg.gui.viewer.view3d import ENVELOPE_OPACITY, View3D
-    from medseg.gui.viewer.view_state import ViewState
     from medseg.io import read_image
 
     image = read_image(ct_dir / "pyradiomics_lung1" / "lung1_image.nrrd")

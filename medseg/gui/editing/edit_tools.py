@@ -28,12 +28,12 @@ from PySide6.QtWidgets import (
 from medseg.edit.document import SegmentationDocument
 from medseg.edit.operations import CATALOGUE, tools
 from medseg.gui.common.bind import bind
+from medseg.gui.common.view_state import ViewState
 from medseg.gui.editing.grow_runner import GrowRunner
 from medseg.gui.editing.option_form import OptionForms
 from medseg.gui.editing.prompt_options import PromptOptions
 from medseg.gui.editing.prompt_runner import PromptRunner
 from medseg.gui.editing.tool_options import ToolOptions
-from medseg.gui.viewer.view_state import ViewState
 
 
 def button_operations() -> tuple[str, ...]:

@@ -30,8 +30,8 @@ from PySide6.QtWidgets import (
 )
 
 from medseg.edit.document import SegmentationDocument
+from medseg.gui.common.view_state import ViewState
 from medseg.gui.labels.label_tree import LOCK, NAME, VALUE, VOLUME, LabelFilter, LabelTreeModel
-from medseg.gui.viewer.view_state import ViewState
 
 
 class LabelTreeView(QTreeView):

@@ -20,9 +20,9 @@ from PySide6.QtWidgets import (
 )
 
 from medseg.edit.document import SegmentationDocument
+from medseg.edit.label_map import NAME_SETS
+from medseg.gui.common.view_state import ViewState
 from medseg.gui.labels.label_list import LabelList
-from medseg.gui.viewer.label_table import NAME_SETS
-from medseg.gui.viewer.view_state import ViewState
 
 
 class OverlayPanel(QGroupBox):

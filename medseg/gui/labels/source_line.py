@@ -11,7 +11,7 @@ from typing import Any, Callable
 from PySide6.QtCore import QObject, Slot
 
 from medseg.edit.document import SegmentationDocument
-from medseg.gui.viewer.view_state import ViewState
+from medseg.gui.common.view_state import ViewState
 
 Sink = Callable[[str, str], None]  # (text, details): a widget that shows the line
 

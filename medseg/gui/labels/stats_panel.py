@@ -29,7 +29,7 @@ from medseg.edit.document import SegmentationDocument
 from medseg.errors import MedsegError
 from medseg.gui.common import save_dialog
 from medseg.gui.common.jobs import Job
-from medseg.gui.viewer.view_state import ViewState
+from medseg.gui.common.view_state import ViewState
 from medseg.job_registry import JobRegistry
 from medseg.workflows.statistics import (
     STANDARD,

@@ -15,7 +15,7 @@ from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QPushButton, QWidg
 
 from medseg.edit.document import SegmentationDocument
 from medseg.edit.label_map import build_label_table
-from medseg.gui.viewer.view_state import ViewState
+from medseg.gui.common.view_state import ViewState
 
 
 class ComparisonLegend(QWidget):

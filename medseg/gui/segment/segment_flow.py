@@ -6,7 +6,7 @@ the user has could change) and the window's services; the Segment panel shows th
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 from PySide6.QtWidgets import QFileDialog, QMessageBox, QWidget
@@ -16,9 +16,11 @@ from medseg.edit.merge import SEGMENT_STEP, moved_in_step, moved_text
 from medseg.errors import MedsegError, ModalityMismatch
 from medseg.gui.common.services import WindowServices
 from medseg.gui.segment import model_choice
-from medseg.gui.study.opening import StudyOpener
-from medseg.gui.study.study_loader import StudyLoader
 from medseg.settings import SETTINGS
+
+if TYPE_CHECKING:  # the window hands the flow its study loader and opener (the rooms import only gui.common)
+    from medseg.gui.study.opening import StudyOpener
+    from medseg.gui.study.study_loader import StudyLoader
 
 
 class SegmentFlow(QObject):

@@ -32,6 +32,7 @@ from medseg.edit.document import SegmentationDocument
 from medseg.errors import Cancelled, MedsegError, ModalityMismatch
 from medseg.gui.common import app_settings, wheel_guard
 from medseg.gui.common.job_status import JobStatusWidget
+from medseg.gui.common.view_state import DEFAULT_PRESETS, ViewState
 from medseg.gui.labels.overlay_panel import OverlayPanel
 from medseg.gui.labels.source_line import SourceLine
 from medseg.gui.labels.stats_panel import StatsPanel
@@ -52,7 +53,6 @@ from medseg.gui.viewer.label_table import described_labels
 from medseg.gui.viewer.layout import ViewerPanel
 from medseg.gui.viewer.presets_dialog import PresetsEditor
 from medseg.gui.viewer.readout import PositionReadout
-from medseg.gui.viewer.view_state import DEFAULT_PRESETS, ViewState
 from medseg.gui.viewer.window_panel import WindowPanel
 from medseg.settings import SETTINGS
 from medseg.workflows.edit_operations import register_operations
@@ -102,7 +102,7 @@ class MainWindow(QMainWindow):
         # where the shown segmentation came from: in the overlay section and under Segment (sinks: _build_tabs)
         self.source_line = SourceLine(self.document, self.view, [], self)
         self.opener = StudyOpener(self.document, self.loader, self.segmentation_files, self.editing, self,
-                                  self.source_line.show, self.notice_banner, self)
+                                  self.source_line.show, self.notice_banner, self, pacs_dialog=_pacs_dialog)
         self.segmenting = SegmentFlow(self.document, self.loader, self.editing, self, self.notice_banner.show_message,
                                       self.source_line.show, self.opener, self)
         self.help = HelpMenu(self)
@@ -327,3 +327,10 @@ class MainWindow(QMainWindow):
         self.train_tab.shutdown()
         self.job_status.detach()
         super().closeEvent(event)
+
+
+def _pacs_dialog(parent: QWidget) -> QWidget:
+    """File ▸ PACS…'s dialog, imported on first use (the PACS clients load only when a user asks for them)."""
+    from medseg.gui.pacs.dialog import PacsDialog
+
+    return PacsDialog(parent)

@@ -12,7 +12,7 @@ from typing import Callable
 from PySide6.QtGui import QAction, QActionGroup, QKeySequence
 from PySide6.QtWidgets import QMainWindow, QMenu
 
-from medseg.gui.viewer.view_state import AUTO_PRESET
+from medseg.gui.common.view_state import AUTO_PRESET
 from medseg.gui.viewer.window_panel import PRESET_KEYS
 
 LAYOUT_ACTIONS = (("1x3", "Layout 1 × 3", "F5"), ("2x2", "Layout 2 × 2", "F6"),

@@ -6,8 +6,8 @@ from PySide6.QtCore import QObject, Qt, QTimer
 from PySide6.QtWidgets import QApplication, QMainWindow
 
 from medseg.gui.common import app_settings
+from medseg.gui.common.view_state import ViewState
 from medseg.gui.viewer.layout import LAYOUTS, ViewerPanel
-from medseg.gui.viewer.view_state import ViewState
 
 
 class WindowPlacement(QObject):

@@ -33,17 +33,19 @@ ARCHIVE_FILTER = "Zip archives or DICOMDIR (*.zip DICOMDIR);;All files (*)"
 class StudyOpener(QObject):
     def __init__(self, document: SegmentationDocument, loader: StudyLoader, files: SegmentationFiles,
                  editing: Any, services: WindowServices, show_source: Callable[..., None],
-                 notice_banner: Any, parent: QWidget) -> None:
+                 notice_banner: Any, parent: QWidget, pacs_dialog: Callable[[QWidget], Any] | None = None) -> None:
         """``editing``: asks before unsaved edits go (``may_discard_edits``);
         ``show_source``: where the shown segmentation came from (SourceLine.show); ``notice_banner``: what the
-        user must know about how a segmentation file was placed."""
+        user must know about how a segmentation file was placed; ``pacs_dialog``: makes File ▸ PACS…'s dialog
+        (the window passes the PACS room's own, so the study room does not import it)."""
         super().__init__(parent)
         self.document, self.loader, self.files = document, loader, files
         self.editing, self.services = editing, services
         self.show_source, self.notice_banner = show_source, notice_banner
         self.parent_widget = parent
         self.browser: SeriesBrowser | None = None
-        self.pacs_dialog = None  # made on first use (File ▸ PACS…)
+        self.make_pacs_dialog = pacs_dialog
+        self.pacs_dialog: Any = None  # made on first use (File ▸ PACS…)
         self.demo_job: Job | None = None
         self.recent_menu: QMenu | None = None
         files.saved.connect(self._on_segmentation_saved)
@@ -132,10 +134,10 @@ class StudyOpener(QObject):
 
     def open_pacs(self):
         """The PACS dialog (one per window, kept so a running retrieval survives closing it)."""
-        from medseg.gui.pacs.dialog import PacsDialog
-
         if self.pacs_dialog is None:
-            self.pacs_dialog = PacsDialog(self.parent_widget)
+            if self.make_pacs_dialog is None:
+                raise RuntimeError("this window was made without a PACS dialog")
+            self.pacs_dialog = self.make_pacs_dialog(self.parent_widget)
             self.pacs_dialog.series_retrieved.connect(self._on_pacs_series)
         self.pacs_dialog.show()
         self.pacs_dialog.raise_()

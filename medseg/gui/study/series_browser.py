@@ -32,7 +32,7 @@ from PySide6.QtWidgets import (
 from medseg import io as medseg_io
 from medseg.errors import Cancelled
 from medseg.gui.common.jobs import Job
-from medseg.gui.viewer.banners import join_messages
+from medseg.gui.common.messages import join_messages
 
 COLUMNS = ("Patient", "Study", "Series", "Modality", "Description", "Slices", "Size", "Spacing (mm)", "Type", "Findings")
 KIND_TEXT = {

@@ -6,8 +6,8 @@ from PySide6.QtCore import QObject
 from PySide6.QtWidgets import QLabel
 
 from medseg.edit.document import SegmentationDocument
-from medseg.gui.viewer.banners import join_messages
-from medseg.gui.viewer.view_state import ViewState
+from medseg.gui.common.messages import join_messages
+from medseg.gui.common.view_state import ViewState
 
 
 def details_html(document: SegmentationDocument, view: ViewState) -> str:

@@ -29,7 +29,7 @@ from medseg.edit.document import SegmentationDocument
 from medseg.edit.merge import REPLACE, SEGMENT_STEP
 from medseg.errors import Cancelled, ImageChangedError, MedsegError
 from medseg.gui.common.jobs import Job
-from medseg.gui.viewer.view_state import DEFAULT_PRESETS, ViewState
+from medseg.gui.common.view_state import DEFAULT_PRESETS, ViewState
 from medseg.io.image_files import image_suffix
 
 log = logging.getLogger(__name__)

@@ -348,9 +348,9 @@ class TrainingPanel(QWidget):
         package = self.package_path
         if package is None or self.run_folder is None or not package.resolve().is_relative_to(self.run_folder.resolve()):
             return
-        from medseg.gui.segment.model_chooser import store_reference
+        from medseg.settings import SETTINGS
 
-        store_reference(str(package))
+        SETTINGS.segment_model = str(package)  # the Segment tab's model chooser follows the setting
         self._log(f"the Segment tab now uses {package}")
         self.model_chosen.emit(str(package))
 

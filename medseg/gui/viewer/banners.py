@@ -8,6 +8,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QMessageBox, QPushButton, QWidget
 
 from medseg.core.volume import GeometryFinding
+from medseg.gui.common.messages import join_messages
 
 log = logging.getLogger(__name__)
 
@@ -53,11 +54,6 @@ class Banner(QFrame):
         self.details_box = QMessageBox(QMessageBox.Icon.Information, "Details", self.details, QMessageBox.StandardButton.Ok, self)
         self.details_box.setTextFormat(Qt.TextFormat.PlainText)
         self.details_box.open()  # non-blocking
-
-
-def join_messages(messages: list[str]) -> str:
-    """Sentences joined without doubled punctuation ("a.; b." reads badly)."""
-    return " ".join(m.strip() if m.strip().endswith((".", "!", "?")) else m.strip() + "." for m in messages if m.strip())
 
 
 # The finding a clinician must read first (the one the banner's first line shows); the rest are

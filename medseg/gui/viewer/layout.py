@@ -12,12 +12,12 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QGridLayout, QLabel, QWidget
 
 from medseg.edit.document import SegmentationDocument
+from medseg.gui.common.view_state import ViewState
 from medseg.gui.viewer.label_table import color_arrays
 from medseg.gui.viewer.slice_render import SliceRenderer
 from medseg.gui.viewer.slice_view import SliceView
 from medseg.gui.viewer.view3d import View3D
 from medseg.gui.viewer.view_axes import VIEW_NAMES, view_axes
-from medseg.gui.viewer.view_state import ViewState
 
 LAYOUTS = ("1x3", "2x2", "single")
 

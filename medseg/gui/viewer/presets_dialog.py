@@ -15,7 +15,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from medseg.gui.viewer.view_state import DEFAULT_PRESETS, ViewState
+from medseg.gui.common.view_state import DEFAULT_PRESETS, ViewState
 from medseg.gui.viewer.window_panel import WindowPanel
 
 

@@ -10,8 +10,8 @@ from PySide6.QtCore import Qt, Slot
 from PySide6.QtWidgets import QLabel, QWidget
 
 from medseg.edit.document import SegmentationDocument
+from medseg.gui.common.view_state import ViewState
 from medseg.gui.viewer.layout import ViewerPanel
-from medseg.gui.viewer.view_state import ViewState
 
 
 class PositionReadout(QLabel):

@@ -16,10 +16,10 @@ from PySide6.QtGui import QColor, QCursor, QFont, QImage, QKeyEvent, QMouseEvent
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
 from medseg.edit.document import SegmentationDocument
+from medseg.gui.common.view_state import ViewState
 from medseg.gui.viewer import tool_overlay
 from medseg.gui.viewer.slice_render import SliceRenderer, qimage_of
 from medseg.gui.viewer.view_axes import ViewAxes
-from medseg.gui.viewer.view_state import ViewState
 
 # Slicer's view colours, so users recognise which crosshair belongs to which view.
 VIEW_COLORS = {"axial": QColor(240, 80, 80), "coronal": QColor(110, 200, 90), "sagittal": QColor(235, 200, 60)}

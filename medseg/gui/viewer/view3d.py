@@ -40,9 +40,9 @@ from PySide6.QtWidgets import (
 )
 
 from medseg.edit.document import SegmentationDocument
+from medseg.gui.common.view_state import ViewState
 from medseg.gui.viewer.gl_support import gl_support
 from medseg.gui.viewer.surface_jobs import SurfaceMesher
-from medseg.gui.viewer.view_state import ViewState
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from medseg.gui.viewer.view_state import AUTO_PRESET, ViewState
+from medseg.gui.common.view_state import AUTO_PRESET, ViewState
 
 PRESET_KEYS = {"Soft tissue": "1", "Lung": "2", "Bone": "3", "Brain": "4", "Liver": "5", "Mediastinum": "6", AUTO_PRESET: "0"}
 
