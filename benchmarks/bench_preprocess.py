@@ -46,9 +46,14 @@ PLAN_SPACING = (1.5, 1.5, 1.5)
 LABELS = 14
 
 
+# The export before issue #27 (numpy + scipy), the parent of the commit that moved it to torch: "main" in
+# this benchmark's names, as it was when the benchmark was written.
+BEFORE_TORCH = "ea09392^"
+
+
 def main_preprocess_module(work: Path):
-    """main's medseg/model/preprocess.py as a module of its own (the peer this branch replaces)."""
-    source = subprocess.run(["git", "-C", str(REPO), "show", "main:medseg/model/preprocess.py"],
+    """The pre-torch medseg/model/preprocess.py as a module of its own (the peer the torch path replaced)."""
+    source = subprocess.run(["git", "-C", str(REPO), "show", f"{BEFORE_TORCH}:medseg/model/preprocess.py"],
                             check=True, capture_output=True, text=True).stdout
     path = work / "preprocess_main.py"
     path.write_text(source)
@@ -79,6 +84,7 @@ def bench_case(name: str, ct: Path, plan, main_pp, repeats: int) -> list[str]:
     import torch
 
     from medseg.io import load
+    from medseg.model import logits_grid as lg
     from medseg.model import preprocess as pp
 
     volume = load(ct)
@@ -99,7 +105,7 @@ def bench_case(name: str, ct: Path, plan, main_pp, repeats: int) -> list[str]:
         del reference
         seconds, labels_main = timed(lambda: main_pp.logits_to_label_map(logits, prep_main))
         times["export-main"].append(seconds)
-        seconds, labels = timed(lambda: pp.logits_to_label_map(logits, prep))
+        seconds, labels = timed(lambda: lg.logits_to_label_map(logits, prep))
         times["export-torch"].append(seconds)
         same_labels = float((labels == labels_main).mean())
     lines = [f"{name}: {tuple(volume.shape_zyx)} at {tuple(round(s, 3) for s in volume.spacing_zyx)} mm -> "

@@ -116,8 +116,8 @@ def frame_rate(image: np.ndarray, labels: np.ndarray, size: tuple[int, int] = (1
     from medseg.core.labels import Label
     from medseg.core.volume import Volume
     from medseg.edit.document import SegmentationDocument
+    from medseg.gui.common.view_state import ViewState
     from medseg.gui.viewer.layout import ViewerPanel
-    from medseg.gui.viewer.view_state import ViewState
 
     doc = SegmentationDocument()
     view = ViewState(doc)

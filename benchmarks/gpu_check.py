@@ -103,8 +103,9 @@ def part_medseg(model: Path, args, out: Path) -> dict:
 
     from medseg.model import backends
     from medseg.model.infer import segment, sliding_window_logits
+    from medseg.model.logits_grid import logits_to_label_map
     from medseg.model.package import build_networks
-    from medseg.model.preprocess import logits_to_label_map, preprocess_to
+    from medseg.model.preprocess import preprocess_to
     from medseg.model.profiling import Profiling
     from medseg.workflows.models import open_model
 
@@ -251,9 +252,10 @@ def part_labels117(model: Path, args, out: Path) -> dict:
 
     from medseg.model import backends
     from medseg.model.infer import sliding_window_logits
+    from medseg.model.logits_grid import logits_to_label_map
     from medseg.model.nnunet_import import import_nnunet
     from medseg.model.package import build_networks
-    from medseg.model.preprocess import logits_to_label_map, preprocess_to
+    from medseg.model.preprocess import preprocess_to
 
     names = ["background"] + [f"structure_{i}" for i in range(1, 117)]
     network = SMALL_NETWORK if args.dry_run else NETWORK

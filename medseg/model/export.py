@@ -116,8 +116,9 @@ def measure_parity(
 
     from medseg.model import backends
     from medseg.model.infer import sliding_window_logits
+    from medseg.model.logits_grid import logits_to_label_map
     from medseg.model.package import build_networks
-    from medseg.model.preprocess import logits_to_label_map, preprocess
+    from medseg.model.preprocess import preprocess
 
     plan = package.configurations[configuration]
     prep = preprocess(volume, plan)

@@ -31,8 +31,9 @@ from medseg.core.labels import Label
 from medseg.core.volume import Volume
 from medseg.errors import DeviceError, ModelError
 from medseg.model import backends
+from medseg.model.logits_grid import logits_to_label_map, logits_to_probabilities
 from medseg.model.postprocess import apply_steps
-from medseg.model.preprocess import logits_to_label_map, logits_to_probabilities, preprocess_to
+from medseg.model.preprocess import preprocess_to
 from medseg.model.profiling import phase
 from medseg.model.run_estimate import check_run, estimate_run
 from medseg.model.tiling import compute_steps, plan_tiles, tile_slicers  # noqa: F401 - tiling's API, used here too

@@ -18,10 +18,11 @@ import torch
 from interactive_fixture import make_nninteractive_folder
 
 from medseg.model.interactive.model_files import import_nninteractive
+from medseg.model.interactive.prompt_outcome import PromptError
 from medseg.model.interactive.prompts import PromptStore, point_stamp
 from medseg.model.interactive.refine_boxes import changed_region, cover_boxes
 from medseg.model.interactive.resize import dilate
-from medseg.model.interactive.session import InteractiveSession, PromptError
+from medseg.model.interactive.session import InteractiveSession
 
 TINY = {"patch_size": (56, 56, 56), "n_stages": 3, "base_features": 4, "max_features": 16, "configuration": "3d_ps56"}
 

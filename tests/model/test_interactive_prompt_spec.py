@@ -11,8 +11,8 @@ import SimpleITK as sitk
 
 from medseg.core.volume import Volume
 from medseg.io import load
+from medseg.model.interactive.prompt_outcome import PromptError
 from medseg.model.interactive.prompt_spec import parse_prompt, resolve_prompt
-from medseg.model.interactive.session import PromptError
 
 
 @pytest.fixture(scope="module")

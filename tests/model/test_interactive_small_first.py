@@ -18,7 +18,9 @@ import torch
 from interactive_fixture import lung1_tumour_crop, make_nninteractive_folder
 
 from medseg.model.interactive.model_files import import_nninteractive
-from medseg.model.interactive.session import EXACT, SMALL, SMALL_THEN_EXACT, InteractiveSession, small_patch_for
+from medseg.model.interactive.patch_geometry import small_patch_for
+from medseg.model.interactive.prompt_outcome import EXACT, SMALL, SMALL_THEN_EXACT
+from medseg.model.interactive.session import InteractiveSession
 
 PATCH, FEATURES = 80, 4
 

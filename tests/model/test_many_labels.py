@@ -22,6 +22,7 @@ from nnunet_fixture import make_nnunet_result_folder
 from nnunetv2.inference.export_prediction import convert_predicted_logits_to_segmentation_with_correct_shape
 
 from medseg.core.volume import Volume
+from medseg.model import logits_grid as lg
 from medseg.model import preprocess as pp
 from medseg.model.backends import TorchRunner
 from medseg.model.infer import sliding_window_logits
@@ -81,16 +82,16 @@ def test_117_label_export_memory_is_bounded(logits_and_prep, monkeypatch):
     # The slab budget is a constant (4 M voxels: 16 classes of a 512 x 512 slice), about 4 % of the
     # budget above for a 512 x 512 x 300 CT; scaled to this crop: one class of a slice per pass.
     plane = volume.shape_zyx[1] * volume.shape_zyx[2]
-    monkeypatch.setattr(pp, "SLAB_VOXELS", plane)
-    pp.logits_to_label_map(logits, prep)  # warm: thread pools, the allocator's arenas
-    labels, chunked = peak_rss_increase(lambda: pp.logits_to_label_map(logits, prep))
+    monkeypatch.setattr(lg, "SLAB_VOXELS", plane)
+    lg.logits_to_label_map(logits, prep)  # warm: thread pools, the allocator's arenas
+    labels, chunked = peak_rss_increase(lambda: lg.logits_to_label_map(logits, prep))
     print(f"117 labels, {volume.shape_zyx}: export peak +{chunked / 2**20:.1f} MiB; budget {budget / 2**20:.1f} MiB "
           f"(2 x label map {label_bytes / 2**20:.1f} + one class {one_class / 2**20:.1f})")
     assert chunked <= budget, f"export peak {chunked / 2**20:.1f} MiB over the budget {budget / 2**20:.1f} MiB"
 
     # the same export without class chunks (every class of a slice at once): over the budget
-    monkeypatch.setattr(pp, "_class_chunks", lambda n, plane, budget: [slice(0, n)])
-    unchunked_labels, unchunked = peak_rss_increase(lambda: pp.logits_to_label_map(logits, prep))
+    monkeypatch.setattr(lg, "_class_chunks", lambda n, plane, budget: [slice(0, n)])
+    unchunked_labels, unchunked = peak_rss_increase(lambda: lg.logits_to_label_map(logits, prep))
     print(f"  every class at once: +{unchunked / 2**20:.1f} MiB")
     assert unchunked > budget
     # chunking changes the memory, not the labels: torch's bilinear interpolation vectorises across the
@@ -110,11 +111,11 @@ def test_chunked_export_equals_nnunets_export(tmp_path, ct_dir, monkeypatch):
     expected = convert_predicted_logits_to_segmentation_with_correct_shape(
         logits.clone(), plans, plans.get_configuration("3d_fullres"), plans.get_label_manager(dataset_json), properties)
     plane = int(np.prod(prep.shape_after_crop[1:]))
-    monkeypatch.setattr(pp, "SLAB_VOXELS", plane * 10)  # a budget of 10 classes' output slices: 12 chunks
-    labels = pp.logits_to_label_map(logits, prep)
+    monkeypatch.setattr(lg, "SLAB_VOXELS", plane * 10)  # a budget of 10 classes' output slices: 12 chunks
+    labels = lg.logits_to_label_map(logits, prep)
     assert len(np.unique(expected)) > 100
     # nnU-Net resamples in float64, medseg in float32, both round to float16: ties of 117 random
     # logits can fall either way, as with 3 (tests/model/test_preprocess.py)
     assert (labels == expected).mean() >= 0.9999
-    monkeypatch.setattr(pp, "SLAB_VOXELS", plane * 117)  # every class in one pass
-    assert np.array_equal(pp.logits_to_label_map(logits, prep), labels)  # the chunks change nothing
+    monkeypatch.setattr(lg, "SLAB_VOXELS", plane * 117)  # every class in one pass
+    assert np.array_equal(lg.logits_to_label_map(logits, prep), labels)  # the chunks change nothing

@@ -14,6 +14,7 @@ from nnunetv2.preprocessing.cropping.cropping import crop_to_nonzero
 from nnunetv2.preprocessing.resampling.default_resampling import resample_data_or_seg_to_shape
 
 from medseg.core.volume import Volume
+from medseg.model import logits_grid as lg
 from medseg.model import preprocess as pp
 from medseg.model.nnunet_import import import_nnunet
 
@@ -56,10 +57,10 @@ def test_crop_to_nonzero_matches_nnunet(ct_dir, which):
 
 
 @pytest.mark.parametrize("which", CASES, ids=IDS)
-@pytest.mark.parametrize("slab_voxels", [pp.SLAB_VOXELS, 50_000])
+@pytest.mark.parametrize("slab_voxels", [lg.SLAB_VOXELS, 50_000])
 def test_logits_back_to_original_grid_equal_nnunets(model_folder, plan, ct_dir, which, slab_voxels, monkeypatch):
     """Slab-wise resampling (any slab size) gives nnU-Net's labels, separate-z or not."""
-    monkeypatch.setattr(pp, "SLAB_VOXELS", slab_voxels)
+    monkeypatch.setattr(lg, "SLAB_VOXELS", slab_voxels)
     image = ct_crop(ct_dir, which)
     _, properties, plans = _nnunet_preprocess(model_folder, image)
     prep = pp.preprocess(Volume.from_sitk(image), plan)
@@ -69,7 +70,7 @@ def test_logits_back_to_original_grid_equal_nnunets(model_folder, plan, ct_dir, 
     label_manager = plans.get_label_manager(json.loads((model_folder / "dataset.json").read_text()))
     expected = convert_predicted_logits_to_segmentation_with_correct_shape(
         logits.clone(), plans, configuration, label_manager, properties)
-    labels = pp.logits_to_label_map(logits, prep)
+    labels = lg.logits_to_label_map(logits, prep)
     assert labels.shape == expected.shape == image.GetSize()[::-1]
     assert (labels == expected).mean() >= 0.99999
 
@@ -96,7 +97,7 @@ def test_round_trip_lands_on_the_input_grid(plan, ct_dir, transpose):
     prep = pp.preprocess(volume, transposed)
     bone = torch.from_numpy(prep.data[0] > (200 - 68.5) / 176.3)  # 200 HU in the fixture's normalization
     logits = torch.stack([(~bone).half(), bone.half()])
-    labels = pp.logits_to_label_map(logits, prep)
+    labels = lg.logits_to_label_map(logits, prep)
     expected = volume.array > 200
     assert labels.shape == volume.shape_zyx
     assert (labels.astype(bool) == expected).mean() > 0.97

@@ -9,7 +9,7 @@ The command line's ``--prompt`` values:
 
 :func:`parse_prompt` checks the syntax (nothing is read); :func:`resolve_prompt` places a parsed
 prompt on an image (a mask file must already be read, on the image's own grid) and refuses one
-that falls outside it. Both raise :class:`~medseg.model.interactive.session.PromptError` naming
+that falls outside it. Both raise :class:`~medseg.model.interactive.prompt_outcome.PromptError` naming
 the prompt, so a command can check all of them before anything runs.
 """
 
@@ -22,7 +22,8 @@ from typing import Sequence
 import numpy as np
 
 from medseg.core.volume import Volume
-from medseg.model.interactive.session import InteractiveSession, PromptError, PromptResult
+from medseg.model.interactive.prompt_outcome import PromptError, PromptResult
+from medseg.model.interactive.session import InteractiveSession
 
 KINDS = ("point", "box", "scribble", "lasso")
 

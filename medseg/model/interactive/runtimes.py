@@ -174,3 +174,15 @@ __all__ = ["CHOICE_FILE", "MIN_AGREEMENT", "MIN_DICE", "MIN_GAIN", "ONNX_FILE", 
            "RuntimeChoice", "available_runtimes", "chosen_runtime", "ensure_onnx", "load_choice", "make_runner",
            "measured_pass_seconds", "runtime_for_folder",
            "free_memory_mb", "openvino_available"]
+
+
+def calibrated_pass(folder: Path | None, runtime: str, source: str) -> tuple[float | None, str]:
+    """A pass's seconds as measured at install for ``runtime``, with ``source`` (how it is known); (None, "")
+    where nothing was measured."""
+    seconds = measured_pass_seconds(folder, runtime)
+    return (seconds, source) if seconds is not None else (None, "")
+
+
+def takes_cancel(runner: object) -> bool:
+    """Whether a runner stops a running pass when its cancel token is set (OpenVINO's infer request does)."""
+    return isinstance(runner, OpenVinoRunner)

@@ -44,9 +44,7 @@ the full patch's inside it: ``benchmarks/bench_interactive_small_first.py`` meas
 
 from __future__ import annotations
 
-import math
 import time
-from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 import numpy as np
@@ -57,7 +55,9 @@ from medseg.errors import MedsegError
 from medseg.model.backends import TorchRunner, resolve_device
 from medseg.model.interactive.cost import PromptCost, duration_text, first_zoom, prompt_cost
 from medseg.model.interactive.model_files import InteractiveModel
-from medseg.model.interactive.prompts import Box, PromptStore, Stamp
+from medseg.model.interactive.patch_geometry import box_slices, crop_of, edges, on_faces, small_patch_for
+from medseg.model.interactive.prompt_outcome import EXACT, SMALL, SMALL_THEN_EXACT, PromptError, PromptResult, Undo
+from medseg.model.interactive.prompts import Box, PromptStore
 from medseg.model.interactive.refine_boxes import changed_at_border, changed_region, cover_boxes
 from medseg.model.interactive.resize import (
     NormalisedImage,
@@ -71,6 +71,7 @@ from medseg.model.interactive.resize import (
     trilinear_resize,
     union_box,
 )
+from medseg.model.interactive.runtimes import calibrated_pass, takes_cancel
 from medseg.model.lean_forward import cancellable, slab_budget
 from medseg.progress import CancelToken, ProgressCallback, report
 
@@ -80,34 +81,7 @@ ZOOM_GROWTH = 1.5
 # cost about 5 % over the module forward's time, 16 MiB ones about 20 % (measured at 128^3, 2 threads);
 # the activations held stay far below the module forward's either way.
 SLAB_BYTES = 128 * 2**20
-SMALL_SHARE = 0.5  # the small first patch's edge, as a share of the patch's (before rounding to the stride)
 CALIBRATED, LAST_PASS = "as measured when the model was installed", "as the last pass took"  # a pass's seconds
-EXACT, SMALL, SMALL_THEN_EXACT = "exact", "small patch", "small patch, then exact"  # PromptResult.mode
-
-
-class PromptError(MedsegError):
-    """A prompt that cannot be used (outside the image, empty, a kind the model does not take)."""
-
-
-@dataclass
-class PromptResult:
-    """What one prompt did: the box of the object it rewrote, and where its time went."""
-
-    changed: Box | None
-    zoom: float
-    passes: int  # forward passes: (the small first patch +) 1 + zoom steps + refinement patches
-    seconds: dict[str, float] = field(default_factory=dict)
-    mode: str = EXACT  # EXACT; SMALL (the small first patch's answer kept); SMALL_THEN_EXACT (it fell back)
-    first_patch: tuple[int, ...] = ()  # the edges of the prompt's first forward pass
-
-
-@dataclass
-class _Undo:
-    stamps: int
-    intensity: float
-    rescaled: list[Stamp] | None
-    region: Box | None = None
-    before: np.ndarray | None = None
 
 
 Runner = Callable[[torch.Tensor], torch.Tensor]
@@ -141,7 +115,7 @@ class InteractiveSession:
 
                 self.runtime, self.runtime_reason = chosen_runtime(model, runtime)
                 runner = make_runner(model, self.runtime, model.source_path)
-                self.pass_seconds, self.pass_seconds_source = _calibrated_pass(model, self.runtime)
+                self.pass_seconds, self.pass_seconds_source = calibrated_pass(model.source_path, self.runtime, CALIBRATED)
             else:
                 self.runtime, self.runtime_reason = resolved, "a GPU device"
                 runner = TorchRunner([model.build_network()], resolved, onednn=True, lean=True)
@@ -155,7 +129,7 @@ class InteractiveSession:
         self._image: NormalisedImage | None = None
         self.mask: np.ndarray = np.zeros((0, 0, 0), np.uint8)
         self._prompts: PromptStore | None = None
-        self._undo: _Undo | None = None
+        self._undo: Undo | None = None
         self._seconds: dict[str, float] = {}
         self._passes = 0
         self._mode, self._first_patch = EXACT, self.patch
@@ -164,13 +138,13 @@ class InteractiveSession:
     def mode_text(self) -> str:
         """Which patches a prompt runs on, in words (for the plan and the command line's report)."""
         if not self.small_first:
-            return f"exact: nnInteractive's {_edges(self.patch)} patch"
+            return f"exact: nnInteractive's {edges(self.patch)} patch"
         if self.small_patch is None:
-            return f"exact: the {_edges(self.patch)} patch has no smaller patch on the network's stride"
+            return f"exact: the {edges(self.patch)} patch has no smaller patch on the network's stride"
         runner = " on PyTorch (OpenVINO's export is fixed to the full patch)" if self.runtime.startswith("openvino") \
             else ""
-        return (f"small first patch: {_edges(self.small_patch)}{runner} for a small prompt, the exact "
-                f"{_edges(self.patch)} path when its answer reaches the small patch's faces")
+        return (f"small first patch: {edges(self.small_patch)}{runner} for a small prompt, the exact "
+                f"{edges(self.patch)} path when its answer reaches the small patch's faces")
 
     # -- image and object ------------------------------------------------------------------------
     def set_image(self, array: np.ndarray) -> None:
@@ -290,7 +264,7 @@ class InteractiveSession:
         """``extent``: the prompt's size in voxels along each axis (a point's is 1)."""
         store = self._prompts
         assert store is not None
-        undo = _Undo(len(store.stamps), store.intensity, None)
+        undo = Undo(len(store.stamps), store.intensity, None)
         self._seconds, self._passes, self._planned, self._pass = {}, 0, 0, None
         self._mode, self._first_patch = EXACT, self.patch
         started = time.perf_counter()
@@ -308,14 +282,14 @@ class InteractiveSession:
         self._seconds["total"] = time.perf_counter() - started
         return PromptResult(changed, zoom, self._passes, dict(self._seconds), self._mode, self._first_patch)
 
-    def _predict(self, centre: list[int], extent: list[int], undo: _Undo) -> tuple[Box | None, float]:
-        zoom = min(MAX_ZOOM, float(self._zoom_for(extent, self.patch)))
+    def _predict(self, centre: list[int], extent: list[int], undo: Undo) -> tuple[Box | None, float]:
+        zoom = min(MAX_ZOOM, float(first_zoom(extent, self.patch)))
         if self.small_first and self.small_patch is not None and zoom == 1 \
-                and self._zoom_for(extent, self.small_patch) == 1:
+                and first_zoom(extent, self.small_patch) == 1:
             kept = self._small_first(centre, self.small_patch, undo)
             if kept is not False:
                 return kept, zoom
-        first = f"the {_edges(self.patch)} patch around the prompt" if zoom == 1 else \
+        first = f"the {edges(self.patch)} patch around the prompt" if zoom == 1 else \
             f"the prompt's surroundings zoomed out {zoom:.3g}x"
         self._begin_pass(first, zoom > 1 or (self.autozoom and zoom < MAX_ZOOM), zoomed=zoom > 1)
         inputs, scaled, box, previous = self._network_input(centre, zoom)
@@ -331,19 +305,19 @@ class InteractiveSession:
             inside = clip_box(box, self.mask.shape)
             if inside is not None:
                 self._record(undo, inside)
-                self.mask[_slices(inside)] = answer[local(inside, box)].numpy()
+                self.mask[box_slices(inside)] = answer[local(inside, box)].numpy()
             return inside, zoom
         return self._refine(centre, answer, scaled, box, undo), zoom
 
-    def _small_first(self, centre: list[int], small: tuple[int, ...], undo: _Undo) -> Box | None | bool:
+    def _small_first(self, centre: list[int], small: tuple[int, ...], undo: Undo) -> Box | None | bool:
         """The prompt on the small cube around it: the box it rewrote (or None, outside the image), or False
         when the object reaches past the cube (before the pass or in its answer): then the exact path runs."""
         box = centred_box(centre, small)
-        previous_np = self._mask_crop(box)
-        if _on_faces(previous_np).any():
+        previous_np = crop_of(self.mask, box)
+        if on_faces(previous_np).any():
             return False  # the object so far is larger than the small cube: it could not see it whole
         self._mode, self._first_patch = SMALL_THEN_EXACT, small
-        self._begin_pass(f"the small first patch ({_edges(small)})", True)
+        self._begin_pass(f"the small first patch ({edges(small)})", True)
         previous = torch.from_numpy(previous_np).to(torch.float16)
         inputs = self._timed("crop", lambda: self._patch_input(box, previous))
         if self._small_runner is None:  # OpenVINO's export is fixed to the full patch: PyTorch runs any size
@@ -351,16 +325,16 @@ class InteractiveSession:
 
             self._small_runner = make_runner(self.model, "torch")
         answer = self._forward(inputs, self._small_runner)
-        if self._timed("border", lambda: bool((_on_faces(answer.numpy()) != _on_faces(previous_np)).any())):
+        if self._timed("border", lambda: bool((on_faces(answer.numpy()) != on_faces(previous_np)).any())):
             return False
         self._mode = SMALL
         inside = clip_box(box, self.mask.shape)
         if inside is not None:
             self._record(undo, inside)
-            self.mask[_slices(inside)] = answer[local(inside, box)].numpy()
+            self.mask[box_slices(inside)] = answer[local(inside, box)].numpy()
         return inside
 
-    def _refine(self, centre: list[int], answer: torch.Tensor, scaled: list[int], box: Box, undo: _Undo) -> Box | None:
+    def _refine(self, centre: list[int], answer: torch.Tensor, scaled: list[int], box: Box, undo: Undo) -> Box | None:
         started = time.perf_counter()
         report(self._progress, self._passes / (self._planned + 1),
                f"pass {self._passes} done; planning the refinement at full resolution", "plan")
@@ -372,7 +346,7 @@ class InteractiveSession:
         seen = clip_box(box, self.mask.shape)
         boxes: list[Box] = []
         if seen is not None:
-            region = changed_region(coarse_np[local(seen, box)], self.mask[_slices(seen)])
+            region = changed_region(coarse_np[local(seen, box)], self.mask[box_slices(seen)])
             boxes = [[[lo + o, hi + o] for (lo, hi), (o, _) in zip(b, seen)]
                      for b in cover_boxes(region, self.patch, self.seed)]
         if not boxes:  # nothing changed: refine where the prompt is, as the user evidently wants something there
@@ -381,7 +355,7 @@ class InteractiveSession:
         work = np.zeros([hi - lo for lo, hi in cache], np.uint8)  # the previous answer each patch sees
         inside = clip_box(cache, self.mask.shape)
         if inside is not None:
-            work[local(inside, cache)] = self.mask[_slices(inside)]
+            work[local(inside, cache)] = self.mask[box_slices(inside)]
         injected = None if seen is None else clip_box([[max(a, c), min(b, d)] for (a, b), (c, d) in zip(seen, cache)],
                                                        self.mask.shape)
         if injected is not None:  # the coarse answer, where the patches will look
@@ -398,7 +372,7 @@ class InteractiveSession:
         for patch_box in boxes:
             part = clip_box(patch_box, self.mask.shape)
             if part is not None:
-                self.mask[_slices(part)] = work[local(part, cache)]
+                self.mask[box_slices(part)] = work[local(part, cache)]
         return inside
 
     # -- network input -----------------------------------------------------------------------------
@@ -407,7 +381,7 @@ class InteractiveSession:
         scaled = [round(p * zoom) for p in self.patch]
         box = centred_box(centre, scaled)
         if list(scaled) == list(self.patch):
-            previous = torch.from_numpy(self._mask_crop(box)).to(torch.float16)
+            previous = torch.from_numpy(crop_of(self.mask, box)).to(torch.float16)
             inputs = self._patch_input(box, previous)
         else:
             inputs, previous = self._zoomed_input(box, scaled, zoom)
@@ -434,7 +408,7 @@ class InteractiveSession:
             for kind in ("points", "scribble"):
                 if self.settings.supported.get(kind) and kind in self.settings.channels:
                     dilated.update(self.settings.pair(kind))
-        previous_full = torch.from_numpy(self._mask_crop(box)).to(torch.float16)
+        previous_full = torch.from_numpy(crop_of(self.mask, box)).to(torch.float16)
         previous = nearest_resize(previous_full, self.patch)
         channels = torch.zeros([self.settings.prompt_channels, *self.patch], dtype=torch.float16)
         for channel in range(self.settings.prompt_channels):
@@ -462,13 +436,6 @@ class InteractiveSession:
             if channel != self.settings.previous_channel:
                 channels[channel] /= intensity
 
-    def _mask_crop(self, box: Box) -> np.ndarray:
-        out = np.zeros([hi - lo for lo, hi in box], np.uint8)
-        inside = clip_box(box, self.mask.shape)
-        if inside is not None:
-            out[local(inside, box)] = self.mask[_slices(inside)]
-        return out
-
     # -- helpers -----------------------------------------------------------------------------------
     def _begin_pass(self, what: str, more: bool, zoomed: bool = False) -> None:
         """Say that the next pass starts, before its input is made (at a zoom, resizing it takes a good part of
@@ -495,7 +462,7 @@ class InteractiveSession:
         device = getattr(runner, "device", None)  # a TorchRunner takes its input on its device
         batch = inputs[None] if device is None else inputs[None].to(device)
         with slab_budget(SLAB_BYTES), cancellable(token.raise_if_cancelled if token is not None else None):
-            logits = runner(batch, cancel=token) if token is not None and _takes_cancel(runner) \
+            logits = runner(batch, cancel=token) if token is not None and takes_cancel(runner) \
                 else runner(batch)
         answer = logits[0].argmax(0).cpu()
         now = time.perf_counter()
@@ -516,14 +483,9 @@ class InteractiveSession:
         self._seconds[part] = self._seconds.get(part, 0.0) + time.perf_counter() - started
         return result
 
-    def _record(self, undo: _Undo, region: Box) -> None:
+    def _record(self, undo: Undo, region: Box) -> None:
         undo.region = region
-        undo.before = self.mask[_slices(region)].copy()
-
-    @staticmethod
-    def _zoom_for(extent: Sequence[int], patch: Sequence[int]) -> float:
-        """nnInteractive's first zoom: the prompt's extent with a third of the patch around it, at least 1."""
-        return first_zoom(extent, patch)
+        undo.before = self.mask[box_slices(region)].copy()
 
     def _check_supported(self, kind: str) -> None:
         if not self.settings.supported.get(kind, False):
@@ -533,38 +495,3 @@ class InteractiveSession:
         if self._image is None:
             raise PromptError("no image: call set_image first")
         return self._image
-
-
-def _calibrated_pass(model: InteractiveModel, runtime: str) -> tuple[float | None, str]:
-    from medseg.model.interactive.runtimes import measured_pass_seconds
-
-    seconds = measured_pass_seconds(model.source_path, runtime)
-    return (seconds, CALIBRATED) if seconds is not None else (None, "")
-
-
-def small_patch_for(patch: Sequence[int], divisor: Sequence[int]) -> tuple[int, ...] | None:
-    """The small first patch: :data:`SMALL_SHARE` of each edge rounded up to the network's total stride on that
-    axis (the network is fully convolutional, but every pooling must divide evenly); None when that is no
-    smaller than the patch."""
-    small = tuple(max(d, math.ceil(p * SMALL_SHARE / d) * d) for p, d in zip(patch, divisor))
-    return small if all(s <= p for s, p in zip(small, patch)) and small != tuple(patch) else None
-
-
-def _on_faces(cube: np.ndarray) -> np.ndarray:
-    """The values on a cube's 6 faces, one flat array (axis 0's faces first, the first face before the last)."""
-    return np.concatenate([np.take(cube, index, axis=axis).ravel()
-                           for axis in range(3) for index in (0, cube.shape[axis] - 1)])
-
-
-def _edges(patch: Sequence[int]) -> str:
-    return f"{patch[0]}^3" if len(set(patch)) == 1 else " x ".join(map(str, patch))
-
-
-def _takes_cancel(runner) -> bool:
-    from medseg.model.interactive.runtimes import OpenVinoRunner
-
-    return isinstance(runner, OpenVinoRunner)
-
-
-def _slices(box: Box) -> tuple[slice, ...]:
-    return tuple(slice(lo, hi) for lo, hi in box)

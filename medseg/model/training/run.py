@@ -34,16 +34,13 @@ from medseg.io.atomic import atomic_write_text
 from medseg.model.datasets import Case, Dataset
 from medseg.model.fingerprint import CANONICAL_ORIENTATION, Fingerprint, fingerprint_cases, plan_for_dataset
 from medseg.model.losses import DeepSupervisionLoss, DiceCELoss
-from medseg.model.package_model import package_labels
 from medseg.model.plan import Plan
-from medseg.model.postprocess import parse_steps
 from medseg.model.profiling import TRAIN_PHASES, Profiling, phase
 from medseg.model.training.checkpoints import load_checkpoint, save_checkpoint
 from medseg.model.training.config import (
     CHECKPOINT_BEST,
     CHECKPOINT_LAST,
     HISTORY_FILE,
-    POLY_EXPONENT,
     CheckpointEvent,
     EpochEvent,
     FallbackEvent,
@@ -58,8 +55,10 @@ from medseg.model.training.config import (
 from medseg.model.training.distributed import DistributedContext, setup_distributed
 from medseg.model.training.heads import adapt_state_to_labels
 from medseg.model.training.inflate import check_inflatable, inflate_state
+from medseg.model.training.package_out import write_package
 from medseg.model.training.prefetch import BatchPrefetcher, default_workers
 from medseg.model.training.sampling import PreparedCase, host_batch, prepare_case
+from medseg.model.training.schedule import default_work_dir, diverged, format_seconds, make_optimizer, poly_lr
 from medseg.model.training.validation import validate_with_loss
 from medseg.model.unet import build_network
 from medseg.progress import CancelToken, ProgressCallback, report
@@ -68,32 +67,6 @@ from medseg.progress import CancelToken, ProgressCallback, report
 NON_FINITE_LOSS_PATIENCE = 20
 
 Events = Iterator[TrainEvent]
-
-
-def poly_lr(initial: float, step: int, total: int, exponent: float = POLY_EXPONENT) -> float:
-    return initial * (1.0 - min(step, total) / max(total, 1)) ** exponent
-
-
-def make_optimizer(network: torch.nn.Module, config: TrainConfig) -> torch.optim.Optimizer:
-    lr = config.resolved_learning_rate()
-    if config.optimizer == "sgd":
-        return torch.optim.SGD(network.parameters(), lr=lr, momentum=config.momentum, nesterov=True,
-                               weight_decay=config.weight_decay)
-    if config.optimizer == "adamw":
-        return torch.optim.AdamW(network.parameters(), lr=lr, weight_decay=config.weight_decay)
-    raise ModelError(f"unknown optimizer '{config.optimizer}' (use sgd or adamw)")
-
-
-def default_work_dir(out_dir: Path) -> Path:
-    """Checkpoints live next to the package folder, which is replaced whole when it is written."""
-    return out_dir.with_name(out_dir.name + ".training")
-
-
-def format_seconds(seconds: float) -> str:
-    seconds = max(0, int(seconds))
-    hours, rest = divmod(seconds, 3600)
-    minutes, secs = divmod(rest, 60)
-    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
 
 
 class TrainingRun:
@@ -152,21 +125,6 @@ class TrainingRun:
         self.epochs_done_here = 0
 
     # --- helpers -------------------------------------------------------------------------------
-    def _label_codes(self, dataset: Dataset) -> dict[int, tuple[Any, Any]]:
-        """Each trained label's coded concept: as its data coded it, else as the model it started from
-        coded the label of that name; a label neither coded has none."""
-        described = dataset.label_table()
-        started_from = {label.name: label for p in (self.base_package, self.inflate_from) if p is not None
-                        for label in p.labels.values()}
-        codes = {}
-        for value, name in self.labels.items():
-            label = described.get(value)
-            if label is None or not label.coded:
-                label = started_from.get(name)
-            if label is not None and label.coded:
-                codes[value] = (label.category, label.type)
-        return codes
-
     def _preparing(self, text: str) -> PreparingEvent:
         """The next step before the first iteration: cases loaded and resampled (two steps each), the
         cases measured, the network built."""
@@ -176,7 +134,7 @@ class TrainingRun:
         self._prepared += 1
         return event
 
-    def _message(self, text: str) -> MessageEvent:
+    def message(self, text: str) -> MessageEvent:
         self.messages.append(text)
         return MessageEvent(text)
 
@@ -215,7 +173,7 @@ class TrainingRun:
             yield from self.build()
             yield from self.restore()
             self.batches = self.make_prefetcher()
-            yield self._message(
+            yield self.message(
                 f"{len(self.cases)} training and {len(self.validation_cases)} validation cases; global batch "
                 f"{self.global_batch} over {self.ctx.world_size} process(es) on {self.ctx.device}; "
                 f"{self.precision}; {self.feeding}")
@@ -228,9 +186,9 @@ class TrainingRun:
                 package_path = yield from self.export()
             if self.profiling is not None:
                 self.profiling.__exit__(None, None, None)
-                yield self._message(self.profiling.table())
+                yield self.message(self.profiling.table())
                 traces = self.profiling.trace_files()
-                yield self._message(f"profile: {traces[-1] if traces else self.profile} (open in Perfetto, "
+                yield self.message(f"profile: {traces[-1] if traces else self.profile} (open in Perfetto, "
                                     f"ui.perfetto.dev, or tensorboard --logdir {self.profile})")
                 self.profiling = None
         finally:
@@ -282,7 +240,7 @@ class TrainingRun:
             case = self.dataset.load(spec)
             for note in case.notes:
                 if "resampled" in note or "no name" in note or "not chosen for training" in note:
-                    yield self._message(f"{case.name}: {note}")
+                    yield self.message(f"{case.name}: {note}")
             self.raw_cases.append(case)
 
     def _base_configuration(self, base: Any) -> str:
@@ -304,10 +262,10 @@ class TrainingRun:
             self.plan = base.configurations[configuration]
             self.base_labels = base.names
             self.base_state = dict(base.weights[configuration][0])
-            yield self._message(f"fine-tuning from '{base.name}' (configuration {configuration})")
+            yield self.message(f"fine-tuning from '{base.name}' (configuration {configuration})")
             if self.plan.orientation is None:
                 self.plan = dataclasses.replace(self.plan, orientation=CANONICAL_ORIENTATION)
-                yield self._message(
+                yield self.message(
                     f"the base model reads arrays as stored; the fine-tuned model reads every image in "
                     f"{CANONICAL_ORIENTATION} orientation (a RAS NIfTI and an LPS DICOM then look the same to it)")
         yield self._preparing("measuring the cases (intensities, spacing)")
@@ -332,7 +290,7 @@ class TrainingRun:
         check_inflatable(flat[0], self.plan)
         self.inflate_state = dict(source.weights[flat[0].name][0])
         same_norm = flat[0].normalization == self.plan.normalization
-        yield self._message(
+        yield self.message(
             f"3D configuration '{self.plan.name}' starts from the 2D configuration '{flat[0].name}' of "
             f"'{source.name}' (its kernels as the centre slice)"
             + ("" if same_norm else "; note: the intensity normalisation differs from the 2D model's"))
@@ -355,7 +313,7 @@ class TrainingRun:
             case = self.dataset.load(spec)
             for note in case.notes:
                 if "resampled" in note:
-                    yield self._message(f"{case.name} (validation): {note}")
+                    yield self.message(f"{case.name} (validation): {note}")
             yield self._preparing(f"resampling {spec.name} (validation) for the network")
             self.validation_cases.append(prepare_case(case, self.plan, seed=self.config.seed))
 
@@ -369,7 +327,7 @@ class TrainingRun:
             state, message = adapt_state_to_labels(self.base_state, self.network, self.base_labels or {}, self.labels)
             self.network.load_state_dict(state, strict=True)
             if message:
-                yield self._message(message)
+                yield self.message(message)
         elif self.inflate_state is not None:
             self.network.load_state_dict(inflate_state(self.inflate_state, self.network), strict=True)
         self.optimizer = make_optimizer(self.network, config)
@@ -397,7 +355,7 @@ class TrainingRun:
         self.history = list(meta.get("history", []))
         self.best_dice = float(meta["best_mean_dice"]) if meta.get("best_mean_dice") is not None else -math.inf
         self.best_epoch = meta.get("best_epoch")
-        yield self._message(f"resumed after epoch {self.start_epoch} of {meta.get('epochs')}")
+        yield self.message(f"resumed after epoch {self.start_epoch} of {meta.get('epochs')}")
 
     def started_event(self) -> StartedEvent:
         return StartedEvent(self.total_steps, self.start_epoch * self.config.iterations_per_epoch, self.config.epochs,
@@ -459,13 +417,7 @@ class TrainingRun:
         self.non_finite_losses = getattr(self, "non_finite_losses", 0) + 1
         if self.use_amp and self.non_finite_losses < NON_FINITE_LOSS_PATIENCE:
             return
-        last = self.work_dir / CHECKPOINT_LAST
-        kept = (f"the last good checkpoint is kept ({last}, after epoch {epoch})" if last.is_file() and epoch > 0
-                else "no epoch was completed, so there is no checkpoint")
-        raise ModelError(f"training diverged: the loss is {float(loss.detach().float().mean())} at epoch {epoch + 1}, "
-                         f"iteration {iteration + 1}; the run stops here and {kept}",
-                         hint="lower the learning rate (--lr), or check the dataset's images and labels; "
-                              "--resume continues from the checkpoint")
+        raise diverged(float(loss.detach().float().mean()), epoch, iteration, self.work_dir / CHECKPOINT_LAST)
 
     def finish_epoch(self, epoch: int, losses: list[float]) -> Events:
         """Validation, checkpoints (last, and best when the mean Dice improved), history."""
@@ -516,48 +468,7 @@ class TrainingRun:
 
     def export(self) -> Iterator[TrainEvent]:
         """Rank 0 writes the model package (best weights when validated); returns its path."""
-        if not self.ctx.is_main:
-            return None
-        from medseg.model.package import ModelPackage, save_package
-
-        best_path = self.work_dir / CHECKPOINT_BEST
-        final_state = {k: v.detach().cpu() for k, v in self.network.state_dict().items()}
-        chosen = "final"
-        if self.best_epoch is not None and best_path.is_file():
-            final_state, _, _ = load_checkpoint(best_path)
-            chosen = f"best (epoch {self.best_epoch + 1}, mean Dice {self.best_dice:.4f})"
-        dataset = self.dataset
-        provenance = {
-            "trained_with": "medseg train",
-            "weights": chosen,
-            "dataset": {"name": dataset.name, "source": dataset.source, "description": dataset.description,
-                        "training_cases": [s.name for s in dataset.training_specs],
-                        "validation_cases": [s.name for s in dataset.validation_specs]},
-            "fingerprint": self.fingerprint.to_dict() if self.fingerprint else None,
-            "config": self.config.to_dict(),
-            "world_size": self.ctx.world_size,
-            "base_model": getattr(self.base_package, "name", None),
-            "inflated_from": getattr(self.inflate_from, "name", None),
-            "history": self.history,
-            "messages": self.messages,
-            **self.extra_provenance,
-        }
-        # the dataset's own steps, else those of the model it started from (labels allowing)
-        postprocessing = dataset.postprocessing or next(
-            (p.postprocessing for p in (self.base_package, self.inflate_from) if p is not None), [])
-        try:
-            parse_steps(postprocessing, self.labels)
-        except ModelError as error:  # the start model's steps name a label this model lacks
-            yield self._message(f"the start model's post-processing is not kept: {error.message}")
-            postprocessing = []
-        package = ModelPackage(
-            name=dataset.name, configurations={self.plan.name: self.plan},
-            labels=package_labels(self.labels, dict(dataset.colors), self._label_codes(dataset)), weights={self.plan.name: [final_state]}, provenance=provenance,
-            postprocessing=list(postprocessing),
-        )
-        package_path = save_package(package, self.out_dir)
-        yield self._message(f"model package written to {self.out_dir} ({chosen} weights)")
-        return package_path
+        return (yield from write_package(self))
 
 
 def train(
