@@ -200,6 +200,8 @@ def export_network_file(fmt: Any, package: Any, names: list[str], out: Path, che
     report(progress, 1.0, "Writing the file", "write")
     out.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_bytes(out, data)
+    if fmt.sidecar is not None:  # after the file: a file without its sidecar is refused in words, never misread
+        atomic_write_bytes(*fmt.sidecar(package, name, out))
     return reports
 
 

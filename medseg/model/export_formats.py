@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from medseg.errors import ModelError
+from medseg.model.onnx_model import ONNX_SUFFIX, onnx_sidecar
 
 if TYPE_CHECKING:
     from medseg.model.export import ParityReport
@@ -77,6 +78,9 @@ class ExportFormat:
     runtime_name: str = ""  # the parity report's runtime ("onnxruntime-cpu")
     dialog_title: str = ""  # the Export panel's entry (default: title)
     one_model: bool = True  # exports one model (several are combined only into a package)
+    # (package, configuration, the file written) -> (path, bytes) of the sidecar written beside it: what the file
+    # alone does not say for it to be opened as a model (an ONNX model: medseg.model.onnx_model)
+    sidecar: Callable[[Any, str, Path], tuple[Path, bytes]] | None = None
 
     @property
     def listed_as(self) -> str:
@@ -84,8 +88,8 @@ class ExportFormat:
 
 
 EXPORT_TABLE: tuple[ExportFormat, ...] = (
-    ExportFormat("onnx", "ONNX", ".onnx", _export_network_file, _write_onnx, _onnx_runner, "onnxruntime-cpu",
-                 dialog_title="ONNX (opset 17, DirectML)"),
+    ExportFormat("onnx", "ONNX", ONNX_SUFFIX, _export_network_file, _write_onnx, _onnx_runner, "onnxruntime-cpu",
+                 dialog_title="ONNX (opset 17, DirectML)", sidecar=onnx_sidecar),
     ExportFormat("torchscript", "TorchScript", ".pt", _export_network_file, _write_torchscript, _torchscript_runner,
                  "torchscript"),
     ExportFormat("package", "medseg package", "", _export_package, one_model=False),

@@ -303,6 +303,11 @@ def _mirror_axes(plan: Any) -> tuple[int, ...] | None:
 
 
 def _make_runner(device: str, package: Any, configuration: str, plan: Any) -> backends.TileRunner:
+    if backends.uses_onnx(device) and not package.weights.get(configuration) and configuration in package.onnx:
+        # an exported ONNX model (medseg.model.onnx_model): its file is the network, with no weights to export again
+        from medseg.model.onnx_graph import package_onnx
+
+        return backends.OnnxRunner(package_onnx(package, configuration), device)
     if device == "directml":  # the package's export (InstanceNormalization), which DirectML has run since #16
         from medseg.model.onnx_graph import package_onnx
 

@@ -66,16 +66,22 @@ def load_package(path: str | Path) -> ModelPackage:
         configurations = {
             name: _plan_from_manifest(name, data, path) for name, data in manifest["configurations"].items()
         }
-        labels = _labels(manifest, path)
-        _check_weights_size(files, manifest, configurations, len(labels), path)
+        _check_weights_size(files, manifest, configurations, len(_labels(manifest, path)), path)
         weights = _read_weights(files, manifest, path)
         onnx: dict[str, bytes | Path] = {}
         for config_name, member in manifest.get("onnx", {}).items():
             onnx[config_name] = files.reference(member)
+    return package_from_description(manifest, path, weights, onnx)
+
+
+def package_from_description(manifest: dict[str, Any], path: Path, weights: dict[str, list[dict[str, torch.Tensor]]],
+                             onnx: dict[str, bytes | Path]) -> ModelPackage:
+    """A package from its description (:func:`package_description`'s keys, read from JSON), its weights and its
+    ONNX networks, checked as a package is (an exported ONNX model's sidecar is read here too, with no weights)."""
     package = ModelPackage(
         name=manifest["name"],
-        configurations=configurations,
-        labels=package_labels(labels, _colors(manifest, path), _codes(manifest, path)),
+        configurations={name: _plan_from_manifest(name, data, path) for name, data in manifest["configurations"].items()},
+        labels=package_labels(_labels(manifest, path), _colors(manifest, path), _codes(manifest, path)),
         weights=weights,
         onnx=onnx,
         provenance=dict(manifest.get("provenance", {})),
@@ -84,6 +90,27 @@ def load_package(path: str | Path) -> ModelPackage:
     )
     package.validate(path)
     return package
+
+
+def package_description(pkg: ModelPackage, configurations: list[str] | None = None) -> dict[str, Any]:
+    """What model.json says of a package besides its files (name, plans, labels with colours and codes,
+    post-processing, provenance), for ``configurations`` (default: all)."""
+    names = list(pkg.configurations) if configurations is None else configurations
+    description: dict[str, Any] = {
+        "name": pkg.name,
+        "configurations": {name: pkg.configurations[name].to_dict() for name in names},
+        "labels": {str(k): label.name for k, label in sorted(pkg.labels.items())},
+        "colors": {str(k): list(label.color) for k, label in sorted(pkg.labels.items())},  # type: ignore[arg-type]
+        "provenance": dict(pkg.provenance),
+    }
+    codes = {str(k): {part: code.as_dict() for part, code in (("category", label.category), ("type", label.type))
+                      if code is not None}
+             for k, label in sorted(pkg.labels.items()) if label.category is not None or label.type is not None}
+    if codes:
+        description["codes"] = codes
+    if pkg.postprocessing:
+        description["postprocessing"] = pkg.postprocessing
+    return description
 
 
 MAX_MANIFEST_BYTES = 16 << 20  # model.json holds plans and names: kilobytes
@@ -330,25 +357,19 @@ def _package_members(pkg: ModelPackage) -> dict[str, bytes]:
     onnx_members = {}
     for config_name, model in pkg.onnx.items():
         onnx_members[onnx_filename(config_name)] = model if isinstance(model, bytes) else Path(model).read_bytes()
-    provenance = dict(pkg.provenance)
+    description = package_description(pkg)
     manifest = {
         "format": FORMAT_NAME,
         "format_version": FORMAT_VERSION,
         "name": pkg.name,
-        "configurations": {name: plan.to_dict() for name, plan in pkg.configurations.items()},
-        "labels": {str(k): label.name for k, label in sorted(pkg.labels.items())},
-        "colors": {str(k): list(label.color) for k, label in sorted(pkg.labels.items())},  # type: ignore[arg-type]
+        "configurations": description["configurations"],
+        "labels": description["labels"],
+        "colors": description["colors"],
         "folds": {name: [f"fold_{i}" for i in range(len(folds))] for name, folds in pkg.weights.items()},
         "onnx": {name: onnx_filename(name) for name in pkg.onnx},
-        "provenance": provenance,
+        "provenance": description["provenance"],
     }
-    codes = {str(k): {part: code.as_dict() for part, code in (("category", label.category), ("type", label.type))
-                      if code is not None}
-             for k, label in sorted(pkg.labels.items()) if label.category is not None or label.type is not None}
-    if codes:
-        manifest["codes"] = codes
-    if pkg.postprocessing:
-        manifest["postprocessing"] = pkg.postprocessing
+    manifest.update({key: description[key] for key in ("codes", "postprocessing") if key in description})
     members = {MODEL_JSON: json.dumps(manifest, indent=1).encode("utf-8"),
                WEIGHTS_FILE: save_safetensors_bytes(tensors, metadata={"format": FORMAT_NAME})}
     members.update(onnx_members)
@@ -437,7 +458,8 @@ def package_summary(pkg: ModelPackage) -> str:
 
 
 __all__ = [
-    "ModelPackage", "load_package", "save_package", "build_networks", "package_summary",
+    "ModelPackage", "load_package", "save_package", "build_networks", "package_summary", "package_description",
+    "package_from_description",
     "onnx_filename",
     "FORMAT_NAME", "FORMAT_VERSION", "MODEL_JSON", "WEIGHTS_FILE",
 ]

@@ -109,7 +109,7 @@ def test_a_folder_that_is_not_a_model_is_refused_by_name(window, chest, qtbot, t
         window.choose_model_action.trigger()  # refused when chosen, not at the next Segment (#42.1)
     # the dialog names the problem and, on its own line, the folder the user chose
     assert blocker.args[0] == ("not a model: it holds no model (no model.json, nor an nnU-Net plans.json "
-                               "and dataset.json)")
+                               "and dataset.json, nor an exported .onnx file with its .onnx.json)")
     assert window.segmenting.model_path() is None  # Segment still runs the built-in model
     assert window.error_box.text() == blocker.args[0]
     assert window.error_box.informativeText().splitlines()[0] == f"File: {tmp_path}"

@@ -44,7 +44,10 @@ TASKS = ["total", "breasts", "liver_segments", "abdominal_muscles", "aorta_annul
          "pulmonary_artery_landmarks",
          # sub-millimetre runs of the skull's crop on the tilted head CT (0.75 x 0.75 x 1 mm, 0.47 x 0.47 x 0.85 mm,
          # 0.5 mm): the trained 6 mm crop network marks a small piece of skull, so the crop is ~45 mm a side
-         "head_glands_cavities", "head_muscles", "oculomotor_muscles", "craniofacial_structures"]
+         "head_glands_cavities", "head_muscles", "oculomotor_muscles", "craniofacial_structures",
+         # sub-millimetre runs on a small piece holding the crop structure (ts_fixture.CROP_IMAGES): lung_vessels
+         # (0.7 mm, the 3 mm crop network), liver_lesions (0.75 mm), hip_implant (nnU-Net's own resampling)
+         "lung_vessels", "liver_lesions", "hip_implant"]
 
 CATALOGUE = Path(__file__).parents[2] / "resources" / "models" / "catalogue.json"
 

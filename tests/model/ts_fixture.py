@@ -252,6 +252,15 @@ CROP_IMAGES: dict[str, tuple[str, tuple[slice, slice, slice] | None]] = {
     "small": ("totalsegmentator/example_ct_sm.nii.gz", (slice(8, 20), slice(30, 54), slice(40, 72))),
     # the five-fold tasks at 0.8 mm without a crop: a smaller piece of the same (each fold costs a full run)
     "tiny": ("totalsegmentator/example_ct_sm.nii.gz", (slice(10, 18), slice(34, 50), slice(46, 66))),
+    # the sub-millimetre crop tasks on a small piece holding their crop structure, so the crop (the structure's box
+    # and TotalSegmentator's 20 mm around it, cut by the piece's edge) is a few tiles at 0.7-1.25 mm, not hundreds:
+    # lung_vessels: a lung base (the 3 mm crop network marks ~20 voxels of right lung, -825 HU, at its top slice)
+    "lungs": ("totalsegmentator/example_ct_sm.nii.gz", (slice(18, 30), slice(15, 60), slice(60, 115))),
+    # liver_lesions: a piece that is 72 % liver (the 3 mm network marks ~50 voxels of it, 52 HU)
+    "liver": ("totalsegmentator/example_ct_sm.nii.gz", (slice(12, 23), slice(59, 83), slice(71, 97))),
+    # hip_implant: one hip of the pelvis image, where the 6 mm network marks the hip bone it was trained on (the
+    # piece leaves out what it marks at the image's far edge, which made the crop half the image)
+    "hips": ("totalsegmentator/example_ct.nii.gz", (slice(0, 40), slice(0, 85), slice(0, 80))),
 }
 
 
@@ -335,14 +344,14 @@ CROP_TARGETS = {
 
 # the image each crop task's test runs on: where its crop model marks one of its crop structures
 TASK_IMAGE = {
-    "lung_vessels": "abdomen", "lung_vessels_LEGACY": "abdomen", "pleural_pericard_effusion": "abdomen",
-    "lung_nodules": "abdomen", "liver_vessels": "abdomen", "liver_segments": "abdomen", "liver_lesions": "abdomen",
+    "lung_vessels": "lungs", "lung_vessels_LEGACY": "abdomen", "pleural_pericard_effusion": "abdomen",
+    "lung_nodules": "abdomen", "liver_vessels": "abdomen", "liver_segments": "abdomen", "liver_lesions": "liver",
     "kidney_cysts": "abdomen", "abdominal_muscles": "abdomen",
     "cerebral_bleed": "head", "ventricle_parts": "head", "brain_structures": "head", "head_glands_cavities": "head",
     "head_muscles": "head", "oculomotor_muscles": "head", "craniofacial_structures": "head", "teeth": "head",
     "headneck_bones_vessels": "chest", "headneck_muscles": "chest", "heartchambers_highres": "chest",
     "coronary_arteries": "chest", "coronary_arteries_LEGACY": "chest", "aortic_sinuses": "chest",
-    "hip_implant": "pelvis",
+    "hip_implant": "hips",
     "aortic_dissection": "tiny", "pulmonary_artery_landmarks": "tiny",
 }
 

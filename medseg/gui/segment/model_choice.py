@@ -19,8 +19,9 @@ def missing_reason(path: str | Path) -> str | None:
         return "it is no longer there"
     if folder.is_file():
         return None if folder.suffix.lower() == ".zip" else "it is a file, not a model folder"
-    if (folder / "model.json").is_file() or ((folder / "plans.json").is_file() and (folder / "dataset.json").is_file()):
+    from medseg.model.kinds import kind_of
+
+    if kind_of(folder) is not None:  # the table of model kinds recognises it (their cheap look: names, small JSON)
         return None
-    if (folder / "totalseg.json").is_file():  # a converted TotalSegmentator task (medseg.model.totalseg's manifest)
-        return None
-    return "it holds no model (no model.json, nor an nnU-Net plans.json and dataset.json)"
+    return ("it holds no model (no model.json, nor an nnU-Net plans.json and dataset.json, nor an exported .onnx "
+            "file with its .onnx.json)")

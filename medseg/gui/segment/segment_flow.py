@@ -96,13 +96,15 @@ class SegmentFlow(QObject):
         self.panel.refresh()
 
     def choose_model(self) -> None:
-        folder = QFileDialog.getExistingDirectory(self.parent_widget, "Choose a model package or nnU-Net result folder",
+        folder = QFileDialog.getExistingDirectory(self.parent_widget, "Choose a model package, an nnU-Net result folder "
+                                                  "or a folder with an exported ONNX model",
                                                   self.model_path() or self.opener.last_folder())
         if folder:
             reason = model_choice.missing_reason(folder)
             if reason is not None:  # refused when chosen, not at the next Segment
                 self.services.show_error(MedsegError(f"not a model: {reason}", path=folder,
-                                                     hint="choose a medseg model package or an nnU-Net result folder"))
+                                                     hint="choose a medseg model package, an nnU-Net result folder or a "
+                                                          "folder with an exported ONNX model"))
                 return
             self.use_model_reference(folder)
 

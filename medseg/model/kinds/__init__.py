@@ -26,11 +26,13 @@ from medseg.model.kinds.base import (
     SharedRuns,
 )
 from medseg.model.kinds.interactive_kind import InteractiveKind
+from medseg.model.kinds.onnx_kind import OnnxModelKind
 from medseg.model.kinds.package_kind import MedsegPackageKind, NnUNetResultKind
 from medseg.model.kinds.totalseg_kind import TotalSegKind
 
-# Asked in this order: the most specific files first (an nnInteractive folder also has an nnU-Net plans.json).
-KINDS: list[ModelKind] = [TotalSegKind(), InteractiveKind(), NnUNetResultKind(), MedsegPackageKind()]
+# Asked in this order: the most specific files first (an nnInteractive folder also has an nnU-Net plans.json; the
+# medseg package kind takes any file, for its reader to say what is wrong with it, so an .onnx file is asked before).
+KINDS: list[ModelKind] = [TotalSegKind(), InteractiveKind(), NnUNetResultKind(), OnnxModelKind(), MedsegPackageKind()]
 
 
 def register(kind: ModelKind, first: bool = True) -> None:
@@ -64,7 +66,8 @@ def open_path(path: str | os.PathLike[str], reference: str | os.PathLike[str] | 
     kind = kind_of(path)
     if kind is None:
         raise ModelError("this folder is not a model medseg can run: no model.json (a medseg package), no plans.json "
-                         "with dataset.json (an nnU-Net v2 result folder)", path=path,
+                         "with dataset.json (an nnU-Net v2 result folder), no .onnx file with its .onnx.json (an "
+                         "exported ONNX model)", path=path,
                          hint="TotalSegmentator's or nnInteractive's weights folder: `medseg models import FOLDER` "
                               "(Segmentation ▸ Models… ▸ Import), then choose the model by its id")
     return kind.open(path, reference if reference is None or isinstance(reference, str) else Path(reference))
