@@ -4,7 +4,7 @@ provenance (what it was trained on and how), its labels with their codes, its po
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Generator
+from typing import Any, Generator
 
 from medseg.errors import ModelError
 from medseg.model.package_model import package_labels
@@ -13,12 +13,10 @@ from medseg.model.training.checkpoints import load_checkpoint
 from medseg.model.training.config import CHECKPOINT_BEST, TrainEvent
 from medseg.model.training.schedule import label_codes
 
-if TYPE_CHECKING:
-    from medseg.model.training.run import TrainingRun
 
-
-def write_package(run: TrainingRun) -> Generator[TrainEvent, None, Path | None]:
-    """Rank 0 writes the model package (best weights when validated); returns its path."""
+def write_package(run: Any) -> Generator[TrainEvent, None, Path | None]:
+    """Rank 0 writes the model package (best weights when validated); returns its path. ``run``: the
+    medseg.model.training.run.TrainingRun (not imported: it imports this module)."""
     if not run.ctx.is_main:
         return None
     from medseg.model.package import ModelPackage, save_package
@@ -46,7 +44,7 @@ def write_package(run: TrainingRun) -> Generator[TrainEvent, None, Path | None]:
         **run.extra_provenance,
     }
     # the dataset's own steps, else those of the model it started from (labels allowing)
-    postprocessing = dataset.postprocessing or next(
+    postprocessing: list[Any] = dataset.postprocessing or next(
         (p.postprocessing for p in (run.base_package, run.inflate_from) if p is not None), [])
     try:
         parse_steps(postprocessing, run.labels)
