@@ -105,16 +105,23 @@ def tier_machine() -> dict[str, Any]:
 
 
 def bf16_support() -> tuple[bool, str]:
-    """(native, why): whether the CPU computes bf16 natively, as OpenVINO's CPU plugin reports it."""
+    """(native, why): whether this CPU computes bf16 natively, as OpenVINO's CPU plugin reports it."""
     try:
         import openvino
 
         capabilities = list(openvino.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES"))
     except Exception as error:  # noqa: BLE001 - no OpenVINO (or no CPU plugin): no bf16 tier, said why
         return False, f"OpenVINO cannot report this CPU's capabilities ({str(error).splitlines()[0][:80]})"
+    return bf16_decision(capabilities)
+
+
+def bf16_decision(capabilities: Sequence[str]) -> tuple[bool, str]:
+    """(native, why) for a CPU whose OpenVINO OPTIMIZATION_CAPABILITIES are ``capabilities``: OpenVINO lists
+    "BF16" only where the CPU has AMX or AVX-512 BF16; elsewhere its bf16 is emulated, slower than float32."""
+    listed = ", ".join(capabilities) or "nothing"
     if "BF16" in capabilities:
-        return True, f"this CPU computes bf16 natively (OpenVINO: {', '.join(capabilities)})"
-    return False, (f"this CPU has neither AMX nor AVX-512 BF16 (OpenVINO reports {', '.join(capabilities)}): "
+        return True, f"this CPU computes bf16 natively (OpenVINO: {listed})"
+    return False, (f"this CPU has neither AMX nor AVX-512 BF16 (OpenVINO reports {listed}): "
                    "bf16 would be emulated, slower than float32")
 
 
@@ -283,5 +290,5 @@ def plan_line(package: Any, configuration: str) -> str:
 
 
 __all__ = ["AGREEMENT_NEEDED", "BF16", "DICE_NEEDED", "EXACT", "INT8", "PRECISIONS", "STRUCTURE_VOXELS", "TIERS",
-           "TierDamaged", "TierRecord", "algorithm_version", "bf16_support", "check_precision", "judge",
+           "TierDamaged", "TierRecord", "algorithm_version", "bf16_decision", "bf16_support", "check_precision", "judge",
            "offered_record", "plan_line", "read_record", "stored", "tier_runner", "write_record"]
