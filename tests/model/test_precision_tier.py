@@ -221,3 +221,25 @@ def test_int8_quantizes_the_convolutions_only_and_they_run_in_int8(ct_dir, tmp_p
                for op in compiled.get_runtime_model().get_ordered_ops()]
     int8_convolutions = sum(1 for kind, precision in runtime if kind == "Convolution" and precision in ("u8", "i8"))
     assert int8_convolutions == quantized_convolutions, runtime
+
+
+def test_batch_runs_the_verified_tier_and_its_table_says_so(starter_record, ct_dir, tmp_path):
+    from medseg.batch.table import read_table
+    from medseg.cli import main
+
+    archive = tmp_path / "archive"
+    archive.mkdir()
+    sitk.WriteImage(sitk.ReadImage(str(ct_dir / EXAMPLE_CT))[:, :, 96:112], str(archive / "bases.nii.gz"))
+    out = tmp_path / "out"
+    assert main(["batch", str(archive), "-o", str(out), "--device", "cpu", "--precision", "int8"]) == 0
+    (row,) = read_table(out / "results.csv")
+    assert row["status"] == "ok" and row["device"] == "openvino-cpu (int8)"
+    stated = load_package(starter_model_path()).version
+    sidecar = json.loads(next(out.glob("*.labels.json")).read_text())
+    assert {label["algorithm_version"] for label in sidecar["labels"]} == {f"{stated} (int8)"}
+    # the exact path's labels are not the tier's: the same batch without --precision segments the case again
+    assert main(["batch", str(archive), "-o", str(out), "--device", "cpu"]) == 0
+    (row,) = read_table(out / "results.csv")
+    assert row["status"] == "ok" and row["device"] == "cpu"
+    sidecar = json.loads(next(out.glob("*.labels.json")).read_text())
+    assert {label["algorithm_version"] for label in sidecar["labels"]} == {stated}
