@@ -3,8 +3,11 @@
 For each network, ``medseg.workflows.precision.verify_tier`` builds the int8 tier on this machine and runs
 the reference series through the exact path (PyTorch float32, what ``--device cpu`` runs), OpenVINO
 float32 (the exact path's other engine) and the int8 tier, each one sliding-window pass at step 1 on the
-network's grid; the gate compares the labels. Printed per network: each engine's time, int8's ratio to
-each, the voxel agreement, the lowest Dice of a structure of >= 1000 voxels, and whether the tier is offered.
+network's grid; the gate compares the labels. Then the same for bf16 (OpenVINO's bf16 inference precision,
+only where the CPU computes it natively: refused without a run elsewhere). Printed per network and tier: each
+engine's time, the tier's ratio to each and to the faster exact engine, the voxel agreement, the lowest Dice
+of a structure of >= 1000 voxels, whether the tier is offered, and how the int8 model was made (which
+convolutions stayed float32, the calibration tiles' agreement of each candidate).
 
 * ``starter``: the shipped 2D starter (trained here: confident outputs) on TotalSegmentator's example CT
   (3 mm, 122 x 101 x 112, abdomen with the lung bases);
@@ -16,7 +19,7 @@ each, the voxel agreement, the lowest Dice of a structure of >= 1000 voxels, and
   14 labels, random weights) on the middle 24 slices of lung1: the larger network that finishes in minutes
   on a busy 2-core machine.
 
-Run: .venv/bin/python benchmarks/bench_precision.py [--threads 2] [--networks starter fast]
+Run: .venv/bin/python benchmarks/bench_precision.py [--threads 2] [--networks starter medium fast] [--tiers int8 bf16]
 """
 
 from __future__ import annotations
