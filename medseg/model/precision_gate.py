@@ -13,9 +13,11 @@ NNCF's CPU defaults put a FakeQuantize on each of those element-wise inputs (198
 network has 23 convolutions): a 64^3 network then ran 0.71x of float32's time where quantizing the
 convolutions alone runs 0.40x, and its labels moved further from float32's (2026-12-08, 2 threads).
 
-Two candidates are tried, the fastest first, each checked on the calibration tiles against the exact
-export's labels (within :data:`TILE_DROP`): every convolution int8; then the layers at the full resolution
-(the first encoder stage, the last decoder stage and the segmentation head: the labels' edges) in float32
+The candidates are tried, the fastest first, each checked on the calibration tiles against the exact
+export's labels (within :data:`TILE_DROP`): every convolution int8; then, where the CPU computes bf16
+natively, the layers at the full resolution (the first encoder stage, the last decoder stage and the
+segmentation head: the labels' edges) in bf16 (in float32 they held two thirds of a 128^3 network's int8
+time); then those layers in float32
 (quantizing those left the starter's labels 99.88 % equal on TotalSegmentator's example CT, its lungs'
 Dice 0.987, short of the gate; kept float32, 99.97 % equal, lowest Dice 0.997, 2026-12-07). Where both
 fall short, NNCF's accuracy-aware quantization (``accuracy_control``) keeps more layers in float32 until
@@ -74,8 +76,10 @@ def _labels(runner: Any, image: torch.Tensor, plan: Any) -> tuple[np.ndarray, fl
 
 
 def quantize_int8(onnx: Path, shape: list[int], tiles: list[np.ndarray], out_xml: Path, threads: int,
-                  accuracy_control: bool) -> str:
-    """Quantize the export for ``shape`` into ``out_xml`` (and its .bin); returns the method, in words."""
+                  accuracy_control: bool, bf16: bool = False) -> tuple[str, str]:
+    """Quantize the export for ``shape`` into ``out_xml`` (and its .bin); returns (the method in words, the
+    precision its float layers compute in: "f32", or "bf16" where ``bf16``, the CPU computing it natively,
+    kept the tiles' labels within :data:`TILE_DROP`)."""
     import nncf
     import openvino
 
@@ -86,26 +90,34 @@ def quantize_int8(onnx: Path, shape: list[int], tiles: list[np.ndarray], out_xml
         model.reshape({model.inputs[0]: list(shape)})
         return model
 
-    def tile_agreement(model: Any) -> float:
-        compiled = core.compile_model(model, "CPU", config)
+    def tile_agreement(model: Any, hint: str) -> float:
+        compiled = core.compile_model(model, "CPU", {"INFERENCE_PRECISION_HINT": hint,
+                                                     "INFERENCE_NUM_THREADS": int(threads)})
         return float(np.mean([np.mean(compiled(t)[0].argmax(1) == w) for t, w in zip(tiles, wanted)]))
 
-    config = {"INFERENCE_PRECISION_HINT": "f32", "INFERENCE_NUM_THREADS": int(threads)}
-    exact = core.compile_model(read(), "CPU", config)
+    exact = core.compile_model(read(), "CPU", {"INFERENCE_PRECISION_HINT": "f32", "INFERENCE_NUM_THREADS": int(threads)})
     wanted = [exact(tile)[0].argmax(1) for tile in tiles]
     del exact
     dataset = nncf.Dataset(tiles)
     preset = nncf.QuantizationPreset.MIXED
     others = unquantized_types(read())
     kept = full_resolution_layers(read(), shape)
-    candidates = (("every convolution int8", nncf.IgnoredScope(types=others, validate=False)),
-                  (f"the {len(kept)} full-resolution convolutions float32",
-                   nncf.IgnoredScope(names=kept, types=others, validate=False)))  # validate: a name NNCF skips anyway
+    every = ("every convolution int8", nncf.IgnoredScope(types=others, validate=False))
+    edges = nncf.IgnoredScope(names=kept, types=others, validate=False)  # validate: a name NNCF skips anyway
+    # (what, scope, float layers' precision); the full-resolution convolutions in bf16 are 3x faster than in
+    # float32 and held two thirds of a 128^3 network's int8 time (docs/benchmarks.md)
+    candidates = [(*every, "f32")]
+    if bf16:
+        candidates.append((f"the {len(kept)} full-resolution convolutions bf16", edges, BF16))
+    candidates.append((f"the {len(kept)} full-resolution convolutions float32", edges, "f32"))
     needed = 1.0 - TILE_DROP
-    tried = []
-    for what, scope in candidates:
-        quantized = nncf.quantize(read(), dataset, preset=preset, subset_size=len(tiles), ignored_scope=scope)
-        agreement = tile_agreement(quantized)
+    tried, made = [], {}
+    for what, scope, hint in candidates:
+        if id(scope) not in made:
+            made[id(scope)] = nncf.quantize(read(), dataset, preset=preset, subset_size=len(tiles),
+                                            ignored_scope=scope)
+        quantized = made[id(scope)]
+        agreement = tile_agreement(quantized, hint)
         tried.append(f"{what}: tiles {agreement:.3%} equal")
         if agreement >= needed:
             break
@@ -127,8 +139,9 @@ def quantize_int8(onnx: Path, shape: list[int], tiles: list[np.ndarray], out_xml
             advanced_accuracy_restorer_parameters=AdvancedAccuracyRestorerParameters(
                 max_num_iterations=MOST_REVERT_ROUNDS, num_ranking_workers=1))
         method += f"; then accuracy control: layers kept in float32 until within {TILE_DROP:.2%}"
+        hint = "f32"
     _save_ir(quantized, out_xml)
-    return method
+    return method, hint
 
 
 def unquantized_types(model: Any) -> list[str]:
@@ -198,11 +211,13 @@ def build_and_gate(package: Any, configuration: str, precision: str, reference: 
         report(progress, 0.4, f"{package.name} ({configuration}): quantizing to int8", "quantize")
         xml = precision_tier.model_path(package, configuration, INT8)
         tiles = calibration_tiles(image, plan)
-        record.method = quantize_int8(onnx, shape, tiles, xml, threads, accuracy_control)
+        record.method, record.compute = quantize_int8(onnx, shape, tiles, xml, threads, accuracy_control,
+                                                      bf16=precision_tier.bf16_support()[0])
         record.files = {p.name: precision_tier.file_digest(p) for p in (xml, xml.with_suffix(".bin"))}
-        runner = OpenVinoRunner(xml, "f32", threads=threads, name="openvino-int8", shape=shape)
+        runner = OpenVinoRunner(xml, record.compute, threads=threads, name="openvino-int8", shape=shape)
     else:
         record.method = "OpenVINO CPU, INFERENCE_PRECISION_HINT bf16 on the exact-norm export"
+        record.compute = BF16
         runner = OpenVinoRunner(onnx, BF16, threads=threads, name="openvino-bf16", shape=shape)
     report(progress, 0.8, f"{package.name} ({configuration}): {precision} on {reference_name}", "tier")
     tier_labels, tier_seconds = _labels(runner, image, plan)

@@ -66,6 +66,7 @@ class TierRecord:
     seconds: dict[str, float] = field(default_factory=dict)  # the reference through the exact path and the tier
     files: dict[str, str] = field(default_factory=dict)  # the quantized model's files (name -> SHA-256)
     measured_on: str = ""
+    compute: str = EXACT  # int8: what its unquantized layers compute in ("f32", or "bf16" where native)
     format: str = RECORD_FORMAT
 
     def to_dict(self) -> dict[str, Any]:
@@ -204,6 +205,7 @@ def read_record(path: Path) -> TierRecord:
             raise ValueError(f"not a {RECORD_FORMAT} record")
         record = TierRecord(**data)
         if record.precision not in TIERS or not isinstance(record.offered, bool) or \
+                record.compute not in (EXACT, BF16) or \
                 not isinstance(record.files, dict) or not 0.0 <= float(record.agreement) <= 1.0:
             raise ValueError("its fields are not a tier's")
     except (OSError, ValueError, TypeError) as error:
@@ -255,9 +257,9 @@ def tier_runner(package: Any, configuration: str, precision: str, shape: Sequenc
     from medseg.model.backends import OpenVinoRunner
     from medseg.model.cpu_runtime import exact_onnx
 
-    offered_record(package, configuration, precision)
-    if precision == INT8:
-        source, hint = model_path(package, configuration, precision), "f32"  # the quantized graph runs its int8 ops
+    record = offered_record(package, configuration, precision)
+    if precision == INT8:  # the quantized graph runs its int8 ops; the rest as verified (float32, or bf16)
+        source, hint = model_path(package, configuration, precision), record.compute
     else:
         source, hint = exact_onnx(package, configuration), BF16
     try:

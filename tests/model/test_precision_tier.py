@@ -203,8 +203,10 @@ def test_int8_quantizes_the_convolutions_only_and_they_run_in_int8(ct_dir, tmp_p
     tiles = [np.ascontiguousarray(image[z:z + 16, y:y + 32, x:x + 32][None, None])
              for z, y, x in ((10, 200, 150), (20, 260, 250), (30, 300, 300), (16, 240, 330))]
     xml = tmp_path / "int8.xml"
-    method = quantize_int8(onnx, [1, 1, 16, 32, 32], tiles, xml, threads=1, accuracy_control=False)
+    method, compute = quantize_int8(onnx, [1, 1, 16, 32, 32], tiles, xml, threads=1, accuracy_control=False,
+                                    bf16=precision_tier.bf16_support()[0])
     assert "post-training quantization of the convolutions" in method and "kept: " in method
+    assert compute == ("bf16" if "full-resolution convolutions bf16" in method.split("kept: ")[1] else "f32")
 
     model = openvino.Core().read_model(str(xml))
     quantizers = [op for op in model.get_ordered_ops() if op.get_type_name() == "FakeQuantize"]
@@ -215,7 +217,7 @@ def test_int8_quantizes_the_convolutions_only_and_they_run_in_int8(ct_dir, tmp_p
                                  and op.input_value(0).get_node().get_type_name() == "FakeQuantize")
     assert quantized_convolutions >= 2  # at least the bottom, which no candidate keeps in float32
 
-    compiled = openvino.Core().compile_model(model, "CPU", {"INFERENCE_PRECISION_HINT": "f32",
+    compiled = openvino.Core().compile_model(model, "CPU", {"INFERENCE_PRECISION_HINT": compute,
                                                            "INFERENCE_NUM_THREADS": 1})
     runtime = [(op.get_rt_info()["layerType"].astype(str), op.get_rt_info()["runtimePrecision"].astype(str))
                for op in compiled.get_runtime_model().get_ordered_ops()]
