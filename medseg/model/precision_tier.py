@@ -272,7 +272,12 @@ def algorithm_version(version: str, precision: str) -> str:
     """What the labels' algorithm version says of a run in ``precision``: the model's version, and the tier."""
     if precision == EXACT:
         return version
-    return f"{version} ({precision})" if version else precision
+    if not version:
+        return precision
+    marker = f" ({precision})"
+    # a DICOM SEG keeps 64 characters of it (the LO value representation): the model's version gives way, not
+    # the marker, or a long version would hide that a tier ran
+    return (version if len(version) + len(marker) <= 64 else version[:63 - len(marker)] + "…") + marker
 
 
 def plan_line(package: Any, configuration: str) -> str:

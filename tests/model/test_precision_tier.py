@@ -162,6 +162,15 @@ def test_bf16_is_decided_by_the_cpus_capability_list_not_by_this_machine():
     assert not native and "reports nothing" in why
 
 
+def test_the_algorithm_version_says_the_tier_within_dicoms_64_characters():
+    assert precision_tier.algorithm_version("best (epoch 40)", "f32") == "best (epoch 40)"
+    assert precision_tier.algorithm_version("best (epoch 40)", "int8") == "best (epoch 40) (int8)"
+    assert precision_tier.algorithm_version("", "bf16") == "bf16"
+    long = "fine-tuned on 412 studies, fold 0 of 5, epoch 1000, mean Dice 0.9132 on validation"
+    version = precision_tier.algorithm_version(long, "int8")
+    assert len(version) == 64 and version.endswith("… (int8)") and version.startswith(long[:50])
+
+
 class _SmallUNet(torch.nn.Module):
     """Two resolutions of a 3D U-Net (conv, instance norm, leaky ReLU; strided conv down, transposed conv up,
     skip concatenated), with the instance norms that the exact-norm export writes as reductions."""
