@@ -1,10 +1,13 @@
-"""The faster tier against the exact path (issue #51 item 3): int8 (NNCF) vs float32, time and agreement.
+"""The faster tier against the exact path (issue #51 item 3): int8 (NNCF) and bf16 vs float32, time and agreement.
 
 For each network, ``medseg.workflows.precision.verify_tier`` builds the int8 tier on this machine and runs
 the reference series through the exact path (PyTorch float32, what ``--device cpu`` runs), OpenVINO
 float32 (the exact path's other engine) and the int8 tier, each one sliding-window pass at step 1 on the
-network's grid; the gate compares the labels. Printed per network: each engine's time, int8's ratio to
-each, the voxel agreement, the lowest Dice of a structure of >= 1000 voxels, and whether the tier is offered.
+network's grid; the gate compares the labels. Then the same for bf16 (OpenVINO's bf16 inference precision,
+only where the CPU computes it natively: refused without a run elsewhere). Printed per network and tier: each
+engine's time, the tier's ratio to each and to the faster exact engine, the voxel agreement, the lowest Dice
+of a structure of >= 1000 voxels, whether the tier is offered, and how the int8 model was made (which
+convolutions stayed float32, the calibration tiles' agreement of each candidate).
 
 * ``starter``: the shipped 2D starter (trained here: confident outputs) on TotalSegmentator's example CT
   (3 mm, 122 x 101 x 112, abdomen with the lung bases);
@@ -16,7 +19,7 @@ each, the voxel agreement, the lowest Dice of a structure of >= 1000 voxels, and
   14 labels, random weights) on the middle 24 slices of lung1: the larger network that finishes in minutes
   on a busy 2-core machine.
 
-Run: .venv/bin/python benchmarks/bench_precision.py [--threads 2] [--networks starter fast]
+Run: .venv/bin/python benchmarks/bench_precision.py [--threads 2] [--networks starter medium fast] [--tiers int8 bf16]
 """
 
 from __future__ import annotations
@@ -50,12 +53,14 @@ def model_for(network: str, work: Path) -> str | Path:
 
 def row(network: str, record, seconds: float) -> str:
     times = record.seconds
-    int8 = times.get("int8")
+    tier = times.get(record.precision)
     lowest = min(record.dice.values()) if record.dice else float("nan")
-    ratios = (f"{int8 / times['f32']:.2f}x PyTorch, {int8 / times['openvino-f32']:.2f}x OpenVINO f32"
-              if int8 else "not run")
+    exact = min(times.get("f32", float("inf")), times.get("openvino-f32", float("inf")))
+    ratios = (f"{tier / times['f32']:.2f}x PyTorch, {tier / times['openvino-f32']:.2f}x OpenVINO f32, "
+              f"{tier / exact:.2f}x the faster exact engine" if tier else "not run")
     return (f"{network:8s} PyTorch f32 {times.get('f32', float('nan')):7.1f} s | OpenVINO f32 "
-            f"{times.get('openvino-f32', float('nan')):7.1f} s | int8 {int8 or float('nan'):7.1f} s ({ratios}) | "
+            f"{times.get('openvino-f32', float('nan')):7.1f} s | {record.precision} {tier or float('nan'):7.1f} s "
+            f"({ratios}) | "
             f"agreement {record.agreement:.4%} | lowest Dice {lowest:.4f} | "
             f"{'OFFERED' if record.offered else 'refused: ' + '; '.join(record.shortfalls)} | "
             f"build+gate {seconds:.0f} s")
@@ -65,6 +70,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--networks", nargs="+", choices=("starter", "fast", "medium"), default=["starter", "fast"])
+    parser.add_argument("--tiers", nargs="+", choices=("int8", "bf16"), default=["int8", "bf16"],
+                        help="the tiers to build and gate (bf16 is refused, nothing run, on a CPU without it)")
     parser.add_argument("--accuracy-control", action="store_true",
                         help="let NNCF keep more layers in float32 where the quick quantization falls short (slow)")
     parser.add_argument("--work", help="folder for the models and the cache (default: a new temporary one)")
@@ -82,14 +89,14 @@ def main() -> int:
     print(f"   bf16: {bf16_support()[1]}")
     for network in args.networks:
         model = model_for(network, work)
-        started = time.perf_counter()
         reference = REFERENCES[network] or bench_infer.cropped_ct(work, 24)
-        records = verify_tier(model, "int8", reference, threads=args.threads,
-                              accuracy_control=args.accuracy_control)
-        seconds = time.perf_counter() - started
-        for record in records:
-            print(row(f"{network}", record, seconds), flush=True)
-            print(f"         {record.method}")
+        for tier in args.tiers:
+            started = time.perf_counter()
+            records = verify_tier(model, tier, reference, threads=args.threads, accuracy_control=args.accuracy_control)
+            seconds = time.perf_counter() - started
+            for record in records:
+                print(row(f"{network}", record, seconds), flush=True)
+                print(f"         {record.method}   (load average now {os.getloadavg()[0]:.1f})")
     return 0
 
 

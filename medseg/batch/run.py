@@ -62,6 +62,7 @@ class BatchSettings:
     allow_modality: bool = False  # segment series of another modality than the model's (each noted)
     deid: Deidentifier | None = None
     pacs_cache: Path | None = None
+    precision: str = "f32"  # "f32" (exact) or a tier verified here (medseg.model.precision_tier): int8, bf16
 
     def digest(self) -> str:
         """Everything besides the model that shapes the outputs (a change means: segment again)."""
@@ -70,6 +71,8 @@ class BatchSettings:
                    "stats": self.stats, "deidentified_with": self.deid.fingerprint if self.deid else None}
         if self.allow_modality:  # (absent when off: the digests of earlier runs stay valid)
             shaping["allow_modality"] = True
+        if self.precision != "f32":  # a faster tier's labels are not the exact path's: a switch segments again
+            shaping["precision"] = self.precision
         return hashlib.sha256(json.dumps(shaping, sort_keys=True).encode()).hexdigest()[:16]
 
     def output_path(self, case: Case) -> Path:
@@ -82,7 +85,8 @@ class BatchSettings:
         from medseg.workflows.segment import SegmentSettings
 
         return SegmentSettings(device=self.device, configuration=self.configuration, step=self.step,
-                               mirror=self.mirror, postprocess=self.postprocess, allow_modality=self.allow_modality)
+                               mirror=self.mirror, postprocess=self.postprocess, allow_modality=self.allow_modality,
+                               precision=self.precision)
 
 
 def model_id(model: Any) -> str:
@@ -338,8 +342,10 @@ class BatchRunner:
         volumes = {name: 0.0 for value, name in sorted(self.names.items()) if value != 0}
         volumes.update({s.name: s.volume_ml for s in done.statistics})
         result = done.segmented
+        precision = result.details.get("precision", "f32")  # never silent: the table says a tier ran
+        device = (self.device_label or result.device) + (f" ({precision})" if precision != "f32" else "")
         return _row(case, settings, "ok", error=done.not_written, configuration=result.configuration,
-                    device=self.device_label or result.device, seconds=round(seconds, 3),
+                    device=device, seconds=round(seconds, 3),
                     output=output.name if output else "", model=self.model.name, model_id=self.model_id,
                     settings=settings.digest(), output_bytes=output.stat().st_size if output else None,
                     finished_at=_now(), rank=self.rank, volumes_ml=volumes,

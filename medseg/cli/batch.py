@@ -184,7 +184,7 @@ def _locked_batch(args: argparse.Namespace, rank: int, events: Any, output: Path
     settings = BatchSettings(
         output_dir=output, output_format=args.format, device=args.device, configuration=args.configuration,
         step=args.step, mirror=args.mirror, postprocess=not args.no_postprocess, raw_stack=args.raw_stack,
-        stats=args.stats, allow_modality=args.allow_modality, deid=deid,
+        stats=args.stats, allow_modality=args.allow_modality, deid=deid, precision=args.precision,
         pacs_cache=Path(args.pacs_cache) if args.pacs_cache else None)
     plan_or_error: list[Any] = [None]
     if ctx.is_main:
@@ -214,7 +214,9 @@ def _locked_batch(args: argparse.Namespace, rank: int, events: Any, output: Path
                 model=model.card.name, model_id=current_model, output=str(output))
     say.line(f"{len(plan.cases)} cases: {len(plan.to_do)} to segment, {plan.done_before} done before, "
              f"{skipped} not segmentable, {unreadable} unreadable; {ctx.world_size} process(es), {threads} thread(s) "
-             f"each; model {model.card.name}")
+             f"each; model {model.card.name}"
+             + (f", {args.precision}: the tier verified on this computer, not the exact float32 path"
+                if args.precision != "f32" else ""))
     journal = None
     if mapping is not None:
         from medseg.batch.mapping import MappingJournal

@@ -39,6 +39,10 @@ def add_inference_options(parser: argparse.ArgumentParser) -> None:
                         help="skip the model's own post-processing steps (model.json 'postprocessing')")
     parser.add_argument("--raw-stack", action="store_true",
                         help="keep an irregular (tilted, gapped) stack as acquired instead of regularizing it")
+    parser.add_argument("--precision", choices=("f32", "int8", "bf16"), default="f32",
+                        help="f32: the exact path (default); int8 or bf16: the faster tier, only where `medseg models "
+                             "verify --tier int8|bf16 MODEL` verified it on this computer (an error otherwise); the "
+                             "SEG's algorithm version and the sidecar say which ran")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -58,10 +62,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("-o", "--output", required=True, help="segmentation to write: .dcm (DICOM SEG) or a label map "
                                                              "(.nii.gz, .nii, .nrrd, .mha)")
     add_inference_options(parser)
-    parser.add_argument("--precision", choices=("f32", "int8", "bf16"), default="f32",
-                        help="f32: the exact path (default); int8 or bf16: the faster tier, only where `medseg models "
-                             "verify --tier int8|bf16 MODEL` verified it on this computer (an error otherwise); the "
-                             "SEG's algorithm version and the sidecar say which ran")
     parser.add_argument("--tile-batch", type=whole_number(1), help="tiles per forward pass (default: 1 on CPU, 2 on GPUs)")
     add_threads_option(parser)
     add_spacing_option(parser)

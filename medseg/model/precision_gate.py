@@ -6,13 +6,23 @@ quantization of the exact-norm export, calibrated on tiles of that series) and l
 label maps are compared (:func:`medseg.model.precision_tier.judge`) and the record stored, offered or not.
 
 int8 calibration: NNCF's MIXED preset (symmetric weights, asymmetric activations: a U-Net's activations
-after a leaky ReLU are lopsided). Quantizing every layer left the starter's labels 99.88 % equal on
-TotalSegmentator's example CT, its lungs' Dice 0.987 (short of the gate). So the layers at the full
-resolution (the first encoder stage, the last decoder stage and the segmentation head: the labels' edges)
-and the instance norms stay float32; on the top 16 slices of that CT this gave 99.97 % equal labels,
-lowest Dice 0.997 (2026-12-07). Where that still falls short, NNCF's accuracy-aware quantization
-(``accuracy_control``) keeps more layers in float32 until the tiles' labels are within :data:`TILE_DROP` of
-the exact ones (slow: minutes for the starter on two busy cores).
+after a leaky ReLU are lopsided), and only the convolutions are quantized (:data:`QUANTIZED_TYPES`: where
+the time goes). Everything else stays float32 by type, the instance norms above all: the exact-norm export
+writes a 3D norm as reductions, subtractions, multiplications and a square root, not as one MVN, and
+NNCF's CPU defaults put a FakeQuantize on each of those element-wise inputs (198 quantizers where the
+network has 23 convolutions): a 64^3 network then ran 0.71x of float32's time where quantizing the
+convolutions alone runs 0.40x, and its labels moved further from float32's (2026-12-08, 2 threads).
+
+The candidates are tried, the fastest first, each checked on the calibration tiles against the exact
+export's labels (within :data:`TILE_DROP`): every convolution int8; then, where the CPU computes bf16
+natively, the layers at the full resolution (the first encoder stage, the last decoder stage and the
+segmentation head: the labels' edges) in bf16 (in float32 they held two thirds of a 128^3 network's int8
+time); then those layers in float32
+(quantizing those left the starter's labels 99.88 % equal on TotalSegmentator's example CT, its lungs'
+Dice 0.987, short of the gate; kept float32, 99.97 % equal, lowest Dice 0.997, 2026-12-07). Where both
+fall short, NNCF's accuracy-aware quantization (``accuracy_control``) keeps more layers in float32 until
+the tiles' labels are within :data:`TILE_DROP` of the exact ones (slow: minutes for the starter on two busy
+cores). The record's method says which candidate was kept and the tiles' agreement of each.
 """
 
 from __future__ import annotations
@@ -37,6 +47,7 @@ TILE_DROP = 0.0005  # accuracy control: the tiles' labels may differ from the ex
 # accuracy control: at most this many rounds of putting layers back to float32 (each ranks and re-runs the tiles;
 # a network without confident outputs, random weights, would otherwise be reverted layer by layer for hours)
 MOST_REVERT_ROUNDS = 12
+QUANTIZED_TYPES = ("Convolution", "GroupConvolution", "ConvolutionBackpropData")  # the rest stays float32
 
 
 def calibration_tiles(image: torch.Tensor, plan: Any, count: int = CALIBRATION_TILES) -> list[np.ndarray]:
@@ -65,8 +76,10 @@ def _labels(runner: Any, image: torch.Tensor, plan: Any) -> tuple[np.ndarray, fl
 
 
 def quantize_int8(onnx: Path, shape: list[int], tiles: list[np.ndarray], out_xml: Path, threads: int,
-                  accuracy_control: bool) -> str:
-    """Quantize the export for ``shape`` into ``out_xml`` (and its .bin); returns the method, in words."""
+                  accuracy_control: bool, bf16: bool = False) -> tuple[str, str]:
+    """Quantize the export for ``shape`` into ``out_xml`` (and its .bin); returns (the method in words, the
+    precision its float layers compute in: "f32", or "bf16" where ``bf16``, the CPU computing it natively,
+    kept the tiles' labels within :data:`TILE_DROP`)."""
     import nncf
     import openvino
 
@@ -77,43 +90,70 @@ def quantize_int8(onnx: Path, shape: list[int], tiles: list[np.ndarray], out_xml
         model.reshape({model.inputs[0]: list(shape)})
         return model
 
+    def tile_agreement(model: Any, hint: str) -> float:
+        compiled = core.compile_model(model, "CPU", {"INFERENCE_PRECISION_HINT": hint,
+                                                     "INFERENCE_NUM_THREADS": int(threads)})
+        return float(np.mean([np.mean(compiled(t)[0].argmax(1) == w) for t, w in zip(tiles, wanted)]))
+
+    exact = core.compile_model(read(), "CPU", {"INFERENCE_PRECISION_HINT": "f32", "INFERENCE_NUM_THREADS": int(threads)})
+    wanted = [exact(tile)[0].argmax(1) for tile in tiles]
+    del exact
     dataset = nncf.Dataset(tiles)
     preset = nncf.QuantizationPreset.MIXED
+    others = unquantized_types(read())
     kept = full_resolution_layers(read(), shape)
-    scope = nncf.IgnoredScope(names=kept, types=["MVN"], validate=False)  # a name NNCF does not quantize: no error
-    method = (f"NNCF {nncf.__version__} post-training quantization, MIXED preset, {len(tiles)} calibration tiles, "
-              f"{len(kept)} full-resolution layers and the instance norms in float32")
-    quantized = nncf.quantize(read(), dataset, preset=preset, subset_size=len(tiles), ignored_scope=scope)
-    if accuracy_control:
-        exact = core.compile_model(read(), "CPU", {"INFERENCE_NUM_THREADS": int(threads)})
-        quick = core.compile_model(quantized, "CPU", {"INFERENCE_NUM_THREADS": int(threads)})
-        wanted = [exact(tile)[0].argmax(1) for tile in tiles]
-        quick_agreement = float(np.mean([np.mean(quick(t)[0].argmax(1) == w) for t, w in zip(tiles, wanted)]))
-        if quick_agreement < 1.0 - TILE_DROP:  # short: keep the most sensitive layers in float32
-            items = list(zip(tiles, wanted))
+    every = ("every convolution int8", nncf.IgnoredScope(types=others, validate=False))
+    edges = nncf.IgnoredScope(names=kept, types=others, validate=False)  # validate: a name NNCF skips anyway
+    # (what, scope, float layers' precision); the full-resolution convolutions in bf16 are 3x faster than in
+    # float32 and held two thirds of a 128^3 network's int8 time (docs/benchmarks.md)
+    candidates = [(*every, "f32")]
+    if bf16:
+        candidates.append((f"the {len(kept)} full-resolution convolutions bf16", edges, BF16))
+    candidates.append((f"the {len(kept)} full-resolution convolutions float32", edges, "f32"))
+    needed = 1.0 - TILE_DROP
+    tried, made = [], {}
+    for what, scope, hint in candidates:
+        if id(scope) not in made:
+            made[id(scope)] = nncf.quantize(read(), dataset, preset=preset, subset_size=len(tiles),
+                                            ignored_scope=scope)
+        quantized = made[id(scope)]
+        agreement = tile_agreement(quantized, hint)
+        tried.append(f"{what}: tiles {agreement:.3%} equal")
+        if agreement >= needed:
+            break
+    method = (f"NNCF {nncf.__version__} post-training quantization of the convolutions, MIXED preset, "
+              f"{len(tiles)} calibration tiles; {'; '.join(tried)} (needs {needed:.2%}); kept: {what}")
+    if agreement < needed and accuracy_control:  # short: keep the most sensitive layers in float32
+        items = list(zip(tiles, wanted))
 
-            def validate(compiled: Any, data: Any) -> tuple[float, list[float]]:
-                each = [float(np.mean(compiled(tile)[0].argmax(1) == labels)) for tile, labels in data]
-                return float(np.mean(each)), each
+        def validate(compiled: Any, data: Any) -> tuple[float, list[float]]:
+            each = [float(np.mean(compiled(tile)[0].argmax(1) == labels)) for tile, labels in data]
+            return float(np.mean(each)), each
 
-            from nncf.quantization.advanced_parameters import AdvancedAccuracyRestorerParameters
+        from nncf.quantization.advanced_parameters import AdvancedAccuracyRestorerParameters
 
-            item_dataset = nncf.Dataset(items, lambda item: item[0])
-            quantized = nncf.quantize_with_accuracy_control(
-                read(), item_dataset, item_dataset, validation_fn=validate, max_drop=TILE_DROP, preset=preset,
-                subset_size=len(items), ignored_scope=scope,
-                advanced_accuracy_restorer_parameters=AdvancedAccuracyRestorerParameters(
-                    max_num_iterations=MOST_REVERT_ROUNDS, num_ranking_workers=1))
-            method += (f"; accuracy control (the quick quantization's tile labels were {quick_agreement:.3%} "
-                       f"equal: layers kept in float32 until within {TILE_DROP:.2%})")
+        item_dataset = nncf.Dataset(items, lambda item: item[0])
+        quantized = nncf.quantize_with_accuracy_control(
+            read(), item_dataset, item_dataset, validation_fn=validate, max_drop=TILE_DROP, preset=preset,
+            subset_size=len(items), ignored_scope=scope,
+            advanced_accuracy_restorer_parameters=AdvancedAccuracyRestorerParameters(
+                max_num_iterations=MOST_REVERT_ROUNDS, num_ranking_workers=1))
+        method += f"; then accuracy control: layers kept in float32 until within {TILE_DROP:.2%}"
+        hint = "f32"
     _save_ir(quantized, out_xml)
-    return method
+    return method, hint
+
+
+def unquantized_types(model: Any) -> list[str]:
+    """The operation types of ``model`` NNCF must leave float32: all but the convolutions (and the graph's
+    inputs, outputs and constants, which NNCF does not quantize)."""
+    return sorted({op.get_type_name() for op in model.get_ordered_ops()}
+                  - set(QUANTIZED_TYPES) - {"Parameter", "Result", "Constant"})
 
 
 def full_resolution_layers(model: Any, shape: list[int]) -> list[str]:
     """The convolutions whose output has the input's full spatial size (where the labels' edges are drawn)."""
-    kinds = ("Convolution", "GroupConvolution", "ConvolutionBackpropData")
-    return [op.get_friendly_name() for op in model.get_ordered_ops() if op.get_type_name() in kinds
+    return [op.get_friendly_name() for op in model.get_ordered_ops() if op.get_type_name() in QUANTIZED_TYPES
             and op.get_output_partial_shape(0).is_static
             and list(op.get_output_partial_shape(0).get_shape())[2:] == list(shape[2:])]
 
@@ -171,11 +211,13 @@ def build_and_gate(package: Any, configuration: str, precision: str, reference: 
         report(progress, 0.4, f"{package.name} ({configuration}): quantizing to int8", "quantize")
         xml = precision_tier.model_path(package, configuration, INT8)
         tiles = calibration_tiles(image, plan)
-        record.method = quantize_int8(onnx, shape, tiles, xml, threads, accuracy_control)
+        record.method, record.compute = quantize_int8(onnx, shape, tiles, xml, threads, accuracy_control,
+                                                      bf16=precision_tier.bf16_support()[0])
         record.files = {p.name: precision_tier.file_digest(p) for p in (xml, xml.with_suffix(".bin"))}
-        runner = OpenVinoRunner(xml, "f32", threads=threads, name="openvino-int8", shape=shape)
+        runner = OpenVinoRunner(xml, record.compute, threads=threads, name="openvino-int8", shape=shape)
     else:
         record.method = "OpenVINO CPU, INFERENCE_PRECISION_HINT bf16 on the exact-norm export"
+        record.compute = BF16
         runner = OpenVinoRunner(onnx, BF16, threads=threads, name="openvino-bf16", shape=shape)
     report(progress, 0.8, f"{package.name} ({configuration}): {precision} on {reference_name}", "tier")
     tier_labels, tier_seconds = _labels(runner, image, plan)
@@ -199,6 +241,6 @@ def reference_volume(shape_zyx: tuple[int, int, int] = (48, 160, 160), spacing_m
     return phantom_volume(seed=51, shape=shape_zyx, spacing=spacing)
 
 
-__all__ = ["CALIBRATION_TILES", "TILE_DROP", "build_and_gate", "calibration_tiles", "quantize_int8",
-           "reference_volume"]
+__all__ = ["CALIBRATION_TILES", "QUANTIZED_TYPES", "TILE_DROP", "build_and_gate", "calibration_tiles", "quantize_int8",
+           "reference_volume", "unquantized_types"]
 

@@ -66,6 +66,7 @@ class TierRecord:
     seconds: dict[str, float] = field(default_factory=dict)  # the reference through the exact path and the tier
     files: dict[str, str] = field(default_factory=dict)  # the quantized model's files (name -> SHA-256)
     measured_on: str = ""
+    compute: str = EXACT  # int8: what its unquantized layers compute in ("f32", or "bf16" where native)
     format: str = RECORD_FORMAT
 
     def to_dict(self) -> dict[str, Any]:
@@ -105,16 +106,23 @@ def tier_machine() -> dict[str, Any]:
 
 
 def bf16_support() -> tuple[bool, str]:
-    """(native, why): whether the CPU computes bf16 natively, as OpenVINO's CPU plugin reports it."""
+    """(native, why): whether this CPU computes bf16 natively, as OpenVINO's CPU plugin reports it."""
     try:
         import openvino
 
         capabilities = list(openvino.Core().get_property("CPU", "OPTIMIZATION_CAPABILITIES"))
     except Exception as error:  # noqa: BLE001 - no OpenVINO (or no CPU plugin): no bf16 tier, said why
         return False, f"OpenVINO cannot report this CPU's capabilities ({str(error).splitlines()[0][:80]})"
+    return bf16_decision(capabilities)
+
+
+def bf16_decision(capabilities: Sequence[str]) -> tuple[bool, str]:
+    """(native, why) for a CPU whose OpenVINO OPTIMIZATION_CAPABILITIES are ``capabilities``: OpenVINO lists
+    "BF16" only where the CPU has AMX or AVX-512 BF16; elsewhere its bf16 is emulated, slower than float32."""
+    listed = ", ".join(capabilities) or "nothing"
     if "BF16" in capabilities:
-        return True, f"this CPU computes bf16 natively (OpenVINO: {', '.join(capabilities)})"
-    return False, (f"this CPU has neither AMX nor AVX-512 BF16 (OpenVINO reports {', '.join(capabilities)}): "
+        return True, f"this CPU computes bf16 natively (OpenVINO: {listed})"
+    return False, (f"this CPU has neither AMX nor AVX-512 BF16 (OpenVINO reports {listed}): "
                    "bf16 would be emulated, slower than float32")
 
 
@@ -197,6 +205,7 @@ def read_record(path: Path) -> TierRecord:
             raise ValueError(f"not a {RECORD_FORMAT} record")
         record = TierRecord(**data)
         if record.precision not in TIERS or not isinstance(record.offered, bool) or \
+                record.compute not in (EXACT, BF16) or \
                 not isinstance(record.files, dict) or not 0.0 <= float(record.agreement) <= 1.0:
             raise ValueError("its fields are not a tier's")
     except (OSError, ValueError, TypeError) as error:
@@ -248,9 +257,9 @@ def tier_runner(package: Any, configuration: str, precision: str, shape: Sequenc
     from medseg.model.backends import OpenVinoRunner
     from medseg.model.cpu_runtime import exact_onnx
 
-    offered_record(package, configuration, precision)
-    if precision == INT8:
-        source, hint = model_path(package, configuration, precision), "f32"  # the quantized graph runs its int8 ops
+    record = offered_record(package, configuration, precision)
+    if precision == INT8:  # the quantized graph runs its int8 ops; the rest as verified (float32, or bf16)
+        source, hint = model_path(package, configuration, precision), record.compute
     else:
         source, hint = exact_onnx(package, configuration), BF16
     try:
@@ -263,7 +272,12 @@ def algorithm_version(version: str, precision: str) -> str:
     """What the labels' algorithm version says of a run in ``precision``: the model's version, and the tier."""
     if precision == EXACT:
         return version
-    return f"{version} ({precision})" if version else precision
+    if not version:
+        return precision
+    marker = f" ({precision})"
+    # a DICOM SEG keeps 64 characters of it (the LO value representation): the model's version gives way, not
+    # the marker, or a long version would hide that a tier ran
+    return (version if len(version) + len(marker) <= 64 else version[:63 - len(marker)] + "…") + marker
 
 
 def plan_line(package: Any, configuration: str) -> str:
@@ -283,5 +297,5 @@ def plan_line(package: Any, configuration: str) -> str:
 
 
 __all__ = ["AGREEMENT_NEEDED", "BF16", "DICE_NEEDED", "EXACT", "INT8", "PRECISIONS", "STRUCTURE_VOXELS", "TIERS",
-           "TierDamaged", "TierRecord", "algorithm_version", "bf16_support", "check_precision", "judge",
+           "TierDamaged", "TierRecord", "algorithm_version", "bf16_decision", "bf16_support", "check_precision", "judge",
            "offered_record", "plan_line", "read_record", "stored", "tier_runner", "write_record"]

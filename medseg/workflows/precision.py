@@ -58,4 +58,23 @@ def verify_tier(model: OpenedModel | str | os.PathLike | None, precision: str,
     return records
 
 
-__all__ = ["verify_tier"]
+def offered_tiers(pipeline: Any) -> dict[str, str]:
+    """The faster tiers a run of ``pipeline`` (an opened model's) may ask for on this computer, each with why
+    (its records' figures): a tier is offered only where it passed its gate for every configuration the
+    model runs on a CPU engine (the one the series' spacing chooses then has it). Empty for a model whose
+    networks run on their own engine, and for a record that is missing, refused or damaged."""
+    from medseg.model.precision_tier import TIERS, TierDamaged, offered_record
+
+    packages = pipeline.engine_packages() if pipeline.capabilities.precision_tiers else []
+    offers = {}
+    for precision in TIERS if packages else ():
+        try:
+            lines = [f"{configuration}: {offered_record(package, configuration, precision).describe()}"
+                     for package, configuration in packages]
+        except (ModelError, TierDamaged):
+            continue
+        offers[precision] = "; ".join(lines)
+    return offers
+
+
+__all__ = ["offered_tiers", "verify_tier"]

@@ -148,3 +148,109 @@ def test_bf16_is_offered_only_where_the_cpu_has_it(cache, lung_bases):
     else:  # emulated bf16 is slower than float32: not offered, said why, nothing run
         assert not record.offered and record.shortfalls == [why] and record.agreement == 0
         assert "neither AMX nor AVX-512 BF16" in why
+
+
+def test_bf16_is_decided_by_the_cpus_capability_list_not_by_this_machine():
+    # OpenVINO's OPTIMIZATION_CAPABILITIES as its CPU plugin reports them on a Sapphire Rapids (AMX), a Zen 4
+    # (AVX-512 BF16) and an AVX2-only CPU
+    for listed in (["BF16", "FP32", "INT8", "BIN", "EXPORT_IMPORT"], ["WINOGRAD", "BF16", "FP32", "INT8"]):
+        native, why = precision_tier.bf16_decision(listed)
+        assert native and "natively" in why and "BF16" in why
+    native, why = precision_tier.bf16_decision(["WINOGRAD", "FP32", "INT8", "BIN", "EXPORT_IMPORT"])
+    assert not native and "neither AMX nor AVX-512 BF16" in why and "WINOGRAD, FP32, INT8" in why
+    native, why = precision_tier.bf16_decision([])
+    assert not native and "reports nothing" in why
+
+
+def test_the_algorithm_version_says_the_tier_within_dicoms_64_characters():
+    assert precision_tier.algorithm_version("best (epoch 40)", "f32") == "best (epoch 40)"
+    assert precision_tier.algorithm_version("best (epoch 40)", "int8") == "best (epoch 40) (int8)"
+    assert precision_tier.algorithm_version("", "bf16") == "bf16"
+    long = "fine-tuned on 412 studies, fold 0 of 5, epoch 1000, mean Dice 0.9132 on validation"
+    version = precision_tier.algorithm_version(long, "int8")
+    assert len(version) == 64 and version.endswith("… (int8)") and version.startswith(long[:50])
+
+
+class _SmallUNet(torch.nn.Module):
+    """Two resolutions of a 3D U-Net (conv, instance norm, leaky ReLU; strided conv down, transposed conv up,
+    skip concatenated), with the instance norms that the exact-norm export writes as reductions."""
+
+    def __init__(self):
+        super().__init__()
+        nn = torch.nn
+
+        def block(cin: int, cout: int, stride: int = 1) -> torch.nn.Module:
+            return nn.Sequential(nn.Conv3d(cin, cout, 3, stride, 1), nn.InstanceNorm3d(cout, affine=True),
+                                 nn.LeakyReLU(0.01))
+
+        self.top, self.down, self.bottom = block(1, 8), block(8, 16, 2), block(16, 16)
+        self.up = nn.ConvTranspose3d(16, 8, 2, 2)
+        self.merge, self.head = block(16, 8), nn.Conv3d(8, 3, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        skip = self.top(x)
+        return self.head(self.merge(torch.cat([self.up(self.bottom(self.down(skip))), skip], 1)))
+
+
+def test_int8_quantizes_the_convolutions_only_and_they_run_in_int8(ct_dir, tmp_path):
+    """The 3D exact-norm export: NNCF's CPU defaults would put quantizers on the norms' element-wise inputs
+    (slower, and further from float32); the tier quantizes convolutions alone, and OpenVINO's compiled graph
+    (its own report of each layer's runtime precision, the oracle) runs each quantized convolution in int8."""
+    import openvino
+
+    from medseg.model.onnx_graph import export_onnx
+    from medseg.model.precision_gate import QUANTIZED_TYPES, quantize_int8
+
+    class Plan:
+        num_input_channels, patch_size = 1, (16, 32, 32)
+
+    torch.manual_seed(8)
+    network = _SmallUNet().eval()
+    onnx = export_onnx(network, Plan, tmp_path / "net.onnx", exact_norm=True)
+    image = sitk.GetArrayFromImage(sitk.ReadImage(str(ct_dir / "pyradiomics_lung1" / "lung1_image.nrrd")))
+    image = (image.astype(np.float32) + 300.0) / 500.0  # about a CT z-score
+    tiles = [np.ascontiguousarray(image[z:z + 16, y:y + 32, x:x + 32][None, None])
+             for z, y, x in ((10, 200, 150), (20, 260, 250), (30, 300, 300), (16, 240, 330))]
+    xml = tmp_path / "int8.xml"
+    method, compute = quantize_int8(onnx, [1, 1, 16, 32, 32], tiles, xml, threads=1, accuracy_control=False,
+                                    bf16=precision_tier.bf16_support()[0])
+    assert "post-training quantization of the convolutions" in method and "kept: " in method
+    assert compute == ("bf16" if "full-resolution convolutions bf16" in method.split("kept: ")[1] else "f32")
+
+    model = openvino.Core().read_model(str(xml))
+    quantizers = [op for op in model.get_ordered_ops() if op.get_type_name() == "FakeQuantize"]
+    assert quantizers  # something was quantized at all
+    fed = {target.get_node().get_type_name() for op in quantizers for target in op.output(0).get_target_inputs()}
+    assert fed <= set(QUANTIZED_TYPES), fed  # no quantizer before a reduction, multiplication or square root
+    quantized_convolutions = sum(1 for op in model.get_ordered_ops() if op.get_type_name() == "Convolution"
+                                 and op.input_value(0).get_node().get_type_name() == "FakeQuantize")
+    assert quantized_convolutions >= 2  # at least the bottom, which no candidate keeps in float32
+
+    compiled = openvino.Core().compile_model(model, "CPU", {"INFERENCE_PRECISION_HINT": compute,
+                                                           "INFERENCE_NUM_THREADS": 1})
+    runtime = [(op.get_rt_info()["layerType"].astype(str), op.get_rt_info()["runtimePrecision"].astype(str))
+               for op in compiled.get_runtime_model().get_ordered_ops()]
+    int8_convolutions = sum(1 for kind, precision in runtime if kind == "Convolution" and precision in ("u8", "i8"))
+    assert int8_convolutions == quantized_convolutions, runtime
+
+
+def test_batch_runs_the_verified_tier_and_its_table_says_so(starter_record, ct_dir, tmp_path):
+    from medseg.batch.table import read_table
+    from medseg.cli import main
+
+    archive = tmp_path / "archive"
+    archive.mkdir()
+    sitk.WriteImage(sitk.ReadImage(str(ct_dir / EXAMPLE_CT))[:, :, 96:112], str(archive / "bases.nii.gz"))
+    out = tmp_path / "out"
+    assert main(["batch", str(archive), "-o", str(out), "--device", "cpu", "--precision", "int8"]) == 0
+    (row,) = read_table(out / "results.csv")
+    assert row["status"] == "ok" and row["device"] == "openvino-cpu (int8)"
+    stated = load_package(starter_model_path()).version
+    sidecar = json.loads(next(out.glob("*.labels.json")).read_text())
+    assert {label["algorithm_version"] for label in sidecar["labels"]} == {f"{stated} (int8)"}
+    # the exact path's labels are not the tier's: the same batch without --precision segments the case again
+    assert main(["batch", str(archive), "-o", str(out), "--device", "cpu"]) == 0
+    (row,) = read_table(out / "results.csv")
+    assert row["status"] == "ok" and row["device"] == "cpu"
+    sidecar = json.loads(next(out.glob("*.labels.json")).read_text())
+    assert {label["algorithm_version"] for label in sidecar["labels"]} == {stated}

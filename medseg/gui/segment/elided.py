@@ -42,6 +42,11 @@ class ElidedComboBox(QComboBox):
         self._about = text
         self._whole_texts()
 
+    def set_item_tip(self, index: int, tip: str) -> None:
+        """An item's own tooltip (kept: not replaced by its whole text)."""
+        self.setItemData(index, False, _WHOLE_TEXT_ROLE)
+        self.setItemData(index, tip, Qt.ItemDataRole.ToolTipRole)
+
     def _whole_texts(self, *_args) -> None:
         for index in range(self.count()):  # an item's own tooltip (a model's version) is kept
             tip = self.itemData(index, Qt.ItemDataRole.ToolTipRole)

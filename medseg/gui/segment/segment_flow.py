@@ -149,7 +149,8 @@ class SegmentFlow(QObject):
         self._segment_mode = mode
         panel = self.panel
         self.loader.segment(self.model_path(), panel.device, panel.configuration, panel.postprocess, mode,
-                            allow_modality=allow_modality, structures=panel.structures, models=panel.tasks or None)
+                            allow_modality=allow_modality, structures=panel.structures, models=panel.tasks or None,
+                            precision=panel.precision)
 
     def ask_modality(self, error: ModalityMismatch) -> None:
         """The model was trained on another modality: segment anyway only if the user says so."""

@@ -68,6 +68,10 @@ class SegmentPanel(QGroupBox):
         self.configuration_box.addItem("Configuration: automatic (by the series' spacing)", None)
         self.configuration_box.currentIndexChanged.connect(lambda _index: self._show_plan())
         self.configuration_box.setVisible(False)  # shown when the model has more than one
+        from medseg.gui.segment.precision_box import PrecisionBox
+
+        self.precision_box = PrecisionBox(self)  # float32, or a faster tier verified here (issue 51)
+        self.precision_box.currentIndexChanged.connect(lambda _index: self._show_plan())
         self.postprocess_box = QCheckBox("Apply the model's post-processing", self)
         self.postprocess_box.setToolTip("The steps the model declares after its network (listed in the plan "
                                         "below); off shows the network's own labels")
@@ -119,6 +123,7 @@ class SegmentPanel(QGroupBox):
         threads_row.addWidget(self.threads_box, 1)
         layout.addLayout(threads_row)
         layout.addWidget(self.configuration_box)
+        layout.addWidget(self.precision_box)
         layout.addWidget(self.postprocess_box)
         layout.addWidget(self.structures_button)
         layout.addWidget(self.tasks_button)
@@ -230,6 +235,11 @@ class SegmentPanel(QGroupBox):
             self._show_plan()
 
     @property
+    def precision(self) -> str:
+        """"f32" (the exact path) or a faster tier verified for this model here; several tasks: float32."""
+        return "f32" if self._tasks else self.precision_box.precision
+
+    @property
     def postprocess(self) -> bool:
         """Whether the model's declared post-processing runs after its network."""
         return self.postprocess_box.isChecked()
@@ -279,6 +289,7 @@ class SegmentPanel(QGroupBox):
                                           and len(self._package.configuration_names()) > 1)
         self.postprocess_box.setVisible(not several and self._package is not None
                                         and bool(self._package.postprocessing))
+        self.precision_box.setVisible(not several and self.precision_box.count() > 1)
         if several:
             self.model_label.setText(f"Runs: <b>{len(self._tasks)} tasks</b> (not the model above)")
             self.model_label.setToolTip("Segment runs " + ", then ".join(self._tasks))
@@ -382,7 +393,8 @@ class SegmentPanel(QGroupBox):
         try:
             self.plan_label.setHtml(plan_html(self._package.plan(volume, device=self.device,
                                                                  configuration=self.configuration,
-                                                                 structures=self.structures)))
+                                                                 structures=self.structures))
+                                    + self.precision_box.plan_html())
         except MedsegError as error:
             self.plan_label.setPlainText(f"Cannot plan: {error}")
 
@@ -421,6 +433,9 @@ class SegmentPanel(QGroupBox):
         except MedsegError as error:
             self.plan_label.setPlainText(f"Cannot plan: {error}")
             return
+        # each study opened reads the tiers again: one verified meanwhile (medseg models verify) is offered
+        self.precision_box.refill(self._package)
+        self.precision_box.setVisible(not self._tasks and self.precision_box.count() > 1)
         self._show_plan()
 
 

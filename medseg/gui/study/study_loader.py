@@ -234,7 +234,8 @@ class StudyLoader(QObject):
     # --- segmentation -------------------------------------------------------------------------
     def segment(self, model: str | Path | None = None, device: str = "auto", configuration: str | None = None,
                 postprocess: bool = True, mode: str = REPLACE, allow_modality: bool = False,
-                structures: tuple[str, ...] | None = None, models: tuple[str, ...] | None = None) -> bool:
+                structures: tuple[str, ...] | None = None, models: tuple[str, ...] | None = None,
+                precision: str = "f32") -> bool:
         """Segment the open image with a model (a reference :func:`medseg.workflows.models.open_model` opens;
         default: the built-in starter): the edit catalogue's ``segment`` operation
         (:mod:`medseg.workflows.edit_operations`), its model half in a worker
@@ -247,7 +248,8 @@ class StudyLoader(QObject):
         A series of another modality than the model's fails with ModalityMismatch (the window asks) unless
         ``allow_modality``; an image that is a label map fails with NotAnImageError. ``structures``: a
         TotalSegmentator model's subset (None: all). ``models``: several references (the panel's TotalSegmentator
-        tasks) run into one result instead of ``model`` (medseg.workflows.segment_many), progress per model."""
+        tasks) run into one result instead of ``model`` (medseg.workflows.segment_many), progress per model.
+        ``precision``: "f32" (the exact path) or a faster tier verified for the model here (the panel offers it)."""
         image = self.document.volume
         if image is None:
             from medseg.errors import GeometryError
@@ -263,7 +265,7 @@ class StudyLoader(QObject):
             from medseg.workflows.segment import SegmentSettings
 
             settings = SegmentSettings(device=device, configuration=configuration, postprocess=postprocess,
-                                       allow_modality=allow_modality, structures=structures)
+                                       allow_modality=allow_modality, structures=structures, precision=precision)
             result = segment_image(image, {"model": model, SETTINGS: settings, MODELS: models}, progress, cancel)
             prepare_distinct_colors()  # the write on the GUI thread picks the new labels' colours
             if cancel is not None:
