@@ -74,9 +74,9 @@ def configure(network: torch.nn.Module, fp16: bool, onednn: bool) -> None:
 
 def run(package, prep, algorithm: str, fp16: bool) -> tuple[np.ndarray, torch.Tensor]:
     from medseg.model.backends import TorchRunner
-    from medseg.model.infer import sliding_window_logits
     from medseg.model.logits_grid import logits_to_label_map
     from medseg.model.package import build_networks
+    from medseg.model.sliding_window import sliding_window_logits
 
     plan = package.configurations["3d_fullres"]
     networks = build_networks(package, "3d_fullres", "cpu")

@@ -102,11 +102,12 @@ def part_medseg(model: Path, args, out: Path) -> dict:
     import torch
 
     from medseg.model import backends
-    from medseg.model.infer import segment, sliding_window_logits
+    from medseg.model.infer import segment
     from medseg.model.logits_grid import logits_to_label_map
     from medseg.model.package import build_networks
     from medseg.model.preprocess import preprocess_to
     from medseg.model.profiling import Profiling
+    from medseg.model.sliding_window import sliding_window_logits
     from medseg.workflows.models import open_model
 
     volume = ct_volume(args.slices, args.dry_run)
@@ -163,9 +164,10 @@ def part_nnunet(model: Path, args, out: Path) -> dict:
 def part_floor(model: Path, args, out: Path) -> dict:
     import torch
 
-    from medseg.model.infer import pad_to_patch, tile_slicers
     from medseg.model.package import build_networks
     from medseg.model.preprocess import preprocess_to
+    from medseg.model.sliding_window import pad_to_patch
+    from medseg.model.tiling import tile_slicers
     from medseg.workflows.models import open_model
 
     torch.backends.cudnn.benchmark = True
@@ -251,11 +253,11 @@ def part_labels117(model: Path, args, out: Path) -> dict:
     from nnunet_fixture import make_nnunet_result_folder
 
     from medseg.model import backends
-    from medseg.model.infer import sliding_window_logits
     from medseg.model.logits_grid import logits_to_label_map
     from medseg.model.nnunet_import import import_nnunet
     from medseg.model.package import build_networks
     from medseg.model.preprocess import preprocess_to
+    from medseg.model.sliding_window import sliding_window_logits
 
     names = ["background"] + [f"structure_{i}" for i in range(1, 117)]
     network = SMALL_NETWORK if args.dry_run else NETWORK

@@ -38,7 +38,8 @@ def measurement_tile(package: Any, configuration: str) -> torch.Tensor:
     """A (1, channels, *tile) tensor (2D: a few slices): the phantom preprocessed for ``configuration``, its middle
     cut to the tile."""
     from medseg.io.phantom import phantom_volume
-    from medseg.model.infer import middle_tile, prepare
+    from medseg.model.infer import prepare
+    from medseg.model.sliding_window import middle_tile
 
     plan = package.configurations[configuration]
     size = tile_size(plan)

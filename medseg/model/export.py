@@ -115,10 +115,10 @@ def measure_parity(
     import numpy as np
 
     from medseg.model import backends
-    from medseg.model.infer import sliding_window_logits
     from medseg.model.logits_grid import logits_to_label_map
     from medseg.model.package import build_networks
     from medseg.model.preprocess import preprocess
+    from medseg.model.sliding_window import sliding_window_logits
 
     plan = package.configurations[configuration]
     prep = preprocess(volume, plan)

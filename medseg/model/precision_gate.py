@@ -53,7 +53,7 @@ QUANTIZED_TYPES = ("Convolution", "GroupConvolution", "ConvolutionBackpropData")
 def calibration_tiles(image: torch.Tensor, plan: Any, count: int = CALIBRATION_TILES) -> list[np.ndarray]:
     """Up to ``count`` tiles of a preprocessed image (C, z, y, x), spread evenly over the sliding window's own
     tile positions (a 2D network: over its slices), each a batch of one as the runner passes them."""
-    from medseg.model.infer import pad_to_patch
+    from medseg.model.sliding_window import pad_to_patch
     from medseg.model.tiling import tile_slicers
 
     padded, _ = pad_to_patch(image, plan.patch_size)
@@ -67,7 +67,7 @@ def calibration_tiles(image: torch.Tensor, plan: Any, count: int = CALIBRATION_T
 
 
 def _labels(runner: Any, image: torch.Tensor, plan: Any) -> tuple[np.ndarray, float]:
-    from medseg.model.infer import sliding_window_logits
+    from medseg.model.sliding_window import sliding_window_logits
 
     started = time.perf_counter()
     with torch.inference_mode():

@@ -20,10 +20,11 @@ from infer_fixtures import CHEST, crop_volume, small_model_folder
 from medseg.errors import DeviceError, ModelError
 from medseg.model import backends, cpu_runtime, devices, engine_measurement
 from medseg.model.devices import probe, report_lines
-from medseg.model.infer import middle_tile, prepare, segment
+from medseg.model.infer import prepare, segment
 from medseg.model.kinds.package_kind import where_it_runs
 from medseg.model.nnunet_import import import_nnunet
 from medseg.model.package import build_networks
+from medseg.model.sliding_window import middle_tile
 
 
 @pytest.fixture(scope="module")

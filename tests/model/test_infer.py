@@ -15,16 +15,12 @@ from nnunetv2.inference.sliding_window_prediction import compute_gaussian, compu
 
 from medseg.errors import Cancelled, DeviceError
 from medseg.model import infer
-from medseg.model.infer import (
-    compute_steps,
-    gaussian_importance_map,
-    segment,
-    sliding_window_logits,
-    tile_slicers,
-)
+from medseg.model.infer import segment
 from medseg.model.nnunet_import import import_nnunet
 from medseg.model.package import build_networks
 from medseg.model.preprocess import preprocess
+from medseg.model.sliding_window import gaussian_importance_map, sliding_window_logits
+from medseg.model.tiling import compute_steps, tile_slicers
 from medseg.progress import CancelToken
 
 torch.set_num_threads(2)
@@ -247,7 +243,7 @@ def test_plan_tiles_is_what_the_sliding_window_runs(ct_dir, series, configuratio
 
     from medseg.core.volume import Volume
     from medseg.io import load
-    from medseg.model.infer import plan_tiles
+    from medseg.model.tiling import plan_tiles
 
     if series == "lung1 stored sagittal":  # the same patient space, array axes permuted (x slowest)
         axial = load(ct_dir / "pyradiomics_lung1" / "lung1_image.nrrd")

@@ -21,10 +21,11 @@ from torch.profiler import ProfilerActivity, profile
 
 from medseg.core.volume import Volume
 from medseg.model import backends, lean_forward
-from medseg.model.infer import pad_to_patch, tile_slicers
 from medseg.model.nnunet_import import import_nnunet
 from medseg.model.package import build_networks
 from medseg.model.preprocess import preprocess
+from medseg.model.sliding_window import pad_to_patch
+from medseg.model.tiling import tile_slicers
 
 torch.set_num_threads(2)
 

@@ -25,9 +25,9 @@ from medseg.core.volume import Volume
 from medseg.model import logits_grid as lg
 from medseg.model import preprocess as pp
 from medseg.model.backends import TorchRunner
-from medseg.model.infer import sliding_window_logits
 from medseg.model.nnunet_import import import_nnunet
 from medseg.model.package import build_networks
+from medseg.model.sliding_window import sliding_window_logits
 
 torch.set_num_threads(2)
 LABELS = ["background"] + [f"structure_{i}" for i in range(1, 117)]

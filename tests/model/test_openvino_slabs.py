@@ -16,9 +16,10 @@ from infer_fixtures import CHEST, crop_volume
 from nnunet_fixture import make_nnunet_result_folder
 
 from medseg.model import backends, cpu_runtime, openvino_slabs
-from medseg.model.infer import middle_tile, prepare
+from medseg.model.infer import prepare
 from medseg.model.nnunet_import import import_nnunet
 from medseg.model.package import build_networks
+from medseg.model.sliding_window import middle_tile
 
 
 @pytest.fixture(scope="module")

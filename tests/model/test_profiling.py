@@ -11,10 +11,11 @@ from infer_fixtures import ABDOMEN_WIDER, ct_crop, small_model_folder
 
 from medseg.cli import main
 from medseg.core.volume import Volume
-from medseg.model.infer import pad_to_patch, tile_slicers
 from medseg.model.nnunet_import import import_nnunet
 from medseg.model.preprocess import preprocess
 from medseg.model.profiling import SEGMENT_PHASES, PhaseProfile, Profiling, phase
+from medseg.model.sliding_window import pad_to_patch
+from medseg.model.tiling import tile_slicers
 
 
 def test_segment_profile_writes_the_phase_table_and_a_trace(ct_dir, tmp_path, capsys):

@@ -41,8 +41,9 @@ def onnx_logits(device: str, package: Any, configuration: str, plan: Any, image:
     import torch
 
     from medseg.errors import Cancelled
-    from medseg.model.infer import _make_runner, sliding_window_logits
+    from medseg.model.infer import _make_runner
     from medseg.model.profiling import phase
+    from medseg.model.sliding_window import sliding_window_logits
 
     try:
         with phase("load"):

@@ -43,11 +43,12 @@ from medseg.core.labels import Label, Provenance
 from medseg.core.volume import Volume
 from medseg.errors import ModelError
 from medseg.model import backends
-from medseg.model.infer import SegmentationResult, label_volumes_ml, sliding_window_logits
+from medseg.model.infer import SegmentationResult, label_volumes_ml
 from medseg.model.logits_grid import logits_to_label_map
 from medseg.model.package import build_networks
 from medseg.model.preprocess import preprocess_to
 from medseg.model.profiling import phase
+from medseg.model.sliding_window import sliding_window_logits
 from medseg.model.totalseg import part_engine, postprocess
 from medseg.model.totalseg.classes import CROP_ADDON_MM, SPLIT_MARGIN, SPLIT_MIN_SLICES, SPLIT_VOXELS
 from medseg.model.totalseg.convert import PartRef, TotalSegConfiguration, TotalSegModel

@@ -28,8 +28,8 @@ def validate_with_loss(
     device: torch.device, step: float = 0.5, amp: bool = False, cancel: CancelToken | None = None,
 ) -> tuple[dict[str, float], float]:
     """(mean Dice per label name, mean Dice+CE loss) of sliding-window inference on held-out cases."""
-    from medseg.model.infer import sliding_window_logits
     from medseg.model.losses import DiceCELoss
+    from medseg.model.sliding_window import sliding_window_logits
 
     was_training, was_ds = network.training, network.deep_supervision
     network.eval()
