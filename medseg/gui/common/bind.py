@@ -34,7 +34,10 @@ def bind(widget: QWidget, prop: Property) -> QWidget:
         if isinstance(widget, QDoubleSpinBox):
             widget.setDecimals(prop.decimals)
         if prop.step:
-            widget.setSingleStep(prop.step)
+            if isinstance(widget, QDoubleSpinBox):
+                widget.setSingleStep(prop.step)
+            else:
+                widget.setSingleStep(int(prop.step))  # a whole-number setting's step
         if prop.unit:
             widget.setSuffix(f" {prop.unit}")
         widget.setValue(prop.value)

@@ -14,6 +14,11 @@ __all__ = ["NAME_SETS", "build_label_table", "color_arrays", "described_labels",
 ROWS = 256  # the renderer blends one row of colour per 8-bit slot
 
 
+def _rgb(label: Label) -> tuple[int, int, int]:
+    assert label.color is not None, "Label.__post_init__ gives every label a colour"
+    return label.color
+
+
 def color_arrays(table: dict[int, Label]) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """(256, 3) colours and (256,) visibility per slot, and the slot of each label value.
 
@@ -28,7 +33,7 @@ def color_arrays(table: dict[int, Label]) -> tuple[np.ndarray, np.ndarray, np.nd
     values = sorted(v for v in table if 0 < v <= MAX_LABEL_VALUE)
     if not values or values[-1] < ROWS:
         for value in values:
-            colors[value] = table[value].color
+            colors[value] = _rgb(table[value])
             visible[value] = table[value].visible
         return colors, visible, None
     slots = np.zeros(MAX_LABEL_VALUE + 1, dtype=np.uint8)
@@ -36,6 +41,6 @@ def color_arrays(table: dict[int, Label]) -> tuple[np.ndarray, np.ndarray, np.nd
         slot = 1 + rank % (ROWS - 1)
         slots[value] = slot
         if rank < ROWS - 1:
-            colors[slot] = table[value].color
+            colors[slot] = _rgb(table[value])
             visible[slot] = table[value].visible
     return colors, visible, slots
