@@ -9,12 +9,12 @@ from medseg.core.labels import Label
 from medseg.edit.label_map import NAME_SETS, build_label_table
 from medseg.workflows.name_sets import described_labels, with_model_groups  # the name sets' one home
 
-__all__ = ["NAME_SETS", "build_label_table", "color_arrays", "described_labels", "with_model_groups"]
+__all__ = ["NAME_SETS", "build_label_table", "color_arrays", "label_rgb", "described_labels", "with_model_groups"]
 
 ROWS = 256  # the renderer blends one row of colour per 8-bit slot
 
 
-def _rgb(label: Label) -> tuple[int, int, int]:
+def label_rgb(label: Label) -> tuple[int, int, int]:
     assert label.color is not None, "Label.__post_init__ gives every label a colour"
     return label.color
 
@@ -33,7 +33,7 @@ def color_arrays(table: dict[int, Label]) -> tuple[np.ndarray, np.ndarray, np.nd
     values = sorted(v for v in table if 0 < v <= MAX_LABEL_VALUE)
     if not values or values[-1] < ROWS:
         for value in values:
-            colors[value] = _rgb(table[value])
+            colors[value] = label_rgb(table[value])
             visible[value] = table[value].visible
         return colors, visible, None
     slots = np.zeros(MAX_LABEL_VALUE + 1, dtype=np.uint8)
@@ -41,6 +41,6 @@ def color_arrays(table: dict[int, Label]) -> tuple[np.ndarray, np.ndarray, np.nd
         slot = 1 + rank % (ROWS - 1)
         slots[value] = slot
         if rank < ROWS - 1:
-            colors[slot] = _rgb(table[value])
+            colors[slot] = label_rgb(table[value])
             visible[slot] = table[value].visible
     return colors, visible, slots
