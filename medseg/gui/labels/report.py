@@ -55,7 +55,8 @@ def _png(image: QImage) -> bytes:
     data = QByteArray()
     buffer = QBuffer(data)
     buffer.open(QIODevice.OpenModeFlag.WriteOnly)
-    image.save(buffer, b"PNG")
+    # PySide6 6.x stubs type the format as bytes, but its QImage.save takes a str there (bytes: ValueError)
+    image.save(buffer, "PNG")  # type: ignore[call-overload]
     return bytes(data.data())
 
 

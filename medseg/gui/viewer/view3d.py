@@ -423,7 +423,8 @@ class View3D(QWidget):
             raise SaveError("the 3D view has no picture: OpenGL is not available", path=Path(path))
         buffer = QBuffer()
         buffer.open(QIODevice.OpenModeFlag.WriteOnly)
-        image.save(buffer, b"PNG")
+        # PySide6 6.x stubs type the format as bytes, but its QImage.save takes a str there (bytes: ValueError)
+        image.save(buffer, "PNG")  # type: ignore[call-overload]
         path = Path(path)
         atomic_write_bytes(path, bytes(buffer.data().data()))
         return path
