@@ -21,9 +21,9 @@ from medseg.edit.label_map import LabelMap
 from medseg.edit.merge import ADD, REPLACE
 from medseg.edit.study_lock import StudyOpenElsewhere, claim_session
 from medseg.errors import MedsegError
-from medseg.io.owner_lock import OwnerLock
 from medseg.gui.editing import tool_keys
 from medseg.gui.editing.edit_tools import EditToolsPanel
+from medseg.io.owner_lock import OwnerLock
 
 log = logging.getLogger(__name__)
 

@@ -19,8 +19,8 @@ import logging
 
 from PySide6.QtCore import QObject, Slot
 
-from medseg.edit.grow_session import GrowSession
 from medseg.edit.effects.seeds import GrowFromSeeds
+from medseg.edit.grow_session import GrowSession
 from medseg.edit.interaction import ToolController
 from medseg.gui.editing.session_runner import SessionRunner
 
