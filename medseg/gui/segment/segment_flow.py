@@ -6,7 +6,7 @@ the user has could change) and the window's services; the Segment panel shows th
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 from PySide6.QtWidgets import QFileDialog, QMessageBox, QWidget
@@ -21,8 +21,29 @@ from medseg.gui.study.study_loader import StudyLoader
 from medseg.settings import SETTINGS
 
 if TYPE_CHECKING:
+    from medseg.gui.segment.model_chooser import ModelChooser
     from medseg.gui.segment.models_dialog import ModelsDialog
-    from medseg.gui.segment.segment_panel import SegmentPanel
+
+
+class SegmentChoices(Protocol):
+    """What the flow reads of the Segment panel (medseg.gui.segment.segment_panel, which imports this module:
+    named here by what it offers, not imported back)."""
+
+    model_chooser: ModelChooser
+
+    @property
+    def model_card(self) -> Any: ...
+    @property
+    def device(self) -> str: ...
+    @property
+    def postprocess(self) -> bool: ...
+    @property
+    def configuration(self) -> str | None: ...
+    @property
+    def structures(self) -> tuple[str, ...] | None: ...
+    @property
+    def tasks(self) -> tuple[str, ...]: ...
+    def refresh(self) -> None: ...
 
 
 class SegmentFlow(QObject):
@@ -38,18 +59,18 @@ class SegmentFlow(QObject):
         self.document, self.loader, self.editing, self.services = document, loader, editing, services
         self.notice, self.show_source, self.opener = notice, show_source, opener
         self.parent_widget = parent
-        self.panel: SegmentPanel | None = None  # the Segment panel: attach() (it is made with this flow)
+        self.panel: SegmentChoices | None = None  # the Segment panel: attach() (it is made with this flow)
         self.models_dialog: ModelsDialog | None = None  # made on first use
         self.modality_box: QMessageBox | None = None
         self._install_asked: str | None = None
         self._segment_mode = "replace"
         loader.segmented.connect(self._on_segmented)
 
-    def attach(self, panel: SegmentPanel) -> None:
+    def attach(self, panel: SegmentChoices) -> None:
         """The Segment panel whose model, device, configuration and structures a run takes."""
         self.panel = panel
 
-    def _attached(self) -> SegmentPanel:
+    def _attached(self) -> SegmentChoices:
         assert self.panel is not None, "the window attaches the panel as it builds both, before any menu can run"
         return self.panel
 
