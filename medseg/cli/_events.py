@@ -49,12 +49,14 @@ class EventStream:
             self.out.flush()
 
     def progress(self) -> ProgressCallback:
-        last = {"fraction": -1.0, "stage": None}
+        last_fraction: float = -1.0
+        last_stage: str | None = None  # none shown yet
 
         def show(progress: Progress) -> None:
-            if progress.stage != last["stage"] or progress.fraction - last["fraction"] >= PROGRESS_STEP \
-                    or progress.fraction >= 1.0 > last["fraction"]:
-                last.update(fraction=progress.fraction, stage=progress.stage)
+            nonlocal last_fraction, last_stage
+            if progress.stage != last_stage or progress.fraction - last_fraction >= PROGRESS_STEP \
+                    or progress.fraction >= 1.0 > last_fraction:
+                last_fraction, last_stage = progress.fraction, progress.stage
                 self.emit("progress", fraction=round(progress.fraction, 4), text=progress.text, stage=progress.stage)
 
         return show

@@ -19,12 +19,15 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from medseg.cli._console import thread_count
 from medseg.cli.segment import add_inference_options
 from medseg.errors import MedsegError
 from medseg.workflows.formats import segmentation_format_keys
+
+if TYPE_CHECKING:
+    from medseg.workflows.deidentify import Deidentifier
 
 BARRIER_TIMEOUT = datetime.timedelta(days=7)  # processes meet only at the start and at the end
 
@@ -125,7 +128,7 @@ def _check_options(args: argparse.Namespace) -> tuple[Path, Path | None, list[st
     return output, mapping, notes
 
 
-def _deidentifier(args: argparse.Namespace, output: Path, notes: list[str]) -> Any:
+def _deidentifier(args: argparse.Namespace, output: Path, notes: list[str]) -> Deidentifier | None:
     """The de-identifier of the user's key (process 0 creates the key file when it does not exist yet)."""
     if not args.deidentify:
         return None
@@ -221,6 +224,7 @@ def _locked_batch(args: argparse.Namespace, rank: int, events: Any, output: Path
     if mapping is not None:
         from medseg.batch.mapping import MappingJournal
 
+        assert deid is not None, "--reid-mapping needs --deidentify (run refuses it without)"
         journal = MappingJournal(mapping, ctx.rank, deid)
     runner = BatchRunner(model, settings, current_model, ctx.rank, device_label, say.event, journal)
     try:
@@ -244,6 +248,7 @@ def _locked_batch(args: argparse.Namespace, rank: int, events: Any, output: Path
         if mapping is not None:
             from medseg.batch.mapping import merge_mapping
 
+            assert deid is not None, "--reid-mapping needs --deidentify (run refuses it without)"
             merge_mapping(mapping, deid, {c.case_id for c in plan.cases})
         wait_share = summary.input_wait_s / summary.wall_s if summary.wall_s else 0.0
         fields = {"cases": len(plan.cases), "counts": counts, "ran": summary.ok + summary.failed,

@@ -49,6 +49,7 @@ def _evaluate(args: argparse.Namespace, events) -> int:
     evaluation = evaluate(EvaluateRequest(args.model, args.dataset, args.data_root, held_out=args.held_out,
                                           settings=settings), progress=events.progress() if args.json else None)
     model = evaluation.opened
+    assert model is not None, "evaluate() gives the model it opened (only a hand-made Evaluation lacks it)"
     scores, means = evaluation.cases, evaluation.mean_dice
     if args.record:
         record_evaluation(model, evaluation, held_out=args.held_out, configuration=args.configuration,

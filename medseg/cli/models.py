@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import Any
 
 from medseg.cli._console import progress_printer
 
@@ -112,7 +113,7 @@ def run_list(args: argparse.Namespace) -> int:
 
     catalogue = load_catalogue()
     installed = {r.id: r for r in installed_models()}
-    rows = []
+    rows: list[dict[str, Any]] = []
     for entry in catalogue:
         record = installed.get(entry.id)
         state = "built in" if entry.builtin else ("installed" if record else "not installed")
@@ -136,8 +137,8 @@ def run_list(args: argparse.Namespace) -> int:
         return 0
     width = max(len(r["id"]) for r in rows) if rows else 10
     for row in rows:
-        entry = catalogue.entries.get(row["id"])
-        size = _size(entry) if entry is not None else ""
+        listed = catalogue.entries.get(row["id"])
+        size = _size(listed) if listed is not None else ""
         licence = row["licence"] + (" (licence must be accepted)" if row["acceptance_required"] else "")
         where = " [system-wide]" if row["system_wide"] else ""
         print(f"{row['id']:<{width}}  {row['state']:<13} {row['structures']:>3} structures  {size:<12}  "

@@ -150,6 +150,7 @@ def _segment(args: argparse.Namespace, events) -> int:
                 saved_notes = write_split(split, result.label_map, volume, result.model,
                                           segmenter.settings.structures)
             else:
+                assert target is not None, "planned above whenever the output is not split"
                 saved_notes = save_segmentation(target, result.label_map, volume, result.labels).notes
     notes = [*result.notes, *saved_notes]
     if profiling is not None:

@@ -133,7 +133,8 @@ def run_gui(path: str | None = None, demo: bool = False, screenshot: str | None 
     # final garbage collection destroy Qt objects crashed PySide6 6.12 once in our runs (kept for 6.11).
     window.deleteLater()
     app.processEvents()
-    window = None  # the last reference (the callbacks above hold the same cell; none runs after exec)
+    # the last reference (the callbacks above hold the same cell, typed MainWindow for them; none runs after exec)
+    window = None  # type: ignore[assignment]
     import gc
 
     gc.collect()

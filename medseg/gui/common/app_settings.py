@@ -87,9 +87,10 @@ SETTINGS.changed.connect(lambda name, value: save(SETTINGS, name, value))
 def load_placement() -> tuple[QByteArray | None, str, float]:
     """The window's geometry, its view layout and the overlay's opacity as the last session left them."""
     store = settings()
+    stored = store.value("view/overlay_opacity", 0.5)  # a string from the ini file, a float until it is written
     try:
-        opacity = float(store.value("view/overlay_opacity", 0.5))
-    except (TypeError, ValueError):
+        opacity = float(stored) if isinstance(stored, (str, int, float)) else 0.5
+    except ValueError:
         opacity = 0.5
     return store.value("window/geometry"), str(store.value("view/layout", "2x2")), opacity
 

@@ -10,7 +10,7 @@ its signals blocked, so neither side echoes the other (ITK-SNAP's coupling, napa
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
 import shiboken6
 from PySide6.QtWidgets import QAbstractButton, QComboBox, QDoubleSpinBox, QSpinBox, QWidget
@@ -27,14 +27,20 @@ def _quiet(widget: QWidget, apply) -> None:
         widget.blockSignals(blocked)
 
 
-def bind(widget: QWidget, prop: Property) -> QWidget:
+W = TypeVar("W", bound=QWidget)
+
+
+def bind(widget: W, prop: Property) -> W:
     if isinstance(widget, (QDoubleSpinBox, QSpinBox)):
         if prop.minimum is not None and prop.maximum is not None:
             widget.setRange(prop.minimum, prop.maximum)
         if isinstance(widget, QDoubleSpinBox):
             widget.setDecimals(prop.decimals)
         if prop.step:
-            widget.setSingleStep(prop.step)
+            if isinstance(widget, QDoubleSpinBox):
+                widget.setSingleStep(prop.step)
+            else:
+                widget.setSingleStep(int(prop.step))  # a whole-number setting's step
         if prop.unit:
             widget.setSuffix(f" {prop.unit}")
         widget.setValue(prop.value)

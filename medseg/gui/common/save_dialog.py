@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtWidgets import QCheckBox, QFileDialog, QLabel, QLineEdit, QWidget
+from PySide6.QtWidgets import QCheckBox, QFileDialog, QGridLayout, QLabel, QLineEdit, QWidget
 
 from medseg.io.formats import FORMATS, MESH_FORMATS
 from medseg.model.export_formats import EXPORT_TABLE
@@ -85,15 +85,20 @@ class SaveAsDialog(QFileDialog):
             self.option = QCheckBox(text, self)
             self.option.setToolTip(tip)
             self.option.setChecked(checked)
-            layout = self.layout()  # Qt's own dialog is a grid: one row more, across all its columns
-            layout.addWidget(self.option, layout.rowCount(), 0, 1, layout.columnCount())  # type: ignore[call-arg]
+            layout = self._grid()  # one row more, across all its columns
+            layout.addWidget(self.option, layout.rowCount(), 0, 1, layout.columnCount())
         self.note: QLabel | None = None
         if note:
             self.note = QLabel(note[:1].upper() + note[1:] + ".", self)
             self.note.setObjectName("formatNote")
             self.note.setWordWrap(True)
-            layout = self.layout()
-            layout.addWidget(self.note, layout.rowCount(), 0, 1, layout.columnCount())  # type: ignore[call-arg]
+            layout = self._grid()
+            layout.addWidget(self.note, layout.rowCount(), 0, 1, layout.columnCount())
+
+    def _grid(self) -> QGridLayout:
+        layout = self.layout()
+        assert isinstance(layout, QGridLayout), "Qt's own (not the native) file dialog is laid out in a grid"
+        return layout
 
     def current_name(self) -> str:
         line_edit = self.findChild(QLineEdit, "fileNameEdit")  # the name box of Qt's own dialog

@@ -9,13 +9,15 @@ on to its parent, so the panel scrolls instead.
 
 from __future__ import annotations
 
+from typing import TypeGuard
+
 from PySide6.QtCore import QCoreApplication, QEvent, QObject, Qt
 from PySide6.QtWidgets import QAbstractSlider, QAbstractSpinBox, QApplication, QComboBox, QScrollBar, QWidget
 
 GUARDED = (QComboBox, QAbstractSpinBox, QAbstractSlider)
 
 
-def _guarded(widget: QObject) -> bool:
+def _guarded(widget: QObject) -> TypeGuard[QWidget]:
     return isinstance(widget, GUARDED) and not isinstance(widget, QScrollBar)  # a scroll bar is how panels scroll
 
 
@@ -23,11 +25,10 @@ class WheelGuard(QObject):
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802
         kind = event.type()
         if kind == QEvent.Type.Polish and _guarded(watched):
-            widget: QWidget = watched  # type: ignore[assignment]
-            if widget.focusPolicy() & Qt.FocusPolicy.WheelFocus == Qt.FocusPolicy.WheelFocus:
-                widget.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
+            if watched.focusPolicy() & Qt.FocusPolicy.WheelFocus == Qt.FocusPolicy.WheelFocus:
+                watched.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
         elif kind == QEvent.Type.Wheel and _guarded(watched) and not watched.hasFocus():
-            pass_to_ancestors(watched, event)  # type: ignore[arg-type]
+            pass_to_ancestors(watched, event)
             return True
         return False
 

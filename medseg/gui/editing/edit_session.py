@@ -23,6 +23,7 @@ from medseg.edit.study_lock import StudyOpenElsewhere, claim_session
 from medseg.errors import MedsegError
 from medseg.gui.editing import tool_keys
 from medseg.gui.editing.edit_tools import EditToolsPanel
+from medseg.io.owner_lock import OwnerLock
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +57,7 @@ class EditSession(QObject):
         self.segment_box: QMessageBox | None = None  # the question before a Segment over the user's labels
         self.question_box: QMessageBox | None = None  # the unsaved-segmentation question
         self.study_box: QMessageBox | None = None  # the study is open in another window (or was, and it died)
-        self._offered = None  # the lock of the crashed session being offered (no other window offers it too)
+        self._offered: OwnerLock | None = None  # the lock of the crashed session being offered (no other window offers it too)
         self._sync_actions()
         QTimer.singleShot(0, self.offer_recovery)
 

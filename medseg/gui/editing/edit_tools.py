@@ -10,6 +10,7 @@ from __future__ import annotations
 from PySide6.QtCore import Signal
 from PySide6.QtGui import QAction, QActionGroup, QColor, QIcon, QKeySequence, QPixmap
 from PySide6.QtWidgets import (
+    QAbstractButton,
     QCheckBox,
     QComboBox,
     QDoubleSpinBox,
@@ -28,6 +29,7 @@ from PySide6.QtWidgets import (
 from medseg.edit.document import SegmentationDocument
 from medseg.edit.operations import CATALOGUE, tools
 from medseg.gui.common.bind import bind
+from medseg.gui.common.colors import label_rgb
 from medseg.gui.common.view_state import ViewState
 from medseg.gui.editing.grow_runner import GrowRunner
 from medseg.gui.editing.option_form import OptionForms
@@ -173,7 +175,7 @@ class EditToolsPanel(QGroupBox):
                     box = bind(QDoubleSpinBox(self), controller.setting(parameter))
                     box.setObjectName(parameter.name)
                     self.setting_boxes[parameter.name] = box
-        self.operation_buttons: dict[str, QPushButton] = {"lock": self.lock_box}
+        self.operation_buttons: dict[str, QAbstractButton] = {"lock": self.lock_box}
         # The operations act on the active label, whose box may be scrolled out of sight: say which here.
         self.operations_target = QLabel(self)
         self.operations_target.setObjectName("operations-target")
@@ -225,7 +227,7 @@ class EditToolsPanel(QGroupBox):
         self.tool_options = ToolOptions(controller, self.options.groups, self)
         # Tab goes through them where they are shown, between the label rows and the paint rules; and a focused
         # option hidden by another tool hands the focus to the paint rules below, not to a panel further off
-        previous = self.merge_button
+        previous: QWidget = self.merge_button
         for widget in self.options.focus_order:
             QWidget.setTabOrder(previous, widget)
             previous = widget
@@ -252,9 +254,9 @@ class EditToolsPanel(QGroupBox):
             box.blockSignals(True)
             box.clear()
         for value, entry in doc.labels.items():
-            self.label_box.addItem(_swatch(entry.color), f"{value}  {entry.name}", value)
+            self.label_box.addItem(_swatch(label_rgb(entry)), f"{value}  {entry.name}", value)
             if value != self.view.active_label:
-                self.merge_box.addItem(_swatch(entry.color), f"{value}  {entry.name}", value)
+                self.merge_box.addItem(_swatch(label_rgb(entry)), f"{value}  {entry.name}", value)
         index = self.label_box.findData(self.view.active_label)
         if index < 0 and doc.volume is not None:
             self.label_box.addItem(f"{self.view.active_label}  (new)", self.view.active_label)
@@ -266,7 +268,7 @@ class EditToolsPanel(QGroupBox):
     def _show_target(self) -> None:
         entry = self.document.labels.get(self.view.active_label)
         if entry is not None:
-            r, g, b = entry.color
+            r, g, b = label_rgb(entry)
             self.operations_target.setText(f"Operations on <span style='color: rgb({r},{g},{b})'>■</span> "
                                            f"<b>{self.view.active_label} {entry.name}</b>"
                                            + (" (locked)" if entry.locked else ""))
@@ -320,7 +322,12 @@ class EditToolsPanel(QGroupBox):
         target = self.merge_box.currentData()
         if target is not None and self.view.active_label in self.document.labels:
             source = self.view.active_label
-            self._guard(lambda: (self.document.merge_labels(source, int(target)), self.view.set_active_label(int(target))))
+
+            def merge() -> None:
+                self.document.merge_labels(source, int(target))
+                self.view.set_active_label(int(target))
+
+            self._guard(merge)
 
     def run_operation(self, name: str) -> None:
         self._guard(lambda: self.view.tools.run_operation(name))

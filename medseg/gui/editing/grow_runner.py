@@ -19,6 +19,7 @@ import logging
 
 from PySide6.QtCore import QObject, Slot
 
+from medseg.edit.effects.seeds import GrowFromSeeds
 from medseg.edit.grow_session import GrowSession
 from medseg.edit.interaction import ToolController
 from medseg.gui.editing.session_runner import SessionRunner
@@ -32,7 +33,9 @@ class GrowRunner(SessionRunner):
     def __init__(self, tools: ToolController, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.tools = tools
-        self.effect = tools.effects["seeds"]  # the grow-from-seeds tool's object
+        effect = tools.effects["seeds"]  # the grow-from-seeds tool's object
+        assert isinstance(effect, GrowFromSeeds), "the controller builds GrowFromSeeds under 'seeds'"
+        self.effect = effect
         self.effect.set_runner(self.request)
 
     def _compute(self, session: GrowSession) -> None:

@@ -22,7 +22,7 @@ from PySide6.QtWidgets import QCheckBox, QComboBox, QGridLayout, QLabel, QPushBu
 from medseg.edit.interaction import ToolController
 from medseg.edit.prompt_session import Prompt
 from medseg.gui.common.bind import bind, follow_setting
-from medseg.gui.editing.prompt_runner import PromptRunner
+from medseg.gui.editing.prompt_runner import PromptRunner, prompts_effect
 from medseg.model.interactive.cost import duration_text, largest_single_pass_extent, short_text
 from medseg.settings import SETTINGS
 from medseg.workflows import interactive
@@ -175,13 +175,13 @@ class PromptOptions(QWidget):
 
     def apply(self) -> bool:
         self.runner.wait()
-        changed = self.controller.effects["prompts"].apply()
+        changed = prompts_effect(self.controller).apply()
         self._sync()
         self.done.emit()
         return changed
 
     def cancel(self) -> None:
-        self.controller.effects["prompts"].cancel()
+        prompts_effect(self.controller).cancel()
         self._sync()
         self.done.emit()
 

@@ -14,11 +14,19 @@ import logging
 
 from PySide6.QtCore import QObject, Signal, Slot
 
+from medseg.edit.effects.prompts import Prompts
 from medseg.edit.interaction import ToolController
 from medseg.edit.prompt_session import PromptSession
 from medseg.gui.editing.session_runner import SessionRunner
 
 log = logging.getLogger(__name__)
+
+
+def prompts_effect(tools: ToolController) -> Prompts:
+    """The Interactive AI tool's object (the controller keeps its effects by name, typed as the base)."""
+    effect = tools.effects["prompts"]
+    assert isinstance(effect, Prompts), "the controller builds the Prompts effect under 'prompts'"
+    return effect
 
 
 class PromptRunner(SessionRunner):
@@ -30,7 +38,7 @@ class PromptRunner(SessionRunner):
     def __init__(self, tools: ToolController, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.tools = tools
-        self.effect = tools.effects["prompts"]  # the Interactive AI tool's object
+        self.effect = prompts_effect(tools)
         self.effect.set_runner(self.request)
 
     def request(self, session: PromptSession) -> bool:

@@ -36,7 +36,7 @@ class ToolKeys(QObject):
         super().__init__(window)
         self.window = window
         app = QApplication.instance()
-        assert app is not None
+        assert isinstance(app, QApplication), "made by the GUI before any window"
         app.focusChanged.connect(self._on_focus_changed)  # dropped with this object (its slot's receiver)
 
     def _on_focus_changed(self, _old: QWidget | None, new: QWidget | None) -> None:
@@ -47,7 +47,8 @@ class ToolKeys(QObject):
             box.installEventFilter(self)  # once: Qt keeps one entry per filter object
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:  # noqa: N802
-        if event.type() == QEvent.Type.ShortcutOverride and is_tool_key_in_number_box(watched, event):
+        if isinstance(event, QKeyEvent) and event.type() == QEvent.Type.ShortcutOverride \
+                and is_tool_key_in_number_box(watched, event):
             return True  # not claimed: the window's shortcut (a tool) runs
         return False
 

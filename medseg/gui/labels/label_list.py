@@ -30,6 +30,7 @@ from PySide6.QtWidgets import (
 )
 
 from medseg.edit.document import SegmentationDocument
+from medseg.gui.common.colors import label_rgb
 from medseg.gui.common.view_state import ViewState
 from medseg.gui.labels.label_tree import LOCK, NAME, VALUE, VOLUME, LabelFilter, LabelTreeModel
 
@@ -232,7 +233,7 @@ class LabelList(QWidget):
         value = self.model.value_at(self.proxy.mapToSource(index))
         if value is None:
             return
-        color = QColorDialog.getColor(QColor(*self.document.labels[value].color), self,
+        color = QColorDialog.getColor(QColor(*label_rgb(self.document.labels[value])), self,
                                       f"Colour of {self.document.labels[value].name}")
         if color.isValid():
             self.document.set_label_color(value, (color.red(), color.green(), color.blue()))

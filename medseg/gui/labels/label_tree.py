@@ -113,7 +113,7 @@ class LabelTreeModel(QAbstractItemModel):
         changed = [v for v, label in labels.items() if self._shown.get(v) is not label]
         renamed = any(self._shown[v].name != labels[v].name for v in changed)
         self._shown = dict(labels)
-        roles = [Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.DecorationRole, Qt.ItemDataRole.CheckStateRole,
+        roles: list[int] = [Qt.ItemDataRole.DisplayRole, Qt.ItemDataRole.DecorationRole, Qt.ItemDataRole.CheckStateRole,
                  Qt.ItemDataRole.ToolTipRole]
         if renamed:
             roles += [Qt.ItemDataRole.EditRole, SEARCH_ROLE, SORT_ROLE]  # the search and the sort look again
@@ -124,7 +124,7 @@ class LabelTreeModel(QAbstractItemModel):
         self._announce([v for v in edit.values if v in self._where], (VOLUME, VOLUME),
                        [Qt.ItemDataRole.DisplayRole, SORT_ROLE])
 
-    def _announce(self, values: list[int], columns: tuple[int, int], roles: list) -> None:
+    def _announce(self, values: list[int], columns: tuple[int, int], roles: list[int]) -> None:
         """dataChanged for the rows of ``values``, one signal per run of neighbouring rows (a hidden group of
         26 ribs is one signal, not 26), with the roles that changed: the filter re-reads only what it reads."""
         rows: dict[int, list[int]] = {}
@@ -134,15 +134,15 @@ class LabelTreeModel(QAbstractItemModel):
         for group, found in rows.items():
             found.sort()
             start = previous = found[0]
-            for row in [*found[1:], None]:
-                if row is not None and row == previous + 1:
-                    previous = row
+            for following in [*found[1:], None]:  # None: the last run ends
+                if following is not None and following == previous + 1:
+                    previous = following
                     continue
                 parent = _NO_PARENT if group < 0 else group
                 self.dataChanged.emit(self.createIndex(start, columns[0], parent),
                                       self.createIndex(previous, columns[1], parent), roles)
-                if row is not None:
-                    start = previous = row
+                if following is not None:
+                    start = previous = following
         for group in set(rows) - {-1}:
             index = self.createIndex(group, NAME, _NO_PARENT)
             self.dataChanged.emit(index, index.siblingAtColumn(LOCK), roles)
@@ -180,7 +180,7 @@ class LabelTreeModel(QAbstractItemModel):
                     "Locked: no tool changes it")[section]
         return None
 
-    def value_at(self, index: QModelIndex) -> int | None:
+    def value_at(self, index: QModelIndex | QPersistentModelIndex) -> int | None:
         """The label value of a label row (None for a group row)."""
         if not index.isValid():
             return None
@@ -190,12 +190,12 @@ class LabelTreeModel(QAbstractItemModel):
             return None
         return self._groups[int(index.internalId())][1][index.row()]
 
-    def group_at(self, index: QModelIndex) -> tuple[str, list[int]] | None:
+    def group_at(self, index: QModelIndex | QPersistentModelIndex) -> tuple[str, list[int]] | None:
         if not index.isValid() or self._flat or index.internalId() != _NO_PARENT:
             return None
         return self._groups[index.row()]
 
-    def values_at(self, index: QModelIndex) -> list[int]:
+    def values_at(self, index: QModelIndex | QPersistentModelIndex) -> list[int]:
         """A label row's value, or every value of a group row."""
         value = self.value_at(index)
         if value is not None:
@@ -204,9 +204,10 @@ class LabelTreeModel(QAbstractItemModel):
         return list(group[1]) if group else []
 
     def index_of(self, value: int, column: int = NAME) -> QModelIndex:
-        group, row = self._where.get(value, (None, None))
-        if row is None:
+        where = self._where.get(value)
+        if where is None:
             return QModelIndex()
+        group, row = where
         return self.createIndex(row, column, _NO_PARENT if group < 0 else group)
 
     def group_index(self, name: str) -> QModelIndex:
@@ -219,7 +220,7 @@ class LabelTreeModel(QAbstractItemModel):
     def groups(self) -> list[tuple[str, list[int]]]:
         return [] if self._flat else [(name, list(values)) for name, values in self._groups]
 
-    def flags(self, index: QModelIndex) -> Qt.ItemFlag:
+    def flags(self, index: QModelIndex | QPersistentModelIndex) -> Qt.ItemFlag:
         if not index.isValid():
             return Qt.ItemFlag.NoItemFlags
         flags = Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsSelectable
@@ -229,7 +230,7 @@ class LabelTreeModel(QAbstractItemModel):
             flags |= Qt.ItemFlag.ItemIsEditable
         return flags
 
-    def data(self, index: QModelIndex, role=Qt.ItemDataRole.DisplayRole) -> Any:
+    def data(self, index: QModelIndex | QPersistentModelIndex, role=Qt.ItemDataRole.DisplayRole) -> Any:
         if not index.isValid():
             return None
         value = self.value_at(index)
@@ -268,7 +269,7 @@ class LabelTreeModel(QAbstractItemModel):
             return f"{label.name} (label {value})\n{describe_codes(label)}"
         return None
 
-    def _group_data(self, index: QModelIndex, role) -> Any:
+    def _group_data(self, index: QModelIndex | QPersistentModelIndex, role) -> Any:
         name, values = self._groups[index.row()]
         labels = [self.document.labels[v] for v in values if v in self.document.labels]
         column = index.column()
@@ -301,7 +302,7 @@ class LabelTreeModel(QAbstractItemModel):
             return f"{name}: {len(labels)} structures, {shown} shown (the model's grouping)"
         return None
 
-    def setData(self, index: QModelIndex, value: Any, role=Qt.ItemDataRole.EditRole) -> bool:  # noqa: N802
+    def setData(self, index: QModelIndex | QPersistentModelIndex, value: Any, role=Qt.ItemDataRole.EditRole) -> bool:  # noqa: N802
         """Every change goes to the document; the view redraws from its event."""
         if not index.isValid():
             return False
@@ -357,7 +358,7 @@ class LabelFilter(QSortFilterProxyModel):
         name, _, value = text.partition("\n")
         return self._needle in name or self._needle == value
 
-    def lessThan(self, left: QModelIndex, right: QModelIndex) -> bool:  # noqa: N802
+    def lessThan(self, left: QModelIndex | QPersistentModelIndex, right: QModelIndex | QPersistentModelIndex) -> bool:  # noqa: N802
         model = self.sourceModel()
         if model.data(left, GROUP_ROLE) is not None:  # groups keep their order whichever way the rows sort
             earlier = left.row() < right.row()

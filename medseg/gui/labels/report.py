@@ -55,8 +55,9 @@ def _png(image: QImage) -> bytes:
     data = QByteArray()
     buffer = QBuffer(data)
     buffer.open(QIODevice.OpenModeFlag.WriteOnly)
-    image.save(buffer, "PNG")
-    return bytes(data)
+    # PySide6 6.x stubs type the format as bytes, but its QImage.save takes a str there (bytes: ValueError)
+    image.save(buffer, "PNG")  # type: ignore[call-overload]
+    return bytes(data.data())
 
 
 def _fitted(image: QImage, count: int) -> tuple[int, int]:
@@ -201,7 +202,7 @@ def report_from_window(window, identify: bool = True) -> Report:
         made_by += f" ({edited} structure{'s' if edited != 1 else ''} edited by hand)"
     figures = {s.value: s for s in measure(volume, document.label_map, {v: e.name for v, e in labels.items()}).labels}
     rows = [ReportRow(value, entry.name, entry.group, figures[value].volume_ml if value in figures else 0.0,
-                      figures[value].hu_mean if value in figures else None, entry.color)  # type: ignore[arg-type]
+                      figures[value].hu_mean if value in figures else None, entry.color)
             for value, entry in labels.items() if entry.visible]
     hidden = len(labels) - len(rows)
     pictures: list[tuple[str, QImage | None, str]] = []

@@ -63,7 +63,9 @@ class StatsPanel(QWidget):
         self._counting: tuple = ()  # what it counts: the image's and label map's ids, edits seen
         self.table = QTableWidget(0, len(COLUMNS), self)
         self.table.setHorizontalHeaderLabels(COLUMNS)
-        self.table.horizontalHeaderItem(COLUMNS.index("Size x×y×z (mm)")).setToolTip(
+        size_header = self.table.horizontalHeaderItem(COLUMNS.index("Size x×y×z (mm)"))
+        assert size_header is not None, "setHorizontalHeaderLabels made an item per column"
+        size_header.setToolTip(
             "The extent of the label's voxels along the image's own axes: its columns, rows and slices, whole voxels "
             "counted times the spacing (as 3D Slicer's Segment Statistics and ITK-SNAP measure it), so one "
             "slice of 5 mm is 5 mm tall. Each is listed under the patient axis it lies nearest: x (right→left), "
@@ -218,12 +220,14 @@ class StatsPanel(QWidget):
 
     def export(self, path: str | Path) -> bool:
         """CSV or JSON (by the suffix), in the chosen definitions."""
-        study = study_columns(self.document.volume, patient_name=self.patient_name_box.isChecked())
+        volume = self.document.volume
+        assert volume is not None, "export is offered once figures of an open image are counted"
+        study = study_columns(volume, patient_name=self.patient_name_box.isChecked())
         try:
             if self.definitions_box.currentData() == "totalsegmentator":
                 doc = self.document
                 names = {value: entry.name for value, entry in doc.labels.items()}
-                measure(doc.volume, doc.label_map, names, TOTALSEGMENTATOR, study=study).write(path)
+                measure(volume, doc.label_map, names, TOTALSEGMENTATOR, study=study).write(path)
             else:
                 Statistics(STANDARD, {s.value: s.name for s in self.stats}, study, labels=self.stats).write(path)
         except MedsegError as error:

@@ -15,6 +15,7 @@ from PySide6.QtWidgets import QCheckBox, QHBoxLayout, QLabel, QPushButton, QWidg
 
 from medseg.edit.document import SegmentationDocument
 from medseg.edit.label_map import build_label_table
+from medseg.gui.common.colors import label_rgb
 from medseg.gui.common.view_state import ViewState
 
 
@@ -47,7 +48,7 @@ class ComparisonLegend(QWidget):
             return
         if self.show_b.isChecked() != self.view.comparison_visible:
             self.show_b.setChecked(self.view.comparison_visible)
-        swatches = " ".join(f'<span style="color: rgb{tuple(entry.color)}">&#9633;&nbsp;{entry.name}</span>'
+        swatches = " ".join(f'<span style="color: rgb{label_rgb(entry)}">&#9633;&nbsp;{entry.name}</span>'
                             for entry in comparison.labels.values())
         self.text.setText(f"<b>A</b> (filled, editable): {comparison.primary_name} &nbsp;&nbsp; "
                           f"<b>B</b> (outlines, read-only): {comparison.name} &nbsp; {swatches}")

@@ -62,7 +62,7 @@ class ModelChooser(ElidedComboBox):  # a long folder's name is elided, never wid
         self.clear()
         self.addItem("Built-in starter: body, lungs, bones", BUILTIN)
         try:
-            catalogue = load_catalogue()
+            catalogue = list(load_catalogue())
             installed = {record.id: record for record in installed_models()}
         except MedsegError as error:
             catalogue, installed = [], {}

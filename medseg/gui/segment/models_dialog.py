@@ -9,6 +9,7 @@ conversions run as a background Job, never on the GUI thread.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Callable
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (
@@ -33,6 +34,9 @@ from PySide6.QtWidgets import (
 from medseg.errors import Cancelled, LicenceNotAccepted, MedsegError
 from medseg.gui.segment.model_details import LicenceDialog, details_html, size_text
 
+if TYPE_CHECKING:
+    from medseg.gui.common.jobs import Job
+
 ALL, INSTALLED, INSTALLABLE = "All models", "Installed", "Installable"
 COLUMNS = ("Model", "State", "Structures", "Size", "Licence", "medseg runs it")
 
@@ -46,8 +50,8 @@ class ModelsDialog(QDialog):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setWindowTitle("Models")
-        self.job = None
-        self._retry = None  # the install to run again once a refused licence is accepted
+        self.job: Job | None = None
+        self._retry: Callable[[], None] | None = None  # the install to run again once a refused licence is accepted
         self.licence_box: LicenceDialog | None = None
         self.filter_box = QComboBox(self)
         self.filter_box.addItems([ALL, INSTALLED, INSTALLABLE])
@@ -180,14 +184,16 @@ class ModelsDialog(QDialog):
 
     def select(self, model_id: str | None) -> bool:
         for row in range(self.table.rowCount()):
-            if self.table.item(row, 0).text() == model_id:
+            item = self.table.item(row, 0)
+            if item is not None and item.text() == model_id:
                 self.table.selectRow(row)
                 return True
         return False
 
     def selected_id(self) -> str | None:
         rows = self.table.selectionModel().selectedRows() if self.table.selectionModel() else []
-        return self.table.item(rows[0].row(), 0).text() if rows else None
+        item = self.table.item(rows[0].row(), 0) if rows else None
+        return item.text() if item is not None else None
 
     def _selected(self):
         return self._entries.get(self.selected_id() or "", (None, None))
@@ -376,16 +382,16 @@ class ModelsDialog(QDialog):
     def _run(self, name: str, work, text: str) -> None:
         from medseg.gui.common.jobs import Job
 
-        self.job = Job(name, work, self, title=text)
-        self.job.progressed.connect(self._on_progress)
-        self.job.finished_ok.connect(self._on_done)
-        self.job.finished_error.connect(self._on_error)
+        job = self.job = Job(name, work, self, title=text)
+        job.progressed.connect(self._on_progress)
+        job.finished_ok.connect(self._on_done)
+        job.finished_error.connect(self._on_error)
         self.progress.setValue(0)
         self.progress.setVisible(True)
         self.cancel_button.setVisible(True)
         self.status.setText(text)
         self._update_buttons()
-        self.job.start()
+        job.start()
 
     def cancel(self) -> None:
         if self.job is not None:

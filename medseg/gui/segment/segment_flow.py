@@ -6,7 +6,7 @@ the user has could change) and the window's services; the Segment panel shows th
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 from PySide6.QtWidgets import QFileDialog, QMessageBox, QWidget
@@ -19,8 +19,33 @@ from medseg.gui.segment import model_choice
 from medseg.settings import SETTINGS
 
 if TYPE_CHECKING:  # the window hands the flow its study loader and opener (the rooms import only gui.common)
+    from medseg.gui.segment.model_chooser import ModelChooser
+    from medseg.gui.segment.models_dialog import ModelsDialog
     from medseg.gui.study.opening import StudyOpener
     from medseg.gui.study.study_loader import StudyLoader
+
+
+class SegmentChoices(Protocol):
+    """What the flow reads of the Segment panel (medseg.gui.segment.segment_panel, which imports this module:
+    named here by what it offers, not imported back)."""
+
+    model_chooser: ModelChooser
+
+    @property
+    def model_card(self) -> Any: ...
+    @property
+    def device(self) -> str: ...
+    @property
+    def postprocess(self) -> bool: ...
+    @property
+    def configuration(self) -> str | None: ...
+    @property
+    def structures(self) -> tuple[str, ...] | None: ...
+    @property
+    def tasks(self) -> tuple[str, ...]: ...
+    @property
+    def precision(self) -> str: ...
+    def refresh(self) -> None: ...
 
 
 class SegmentFlow(QObject):
@@ -36,16 +61,20 @@ class SegmentFlow(QObject):
         self.document, self.loader, self.editing, self.services = document, loader, editing, services
         self.notice, self.show_source, self.opener = notice, show_source, opener
         self.parent_widget = parent
-        self.panel = None  # the Segment panel: attach() (it is made with this flow)
-        self.models_dialog = None  # made on first use
+        self.panel: SegmentChoices | None = None  # the Segment panel: attach() (it is made with this flow)
+        self.models_dialog: ModelsDialog | None = None  # made on first use
         self.modality_box: QMessageBox | None = None
         self._install_asked: str | None = None
         self._segment_mode = "replace"
         loader.segmented.connect(self._on_segmented)
 
-    def attach(self, panel) -> None:
+    def attach(self, panel: SegmentChoices) -> None:
         """The Segment panel whose model, device, configuration and structures a run takes."""
         self.panel = panel
+
+    def _attached(self) -> SegmentChoices:
+        assert self.panel is not None, "the window attaches the panel as it builds both, before any menu can run"
+        return self.panel
 
     # --- which model -------------------------------------------------------------------------
     def model_path(self) -> str | None:
@@ -84,16 +113,17 @@ class SegmentFlow(QObject):
         from medseg.gui.segment.model_chooser import store_reference
 
         # a folder path has slashes too: only a catalogue id can name an installed interactive model
-        record = find_installed(reference) if reference and is_model_id(reference) else None
-        if record is not None and record.entry.get("kind") == "interactive":
-            SETTINGS.interactive_model = reference  # it segments from prompts: the Interactive AI tool runs it
-            self.services.notify(f"Model for the Interactive AI tool (key I): {reference}", "info", "model chosen")
-            return
+        if reference and is_model_id(reference):
+            record = find_installed(reference)
+            if record is not None and record.entry.get("kind") == "interactive":
+                SETTINGS.interactive_model = reference  # it segments from prompts: the Interactive AI tool runs it
+                self.services.notify(f"Model for the Interactive AI tool (key I): {reference}", "info", "model chosen")
+                return
         store_reference(reference)
-        self.panel.model_chooser.fill()
+        self._attached().model_chooser.fill()
         self.builtin_changed.emit(reference is not None)
         self.services.notify(f"Model for Segment: {reference or 'the built-in starter'}", "info", "model chosen")
-        self.panel.refresh()
+        self._attached().refresh()
 
     def choose_model(self) -> None:
         folder = QFileDialog.getExistingDirectory(self.parent_widget, "Choose a model package, an nnU-Net result folder "
@@ -112,17 +142,18 @@ class SegmentFlow(QObject):
         """Segmentation ▸ Models…; ``install``: select that model and start installing it (its licence first)."""
         from medseg.gui.segment.models_dialog import ModelsDialog
 
-        if self.models_dialog is None:
-            self.models_dialog = ModelsDialog(self.parent_widget)
-            self.models_dialog.model_chosen.connect(self.use_model_reference)
-            self.models_dialog.installed.connect(lambda _id: self.panel.model_chooser.fill())
-            self.models_dialog.installed.connect(self._use_when_asked)
+        dialog = self.models_dialog
+        if dialog is None:
+            dialog = self.models_dialog = ModelsDialog(self.parent_widget)
+            dialog.model_chosen.connect(self.use_model_reference)
+            dialog.installed.connect(lambda _id: self._attached().model_chooser.fill())
+            dialog.installed.connect(self._use_when_asked)
         self._install_asked = install
-        self.models_dialog.refresh(select=install)
-        self.models_dialog.show()
-        self.models_dialog.raise_()
+        dialog.refresh(select=install)
+        dialog.show()
+        dialog.raise_()
         if install is not None:
-            self.models_dialog.install_selected()
+            dialog.install_selected()
 
     def _use_when_asked(self, model_id: str) -> None:
         """A model installed from the Segment panel's list is the one Segment runs next."""
@@ -136,18 +167,19 @@ class SegmentFlow(QObject):
         :meth:`EditSession.ask_before_segment`)."""
         if self.opener.refuse_when_busy():
             return
-        if self.panel.tasks:  # several tasks: a label any of them made is theirs to replace
+        panel = self._attached()
+        if panel.tasks:  # several tasks: a label any of them made is theirs to replace
             from medseg.gui.segment.task_picker import makers
 
-            self.editing.ask_before_segment(makers(self.panel.tasks), self._segment_with)
+            self.editing.ask_before_segment(makers(panel.tasks), self._segment_with)
             return
-        self.editing.ask_before_segment(self.panel.model_card, self._segment_with)
+        self.editing.ask_before_segment(panel.model_card, self._segment_with)
 
     def _segment_with(self, mode: str, allow_modality: bool = False) -> None:
         if self.opener.refuse_when_busy():
             return
         self._segment_mode = mode
-        panel = self.panel
+        panel = self._attached()
         self.loader.segment(self.model_path(), panel.device, panel.configuration, panel.postprocess, mode,
                             allow_modality=allow_modality, structures=panel.structures, models=panel.tasks or None,
                             precision=panel.precision)

@@ -32,6 +32,7 @@ from medseg.settings import SETTINGS
 if TYPE_CHECKING:
     from medseg.gui.segment.segment_flow import SegmentFlow
     from medseg.gui.study.study_loader import StudyLoader
+    from medseg.model.kinds import ModelCard, ModelPipeline, OpenedModel
 
 
 class SegmentPanel(QGroupBox):
@@ -132,9 +133,9 @@ class SegmentPanel(QGroupBox):
         layout.addWidget(self.parts_label)
         layout.addWidget(self.result_label)
         self.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Minimum)
-        self._package = None
-        self._opened = None
-        self.card = None  # the chosen model's card (medseg.workflows.models.ModelCard)
+        self._package: ModelPipeline | None = None
+        self._opened: OpenedModel | None = None
+        self.card: ModelCard | None = None  # the chosen model's card
         self._package_source: object = ()
         self._devices_filled = False
         self._planned = False  # a study has been open: the model label names the model's card from then on
@@ -178,11 +179,11 @@ class SegmentPanel(QGroupBox):
         self.refresh()
         self.runtime_prepared.emit()
 
-    def _use_model(self, source: Any, opened: Any) -> None:
+    def _use_model(self, source: Any, opened: OpenedModel) -> None:
         self._opened, self.card = opened, opened.card
         self._package = opened.pipeline  # what Segment runs and plans (the model's own kind decides how)
         self._package_source = source
-        self._fill_configurations()
+        self._fill_configurations(opened.pipeline)
 
     def _on_runtime_failed(self, error: BaseException) -> None:
         self._runtime_error = error
@@ -314,12 +315,13 @@ class SegmentPanel(QGroupBox):
 
     def pick_structures(self) -> None:
         """The subset picker (search, groups); its answer applies to the next Segment."""
-        if not self._takes_subset():
+        card = self.card  # read with the pipeline _takes_subset asks
+        if not self._takes_subset() or card is None:
             return
         from medseg.gui.segment.structure_picker import StructurePicker
 
-        names = {value: label.name for value, label in self.card.labels.items()}
-        self.structure_picker = StructurePicker(names, self.card.groups, self._structures, self)
+        names = {value: label.name for value, label in card.labels.items()}
+        self.structure_picker = StructurePicker(names, card.groups, self._structures, self)
         self.structure_picker.accepted.connect(lambda: self._set_structures(self.structure_picker.chosen()))
         self.structure_picker.open()
 
@@ -355,22 +357,22 @@ class SegmentPanel(QGroupBox):
             self._parts_done = []
             self.parts_label.setVisible(False)
 
-    def _fill_configurations(self) -> None:
+    def _fill_configurations(self, package: ModelPipeline) -> None:
         keep = self.configuration
         self.configuration_box.blockSignals(True)
         while self.configuration_box.count() > 1:
             self.configuration_box.removeItem(1)
-        capabilities = self._package.capabilities
+        capabilities = package.capabilities
         self.configuration_box.setItemText(0, "Configuration: automatic (by the series' spacing"
                                            + (" and this computer's speed)" if capabilities.weighs_speed else ")"))
-        configurations = self._package.configuration_names()
+        configurations = package.configuration_names()
         for name, what in configurations.items():
             self.configuration_box.addItem(f"Configuration: {name} ({what})", name)
         index = self.configuration_box.findData(keep) if keep is not None else 0
         self.configuration_box.setCurrentIndex(max(index, 0))
         self.configuration_box.setVisible(len(configurations) > 1)
         self.configuration_box.blockSignals(False)
-        self.postprocess_box.setVisible(bool(self._package.postprocessing))
+        self.postprocess_box.setVisible(bool(package.postprocessing))
         self.structures_button.setVisible(capabilities.structure_subset and not self._tasks)
         if capabilities.structure_subset:
             self._set_structures(None)  # a new model: all of its structures
@@ -426,8 +428,10 @@ class SegmentPanel(QGroupBox):
                 from medseg.workflows.models import open_model
 
                 self._use_model(source, open_model(source))
-            self.model_label.setText(f"Model: <b>{self.card.name}</b>")
-            self.model_label.setToolTip(self.card.describe())
+            card = self.card
+            assert card is not None, "_use_model holds the card with the pipeline"
+            self.model_label.setText(f"Model: <b>{card.name}</b>")
+            self.model_label.setToolTip(card.describe())
             if self._tasks:
                 self.set_tasks(self._tasks)  # the tasks' line and boxes, not the model's
         except MedsegError as error:

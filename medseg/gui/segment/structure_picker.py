@@ -74,13 +74,13 @@ class StructurePicker(QDialog):
             item.setCheckState(0, Qt.CheckState.Checked if name in wanted else Qt.CheckState.Unchecked)
         self.tree.blockSignals(False)
         self.groups = by_group
-        for group in by_group.values():  # a subset chosen before: show where its structures are
-            group.setExpanded(group.checkState(0) == Qt.CheckState.PartiallyChecked)
+        for group_item in by_group.values():  # a subset chosen before: show where its structures are
+            group_item.setExpanded(group_item.checkState(0) == Qt.CheckState.PartiallyChecked)
         self.resize(420, 560)
         self._count()
 
     def _leaves(self) -> list[QTreeWidgetItem]:
-        return [group.child(i) for group in self.groups.values() for i in range(group.childCount())]
+        return [item for group in self.groups.values() for item in _children(group)]
 
     def chosen(self) -> tuple[str, ...] | None:
         """The structures ticked; None when all are (the whole model, no crop)."""
@@ -106,8 +106,7 @@ class StructurePicker(QDialog):
         for group_name, group in self.groups.items():
             group_matches = bool(needle) and needle in group_name.lower()
             shown = 0
-            for i in range(group.childCount()):
-                item = group.child(i)
+            for item in _children(group):
                 visible = not needle or group_matches or needle in item.text(0).lower()
                 item.setHidden(not visible)
                 shown += visible
@@ -121,3 +120,8 @@ def describe(chosen: tuple[str, ...] | None, total: int) -> str:
         return f"Structures: all {total}…"
     shown = ", ".join(chosen[:3]) + (", …" if len(chosen) > 3 else "")
     return f"Structures: {len(chosen)} of {total} ({shown})…"
+
+
+def _children(group: QTreeWidgetItem) -> list[QTreeWidgetItem]:
+    """A group's structure items (child(i) is None only past childCount)."""
+    return [child for i in range(group.childCount()) if (child := group.child(i)) is not None]

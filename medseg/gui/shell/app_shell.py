@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from PySide6.QtCore import qVersion
-from PySide6.QtWidgets import QWidget
+from PySide6.QtWidgets import QDialog, QWidget
 
 from medseg import __version__
 
@@ -69,7 +69,7 @@ def shortcut_rows(window: QWidget) -> list[tuple[str, str]]:
     return [*rows.items(), *MOUSE_AND_KEYS]
 
 
-def shortcuts_box(parent: QWidget) -> QWidget:
+def shortcuts_box(parent: QWidget) -> QDialog:
     """The F1 sheet: two columns, never taller than the screen (medseg.gui.shell.shortcuts_dialog)."""
     from medseg.gui.shell.shortcuts_dialog import ShortcutsDialog
 

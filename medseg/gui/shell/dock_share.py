@@ -43,6 +43,7 @@ class DockShare(QObject):
 
     def _moved(self, dock: QDockWidget) -> bool:
         """Whether the docks' area is not the height last given (nor held at the least height of a dock in it)."""
+        assert self._height is not None, "eventFilter asks only once apply() gave a height"
         area = self.area(dock)
         least = max(d.minimumSizeHint().height() for d in self.docks if d.toggleViewAction().isChecked())
         held = area > self._height and dock.height() <= least + 2

@@ -6,7 +6,7 @@ from typing import Callable
 
 from PySide6.QtCore import QObject, QUrl
 from PySide6.QtGui import QAction, QDesktopServices
-from PySide6.QtWidgets import QMenu, QWidget
+from PySide6.QtWidgets import QDialog, QMenu, QWidget
 
 from medseg.gui.common import app_settings
 from medseg.gui.shell import app_shell
@@ -16,7 +16,7 @@ class HelpMenu(QObject):
     def __init__(self, window: QWidget) -> None:
         super().__init__(window)
         self.window = window  # the dialogs' parent; the F1 sheet lists its actions' shortcuts
-        self.dialog: QWidget | None = None  # the one shown last
+        self.dialog: QDialog | None = None  # the one shown last
 
     def fill(self, menu: QMenu, action: Callable[..., QAction]) -> None:
         """``action(text, slot, shortcut)``: the window's way to make an action (its shortcut works anywhere)."""

@@ -13,6 +13,7 @@ import gc
 import logging
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QEvent, Qt, QTimer, Signal, Slot
 from PySide6.QtWidgets import (
@@ -56,6 +57,9 @@ from medseg.gui.viewer.readout import PositionReadout
 from medseg.gui.viewer.window_panel import WindowPanel
 from medseg.settings import SETTINGS
 from medseg.workflows.edit_operations import register_operations
+
+if TYPE_CHECKING:
+    from medseg.gui.pacs.dialog import PacsDialog
 
 log = logging.getLogger(__name__)
 
@@ -329,7 +333,7 @@ class MainWindow(QMainWindow):
         super().closeEvent(event)
 
 
-def _pacs_dialog(parent: QWidget) -> QWidget:
+def _pacs_dialog(parent: QWidget) -> PacsDialog:
     """File ▸ PACS…'s dialog, imported on first use (the PACS clients load only when a user asks for them)."""
     from medseg.gui.pacs.dialog import PacsDialog
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from PySide6.QtCore import QObject, Qt, QTimer
+from PySide6.QtCore import QByteArray, QObject, Qt, QTimer
 from PySide6.QtWidgets import QApplication, QMainWindow
 
 from medseg.gui.common import app_settings
@@ -16,7 +16,7 @@ class WindowPlacement(QObject):
         self.window, self.viewer, self.view = window, viewer, view
         self.placed = False  # True once the first show has put the window where it belongs
         self._first_placement = True
-        self._saved_geometry = None
+        self._saved_geometry: QByteArray | None = None
 
     def restore(self) -> None:
         # Placed once shown: the first layout pass widens a window sized before it (to the toolbar's width).

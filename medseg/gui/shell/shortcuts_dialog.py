@@ -40,7 +40,8 @@ class ShortcutsDialog(QDialog):
         measure = QTextDocument()  # the browser's own document is laid out to its (not yet known) width
         measure.setDefaultFont(self.sheet.font())
         measure.setHtml(self.sheet.toHtml())
-        screen = (self.parentWidget().screen() if self.parentWidget() is not None else None) or QApplication.primaryScreen()
+        parent = self.parentWidget()
+        screen = (parent.screen() if parent is not None else None) or QApplication.primaryScreen()
         area = screen.availableGeometry()
         width = min(int(measure.idealWidth()) + 60, int(area.width() * 0.95))
         measure.setTextWidth(width - 60)

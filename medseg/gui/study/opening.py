@@ -9,7 +9,7 @@ unsaved edits may go.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 from PySide6.QtCore import QObject, Slot
@@ -25,6 +25,9 @@ from medseg.gui.study.study_loader import StudyLoader, is_image_file
 from medseg.io.formats import DICOM_SEG, open_filters
 from medseg.settings import SETTINGS
 
+if TYPE_CHECKING:
+    from medseg.gui.pacs.dialog import PacsDialog
+
 # Every file first: most scanners write DICOM files without a suffix, which "*.dcm" hid (issue 42).
 IMAGE_FILTER = ";;".join(open_filters())
 ARCHIVE_FILTER = "Zip archives or DICOMDIR (*.zip DICOMDIR);;All files (*)"
@@ -33,7 +36,7 @@ ARCHIVE_FILTER = "Zip archives or DICOMDIR (*.zip DICOMDIR);;All files (*)"
 class StudyOpener(QObject):
     def __init__(self, document: SegmentationDocument, loader: StudyLoader, files: SegmentationFiles,
                  editing: Any, services: WindowServices, show_source: Callable[..., None],
-                 notice_banner: Any, parent: QWidget, pacs_dialog: Callable[[QWidget], Any] | None = None) -> None:
+                 notice_banner: Any, parent: QWidget, pacs_dialog: Callable[[QWidget], PacsDialog] | None = None) -> None:
         """``editing``: asks before unsaved edits go (``may_discard_edits``);
         ``show_source``: where the shown segmentation came from (SourceLine.show); ``notice_banner``: what the
         user must know about how a segmentation file was placed; ``pacs_dialog``: makes File ▸ PACS…'s dialog
@@ -45,7 +48,7 @@ class StudyOpener(QObject):
         self.parent_widget = parent
         self.browser: SeriesBrowser | None = None
         self.make_pacs_dialog = pacs_dialog
-        self.pacs_dialog: Any = None  # made on first use (File ▸ PACS…)
+        self.pacs_dialog: PacsDialog | None = None  # made on first use (File ▸ PACS…)
         self.demo_job: Job | None = None
         self.recent_menu: QMenu | None = None
         files.saved.connect(self._on_segmentation_saved)
@@ -119,6 +122,7 @@ class StudyOpener(QObject):
     def _auto_load(self, result: Any, source: str, synthetic: bool) -> None:
         volumes = [s for s in result.series if s.loadable]
         if not volumes:
+            assert self.browser is not None, "the browser's own scan_finished calls here"
             self.browser.open()  # let the user see why nothing can be loaded
             return
         largest = max(volumes, key=lambda s: int(np.prod(s.size_xyz)))
@@ -132,16 +136,17 @@ class StudyOpener(QObject):
         self.loader.load_series(series, source=source, synthetic=synthetic,
                                 scan_result=self.browser.result if self.browser is not None else None)
 
-    def open_pacs(self):
+    def open_pacs(self) -> PacsDialog:
         """The PACS dialog (one per window, kept so a running retrieval survives closing it)."""
-        if self.pacs_dialog is None:
+        dialog = self.pacs_dialog
+        if dialog is None:
             if self.make_pacs_dialog is None:
                 raise RuntimeError("this window was made without a PACS dialog")
-            self.pacs_dialog = self.make_pacs_dialog(self.parent_widget)
-            self.pacs_dialog.series_retrieved.connect(self._on_pacs_series)
-        self.pacs_dialog.show()
-        self.pacs_dialog.raise_()
-        return self.pacs_dialog
+            dialog = self.pacs_dialog = self.make_pacs_dialog(self.parent_widget)
+            dialog.series_retrieved.connect(self._on_pacs_series)
+        dialog.show()
+        dialog.raise_()
+        return dialog
 
     @Slot(str)
     def _on_pacs_series(self, folder: str) -> None:
@@ -175,11 +180,13 @@ class StudyOpener(QObject):
     # --- recent studies ----------------------------------------------------------------------
     def set_recent(self, recent: list[str]) -> None:
         """File ▸ Recent studies lists ``recent`` (newest first)."""
-        self.recent_menu.clear()
+        menu = self.recent_menu
+        assert menu is not None, "the File menu (medseg.gui.shell.menus) is made before the window lists studies"
+        menu.clear()
         for path in recent:
-            action = self.recent_menu.addAction(path)
+            action = menu.addAction(path)
             action.triggered.connect(lambda _=False, p=path: self.open_path(p))
-        self.recent_menu.setEnabled(bool(recent))
+        menu.setEnabled(bool(recent))
 
     # --- segmentation files (medseg.gui.study.segmentation_files) ----------------------------
     def open_segmentation(self) -> None:

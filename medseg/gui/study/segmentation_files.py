@@ -144,6 +144,7 @@ class SegmentationFiles(QObject):
         if not self._can_save():
             return False
         doc = self.document
+        assert doc.volume is not None, "_can_save checked it"
         start = self.path or save_dialog.results_folder(doc.image_source) / (
             save_dialog.study_stem(doc.image_source, doc.volume.meta.series_description) + "_seg.nii.gz")
         filters, why = save_filters(doc.volume)
@@ -155,9 +156,9 @@ class SegmentationFiles(QObject):
             (DEIDENTIFY_TEXT, DEIDENTIFY_TIP, self.deidentified), note=why)
         if not path:
             return False
-        path = save_dialog.agreeing_path(path, chosen, filters)
-        save_dialog.remember_results_folder(path)
-        return self.save_to(path, deidentify=deidentify)
+        agreeing = save_dialog.agreeing_path(path, chosen, filters)
+        save_dialog.remember_results_folder(agreeing)
+        return self.save_to(agreeing, deidentify=deidentify)
 
     def _can_save(self) -> bool:
         doc = self.document
@@ -178,8 +179,9 @@ class SegmentationFiles(QObject):
             return False
         path = Path(path)
         doc = self.document
-        image = doc.volume
-        snapshot = doc.label_map.with_array(np.array(doc.label_map.array, copy=True))  # type: ignore[union-attr]
+        image, label_map = doc.volume, doc.label_map
+        assert image is not None and label_map is not None, "_can_save checked both"
+        snapshot = label_map.with_array(np.array(label_map.array, copy=True))
         segments = self.segments()
         position = doc.history_position  # what is saved is this state, whatever is drawn meanwhile
         mesh = mesh_format_of(path)

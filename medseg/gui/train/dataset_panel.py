@@ -184,7 +184,7 @@ class DatasetPanel(QWidget):
     def remove_selected(self) -> None:
         rows = sorted({index.row() for index in self.table.selectedIndexes()}, reverse=True)
         for row in rows:
-            self.training_set.remove(self.table.item(row, 0).text())
+            self.training_set.remove(self._case_name(row))
         if rows:
             self._cases_changed()
 
@@ -291,10 +291,15 @@ class DatasetPanel(QWidget):
         self._filling = False
 
     @Slot(QTableWidgetItem)
+    def _case_name(self, row: int) -> str:
+        item = self.table.item(row, 0)
+        assert item is not None, "every row is filled with its case's name first"
+        return item.text()
+
     def _on_item_changed(self, item: QTableWidgetItem) -> None:
         if self._filling or item.column() != 5:
             return
-        name = self.table.item(item.row(), 0).text()
+        name = self._case_name(item.row())
         self.set_validation(name, item.checkState() == Qt.CheckState.Checked)
 
     def shutdown(self) -> None:

@@ -69,11 +69,11 @@ def describe_model(path: str) -> tuple[str, str]:
     labels = [str(n) for v, n in sorted((record.get("labels") or {}).items(), key=lambda item: int(item[0]))
               if str(v) != "0"]
     scores = [h.get("mean_dice") for h in provenance.get("history") or [] if isinstance(h, dict)]
-    scores = [float(d) for d in scores if isinstance(d, (int, float)) and not math.isnan(d)]
+    dice = [float(d) for d in scores if isinstance(d, (int, float)) and not math.isnan(d)]
     base = provenance.get("base_model")
     parts = [str(record.get("name") or folder.name) + (" (built in)" if not path else ""),
              written.strftime("%Y-%m-%d %H:%M"), f"from {base}" if base else "from scratch",
-             ", ".join(labels), f"best mean Dice {max(scores):.3f}" if scores else "no validation Dice"]
+             ", ".join(labels), f"best mean Dice {max(dice):.3f}" if dice else "no validation Dice"]
     if provenance.get("stopped_by_user"):
         parts.insert(2, "stopped run")
     return " · ".join(parts), str(folder)

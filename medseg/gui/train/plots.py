@@ -102,10 +102,10 @@ class LiveCurves(QWidget):
             self.learning_rates.append(float(event["learning_rate"]))
         elif kind == "epoch":
             epoch = int(event["epoch"]) + 1
-            loss = event.get("validation_loss")
-            if loss is not None and not (isinstance(loss, float) and math.isnan(loss)):
+            validation = event.get("validation_loss")
+            if validation is not None and not (isinstance(validation, float) and math.isnan(validation)):
                 self.epochs.append(epoch)
-                self.validation_losses.append(float(loss))
+                self.validation_losses.append(float(validation))
             for name, value in (event.get("validation_dice") or {}).items():
                 if value is not None and not math.isnan(value):
                     self.dice.setdefault(name, []).append((epoch, float(value)))
@@ -217,7 +217,8 @@ def write_pngs(folder: str | Path, images: list[tuple[str, QImage]]) -> list[Pat
     for key, image in images:
         path = Path(folder) / f"plot_{key}.png"
         with atomic_path(path) as temporary:
-            if not image.save(str(temporary), "PNG"):
+            # PySide6 6.x stubs type the format as bytes, but its QImage.save takes a str there (bytes: ValueError)
+            if not image.save(str(temporary), "PNG"):  # type: ignore[call-overload]
                 from medseg.errors import SaveError
 
                 raise SaveError("could not write the plot image", path=path)

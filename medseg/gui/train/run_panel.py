@@ -187,15 +187,17 @@ class TrainingPanel(QWidget):
         return True
 
     def pause(self) -> None:
-        if self.running:
-            self.runner.pause()
+        runner = self.runner
+        if runner is not None and runner.running:
+            runner.pause()
             self.paused = True
             self._log("paused")
             self._update_buttons()
 
     def resume(self) -> None:
-        if self.running and self.paused:
-            self.runner.resume()
+        runner = self.runner
+        if runner is not None and runner.running and self.paused:
+            runner.resume()
             self.paused = False
             self._log("resumed")
             self._update_buttons()
@@ -203,9 +205,10 @@ class TrainingPanel(QWidget):
             self.start(resume=True)
 
     def stop(self) -> None:
-        if self.running:
+        runner = self.runner
+        if runner is not None and runner.running:
             self.paused = False
-            self.runner.stop()
+            runner.stop()
             self._log("stopping… (the last completed epoch's checkpoint is kept)")
 
     def shutdown(self) -> None:
@@ -301,6 +304,7 @@ class TrainingPanel(QWidget):
         """A stopped run is still a model: package its best (else last) checkpoint, usable and exportable."""
         from medseg.model.training.config import CHECKPOINT_BEST
 
+        assert self.last_checkpoint is not None and self.run_folder is not None, "a started run wrote a checkpoint"
         last = Path(self.last_checkpoint)
         checkpoint = last.parent / CHECKPOINT_BEST if (last.parent / CHECKPOINT_BEST).is_file() else last
         out = self.run_folder / "model-stopped"  # beside the checkpoints; a resumed run finishes into "model"

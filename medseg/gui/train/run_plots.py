@@ -4,8 +4,10 @@ responsive), the PNGs encoded and written in a worker."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Iterator
 
 from PySide6.QtCore import QObject, QTimer, Signal
+from PySide6.QtGui import QImage
 
 from medseg.gui.common.jobs import Job
 from medseg.gui.train.plots import LiveCurves, write_pngs
@@ -19,7 +21,7 @@ class RunPlots(QObject):
         super().__init__(parent)
         self.curves = curves
         self._job: Job | None = None  # writing the PNGs
-        self._steps = None  # rendering them, a step per event-loop turn
+        self._steps: Iterator[tuple[str, QImage] | None] | None = None  # rendering them, a step per event-loop turn
         self._folder: Path | None = None
         self._images: list = []
 
@@ -37,6 +39,7 @@ class RunPlots(QObject):
             QTimer.singleShot(0, self, self._next_step)
             return
         folder, images, self._steps = self._folder, self._images, None
+        assert folder is not None, "save() set it with the steps"
         self._job = Job("save plots", lambda progress=None, cancel=None: write_pngs(folder, images), self,
                         cancellable=False)
         self._job.finished_ok.connect(lambda _written: self.saved.emit(str(folder)))
@@ -47,6 +50,7 @@ class RunPlots(QObject):
         """On closing: the remaining steps at once, in this thread (the PNGs are small)."""
         if self._steps is not None:
             steps, self._steps = self._steps, None
+            assert self._folder is not None, "save() set it with the steps"
             write_pngs(self._folder, [*self._images, *(item for item in steps if item is not None)])
         if self._job is not None and self._job.running:
             self._job.wait_stopped()

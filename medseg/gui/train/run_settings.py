@@ -61,7 +61,7 @@ class RunSettings:
             arguments += ["--from", str(starter_model_path() if self.base == "starter" else self.base)]
         else:
             options = SCRATCH_PLAN_OPTIONS
-            arguments += ["--configuration", options["configuration"], "--memory-gb", "0.35", "--base-features",
+            arguments += ["--configuration", str(options["configuration"]), "--memory-gb", "0.35", "--base-features",
                           str(options["base_features"]), "--max-features", str(options["max_features"])]
         if not self.amp:
             arguments.append("--no-amp")

@@ -42,6 +42,7 @@ class Banner(QFrame):
     def add_button(self, button: QPushButton) -> None:
         """An action offered in the strip (e.g. "Show acquired slices"), before Details…; the caller shows/hides it."""
         layout = self.layout()
+        assert isinstance(layout, QHBoxLayout), "the strip's own layout, made in __init__"
         layout.insertWidget(layout.indexOf(self.details_button), button)
 
     def show_message(self, text: str, details: str = "") -> None:

@@ -56,7 +56,7 @@ def _check() -> GLSupport:
     if os.environ.get(NO_OPENGL_ENV, "").strip() not in ("", "0"):
         return GLSupport(f"OpenGL is turned off ({NO_OPENGL_ENV} is set).")
     app = QGuiApplication.instance()
-    if app is None:
+    if not isinstance(app, QGuiApplication):  # none, or a QCoreApplication (no windows, no GL)
         return GLSupport("no Qt application")
     if app.platformName() in WIDGETLESS_PLATFORMS:
         # a GL context may exist (offscreen + an X display gives one), but QOpenGLWidget has no

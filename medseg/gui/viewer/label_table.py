@@ -7,6 +7,7 @@ import numpy as np
 from medseg.core.label_values import MAX_LABEL_VALUE
 from medseg.core.labels import Label
 from medseg.edit.label_map import NAME_SETS, build_label_table
+from medseg.gui.common.colors import label_rgb
 from medseg.workflows.name_sets import described_labels, with_model_groups  # the name sets' one home
 
 __all__ = ["NAME_SETS", "build_label_table", "color_arrays", "described_labels", "with_model_groups"]
@@ -28,7 +29,7 @@ def color_arrays(table: dict[int, Label]) -> tuple[np.ndarray, np.ndarray, np.nd
     values = sorted(v for v in table if 0 < v <= MAX_LABEL_VALUE)
     if not values or values[-1] < ROWS:
         for value in values:
-            colors[value] = table[value].color
+            colors[value] = label_rgb(table[value])
             visible[value] = table[value].visible
         return colors, visible, None
     slots = np.zeros(MAX_LABEL_VALUE + 1, dtype=np.uint8)
@@ -36,6 +37,6 @@ def color_arrays(table: dict[int, Label]) -> tuple[np.ndarray, np.ndarray, np.nd
         slot = 1 + rank % (ROWS - 1)
         slots[value] = slot
         if rank < ROWS - 1:
-            colors[slot] = table[value].color
+            colors[slot] = label_rgb(table[value])
             visible[slot] = table[value].visible
     return colors, visible, slots

@@ -53,10 +53,10 @@ class ViewerPanel(QWidget):
         self._grid = QGridLayout(self)
         self._grid.setContentsMargins(0, 0, 0, 0)
         self._grid.setSpacing(2)
-        for name, view in self.views.items():
-            view.hovered.connect(lambda xyz, n=name: self.hovered.emit(xyz, n))
-            view.maximise_requested.connect(self._toggle_maximise)
-            view.activated.connect(self._set_active)
+        for name, slice_view in self.views.items():
+            slice_view.hovered.connect(lambda xyz, n=name: self.hovered.emit(xyz, n))
+            slice_view.maximise_requested.connect(self._toggle_maximise)
+            slice_view.activated.connect(self._set_active)
         document.volume_changed.connect(self._on_volume_changed)
         document.pixels_changed.connect(self._on_pixels_changed)
         document.label_map_changed.connect(self._on_label_map_changed)

@@ -57,13 +57,17 @@ class PresetsDialog(QDialog):
         result = {}
         for row in range(self.table.rowCount()):
             try:
-                name = self.table.item(row, 0).text().strip()
-                center, width = float(self.table.item(row, 1).text()), float(self.table.item(row, 2).text())
-            except (AttributeError, ValueError):
+                name = self._text(row, 0).strip()
+                center, width = float(self._text(row, 1)), float(self._text(row, 2))
+            except ValueError:
                 continue
             if name and width > 0:
                 result[name] = (center, width)
         return result
+
+    def _text(self, row: int, column: int) -> str:
+        item = self.table.item(row, column)
+        return "" if item is None else item.text()  # a cell never typed in has no item
 
 
 class PresetsEditor(QObject):
@@ -83,6 +87,7 @@ class PresetsEditor(QObject):
         self.dialog.open()
 
     def _on_accepted(self) -> None:
+        assert self.dialog is not None, "the signal of the dialog edit() made"
         self.view.set_presets(self.dialog.presets())
         self.store(self.view.presets)
         self.panel.refresh_presets()

@@ -44,7 +44,7 @@ class SliceRenderer:
     def __init__(self, copy_budget_bytes: int | None = None) -> None:
         self.x_major = XMajorCopies(copy_budget_bytes)
         self.grey_of_value = np.zeros(65536, dtype=np.uint8)
-        self.rgb_of_value = np.zeros(65536, dtype=np.uint32)
+        self.rgb_of_value: np.ndarray = np.zeros(65536, dtype=np.uint32)
         self.label_colors = np.zeros((256, 3), dtype=np.uint8)
         self.label_visible = np.zeros(256, dtype=bool)
         self.label_slots = _FIRST_256  # label value -> colour row, for uint16 label maps
@@ -52,7 +52,7 @@ class SliceRenderer:
         self.opacity = 0.5
         self.blended = np.zeros(256 * 256, dtype=np.uint32)
         self.comparison_words = np.zeros(256, dtype=np.uint32)  # opaque outline colour per comparison label
-        self.seed_words = np.zeros(256, dtype=np.uint32)  # opaque colour per seed code (255: background seeds)
+        self.seed_words: np.ndarray = np.zeros(256, dtype=np.uint32)  # opaque colour per seed code (255: background seeds)
         self._blend_stale = True  # rebuilt on first use: window drags without labels stay cheap
         self.set_window(40.0, 400.0)
 

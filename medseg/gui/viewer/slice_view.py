@@ -31,8 +31,9 @@ _PENS = {
 
 
 # The keys a slice view handles itself (slices to scroll); Escape drops an outline being drawn. No window
-# shortcut may take them (tests/gui/test_tool_keys.py).
-SLICE_KEYS = {Qt.Key.Key_Up: 1, Qt.Key.Key_Down: -1, Qt.Key.Key_PageUp: 10, Qt.Key.Key_PageDown: -10,
+# shortcut may take them (tests/gui/test_tool_keys.py). Keyed by int: event.key() gives
+# an int, and Qt.Key is an IntEnum (equal, same hash).
+SLICE_KEYS: dict[int, int] = {Qt.Key.Key_Up: 1, Qt.Key.Key_Down: -1, Qt.Key.Key_PageUp: 10, Qt.Key.Key_PageDown: -10,
               Qt.Key.Key_Right: 1, Qt.Key.Key_Left: -1}
 VIEW_KEYS = (*SLICE_KEYS, Qt.Key.Key_Escape)
 
@@ -191,7 +192,7 @@ class SliceView(QWidget):
     def _with_preview(self, labels: np.ndarray, position: int) -> np.ndarray:
         """The label plane with a tool's preview pasted in (what Apply would write: grow from seeds, Interactive AI)."""
         preview = self.view.tools.preview()
-        if preview is None or self.axes is None:
+        if preview is None or self.axes is None or self.display_labels is None:
             return labels
         axis = 2 - self.axes.normal_axis
         lo, hi = preview.box
@@ -288,6 +289,7 @@ class SliceView(QWidget):
             painter.drawText(QRectF(0, h - 24 - m, w, 24), Qt.AlignmentFlag.AlignHCenter | Qt.AlignmentFlag.AlignBottom, bottom)
             painter.end()
             self._letters, self._letters_key = pixmap, key
+        assert self._letters is not None, "drawn above the first time (no key matched yet)"
         return self._letters
 
     def _draw_corner_text(self, painter: QPainter) -> None:
@@ -368,18 +370,18 @@ class SliceView(QWidget):
             self.zoom = float(np.clip(self.zoom * (1.15 ** steps), 0.25, 20.0))
             self.update()
         else:
-            self.scroll(int(np.sign(steps)) * max(1, int(abs(steps))))
+            self.scroll_slices(int(np.sign(steps)) * max(1, int(abs(steps))))
         # The mouse did not move but the voxel under it did (another slice, or zoomed): the
         # status bar's slice/HU readout must follow now, not at the next mouse move.
         self.hovered.emit(self.widget_to_index(event.position()))
 
-    def scroll(self, slices: int) -> None:
+    def scroll_slices(self, slices: int) -> None:  # not QWidget.scroll, which moves pixels
         if self.axes is not None:
             self.view.move_cursor(self.axes.normal_axis, slices)
 
     def keyPressEvent(self, event: QKeyEvent) -> None:  # noqa: N802
         if event.key() in SLICE_KEYS:
-            self.scroll(SLICE_KEYS[event.key()])
+            self.scroll_slices(SLICE_KEYS[event.key()])
             if self.underMouse():
                 self.hovered.emit(self.widget_to_index(QPointF(self.mapFromGlobal(QCursor.pos()))))
         elif event.key() == Qt.Key.Key_Escape:

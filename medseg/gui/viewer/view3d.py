@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import math
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -90,9 +91,9 @@ class View3D(QWidget):
         self.mesher = SurfaceMesher(document, self)
         self.mesher.meshed.connect(self._on_meshed)
         self.mesher.failed.connect(self._on_mesh_failed)
-        self.mesher.started.connect(lambda: self.status.setText("3D · meshing…"))
 
         self.status = QLabel("3D", self)
+        self.mesher.started.connect(lambda: self.status.setText("3D · meshing…"))
         self.status.setStyleSheet("QLabel { color: #d0d0d0; }")
         self.status.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         header = QHBoxLayout()
@@ -298,8 +299,8 @@ class View3D(QWidget):
         entry = self.document.labels.get(value)
         if entry is None:
             return 1.0
-        if getattr(entry, "opacity", None) is not None:
-            return float(entry.opacity)
+        if entry.opacity is not None:
+            return entry.opacity
         return ENVELOPE_OPACITY if entry.name.strip().lower().replace(" ", "_") in ENVELOPES else 1.0
 
     def _show_status(self) -> None:
@@ -336,7 +337,7 @@ class View3D(QWidget):
         for value, entry in self.document.labels.items():
             sub = self.opacity_menu.addMenu(f"{entry.name} ({round(self.opacity(value) * 100)} %)")
             for percent in (100, 75, 50, 25):
-                sub.addAction(f"{percent} %", lambda v=value, p=percent: self.document.set_label_opacity(v, p / 100))
+                sub.addAction(f"{percent} %", partial(self.document.set_label_opacity, value, percent / 100))
 
     # --- camera ------------------------------------------------------------------------------------
     def reset_camera(self) -> None:
@@ -422,9 +423,10 @@ class View3D(QWidget):
             raise SaveError("the 3D view has no picture: OpenGL is not available", path=Path(path))
         buffer = QBuffer()
         buffer.open(QIODevice.OpenModeFlag.WriteOnly)
-        image.save(buffer, "PNG")
+        # PySide6 6.x stubs type the format as bytes, but its QImage.save takes a str there (bytes: ValueError)
+        image.save(buffer, "PNG")  # type: ignore[call-overload]
         path = Path(path)
-        atomic_write_bytes(path, bytes(buffer.data()))
+        atomic_write_bytes(path, bytes(buffer.data().data()))
         return path
 
     def save_screenshot_dialog(self) -> None:

@@ -138,7 +138,8 @@ class SurfaceScene(GLGraphicsItem):
 
     def drawn(self) -> tuple[list[int], list[int]]:
         """(labels the next frame draws in full, labels it draws from their coarse copies)."""
-        full, coarse = [], []
+        full: list[int] = []
+        coarse: list[int] = []
         for value, meshes in self._meshes.items():
             if self._looks.get(value, (None, True))[1]:
                 (coarse if self.coarse and meshes[1] is not None else full).append(value)
@@ -146,7 +147,7 @@ class SurfaceScene(GLGraphicsItem):
 
     def triangles(self, level: int = 0) -> int:
         """Triangles held in full (``level`` 0) or in the coarse copies (1), shown or not."""
-        return sum(m[level].triangles for m in self._meshes.values() if m[level] is not None)
+        return sum(mesh.triangles for mesh in (m[level] for m in self._meshes.values()) if mesh is not None)
 
     # --- drawing -----------------------------------------------------------------------------------
     def paint(self) -> None:
@@ -185,15 +186,15 @@ class SurfaceScene(GLGraphicsItem):
                     rgba = self._looks.get(value, ((0.8, 0.8, 0.8, 1.0), True))[0]
                     if (rgba[3] < 1.0) != translucent:
                         continue
-                    mesh = self._meshes[value][level]
-                    assert mesh is not None and mesh.buffers is not None
-                    vertices, faces = mesh.buffers  # type: ignore[misc]
+                    shown = self._meshes[value][level]
+                    assert shown is not None and shown.buffers is not None
+                    vertices, faces = shown.buffers
                     bind(GL.GL_ARRAY_BUFFER, vertices)
                     pointer(position, 3, GL.GL_FLOAT, GL.GL_FALSE, 24, None)
                     pointer(normal, 3, GL.GL_FLOAT, GL.GL_FALSE, 24, normal_offset)
                     attribute(color, *rgba)
                     bind(GL.GL_ELEMENT_ARRAY_BUFFER, faces)
-                    draw(GL.GL_TRIANGLES, 3 * mesh.triangles, GL.GL_UNSIGNED_INT, None)
+                    draw(GL.GL_TRIANGLES, 3 * shown.triangles, GL.GL_UNSIGNED_INT, None)
             GL.glDisable(GL.GL_BLEND)
             GL.glDisable(GL.GL_CULL_FACE)
             GL.glDisableVertexAttribArray(position)

@@ -49,7 +49,7 @@ class ViewAxes:
 
     def slice_of(self, array_zyx: np.ndarray, position: int) -> np.ndarray:
         """The 2D (rows, columns) view of ``array_zyx`` at ``position`` along the normal."""
-        index: list[object] = [slice(None)] * 3
+        index: list[slice | int] = [slice(None)] * 3
         index[2 - self.normal_axis] = position
         return self.orient(array_zyx[tuple(index)])
 
