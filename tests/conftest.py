@@ -80,3 +80,29 @@ def fake_machine(monkeypatch):
         monkeypatch.setattr(backends, "openvino_available", lambda: openvino)
 
     return make
+
+
+@pytest.fixture
+def budget_restored():
+    """The thread budget, torch's and SimpleITK's thread counts, the thread variables and the settings model
+    as they were before the test (a test that sets threads through the settings model or the command line)."""
+    import SimpleITK as sitk
+    import torch
+
+    from medseg import threads
+    from medseg.settings import SETTINGS
+
+    before, torch_before, itk_before = (threads.budget_count(), torch.get_num_threads(),
+                                        sitk.ProcessObject.GetGlobalDefaultNumberOfThreads())
+    environment = {name: os.environ.get(name) for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS",
+                                                           "OPENBLAS_NUM_THREADS", "ITK_GLOBAL_DEFAULT_NUMBER_OF_THREADS")}
+    yield
+    SETTINGS.reset()
+    threads.BUDGET.set_count(before)
+    torch.set_num_threads(torch_before)
+    sitk.ProcessObject.SetGlobalDefaultNumberOfThreads(itk_before)
+    for name, value in environment.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value

@@ -29,21 +29,6 @@ def heard():
     SETTINGS.changed.disconnect(listen)
 
 
-@pytest.fixture
-def budget_restored():
-    before = threads.budget_count()
-    environment = {name: os.environ.get(name) for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS",
-                                                           "OPENBLAS_NUM_THREADS", "ITK_GLOBAL_DEFAULT_NUMBER_OF_THREADS")}
-    yield
-    SETTINGS.reset()
-    threads.BUDGET.set_count(before)
-    for name, value in environment.items():
-        if value is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = value
-
-
 def test_each_real_change_is_announced_once_with_its_name_and_value(heard, budget_restored):
     SETTINGS.interactive_mode = "small-first"
     SETTINGS.interactive_mode = "small-first"  # the same again: nothing to tell

@@ -15,24 +15,6 @@ from medseg.cli import main
 from medseg.settings import SETTINGS
 
 
-@pytest.fixture
-def budget_restored():
-    before, torch_before, itk_before = (threads.budget_count(), torch.get_num_threads(),
-                                        sitk.ProcessObject.GetGlobalDefaultNumberOfThreads())
-    environment = {name: os.environ.get(name) for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS",
-                                                           "OPENBLAS_NUM_THREADS", "ITK_GLOBAL_DEFAULT_NUMBER_OF_THREADS")}
-    yield
-    SETTINGS.reset()
-    threads.BUDGET.set_count(before)
-    torch.set_num_threads(torch_before)
-    sitk.ProcessObject.SetGlobalDefaultNumberOfThreads(itk_before)
-    for name, value in environment.items():
-        if value is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = value
-
-
 def test_threads_on_the_command_line_are_this_sessions_setting_and_reach_the_libraries(ct_dir, tmp_path,
                                                                                      budget_restored):
     series = ct_dir / "dcmqi_ct3slice_masks" / "image"
