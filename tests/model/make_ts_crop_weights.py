@@ -18,6 +18,11 @@ nnU-Net's CT normalisation, the (z, y, x) order of its NIfTI reader, zero paddin
 Run from the repository root: ``python tests/model/make_ts_crop_weights.py SHARED_DATA/ct [DATASET_ID...]``
 (a few minutes on two cores; only the networks named are fitted again). The networks are deterministic for a seed, but the tests need only that they mark
 compact regions; they do not depend on the exact values.
+
+Tried and not kept (2026-12-08, 2 busy cores, about 20 min a run): a foreground weight of 4 or 12 with three
+quarters of the patches cut as nnU-Net's sliding-window tiles gives a 6 mm network that marks nothing
+(900-1200 steps); weight 30 with those tiles loses the liver, lung, heart, brain and skull. Smaller cubes
+(brain 12 mm, heart 16 mm) need a different recipe, not only more steps.
 """
 
 from __future__ import annotations
