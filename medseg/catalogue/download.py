@@ -18,7 +18,6 @@ from __future__ import annotations
 import errno
 import hashlib
 import json
-import os
 import re
 import shutil
 import socket
@@ -29,6 +28,7 @@ from pathlib import Path
 
 from medseg import __version__
 from medseg.errors import ChecksumMismatch, DownloadError, OfflineError, ResourceLimitError
+from medseg.io.atomic import sync_file
 from medseg.progress import CancelToken, ProgressCallback, report
 
 BLOCK = 1 << 20
@@ -118,8 +118,9 @@ def download(url: str, part: Path, *, expected_sha256: str | None = None, expect
                         report(progress, received / total, f"{what}: {_mb(received)} of {_mb(total)}", "download")
                     else:
                         report(progress, 0.0, f"{what}: {_mb(received)}", "download")
-                out.flush()
-                os.fsync(out.fileno())
+                # not an atomic replace: the part file must keep every byte received for a resume, and
+                # its checksum, not a rename, says when it is whole (medseg.io.atomic)
+                sync_file(out)
         except OSError as error:
             if error.errno in (errno.ENOSPC, errno.EDQUOT):
                 raise ResourceLimitError("the disk is full", path=part,

@@ -39,7 +39,7 @@ from medseg.catalogue.licence_key import (
 from medseg.catalogue.record import InstallRecord, hash_tree, read_record, size_tree, write_record
 from medseg.catalogue.unpack import safe_extract
 from medseg.errors import LicenceNotAccepted, ModelError, SaveError
-from medseg.io.atomic import fsync_folder
+from medseg.io.atomic import rename_durably
 from medseg.io.digest import sha256_file
 from medseg.progress import CancelToken, ProgressCallback, report
 
@@ -122,9 +122,8 @@ class _Transaction:
         shutil.rmtree(self.scratch, ignore_errors=True)  # the unpacked checkpoints never stay
         files = hash_tree(self.staging)
         previous = read_record(self.folder)
-        final = self.folder / f"v-{_safe(version)}-{self.token}"
-        os.replace(self.staging, final)
-        fsync_folder(self.folder)
+        # a staged version is renamed to a name nobody reads yet; the switch is the record's atomic write below
+        final = rename_durably(self.staging, self.folder / f"v-{_safe(version)}-{self.token}")
         record = InstallRecord(id=entry.id, version=version, active=final.name, entry=dict(entry.raw), files=files,
                                run=converted_run, parts=parts, configurations=configurations, sources=sources,
                                licence=licence, installed_at=_now(), sizes=size_tree(final, files),
@@ -473,7 +472,7 @@ def remove(model_id: str) -> Path:
         raise ModelError(f"{model_id} is installed for every user by your IT; medseg cannot remove it",
                          path=record.folder)
     trash = record.folder.parent / f".old-{record.folder.name}-{secrets.token_hex(4)}"
-    os.replace(record.folder, trash)  # gone at once for every reader; the files follow
+    rename_durably(record.folder, trash)  # gone at once for every reader; the files follow
     shutil.rmtree(trash, ignore_errors=True)
     return record.folder
 
