@@ -22,9 +22,11 @@ import re
 import shutil
 import socket
 import urllib.error
+import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from medseg import __version__
 from medseg.errors import ChecksumMismatch, DownloadError, OfflineError, ResourceLimitError
@@ -47,7 +49,7 @@ class Downloaded:
 
 def download(url: str, part: Path, *, expected_sha256: str | None = None, expected_size: int | None = None,
              progress: ProgressCallback | None = None, cancel: CancelToken | None = None,
-             timeout: float = TIMEOUT_S, what: str | None = None, json_body: dict | None = None) -> Downloaded:
+             timeout: float = TIMEOUT_S, what: str | None = None, json_body: dict[str, Any] | None = None) -> Downloaded:
     """Fetch ``url`` into ``part`` (resuming what is there); return its size and SHA-256.
 
     ``part`` is left for a later resume when the transfer stops (network, cancel); it is deleted
@@ -144,13 +146,13 @@ def _finish(part: Path, size: int, expected_sha256: str | None, what: str, resum
     return Downloaded(part, size, digest, resumed_from)
 
 
-def _hash_into(digest, path: Path) -> None:
+def _hash_into(digest: Any, path: Path) -> None:  # a hashlib object (its type is private)
     with open(path, "rb") as stream:
         for block in iter(lambda: stream.read(BLOCK), b""):
             digest.update(block)
 
 
-def _total_size(response, start: int, expected: int | None) -> int | None:
+def _total_size(response: Any, start: int, expected: int | None) -> int | None:
     match = _CONTENT_RANGE.match(response.headers.get("Content-Range", ""))
     if match and match[3] != "*":
         return int(match[3])
@@ -175,7 +177,7 @@ def _check_space(folder: Path, needed: int) -> None:
 
 def _network_error(url: str, error: BaseException, received: int | None = None) -> DownloadError:
     reason = getattr(error, "reason", error)
-    host = urllib.request.urlparse(url).netloc
+    host = urllib.parse.urlparse(url).netloc
     if isinstance(reason, (socket.gaierror, ConnectionRefusedError, ConnectionResetError)) or (
             isinstance(reason, OSError) and reason.errno in (errno.ENETUNREACH, errno.EHOSTUNREACH, errno.ECONNREFUSED)):
         after = f" after {_mb(received)}" if received else ""
