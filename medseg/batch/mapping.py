@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from medseg.workflows.deidentify import Deidentifier, write_mapping
+from medseg.workflows.outputs import append_synced
 
 
 def journal_path(mapping: Path, rank: int) -> Path:
@@ -33,13 +34,12 @@ class MappingJournal:
     def __init__(self, mapping: Path, rank: int, deid: Deidentifier) -> None:
         self.path = journal_path(mapping, rank)
         self.deid = deid
-        self._handle = open(self.path, "a", encoding="ascii")
+        self._handle = open(self.path, "ab")
         os.chmod(self.path, 0o600)
 
     def append(self, entry: dict[str, Any]) -> None:
-        self._handle.write("\n" + self.deid.seal(entry) + "\n")  # a leading newline ends a line cut by a kill
-        self._handle.flush()
-        os.fsync(self._handle.fileno())
+        # appended, not replaced (medseg.io.atomic says why); a leading newline ends a line cut by a kill
+        append_synced(self._handle, ("\n" + self.deid.seal(entry) + "\n").encode("ascii"))
 
     def close(self) -> None:
         self._handle.close()

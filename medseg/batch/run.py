@@ -31,9 +31,10 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Mapping
 
 from medseg.batch.table import RankPart, Row, read_rows, write_table
+from medseg.core.labels import Label
 from medseg.errors import Cancelled, MedsegError
 from medseg.progress import CancelToken, Progress
 from medseg.workflows.batch_cases import Case, Discovery
@@ -126,7 +127,7 @@ def plan_batch(discovery: Discovery, settings: BatchSettings, current_model: str
     return BatchPlan(discovery.cases, to_do, len(runnable) - len(to_do))
 
 
-def merge_table(plan: BatchPlan, settings: BatchSettings, names: dict[int, str],
+def merge_table(plan: BatchPlan, settings: BatchSettings, labels: Mapping[int, Label],
                 current_model: str) -> tuple[list[Path], dict]:
     """The one results table from every part (process 0, at the end; a rerun also merges a killed run's parts)."""
     rows = read_rows(settings.output_dir)
@@ -139,11 +140,11 @@ def merge_table(plan: BatchPlan, settings: BatchSettings, names: dict[int, str],
         if row is None or row.model_id != current_model or row.settings != settings.digest():
             row = _row(case, settings, "pending")
         merged.append(row)
-    labels = [name for value, name in sorted(names.items()) if value != 0]  # the model's structures
+    structures = [label.name for value, label in sorted(labels.items()) if value != 0]  # the model's structures
     counts: dict[str, int] = {}
     for row in merged:
         counts[row.status] = counts.get(row.status, 0) + 1
-    return write_table(settings.output_dir, merged, labels), counts
+    return write_table(settings.output_dir, merged, structures), counts
 
 
 # --- one process's share ----------------------------------------------------------------------------------------
@@ -204,7 +205,7 @@ class BatchRunner:
         self.device_label = device_label
         self.on_event = on_event or (lambda name, fields: None)
         self.stop = CancelToken()
-        self.names = {value: label.name for value, label in model.card.labels.items()}
+        self.labels = model.card.labels
         self._signal: int | None = None
         self.reid_journal = reid_journal
         # one model load for every case: the networks' weights and engines stay built between cases (issue 51)
@@ -339,7 +340,7 @@ class BatchRunner:
             from medseg.batch.mapping import record
 
             self.reid_journal.append(record(case.case_id, case.source, item.volume.meta, deid))
-        volumes = {name: 0.0 for value, name in sorted(self.names.items()) if value != 0}
+        volumes = {label.name: 0.0 for value, label in sorted(self.labels.items()) if value != 0}
         volumes.update({s.name: s.volume_ml for s in done.statistics})
         result = done.segmented
         precision = result.details.get("precision", "f32")  # never silent: the table says a tier ran

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from medseg.workflows.outputs import atomic_path, atomic_write_text
+from medseg.workflows.outputs import append_synced, atomic_path, atomic_write_text
 
 STATE_FOLDER = ".medseg-batch"
 TABLE_NAME = "results.csv"
@@ -95,18 +95,9 @@ class RankPart:
                               path=self.path.parent.parent, hint="wait for it, or choose another output folder")
 
     def append(self, row: Row) -> None:
-        data = memoryview((row.to_json() + "\n").encode("utf-8"))
-        start = self._handle.seek(0, os.SEEK_END)
-        try:
-            while data:
-                written = self._handle.write(data)
-                data = data[written or 0:]
-            os.fsync(self._handle.fileno())
-        except OSError as error:  # a full disk: cut the torn row off, say which case and where, and how to go on
-            try:
-                os.ftruncate(self._handle.fileno(), start)
-            except OSError:
-                pass  # the torn line is skipped when the journal is read
+        try:  # appended, not replaced (medseg.io.atomic says why)
+            append_synced(self._handle, (row.to_json() + "\n").encode("utf-8"), cut_torn=True)
+        except OSError as error:  # a full disk: the torn row is cut off; say which case and where, and how to go on
             from medseg.errors import SaveError
 
             raise SaveError(f"cannot record the result of case {row.case_id!r} ({os.strerror(error.errno or 0)}); "

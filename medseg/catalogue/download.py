@@ -18,17 +18,19 @@ from __future__ import annotations
 import errno
 import hashlib
 import json
-import os
 import re
 import shutil
 import socket
 import urllib.error
+import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from medseg import __version__
 from medseg.errors import ChecksumMismatch, DownloadError, OfflineError, ResourceLimitError
+from medseg.io.atomic import sync_file
 from medseg.progress import CancelToken, ProgressCallback, report
 
 BLOCK = 1 << 20
@@ -47,7 +49,7 @@ class Downloaded:
 
 def download(url: str, part: Path, *, expected_sha256: str | None = None, expected_size: int | None = None,
              progress: ProgressCallback | None = None, cancel: CancelToken | None = None,
-             timeout: float = TIMEOUT_S, what: str | None = None, json_body: dict | None = None) -> Downloaded:
+             timeout: float = TIMEOUT_S, what: str | None = None, json_body: dict[str, Any] | None = None) -> Downloaded:
     """Fetch ``url`` into ``part`` (resuming what is there); return its size and SHA-256.
 
     ``part`` is left for a later resume when the transfer stops (network, cancel); it is deleted
@@ -118,8 +120,9 @@ def download(url: str, part: Path, *, expected_sha256: str | None = None, expect
                         report(progress, received / total, f"{what}: {_mb(received)} of {_mb(total)}", "download")
                     else:
                         report(progress, 0.0, f"{what}: {_mb(received)}", "download")
-                out.flush()
-                os.fsync(out.fileno())
+                # not an atomic replace: the part file must keep every byte received for a resume, and
+                # its checksum, not a rename, says when it is whole (medseg.io.atomic)
+                sync_file(out)
         except OSError as error:
             if error.errno in (errno.ENOSPC, errno.EDQUOT):
                 raise ResourceLimitError("the disk is full", path=part,
@@ -143,13 +146,13 @@ def _finish(part: Path, size: int, expected_sha256: str | None, what: str, resum
     return Downloaded(part, size, digest, resumed_from)
 
 
-def _hash_into(digest, path: Path) -> None:
+def _hash_into(digest: Any, path: Path) -> None:  # a hashlib object (its type is private)
     with open(path, "rb") as stream:
         for block in iter(lambda: stream.read(BLOCK), b""):
             digest.update(block)
 
 
-def _total_size(response, start: int, expected: int | None) -> int | None:
+def _total_size(response: Any, start: int, expected: int | None) -> int | None:
     match = _CONTENT_RANGE.match(response.headers.get("Content-Range", ""))
     if match and match[3] != "*":
         return int(match[3])
@@ -174,7 +177,7 @@ def _check_space(folder: Path, needed: int) -> None:
 
 def _network_error(url: str, error: BaseException, received: int | None = None) -> DownloadError:
     reason = getattr(error, "reason", error)
-    host = urllib.request.urlparse(url).netloc
+    host = urllib.parse.urlparse(url).netloc
     if isinstance(reason, (socket.gaierror, ConnectionRefusedError, ConnectionResetError)) or (
             isinstance(reason, OSError) and reason.errno in (errno.ENETUNREACH, errno.EHOSTUNREACH, errno.ECONNREFUSED)):
         after = f" after {_mb(received)}" if received else ""

@@ -18,13 +18,13 @@ import shutil
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from medseg.app_dirs import models_dir
 from medseg.catalogue.convert import convert
 from medseg.catalogue.discover import FoundResult, find_results, match_catalogue
-from medseg.catalogue.download import download
-from medseg.catalogue.entries import Catalogue, ModelEntry, load_catalogue, parse_entry
+from medseg.catalogue.download import Downloaded, download
+from medseg.catalogue.entries import Catalogue, Configuration, ModelEntry, WeightFile, load_catalogue, parse_entry
 from medseg.catalogue.folders import find_installed, installed_models, model_folder
 from medseg.catalogue.install_measure import measure_installed
 from medseg.catalogue.integrity import DamagedWeights, check_tree
@@ -39,7 +39,7 @@ from medseg.catalogue.licence_key import (
 from medseg.catalogue.record import InstallRecord, hash_tree, read_record, size_tree, write_record
 from medseg.catalogue.unpack import safe_extract
 from medseg.errors import LicenceNotAccepted, ModelError, SaveError
-from medseg.io.atomic import fsync_folder
+from medseg.io.atomic import rename_durably
 from medseg.io.digest import sha256_file
 from medseg.progress import CancelToken, ProgressCallback, report
 
@@ -55,7 +55,7 @@ Acceptance = bool | Callable[[ModelEntry], bool]
 
 
 # --- licences ---------------------------------------------------------------------------------
-def licence_record(entry: ModelEntry, accept: Acceptance) -> dict:
+def licence_record(entry: ModelEntry, accept: Acceptance) -> dict[str, Any]:
     """The licence as installed; LicenceNotAccepted before anything is fetched when it needs an
     acceptance the user did not give."""
     licence = entry.licence
@@ -71,8 +71,8 @@ def licence_record(entry: ModelEntry, accept: Acceptance) -> dict:
         refusal = LicenceNotAccepted(f"{entry.id} is not installed: its licence needs your acceptance. {licence.terms}",
                                      hint=f"read it (`medseg models info {entry.id}`, {licence.url}); "
                                           "if you accept it, install again with --accept-licence")
-        refusal.model_id = entry.id  # type: ignore[attr-defined]  (the app shows that entry's licence)
-        refusal.entry = entry  # type: ignore[attr-defined]  (a local/... import is in no catalogue)
+        refusal.model_id = entry.id  # type: ignore[attr-defined]  # the app shows that entry's licence
+        refusal.entry = entry  # type: ignore[attr-defined]  # a local/... import is in no catalogue
         raise refusal
     record.update(accepted_at=_now(), accepted_terms_sha256=hashlib.sha256(licence.terms.encode()).hexdigest(),
                   terms=licence.terms)
@@ -117,14 +117,13 @@ class _Transaction:
                 shutil.rmtree(child, ignore_errors=True)
 
     def commit(self, entry: ModelEntry, version: str, converted_run: str | None, parts: dict[str, str],
-               configurations: list[str], sources: list[dict], licence: dict,
+               configurations: list[str], sources: list[dict[str, Any]], licence: dict[str, Any],
                licence_key: str | None = None) -> InstallRecord:
         shutil.rmtree(self.scratch, ignore_errors=True)  # the unpacked checkpoints never stay
         files = hash_tree(self.staging)
         previous = read_record(self.folder)
-        final = self.folder / f"v-{_safe(version)}-{self.token}"
-        os.replace(self.staging, final)
-        fsync_folder(self.folder)
+        # a staged version is renamed to a name nobody reads yet; the switch is the record's atomic write below
+        final = rename_durably(self.staging, self.folder / f"v-{_safe(version)}-{self.token}")
         record = InstallRecord(id=entry.id, version=version, active=final.name, entry=dict(entry.raw), files=files,
                                run=converted_run, parts=parts, configurations=configurations, sources=sources,
                                licence=licence, installed_at=_now(), sizes=size_tree(final, files),
@@ -146,7 +145,7 @@ class _Transaction:
     def __enter__(self) -> "_Transaction":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 
@@ -181,7 +180,7 @@ def install(model_id: str, *, configurations: list[str] | None = None, accept_li
     files += helper_files(entry, [c.name for c in wanted], catalogue, own)
     root = models_dir()
     downloads = root / DOWNLOADS
-    fetched = []
+    fetched: list[tuple[WeightFile, Downloaded]] = []
     for index, weight in enumerate(files):
         scaled = _scaled(progress, index / len(files) * 0.8, 0.8 / len(files))
         if key is not None and weight.dataset in own:  # a crop network another entry lists is open
@@ -205,7 +204,8 @@ def install(model_id: str, *, configurations: list[str] | None = None, accept_li
     return record
 
 
-def helper_files(entry: ModelEntry, configurations: list[str], catalogue: Catalogue, own: set) -> list:
+def helper_files(entry: ModelEntry, configurations: list[str], catalogue: Catalogue,
+                 own: set[int | None]) -> list[WeightFile]:
     """The downloads of the networks ``entry``'s kind needs beyond its own (a TotalSegmentator task's crop
     network, listed by the entry that publishes it, e.g. total's 6 mm one), so that the task installs whole."""
     from medseg.model.kinds import kind_named
@@ -220,8 +220,9 @@ def helper_files(entry: ModelEntry, configurations: list[str], catalogue: Catalo
     return files
 
 
-def _install_fetched(entry: ModelEntry, wanted, fetched, root: Path, licence: dict, key: str | None, progress,
-                     cancel) -> InstallRecord:
+def _install_fetched(entry: ModelEntry, wanted: list[Configuration], fetched: list[tuple[WeightFile, Downloaded]],
+                     root: Path, licence: dict[str, Any], key: str | None, progress: ProgressCallback | None,
+                     cancel: CancelToken | None) -> InstallRecord:
     with _Transaction(entry.id, root) as transaction:
         results: dict[int, Path] = {}
         for weight, got in fetched:  # side by side in one weights folder, as TotalSegmentator keeps them
@@ -259,7 +260,7 @@ def _check_unpacked(folder: Path, container: str, origin: Path | None = None) ->
         raise error.inside(folder, container, origin) from None
 
 
-def _source_url(entry: ModelEntry, weight, key: str | None) -> str:
+def _source_url(entry: ModelEntry, weight: WeightFile, key: str | None) -> str:
     if key is None:
         return weight.urls[0]
     from medseg.catalogue.licence_key import LICENCE_SERVER, requested_task
@@ -304,7 +305,8 @@ def _import_path(path: Path, model_id: str | None, accept_licence: Acceptance, p
     return _import_tree(path, path, model_id, accept_licence, progress, cancel, catalogue)
 
 
-def _import_tree(tree: Path, origin: Path, model_id: str | None, accept: Acceptance, progress, cancel,
+def _import_tree(tree: Path, origin: Path, model_id: str | None, accept: Acceptance,
+                 progress: ProgressCallback | None, cancel: CancelToken | None,
                  catalogue: Catalogue) -> ImportReport:
     found = find_results(tree)
     check_tree(tree, found)  # every refusal before any install: a damaged task is not skipped
@@ -327,7 +329,8 @@ def _import_tree(tree: Path, origin: Path, model_id: str | None, accept: Accepta
 
 
 def _import_tree_results(found: list[FoundResult], tree: Path, origin: Path, model_id: str | None, accept: Acceptance,
-                         progress, cancel, catalogue: Catalogue) -> ImportReport:
+                         progress: ProgressCallback | None, cancel: CancelToken | None,
+                         catalogue: Catalogue) -> ImportReport:
     matches, unknown = match_catalogue(found, catalogue)
     if model_id is not None:
         matches = [m for m in matches if m.entry.id == model_id]
@@ -388,7 +391,7 @@ def _interactive_entry(result: FoundResult, catalogue: Catalogue) -> ModelEntry:
 
 
 def _import_interactive(matches: list[tuple[FoundResult, ModelEntry]], origin: Path, tree: Path, accept: Acceptance,
-                        progress, cancel) -> ImportReport:
+                        progress: ProgressCallback | None, cancel: CancelToken | None) -> ImportReport:
     licences = {entry.id: licence_record(entry, accept) for _result, entry in matches}  # all refusals first
     report_ = ImportReport()
     for index, (result, entry) in enumerate(matches):
@@ -473,7 +476,7 @@ def remove(model_id: str) -> Path:
         raise ModelError(f"{model_id} is installed for every user by your IT; medseg cannot remove it",
                          path=record.folder)
     trash = record.folder.parent / f".old-{record.folder.name}-{secrets.token_hex(4)}"
-    os.replace(record.folder, trash)  # gone at once for every reader; the files follow
+    rename_durably(record.folder, trash)  # gone at once for every reader; the files follow
     shutil.rmtree(trash, ignore_errors=True)
     return record.folder
 

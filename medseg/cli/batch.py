@@ -244,7 +244,7 @@ def _locked_batch(args: argparse.Namespace, rank: int, events: Any, output: Path
     if summary.interrupted:
         code = 128 + (summary.stop_signal or signal.SIGINT)
     if ctx.is_main:
-        tables, counts = merge_table(plan, settings, model.pipeline.label_names(), current_model)
+        tables, counts = merge_table(plan, settings, model.card.labels, current_model)
         if mapping is not None:
             from medseg.batch.mapping import merge_mapping
 

@@ -263,4 +263,4 @@ def _segment_several(args: argparse.Namespace, events, references: list) -> int:
 
 
 def _label_names(segmenter) -> dict[str, str]:
-    return {str(v): name for v, name in segmenter.model.pipeline.label_names().items()}
+    return {str(v): label.name for v, label in sorted(segmenter.model.card.labels.items())}

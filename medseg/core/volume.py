@@ -61,10 +61,6 @@ class VolumeMeta:
         self.labels = {int(value): label if isinstance(label, Label) else Label(int(value), str(label or ""))
                        for value, label in self.labels.items()}
 
-    @property
-    def label_names(self) -> dict[int, str]:
-        return {value: label.name for value, label in self.labels.items()}
-
 
 def _as_direction(direction: Any) -> np.ndarray:
     matrix = np.asarray(direction, dtype=np.float64).reshape(3, 3)

@@ -13,6 +13,7 @@ from typing import Mapping
 
 import numpy as np
 
+from medseg.core.labels import Label
 from medseg.edit.delta import Delta
 
 
@@ -30,11 +31,11 @@ def _ml(voxels: int, voxel_ml: float) -> str:
     return f"{ml:.1f} ml" if ml >= 0.05 else f"{ml:.2f} ml" if ml >= 0.005 else f"{voxels} voxel{'s' * (voxels != 1)}"
 
 
-def describe_change(delta: Delta, names: Mapping[int, str], voxel_ml: float, what: str) -> str:
+def describe_change(delta: Delta, labels: Mapping[int, Label], voxel_ml: float, what: str) -> str:
     """``what``: the operation as the user named it ("Grow 2 mm"). Gains first, each with where its voxels
     came from; then what each label gave back to background."""
     def name(value: int) -> str:
-        return "background" if value == 0 else names.get(value) or f"label {value}"
+        return "background" if value == 0 else labels[value].name if value in labels else f"label {value}"
 
     moved = transfers(delta)
     parts = []

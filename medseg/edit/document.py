@@ -255,8 +255,7 @@ class SegmentationDocument(LabelTableEdits, AutosaveJournal, VoxelReadout):
         label_map = self.label_map if self.label_map is not None else self.new_label_map()
         before = {int(v): label_map.labels.get(int(v)) for v in labels or {}}  # undo puts these back
         if announce:  # before the write: the names of labels it empties are still in the table
-            names = {value: entry.name for value, entry in self.labels.items()}
-            text = describe_change(delta, names, self.voxel_ml(), announce)
+            text = describe_change(delta, self.labels, self.voxel_ml(), announce)
         self._write(delta, delta.new, block, labels)
         changes = self._change_table(delta.values(), labels or {}, before)
         self.history.push(description, delta, changes)

@@ -50,7 +50,6 @@ A clean close (:meth:`Journal.close`) removes the folder.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import uuid
 import zlib
@@ -69,7 +68,7 @@ from medseg.edit.label_map import LabelMap
 from medseg.edit.session_writer import SessionWriter
 from medseg.edit.study_lock import hold_session
 from medseg.errors import MedsegError
-from medseg.io.atomic import atomic_open
+from medseg.io.atomic import append_synced, atomic_open
 from medseg.io.json_files import read_json_object
 
 MAGIC = b"MSJ1"
@@ -230,9 +229,7 @@ class Journal:
         if self._handle is None:
             raise MedsegError("the autosave journal is closed", path=self.folder)
         try:
-            for piece in pieces:
-                self._handle.write(piece)
-            os.fsync(self._handle.fileno())
+            append_synced(self._handle, *pieces)  # appended, not replaced: see medseg.io.atomic
         except OSError as error:
             raise MedsegError(f"cannot write the autosave journal ({error.strerror})", path=self.folder,
                               hint="free some disk space; your edits are still in memory") from error

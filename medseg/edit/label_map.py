@@ -132,9 +132,6 @@ class LabelMap(Volume):
             self.labels = dict(sorted(self.labels.items()))
         return self.labels.get(value) or Label(0, "background", (0, 0, 0))
 
-    def names(self) -> dict[int, str]:
-        return {v: e.name for v, e in self.labels.items()}
-
     # --- voxels --------------------------------------------------------------------------
     def widen_for(self, value: int) -> bool:
         """Make the array wide enough for ``value`` (uint8 → uint16, in place of the old one)."""

@@ -27,10 +27,12 @@ import io
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Mapping
 
 import numpy as np
 from scipy import ndimage
 
+from medseg.core.labels import Label
 from medseg.core.volume import Volume
 from medseg.errors import GeometryError
 from medseg.io.atomic import atomic_write_text
@@ -119,26 +121,27 @@ def nearest_patient_axes(direction: np.ndarray) -> tuple[int, int, int]:
     return max(permutations(range(3)), key=lambda order: float(np.prod([weight[p, order[p]] for p in range(3)])))
 
 
-def label_statistics(image: Volume, label_map: Volume, names: dict[int, str] | None = None) -> list[LabelStats]:
-    """Statistics of every non-zero label of ``label_map`` over ``image`` (same grid)."""
+def label_statistics(image: Volume, label_map: Volume, labels: Mapping[int, Label] | None = None) -> list[LabelStats]:
+    """Statistics of every non-zero label of ``label_map`` over ``image`` (same grid), named by ``labels``
+    (default: the label map's own table)."""
     if not label_map.same_grid(image):
         raise GeometryError("the segmentation is not on the image's grid; open it onto the image first")
-    names = names if names is not None else label_map.meta.label_names
-    labels = np.asarray(label_map.array)
+    table = labels if labels is not None else label_map.meta.labels
+    voxels = np.asarray(label_map.array)
     hu = np.asarray(image.array)
     stats = []
     # one voxel's box in LPS: each index axis's step, projected on L, P and S
     extent = tuple(float(v) for v in np.abs(np.asarray(label_map.direction)) @ np.asarray(label_map.spacing_mm))
-    max_value = int(labels.max(initial=0))
+    max_value = int(voxels.max(initial=0))
     if max_value == 0:
         return []
     spacing_xyz = np.asarray(label_map.spacing_mm, dtype=float)
     nearest = nearest_patient_axes(label_map.direction)
-    boxes = ndimage.find_objects(labels if labels.dtype.kind in "ui" else labels.astype(np.int32), max_label=max_value)
+    boxes = ndimage.find_objects(voxels if voxels.dtype.kind in "ui" else voxels.astype(np.int32), max_label=max_value)
     for value, box in enumerate(boxes, start=1):
         if box is None:
             continue
-        mask = labels[box] == value
+        mask = voxels[box] == value
         values = hu[box][mask].astype(np.float64)
         if values.size == 0:
             continue
@@ -148,7 +151,8 @@ def label_statistics(image: Volume, label_map: Volume, names: dict[int, str] | N
         lo, hi = _physical_bbox(label_map, mask, offset)
         median, *percentiles = np.percentile(values, [50, *PERCENTILES])  # one partial sort for all of them
         stats.append(LabelStats(
-            value, names.get(value, f"label {value}"), int(values.size), values.size * image.voxel_volume_ml,
+            value, table[value].name if value in table else f"label {value}", int(values.size),
+            values.size * image.voxel_volume_ml,
             float(values.mean()), float(values.std(ddof=1)) if values.size > 1 else 0.0,
             float(values.min()), float(values.max()), float(median),
             tuple(float(v) for v in lo), tuple(float(v) for v in hi), extent,  # type: ignore[arg-type]

@@ -26,6 +26,7 @@ from typing import Mapping
 import numpy as np
 from scipy import ndimage
 
+from medseg.core.labels import Label
 from medseg.core.volume import Volume
 from medseg.errors import GeometryError
 
@@ -59,19 +60,19 @@ def _touches_border(box: tuple[slice, ...], shape: tuple[int, ...]) -> bool:
     return any(s.start < BORDER_SLICES or s.stop > n - BORDER_SLICES for s, n in zip(box, shape))
 
 
-def totalseg_statistics(image: Volume, label_map: Volume, names: Mapping[int, str],
+def totalseg_statistics(image: Volume, label_map: Volume, table: Mapping[int, Label],
                         options: TotalSegOptions = TotalSegOptions()) -> dict[str, dict]:
-    """``{name: {"volume": mm³, "intensity": …[, extra metrics]}}`` for every value of ``names``, in value order."""
+    """``{name: {"volume": mm³, "intensity": …[, extra metrics]}}`` for every label of ``table``, in value order."""
     if not label_map.same_grid(image):
         raise GeometryError("the segmentation is not on the image's grid; open it onto the image first")
     labels = np.asarray(label_map.array)
     # TotalSegmentator reads the CT as float64 and casts it to int16 (truncating; wrapping outside int16)
     ct = np.asarray(image.array).astype(np.float64, copy=False).astype(np.int16)
     voxel_mm3 = float(np.prod(image.spacing_mm))
-    top = max([int(labels.max(initial=0)), *names]) if names else int(labels.max(initial=0))
+    top = max([int(labels.max(initial=0)), *table]) if table else int(labels.max(initial=0))
     boxes = ndimage.find_objects(labels if labels.dtype.kind in "ui" else labels.astype(np.int32), max_label=top)
     result: dict[str, dict] = {}
-    for value, name in sorted(names.items()):
+    for value, name in sorted((value, label.name) for value, label in table.items()):
         box = boxes[value - 1] if 0 < value <= len(boxes) else None
         entry: dict = {}
         if box is None or (options.exclude_border and _touches_border(box, labels.shape)):

@@ -41,7 +41,7 @@ import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Callable, Iterator
+from typing import IO, Any, Callable, Iterator
 
 from medseg.errors import SaveError
 from medseg.io.file_checks import IncompleteFile
@@ -447,5 +447,54 @@ def atomic_folder(path: str | os.PathLike, *, verify: Callable[[Path], None] | N
             shutil.rmtree(old, ignore_errors=True)
 
 
+# --- what a whole-file replace cannot be ------------------------------------------------------------
+# An append-only journal (the autosave journal, a batch's per-process table and re-identification records)
+# must have each record on disk before the work goes on; replacing the whole file per record would cost its
+# size per record. Its records carry their own framing (a length and CRC, or a line each) so that a reader
+# skips a torn last one. A download's part file keeps every byte received for a resume (its checksum, not a
+# rename, says it is whole); a lock's record is written into the very file its holder keeps locked.
+
+
+def sync_file(file: IO[Any] | int) -> None:
+    """Put what was written to ``file`` (a handle, flushed first, or a descriptor) on the disk."""
+    if isinstance(file, int):
+        os.fsync(file)
+        return
+    file.flush()
+    os.fsync(file.fileno())
+
+
+def append_synced(handle: IO[bytes], *pieces: bytes | memoryview, cut_torn: bool = False) -> None:
+    """Append ``pieces`` to an open journal (opened "ab"), each written whole, and fsync: on the disk when this
+    returns. ``cut_torn``: after an OSError the file is cut back to where this record began (an unbuffered
+    handle), so that the next record does not follow a torn one. The OSError propagates: the journal says
+    in its own words what could not be recorded."""
+    start = handle.seek(0, os.SEEK_END) if cut_torn else 0
+    try:
+        for piece in pieces:
+            data = memoryview(piece).cast("B")
+            while data:  # an unbuffered handle may take part of a piece
+                data = data[handle.write(data) or 0:]
+        sync_file(handle)
+    except OSError:
+        if cut_torn:
+            try:
+                os.ftruncate(handle.fileno(), start)
+            except OSError:
+                pass  # the reader skips the torn record
+        raise
+
+
+def rename_durably(source: str | os.PathLike, target: str | os.PathLike) -> Path:
+    """Rename a finished file or folder to ``target`` (a name nobody reads yet, or one that goes at once) and
+    make the rename survive a power cut. For a whole that is checked before it is named (a model version
+    staged and hashed; the record naming it is then written by :func:`atomic_path`)."""
+    target = Path(target)
+    os.replace(source, target)
+    fsync_folder(target.parent)
+    return target
+
+
 __all__ = ["SaveError", "atomic_path", "atomic_open", "atomic_write_bytes", "atomic_write_text",
-           "atomic_folder", "recover_folder", "check_writable", "clean_stale_temporaries", "fsync_folder"]
+           "atomic_folder", "recover_folder", "check_writable", "clean_stale_temporaries", "fsync_folder",
+           "sync_file", "append_synced", "rename_durably"]

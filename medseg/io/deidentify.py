@@ -37,7 +37,7 @@ from typing import Any
 
 from medseg.core.volume import Volume, VolumeMeta
 from medseg.errors import MedsegError, SaveError
-from medseg.io.atomic import atomic_write_bytes
+from medseg.io.atomic import atomic_write_bytes, sync_file
 
 PROFILE_TABLE = "dicomfields_2026c"  # PS3.15 2026c, table E.1-1, as dicom-anonymizer 2.1 ships it
 METHOD = "medseg: DICOM PS3.15 Basic Application Level Confidentiality Profile; keyed UIDs and patient pseudonym"
@@ -82,10 +82,11 @@ def load_or_create_key(path: str | os.PathLike, forbidden_under: Iterable[str | 
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except OSError as error:
         raise DeidentificationKeyError(f"cannot create the key file ({error.strerror})", path=path) from error
+    # created, never replaced (O_EXCL: a key another process made meanwhile is not overwritten), so not through
+    # atomic_path's rename; synced by the same module
     with os.fdopen(fd, "w", encoding="ascii") as handle:
         handle.write(key.hex() + "\n")
-        handle.flush()
-        os.fsync(handle.fileno())
+        sync_file(handle)
     return key, True
 
 

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Mapping
 
 import numpy as np
 from scipy import ndimage
 
 from medseg.core.label_arrays import label_values
+from medseg.core.labels import Label
 from medseg.core.volume import Volume
 from medseg.errors import MedsegError, SaveError
 from medseg.io.atomic import atomic_write_bytes
@@ -20,9 +22,10 @@ from medseg.io.formats import MESH_FORMATS, mesh_format
 from medseg.io.mesh import MeshResult, label_surface, safe_name
 
 
-def write_label_meshes(label_map: Volume, folder: str | os.PathLike, names: dict[int, str] | None = None,
+def write_label_meshes(label_map: Volume, folder: str | os.PathLike, table: Mapping[int, Label] | None = None,
                        fmt: str = "stl", values: list[int] | None = None) -> list[MeshResult]:
-    """One mesh file per label value, ``<value>_<name>.<fmt>`` in ``folder`` (written atomically)."""
+    """One mesh file per label value, ``<value>_<name>.<fmt>`` in ``folder`` (written atomically), named by
+    ``table`` (default: the label map's own)."""
     import trimesh
 
     file_format = mesh_format(fmt)
@@ -32,7 +35,7 @@ def write_label_meshes(label_map: Volume, folder: str | os.PathLike, names: dict
     folder = Path(folder)
     if not folder.is_dir():
         raise SaveError("the folder does not exist", path=folder, hint="create it or choose another folder")
-    names = names or label_map.meta.label_names
+    table = table or label_map.meta.labels
     present = label_values(label_map.array)
     labels = np.asarray(label_map.array)
     boxes = ndimage.find_objects(labels if labels.dtype.kind in "ui" else labels.astype(np.int32))
@@ -44,7 +47,7 @@ def write_label_meshes(label_map: Volume, folder: str | os.PathLike, names: dict
         vertices, faces = label_surface(label_map, value, box)
         if len(faces) == 0:
             continue
-        name = names.get(value, f"label_{value}")
+        name = table[value].name if value in table else f"label_{value}"
         mesh = trimesh.Trimesh(vertices=vertices, faces=faces, process=False)
         path = folder / f"{value}_{safe_name(name)}{file_format.suffix}"
         atomic_write_bytes(path, file_format.encode(mesh, name, value))

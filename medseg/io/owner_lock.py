@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from medseg.errors import MedsegError
+from medseg.io.atomic import sync_file
 
 _WINDOWS_BYTE = 1 << 30  # msvcrt locks a byte range: one far past the record, so readers can still read it
 
@@ -155,7 +156,7 @@ class OwnerLock:
                 os.ftruncate(fd, 0)
                 os.lseek(fd, 0, os.SEEK_SET)
                 os.write(fd, record)
-                os.fsync(fd)
+                sync_file(fd)  # written in place: the lock is on this very file, a replaced one would not hold it
                 return cls(path, fd, owner, stale)
             except BaseException:
                 try:

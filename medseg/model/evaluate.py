@@ -10,6 +10,7 @@ from typing import Any, Iterable, Mapping
 
 import numpy as np
 
+from medseg.core.labels import Label
 from medseg.core.volume import Volume
 from medseg.errors import GeometryError
 
@@ -79,7 +80,7 @@ def dice_per_label(prediction: np.ndarray, reference: np.ndarray, labels: Iterab
 
 
 def score_case(
-    prediction: Volume, reference: Volume, labels: Mapping[int, str], case: str = "case"
+    prediction: Volume, reference: Volume, labels: Mapping[int, Label], case: str = "case"
 ) -> CaseScore:
     """Dice and volumes for every foreground label; both maps must be on the same grid."""
     if not prediction.same_grid(reference):
@@ -95,7 +96,7 @@ def score_case(
         scores.append(
             LabelScore(
                 label=int(value),
-                name=labels[value],
+                name=labels[value].name,
                 dice=dices[value],
                 reference_ml=float(np.count_nonzero(reference.array == value) * voxel_ml),
                 predicted_ml=float(np.count_nonzero(prediction.array == value) * voxel_ml),

@@ -45,6 +45,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from medseg.errors import Cancelled, ModelError
+from medseg.io.atomic import rename_durably
 from medseg.progress import CancelToken
 
 SLAB_ROWS = 16  # output rows per slab: 8 slabs of a 128^3 tile; fewer rows cost more calls, more cost memory
@@ -194,8 +195,8 @@ class _Compiled:
         temporary = path.with_name(f".{path.stem}-{os.getpid()}.xml")
         try:
             openvino.save_model(model, os.fspath(temporary), compress_to_fp16=False)
-            os.replace(temporary.with_suffix(".bin"), path.with_suffix(".bin"))
-            os.replace(temporary, path)
+            rename_durably(temporary.with_suffix(".bin"), path.with_suffix(".bin"))  # two files: not one atomic_path
+            rename_durably(temporary, path)
         except OSError:  # an unwritable cache folder: exported again next time, nothing else
             for leftover in (temporary, temporary.with_suffix(".bin")):
                 leftover.unlink(missing_ok=True)

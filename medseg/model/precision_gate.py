@@ -187,7 +187,6 @@ def build_and_gate(package: Any, configuration: str, precision: str, reference: 
     if precision == EXACT:
         raise ValueError("float32 is the exact path: there is nothing to verify")
     plan = package.configurations[configuration]
-    names = dict(package.names)
     record = TierRecord(model=model_digest(package, configuration), configuration=configuration,
                         precision=precision, machine=precision_tier.tier_machine(), offered=False,
                         reference=reference_name, measured_on=date.today().isoformat())
@@ -225,7 +224,7 @@ def build_and_gate(package: Any, configuration: str, precision: str, reference: 
     # the exact path's other engine: a tier is worth offering only against the fastest exact one
     _, openvino_seconds = _labels(OpenVinoRunner(onnx, "f32", threads=threads, shape=shape), image, plan)
     record.agreement, record.dice, record.voxels, record.shortfalls = precision_tier.judge(
-        exact_labels, tier_labels, names)
+        exact_labels, tier_labels, package.labels)
     record.offered = not record.shortfalls
     record.seconds = {EXACT: exact_seconds, "openvino-f32": openvino_seconds, precision: tier_seconds}
     precision_tier.write_record(record, path)

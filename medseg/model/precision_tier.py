@@ -26,10 +26,11 @@ import json
 import platform
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from medseg.core.labels import Label
 from medseg.errors import ModelError
 
 EXACT, INT8, BF16 = "f32", "int8", "bf16"
@@ -129,8 +130,8 @@ def bf16_decision(capabilities: Sequence[str]) -> tuple[bool, str]:
 # --- the gate -----------------------------------------------------------------------------------------------
 
 
-def judge(exact: np.ndarray, tier: np.ndarray, names: dict[int, str]) -> tuple[float, dict[str, float],
-                                                                             dict[str, int], list[str]]:
+def judge(exact: np.ndarray, tier: np.ndarray, labels: Mapping[int, Label]) -> tuple[float, dict[str, float],
+                                                                                   dict[str, int], list[str]]:
     """Compare a tier's labels with the exact path's: (agreement, Dice per structure of at least
     STRUCTURE_VOXELS voxels in the exact labels, those voxel counts, the shortfalls against the gate)."""
     exact, tier = np.asarray(exact), np.asarray(tier)
@@ -143,7 +144,7 @@ def judge(exact: np.ndarray, tier: np.ndarray, names: dict[int, str]) -> tuple[f
     if agreement < AGREEMENT_NEEDED:
         shortfalls.append(f"labels {agreement:.3%} equal to float32's (needs {AGREEMENT_NEEDED:.1%}: "
                           f"{AGREEMENT_NEEDED - agreement:.3%} short)")
-    for value, name in sorted(names.items()):
+    for value, name in sorted((value, label.name) for value, label in labels.items()):
         if value == 0:
             continue
         a, b = exact == value, tier == value

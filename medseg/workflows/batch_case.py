@@ -66,8 +66,7 @@ class BatchCase:
         from medseg.edit.stats import label_statistics, write_stats_csv
 
         segmented = self.segmenter.run(prepared, progress, cancel)
-        names = {value: label.name for value, label in self.segmenter.card.labels.items()}
-        statistics = label_statistics(prepared.image, segmented.label_map, names)
+        statistics = label_statistics(prepared.image, segmented.label_map, self.segmenter.card.labels)
         if stats_csv is not None:
             write_stats_csv(statistics, stats_csv)
         target = self.target(output)

@@ -61,7 +61,7 @@ def evaluate(request: EvaluateRequest, progress: ProgressCallback | None = None,
         specs = list(request.specs)
     else:
         specs = list(dataset.validation_specs if request.held_out else dataset.specs)
-    scored = {model_index[name]: name for name in dataset_names.values()}
+    scored = {model_index[name]: package.labels[model_index[name]] for name in dataset_names.values()}
     cases, predictions = [], {}
     for number, spec in enumerate(specs):
         if cancel is not None:

@@ -9,8 +9,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
+from medseg.core.labels import Label
 from medseg.io.formats import MESH_FORMATS
 
 DEFAULT_MESH_FORMAT = MESH_FORMATS[0].key
@@ -23,13 +24,13 @@ def mesh_folder(folder: str | os.PathLike) -> Path:
     return output_folder(folder, probe="probe.stl")
 
 
-def write_meshes(label_map: Any, folder: str | os.PathLike, names: dict[int, str], fmt: str = DEFAULT_MESH_FORMAT
-                 ) -> list[Any]:
+def write_meshes(label_map: Any, folder: str | os.PathLike, table: Mapping[int, Label],
+                 fmt: str = DEFAULT_MESH_FORMAT) -> list[Any]:
     """One ``<value>_<name>.<fmt>`` per label of ``label_map`` (a Volume) in ``folder`` (checked first);
     a list of :class:`medseg.io.mesh_files.MeshResult`."""
     from medseg.io.mesh_files import write_label_meshes
 
-    return write_label_meshes(label_map, mesh_folder(folder), names, fmt)
+    return write_label_meshes(label_map, mesh_folder(folder), table, fmt)
 
 
 @dataclass(frozen=True)
@@ -54,7 +55,8 @@ def mesh_segmentation(request: MeshRequest) -> MeshResult:
 
     folder = mesh_folder(request.folder)
     opened = open_segmented_study(request.study, request.segmentation)
-    return MeshResult(opened, write_meshes(opened.segmentation.label_map, folder, opened.names, request.format))
+    return MeshResult(opened, write_meshes(opened.segmentation.label_map, folder, opened.segmentation.labels,
+                                             request.format))
 
 
 __all__ = ["MESH_FORMATS", "DEFAULT_MESH_FORMAT", "mesh_folder", "write_meshes", "MeshRequest", "MeshResult",

@@ -23,6 +23,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
+from medseg.core.labels import Label
 from medseg.errors import MedsegError, ModelError
 from medseg.model.kinds import ModelCard, OpenedModel, open_path
 from medseg.model.kinds.package_kind import MEDSEG_PACKAGE, opened_package, package_card
@@ -92,12 +93,18 @@ def with_catalogue_facts(card: ModelCard) -> ModelCard:
     if entry is None:
         return card
     described = entry.labels()
-    labels = {value: replace(described[value], provenance=label.provenance)
-              if value in described and described[value].name == label.name and not label.coded else label
-              for value, label in card.labels.items()}
-    groups = card.groups or {s.value: s.group for s in entry.structures
-                             if s.value in card.labels and card.labels[s.value].name == s.name and s.group}
-    return replace(card, licence=card.licence or entry.licence.summary, labels=labels, groups=groups)
+    labels = {value: _with_listed_facts(label, described.get(value)) for value, label in card.labels.items()}
+    return replace(card, licence=card.licence or entry.licence.summary, labels=labels)
+
+
+def _with_listed_facts(label: Label, listed: Label | None) -> Label:
+    """The catalogue's row for the same structure (same value and name) adds its codes, colour and group to a
+    label that has no codes, and its group to a coded one that has none (the group lives on the Label only)."""
+    if listed is None or listed.name != label.name:
+        return label
+    if not label.coded:
+        return replace(listed, provenance=label.provenance)
+    return replace(label, group=listed.group) if listed.group and not label.group else label
 
 
 def _catalogue_entry(model_id: str) -> Any:

@@ -14,7 +14,7 @@ from typing import Callable, Iterable
 
 from medseg.core.volume import Volume
 from medseg.errors import SaveError
-from medseg.io.atomic import atomic_path, atomic_write_text  # the one atomic write, for what an interface writes
+from medseg.io.atomic import append_synced, atomic_path, atomic_write_text  # the one atomic write and append
 from medseg.io.owner_lock import LockHeld, OwnerLock  # the one lock (a batch's run lock)
 
 
@@ -63,5 +63,5 @@ def output_folder(folder: str | os.PathLike, probe: str = "probe") -> Path:
 
 
 __all__ = ["check_output_file", "check_not_a_source", "check_writable", "output_folder", "atomic_path",
-           "atomic_write_text", "LockHeld", "OwnerLock"]
+           "atomic_write_text", "append_synced", "LockHeld", "OwnerLock"]
 

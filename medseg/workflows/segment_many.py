@@ -49,8 +49,7 @@ class CombinedStudy:
     def volumes_ml(self) -> dict[str, float]:
         from medseg.model.infer import label_volumes_ml
 
-        names = {value: label.name for value, label in self.labels.items()}
-        return label_volumes_ml(self.label_map.array, names, self.image.voxel_volume_ml)
+        return label_volumes_ml(self.label_map.array, self.labels, self.image.voxel_volume_ml)
 
 
 def combined_card(models: Sequence[ModelCard], labels: dict[int, Label]) -> ModelCard:

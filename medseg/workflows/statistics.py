@@ -12,8 +12,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
+from medseg.core.labels import Label
 from medseg.core.volume import Volume
 from medseg.edit.stats import LabelStats, is_stats_csv, is_stats_json, label_statistics, study_columns
 from medseg.edit.totalseg_stats import TotalSegOptions
@@ -27,7 +28,7 @@ class Statistics:
     """The figures of one segmentation, in one of the two definitions, with the study they are of."""
 
     definitions: str  # STANDARD or TOTALSEGMENTATOR
-    names: dict[int, str]
+    table: dict[int, Label] = field(default_factory=dict)  # the labels measured (TOTALSEGMENTATOR's CSV: their values)
     study: dict[str, str] = field(default_factory=dict)  # leading CSV columns: series UID, description (name)
     labels: list[LabelStats] = field(default_factory=list)  # STANDARD: one per label with voxels
     figures: dict[str, dict] = field(default_factory=dict)  # TOTALSEGMENTATOR: its statistics.json entries
@@ -53,13 +54,13 @@ class Statistics:
             from medseg.edit.totalseg_stats import totalseg_csv
             from medseg.io.atomic import atomic_write_text
 
-            values = {name: value for value, name in self.names.items()}
+            values = {label.name: value for value, label in self.table.items()}
             return atomic_write_text(path, totalseg_csv(self.figures, values, self.options or TotalSegOptions(),
                                                         self.study))
         return write_stats_csv(self.labels, path, self.study)
 
 
-def measure(image: Volume, label_map: Any, names: dict[int, str], definitions: str = STANDARD,
+def measure(image: Volume, label_map: Any, table: Mapping[int, Label], definitions: str = STANDARD,
             options: TotalSegOptions | None = None, study: dict[str, str] | None = None) -> Statistics:
     """The figures of ``label_map`` (a Volume or a LabelMap on ``image``'s grid) over ``image``."""
     if definitions not in DEFINITIONS:
@@ -69,9 +70,9 @@ def measure(image: Volume, label_map: Any, names: dict[int, str], definitions: s
         from medseg.edit.totalseg_stats import totalseg_statistics
 
         options = options or TotalSegOptions()
-        return Statistics(definitions, names, study, figures=totalseg_statistics(image, label_map, names, options),
+        return Statistics(definitions, dict(table), study, figures=totalseg_statistics(image, label_map, table, options),
                           options=options)
-    return Statistics(definitions, names, study, labels=label_statistics(image, label_map, names))
+    return Statistics(definitions, dict(table), study, labels=label_statistics(image, label_map, table))
 
 
 @dataclass(frozen=True)
@@ -111,7 +112,7 @@ def segmentation_statistics(request: StatisticsRequest) -> StatisticsResult:
         if out:
             check_not_a_source(out, opened.volume, option)
     study = study_columns(opened.volume, patient_name=request.patient_name)
-    statistics = measure(opened.volume, opened.segmentation.label_map, opened.names, request.definitions,
+    statistics = measure(opened.volume, opened.segmentation.label_map, opened.segmentation.labels, request.definitions,
                          request.options, study)
     written = [statistics.write(out) for out in (request.csv, request.json) if out]
     return StatisticsResult(opened, statistics, written)

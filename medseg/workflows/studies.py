@@ -70,10 +70,6 @@ class SegmentedStudy:
         """What the reader says about the segmentation (moved, renamed, names guessed), in order."""
         return [*self.segmentation.notes, *self.segmentation.naming]
 
-    @property
-    def names(self) -> dict[int, str]:
-        return {segment.value: segment.name for segment in self.segmentation.segments}
-
 
 def open_segmented_study(request: OpenStudyRequest, segmentation: str | os.PathLike,
                          progress: ProgressCallback | None = None) -> SegmentedStudy:

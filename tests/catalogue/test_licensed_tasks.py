@@ -119,7 +119,7 @@ def test_a_licensed_task_installs_with_its_key_by_totalsegmentators_request(lice
     assert request["content_type"] == "application/json" and oracle["url"].endswith(PATH)
 
     opened = open_model(installed_model_path(MODEL_ID))
-    assert opened.pipeline.label_names() == {s.value: s.name for s in load_catalogue().get(MODEL_ID).structures}
+    assert {v: label.name for v, label in opened.card.labels.items()} == {s.value: s.name for s in load_catalogue().get(MODEL_ID).structures}
     record = find_installed(MODEL_ID)
     assert record.licence["key_given"] is True and record.licence["spdx"] == LICENSED_SPDX
 

@@ -7,6 +7,7 @@ import pytest
 import SimpleITK as sitk
 
 from medseg.core.label_colors import color_for
+from medseg.core.labels import Label
 from medseg.edit.document import SegmentationDocument
 from medseg.errors import GeometryError
 from medseg.gui.common.view_state import ViewState
@@ -23,12 +24,12 @@ def test_comparison_layer_is_read_only_and_follows_the_image(ct_dir):
     seen = []
     view.comparison_changed.connect(lambda: seen.append(view.comparison))
     with pytest.raises(GeometryError, match="open an image"):
-        view.set_comparison(image.with_array(spine.astype(np.uint8)), {1: "liver"}, "B")
+        view.set_comparison(image.with_array(spine.astype(np.uint8)), {1: Label(1, "liver")}, "B")
     document.set_volume(image)
     with pytest.raises(GeometryError, match="does not match"):
         view.set_comparison(image.with_array(np.zeros((3, 256, 256), np.uint8)), {}, "B")
     document.set_label_map(image.with_array((spine == 1).astype(np.uint8)))
-    view.set_comparison(image.with_array(spine.astype(np.uint8)), {1: "liver", 2: "spine"}, "model B", "model A")
+    view.set_comparison(image.with_array(spine.astype(np.uint8)), {1: Label(1, "liver"), 2: Label(2, "spine")}, "model B", "model A")
     layer = view.comparison
     assert seen[-1] is layer and view.comparison_visible
     assert {v: (e.name, e.color) for v, e in layer.labels.items()} == {

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import SimpleITK as sitk
 
+from medseg.core.labels import Label
 from medseg.edit.stats import label_statistics, write_stats_csv
 from medseg.io import load, read_image, resample_to
 
@@ -23,7 +24,7 @@ def liver_case(ct_dir: Path):
 
 def test_statistics_match_simpleitk(liver_case, tmp_path: Path) -> None:
     image, labels = liver_case
-    stats = {s.value: s for s in label_statistics(image, labels, {5: "liver", 1: "spleen"})}
+    stats = {s.value: s for s in label_statistics(image, labels, {5: Label(5, "liver"), 1: Label(1, "spleen")})}
     label_image = sitk.Cast(labels.to_sitk(), sitk.sitkUInt16)
     intensity = sitk.LabelStatisticsImageFilter()
     intensity.Execute(image.to_sitk(), label_image)

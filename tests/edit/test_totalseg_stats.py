@@ -30,8 +30,8 @@ def case(ct_dir: Path):
     # medseg's arrays are (z, y, x) of the file's own voxel order: the same voxels, axes reversed
     assert np.array_equal(np.asarray(image.array).transpose(2, 1, 0), np.asarray(nib.load(folder / "example_ct_sm.nii.gz").dataobj))
     labels = all_117(ijk.transpose(2, 1, 0))
-    names = {v: label.name for v, label in load_catalogue().get("totalsegmentator/total").labels().items()}
-    return folder, image, image.with_array(labels), labels.transpose(2, 1, 0), names
+    table = load_catalogue().get("totalsegmentator/total").labels()
+    return folder, image, image.with_array(labels), labels.transpose(2, 1, 0), table
 
 
 @pytest.mark.parametrize("options", [TotalSegOptions(), TotalSegOptions(exclude_border=False, extra=True),
@@ -40,12 +40,12 @@ def case(ct_dir: Path):
 def test_equal_to_totalsegmentators_statistics_json(case, tmp_path: Path, options: TotalSegOptions) -> None:
     from totalsegmentator.statistics import get_basic_statistics
 
-    folder, image, label_map, seg_ijk, names = case
+    folder, image, label_map, seg_ijk, table = case
     get_basic_statistics(seg_ijk, folder / "example_ct_sm.nii.gz", tmp_path / "statistics.json", quiet=True,
                          task="total", exclude_masks_at_border=options.exclude_border, metric=options.metric,
                          extra_metrics=options.extra)
     theirs = json.loads((tmp_path / "statistics.json").read_text())
-    ours = totalseg_statistics(image, label_map, names, options)
+    ours = totalseg_statistics(image, label_map, table, options)
     assert list(ours) == list(theirs)  # every structure, in TotalSegmentator's order
     zeroed = 0
     for name, entry in theirs.items():
@@ -65,9 +65,9 @@ def test_equal_to_totalsegmentators_statistics_json(case, tmp_path: Path, option
 
 def test_the_standard_figures_differ_where_totalsegmentator_says_so(case) -> None:
     """The default definitions are medseg's: nothing zeroed at the border, ml, HU as stored."""
-    _folder, image, label_map, _seg, names = case
-    standard = {s.name: s for s in label_statistics(image, label_map, names)}
-    theirs = totalseg_statistics(image, label_map, names, TotalSegOptions(exclude_border=False))
+    _folder, image, label_map, _seg, table = case
+    standard = {s.name: s for s in label_statistics(image, label_map, table)}
+    theirs = totalseg_statistics(image, label_map, table, TotalSegOptions(exclude_border=False))
     assert len(standard) == 117
     for name, entry in theirs.items():
         assert standard[name].volume_ml * 1000 == pytest.approx(entry["volume"], rel=1e-9)
@@ -83,7 +83,7 @@ def test_medseg_stats_writes_either_definitions_and_says_which(case, tmp_path: P
     from medseg.cli import main
     from medseg.io.label_files import write_label_map
 
-    folder, image, label_map, seg_ijk, names = case
+    folder, image, label_map, seg_ijk, table = case
     labels = load_catalogue().get("totalsegmentator/total").labels()
     write_label_map(label_map, tmp_path / "total.nii.gz", list(labels.values()), image)
     ct = str(folder / "example_ct_sm.nii.gz")

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from medseg.core.labels import Label
 from medseg.io import load
 from medseg.io.mesh_files import write_label_meshes
 
@@ -54,7 +55,7 @@ def test_obj_has_every_vertex_in_lps(ct_dir: Path, tmp_path: Path) -> None:
     image = load(ct_dir / "dcmqi_ct3slice_masks" / "image")
     labels = np.zeros(image.shape_zyx, dtype=np.uint8)
     labels[:, 100:200, 150:260] = 2
-    (result,) = write_label_meshes(image.with_array(labels), tmp_path, {2: "liver dome"}, fmt="obj")
+    (result,) = write_label_meshes(image.with_array(labels), tmp_path, {2: Label(2, "liver dome")}, fmt="obj")
     assert result.path.name == "2_liver_dome.obj"
     lines = result.path.read_text().splitlines()
     assert "LPS" in lines[0]

@@ -121,7 +121,7 @@ def test_ground_truth_label_map_matches_the_image_grid(demo: phantom.Phantom) ->
     assert label_map.same_grid(demo.image)
     assert label_map.array.dtype == np.uint8
     assert set(np.unique(label_map.array)) == set(PHANTOM_LABELS)
-    assert label_map.meta.label_names == PHANTOM_LABELS
+    assert {v: label.name for v, label in label_map.meta.labels.items()} == PHANTOM_LABELS
     ml = {name: (label_map.array == value).sum() * label_map.voxel_volume_ml for value, name in PHANTOM_LABELS.items()}
     assert 1000 <= ml["lungs"] <= 5000  # two adult lungs, their apices cut off at the top of the scan
     assert 1000 <= ml["liver"] <= 2500

@@ -184,7 +184,7 @@ def test_segment_result_geometry_labels_and_volumes(package, abdomen):
     result = segment(abdomen, package, device="cpu")
     label_map = result.label_map
     assert label_map.same_grid(abdomen) and label_map.array.dtype == np.uint8
-    assert label_map.meta.label_names == {0: "background", 1: "liver", 2: "spleen"}
+    assert {v: label.name for v, label in label_map.meta.labels.items()} == {0: "background", 1: "liver", 2: "spleen"}
     assert result.device_used == "cpu" and result.configuration == "3d_fullres" and result.fallbacks == []
     counts = np.bincount(label_map.array.ravel(), minlength=3)
     assert result.volumes_ml == {

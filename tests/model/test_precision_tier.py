@@ -19,6 +19,7 @@ import pytest
 import SimpleITK as sitk
 import torch
 
+from medseg.core.labels import Label
 from medseg.core.volume import Volume
 from medseg.errors import ModelError
 from medseg.model import precision_tier
@@ -59,7 +60,7 @@ def test_judge_counts_agreement_and_dice_of_large_structures_only():
     tier = exact.copy()
     tier[:, 50, :40] = 1  # 400 voxels more of structure 1: 50 380 in all
     tier[0, 0, :20] = 0
-    agreement, dice, voxels, shortfalls = precision_tier.judge(exact, tier, {0: "bg", 1: "big", 2: "tiny"})
+    agreement, dice, voxels, shortfalls = precision_tier.judge(exact, tier, {v: Label(v, n) for v, n in {0: "bg", 1: "big", 2: "tiny"}.items()})
     assert agreement == pytest.approx(1 - 420 / 100_000)
     assert voxels == {"big": 49_980}  # 20 of its voxels became structure 2 in the exact map
     assert dice["big"] == pytest.approx(2 * 49_980 / (49_980 + 50_380), abs=1e-6)

@@ -91,7 +91,7 @@ def test_label_map_is_uint8_on_the_same_grid_with_the_starter_labels(phantom_cas
     label_map = rule_label_map(case.image)
     assert label_map.same_grid(case.image)
     assert label_map.array.dtype == np.uint8
-    assert label_map.meta.label_names == STARTER_LABELS == {0: "background", 1: "body", 2: "lungs", 3: "bones"}
+    assert {v: label.name for v, label in label_map.meta.labels.items()} == STARTER_LABELS == {0: "background", 1: "body", 2: "lungs", 3: "bones"}
     assert set(np.unique(label_map.array)) == {0, 1, 2, 3}
     assert set(STARTER_COLORS) == {1, 2, 3}
 

@@ -69,7 +69,7 @@ def test_fastest_resamples_a_3mm_abdomen(peer, ct_dir, tmp_path):
     theirs, names = totalsegmentator_labels(peer, image, tmp_path, fastest=True)
     result, _ = segment_totalseg(volume, peer["model"], "6mm", device="cpu")
     assert_agrees(result.label_map.array, theirs, min_classes=20)
-    assert {v: result.label_map.meta.label_names[v] for v in names} == names
+    assert {v: result.label_map.meta.labels[v].name for v in names} == names
 
 
 # slow: TotalSegmentator builds a predictor, starts its worker processes and writes and reads the image

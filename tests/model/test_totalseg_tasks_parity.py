@@ -101,7 +101,7 @@ def test_task_agrees_with_totalsegmentator(peer, task, tmp_path):
     assert {value: model.labels[value] for value in names} == names  # the same numbers for the same names
     result, run = segment_totalseg(volume, model, default_configuration(task), device="cpu")
     ours = result.label_map.array
-    assert {v: result.label_map.meta.label_names[v] for v in np.unique(ours) if v} == \
+    assert {v: result.label_map.meta.labels[v].name for v in np.unique(ours) if v} == \
         {v: names[v] for v in np.unique(ours) if v}
     assert_agrees(ours, theirs, min_classes=least_labels(task))
     if crops(task):

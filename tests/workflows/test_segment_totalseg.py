@@ -61,7 +61,8 @@ def test_the_card_states_configurations_structures_and_groups(model_dir):
     entry = load_catalogue().entries["totalsegmentator/total"]
     assert card.kind == TOTALSEG_MODEL and card.modality == "CT" and card.name == "totalsegmentator/total"
     assert {v: label.name for v, label in card.labels.items()} == {s.value: s.name for s in entry.structures}
-    assert card.groups == {s.value: s.group for s in entry.structures} and card.groups[5] == "organs"
+    assert {v: label.group for v, label in card.labels.items()} == {s.value: s.group for s in entry.structures}
+    assert card.labels[5].group == "organs"
     assert set(card.configurations) == {"1.5mm", "3mm", "6mm"} and "5 networks" in card.configurations["1.5mm"]
     assert card.licence == entry.licence.summary
     assert entry.support == "exact"  # the catalogue's claim, which the peer comparisons here and in tests/model back

@@ -20,7 +20,7 @@ drops the comparison layer; a new label map makes one of its labels active.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 
@@ -190,7 +190,7 @@ class ViewState:
         self.overlay_changed.emit()
 
     # --- comparison layer ----------------------------------------------------------------
-    def set_comparison(self, label_map: Volume, names: dict[int, str], name: str, primary_name: str = "") -> None:
+    def set_comparison(self, label_map: Volume, labels: Mapping[int, Label], name: str, primary_name: str = "") -> None:
         """Show ``label_map`` (on the image grid) read-only beside the editable label map."""
         volume = self.document.volume
         if volume is None:
@@ -200,7 +200,7 @@ class ViewState:
                                 f"image's {volume.size_xyz}")
         check_label_values(label_map)
         label_map.array.flags.writeable = False
-        table = build_label_table(np.unique(label_map.array).tolist(), names)
+        table = build_label_table(np.unique(label_map.array).tolist(), labels)
         self.comparison = ComparisonLayer(label_map, table, name, primary_name)
         self.comparison_visible = True
         self.comparison_changed.emit()

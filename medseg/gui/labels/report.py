@@ -200,7 +200,7 @@ def report_from_window(window, identify: bool = True) -> Report:
     made_by = ", ".join(f"{name} {version}".strip() for name, version in makers) or opened or "drawn by hand"
     if edited:
         made_by += f" ({edited} structure{'s' if edited != 1 else ''} edited by hand)"
-    figures = {s.value: s for s in measure(volume, document.label_map, {v: e.name for v, e in labels.items()}).labels}
+    figures = {s.value: s for s in measure(volume, document.label_map, labels).labels}
     rows = [ReportRow(value, entry.name, entry.group, figures[value].volume_ml if value in figures else 0.0,
                       figures[value].hu_mean if value in figures else None, entry.color)
             for value, entry in labels.items() if entry.visible]

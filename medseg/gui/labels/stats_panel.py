@@ -126,15 +126,15 @@ class StatsPanel(QWidget):
         image, labels, edits = doc.volume, doc.label_map, self._edits
         if self._job is not None and self._counting == (id(image), id(labels), edits):
             return  # the count running now is of this very state (a new result asks twice: opened, segmented)
-        names = {value: entry.name for value, entry in doc.labels.items()}
-        if any(item.value not in names for item in self.stats):
+        table = dict(doc.labels)  # the table as it is now: the count runs on while the user renames
+        if any(item.value not in table for item in self.stats):
             # a new segmentation (a model's result, a file): while it is counted, no row names a label that
             # is gone, so the table and the label list never disagree
-            self.stats = [item for item in self.stats if item.value in names]
+            self.stats = [item for item in self.stats if item.value in table]
             self._fill()
         # Not listed in the status bar (its own registry): the summary line says "Counting…", and a second
         # job there would take the Cancel button from the one the user may want to stop (Segment).
-        job = Job("label statistics", lambda progress=None, cancel=None: label_statistics(image, labels, names),
+        job = Job("label statistics", lambda progress=None, cancel=None: label_statistics(image, labels, table),
                   self, cancellable=False, computes=True, registry=self._jobs)
         job.finished_ok.connect(lambda stats: self._counted(job, stats, edits))
         job.finished_error.connect(lambda error: self._count_failed(job, error))
@@ -184,10 +184,10 @@ class StatsPanel(QWidget):
 
     def _rename(self) -> None:
         """Names follow the table; colours, visibility and locks do not touch the figures (no refill)."""
-        names = {value: entry.name for value, entry in self.document.labels.items()}
-        renamed = [item for item in self.stats if names.get(item.value, item.name) != item.name]
+        table = self.document.labels
+        renamed = [item for item in self.stats if item.value in table and table[item.value].name != item.name]
         for item in renamed:
-            item.name = names[item.value]
+            item.name = table[item.value].name
         if renamed:
             self._fill()
 
@@ -226,10 +226,9 @@ class StatsPanel(QWidget):
         try:
             if self.definitions_box.currentData() == "totalsegmentator":
                 doc = self.document
-                names = {value: entry.name for value, entry in doc.labels.items()}
-                measure(volume, doc.label_map, names, TOTALSEGMENTATOR, study=study).write(path)
+                measure(volume, doc.label_map, doc.labels, TOTALSEGMENTATOR, study=study).write(path)
             else:
-                Statistics(STANDARD, {s.value: s.name for s in self.stats}, study, labels=self.stats).write(path)
+                Statistics(STANDARD, study=study, labels=self.stats).write(path)
         except MedsegError as error:
             self.failed.emit(error)
             return False

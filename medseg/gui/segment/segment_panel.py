@@ -320,8 +320,7 @@ class SegmentPanel(QGroupBox):
             return
         from medseg.gui.segment.structure_picker import StructurePicker
 
-        names = {value: label.name for value, label in card.labels.items()}
-        self.structure_picker = StructurePicker(names, card.groups, self._structures, self)
+        self.structure_picker = StructurePicker(card.labels, self._structures, self)
         self.structure_picker.accepted.connect(lambda: self._set_structures(self.structure_picker.chosen()))
         self.structure_picker.open()
 

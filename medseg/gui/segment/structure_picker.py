@@ -7,6 +7,8 @@ Every structure chosen is the same as none chosen (the whole model, no crop).
 
 from __future__ import annotations
 
+from typing import Mapping
+
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
     QDialog,
@@ -21,13 +23,15 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from medseg.core.labels import Label
+
 NAME_ROLE = int(Qt.ItemDataRole.UserRole)
 
 
 class StructurePicker(QDialog):
-    """``structures``: value -> name; ``groups``: value -> group (ungrouped ones go under "other")."""
+    """``structures``: the model's labels, by value, under their groups (ungrouped ones go under "other")."""
 
-    def __init__(self, structures: dict[int, str], groups: dict[int, str], chosen: tuple[str, ...] | None,
+    def __init__(self, structures: Mapping[int, Label], chosen: tuple[str, ...] | None,
                  parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setWindowTitle("Structures to segment")
@@ -58,11 +62,11 @@ class StructurePicker(QDialog):
         layout.addLayout(row)
         layout.addWidget(self.buttons)
         self._total = len(structures)
-        wanted = set(chosen) if chosen is not None else set(structures.values())
+        wanted = set(chosen) if chosen is not None else {label.name for label in structures.values()}
         self.tree.blockSignals(True)
         by_group: dict[str, QTreeWidgetItem] = {}
-        for value, name in sorted(structures.items()):
-            group = groups.get(value) or "other"
+        for _value, label in sorted(structures.items()):
+            name, group = label.name, label.group or "other"
             if group not in by_group:
                 parent_item = QTreeWidgetItem(self.tree, [group])
                 parent_item.setFlags(parent_item.flags() | Qt.ItemFlag.ItemIsUserCheckable

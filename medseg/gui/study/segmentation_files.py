@@ -192,7 +192,7 @@ class SegmentationFiles(QObject):
 
             if mesh:
                 folder = path.with_suffix("")  # "liver.stl" -> folder "liver" with one file per label
-                results = write_meshes(snapshot, folder, {s.value: s.name for s in segments}, mesh.key)
+                results = write_meshes(snapshot, folder, {s.value: s for s in segments}, mesh.key)
                 return path, [f"{len(results)} surfaces in {folder}"], True, position, False
             # the save dialog asked before replacing a file: the target is checked here, once, and written
             target = plan_save(path, force=True, option="the segmentation file")

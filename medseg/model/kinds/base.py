@@ -36,7 +36,6 @@ class ModelCard:
     configurations: dict[str, str]  # name -> one line: dimension, patch, spacing, folds
     labels: dict[int, Label]  # the labels it segments (background excluded), as its output
     postprocessing: list[str] = field(default_factory=list)  # its declared steps after the network
-    groups: dict[int, str] = field(default_factory=dict)  # label value -> its group (the catalogue's), when known
 
     @property
     def coded(self) -> bool:
@@ -47,7 +46,7 @@ class ModelCard:
                 "licence": self.licence, "kind": self.kind, "source": str(self.source),
                 "configurations": dict(self.configurations),
                 "labels": {str(v): label.as_dict() for v, label in self.labels.items()},
-                "postprocessing": list(self.postprocessing), "groups": {str(v): g for v, g in self.groups.items()}}
+                "postprocessing": list(self.postprocessing)}
 
     def describe(self) -> str:
         """A few lines for a terminal or a tooltip."""
@@ -165,10 +164,6 @@ class ModelPipeline(ABC):
     @abstractmethod
     def configuration_names(self) -> dict[str, str]:
         """Configuration name -> the short text a picker shows after it (e.g. "3D", "2 networks")."""
-
-    def label_names(self) -> dict[int, str]:
-        """Value -> name of every structure it segments (background excluded)."""
-        return {value: label.name for value, label in sorted(self.card.labels.items())}
 
     def speed_flags(self) -> dict[str, str]:
         """A publisher's speed flags -> the configuration each names (TotalSegmentator's fast -> 3mm)."""

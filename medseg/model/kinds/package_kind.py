@@ -68,9 +68,6 @@ class PackagePipeline(ModelPipeline):
     def configuration_names(self) -> dict[str, str]:
         return {name: f"{plan.dim}D" for name, plan in self._package.configurations.items()}
 
-    def label_names(self) -> dict[int, str]:
-        return {value: name for value, name in sorted(self._package.names.items()) if value}
-
     def engine_packages(self) -> list[tuple[Any, str]]:
         return [(self._package, name) for name in self._package.configurations]
 

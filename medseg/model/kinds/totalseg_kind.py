@@ -116,9 +116,6 @@ class TotalSegPipeline(ModelPipeline):
                 flags[flag] = chosen
         return flags
 
-    def label_names(self) -> dict[int, str]:
-        return dict(sorted(self.model.labels.items()))
-
     def check_settings(self, settings: SegmentSettings, device: str, fallbacks: list[str]) -> str:
         from medseg.model.totalseg import structure_values
 

@@ -479,13 +479,14 @@ def _result(volume: Volume, labels: np.ndarray, model: TotalSegModel, configurat
     present = sorted(int(v) for v in np.unique(labels) if v)
     for value in present:  # a value no class map names (TotalSegmentator keeps it too)
         names.setdefault(value, f"label_{value}")
+    label_map = volume.with_array(labels, labels=names, modality="SEG")
     return SegmentationResult(
-        label_map=volume.with_array(labels, labels=names, modality="SEG"),
+        label_map=label_map,
         probabilities=None,
         device_used=device,
         configuration=configuration,
         fallbacks=fallbacks,
-        volumes_ml=label_volumes_ml(labels, names, volume.voxel_volume_ml),
+        volumes_ml=label_volumes_ml(labels, label_map.meta.labels, volume.voxel_volume_ml),
         seconds=time.perf_counter() - started,
         labels={value: Label(value, names[value], None, provenance=made_by) for value in present},
         threads=threads,
