@@ -56,7 +56,7 @@ def test_without_a_verified_tier_only_float32_runs(fresh_cache, window, driver, 
 
 
 def test_a_verified_int8_tier_is_offered_and_a_segment_in_it_says_so(verified_cache, window, driver,
-                                                                      lung_bases_file, qtbot):
+                                                                      lung_bases_file, qtbot, artifacts_dir):
     _, record = verified_cache
     assert record.offered, record.shortfalls
     driver.open_image_file(lung_bases_file)
@@ -77,3 +77,5 @@ def test_a_verified_int8_tier_is_offered_and_a_segment_in_it_says_so(verified_ca
     stated = load_package(starter_model_path()).version
     assert result.details["precision"] == "int8"
     assert {entry.provenance.algorithm_version for entry in window.document.labels.values()} == {f"{stated} (int8)"}
+    assert "in int8 (verified, not the exact float32 path)" in window.messages.text()  # the status line says it too
+    window.grab().save(str(artifacts_dir / "segment_precision_int8.png"))  # the panel's choice and plan, after the run

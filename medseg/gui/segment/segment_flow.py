@@ -215,7 +215,9 @@ class SegmentFlow(QObject):
             notices.append(moved_text(moved))
         if notices:
             self.notice("Segmentation: " + "; ".join(notices))
-        how = f"{result.seconds:.1f} s on {result.device}{' with ' + result.configuration if result.configuration else ''}"
+        precision = result.details.get("precision", "f32")
+        tier = f" in {precision} (verified, not the exact float32 path)" if precision != "f32" else ""
+        how = f"{result.seconds:.1f} s on {result.device}{tier}{' with ' + result.configuration if result.configuration else ''}"
         if found == 0:  # nothing found is not a success: the wrong model, or the wrong image for it
             self.services.notify(f"0 structures found by {result.model.name}: is it the model for this series? "
                                  f"(segmented in {how}; Segmentation ▸ Use the built-in model)",
