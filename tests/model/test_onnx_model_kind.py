@@ -44,7 +44,8 @@ def test_the_export_writes_the_network_and_a_plain_json_sidecar(exported: Path) 
     sidecar = json.loads(exported.with_name("starter.onnx.json").read_text())
     starter = open_model(None)
     assert sidecar["format"] == "medseg-onnx-model" and sidecar["onnx"] == "starter.onnx"
-    assert {int(v): name for v, name in sidecar["labels"].items() if int(v)} == starter.pipeline.label_names()
+    assert {int(v): name for v, name in sidecar["labels"].items() if int(v)} == \
+        {value: label.name for value, label in starter.card.labels.items() if value}
     (configuration,) = sidecar["configurations"].values()  # one configuration: the file holds one network
     plan = starter.package.configurations[sidecar["configuration"]]
     assert configuration["target_spacing_transposed"] == list(plan.target_spacing_transposed)
