@@ -183,12 +183,20 @@ def model_path(package: Any, configuration: str, precision: str) -> Path:
     return folder() / f"{_key(package, configuration, precision)}.xml"
 
 
+# The window checks the verified files each time a study opens (to offer the tier), on the GUI thread: a file's
+# digest is kept while its size and modification time stay the same, so a large model is hashed once a session.
+_DIGESTS: dict[tuple[str, int, int], str] = {}
+
+
 def file_digest(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
+    """The file's SHA-256 (medseg.io.digest), remembered for as long as its size and modification time hold."""
+    from medseg.io.digest import sha256_file
+
+    status = path.stat()
+    key = (str(path), status.st_size, status.st_mtime_ns)
+    if key not in _DIGESTS:
+        _DIGESTS[key] = sha256_file(path)
+    return _DIGESTS[key]
 
 
 def write_record(record: TierRecord, path: Path) -> Path:
